@@ -1,0 +1,148 @@
+"""course.yml: the one place where a course's settings are read and validated.
+
+Every key is checked on load, so a typo fails at once with the key's dotted path instead of
+silently falling back to a default in the middle of grading a class.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.exercise import EX4_PARAMETER_IDS, GRADE_IDS
+
+KNOWN_GRADE_IDS = GRADE_IDS + EX4_PARAMETER_IDS
+
+
+class CourseError(ValueError):
+    """A course.yml that cannot be used; the message names the file and the offending key."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float = 1e-5
+    atol: float = 1e-8
+
+
+@dataclass(frozen=True)
+class Policy:
+    chain_only_credit: float = 0.5
+    squeezable_shape_credit: float = 0.5
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout_seconds: float = 120.0
+
+
+@dataclass(frozen=True)
+class Course:
+    path: Path
+    course_id: str
+    assignment: str
+    notebook: str
+    secret_salt: str
+    points: dict[str, float]
+    data: str | None = None
+    configurations: int = 4
+    autotests: str = "autotests"
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    policy: Policy = field(default_factory=Policy)
+    limits: Limits = field(default_factory=Limits)
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    @property
+    def autotests_dir(self) -> Path:
+        return self.root / self.autotests
+
+    @property
+    def max_score(self) -> float:
+        return sum(self.points.values())
+
+
+def _number(where: str, value, low: float, high: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CourseError(f"{where}: expected a number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise CourseError(f"{where}: must be {bound}, got {value!r}")
+    return float(value)
+
+
+def _text(where: str, value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise CourseError(f"{where}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _section(where: str, raw, cls, bounds: dict[str, tuple[float, float | None]]):
+    if raw is None:
+        return cls()
+    if not isinstance(raw, dict):
+        raise CourseError(f"{where}: expected a mapping, got {raw!r}")
+    unknown = sorted(set(raw) - set(bounds))
+    if unknown:
+        raise CourseError(f"{where}.{unknown[0]}: unknown key (known: {', '.join(bounds)})")
+    return cls(**{k: _number(f"{where}.{k}", v, *bounds[k]) for k, v in raw.items()})
+
+
+def parse(raw, path: Path) -> Course:
+    where = str(path)
+    if not isinstance(raw, dict):
+        raise CourseError(f"{where}: expected a mapping of settings at the top level")
+    fields = {"course_id", "assignment", "notebook", "secret_salt", "points", "data", "configurations",
+              "autotests", "tolerance", "policy", "limits"}
+    unknown = sorted(set(raw) - fields)
+    if unknown:
+        raise CourseError(f"{where}: {unknown[0]}: unknown key (known: {', '.join(sorted(fields))})")
+    for key in ("course_id", "assignment", "notebook", "secret_salt", "points"):
+        if key not in raw:
+            raise CourseError(f"{where}: {key}: missing")
+    points = raw["points"]
+    if not isinstance(points, dict) or not points:
+        raise CourseError(f"{where}: points: expected a mapping of grade id to points")
+    for grade_id, value in points.items():
+        if grade_id not in KNOWN_GRADE_IDS:
+            raise CourseError(f"{where}: points.{grade_id}: unknown grade id")
+        _number(f"{where}: points.{grade_id}", value, 0)
+    data = raw.get("data")
+    if data is not None:
+        _text(f"{where}: data", data)
+    configurations = raw.get("configurations", 4)
+    if isinstance(configurations, bool) or not isinstance(configurations, int) or not 4 <= configurations <= 16:
+        raise CourseError(f"{where}: configurations: expected a whole number from 4 to 16, got {configurations!r}")
+    return Course(
+        path=path,
+        course_id=_text(f"{where}: course_id", raw["course_id"]),
+        assignment=_text(f"{where}: assignment", raw["assignment"]),
+        notebook=_text(f"{where}: notebook", raw["notebook"]),
+        secret_salt=_text(f"{where}: secret_salt", str(raw["secret_salt"])),
+        points={g: float(v) for g, v in points.items()},
+        data=data,
+        configurations=configurations,
+        autotests=_text(f"{where}: autotests", raw.get("autotests", "autotests")),
+        tolerance=_section(f"{where}: tolerance", raw.get("tolerance"), Tolerance,
+                           {"rtol": (0.0, 1.0), "atol": (0.0, 1.0)}),
+        policy=_section(f"{where}: policy", raw.get("policy"), Policy,
+                        {"chain_only_credit": (0.0, 1.0), "squeezable_shape_credit": (0.0, 1.0)}),
+        limits=_section(f"{where}: limits", raw.get("limits"), Limits, {"timeout_seconds": (1.0, 86400.0)}),
+    )
+
+
+def load(path: str | Path) -> Course:
+    import yaml
+
+    path = Path(path).resolve()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CourseError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CourseError(f"{path}: cannot read: {exc}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CourseError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    return parse(raw, path)

@@ -1,0 +1,60 @@
+"""The public contract between the notebooks and the grader: grade ids, what each answer cell
+assigns, and which names it may read.
+
+Grade ids never change meaning once a course has released a notebook: a gradebook keys its scores on
+them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grader.model import INTERMEDIATES, PARAMETERS, consumers
+
+# Exercise 1, in the order the notebook asks for them; each is also a valid computation order.
+ATOMIC = (
+    "dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts", "dnorm_logits",
+    "dlogit_maxes", "dlogits", "dh", "dW2", "db2", "dhpreact", "dbngain", "dbnbias", "dbnraw",
+    "dbnvar_inv", "dbnvar", "dbndiff2", "dbndiff", "dbnmeani", "dhprebn", "dembcat", "dW1", "db1",
+    "demb", "dC",
+)
+
+# What every answer cell may read besides gradients: the notebook says the same to students.
+FORWARD_NAMES = PARAMETERS + tuple(name for name in INTERMEDIATES if name != "loss") + ("Xb", "Yb", "n")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer cell: its grade id, the variable it must assign and the gradients it may read.
+
+    `source` is the forward tensor whose gradient this is; `upstream` lists the gradients the cell
+    may read (teacher-forced by the grader); `local_upstream` the ones a single backward step
+    combines, which the local check randomises (empty when the only consumer is the loss).
+    """
+
+    grade_id: str
+    variable: str
+    source: str
+    upstream: tuple[str, ...]
+    local_upstream: tuple[str, ...]
+    exercise: int
+
+
+def _atomic(index: int, grade_id: str) -> Answer:
+    source = grade_id[1:]
+    local = tuple("d" + c for c in consumers(source) if c != "loss")
+    return Answer(grade_id, grade_id, source, ATOMIC[:index], local, 1)
+
+
+ANSWERS: tuple[Answer, ...] = (
+    *(_atomic(i, g) for i, g in enumerate(ATOMIC)),
+    Answer("ex2_dlogits", "dlogits", "logits", (), (), 2),
+    Answer("ex3_dhprebn", "dhprebn", "hprebn", ("dhpreact",), ("dhpreact",), 3),
+)
+
+BY_GRADE_ID = {a.grade_id: a for a in ANSWERS}
+GRADE_IDS = tuple(BY_GRADE_ID)
+
+# Exercise 4: the student's whole backward pass as one function, graded per parameter.
+EX4_GRADE_ID = "ex4_backward"
+EX4_FUNCTION = "manual_backward"
+EX4_PARAMETER_IDS = tuple(f"ex4_d{p}" for p in PARAMETERS)
