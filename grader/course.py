@@ -8,9 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.exercise import EX4_PARAMETER_IDS, GRADE_IDS
-
-KNOWN_GRADE_IDS = GRADE_IDS + EX4_PARAMETER_IDS
+from grader.exercise import GRADE_IDS
 
 
 class CourseError(ValueError):
@@ -32,6 +30,7 @@ class Policy:
 @dataclass(frozen=True)
 class Limits:
     timeout_seconds: float = 120.0
+    cell_timeout_seconds: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -104,7 +103,7 @@ def parse(raw, path: Path) -> Course:
     if not isinstance(points, dict) or not points:
         raise CourseError(f"{where}: points: expected a mapping of grade id to points")
     for grade_id, value in points.items():
-        if grade_id not in KNOWN_GRADE_IDS:
+        if grade_id not in GRADE_IDS:
             raise CourseError(f"{where}: points.{grade_id}: unknown grade id")
         _number(f"{where}: points.{grade_id}", value, 0)
     data = raw.get("data")
@@ -127,7 +126,7 @@ def parse(raw, path: Path) -> Course:
                            {"rtol": (0.0, 1.0), "atol": (0.0, 1.0)}),
         policy=_section(f"{where}: policy", raw.get("policy"), Policy,
                         {"chain_only_credit": (0.0, 1.0), "squeezable_shape_credit": (0.0, 1.0)}),
-        limits=_section(f"{where}: limits", raw.get("limits"), Limits, {"timeout_seconds": (1.0, 86400.0)}),
+        limits=_section(f"{where}: limits", raw.get("limits"), Limits, {"timeout_seconds": (1.0, 86400.0), "cell_timeout_seconds": (0.1, 3600.0)}),
     )
 
 

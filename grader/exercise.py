@@ -37,6 +37,12 @@ class Answer:
     upstream: tuple[str, ...]
     local_upstream: tuple[str, ...]
     exercise: int
+    cell: str = ""
+
+    @property
+    def cell_id(self) -> str:
+        """The grade id of the notebook cell holding this answer (exercise 4's seven share one)."""
+        return self.cell or self.grade_id
 
 
 def _atomic(index: int, grade_id: str) -> Answer:
@@ -45,16 +51,20 @@ def _atomic(index: int, grade_id: str) -> Answer:
     return Answer(grade_id, grade_id, source, ATOMIC[:index], local, 1)
 
 
+# Exercise 4: the student's whole backward pass as one function, `manual_backward(params, cache, Yb)`,
+# graded per parameter. `cache` holds exactly these forward values, as the notebook's training loop
+# builds them.
+EX4_CELL = "ex4_backward"
+EX4_FUNCTION = "manual_backward"
+EX4_CACHE = ("Xb", "emb", "embcat", "hprebn", "bnmeani", "bnvar", "bnvar_inv", "bnraw", "hpreact", "h", "logits")
+
 ANSWERS: tuple[Answer, ...] = (
     *(_atomic(i, g) for i, g in enumerate(ATOMIC)),
     Answer("ex2_dlogits", "dlogits", "logits", (), (), 2),
     Answer("ex3_dhprebn", "dhprebn", "hprebn", ("dhpreact",), ("dhpreact",), 3),
+    *(Answer(f"ex4_d{p}", p, p, (), (), 4, EX4_CELL) for p in PARAMETERS),
 )
 
 BY_GRADE_ID = {a.grade_id: a for a in ANSWERS}
 GRADE_IDS = tuple(BY_GRADE_ID)
-
-# Exercise 4: the student's whole backward pass as one function, graded per parameter.
-EX4_GRADE_ID = "ex4_backward"
-EX4_FUNCTION = "manual_backward"
-EX4_PARAMETER_IDS = tuple(f"ex4_d{p}" for p in PARAMETERS)
+ANSWER_CELLS = tuple(dict.fromkeys(a.cell_id for a in ANSWERS))

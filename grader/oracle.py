@@ -20,13 +20,29 @@ def chain_gradients(params, Xb, Yb) -> dict[str, torch.Tensor]:
     return {"d" + k: g.detach() for k, g in zip(names, grads)}
 
 
-def vjp(values: dict[str, torch.Tensor], source: str, upstream: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The gradient reaching `source` when each tensor named in `upstream` receives that gradient.
+def local_vjp(values: dict[str, torch.Tensor], source: str, upstream: dict[str, torch.Tensor]) -> torch.Tensor:
+    """One backward step: the sum, over the steps named in `upstream` that read `source` directly, of
+    the gradient each passes back to `source` when its output receives `upstream[step]`.
 
-    Only the steps downstream of `source` are recomputed, with everything else held constant, so
-    `upstream` = the direct consumers gives one local backward step and `{"hpreact": g}` from
-    `hprebn` gives the whole batch-norm block.
+    Every other input of those steps is held at its forward value, so nothing flows through a second
+    path: this is exactly what one answer cell of exercise 1 computes from its upstream gradients.
     """
+    steps = {s.name: s for s in STEPS}
+    with torch.enable_grad():
+        leaf = values[source].detach().clone().requires_grad_(True)
+        outputs = []
+        for name in upstream:
+            step = steps[name]
+            if source not in step.inputs:
+                raise ValueError(f"{name} does not read {source} directly")
+            outputs.append(step.fn(*(leaf if i == source else values[i].detach() for i in step.inputs)))
+        (grad,) = torch.autograd.grad(outputs, leaf, list(upstream.values()))
+    return grad.detach()
+
+
+def block_vjp(values: dict[str, torch.Tensor], source: str, sink: str, upstream: torch.Tensor) -> torch.Tensor:
+    """The gradient reaching `source` through every path to `sink` when `sink` receives `upstream`:
+    a fused backward such as batch norm's, from hpreact back to hprebn."""
     with torch.enable_grad():
         leaf = values[source].detach().clone().requires_grad_(True)
         live = {k: v.detach() for k, v in values.items()}
@@ -36,9 +52,9 @@ def vjp(values: dict[str, torch.Tensor], source: str, upstream: dict[str, torch.
             if touched.intersection(step.inputs):
                 live[step.name] = step.fn(*(live[i] for i in step.inputs))
                 touched.add(step.name)
-        outputs = [live[name] for name in upstream]
-        missing = [name for name in upstream if name not in touched]
-        if missing:
-            raise ValueError(f"{missing} do not depend on {source}")
-        (grad,) = torch.autograd.grad(outputs, leaf, [upstream[name] for name in upstream])
+            if step.name == sink:
+                break
+        if sink not in touched:
+            raise ValueError(f"{sink} does not depend on {source}")
+        (grad,) = torch.autograd.grad(live[sink], leaf, upstream)
     return grad.detach()

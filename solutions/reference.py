@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from grader.exercise import ANSWERS, ATOMIC, EX4_FUNCTION, EX4_GRADE_ID
+from grader.exercise import ANSWERS, ATOMIC, EX4_CELL, EX4_FUNCTION
 from grader.model import PARAMETERS, forward
 
 ANSWERS_FILE = Path(__file__).with_name("answers.py")
@@ -50,7 +50,7 @@ def fused(grade_id: str, values: dict[str, torch.Tensor], **upstream: torch.Tens
 
 def manual_backward(params, cache, Yb) -> dict[str, torch.Tensor]:
     """Exercise 4: every parameter's gradient, without autograd."""
-    return run_cell(EX4_GRADE_ID, {"torch": torch, "F": F})[EX4_FUNCTION](params, cache, Yb)
+    return run_cell(EX4_CELL, {"torch": torch, "F": F})[EX4_FUNCTION](params, cache, Yb)
 
 
 @torch.no_grad()

@@ -1,0 +1,116 @@
+"""How the hidden suite judges one answer on every configuration and turns a failure into feedback.
+
+Never released to students. The grader's plugin supplies the fixtures `submission` (one graded
+submission: its answer cells and what they produced in the sandbox), `cases` (the configurations with
+their oracle values) and `course`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+import yaml
+
+from grader.compare import BLANK, SQUEEZABLE, WRONG, compare
+from grader.exam import CHAIN, Case
+from grader.exercise import BY_GRADE_ID, Answer
+from grader.suite import Wrong
+
+KNOWN_MISTAKES = yaml.safe_load((Path(__file__).parent / "known_mistakes.yml").read_text())
+
+ALLOWED_NAMES = ("answer cells may use only the parameters, Xb, Yb, n, the forward intermediates by their "
+                 "lecture names, torch, F and variables assigned by earlier answer cells of exercise 1")
+
+STATUS_TEXT = {
+    "blank": "not attempted yet",
+    "missing": "no answer cell",
+    "timeout": "the cell ran past its time limit",
+    "unassigned": "the cell never assigns {variable}",
+    "not-tensor": "{variable} is a {type}, not a torch.Tensor",
+    "subclass": "{variable} is a {type}, a subclass of torch.Tensor: give a plain tensor",
+    "unsendable": "{variable} could not be read back: {error}",
+    "broken": "the grading process sent a malformed answer",
+}
+
+
+def _outcome_text(outcome, answer: Answer) -> tuple[str, str]:
+    """(kind, feedback) for an outcome that is not a tensor."""
+    if outcome.status == "error":
+        where = f" on line {outcome.detail['line']}" if outcome.detail.get("line") else ""
+        text = f"{outcome.detail['error_type']}{where}: {outcome.detail['error']}"
+        if outcome.detail["error_type"] == "NameError":
+            text += f" (uses a variable the answer cells do not have: {ALLOWED_NAMES})"
+        return "error", text
+    template = STATUS_TEXT.get(outcome.status, "unexpected result ({status})")
+    kind = BLANK if outcome.status == "blank" else outcome.status
+    return kind, template.format(variable=answer.variable, status=outcome.status, **outcome.detail)
+
+
+def _namespace(case: Case, answer: Answer, check: str) -> dict:
+    return {**case.student_view(), **case.upstream(answer, check), "n": case.n, "torch": torch, "F": F}
+
+
+def _known_mistake(tensor: torch.Tensor, case: Case, answer: Answer, check: str, tol) -> str | None:
+    """The catalogue's name for this wrong answer, if the answer equals one of its wrong formulas.
+
+    The formulas are ours and run here, in the trusted process, on the very inputs the cell saw.
+    """
+    for mistake in KNOWN_MISTAKES.get(answer.grade_id, []):
+        ns = _namespace(case, answer, check)
+        try:
+            exec(compile(mistake["code"], f"<known mistake {answer.grade_id}>", "exec"), ns)
+            value = ns[answer.variable]
+        except Exception:
+            continue
+        if compare(tensor, value, rtol=tol.rtol, atol=tol.atol, n=case.n).passed:
+            return mistake["feedback"]
+    return None
+
+
+def _assess(submission, case: Case, answer: Answer, check: str, course) -> tuple[str, str] | None:
+    """None when the answer is right on this case, else (kind, feedback)."""
+    outcome = submission.attempt.outcomes.get((answer.grade_id, check, case.config.name))
+    if outcome is None:
+        return "not-run", submission.attempt.error or "the cell was not run"
+    if outcome.status != "tensor":
+        return _outcome_text(outcome, answer)
+    tol = course.tolerance
+    verdict = compare(outcome.tensor, case.expected(answer, check), rtol=tol.rtol, atol=tol.atol, n=case.n)
+    if verdict.passed:
+        return None
+    lines = [f"{answer.variable}: {verdict.message}"]
+    named = _known_mistake(outcome.tensor, case, answer, check, tol) if verdict.status == WRONG else None
+    lines += [named] if named else list(verdict.hints)
+    return verdict.status, "; ".join(lines)
+
+
+@pytest.fixture
+def judge(submission, cases, course):
+    """Raise `Wrong` with the student's feedback unless the answer is right on every scored case."""
+
+    def run(grade_id: str, check: str) -> None:
+        answer = BY_GRADE_ID[grade_id]
+        if submission.submission.error:
+            raise Wrong(submission.submission.error, "unreadable")
+        if grade_id in submission.submission.problems:
+            raise Wrong(submission.submission.problems[grade_id], "missing")
+        failures = []
+        for case in cases:
+            if case.config.scored:
+                failure = _assess(submission, case, answer, check, course)
+                if failure:
+                    failures.append((case, *failure))
+        if not failures:
+            return
+        case, kind, feedback = next((f for f in failures if f[1] != SQUEEZABLE), failures[0])
+        probe = next(c for c in cases if not c.config.scored)
+        if kind != BLANK and _assess(submission, probe, answer, check, course) is None:
+            feedback += (f"; right for the lecture's sizes (n={probe.n}) but not for n={case.n}: "
+                         "a hard-coded size? Use n and the tensors' shapes")
+        if check != CHAIN:
+            feedback = "with random upstream gradients (a check of this one backward step): " + feedback
+        raise Wrong(feedback, kind)
+
+    return run

@@ -1,0 +1,175 @@
+"""The only place student code runs: a child process that executes answer cells on request and sends
+back what each one assigned.
+
+It holds no reference gradient until its own answer for that gradient has been sent (the parent
+reveals true upstream values one by one), it compares nothing and scores nothing, and whatever the
+student's code prints goes nowhere: the parent reads only protocol messages.
+"""
+from __future__ import annotations
+
+import builtins
+import os
+import signal
+import sys
+import traceback
+
+
+def _protocol_fds() -> tuple[int, int]:
+    """Move the protocol off fds 0/1 so the student's print() cannot write into it."""
+    rfd, wfd = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+    return rfd, wfd
+
+
+class CellTimeout(BaseException):
+    """BaseException, so that a student's `except Exception` cannot swallow it."""
+
+
+def _on_alarm(signum, frame):
+    raise CellTimeout()
+
+
+def _error(grade_id: str, exc: BaseException) -> dict:
+    filename = f"<answer cell {grade_id}>"
+    line = None
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == filename:
+            line = frame.lineno
+            break
+    return {"status": "error", "error_type": type(exc).__name__, "error": str(exc)[:500], "line": line}
+
+
+def main() -> None:
+    rfd, wfd = _protocol_fds()
+
+    import torch
+    import torch.nn.functional as F
+
+    from grader import protocol
+    from grader.exercise import ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_FUNCTION, FORWARD_NAMES
+    from grader.model import PARAMETERS
+
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    reader = protocol.Reader(rfd)
+    reserved = set(FORWARD_NAMES) | {"torch", "F", "__builtins__"}
+    cells: dict[str, str] = {}
+    cell_timeout = 10.0
+    cases: dict[str, dict] = {}
+    upstream: dict[tuple[str, str], dict] = {}
+    carry: dict[tuple[str, str], dict] = {}
+    backward_results: dict[str, tuple[dict, object]] = {}
+
+    def execute(grade_id: str, ns: dict) -> dict | None:
+        """Run one cell under the per-cell time limit; an error reply, or None when it finished."""
+        signal.setitimer(signal.ITIMER_REAL, cell_timeout)
+        try:
+            exec(compile(cells[grade_id], f"<answer cell {grade_id}>", "exec"), ns)
+        except CellTimeout:
+            return {"status": "timeout", "seconds": cell_timeout}
+        except BaseException as exc:  # the student's exception is data to report, whatever it is
+            return _error(grade_id, exc)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        return None
+
+    def backward(case: str) -> tuple[dict, object]:
+        """Exercise 4: call the student's manual_backward once per case; every parameter is read from it."""
+        if case not in backward_results:
+            ns = {"__builtins__": builtins, "torch": torch, "F": F}
+            failed = execute("ex4_backward", ns)
+            grads = None
+            if failed is None:
+                values = cases[case]["values"]
+                params = {p: values[p].clone() for p in PARAMETERS}
+                cache = {k: values[k].clone() for k in EX4_CACHE}
+                signal.setitimer(signal.ITIMER_REAL, cell_timeout)
+                try:
+                    if not callable(ns.get(EX4_FUNCTION)):
+                        raise NameError(f"the cell does not define a function {EX4_FUNCTION}")
+                    grads = ns[EX4_FUNCTION](params, cache, values["Yb"].clone())
+                    if grads is not None and not isinstance(grads, dict):
+                        raise TypeError(f"{EX4_FUNCTION} returned a {type(grads).__name__}, not a dict")
+                except CellTimeout:
+                    failed = {"status": "timeout", "seconds": cell_timeout}
+                except BaseException as exc:
+                    failed = _error("ex4_backward", exc)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            backward_results[case] = (failed, grads)
+        return backward_results[case]
+
+    def tensor_reply(reply: dict, value) -> tuple[dict, dict]:
+        if value is None:
+            return {**reply, "status": "blank"}, {}
+        if type(value) is not torch.Tensor:
+            subclass = isinstance(value, torch.Tensor)
+            return {**reply, "status": "subclass" if subclass else "not-tensor", "type": type(value).__name__}, {}
+        try:
+            tensor = value.detach().to("cpu").contiguous()
+            if tensor.layout != torch.strided or tensor.is_quantized:
+                raise TypeError(f"layout {tensor.layout}")
+        except Exception as exc:
+            return {**reply, "status": "unsendable", "error": str(exc)[:200]}, {}
+        return {**reply, "status": "tensor"}, {"answer": tensor}
+
+    def run(header: dict) -> tuple[dict, dict]:
+        grade_id, case, check = header["grade_id"], header["case"], header["check"]
+        answer = BY_GRADE_ID[grade_id]
+        reply = {"op": "answer", "grade_id": grade_id, "case": case, "check": check}
+        if answer.cell_id not in cells:
+            return {**reply, "status": "missing"}, {}
+        if answer.exercise == 4:
+            failed, grads = backward(case)
+            if failed:
+                return {**reply, **failed}, {}
+            return tensor_reply(reply, None if grads is None else grads.get(answer.variable))
+        ns = {"__builtins__": builtins, "torch": torch, "F": F, "n": cases[case]["n"]}
+        if answer.exercise == 1:
+            ns.update(carry.get((case, check), {}))
+        ns.update({k: v.clone() for k, v in cases[case]["values"].items()})
+        given = upstream.get((case, check), {})
+        ns.update({g: given[g].clone() for g in answer.upstream if g in given})
+        if answer.exercise != 1:
+            for g in ATOMIC:
+                if g not in answer.upstream:
+                    ns.pop(g, None)
+        failed = execute(grade_id, ns)
+        if failed:
+            return {**reply, **failed}, {}
+        if answer.exercise == 1:
+            carry[(case, check)] = {k: v for k, v in ns.items() if k not in reserved}
+        if answer.variable not in ns:
+            return {**reply, "status": "unassigned"}, {}
+        return tensor_reply(reply, ns[answer.variable])
+
+    while True:
+        try:
+            header, tensors = reader.read()
+        except protocol.ProtocolError:
+            return
+        op = header.get("op")
+        if op == "cells":
+            cells = header["cells"]
+            cell_timeout = float(header["cell_timeout"])
+        elif op == "case":
+            cases[header["case"]] = {"n": header["n"], "values": tensors}
+        elif op == "upstream":
+            upstream.setdefault((header["case"], header["check"]), {}).update(tensors)
+        elif op == "run":
+            reply, payload = run(header)
+            try:
+                protocol.write(wfd, reply, payload)
+            except Exception as exc:  # e.g. a dtype safetensors cannot carry
+                protocol.write(wfd, {**reply, "status": "unsendable", "error": str(exc)[:200]})
+        elif op == "bye":
+            protocol.write(wfd, {"op": "bye"})
+            return
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

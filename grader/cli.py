@@ -1,0 +1,61 @@
+"""The `backprop-ninja` command. Each command only parses its options and forwards to one module;
+heavy imports (torch, nbgrader, nbformat) happen inside the commands so that --help is instant."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from grader import __version__
+
+
+def _load_course(path: Path):
+    from grader.course import CourseError, load
+
+    try:
+        return load(path)
+    except CourseError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="backprop-ninja")
+def main():
+    """Backpropagation by hand through an MLP language model: exercises, self-checks and a hidden grader."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for one <submission>.json (Gradescope schema) per notebook, and grades.csv.")
+@click.option("--course", "course_file", default="course.yml", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="The course's configuration.")
+@click.option("--jobs", "-j", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1, 256),
+              help="Submissions run side by side, each in its own sandboxed process.")
+def grade(paths, out, course_file, jobs):
+    """Grade notebooks: each PATH is a notebook or a folder searched recursively for them."""
+    from grader.grade import grade as run
+
+    course = _load_course(course_file)
+    results = run(list(paths), course, out, jobs=jobs, progress=lambda line: click.echo(line, err=True))
+    from grader.results import table
+
+    click.echo(table(results))
+    click.echo(f"\n{len(results)} submission(s) graded; results in {out}/ (grades.csv and one .json each)")
+    if any(f["kind"] == "grader-error" for r in results for f in r.flags):
+        raise click.ClickException("the hidden suite failed on some tests: see the flags in the results")
+
+
+@main.command()
+@click.option("--course", "course_file", default="course.yml", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="The course's configuration.")
+@click.option("--out", "out", default="demo-results", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Where the demo writes what it produces.")
+def demo(course_file, out):
+    """Run the bundled course: execute the solved notebook's self-checks, then grade a small class."""
+    from grader.demo import run
+
+    course = _load_course(course_file)
+    sys.exit(run(course, out, echo=click.echo))

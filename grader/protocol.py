@@ -1,0 +1,76 @@
+"""The wire format between the grader and a sandboxed child: length-prefixed JSON headers, each with
+an optional safetensors payload.
+
+Tensors cross as plain bytes that only ever become plain `torch.Tensor`s on arrival; nothing is
+pickled, so a child cannot smuggle an object (a lying Tensor subclass, a callable) into the parent.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import struct
+import time
+
+import torch
+from safetensors.torch import load as load_tensors
+from safetensors.torch import save as save_tensors
+
+_HEAD = struct.Struct(">II")  # header length, payload length
+MAX_HEADER = 1 << 20
+MAX_PAYLOAD = 1 << 30
+
+
+class ProtocolError(Exception):
+    """The other side broke the format, closed the pipe, or ran out of time."""
+
+
+def encode(header: dict, tensors: dict[str, torch.Tensor] | None = None) -> bytes:
+    body = json.dumps(header).encode()
+    payload = save_tensors({k: v.detach().clone(memory_format=torch.contiguous_format) for k, v in tensors.items()}) if tensors else b""
+    return _HEAD.pack(len(body), len(payload)) + body + payload
+
+
+def write(fd: int, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
+    view = memoryview(encode(header, tensors))
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class Reader:
+    """Reads whole messages from a file descriptor, each within a deadline set by the caller."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.buffer = bytearray()
+
+    def _fill(self, size: int, deadline: float | None) -> None:
+        while len(self.buffer) < size:
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not select.select([self.fd], [], [], remaining)[0]:
+                    raise TimeoutError("no answer before the time limit")
+            chunk = os.read(self.fd, max(65536, size - len(self.buffer)))
+            if not chunk:
+                raise ProtocolError("the other side closed the connection")
+            self.buffer += chunk
+
+    def _take(self, size: int) -> bytes:
+        data = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return data
+
+    def read(self, deadline: float | None = None) -> tuple[dict, dict[str, torch.Tensor]]:
+        self._fill(_HEAD.size, deadline)
+        body_len, payload_len = _HEAD.unpack(self._take(_HEAD.size))
+        if body_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
+            raise ProtocolError(f"message too large ({body_len} + {payload_len} bytes)")
+        self._fill(body_len + payload_len, deadline)
+        try:
+            header = json.loads(self._take(body_len))
+            tensors = load_tensors(self._take(payload_len)) if payload_len else {}
+        except Exception as exc:  # a forged message is a broken message, whatever it raised
+            raise ProtocolError(f"unreadable message: {exc}") from None
+        if not isinstance(header, dict):
+            raise ProtocolError("unreadable message: header is not an object")
+        return header, tensors

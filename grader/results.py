@@ -1,0 +1,81 @@
+"""Scores -> files and the terminal: a Gradescope results.json per submission, grades.csv for the
+class, and a table a TA can read.
+
+Every file is written to a temporary name and renamed into place, so a batch killed half-way leaves
+either the old file or the new one, never half of one.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from grader import __version__
+from grader.scoring import Result
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def gradescope(result: Result) -> dict:
+    """The Gradescope results.json schema, plus the integrity flags and where the result came from."""
+    summary = result.error or f"{result.score:g} / {result.max_score:g}"
+    return {
+        "score": round(result.score, 6),
+        "max_score": result.max_score,
+        "output": summary,
+        "execution_time": round(result.seconds, 3),
+        "tests": [
+            {"name": t.name, "score": t.score, "max_score": t.max_score, "status": t.status, "output": t.output}
+            for t in result.tests
+        ],
+        "flags": result.flags,
+        "extra_data": {"submission": result.submission, "path": result.path, "grader_version": __version__},
+    }
+
+
+def result_path(out: Path, submission: str) -> Path:
+    return out / f"{submission}.json"
+
+
+def write_result(out: Path, result: Result) -> Path:
+    path = result_path(out, result.submission)
+    _atomic_write(path, json.dumps(gradescope(result), indent=2) + "\n")
+    return path
+
+
+def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str]) -> Path:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["submission", "score", "max_score", *grade_ids, "flags", "error"])
+    for r in results:
+        by_id = {t.name: t.score for t in r.tests}
+        writer.writerow([r.submission, f"{r.score:g}", f"{r.max_score:g}", *(f"{by_id.get(g, 0):g}" for g in grade_ids),
+                         len(r.flags), r.error or ""])
+    path = out / "grades.csv"
+    _atomic_write(path, buffer.getvalue())
+    return path
+
+
+def table(results: list[Result]) -> str:
+    """One line per submission: score, tensors right / partial / wrong / not attempted, and flags."""
+    width = max([len(r.submission) for r in results] + [10])
+    lines = [f"{'submission':<{width}}  {'score':>13}  right partial wrong blank  notes"]
+    for r in results:
+        counts = {v: sum(t.verdict == v for t in r.tests) for v in ("correct", "partial", "incorrect", "not attempted")}
+        note = r.error or (f"{len(r.flags)} flag(s)" if r.flags else "")
+        lines.append(f"{r.submission:<{width}}  {r.score:>6g} / {r.max_score:<4g}  {counts['correct']:>5} "
+                     f"{counts['partial']:>7} {counts['incorrect']:>5} {counts['not attempted']:>5}  {note}")
+    return "\n".join(lines)

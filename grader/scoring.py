@@ -1,0 +1,91 @@
+"""Test results -> points and feedback per grade id, with the course's partial-credit policy.
+
+Policy (course.yml `policy`):
+- CHAIN and LOCAL both pass: full points.
+- CHAIN passes but LOCAL fails: `chain_only_credit` of the points. The value is right for this loss but
+  the cell does not compute this step of the chain rule from its own upstream gradients: a hard-coded
+  zero (`db1 = torch.zeros_like(b1)`, right only because batch norm removes b1's effect), a path that
+  skips an intermediate gradient, or an answer recomputed with autograd.
+- Right values in a shape that differs only by size-1 dimensions (the lecture's own `dbnmeani` of
+  shape (H,) for a (1, H) tensor): `squeezable_shape_credit` of the points, since broadcasting would
+  turn it into a wrong-shaped gradient one step later.
+- Anything else: 0, with the feedback of the first configuration that failed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grader.compare import SQUEEZABLE
+from grader.exam import CHAIN, LOCAL
+from grader.suite import ERROR, PASSED, ItemResult
+
+CORRECT, PARTIAL, INCORRECT, NOT_ATTEMPTED = "correct", "partial", "incorrect", "not attempted"
+
+
+@dataclass
+class TestScore:
+    name: str
+    score: float
+    max_score: float
+    verdict: str
+    output: str
+
+    @property
+    def status(self) -> str:
+        """Gradescope's status: only full credit is "passed"."""
+        return "passed" if self.score >= self.max_score else "failed"
+
+
+@dataclass
+class Result:
+    submission: str
+    path: str
+    tests: list[TestScore] = field(default_factory=list)
+    flags: list[dict] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return sum(t.score for t in self.tests)
+
+    @property
+    def max_score(self) -> float:
+        return sum(t.max_score for t in self.tests)
+
+
+def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResult | None, policy) -> TestScore:
+    def scored(fraction: float, verdict: str, output: str) -> TestScore:
+        return TestScore(grade_id, round(points * fraction, 6), points, verdict, output)
+
+    if chain is None:
+        return scored(0.0, INCORRECT, "not graded: the hidden suite has no test for this grade id")
+    if ERROR in (chain.status, local.status if local else None):
+        failed = chain if chain.status == ERROR else local
+        return scored(0.0, INCORRECT, failed.feedback)
+    local_ok = local is None or local.status == PASSED
+    if chain.status == PASSED and local_ok:
+        return scored(1.0, CORRECT, "correct on every configuration")
+    if chain.status == PASSED:
+        return scored(policy.chain_only_credit, PARTIAL,
+                      "right value for this loss, but not this step of the chain rule: with other upstream "
+                      "gradients it gives a different result, so it does not compute the gradient from its "
+                      f"own upstream gradients (a hard-coded value, a skipped step, or autograd?). {local.feedback}")
+    if chain.kind == SQUEEZABLE and (local_ok or local.kind == SQUEEZABLE):
+        return scored(policy.squeezable_shape_credit, PARTIAL,
+                      f"{chain.feedback}. Partial credit: the values are right, but a gradient must have exactly "
+                      "its tensor's shape (broadcasting would spread a wrong shape one step later)")
+    if chain.kind == "blank":
+        return scored(0.0, NOT_ATTEMPTED, "not attempted yet")
+    return scored(0.0, INCORRECT, chain.feedback)
+
+
+def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Result:
+    result = Result(submission.id, str(submission.path), error=submission.error)
+    for grade_id, points in course.points.items():
+        chain, local = results.get((grade_id, CHAIN)), results.get((grade_id, LOCAL))
+        result.tests.append(_one(grade_id, points, chain, local, course.policy))
+        for item in (chain, local):
+            if item is not None and item.status == ERROR:
+                result.flags.append({"kind": "grader-error", "grade_id": grade_id, "evidence": item.feedback})
+    return result
