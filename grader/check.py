@@ -27,7 +27,8 @@ class SelfCheck:
 
     def line(self, name: str, manual, tensor: torch.Tensor) -> str:
         label = f"{name:<15s}|"
-        expected = tensor.grad
+        # Reading .grad of a non-leaf that never called retain_grad() makes torch warn on stderr.
+        expected = tensor.grad if tensor.is_leaf or tensor.retains_grad else None
         if expected is None:
             return f"{label} no autograd gradient on {name}: run the forward and loss.backward() cells first"
         rtol, atol = TOLERANCES.get(expected.dtype, TOLERANCES[torch.float32])

@@ -117,7 +117,7 @@ def parse(raw, path: Path) -> Course:
         course_id=_text(f"{where}: course_id", raw["course_id"]),
         assignment=_text(f"{where}: assignment", raw["assignment"]),
         notebook=_text(f"{where}: notebook", raw["notebook"]),
-        secret_salt=_text(f"{where}: secret_salt", str(raw["secret_salt"])),
+        secret_salt=_text(f"{where}: secret_salt", raw["secret_salt"]),
         points={g: float(v) for g, v in points.items()},
         data=data,
         configurations=configurations,

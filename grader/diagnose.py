@@ -18,6 +18,12 @@ def _shape(shape) -> str:
     return str(tuple(shape))
 
 
+def _not_summed(dims, summed: bool) -> str:
+    where = f"dimension {dims}" if isinstance(dims, int) else f"dimensions {dims}"
+    return (f"not summed over {where}, along which this tensor was broadcast in the forward pass"
+            + (" (summing it there gives the expected gradient)" if summed else ""))
+
+
 def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> list[str]:
     hints = []
     gs, ws = tuple(got.shape), tuple(want.shape)
@@ -37,13 +43,11 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
             others_equal = all(a == b for i, (a, b) in enumerate(zip(gs, ws)) if i != d)
             if w == 1 and g > 1 and others_equal:
                 summed = _close(got.sum(d, keepdim=True), want, rtol, atol)
-                hints.append(f"not summed over dimension {d}, along which this tensor was broadcast in the forward pass"
-                             + (" (summing it there gives the expected gradient)" if summed else ""))
-    elif len(gs) == len(ws) - 1 and not hints:
-        for d, w in enumerate(ws):
-            if w == 1 and gs == ws[:d] + ws[d + 1:]:
-                hints.append(f"missing keepdim=True: a gradient has its tensor's shape, {_shape(ws)}")
-                break
+                hints.append(_not_summed(d, summed))
+    elif len(gs) > len(ws) and gs[len(gs) - len(ws):] == ws and max(gs[: len(gs) - len(ws)]) > 1:
+        leading = tuple(range(len(gs) - len(ws)))
+        summed = _close(got.sum(leading), want, rtol, atol)
+        hints.append(_not_summed(leading[0] if len(leading) == 1 else leading, summed))
     if not hints:
         hints.append(f"a gradient has exactly its tensor's shape, {_shape(ws)}")
     return hints

@@ -1,0 +1,210 @@
+"""The students' self-check on a real forward/backward: one stdout line per call, never stderr, and a
+specific hint for each classic mistake (including those the lecture's broadcasting `cmp` let through)."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from grader.check import SelfCheck
+from grader.exercise import ATOMIC
+from grader.model import INTERMEDIATES, Sizes
+from solutions import reference
+
+# H != V (a transposed dW2 has another shape), n*block_size > vocab (repeated indices), n not 2.
+SIZES = Sizes(n=6, vocab=7, block_size=2, n_embd=3, n_hidden=5)
+
+
+class Notebook:
+    """The notebook's state after its forward and loss.backward() cells, and the reference answers."""
+
+    def __init__(self, make_batch, autograd_pass, dtype):
+        params, self.Xb, self.Yb = make_batch(SIZES, dtype, seed=3)
+        self.t = autograd_pass(params, self.Xb, self.Yb)  # tensors with .grad, as `check` receives them
+        detached = {k: v.detach() for k, v in self.t.items()}
+        self.a = reference.atomic_gradients(detached)  # correct answers, computed without autograd
+        self.a["ex2_dlogits"] = reference.fused("ex2_dlogits", detached)
+        self.a["ex3_dhprebn"] = reference.fused("ex3_dhprebn", detached, dhpreact=self.a["dhpreact"])
+        self.check = SelfCheck(n=SIZES.n)
+
+
+@pytest.fixture(scope="module", params=[torch.float64, torch.float32], ids=["float64", "float32"])
+def nb(request, make_batch, autograd_pass):
+    return Notebook(make_batch, autograd_pass, request.param)
+
+
+@pytest.fixture(scope="module")
+def nb64(make_batch, autograd_pass):
+    return Notebook(make_batch, autograd_pass, torch.float64)
+
+
+@pytest.fixture
+def run(capfd):
+    """Call the check like a notebook cell; the one line it printed. Nothing may reach stderr."""
+    def call(check, name, manual, tensor):
+        capfd.readouterr()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # a warning is printed to stderr in a notebook
+            result = check(name, manual, tensor)
+        out, err = capfd.readouterr()
+        assert result is None
+        assert err == ""
+        assert [f"{w.category.__name__}: {w.message}" for w in caught] == []
+        assert out.endswith("\n") and out.count("\n") == 1, repr(out)
+        line = out[:-1]
+        assert line.startswith(f"{name:<15s}|"), line
+        return line
+    return call
+
+
+def passed(line, shape):
+    return "approximate: True" in line and f"shape {shape} ok" in line and "WRONG" not in line
+
+
+def source_of(name):
+    return name[1:] if name in ATOMIC else {"ex2_dlogits": "logits", "ex3_dhprebn": "hprebn"}[name]
+
+
+# --- right answers ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ATOMIC + ("ex2_dlogits", "ex3_dhprebn"))
+def test_a_right_answer_prints_a_match_line(nb, run, name):
+    tensor = nb.t[source_of(name)]
+    line = run(nb.check, name, nb.a[name], tensor)
+    assert passed(line, tuple(tensor.shape)), line
+
+
+def test_an_exact_answer_says_so(nb64, run):
+    line = run(nb64.check, "dh", nb64.t["h"].grad.clone(), nb64.t["h"])
+    assert "exact: True " in line and "maxdiff: 0" in line
+
+
+@pytest.mark.parametrize("name", ["dlogit_maxes", "db1"])
+def test_gradients_zero_in_exact_arithmetic_pass_in_float32(make_batch, autograd_pass, run, name):
+    """Autograd's float32 value is ~1e-8 noise, and so is the reference's: both are right."""
+    nb = Notebook(make_batch, autograd_pass, torch.float32)
+    tensor = nb.t[name[1:]]
+    assert tensor.grad.dtype == torch.float32
+    assert torch.allclose(tensor.grad, torch.zeros_like(tensor.grad), atol=1e-6)
+    line = run(nb.check, name, nb.a[name], tensor)
+    assert passed(line, tuple(tensor.shape)), line
+
+
+# --- wrong answers -----------------------------------------------------------------------------------
+
+def wrong(line):
+    return "WRONG" in line or "wrong shape" in line
+
+
+def test_lectures_dbnmeani_without_keepdim(nb, run):
+    """(H,) for a (1,H) tensor: the lecture's own answer, which its broadcasting cmp accepted."""
+    t, a = nb.t, nb.a
+    manual = (-a["dbndiff"]).sum(0)
+    assert manual.shape == (SIZES.n_hidden,)
+    line = run(nb.check, "dbnmeani", manual, t["bnmeani"])
+    assert wrong(line) and "approximate: True" not in line, line
+    assert f"shape ({SIZES.n_hidden},), expected (1, {SIZES.n_hidden})" in line
+    assert "missing keepdim=True" in line
+
+
+def test_transposed_dW2(nb, run):
+    t, a = nb.t, nb.a
+    manual = a["dlogits"].T @ t["h"].detach()
+    line = run(nb.check, "dW2", manual, t["W2"])
+    assert "WRONG" in line, line
+    assert "looks transposed: its transpose is the expected gradient" in line
+
+
+def test_nan_in_an_answer(nb, run):
+    manual = nb.a["dh"].clone()
+    manual[1, 2] = float("nan")
+    line = run(nb.check, "dh", manual, nb.t["h"])
+    assert "WRONG" in line and "NaN" in line and "1 of" in line, line
+
+
+def test_inf_in_an_answer(nb, run):
+    manual = nb.a["dh"].clone()
+    manual[0, 0] = float("inf")
+    line = run(nb.check, "dh", manual, nb.t["h"])
+    assert "WRONG" in line and "inf" in line, line
+
+
+def test_missing_division_by_n(nb, run):
+    t = nb.t
+    manual = torch.zeros_like(t["logprobs"].detach())
+    manual[range(SIZES.n), nb.Yb] = -1.0  # the lecture's dlogprobs without /n
+    line = run(nb.check, "dlogprobs", manual, t["logprobs"])
+    assert "WRONG" in line and "n times too large: a missing /n?" in line, line
+
+
+def test_sign_flipped(nb, run):
+    line = run(nb.check, "dhpreact", -nb.a["dhpreact"], nb.t["hpreact"])
+    assert "WRONG" in line and "sign flipped" in line, line
+
+
+def test_dbnbias_not_summed_over_the_batch(nb, run):
+    line = run(nb.check, "dbnbias", nb.a["dhpreact"], nb.t["bnbias"])
+    assert "WRONG" in line, line
+    assert "not summed over dimension 0" in line and "summing it there gives the expected gradient" in line
+
+
+def test_db2_given_as_dlogits_itself(nb, run):
+    """b2 (V,) was broadcast over the batch: dlogits (n,V) must be summed over dimension 0."""
+    line = run(nb.check, "db2", nb.a["dlogits"], nb.t["b2"])
+    assert "WRONG" in line, line
+    assert "not summed over dimension 0" in line and "summing it there gives the expected gradient" in line
+
+
+# --- not a gradient at all -----------------------------------------------------------------------
+
+def test_none_is_not_attempted_yet(nb, run):
+    line = run(nb.check, "dC", None, nb.t["C"])
+    assert line.endswith("| not attempted yet"), line
+
+
+def test_an_integer_tensor_is_rejected(nb, run):
+    line = run(nb.check, "dlogprobs", torch.zeros(nb.t["logprobs"].shape, dtype=torch.int64), nb.t["logprobs"])
+    assert "WRONG" in line and "torch.int64" in line and "floating-point" in line, line
+
+
+def test_a_python_list_is_rejected(nb, run):
+    line = run(nb.check, "dh", nb.a["dh"].tolist(), nb.t["h"])
+    assert "WRONG" in line and "is a list, not a torch.Tensor" in line, line
+
+
+class Liar(torch.Tensor):
+    """The attack of NOTES §4: a subclass whose torch functions all claim equality."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.allclose, torch.equal):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_a_tensor_subclass_is_rejected(nb, run):
+    manual = torch.zeros_like(nb.a["dh"]).as_subclass(Liar)
+    line = run(nb.check, "dh", manual, nb.t["h"])
+    assert "WRONG" in line and "subclass of torch.Tensor" in line and "Liar" in line, line
+    assert "approximate: True" not in line
+
+
+def test_a_tensor_without_a_gradient_asks_for_backward(nb, run):
+    """A forward tensor without .retain_grad(): the check must say so, and write nothing to stderr."""
+    leaves = {k: nb.t[k].detach().clone().requires_grad_(True) for k in ("W2", "b2")}
+    logits = nb.t["h"].detach() @ leaves["W2"] + leaves["b2"]  # non-leaf, no retain_grad
+    logits.sum().backward()
+    line = run(nb.check, "dlogits", nb.a["dlogits"], logits)
+    assert "no autograd gradient on dlogits" in line and "loss.backward()" in line, line
+
+
+def test_a_leaf_without_a_gradient_asks_for_backward(nb, run):
+    line = run(nb.check, "dC", nb.a["dC"], nb.t["C"].detach())
+    assert "no autograd gradient" in line, line
+
+
+def test_every_tensor_of_the_notebook_has_its_gradient(nb):
+    """The fixture is the notebook's real state: every intermediate retained its gradient."""
+    for name in INTERMEDIATES:
+        assert nb.t[name].grad is not None, name

@@ -1,0 +1,162 @@
+"""course.yml: the repository's file loads, and every bad file fails at once naming its key."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grader.course import Course, CourseError, load
+from grader.exercise import ATOMIC, GRADE_IDS
+from grader.model import PARAMETERS
+
+REPO_COURSE = Path(__file__).resolve().parents[1] / "course.yml"
+
+VALID = {
+    "course_id": "test-course",
+    "assignment": "backprop_ninja",
+    "notebook": "backprop_ninja.ipynb",
+    "secret_salt": "a-test-salt",
+    "configurations": 5,
+    "tolerance": {"rtol": 1.0e-5, "atol": 1.0e-8},
+    "policy": {"chain_only_credit": 0.5, "squeezable_shape_credit": 0.25},
+    "limits": {"timeout_seconds": 60},
+    "points": {"dlogprobs": 1, "dC": 2, "ex2_dlogits": 3, "ex3_dhprebn": 4.5, "ex4_dW1": 2},
+}
+
+
+def write(tmp_path, raw) -> Path:
+    path = tmp_path / "course.yml"
+    path.write_text(raw if isinstance(raw, str) else yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def changed(edit):
+    raw = copy.deepcopy(VALID)
+    edit(raw)
+    return raw
+
+
+def test_the_repository_course_loads():
+    course = load(REPO_COURSE)
+    assert isinstance(course, Course)
+    assert course.points
+    assert set(course.points) <= set(GRADE_IDS)
+    assert all(isinstance(v, float) and v >= 0 for v in course.points.values())
+    assert course.max_score == sum(course.points.values()) > 0
+    assert 4 <= course.configurations <= 16
+    assert course.secret_salt.strip()
+    assert 0 < course.tolerance.rtol < 1 and 0 < course.tolerance.atol < 1
+    assert course.path == REPO_COURSE
+    assert course.root == REPO_COURSE.parent
+
+
+def test_grade_ids_are_every_answer_and_every_ex4_parameter():
+    expected = set(ATOMIC) | {"ex2_dlogits", "ex3_dhprebn"} | {"ex4_d" + p for p in PARAMETERS}
+    assert set(GRADE_IDS) == expected
+    assert len(GRADE_IDS) == len(expected) == 26 + 2 + 7
+
+
+def test_a_valid_file_loads_with_its_values(tmp_path):
+    course = load(write(tmp_path, VALID))
+    assert course.course_id == "test-course"
+    assert course.configurations == 5
+    assert course.policy.squeezable_shape_credit == 0.25
+    assert course.limits.timeout_seconds == 60.0
+    assert course.points["ex3_dhprebn"] == 4.5
+    assert course.max_score == 12.5
+
+
+def test_a_minimal_file_gets_the_defaults(tmp_path):
+    raw = {k: VALID[k] for k in ("course_id", "assignment", "notebook", "secret_salt", "points")}
+    course = load(write(tmp_path, raw))
+    assert course.configurations == 4
+    assert course.data is None
+    assert course.autotests == "autotests"
+    assert (course.tolerance.rtol, course.tolerance.atol) == (1e-5, 1e-8)
+    assert course.autotests_dir == tmp_path.resolve() / "autotests"
+
+
+def _del(key):
+    return lambda raw: raw.pop(key)
+
+
+def _set(*path, value):
+    def edit(raw):
+        node = raw
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    return edit
+
+
+BAD = {
+    # case: (edit of the valid file, text the message must contain)
+    "unknown top-level key": (_set("grading_mode", value="strict"), "grading_mode"),
+    "misspelt top-level key": (_set("tolerence", value={"rtol": 1e-3}), "tolerence"),
+    "unknown grade id": (_set("points", "dbogus", value=1), "points.dbogus"),
+    "ex4 grade id without d": (_set("points", "ex4_W1", value=1), "points.ex4_W1"),
+    "negative points": (_set("points", "dC", value=-1), "points.dC"),
+    "non-numeric points": (_set("points", "dC", value="three"), "points.dC"),
+    "boolean points": (_set("points", "dC", value=True), "points.dC"),
+    "empty points": (_set("points", value={}), "points"),
+    "rtol as a string": (_set("tolerance", "rtol", value="1e-5"), "tolerance.rtol"),
+    "unknown tolerance key": (_set("tolerance", "reltol", value=1e-5), "tolerance.reltol"),
+    "unknown policy key": (_set("policy", "late_penalty", value=0.1), "policy.late_penalty"),
+    "policy credit above 1": (_set("policy", "chain_only_credit", value=2), "policy.chain_only_credit"),
+    "unknown limits key": (_set("limits", "memory", value=2), "limits.memory"),
+    "missing secret_salt": (_del("secret_salt"), "secret_salt"),
+    "empty secret_salt": (_set("secret_salt", value=""), "secret_salt"),
+    "null secret_salt": (_set("secret_salt", value=None), "secret_salt"),
+    "missing points": (_del("points"), "points"),
+    "configurations 2": (_set("configurations", value=2), "configurations"),
+    "configurations 17": (_set("configurations", value=17), "configurations"),
+    "configurations as float": (_set("configurations", value=4.5), "configurations"),
+    "tolerance not a mapping": (_set("tolerance", value=1e-5), "tolerance"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_a_bad_file_names_the_offending_key(tmp_path, case):
+    edit, key = BAD[case]
+    path = write(tmp_path, changed(edit))
+    with pytest.raises(CourseError) as info:
+        load(path)
+    assert key in str(info.value)
+    assert str(path.resolve()) in str(info.value)
+
+
+def test_course_error_is_a_value_error():
+    assert issubclass(CourseError, ValueError)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("course_id: [unclosed\n", "not valid YAML"),
+    ("course_id: a\n\tassignment: b\n", "not valid YAML"),
+    ("- course_id: a\n- assignment: b\n", "mapping"),
+    ("just a string\n", "mapping"),
+    ("", "mapping"),
+])
+def test_a_file_that_is_not_a_yaml_mapping(tmp_path, text, words):
+    path = write(tmp_path, text)
+    with pytest.raises(CourseError) as info:
+        load(path)
+    assert words in str(info.value)
+    assert str(path.resolve()) in str(info.value)
+
+
+def test_a_missing_file(tmp_path):
+    path = tmp_path / "nowhere" / "course.yml"
+    with pytest.raises(CourseError) as info:
+        load(path)
+    assert "no such file" in str(info.value)
+    assert str(path.resolve()) in str(info.value)
+
+
+def test_a_file_that_is_not_text(tmp_path):
+    path = tmp_path / "course.yml"
+    path.write_bytes(b"course_id: \xff\xfe\x00\x81\n")
+    with pytest.raises(CourseError) as info:
+        load(path)
+    assert str(path.resolve()) in str(info.value)

@@ -1,0 +1,164 @@
+"""grader.diagnose on synthetic tensors: each hint it claims to give, and no hint that would mislead."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader.diagnose import diagnose
+
+RTOL, ATOL = 1e-5, 1e-8
+N = 6  # the batch size the factor hints refer to; not 2, so that "factor 2" and "n" differ
+
+# Words of a hint that claims a specific mistake; a random wrong answer must get none of them.
+CLAIMS = ("factor", "sign", "times", "transpose", "n/(n-1)", "(n-1)/n", "zeros", "keepdim", "summed", "right in")
+
+
+def randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def hints(got, want, n=N, rtol=RTOL, atol=ATOL):
+    result = diagnose(got, want, rtol=rtol, atol=atol, n=n)
+    assert isinstance(result, list) and all(isinstance(h, str) and h for h in result)
+    return result
+
+
+def one(got, want, **kw):
+    result = hints(got, want, **kw)
+    assert len(result) == 1, result
+    return result[0]
+
+
+# --- shape mistakes -------------------------------------------------------------------------------
+
+def test_transposed_with_the_right_values():
+    want = randn(N, 4)
+    assert one(want.T.clone(), want) == "looks transposed: its transpose is the expected gradient"
+
+
+def test_transposed_shape_with_wrong_values():
+    want = randn(N, 4)
+    hint = one(randn(4, N, seed=1), want)
+    assert hint.startswith("looks transposed (the reverse of the expected shape)")
+    assert "its transpose is the expected gradient" not in hint
+
+
+def test_transposed_square_matrix():
+    want = randn(5, 5)
+    assert one(want.T.clone(), want, n=5) == "looks transposed: its transpose is the expected gradient"
+
+
+@pytest.mark.parametrize("want_shape, got_shape", [((1, 4), (4,)), ((N, 1), (N,))])
+def test_missing_keepdim(want_shape, got_shape):
+    want = randn(*want_shape)
+    hint = one(want.reshape(got_shape), want)
+    assert hint.startswith("missing keepdim=True")
+    assert str(want_shape) in hint
+
+
+@pytest.mark.parametrize("want_shape, got_shape", [((4,), (1, 4)), ((4,), (4, 1)), ((1, 4), (1, 1, 4))])
+def test_extra_size_one_dimension(want_shape, got_shape):
+    want = randn(*want_shape)
+    hint = one(want.reshape(got_shape), want)
+    assert hint.startswith("an extra dimension of size 1")
+    assert str(want_shape) in hint
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_not_summed_over_a_broadcast_dimension_kept_as_size_one(dim):
+    got = randn(N, 4)
+    want = got.sum(dim, keepdim=True)  # e.g. dbnbias (1,H) given as dhpreact (n,H)
+    hint = one(got, want)
+    assert hint.startswith(f"not summed over dimension {dim}")
+    assert "(summing it there gives the expected gradient)" in hint
+
+
+def test_not_summed_with_wrong_values_does_not_claim_the_sum_fixes_it():
+    want = randn(1, 4)
+    hint = one(randn(N, 4, seed=1), want)
+    assert hint.startswith("not summed over dimension 0")
+    assert "summing it there gives" not in hint
+
+
+def test_not_summed_over_a_leading_broadcast_dimension():
+    """b2 (V,) is broadcast over the rows of logits (n,V): db2 given as dlogits itself."""
+    got = randn(N, 4)
+    want = got.sum(0)
+    hint = one(got, want)
+    assert hint.startswith("not summed over dimension 0")
+    assert "(summing it there gives the expected gradient)" in hint
+
+
+def test_an_unrelated_shape_gets_only_the_expected_shape():
+    assert hints(randn(3, 5), randn(N, 4)) == ["a gradient has exactly its tensor's shape, (6, 4)"]
+
+
+# --- value mistakes -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("factor, text", [
+    (-1.0, "sign flipped"),
+    (N, "n times too large: a missing /n?"),
+    (1 / N, "n times too small: an extra /n?"),
+    (N / (N - 1), "off by n/(n-1): the biased variance (1/n) where the forward uses 1/(n-1)?"),
+    ((N - 1) / N, "off by (n-1)/n: 1/(n-1) where the forward uses 1/n?"),
+    (-N, "sign flipped and n times too large"),
+    (-1 / N, "sign flipped and n times too small"),
+    (2.0, "off by a factor of 2: a missing or extra 2 (from a square)?"),
+    (0.5, "off by a factor of 0.5: a missing or extra 2 (from a square)?"),
+    (3.7, "off by a constant factor of 3.7"),
+])
+def test_constant_factor(factor, text):
+    want = randn(N, 4)
+    assert hints(want * factor, want) == [text]
+
+
+@pytest.mark.parametrize("factor, text", [
+    (N, "n times too large: a missing /n?"),
+    (1 / N, "n times too small: an extra /n?"),
+    (N / (N - 1), "off by n/(n-1): the biased variance (1/n) where the forward uses 1/(n-1)?"),
+    (-1.0, "sign flipped"),
+])
+def test_factor_survives_float32_rounding(factor, text):
+    want32 = randn(N, 4).float()
+    got = (want32 * factor).double()
+    assert hints(got, want32.double(), rtol=1e-4, atol=1e-6) == [text]
+
+
+def test_factor_n_without_knowing_n_is_only_a_constant():
+    want = randn(N, 4)
+    assert hints(want * N, want, n=None) == [f"off by a constant factor of {N}"]
+
+
+def test_all_zeros():
+    want = randn(N, 4)
+    assert hints(torch.zeros_like(want), want) == ["all zeros"]
+
+
+@pytest.mark.parametrize("wrong", [1, 3, 12])
+def test_right_in_k_of_n_entries(wrong):
+    want = randn(N, 4)
+    got = want.clone()
+    got.view(-1)[:wrong] += 1.0
+    assert hints(got, want) == [f"right in {24 - wrong} of 24 entries, wrong in {wrong}"]
+
+
+def test_mostly_wrong_gets_no_right_in_hint():
+    want = randn(N, 4)
+    got = want.clone()
+    got.view(-1)[:13] += 1.0
+    assert hints(got, want) == []
+
+
+@pytest.mark.parametrize("seed", range(1, 9))
+@pytest.mark.parametrize("shape", [(N, 4), (5, 5), (1, 7), (7,)])
+def test_a_random_wrong_answer_gets_no_misleading_hint(seed, shape):
+    want = randn(*shape)
+    got = randn(*shape, seed=seed)
+    for h in hints(got, want):
+        assert not any(word in h for word in CLAIMS), h
+
+
+def test_a_shifted_answer_is_not_called_a_factor():
+    want = randn(N, 4)
+    for h in hints(want + 0.3, want):
+        assert not any(word in h for word in CLAIMS), h
