@@ -94,8 +94,11 @@ def judge(submission, cases, course):
         answer = BY_GRADE_ID[grade_id]
         if submission.submission.error:
             raise Wrong(submission.submission.error, "unreadable")
-        if grade_id in submission.submission.problems:
-            raise Wrong(submission.submission.problems[grade_id], "missing")
+        if answer.cell_id in submission.submission.problems:
+            raise Wrong(submission.submission.problems[answer.cell_id], "missing")
+        if answer.cell_id in submission.submission.refused:
+            raise Wrong(f"not run: the static check refused it, {submission.submission.refused[answer.cell_id]}",
+                        "refused")
         failures = []
         for case in cases:
             if case.config.scored:

@@ -34,6 +34,15 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Extra:
+    """Names a course adds to the static check's allowlist (grader/static_check.py)."""
+
+    torch: tuple[str, ...] = ()
+    functional: tuple[str, ...] = ()
+    builtins: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Course:
     path: Path
     course_id: str
@@ -47,6 +56,7 @@ class Course:
     tolerance: Tolerance = field(default_factory=Tolerance)
     policy: Policy = field(default_factory=Policy)
     limits: Limits = field(default_factory=Limits)
+    allow: Extra = field(default_factory=Extra)
 
     @property
     def root(self) -> Path:
@@ -87,12 +97,29 @@ def _section(where: str, raw, cls, bounds: dict[str, tuple[float, float | None]]
     return cls(**{k: _number(f"{where}.{k}", v, *bounds[k]) for k, v in raw.items()})
 
 
+def _allow(where: str, raw) -> Extra:
+    if raw is None:
+        return Extra()
+    if not isinstance(raw, dict):
+        raise CourseError(f"{where}: expected a mapping with torch, functional and builtins lists")
+    unknown = sorted(set(raw) - {"torch", "functional", "builtins"})
+    if unknown:
+        raise CourseError(f"{where}.{unknown[0]}: unknown key (known: torch, functional, builtins)")
+    lists = {}
+    for key, names in raw.items():
+        if not isinstance(names, list) or not all(isinstance(x, str) and x.isidentifier() and not x.startswith("_")
+                                                   for x in names):
+            raise CourseError(f"{where}.{key}: expected a list of public names, got {names!r}")
+        lists[key] = tuple(names)
+    return Extra(**lists)
+
+
 def parse(raw, path: Path) -> Course:
     where = str(path)
     if not isinstance(raw, dict):
         raise CourseError(f"{where}: expected a mapping of settings at the top level")
     fields = {"course_id", "assignment", "notebook", "secret_salt", "points", "data", "configurations",
-              "autotests", "tolerance", "policy", "limits"}
+              "autotests", "tolerance", "policy", "limits", "allow"}
     unknown = sorted(set(raw) - fields)
     if unknown:
         raise CourseError(f"{where}: {unknown[0]}: unknown key (known: {', '.join(sorted(fields))})")
@@ -127,6 +154,7 @@ def parse(raw, path: Path) -> Course:
         policy=_section(f"{where}: policy", raw.get("policy"), Policy,
                         {"chain_only_credit": (0.0, 1.0), "squeezable_shape_credit": (0.0, 1.0)}),
         limits=_section(f"{where}: limits", raw.get("limits"), Limits, {"timeout_seconds": (1.0, 86400.0), "cell_timeout_seconds": (0.1, 3600.0)}),
+        allow=_allow(f"{where}: allow", raw.get("allow")),
     )
 
 

@@ -21,6 +21,7 @@ class Submission:
     path: Path
     cells: dict[str, str] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
+    refused: dict[str, object] = field(default_factory=dict)
     error: str | None = None
 
 

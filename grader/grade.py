@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from grader import extract, results, sandbox, scoring, suite
+from grader import extract, results, sandbox, scoring, static_check, suite
 from grader.configs import generate
 from grader.course import Course
 from grader.exam import prepare
@@ -24,11 +24,13 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1,
     found = extract.discover(paths)
     submissions = [extract.read(sid, path) for sid, path in found]
     cases = [prepare(config) for config in generate(course.secret_salt, course.configurations)]
+    allow = static_check.Allow().extended(course.allow.torch, course.allow.functional, course.allow.builtins)
 
     def attempt(submission: extract.Submission) -> sandbox.Attempt:
         if submission.error:
             return sandbox.Attempt(error=submission.error)
-        done = sandbox.run(submission.cells, cases, timeout=course.limits.timeout_seconds,
+        runnable, submission.refused = static_check.screen(submission.cells, allow)
+        done = sandbox.run(runnable, cases, timeout=course.limits.timeout_seconds,
                            cell_timeout=course.limits.cell_timeout_seconds)
         progress(f"ran {submission.id} in {done.seconds:.1f} s" + (f": {done.error}" if done.error else ""))
         return done

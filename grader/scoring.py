@@ -82,6 +82,8 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
 
 def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Result:
     result = Result(submission.id, str(submission.path), error=submission.error)
+    for cell, refusal in submission.refused.items():
+        result.flags.append({"kind": "static-check", "cell": cell, "evidence": str(refusal)})
     for grade_id, points in course.points.items():
         chain, local = results.get((grade_id, CHAIN)), results.get((grade_id, LOCAL))
         result.tests.append(_one(grade_id, points, chain, local, course.policy))
