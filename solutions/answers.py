@@ -100,8 +100,7 @@ demb = dembcat.view(emb.shape)
 
 # %% dC
 # emb = C[Xb] copies row Xb[i,j] of C into emb[i,j]: scatter-add, so repeated characters accumulate.
-dC = torch.zeros_like(C)
-dC.index_add_(0, Xb.view(-1), demb.view(-1, C.shape[1]))
+dC = torch.zeros_like(C).index_add(0, Xb.view(-1), demb.view(-1, C.shape[1]))
 
 # %% ex2_dlogits
 # Cross-entropy fused: (softmax(logits) - onehot(Yb)) / n.
