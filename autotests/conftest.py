@@ -32,28 +32,17 @@ STATUS_TEXT = {
     "subclass": "{variable} is a {type}, a subclass of torch.Tensor: give a plain tensor",
     "unsendable": "{variable} could not be read back: {error}",
     "broken": "the grading process sent a malformed answer",
+    "autograd": "autograd was used at run time, which an answer must not do: {evidence}",
 }
-
-
-def _outcome_text(outcome, answer: Answer) -> tuple[str, str]:
-    """(kind, feedback) for an outcome that is not a tensor."""
-    if outcome.status == "error":
-        where = f" on line {outcome.detail['line']}" if outcome.detail.get("line") else ""
-        text = f"{outcome.detail['error_type']}{where}: {outcome.detail['error']}"
-        if outcome.detail["error_type"] == "NameError":
-            text += f" (uses a variable the answer cells do not have: {ALLOWED_NAMES})"
-        return "error", text
-    template = STATUS_TEXT.get(outcome.status, "unexpected result ({status})")
-    kind = BLANK if outcome.status == "blank" else outcome.status
-    return kind, template.format(variable=answer.variable, status=outcome.status, **outcome.detail)
 
 
 def _namespace(case: Case, answer: Answer, check: str) -> dict:
     return {**case.student_view(), **case.upstream(answer, check), "n": case.n, "torch": torch, "F": F}
 
 
-def _known_mistake(tensor: torch.Tensor, case: Case, answer: Answer, check: str, tol) -> str | None:
-    """The catalogue's name for this wrong answer, if the answer equals one of its wrong formulas.
+def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, error=None) -> str | None:
+    """The catalogue's name for this wrong answer: the mistake whose formula gives the same tensor or,
+    for a cell that failed, raises the same error.
 
     The formulas are ours and run here, in the trusted process, on the very inputs the cell saw.
     """
@@ -61,12 +50,33 @@ def _known_mistake(tensor: torch.Tensor, case: Case, answer: Answer, check: str,
         ns = _namespace(case, answer, check)
         try:
             exec(compile(mistake["code"], f"<known mistake {answer.grade_id}>", "exec"), ns)
-            value = ns[answer.variable]
-        except Exception:
+        except Exception as exc:
+            if error is not None and (type(exc).__name__, str(exc)[:500]) == error:
+                return mistake["feedback"]
             continue
-        if compare(tensor, value, rtol=tol.rtol, atol=tol.atol, n=case.n).passed:
+        if tensor is not None and compare(tensor, ns[answer.variable], rtol=tol.rtol, atol=tol.atol, n=case.n).passed:
             return mistake["feedback"]
     return None
+
+
+def _outcome_text(outcome, case: Case, answer: Answer, check: str, tol) -> tuple[str, str]:
+    """(kind, feedback) for an outcome that is not a tensor."""
+    if outcome.status == "error":
+        where = f" on line {outcome.detail['line']}" if outcome.detail.get("line") else ""
+        text = f"{outcome.detail['error_type']}{where}: {outcome.detail['error']}"
+        named = _known_mistake(case, answer, check, tol, error=(outcome.detail["error_type"], outcome.detail["error"]))
+        if named:
+            text += f"; {named}"
+        elif outcome.detail["error_type"] == "NameError":
+            text += f" (uses a variable the answer cells do not have: {ALLOWED_NAMES})"
+        elif "cannot be multiplied" in outcome.detail["error"]:
+            text += (f"; the shapes of a matrix product do not fit: write the product whose shape is "
+                     f"{answer.variable}'s (a transpose is probably missing or misplaced)")
+        return "error", text
+    template = STATUS_TEXT.get(outcome.status, "unexpected result ({status})")
+    kind = BLANK if outcome.status == "blank" else outcome.status
+    detail = {k: "; ".join(v) if isinstance(v, list) else v for k, v in outcome.detail.items()}
+    return kind, template.format(variable=answer.variable, status=outcome.status, **detail)
 
 
 def _assess(submission, case: Case, answer: Answer, check: str, course) -> tuple[str, str] | None:
@@ -74,14 +84,14 @@ def _assess(submission, case: Case, answer: Answer, check: str, course) -> tuple
     outcome = submission.attempt.outcomes.get((answer.grade_id, check, case.config.name))
     if outcome is None:
         return "not-run", submission.attempt.error or "the cell was not run"
-    if outcome.status != "tensor":
-        return _outcome_text(outcome, answer)
     tol = course.tolerance
+    if outcome.status != "tensor":
+        return _outcome_text(outcome, case, answer, check, tol)
     verdict = compare(outcome.tensor, case.expected(answer, check), rtol=tol.rtol, atol=tol.atol, n=case.n)
     if verdict.passed:
         return None
     lines = [f"{answer.variable}: {verdict.message}"]
-    named = _known_mistake(outcome.tensor, case, answer, check, tol) if verdict.status == WRONG else None
+    named = _known_mistake(case, answer, check, tol, tensor=outcome.tensor) if verdict.status == WRONG else None
     lines += [named] if named else list(verdict.hints)
     return verdict.status, "; ".join(lines)
 

@@ -49,10 +49,12 @@ def main() -> None:
     import torch.nn.functional as F
 
     from grader import protocol
+    from grader.autograd_watch import Watch
     from grader.exercise import ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_FUNCTION, FORWARD_NAMES
     from grader.model import PARAMETERS
 
     torch.set_num_threads(1)
+    watch = Watch().install()
     signal.signal(signal.SIGALRM, _on_alarm)
     reader = protocol.Reader(rfd)
     reserved = set(FORWARD_NAMES) | {"torch", "F", "__builtins__"}
@@ -99,6 +101,9 @@ def main() -> None:
                     failed = _error("ex4_backward", exc)
                 finally:
                     signal.setitimer(signal.ITIMER_REAL, 0)
+            evidence = watch.take(grads if isinstance(grads, dict) else {})
+            if evidence and failed is None:
+                failed = {"status": "autograd", "evidence": evidence}
             backward_results[case] = (failed, grads)
         return backward_results[case]
 
@@ -138,8 +143,11 @@ def main() -> None:
                 if g not in answer.upstream:
                     ns.pop(g, None)
         failed = execute(grade_id, ns)
+        evidence = watch.take(ns)
         if failed:
             return {**reply, **failed}, {}
+        if evidence:
+            return {**reply, "status": "autograd", "evidence": evidence}, {}
         if answer.exercise == 1:
             carry[(case, check)] = {k: v for k, v in ns.items() if k not in reserved}
         if answer.variable not in ns:

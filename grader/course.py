@@ -31,6 +31,9 @@ class Policy:
 class Limits:
     timeout_seconds: float = 120.0
     cell_timeout_seconds: float = 10.0
+    memory_mb: int = 2048
+    file_size_mb: int = 16
+    processes: int = 128
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,15 @@ def _section(where: str, raw, cls, bounds: dict[str, tuple[float, float | None]]
     unknown = sorted(set(raw) - set(bounds))
     if unknown:
         raise CourseError(f"{where}.{unknown[0]}: unknown key (known: {', '.join(bounds)})")
-    return cls(**{k: _number(f"{where}.{k}", v, *bounds[k]) for k, v in raw.items()})
+    values = {}
+    for k, v in raw.items():
+        number = _number(f"{where}.{k}", v, *bounds[k])
+        if isinstance(getattr(cls, k), int):
+            if number != int(number):
+                raise CourseError(f"{where}.{k}: expected a whole number, got {v!r}")
+            number = int(number)
+        values[k] = number
+    return cls(**values)
 
 
 def _allow(where: str, raw) -> Extra:
@@ -153,7 +164,8 @@ def parse(raw, path: Path) -> Course:
                            {"rtol": (0.0, 1.0), "atol": (0.0, 1.0)}),
         policy=_section(f"{where}: policy", raw.get("policy"), Policy,
                         {"chain_only_credit": (0.0, 1.0), "squeezable_shape_credit": (0.0, 1.0)}),
-        limits=_section(f"{where}: limits", raw.get("limits"), Limits, {"timeout_seconds": (1.0, 86400.0), "cell_timeout_seconds": (0.1, 3600.0)}),
+        limits=_section(f"{where}: limits", raw.get("limits"), Limits, {"timeout_seconds": (1.0, 86400.0), "cell_timeout_seconds": (0.1, 3600.0),
+                         "memory_mb": (1024, 1 << 20), "file_size_mb": (1, 1 << 20), "processes": (16, 1 << 16)}),
         allow=_allow(f"{where}: allow", raw.get("allow")),
     )
 

@@ -38,6 +38,11 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
             hints.append(f"missing keepdim=True: a gradient has its tensor's shape, {_shape(ws)}")
         else:
             hints.append(f"an extra dimension of size 1: a gradient has its tensor's shape, {_shape(ws)}")
+    ones_got = [d for d, g in enumerate(gs) if g == 1]
+    ones_want = [d for d, w in enumerate(ws) if w == 1]
+    if len(gs) == len(ws) and len(ones_got) == len(ones_want) == 1 and ones_got != ones_want:
+        hints.append(f"summed over the wrong dimension: a gradient of shape {_shape(ws)} comes from a sum over "
+                     f"dimension {ones_want[0]} (keepdim=True), not over dimension {ones_got[0]}")
     if len(gs) == len(ws):
         for d, (g, w) in enumerate(zip(gs, ws)):
             others_equal = all(a == b for i, (a, b) in enumerate(zip(gs, ws)) if i != d)

@@ -25,13 +25,17 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1,
     submissions = [extract.read(sid, path) for sid, path in found]
     cases = [prepare(config) for config in generate(course.secret_salt, course.configurations)]
     allow = static_check.Allow().extended(course.allow.torch, course.allow.functional, course.allow.builtins)
+    # The child must not read the course (solutions, hidden tests, salt), other submissions or results.
+    hidden = [course.root, *paths, out, Path.home()]
+    limits = sandbox.Limits(timeout=course.limits.timeout_seconds, cell_timeout=course.limits.cell_timeout_seconds,
+                            memory_mb=course.limits.memory_mb, file_size_mb=course.limits.file_size_mb,
+                            processes=course.limits.processes, hide=tuple(str(p) for p in hidden))
 
     def attempt(submission: extract.Submission) -> sandbox.Attempt:
         if submission.error:
             return sandbox.Attempt(error=submission.error)
         runnable, submission.refused = static_check.screen(submission.cells, allow)
-        done = sandbox.run(runnable, cases, timeout=course.limits.timeout_seconds,
-                           cell_timeout=course.limits.cell_timeout_seconds)
+        done = sandbox.run(runnable, cases, limits)
         progress(f"ran {submission.id} in {done.seconds:.1f} s" + (f": {done.error}" if done.error else ""))
         return done
 
@@ -43,6 +47,7 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1,
     for submission, done in zip(submissions, attempts):
         result = scoring.score(submission, outcomes.get(submission.id, {}), course)
         result.seconds = done.seconds
+        result.isolation = done.isolation
         if done.error and not submission.error:
             result.error = done.error
         results.write_result(out, result)

@@ -12,10 +12,6 @@ import select
 import struct
 import time
 
-import torch
-from safetensors.torch import load as load_tensors
-from safetensors.torch import save as save_tensors
-
 _HEAD = struct.Struct(">II")  # header length, payload length
 MAX_HEADER = 1 << 20
 MAX_PAYLOAD = 1 << 30
@@ -25,13 +21,18 @@ class ProtocolError(Exception):
     """The other side broke the format, closed the pipe, or ran out of time."""
 
 
-def encode(header: dict, tensors: dict[str, torch.Tensor] | None = None) -> bytes:
+def encode(header: dict, tensors: dict | None = None) -> bytes:
     body = json.dumps(header).encode()
-    payload = save_tensors({k: v.detach().clone(memory_format=torch.contiguous_format) for k, v in tensors.items()}) if tensors else b""
+    payload = b""
+    if tensors:
+        import torch
+        from safetensors.torch import save
+
+        payload = save({k: v.detach().clone(memory_format=torch.contiguous_format) for k, v in tensors.items()})
     return _HEAD.pack(len(body), len(payload)) + body + payload
 
 
-def write(fd: int, header: dict, tensors: dict[str, torch.Tensor] | None = None) -> None:
+def write(fd: int, header: dict, tensors: dict | None = None) -> None:
     view = memoryview(encode(header, tensors))
     while view:
         view = view[os.write(fd, view):]
@@ -60,7 +61,7 @@ class Reader:
         del self.buffer[:size]
         return data
 
-    def read(self, deadline: float | None = None) -> tuple[dict, dict[str, torch.Tensor]]:
+    def read(self, deadline: float | None = None) -> tuple[dict, dict]:
         self._fill(_HEAD.size, deadline)
         body_len, payload_len = _HEAD.unpack(self._take(_HEAD.size))
         if body_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
@@ -68,7 +69,11 @@ class Reader:
         self._fill(body_len + payload_len, deadline)
         try:
             header = json.loads(self._take(body_len))
-            tensors = load_tensors(self._take(payload_len)) if payload_len else {}
+            tensors = {}
+            if payload_len:
+                from safetensors.torch import load
+
+                tensors = load(self._take(payload_len))
         except Exception as exc:  # a forged message is a broken message, whatever it raised
             raise ProtocolError(f"unreadable message: {exc}") from None
         if not isinstance(header, dict):

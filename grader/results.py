@@ -42,7 +42,8 @@ def gradescope(result: Result) -> dict:
             for t in result.tests
         ],
         "flags": result.flags,
-        "extra_data": {"submission": result.submission, "path": result.path, "grader_version": __version__},
+        "extra_data": {"submission": result.submission, "path": result.path, "grader_version": __version__,
+                       "isolation": result.isolation},
     }
 
 

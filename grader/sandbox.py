@@ -7,6 +7,7 @@ its own answer for it, and runs a fused answer just before its target is reveale
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -14,7 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -39,6 +42,32 @@ class Attempt:
     outcomes: dict[tuple[str, str, str], Outcome] = field(default_factory=dict)
     error: str | None = None
     seconds: float = 0.0
+    isolation: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Enforced from outside the student's code: by the parent's clock, by the kernel's resource limits
+    and pids cgroup set up in grader.jail, and by killing the child's whole process group and cgroup."""
+
+    timeout: float = 120.0
+    cell_timeout: float = 10.0
+    memory_mb: int = 2048
+    file_size_mb: int = 16
+    processes: int = 128
+    hide: tuple[str, ...] = ()
+
+
+GRACE_SECONDS = 5.0  # beyond the in-child cell timer, before the parent stops waiting for a cell
+CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
+SIGNALS = {
+    signal.SIGXCPU: "the CPU-time limit", signal.SIGXFSZ: "the file-size limit",
+    signal.SIGKILL: "a kill signal (often the memory limit)", signal.SIGSEGV: "a crash (segmentation fault)",
+}
+
+
+class CellOverrun(Exception):
+    """An answer cell neither finished nor stopped at its time limit."""
 
 
 def _chain_schedule() -> list[str]:
@@ -54,21 +83,57 @@ def _chain_schedule() -> list[str]:
 
 
 CHAIN_SCHEDULE = _chain_schedule()
-LOCAL_SCHEDULE = [a.grade_id for a in ANSWERS if LOCAL in checks(a)]
+# Every cell of exercise 1 runs in the LOCAL pass, even one with no LOCAL check (dlogprobs), so that the
+# helper variables later cells may use exist in that pass too.
+LOCAL_SCHEDULE = [a.grade_id for a in ANSWERS if a.exercise == 1 or LOCAL in checks(a)]
+
+
+def _exposed() -> list[str]:
+    """What the child must still read inside hidden folders: Python itself and the grader package."""
+    import grader
+
+    paths = {sys.base_prefix, sys.prefix, sys.exec_prefix, str(Path(grader.__file__).parent)}
+    return sorted({os.path.realpath(p) for p in paths})
+
+
+def _cgroup(processes: int) -> Path | None:
+    """A pids cgroup of its own, so a fork bomb is capped and every process can be found and killed."""
+    try:
+        path = CGROUP_ROOT / "backprop-ninja" / uuid.uuid4().hex
+        path.mkdir(parents=True)
+        (path / "pids.max").write_text(str(processes))
+        return path
+    except OSError:
+        return None
 
 
 class Child:
-    def __init__(self, timeout: float):
+    def __init__(self, limits: Limits):
         self.workdir = tempfile.mkdtemp(prefix="bpn-child-")
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.workdir, "TMPDIR": self.workdir,
-               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "LANG": "C.UTF-8"}
+        staging = os.path.join(self.workdir, ".staging")
+        os.mkdir(staging)
+        if os.getuid() == 0:
+            os.chown(self.workdir, 65534, 65534)
+        self.cgroup = _cgroup(limits.processes)
+        config = {
+            "workdir": self.workdir, "staging": staging, "cgroup": str(self.cgroup) if self.cgroup else None,
+            "hide": sorted({os.path.realpath(p) for p in limits.hide}), "expose": _exposed(),
+            "memory_mb": limits.memory_mb, "file_size_mb": limits.file_size_mb, "processes": limits.processes,
+            "cpu_seconds": int(limits.timeout) + 5,
+        }
+        env = {"PATH": "/usr/bin:/bin", "HOME": self.workdir, "TMPDIR": self.workdir, "OMP_NUM_THREADS": "1",
+               "MKL_NUM_THREADS": "1", "LANG": "C.UTF-8", "MPLCONFIGDIR": self.workdir}
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "grader.child"],
+            [sys.executable, "-I", "-m", "grader.jail", json.dumps(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             cwd=self.workdir, env=env, start_new_session=True,
         )
         self.reader = protocol.Reader(self.proc.stdout.fileno())
-        self.deadline = time.monotonic() + timeout
+        self.deadline = time.monotonic() + limits.timeout
+        header, _ = self.receive()
+        if header.get("op") != "isolation":
+            raise protocol.ProtocolError("the sandbox did not start")
+        self.isolation = header["isolation"]
 
     def send(self, header: dict, tensors: dict | None = None) -> None:
         try:
@@ -76,16 +141,49 @@ class Child:
         except OSError as exc:
             raise protocol.ProtocolError(f"the child stopped reading ({exc.strerror})") from None
 
-    def receive(self) -> tuple[dict, dict]:
-        return self.reader.read(self.deadline)
+    def receive(self, deadline: float | None = None) -> tuple[dict, dict]:
+        return self.reader.read(min(self.deadline, deadline or self.deadline))
+
+    def ended(self) -> str:
+        """Why the child is gone, in the words of the limit that stopped it."""
+        code = self.proc.wait(timeout=5)
+        if code < 0:
+            reason = SIGNALS.get(-code, f"signal {signal.Signals(-code).name}")
+            return f"the grading process was stopped by {reason}"
+        return f"the notebook's code ended the grading process (exit status {code})"
 
     def close(self) -> None:
-        """Kill the whole process group: whatever the student's code started dies with the child."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
+        """Kill the whole process group and every process in the child's cgroup, even one that left
+        the group with setsid(): nothing the student's code started outlives the submission."""
+        for _ in range(100):
+            pids = [self.proc.pid]
+            if self.cgroup:
+                try:
+                    pids += [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
+                except OSError:
+                    pass
+            alive = False
+            for pid in set(pids):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                    alive = True
+                except (ProcessLookupError, PermissionError):
+                    pass
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    alive = True
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if self.proc.poll() is None:
+                self.proc.wait()
+            if not alive or not self.cgroup:
+                break
+            time.sleep(0.01)
+        if self.cgroup:
+            try:
+                self.cgroup.rmdir()
+            except OSError:
+                pass
         for stream in (self.proc.stdin, self.proc.stdout):
             stream.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -100,17 +198,25 @@ def _outcome(header: dict, tensors: dict) -> Outcome:
     return Outcome(status, detail, tensor)
 
 
-def run(cells: dict[str, str], cases: list[Case], *, timeout: float, cell_timeout: float) -> Attempt:
+def run(cells: dict[str, str], cases: list[Case], limits: Limits) -> Attempt:
     """Grade-free execution of one submission's answer cells in a fresh child process."""
     attempt = Attempt()
     started = time.monotonic()
-    child = Child(timeout)
+    child = None
     try:
-        child.send({"op": "cells", "cells": cells, "cell_timeout": cell_timeout})
+        child = Child(limits)
+        attempt.isolation = child.isolation
+        child.send({"op": "cells", "cells": cells, "cell_timeout": limits.cell_timeout})
 
         def ask(grade_id: str, case: Case, check: str) -> None:
             child.send({"op": "run", "grade_id": grade_id, "case": case.config.name, "check": check})
-            header, tensors = child.receive()
+            cell_deadline = time.monotonic() + limits.cell_timeout + GRACE_SECONDS
+            try:
+                header, tensors = child.receive(cell_deadline)
+            except TimeoutError:
+                if cell_deadline < child.deadline:
+                    raise CellOverrun(grade_id) from None
+                raise
             if (header.get("grade_id"), header.get("case"), header.get("check")) != (grade_id, case.config.name, check):
                 raise protocol.ProtocolError("an answer arrived for a request that was not made")
             attempt.outcomes[(grade_id, check, case.config.name)] = _outcome(header, tensors)
@@ -130,12 +236,15 @@ def run(cells: dict[str, str], cases: list[Case], *, timeout: float, cell_timeou
         child.send({"op": "bye"})
         child.receive()
     except TimeoutError:
-        attempt.error = f"stopped after the time limit of {timeout:g} s"
+        attempt.error = f"stopped at the time limit of {limits.timeout:g} s for a whole submission"
+    except CellOverrun as exc:
+        attempt.error = (f"answer cell {exc} ran past its time limit of {limits.cell_timeout:g} s and would not "
+                         "stop: the cells not yet run score 0")
     except protocol.ProtocolError as exc:
-        code = child.proc.poll()
-        attempt.error = (f"the notebook's code ended the grading process (exit status {code})" if code is not None
-                         else f"grading process failed: {exc}")
+        running = child is not None and child.proc.poll() is None
+        attempt.error = f"grading process failed: {exc}" if running or child is None else child.ended()
     finally:
-        child.close()
+        if child is not None:
+            child.close()
         attempt.seconds = time.monotonic() - started
     return attempt

@@ -20,6 +20,8 @@ from grader.exam import CHAIN, LOCAL
 from grader.suite import ERROR, PASSED, ItemResult
 
 CORRECT, PARTIAL, INCORRECT, NOT_ATTEMPTED = "correct", "partial", "incorrect", "not attempted"
+# Outcomes an instructor should look at, whatever they scored.
+INTEGRITY = ("autograd",)
 
 
 @dataclass
@@ -44,6 +46,7 @@ class Result:
     flags: list[dict] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    isolation: dict = field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -87,7 +90,9 @@ def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Res
     for grade_id, points in course.points.items():
         chain, local = results.get((grade_id, CHAIN)), results.get((grade_id, LOCAL))
         result.tests.append(_one(grade_id, points, chain, local, course.policy))
-        for item in (chain, local):
+        for check, item in ((CHAIN, chain), (LOCAL, local)):
             if item is not None and item.status == ERROR:
                 result.flags.append({"kind": "grader-error", "grade_id": grade_id, "evidence": item.feedback})
+            if item is not None and item.kind in INTEGRITY:
+                result.flags.append({"kind": item.kind, "grade_id": grade_id, "check": check, "evidence": item.feedback})
     return result

@@ -1,0 +1,142 @@
+"""The first code a sandboxed child runs, still trusted: it walls the process in, then execs the
+child that runs student code.
+
+In a fresh single-threaded interpreter (safe, unlike a preexec_fn in a threaded grader) it joins the
+child's pids cgroup, sets resource limits, and, where the platform allows, moves into new mount and
+network namespaces where the course directory, the submissions, the results and the home directory
+are hidden (only the Python installation and the grader package are bound back, read-only), then
+drops to an unprivileged user. It reports what it actually achieved as the first protocol message, so
+each result can say which isolation was in force.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import sys
+
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x10000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+PR_SET_NO_NEW_PRIVS = 38
+NOBODY = 65534
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _call(name: str, *args) -> None:
+    if getattr(_libc, name)(*args) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{name}: {os.strerror(err)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: s.encode() if s is not None else None)
+    _call("mount", enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
+
+
+def _limits(config: dict) -> dict:
+    wanted = {
+        "address_space_mb": (resource.RLIMIT_AS, config["memory_mb"] * 2**20),
+        "cpu_seconds": (resource.RLIMIT_CPU, config["cpu_seconds"]),
+        "file_size_mb": (resource.RLIMIT_FSIZE, config["file_size_mb"] * 2**20),
+        "processes": (resource.RLIMIT_NPROC, config["processes"]),
+        "open_files": (resource.RLIMIT_NOFILE, 256),
+        "core_dumps": (resource.RLIMIT_CORE, 0),
+    }
+    applied = {}
+    for name, (which, value) in wanted.items():
+        resource.setrlimit(which, (value, value))
+        applied[name] = value // 2**20 if name.endswith("_mb") else value
+    return applied
+
+
+def _untraversable(expose: list[str]) -> list[str]:
+    """Ancestors of exposed paths that an unprivileged user cannot enter (e.g. /root, mode 700 here,
+    which holds the Python installation): covering them and binding the exposed paths back makes
+    Python importable for `nobody` without opening the rest of the folder."""
+    found = set()
+    for path in expose:
+        parent = os.path.dirname(path)
+        while parent not in ("/", ""):
+            if not os.stat(parent).st_mode & 0o001:
+                found.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(found)
+
+
+def _hide(hide: list[str], expose: list[str], staging: str) -> None:
+    """Cover every path in `hide`, then bind each `expose` path that lay beneath one back, read-only."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    hide = sorted(set(hide) | set(_untraversable(expose)))
+    covered = [e for e in expose if any(e == h or e.startswith(h.rstrip("/") + "/") for h in hide)]
+    staged = []
+    for i, path in enumerate(covered):
+        spot = os.path.join(staging, str(i))
+        os.makedirs(spot, exist_ok=True)
+        _mount(path, spot, None, MS_BIND | MS_REC)
+        staged.append((spot, path))
+    for path in sorted(hide, key=len):
+        if os.path.isdir(path):
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
+        elif os.path.exists(path):
+            _mount("/dev/null", path, None, MS_BIND)
+    for spot, path in staged:
+        os.makedirs(path, exist_ok=True)
+        _mount(spot, path, None, MS_BIND | MS_REC)
+        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
+        _call("umount2", spot.encode(), MNT_DETACH)
+
+
+def _namespaces(config: dict) -> tuple[str, str, str]:
+    """(user, network, filesystem) as achieved, most isolating first."""
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        if uid == 0:
+            _call("unshare", CLONE_NEWNS | CLONE_NEWNET)
+        else:
+            _call("unshare", CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET)
+            for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+                with open(f"/proc/self/{name}", "w") as f:
+                    f.write(text)
+    except OSError as exc:
+        return "same user", f"not isolated ({exc.strerror})", f"not isolated ({exc.strerror})"
+    network = "none: a new network namespace with no interface up"
+    try:
+        _hide(config["hide"], config["expose"], config["staging"])
+        filesystem = "course, submissions, results and home directories hidden (mount namespace)"
+    except OSError as exc:
+        filesystem = f"not isolated ({exc})"
+    user = "same user (inside a user namespace)" if uid else "same user"
+    if uid == 0:
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+        user = f"nobody (uid {NOBODY})"
+    return user, network, filesystem
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    report = {"process": "separate process, own session"}
+    cgroup = config.get("cgroup")
+    if cgroup:
+        try:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            report["pids_cgroup"] = f"pids.max={config['processes']}"
+        except OSError as exc:
+            report["pids_cgroup"] = f"not available ({exc.strerror})"
+    report["user"], report["network"], report["filesystem"] = _namespaces(config)
+    report["limits"] = _limits(config)
+    _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    os.chdir(config["workdir"])
+    from grader import protocol
+
+    protocol.write(1, {"op": "isolation", "isolation": report})
+    os.execv(sys.executable, [sys.executable, "-I", "-m", "grader.child"])
+
+
+if __name__ == "__main__":
+    main()
