@@ -15,7 +15,7 @@ import yaml
 
 from grader.compare import BLANK, SQUEEZABLE, WRONG, compare
 from grader.exam import CHAIN, Case
-from grader.exercise import BY_GRADE_ID, Answer
+from grader.exercise import BY_GRADE_ID, EX4_CACHE, Answer
 from grader.suite import Wrong
 
 KNOWN_MISTAKES = yaml.safe_load((Path(__file__).parent / "known_mistakes.yml").read_text())
@@ -69,6 +69,8 @@ def _outcome_text(outcome, case: Case, answer: Answer, check: str, tol) -> tuple
             text += f"; {named}"
         elif outcome.detail["error_type"] == "NameError":
             text += f" (uses a variable the answer cells do not have: {ALLOWED_NAMES})"
+        elif outcome.detail["error_type"] == "KeyError" and answer.exercise == 4:
+            text += f" (the cache holds exactly: {', '.join(EX4_CACHE)})"
         elif "cannot be multiplied" in outcome.detail["error"]:
             text += (f"; the shapes of a matrix product do not fit: write the product whose shape is "
                      f"{answer.variable}'s (a transpose is probably missing or misplaced)")

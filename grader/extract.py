@@ -58,9 +58,11 @@ def read(sid: str, path: Path) -> Submission:
     try:
         size = path.stat().st_size
         if size > MAX_NOTEBOOK_BYTES:
-            submission.error = f"notebook is {size / 2**20:.0f} MB, over the {MAX_NOTEBOOK_BYTES // 2**20} MB limit"
+            submission.error = f"notebook is {size / 2**20:.3g} MB, over the {MAX_NOTEBOOK_BYTES / 2**20:g} MB limit"
             return submission
         text = path.read_bytes().decode("utf-8")
+        if not text.lstrip().startswith("{"):
+            raise nbformat.reader.NotJSONError("not a JSON object")
         notebook = nbformat.reads(text, as_version=4)
     except UnicodeDecodeError:
         submission.error = "not a notebook: the file is not UTF-8 text"

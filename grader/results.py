@@ -17,12 +17,17 @@ from grader import __version__
 from grader.scoring import Result
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide results from the rest of the course staff
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

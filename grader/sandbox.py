@@ -144,9 +144,14 @@ class Child:
     def receive(self, deadline: float | None = None) -> tuple[dict, dict]:
         return self.reader.read(min(self.deadline, deadline or self.deadline))
 
-    def ended(self) -> str:
-        """Why the child is gone, in the words of the limit that stopped it."""
-        code = self.proc.wait(timeout=5)
+    def broken(self, exc: Exception) -> str:
+        """Why the connection broke. Its end of the pipe closes a moment before the process can be
+        reaped, so wait for the exit status before deciding; only student code runs in the child, so a
+        child that broke the protocol and lives on was broken by it too."""
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return f"the notebook's code broke the grading process's connection ({exc})"
         if code < 0:
             reason = SIGNALS.get(-code, f"signal {signal.Signals(-code).name}")
             return f"the grading process was stopped by {reason}"
@@ -241,8 +246,7 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits) -> Attempt:
         attempt.error = (f"answer cell {exc} ran past its time limit of {limits.cell_timeout:g} s and would not "
                          "stop: the cells not yet run score 0")
     except protocol.ProtocolError as exc:
-        running = child is not None and child.proc.poll() is None
-        attempt.error = f"grading process failed: {exc}" if running or child is None else child.ended()
+        attempt.error = f"grading process failed to start: {exc}" if child is None else child.broken(exc)
     finally:
         if child is not None:
             child.close()

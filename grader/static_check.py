@@ -24,7 +24,7 @@ TORCH = frozenset("""
     reshape rsqrt scatter scatter_add scatter_reduce select sigmoid sign sin sinh softmax split sqrt
     square squeeze stack std sub subtract sum swapaxes t take take_along_dim tanh tensor tensordot
     tile topk transpose tril triu true_divide unbind unique unsqueeze var vsplit vstack where
-    zeros zeros_like linalg special Tensor Size float double int half dtype
+    zeros zeros_like linalg special Tensor Size float double int half dtype no_grad inference_mode
 """.split())
 
 FUNCTIONAL = frozenset("one_hot softmax log_softmax tanh pad normalize relu sigmoid cross_entropy".split())
@@ -48,10 +48,16 @@ TENSOR_DENIED = frozenset("""
 # Names a cell must not rebind: the grader's own module handles.
 PROTECTED = frozenset({"torch", "F"})
 
+# Re-importing what the notebook already imported is harmless; every other import is refused.
+IMPORTS = {("torch", None), ("torch", "torch"), ("torch.nn.functional", "F"), ("math", None), ("math", "math")}
+IMPORTS_FROM = {("torch.nn", "functional", "F"), ("torch.nn.functional", "*", None)}
+# The only context managers a gradient may use: they switch autograd off, never on.
+CONTEXTS = {"no_grad", "inference_mode"}
+
 FORBIDDEN_STATEMENTS = {
-    ast.Import: "imports", ast.ImportFrom: "imports", ast.Global: "global", ast.Nonlocal: "nonlocal",
+    ast.Global: "global", ast.Nonlocal: "nonlocal",
     ast.ClassDef: "class definitions", ast.Try: "try/except (it could swallow the time limit)",
-    ast.With: "with blocks (context managers)", ast.AsyncFunctionDef: "async code", ast.Await: "async code",
+    ast.AsyncFunctionDef: "async code", ast.Await: "async code",
     ast.AsyncFor: "async code", ast.AsyncWith: "async code", ast.Yield: "generators", ast.YieldFrom: "generators",
 }
 if hasattr(ast, "TryStar"):
@@ -93,6 +99,19 @@ def _problem(node: ast.AST, allow: Allow, builtin_names: frozenset, assigned: se
     for kind, what in FORBIDDEN_STATEMENTS.items():
         if isinstance(node, kind):
             return f"{what} are not allowed in an answer cell"
+    if isinstance(node, ast.Import):
+        if any((a.name, a.asname) not in IMPORTS for a in node.names):
+            return "imports are not allowed in an answer cell (torch and F are already there)"
+    if isinstance(node, ast.ImportFrom):
+        if any((node.module, a.name, a.asname) not in IMPORTS_FROM for a in node.names) or node.level:
+            return "imports are not allowed in an answer cell (torch and F are already there)"
+    if isinstance(node, ast.With):
+        for item in node.items:
+            call = item.context_expr
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and _chain(call.func) == ("torch", [call.func.attr]) and call.func.attr in CONTEXTS
+                    and item.optional_vars is None):
+                return "with blocks are not allowed in an answer cell, except `with torch.no_grad():`"
     if isinstance(node, ast.Name):
         if node.id.startswith("__"):
             return f"the name {node.id} is not allowed"

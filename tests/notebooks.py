@@ -1,0 +1,75 @@
+"""Submission notebooks for the grading-pipeline tests: answer cells with the metadata nbgrader gives
+them, built from the reference answers (solutions/answers.py) with any cell replaced, dropped or
+duplicated, plus whatever other cells a student might add."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import nbformat
+
+from grader.exercise import ANSWER_CELLS
+from solutions import reference
+
+
+def nbgrader_metadata(grade_id: str, *, solution: bool = True) -> dict:
+    return {"nbgrader": {"grade": False, "solution": solution, "locked": not solution,
+                         "grade_id": grade_id, "schema_version": 3}}
+
+
+def answer_cell(grade_id: str, source: str, *, cell_id: str | None = None):
+    """A code cell as nbgrader releases an answer cell (editable solution cell)."""
+    cell = nbformat.v4.new_code_cell(source, metadata=nbgrader_metadata(grade_id))
+    cell.id = cell_id or f"answer-{grade_id}"
+    return cell
+
+
+def code_cell(source: str, *, cell_id: str, metadata: dict | None = None):
+    cell = nbformat.v4.new_code_cell(source, metadata=metadata or {})
+    cell.id = cell_id
+    return cell
+
+
+def markdown_cell(source: str, *, cell_id: str, metadata: dict | None = None):
+    cell = nbformat.v4.new_markdown_cell(source, metadata=metadata or {})
+    cell.id = cell_id
+    return cell
+
+
+def reference_sources(replace: dict[str, str] | None = None, drop=()) -> dict[str, str]:
+    """grade id -> source: the reference answers, with `replace` applied and `drop` left out."""
+    sources = {**reference.cells(), **(replace or {})}
+    assert set(sources) == set(ANSWER_CELLS), "replace names a grade id that has no answer cell"
+    return {g: s for g, s in sources.items() if g not in set(drop)}
+
+
+def notebook(cells) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    nb.cells = list(cells)
+    return nb
+
+
+def submission(replace: dict[str, str] | None = None, drop=(), extra=()) -> nbformat.NotebookNode:
+    """The reference answers as answer cells in the released order, then `extra` cells."""
+    sources = reference_sources(replace, drop)
+    return notebook([*(answer_cell(g, sources[g]) for g in ANSWER_CELLS if g in sources), *extra])
+
+
+def write(path: Path, nb) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+    return path
+
+
+def fingerprint(root: Path) -> dict[str, tuple[str, int]]:
+    """relative path -> (sha256, mtime_ns) of every file under `root` (or of `root` itself)."""
+    root = Path(root)
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    result = {}
+    for p in files:
+        stat = os.stat(p)
+        result[p.relative_to(root).as_posix() if p != root else p.name] = (
+            hashlib.sha256(p.read_bytes()).hexdigest(), stat.st_mtime_ns)
+    return result

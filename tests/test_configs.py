@@ -1,0 +1,216 @@
+"""grader.configs and grader.exam: the hidden configurations and what the trusted process knows about
+each before any student code runs.
+
+Every rule here is one a real wrong answer slipped through without (NOTES §2): lecture sizes hide
+hard-coded numbers, equal sizes hide swapped dimensions, Xb without repeats hides an overwriting dC,
+zero-ish inits hide a third of the mistakes, and only a tiny activation variance shows a dropped eps.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.compare import compare
+from grader.configs import Config, generate
+from grader.course import load
+from grader.exam import CHAIN, LOCAL, checks, prepare
+from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID
+from grader.model import EPS, LECTURE, PARAMETERS
+from grader.oracle import chain_gradients
+from solutions import reference
+
+COURSE = load(Path(__file__).resolve().parents[1] / "course.yml")
+TOL = COURSE.tolerance
+LECTURE_VALUES = {32, 27, 3, 10, 64}
+SIZE_FIELDS = ("n", "vocab", "block_size", "n_embd", "n_hidden")
+SALTS = (COURSE.secret_salt, "test-salt-1", "another course, fall term", "b")
+COUNTS = {COURSE.secret_salt: COURSE.configurations, "test-salt-1": 4, "another course, fall term": 6, "b": 4}
+
+
+@pytest.fixture(scope="module", params=SALTS)
+def batch(request):
+    """(salt, configurations, prepared cases) for one salt."""
+    salt = request.param
+    configs = generate(salt, COUNTS[salt])
+    return salt, configs, [prepare(c) for c in configs]
+
+
+def scored(configs):
+    return [c for c in configs if c.scored]
+
+
+# ---------------------------------------------------------------------------------------------
+# generate()
+
+
+def test_generate_is_deterministic_for_a_salt_and_differs_for_another():
+    first, again = generate("salt-one", 4), generate("salt-one", 4)
+    assert first == again
+    other = generate("salt-two", 4)
+    assert [(c.sizes, c.seed) for c in other] != [(c.sizes, c.seed) for c in first]
+    assert {c.seed for c in scored(other)}.isdisjoint({c.seed for c in scored(first)})
+    # The batch drawn from a config's seed is reproducible too.
+    for c in first:
+        x1, y1 = c.batch(torch.Generator().manual_seed(c.seed))
+        x2, y2 = c.batch(torch.Generator().manual_seed(c.seed))
+        assert torch.equal(x1, x2) and torch.equal(y1, y2)
+
+
+def test_prepare_is_deterministic():
+    config = generate("salt-one", 4)[1]
+    a, b = prepare(config), prepare(config)
+    for field in ("values", "truth", "random_upstream", "local"):
+        da, db = getattr(a, field), getattr(b, field)
+        assert da.keys() == db.keys()
+        assert all(torch.equal(da[k], db[k]) for k in da), field
+
+
+def test_scored_configs_and_one_unscored_lecture_probe(batch):
+    salt, configs, _ = batch
+    assert len(configs) == COUNTS[salt] + 1
+    assert len(scored(configs)) == COUNTS[salt] >= 4
+    probes = [c for c in configs if not c.scored]
+    assert len(probes) == 1 and probes[0].sizes == LECTURE and probes[0].w1_scale == 1.0
+    assert len({c.name for c in configs}) == len(configs)
+    assert len({c.seed for c in configs}) == len(configs)
+
+
+def test_scored_sizes_are_unlike_the_lecture_and_unlike_each_other(batch):
+    _, configs, _ = batch
+    for c in scored(configs):
+        values = [getattr(c.sizes, f) for f in SIZE_FIELDS]
+        assert len(set(values)) == len(values), c
+        assert not LECTURE_VALUES & set(values), c
+        assert c.sizes.block_size >= 2, c
+        assert c.sizes.n >= 3, c  # an unbiased variance needs n - 1 >= 2
+
+
+def test_batches_repeat_indices_and_spread_targets(batch):
+    _, configs, cases = batch
+    assert any(c.sizes.n <= c.sizes.vocab for c in scored(configs))
+    all_distinct = 0
+    for config, case in zip(configs, cases):
+        Xb, Yb = config.batch(torch.Generator().manual_seed(config.seed))
+        s = config.sizes
+        assert Xb.shape == (s.n, s.block_size) and Yb.shape == (s.n,)
+        assert Xb.dtype == Yb.dtype == torch.int64
+        assert 0 <= int(Xb.min()) and int(Xb.max()) < s.vocab and 0 <= int(Yb.min()) and int(Yb.max()) < s.vocab
+        assert Xb.unique().numel() < Xb.numel(), f"{config.name}: no repeated index in Xb"
+        assert Yb.unique().numel() == min(s.n, s.vocab), f"{config.name}: targets not as distinct as possible"
+        all_distinct += config.scored and Yb.unique().numel() == s.n
+        # prepare() uses a batch of that shape and those properties as well.
+        assert case.values["Xb"].unique().numel() < case.values["Xb"].numel()
+        assert case.values["Yb"].unique().numel() == min(s.n, s.vocab)
+    assert all_distinct >= 1
+
+
+def test_the_lecture_init_scales(batch):
+    _, configs, cases = batch
+    for config, case in zip(configs, cases):
+        v, s = case.values, config.sizes
+        assert all(v[p].dtype == torch.float64 for p in PARAMETERS)
+        w1_std = (5 / 3) / math.sqrt(s.block_size * s.n_embd) * config.w1_scale
+        assert 0.7 < float(v["C"].std()) < 1.3, config.name
+        assert 0.7 * w1_std < float(v["W1"].std()) < 1.3 * w1_std, config.name
+        assert 0.07 < float(v["W2"].std()) < 0.13, config.name  # never 0: W2 = 0 hid 25 of 63 mistakes
+        for name in ("b1", "b2", "bnbias"):
+            assert 0.03 < float(v[name].std()) < 0.2, (config.name, name)
+        assert abs(float(v["bngain"].mean()) - 1) < 0.1 and 0.03 < float(v["bngain"].std()) < 0.2, config.name
+        for p in PARAMETERS:
+            assert v[p].shape == s.shapes()[p]
+
+
+def test_the_last_config_has_a_tiny_activation_variance_that_exposes_a_dropped_eps(batch):
+    _, configs, cases = batch
+    small = [(c, k) for c, k in zip(configs, cases) if c.scored][-1]
+    others = [(c, k) for c, k in zip(configs, cases) if c is not small[0]]
+    config, case = small
+    bnvar = case.values["bnvar"]
+    assert float(bnvar.max()) < 1e-3, f"{config.name}: max bnvar {float(bnvar.max()):.3g}"
+    assert float(bnvar.max()) > 0.1 * EPS  # eps must matter, not swamp the variance entirely
+    for c, k in others:
+        assert 1e-2 < float(k.values["bnvar"].min()) and float(k.values["bnvar"].max()) < 100, c.name
+    # A dropped eps is wrong by far more than the course tolerance there.
+    dropped = -0.5 * bnvar**-1.5 * case.truth["dbnvar_inv"]
+    verdict = compare(dropped, case.truth["dbnvar"], rtol=TOL.rtol, atol=TOL.atol, n=case.n)
+    assert not verdict.passed
+    assert not torch.allclose(dropped, case.truth["dbnvar"], rtol=100 * TOL.rtol, atol=100 * TOL.atol)
+    # ... while the right formula passes.
+    right = -0.5 * (bnvar + EPS) ** -1.5 * case.truth["dbnvar_inv"]
+    assert compare(right, case.truth["dbnvar"], rtol=TOL.rtol, atol=TOL.atol, n=case.n).passed
+
+
+def test_config_is_a_frozen_value():
+    config = generate("salt-one", 4)[0]
+    assert isinstance(config, Config)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.seed = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# prepare(): truth, random upstream and local expectations
+
+
+def test_truth_is_the_oracle_of_the_case_batch(batch, autograd_pass):
+    _, configs, cases = batch
+    for case in cases:
+        v = case.values
+        params = {p: v[p] for p in PARAMETERS}
+        again = chain_gradients(params, v["Xb"], v["Yb"])
+        assert case.truth.keys() == again.keys()
+        assert all(torch.equal(case.truth[k], again[k]) for k in again)
+        # And independently of grader.oracle: the notebook's own retain_grad()/backward() pass.
+        graph = autograd_pass(params, v["Xb"], v["Yb"])
+        for g in ATOMIC:
+            expected = graph[g[1:]].grad
+            assert case.truth[g].shape == expected.shape
+            assert torch.allclose(case.truth[g], expected, rtol=1e-9, atol=1e-14), (case.config.name, g)
+
+
+def test_the_student_view_holds_no_gradient_and_no_loss(batch):
+    _, _, cases = batch
+    for case in cases:
+        view = case.student_view()
+        assert "loss" not in view and not any(k.startswith("d") and k in case.truth for k in view)
+        assert all(not t.requires_grad for t in view.values())
+
+
+def test_random_upstream_is_random_not_the_truth(batch):
+    _, _, cases = batch
+    for case in cases:
+        assert set(case.random_upstream) == set(ATOMIC)
+        for g in ATOMIC:
+            r = case.random_upstream[g]
+            assert r.shape == case.truth[g].shape and r.dtype == torch.float64
+            assert not torch.allclose(r, case.truth[g], rtol=TOL.rtol, atol=TOL.atol), g
+
+
+def test_the_reference_answer_passes_the_local_check_on_every_config(batch):
+    """case.local is what the reference answer cell computes from the random upstream gradients."""
+    _, _, cases = batch
+    with_local = {a.grade_id for a in ANSWERS if LOCAL in checks(a)}
+    assert set(cases[0].local) == with_local
+    assert with_local == {a.grade_id for a in ANSWERS if a.exercise == 1 and a.local_upstream} | {"ex3_dhprebn"}
+    for case in cases:
+        for grade_id in sorted(with_local):
+            answer = BY_GRADE_ID[grade_id]
+            ns = {**reference.namespace(case.values), **case.upstream(answer, LOCAL)}
+            got = reference.run_cell(answer.cell_id, ns)[answer.variable]
+            expected = case.expected(answer, LOCAL)
+            assert expected is case.local[grade_id]
+            verdict = compare(got, expected, rtol=TOL.rtol, atol=TOL.atol, n=case.n)
+            assert verdict.passed, (case.config.name, grade_id, verdict.message)
+
+
+def test_the_local_check_is_not_the_chain_check(batch):
+    """With random upstream the expected values differ from the truth: the LOCAL check adds something."""
+    _, _, cases = batch
+    for case in cases:
+        for grade_id, local in case.local.items():
+            answer = BY_GRADE_ID[grade_id]
+            assert local.shape == case.expected(answer, CHAIN).shape
+            assert not torch.allclose(local, case.expected(answer, CHAIN), rtol=TOL.rtol, atol=TOL.atol), grade_id

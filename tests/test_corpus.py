@@ -1,0 +1,248 @@
+"""The grader against a corpus of realistic student answers, end to end (notebook -> sandbox -> hidden
+suite -> scores and feedback).
+
+- Every wrong answer in corpus/wrong_answers.yml loses credit on exactly its own test (its score is
+  `fraction` of the points, 0 unless said otherwise), its feedback names the mistake (`expect`), and
+  every other test of the submission keeps full credit: no cascade.
+- Every correct alternative in corpus/correct_alternatives.yml gets full credit on every test.
+- The reference answers and the solved notebook score the maximum; the stub scores 0 with "not
+  attempted" on every test.
+
+Each submission is the solved reference with some answer cells replaced. To keep the run short, entries
+of different answer cells share a submission (at most one entry per cell), and the whole corpus is
+graded in one batch, as `backprop-ninja grade` would grade a class.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from grader.course import load
+from grader.exercise import ANSWER_CELLS, ANSWERS, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, GRADE_IDS
+from grader.grade import grade
+from grader.model import PARAMETERS
+from solutions import reference
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path(__file__).with_name("corpus")
+COURSE = load(ROOT / "course.yml")
+SOLVED_NOTEBOOK = ROOT / "solutions" / "backprop_ninja_solved.ipynb"
+RELEASED_STUB = ROOT / "assignments" / COURSE.assignment / COURSE.notebook
+REFERENCE = reference.cells()
+
+WRONG = yaml.safe_load((CORPUS / "wrong_answers.yml").read_text())
+ALTERNATIVES = yaml.safe_load((CORPUS / "correct_alternatives.yml").read_text())
+
+# Exercises 1-3: every grade id must have wrong answers in the corpus.
+CELL_GRADE_IDS = tuple(a.grade_id for a in ANSWERS if a.exercise in (1, 2, 3))
+
+
+def _cell_of(grade_id: str) -> str:
+    """The answer cell a corpus entry replaces: exercise 4's tests all live in one cell."""
+    return BY_GRADE_ID[grade_id].cell_id if grade_id in BY_GRADE_ID else grade_id
+
+
+def _cells(entry: dict) -> dict[str, str]:
+    """grade id of an answer cell -> its source, for every cell the entry replaces."""
+    return {**entry.get("with", {}), _cell_of(entry["grade_id"]): entry["code"]}
+
+
+def _owned(entry: dict) -> list[str]:
+    """The tests an entry may change: its own, plus the downstream ones it declares (exercise 4)."""
+    return [entry["grade_id"], *entry.get("affects", [])]
+
+
+def _pack(prefix: str, entries: list[dict]) -> dict[str, list[int]]:
+    """Submission name -> indices of the entries it holds; no two entries of a submission share a cell."""
+    groups: list[tuple[set[str], list[int]]] = []
+    for index, entry in enumerate(entries):
+        need = set(_cells(entry))
+        for used, members in groups:
+            if not used & need:
+                used |= need
+                members.append(index)
+                break
+        else:
+            groups.append((need, [index]))
+    return {f"{prefix}-{k:02d}": members for k, (_, members) in enumerate(groups)}
+
+
+WRONG_PACKS = _pack("wrong", WRONG)
+ALTERNATIVE_PACKS = _pack("alternative", ALTERNATIVES)
+WRONG_SUBMISSION = {i: name for name, members in WRONG_PACKS.items() for i in members}
+ALTERNATIVE_SUBMISSION = {i: name for name, members in ALTERNATIVE_PACKS.items() for i in members}
+
+
+def _stub_cells() -> dict[str, str]:
+    """Every answer cell as released: a blank, and for exercise 4 a function returning blanks."""
+    cells = {a.cell_id: f"{a.variable} = None  # TODO\n" for a in ANSWERS if a.exercise in (1, 2, 3)}
+    blanks = ", ".join(f'"{p}": None' for p in PARAMETERS)
+    cells[EX4_CELL] = f"def {EX4_FUNCTION}(params, cache, Yb):\n    return {{{blanks}}}\n"
+    return cells
+
+
+def _write_notebook(cells: dict[str, str], path: Path) -> None:
+    """A minimal notebook: only answer cells, with the nbgrader metadata the grader looks them up by."""
+    notebook = nbformat.v4.new_notebook()
+    for grade_id, source in cells.items():
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False,
+                                     "grade_id": grade_id, "schema_version": 3}
+        notebook.cells.append(cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, path)
+
+
+def _submissions() -> dict[str, dict[str, str]]:
+    """Submission name -> its answer cells (every answer cell, reference unless replaced)."""
+    built = {"reference": dict(REFERENCE), "stub-built": _stub_cells()}
+    for packs, entries in ((WRONG_PACKS, WRONG), (ALTERNATIVE_PACKS, ALTERNATIVES)):
+        for name, members in packs.items():
+            cells = dict(REFERENCE)
+            for index in members:
+                cells.update(_cells(entries[index]))
+            built[name] = cells
+    return built
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Grade the whole corpus in one batch: submission name -> its scoring.Result."""
+    root = tmp_path_factory.mktemp("corpus")
+    submissions = root / "submissions"
+    for name, cells in _submissions().items():
+        _write_notebook(cells, submissions / f"{name}.ipynb")
+    (submissions / "solved-notebook.ipynb").write_bytes(SOLVED_NOTEBOOK.read_bytes())
+    (submissions / "stub-released.ipynb").write_bytes(RELEASED_STUB.read_bytes())
+    results = grade([submissions], COURSE, root / "results", jobs=2)
+    return {r.submission: r for r in results}
+
+
+def _tests(result) -> dict:
+    return {t.name: t for t in result.tests}
+
+
+def _healthy(result, cells) -> None:
+    """No error, and no flag on these answer cells (a packed submission's other cells answer for their own)."""
+    assert result.error is None, result.error
+
+    def cell(flag: dict) -> str | None:
+        if "cell" in flag:
+            return flag["cell"]
+        return BY_GRADE_ID[flag["grade_id"]].cell_id if flag.get("grade_id") in BY_GRADE_ID else None
+
+    flags = [f for f in result.flags if f.get("kind") == "grader-error" or cell(f) is None or cell(f) in cells]
+    assert not flags, flags
+
+
+def _param(kind: str, index: int, entry: dict):
+    same = [e for e in (WRONG if kind == "wrong" else ALTERNATIVES)[:index] if e["grade_id"] == entry["grade_id"]]
+    marks = [pytest.mark.xfail(strict=True, reason=entry["xfail"])] if entry.get("xfail") else []
+    return pytest.param(index, id=f"{entry['grade_id']}-{len(same) + 1}", marks=marks)
+
+
+# ---------------------------------------------------------------------------------------------
+# The corpus itself
+
+
+def test_corpus_is_well_formed():
+    cells = set(ANSWER_CELLS)
+    assert len(WRONG) >= 45 and len(ALTERNATIVES) >= 20
+    assert set(REFERENCE) == cells, "reference.cells() must hold exactly the answer cells"
+    for entry in WRONG:
+        assert set(entry) <= {"grade_id", "code", "expect", "fraction", "affects", "xfail"}, entry
+        assert entry["grade_id"] in GRADE_IDS and entry["expect"], entry
+        assert 0 <= entry.get("fraction", 0) < 1, entry
+        for other in entry.get("affects", []):
+            assert BY_GRADE_ID[other].cell_id == _cell_of(entry["grade_id"]) == EX4_CELL, entry
+    for entry in ALTERNATIVES:
+        assert set(entry) <= {"grade_id", "code", "with", "xfail"}, entry
+        assert set(_cells(entry)) <= cells, entry
+    for entry in WRONG + ALTERNATIVES:
+        assert entry["code"].strip() != REFERENCE[_cell_of(entry["grade_id"])].strip(), entry
+
+
+def test_corpus_covers_every_answer_cell():
+    wrong = {e["grade_id"] for e in WRONG}
+    assert set(CELL_GRADE_IDS) <= wrong, sorted(set(CELL_GRADE_IDS) - wrong)
+    assert sum(BY_GRADE_ID[g].exercise == 4 for g in (e["grade_id"] for e in WRONG)) >= 3
+    assert any(e["grade_id"] == EX4_CELL for e in ALTERNATIVES)
+
+
+def test_packing_never_puts_two_entries_in_one_cell():
+    for packs, entries in ((WRONG_PACKS, WRONG), (ALTERNATIVE_PACKS, ALTERNATIVES)):
+        for members in packs.values():
+            replaced = [cell for i in members for cell in _cells(entries[i])]
+            assert len(replaced) == len(set(replaced))
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end
+
+
+@pytest.mark.parametrize("index", [_param("wrong", i, e) for i, e in enumerate(WRONG)])
+def test_wrong_answer_loses_credit_on_its_own_test_only(graded, index):
+    entry = WRONG[index]
+    name = WRONG_SUBMISSION[index]
+    result = graded[name]
+    _healthy(result, _cells(entry))
+    tests = _tests(result)
+    fraction = entry.get("fraction", 0)
+    for grade_id in _owned(entry):
+        test = tests[grade_id]
+        assert test.score == pytest.approx(fraction * test.max_score), (
+            f"{grade_id}: scored {test.score} of {test.max_score}, expected {fraction:g} of the points; "
+            f"feedback: {test.output}")
+        for text in entry["expect"]:
+            assert text.lower() in test.output.lower(), f"{grade_id}: {text!r} not in feedback: {test.output}"
+    owned = {g for i in WRONG_PACKS[name] for g in _owned(WRONG[i])}
+    lost = {g: t.output for g, t in tests.items() if g not in owned and t.score != t.max_score}
+    assert not lost, f"credit lost on tests no wrong answer of {name} touches: {lost}"
+
+
+@pytest.mark.parametrize("index", [_param("alternative", i, e) for i, e in enumerate(ALTERNATIVES)])
+def test_correct_alternative_gets_full_credit(graded, index):
+    entry = ALTERNATIVES[index]
+    result = graded[ALTERNATIVE_SUBMISSION[index]]
+    _healthy(result, _cells(entry))
+    tests = _tests(result)
+    mine = [g for g in GRADE_IDS if BY_GRADE_ID[g].cell_id in _cells(entry)]
+    lost = {g: tests[g].output for g in mine if tests[g].score != tests[g].max_score}
+    assert not lost, lost
+    # The other alternatives of the submission are checked by their own tests; whatever is left is the
+    # reference, which must not lose credit either.
+    replaced = {c for i in ALTERNATIVE_PACKS[ALTERNATIVE_SUBMISSION[index]] for c in _cells(ALTERNATIVES[i])}
+    rest = {g: t.output for g, t in tests.items() if BY_GRADE_ID[g].cell_id not in replaced and t.score != t.max_score}
+    assert not rest, rest
+
+
+@pytest.mark.parametrize("name", ["reference", "solved-notebook"])
+def test_solution_scores_the_maximum(graded, name):
+    result = graded[name]
+    _healthy(result, ANSWER_CELLS)
+    assert [t.name for t in result.tests] == list(COURSE.points)
+    assert result.score == result.max_score == COURSE.max_score
+    assert all(t.verdict == "correct" for t in result.tests), [t for t in result.tests if t.verdict != "correct"]
+
+
+def test_solution_scores_the_maximum_on_other_configurations(tmp_path):
+    """Another salt and the most configurations a course may ask for: still full marks."""
+    course = dataclasses.replace(COURSE, secret_salt="corpus: another course, another term", configurations=16)
+    (result,) = grade([SOLVED_NOTEBOOK], course, tmp_path, jobs=1)
+    _healthy(result, ANSWER_CELLS)
+    assert result.score == result.max_score == course.max_score, [t for t in result.tests if t.score < t.max_score]
+
+
+@pytest.mark.parametrize("name", ["stub-built", "stub-released"])
+def test_stub_scores_zero_not_attempted(graded, name):
+    result = graded[name]
+    _healthy(result, ANSWER_CELLS)
+    assert result.score == 0
+    assert len(result.tests) == len(GRADE_IDS)
+    for test in result.tests:
+        assert test.verdict == "not attempted", (test.name, test.output)
+        assert "not attempted" in test.output.lower(), (test.name, test.output)

@@ -1,0 +1,291 @@
+"""`backprop-ninja grade`, driven as a TA would: a folder of submissions in, one Gradescope results file
+per submission, grades.csv and a table out.
+
+The batch is graded twice, once in-process with click's CliRunner (--jobs 1) and once through the
+installed command in a subprocess (--jobs 2): each run costs seconds, and the pair also shows that a
+batch grades the same way twice and whatever the number of jobs.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader.cli import main
+from grader.course import load
+from notebooks import fingerprint, submission, write
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE_FILE = ROOT / "course.yml"
+COURSE = load(COURSE_FILE)
+GRADE_IDS = list(COURSE.points)
+STUB = ROOT / "assignments" / COURSE.assignment / COURSE.notebook
+
+WRONG = {
+    "dcounts": "dcounts = counts_sum_inv * dprobs\n",         # misses the branch through counts_sum: 0
+    "db1": "db1 = torch.zeros_like(b1)\n",                    # right only on the chain: chain_only_credit
+    "dbnmeani": "dbnmeani = (-dbndiff).sum(0)\n",              # the lecture's (H,): squeezable_shape_credit
+}
+DELETED = "dC"
+IDS = ["ada/backprop_ninja", "ben/backprop_ninja", "dee/backprop_ninja", "junk/backprop_ninja"]
+
+
+@pytest.fixture(scope="module")
+def submissions(tmp_path_factory):
+    root = tmp_path_factory.mktemp("batch") / "submissions"
+    write(root / "ada" / "backprop_ninja.ipynb", submission())
+    write(root / "ben" / "backprop_ninja.ipynb", submission(replace=WRONG, drop=[DELETED]))
+    (root / "dee").mkdir(parents=True)
+    shutil.copy(STUB, root / "dee" / "backprop_ninja.ipynb")  # the released notebook, blanks and all
+    (root / "junk").mkdir()
+    (root / "junk" / "backprop_ninja.ipynb").write_bytes(b"this is not a notebook\n")
+    (root / "junk" / "notes.txt").write_text("not a notebook either, and not .ipynb")
+    write(root / "ada" / ".ipynb_checkpoints" / "backprop_ninja-checkpoint.ipynb", submission(drop=["dW1"]))
+    return root
+
+
+@pytest.fixture(scope="module")
+def before(submissions):
+    return fingerprint(submissions)
+
+
+@pytest.fixture(scope="module")
+def in_process(submissions, before, tmp_path_factory):
+    out = tmp_path_factory.mktemp("results-cli")
+    result = CliRunner().invoke(main, ["grade", str(submissions), "--out", str(out), "--course", str(COURSE_FILE),
+                                       "--jobs", "1"])
+    return result, out
+
+
+@pytest.fixture(scope="module")
+def command(submissions, before, in_process, tmp_path_factory):
+    out = tmp_path_factory.mktemp("results-subprocess")
+    exe = shutil.which("backprop-ninja")
+    assert exe, "the backprop-ninja command is not installed (pip install -e .)"
+    done = subprocess.run([exe, "grade", str(submissions), "--out", str(out), "--course", str(COURSE_FILE),
+                           "--jobs", "2"], capture_output=True, text=True, cwd=tmp_path_factory.mktemp("cwd"),
+                          timeout=600)
+    return done, out
+
+
+def results(out: Path) -> dict[str, dict]:
+    return {sid: json.loads((out / f"{sid}.json").read_text(encoding="utf-8")) for sid in IDS}
+
+
+def scores(result: dict) -> dict[str, float]:
+    return {t["name"]: t["score"] for t in result["tests"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# One batch, in process
+
+
+def test_grading_exits_0_even_when_some_scored_0(in_process):
+    result, _ = in_process
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.exception is None
+
+
+def test_one_result_file_per_submission_and_grades_csv_and_nothing_else(in_process):
+    _, out = in_process
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert files == sorted([*(f"{sid}.json" for sid in IDS), "grades.csv"])
+    # Written atomically: no temporary file is left behind.
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".")]
+
+
+def test_results_follow_the_gradescope_schema(in_process):
+    _, out = in_process
+    for sid, r in results(out).items():
+        assert isinstance(r["score"], (int, float)) and not isinstance(r["score"], bool), sid
+        assert isinstance(r["max_score"], (int, float)) and r["max_score"] == COURSE.max_score, sid
+        assert isinstance(r.get("output", ""), str)
+        assert isinstance(r["execution_time"], (int, float)) and r["execution_time"] >= 0
+        assert isinstance(r["flags"], list) and all(isinstance(f, dict) for f in r["flags"])
+        assert [t["name"] for t in r["tests"]] == GRADE_IDS, sid
+        for t in r["tests"]:
+            assert set(t) >= {"name", "score", "max_score", "status", "output"}, t
+            assert isinstance(t["score"], (int, float)) and isinstance(t["max_score"], (int, float))
+            assert t["max_score"] == COURSE.points[t["name"]]
+            assert 0 <= t["score"] <= t["max_score"]
+            assert t["status"] in ("passed", "failed")
+            assert (t["status"] == "passed") == (t["score"] >= t["max_score"])
+            assert isinstance(t["output"], str) and t["output"].strip()
+        assert r["score"] == pytest.approx(sum(t["score"] for t in r["tests"]))
+        assert r["max_score"] == pytest.approx(sum(t["max_score"] for t in r["tests"]))
+
+
+def test_the_reference_submission_gets_full_marks(in_process):
+    _, out = in_process
+    ada = results(out)["ada/backprop_ninja"]
+    assert ada["score"] == ada["max_score"] == COURSE.max_score
+    assert all(t["status"] == "passed" for t in ada["tests"])
+    assert ada["flags"] == []
+
+
+def test_a_submission_with_a_few_wrong_cells(in_process):
+    _, out = in_process
+    ben = results(out)["ben/backprop_ninja"]
+    by_id = {t["name"]: t for t in ben["tests"]}
+    policy = COURSE.policy
+    expected = dict(COURSE.points)
+    expected["dcounts"] = 0
+    expected["db1"] = COURSE.points["db1"] * policy.chain_only_credit
+    expected["dbnmeani"] = COURSE.points["dbnmeani"] * policy.squeezable_shape_credit
+    expected[DELETED] = 0
+    assert scores(ben) == pytest.approx(expected)
+    assert ben["score"] == pytest.approx(sum(expected.values()))
+    assert "branch" in by_id["dcounts"]["output"]
+    assert "'dC'" in by_id["dC"]["output"]
+    assert "shape" in by_id["dbnmeani"]["output"]
+    for gid in ("dcounts", "db1", "dbnmeani", DELETED):
+        assert by_id[gid]["status"] == "failed"
+
+
+def test_the_blank_stub_scores_0_as_not_attempted(in_process):
+    _, out = in_process
+    dee = results(out)["dee/backprop_ninja"]
+    assert dee["score"] == 0
+    assert all(t["score"] == 0 and t["status"] == "failed" for t in dee["tests"])
+    assert all("not attempted" in t["output"] for t in dee["tests"]), [t["output"] for t in dee["tests"]][:3]
+
+
+def test_a_file_that_is_not_a_notebook_gets_a_result_saying_so(in_process):
+    _, out = in_process
+    junk = results(out)["junk/backprop_ninja"]
+    assert junk["score"] == 0
+    assert "not valid JSON" in junk["output"]
+    assert all(t["score"] == 0 and "not valid JSON" in t["output"] for t in junk["tests"])
+
+
+def test_grades_csv_has_a_row_per_submission_and_a_column_per_grade_id(in_process):
+    _, out = in_process
+    text = (out / "grades.csv").read_text(encoding="utf-8")
+    reader = csv.DictReader(io.StringIO(text))
+    rows = list(reader)
+    assert [r["submission"] for r in rows] == IDS
+    assert [f for f in reader.fieldnames if f in COURSE.points] == GRADE_IDS
+    assert len(reader.fieldnames) == len(set(reader.fieldnames))
+    by_sid = results(out)
+    for row in rows:
+        r = by_sid[row["submission"]]
+        assert float(row["score"]) == pytest.approx(r["score"])
+        assert float(row["max_score"]) == pytest.approx(r["max_score"])
+        assert {g: float(row[g]) for g in GRADE_IDS} == pytest.approx(scores(r))
+
+
+def test_the_table_lists_every_submission(in_process):
+    result, _ = in_process
+    stdout = result.stdout
+    for sid in IDS:
+        line = next((l for l in stdout.splitlines() if l.split() and l.split()[0] == sid), None)
+        assert line is not None, f"{sid} missing from the table:\n{stdout}"
+    ada = next(l for l in stdout.splitlines() if l.startswith("ada/"))
+    assert f"{COURSE.max_score:g} / {COURSE.max_score:g}" in ada
+    assert "4 submission(s) graded" in stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# The same batch again, through the installed command, with two jobs
+
+
+def _without_time(text: str) -> str:
+    return re.sub(r'"execution_time": [0-9.eE+-]+', '"execution_time": 0', text)
+
+
+def test_the_installed_command_grades_the_same_batch(command):
+    done, out = command
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    for sid in IDS:
+        assert any(l.split() and l.split()[0] == sid for l in done.stdout.splitlines()), done.stdout
+
+
+def test_grading_twice_gives_the_same_files_apart_from_time(in_process, command):
+    (_, first), (_, second) = in_process, command
+    for sid in IDS:
+        a = (first / f"{sid}.json").read_text(encoding="utf-8")
+        b = (second / f"{sid}.json").read_text(encoding="utf-8")
+        assert '"execution_time"' in a
+        assert _without_time(a) == _without_time(b), sid
+    assert (first / "grades.csv").read_bytes() == (second / "grades.csv").read_bytes()
+
+
+def test_jobs_1_and_jobs_2_give_the_same_scores(in_process, command):
+    (_, first), (_, second) = in_process, command
+    one, two = results(first), results(second)
+    for sid in IDS:
+        assert one[sid]["score"] == two[sid]["score"], sid
+        assert scores(one[sid]) == scores(two[sid]), sid
+
+
+def test_submitted_files_are_unchanged_by_grading(submissions, before, in_process, command):
+    assert fingerprint(submissions) == before
+
+
+def test_no_temporary_files_in_either_output(in_process, command):
+    for out in (in_process[1], command[1]):
+        assert not [p for p in out.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors a TA makes, and the command's surface
+
+
+@pytest.mark.parametrize("edit, key", [
+    (lambda text: text + "\nsecret_sault: oops\n", "secret_sault"),
+    (lambda text: text.replace("  cell_timeout_seconds: 10\n", "  cell_timeout_seconds: 10\n  cell_timeout_secs: 5\n"),
+     "cell_timeout_secs"),
+])
+def test_a_bad_course_file_is_one_line_naming_the_key(tmp_path, edit, key):
+    course = tmp_path / "course.yml"
+    text = edit(COURSE_FILE.read_text(encoding="utf-8"))
+    assert key in text
+    course.write_text(text, encoding="utf-8")
+    notebook = write(tmp_path / "subs" / "a.ipynb", submission())
+    result = CliRunner().invoke(main, ["grade", str(notebook), "--out", str(tmp_path / "out"), "--course", str(course)])
+    assert result.exit_code != 0
+    assert isinstance(result.exception, SystemExit)  # a handled error, not a crash
+    lines = [l for l in result.output.splitlines() if l.strip()]
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("Error: ") and key in lines[0] and "unknown key" in lines[0]
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_path_is_a_usage_error(tmp_path):
+    missing = tmp_path / "no-such-folder"
+    result = CliRunner().invoke(main, ["grade", str(missing), "--out", str(tmp_path / "out"), "--course", str(COURSE_FILE)])
+    assert result.exit_code == 2
+    assert "Usage:" in result.output
+    assert "Error:" in result.output and "does not exist" in result.output and str(missing) in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_help_lists_the_commands():
+    exe = shutil.which("backprop-ninja")
+    assert exe
+    done = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == ""
+    commands = done.stdout.split("Commands:")[1]
+    assert re.search(r"^\s+grade\s", commands, re.M) and re.search(r"^\s+demo\s", commands, re.M)
+    done = subprocess.run([exe, "grade", "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0
+    for option in ("--out", "--course", "--jobs"):
+        assert option in done.stdout
+
+
+def test_importing_the_cli_imports_no_heavy_dependency():
+    code = ("import grader.cli, sys; heavy = {'torch', 'nbgrader', 'nbformat'} & set(sys.modules); "
+            "assert not heavy, heavy")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,392 @@
+"""grader.sandbox: student code runs in a child process that holds no true gradient before its own
+answer for it is back, survives what a notebook does to it, and never outlives the submission.
+
+A child costs ~1-2 s (it imports torch), so each scenario below shares a child with others: the
+reference run, one run of misbehaving cells, one per way of ending the child.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader import sandbox
+from grader.compare import compare
+from grader.configs import generate
+from grader.course import load
+from grader.exam import CHAIN, LOCAL, checks, prepare
+from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID, FORWARD_NAMES
+from notebooks import reference_sources
+
+COURSE = load(Path(__file__).resolve().parents[1] / "course.yml")
+TOL = COURSE.tolerance
+REFERENCE = reference_sources()
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return [prepare(c) for c in generate("sandbox-test-salt", 4)]
+
+
+def expected_keys(cases) -> set[tuple[str, str, str]]:
+    """Every (grade id, check, case) the sandbox runs; it must include every check the suite scores."""
+    keys = {(g, LOCAL, case.config.name) for case in cases for g in sandbox.LOCAL_SCHEDULE}
+    keys |= {(g, CHAIN, case.config.name) for case in cases for g in sandbox.CHAIN_SCHEDULE}
+    scored = {(a.grade_id, check, case.config.name) for case in cases for a in ANSWERS for check in checks(a)}
+    assert scored <= keys
+    return keys
+
+
+def has_expectation(case, grade_id: str, check: str) -> bool:
+    """A LOCAL run of a cell with no LOCAL check (dlogprobs) only feeds later cells: nothing to compare."""
+    return check == CHAIN or grade_id in case.local
+
+
+def right(attempt, case, grade_id: str, check: str) -> bool:
+    outcome = attempt.outcomes[(grade_id, check, case.config.name)]
+    if outcome.status != "tensor":
+        return False
+    if not has_expectation(case, grade_id, check):
+        return True
+    verdict = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol, atol=TOL.atol, n=case.n)
+    return verdict.passed
+
+
+def logged_run(cells, cases, **limits):
+    """sandbox.run, with every message between parent and child logged in order, and the child's pid."""
+    log, pids = [], []
+    send, receive, init = sandbox.Child.send, sandbox.Child.receive, sandbox.Child.__init__
+
+    def logged_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        pids.append(self.proc.pid)
+
+    def logged_send(self, header, tensors=None, *args, **kwargs):
+        log.append(("send", header, dict(tensors or {})))
+        return send(self, header, tensors, *args, **kwargs)
+
+    def logged_receive(self, *args, **kwargs):
+        header, tensors = receive(self, *args, **kwargs)
+        log.append(("recv", header, tensors))
+        return header, tensors
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sandbox.Child, "__init__", logged_init)
+        mp.setattr(sandbox.Child, "send", logged_send)
+        mp.setattr(sandbox.Child, "receive", logged_receive)
+        attempt = sandbox.run(cells, cases, sandbox.Limits(**limits))
+    assert len(pids) == 1
+    return attempt, log, pids[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference answers, every message logged
+
+
+@pytest.fixture(scope="module")
+def reference_run(cases):
+    return logged_run(REFERENCE, cases, timeout=60, cell_timeout=10)
+
+
+def test_the_reference_answers_match_every_expectation(reference_run, cases):
+    attempt, _, _ = reference_run
+    assert attempt.error is None
+    assert set(attempt.outcomes) == expected_keys(cases)
+    for (grade_id, check, name), outcome in attempt.outcomes.items():
+        case = next(c for c in cases if c.config.name == name)
+        assert outcome.status == "tensor", (grade_id, check, name, outcome)
+        assert type(outcome.tensor) is torch.Tensor
+        if not has_expectation(case, grade_id, check):
+            continue
+        verdict = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol, atol=TOL.atol, n=case.n)
+        assert verdict.passed, (grade_id, check, name, verdict.message)
+    assert 0 < attempt.seconds < 60
+
+
+def _case(cases, name):
+    return next(c for c in cases if c.config.name == name)
+
+
+def test_no_true_gradient_is_revealed_before_the_childs_answer_for_it(reference_run, cases):
+    _, log, _ = reference_run
+    answered: set[tuple[str, str, str]] = set()
+    revealed: dict[tuple[str, str], int] = {}  # (case, gradient) -> position in the log
+    answer_at: dict[tuple[str, str, str], int] = {}
+    for position, (direction, header, tensors) in enumerate(log):
+        if direction == "recv" and header.get("op") == "answer":
+            key = (header["grade_id"], header["check"], header["case"])
+            target = "d" + BY_GRADE_ID[header["grade_id"]].source
+            # The child answered before it could have seen the true value of what it computes.
+            assert (header["case"], target) not in revealed, (key, "answered after its truth was revealed")
+            answered.add(key)
+            answer_at[key] = position
+        elif direction == "send" and header.get("op") == "upstream" and header.get("check") == CHAIN:
+            case = _case(cases, header["case"])
+            assert len(tensors) == 1, f"several gradients revealed at once: {sorted(tensors)}"
+            for g, value in tensors.items():
+                assert (g, CHAIN, case.config.name) in answered, f"true {g} revealed on {case.config.name} before the answer"
+                assert torch.equal(value, case.truth[g])
+                revealed[(case.config.name, g)] = position
+    # Not vacuous: every gradient was revealed on every case, and every answer came back.
+    assert set(revealed) == {(c.config.name, g) for c in cases for g in ATOMIC}
+    assert answered == expected_keys(cases)
+    # The fused answers arrive before the truth they compute is revealed.
+    for case in cases:
+        name = case.config.name
+        assert answer_at[("ex2_dlogits", CHAIN, name)] < revealed[(name, "dlogits")]
+        assert answer_at[("ex3_dhprebn", CHAIN, name)] < revealed[(name, "dhprebn")]
+        assert answer_at[("ex3_dhprebn", LOCAL, name)] < revealed[(name, "dhprebn")]
+
+
+def test_no_local_pass_message_carries_a_true_gradient(reference_run, cases):
+    _, log, _ = reference_run
+    sends = [(h, t) for d, h, t in log if d == "send"]
+    first_chain_run = next(i for i, (h, _) in enumerate(sends) if h.get("op") == "run" and h.get("check") == CHAIN)
+    local_phase = sends[:first_chain_run]
+    assert {h["op"] for h, _ in local_phase} == {"cells", "case", "upstream", "run"}
+    assert all(h.get("check") == LOCAL for h, _ in local_phase if h["op"] in ("upstream", "run"))
+    # Every case's forward pass and random upstream went out in that phase, and no run of the CHAIN pass.
+    assert {h["case"] for h, _ in local_phase if h["op"] == "case"} == {c.config.name for c in cases}
+    assert {h["case"] for h, _ in local_phase if h["op"] == "upstream"} == {c.config.name for c in cases}
+    for header, tensors in local_phase:
+        if header["op"] == "case":
+            assert set(tensors) <= set(FORWARD_NAMES), sorted(set(tensors) - set(FORWARD_NAMES))
+            assert "loss" not in tensors
+    # No message but a CHAIN reveal carries a true gradient, in the LOCAL pass or after it.
+    truths = [t for case in cases for t in case.truth.values()]
+    checked = 0
+    for header, tensors in sends:
+        if header["op"] == "upstream" and header["check"] == CHAIN:
+            continue
+        for name, tensor in tensors.items():
+            for truth in truths:
+                if truth.shape == tensor.shape:
+                    checked += 1
+                    assert not torch.allclose(tensor.to(truth.dtype), truth, rtol=TOL.rtol, atol=TOL.atol), \
+                        f"{header['op']} message for {header.get('case')} carries a true gradient as {name}"
+    assert checked >= len(ATOMIC) * len(cases)  # at least every random upstream against its own truth
+
+
+def test_the_child_is_gone_after_a_normal_run(reference_run):
+    _, log, pid = reference_run
+    assert log[-2][1] == {"op": "bye"} and log[-1][1].get("op") == "bye"
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Misbehaving cells, all in one child
+
+
+MISBEHAVING = {
+    # A student's output must not reach the protocol, whatever they write and wherever.
+    "dlogprobs": (
+        "import os, sys\n"
+        "print('score: 100/100\\n' * 5000)\n"
+        "print('to stderr', file=sys.stderr)\n"
+        "sys.stdout.flush()\n"
+        "os.write(1, b'\\x00\\x00\\x00\\x10\\x00\\x00\\x00\\x00{\"op\": \"answer\"}')\n"
+        "os.write(2, b'junk on fd 2\\n')\n" + REFERENCE["dlogprobs"]
+    ),
+    # In-place mutation of forward tensors (and of n) must not reach the next cell.
+    "dprobs": REFERENCE["dprobs"] + (
+        "for t in (probs, counts, counts_sum, counts_sum_inv, norm_logits, logit_maxes, logits, h, W2, C, bngain, bnraw, hpreact):\n"
+        "    t.mul_(0)\n"
+        "Xb.zero_()\n"
+        "Yb.zero_()\n"
+        "n = 1000\n"
+    ),
+    "dh": "dh = dlogits @ W2.T\nscale = 1.0\nraise ValueError('boom in dh')\n",
+    "dW2": "import sys\nsys.exit(0)\n",
+    "ex2_dlogits": "while True:\n    pass\n",
+    "dbngain": "class Sneaky(torch.Tensor):\n    pass\ndbngain = (bnraw * dhpreact).sum(0, keepdim=True).as_subclass(Sneaky)\n",
+    "dbnbias": "dbnbias = dhpreact.sum(0, keepdim=True).tolist()\n",
+}
+CELL_TIMEOUT = 0.5
+
+
+@pytest.fixture(scope="module")
+def misbehaving_run(cases):
+    scored = [c for c in cases if c.config.scored]
+    chosen = [scored[0], scored[-1]]
+    attempt = sandbox.run({**REFERENCE, **MISBEHAVING}, chosen, sandbox.Limits(timeout=60, cell_timeout=CELL_TIMEOUT))
+    return attempt, chosen
+
+
+def test_misbehaving_cells_do_not_stop_the_others(misbehaving_run):
+    attempt, chosen = misbehaving_run
+    assert attempt.error is None
+    assert set(attempt.outcomes) == expected_keys(chosen)
+    for (grade_id, check, name), outcome in attempt.outcomes.items():
+        if grade_id in MISBEHAVING and grade_id not in ("dlogprobs", "dprobs"):
+            continue
+        case = _case(chosen, name)
+        assert right(attempt, case, grade_id, check), (grade_id, check, name, outcome.status, outcome.detail)
+
+
+def test_print_does_not_break_the_protocol(misbehaving_run):
+    attempt, chosen = misbehaving_run
+    for case in chosen:
+        assert right(attempt, case, "dlogprobs", CHAIN)
+
+
+def test_in_place_mutation_does_not_reach_the_next_cell(misbehaving_run):
+    attempt, chosen = misbehaving_run
+    # Each of these reads a tensor the dprobs cell zeroed (or n, or Xb/Yb).
+    later = ["dcounts_sum_inv", "dcounts", "dnorm_logits", "dlogits", "dhpreact", "dbnraw", "dC",
+             "ex3_dhprebn", "ex4_dC", "ex4_dW2"]
+    for case in chosen:
+        for grade_id in later:
+            for check in checks(BY_GRADE_ID[grade_id]):
+                assert right(attempt, case, grade_id, check), (grade_id, check, case.config.name)
+
+
+def test_an_exception_is_an_error_with_its_type_and_line(misbehaving_run):
+    attempt, chosen = misbehaving_run
+    for case in chosen:
+        for check in checks(BY_GRADE_ID["dh"]):
+            outcome = attempt.outcomes[("dh", check, case.config.name)]
+            assert outcome.status == "error"
+            assert outcome.detail["error_type"] == "ValueError"
+            assert outcome.detail["line"] == 3
+            assert "boom in dh" in outcome.detail["error"]
+            assert outcome.tensor is None
+
+
+def test_sys_exit_is_an_error_of_that_cell_only(misbehaving_run):
+    attempt, chosen = misbehaving_run
+    for case in chosen:
+        for check in checks(BY_GRADE_ID["dW2"]):
+            outcome = attempt.outcomes[("dW2", check, case.config.name)]
+            assert outcome.status == "error" and outcome.detail["error_type"] == "SystemExit"
+            assert outcome.detail["line"] == 2
+        assert right(attempt, case, "db2", CHAIN) and right(attempt, case, "db2", LOCAL)
+
+
+def test_an_infinite_loop_hits_the_cell_time_limit(misbehaving_run):
+    attempt, chosen = misbehaving_run
+    for case in chosen:
+        outcome = attempt.outcomes[("ex2_dlogits", CHAIN, case.config.name)]
+        assert outcome.status == "timeout" and outcome.detail["seconds"] == CELL_TIMEOUT
+        # The gradient after it in the schedule still ran, and right.
+        assert right(attempt, case, "dlogits", CHAIN)
+    # Two loops of CELL_TIMEOUT each, not the whole-submission limit.
+    assert 2 * CELL_TIMEOUT <= attempt.seconds < 30
+
+
+def test_a_tensor_subclass_and_a_non_tensor_are_named(misbehaving_run):
+    attempt, chosen = misbehaving_run
+    for case in chosen:
+        for check in checks(BY_GRADE_ID["dbngain"]):
+            outcome = attempt.outcomes[("dbngain", check, case.config.name)]
+            assert outcome.status == "subclass" and outcome.detail["type"] == "Sneaky" and outcome.tensor is None
+        for check in checks(BY_GRADE_ID["dbnbias"]):
+            outcome = attempt.outcomes[("dbnbias", check, case.config.name)]
+            assert outcome.status == "not-tensor" and outcome.detail["type"] == "list" and outcome.tensor is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Ending the child
+
+
+def _group_members(pgid: int) -> dict[int, str]:
+    """pid -> state of every process in process group `pgid` (state "Z": dead, not yet reaped)."""
+    members = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid:
+            members[int(entry)] = fields[0]
+    return members
+
+
+def assert_no_process_left(pgid: int) -> None:
+    with pytest.raises(ProcessLookupError):
+        os.kill(pgid, 0)  # the child itself was reaped
+    live = {pid: state for pid, state in _group_members(pgid).items() if state != "Z"}
+    assert live == {}, f"processes of the submission still running: {live}"
+    # Orphans killed with the group are reaped by init; wait for that, a little.
+    for _ in range(100):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    assert all(state == "Z" for state in _group_members(pgid).values())
+
+
+def _local_before(grade_id: str) -> list[str]:
+    schedule = sandbox.LOCAL_SCHEDULE
+    return schedule[: schedule.index(grade_id)]
+
+
+def test_os_exit_ends_the_child_and_keeps_the_outcomes_before_it(cases):
+    case = cases[0]
+    attempt, _, pid = logged_run({**REFERENCE, "dbnvar": "import os\nos._exit(0)\n"}, [case],
+                                 timeout=60, cell_timeout=10)
+    assert attempt.error is not None and "ended the grading process" in attempt.error, attempt.error
+    before = _local_before("dbnvar")
+    assert before and set(attempt.outcomes) == {(g, LOCAL, case.config.name) for g in before}
+    assert all(right(attempt, case, g, LOCAL) for g in before)
+    assert_no_process_left(pid)
+
+
+def test_closing_the_protocol_and_exiting_is_blamed_on_the_notebook(cases):
+    """The child closes its pipes and exits a moment later: the parent sees end-of-file while the
+    child is still alive. That too is the notebook's code ending the grading process, not a failure of
+    the grader."""
+    case = cases[0]
+    cell = "import os, time\nos.closerange(3, 1024)\ntime.sleep(0.3)\nos._exit(0)\n"
+    attempt, _, pid = logged_run({**REFERENCE, "dcounts": cell}, [case], timeout=60, cell_timeout=10)
+    assert attempt.error is not None and "ended the grading process" in attempt.error, attempt.error
+    before = _local_before("dcounts")
+    assert set(attempt.outcomes) == {(g, LOCAL, case.config.name) for g in before}
+    assert_no_process_left(pid)
+
+
+@pytest.fixture
+def shared_dir():
+    """A folder the sandboxed child may write to, whatever user it runs as."""
+    path = Path(tempfile.mkdtemp(prefix="bpn-test-"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_the_submission_time_limit_stops_everything_the_notebook_started(cases, shared_dir):
+    case = cases[0]
+    pidfile = shared_dir / "grandchild.pid"
+    cell = ("import subprocess\n"
+            "try:\n"
+            "    p = subprocess.Popen(['sleep', '300'])\n"
+            f"    open({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+            "except Exception:\n"
+            "    pass  # a sandbox that forbids processes is fine too\n"
+            "while True:\n    pass\n")
+    started = time.monotonic()
+    attempt, _, pid = logged_run({**REFERENCE, "dcounts": cell}, [case], timeout=2.5, cell_timeout=60)
+    elapsed = time.monotonic() - started
+    assert attempt.error is not None and "time limit" in attempt.error, attempt.error
+    assert "2.5 s" in attempt.error
+    assert elapsed < 2.5 + 5
+    before = _local_before("dcounts")
+    assert set(attempt.outcomes) == {(g, LOCAL, case.config.name) for g in before}
+    assert all(right(attempt, case, g, LOCAL) for g in before)
+    grandchild = int(pidfile.read_text()) if pidfile.exists() else None
+    assert_no_process_left(pid)
+    if grandchild is not None:
+        state = _group_members(pid).get(grandchild)
+        assert state in (None, "Z"), f"the notebook's subprocess survived: state {state}"
+        if state is None and Path(f"/proc/{grandchild}").exists():
+            stat = Path(f"/proc/{grandchild}/stat").read_text()
+            assert stat[stat.rindex(")") + 2] == "Z", f"the notebook's subprocess survived outside its group: {stat[:80]}"
