@@ -50,6 +50,7 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1,
         result.isolation = done.isolation
         if done.error and not submission.error:
             result.error = done.error
+            result.flags.append({"kind": "sandbox", "evidence": done.error})
         results.write_result(out, result)
         scored.append(result)
     results.write_grades_csv(out, scored, list(course.points))
