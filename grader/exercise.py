@@ -68,3 +68,11 @@ ANSWERS: tuple[Answer, ...] = (
 BY_GRADE_ID = {a.grade_id: a for a in ANSWERS}
 GRADE_IDS = tuple(BY_GRADE_ID)
 ANSWER_CELLS = tuple(dict.fromkeys(a.cell_id for a in ANSWERS))
+
+# nbgrader keeps a score per grade cell: each grade id's is the self-check cell after its answer, so
+# the gradebook holds a score per tensor. Its grade id is the answer's with this prefix.
+GRADE_CELL_PREFIX = "check_"
+
+
+def grade_cell_id(grade_id: str) -> str:
+    return GRADE_CELL_PREFIX + grade_id

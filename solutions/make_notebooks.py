@@ -37,7 +37,7 @@ from nbgrader.preprocessors import (
 )
 
 from grader import course as course_config
-from grader.exercise import ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION
+from grader.exercise import ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, grade_cell_id
 from grader.model import PARAMETERS
 from solutions import reference
 
@@ -71,9 +71,10 @@ def markdown(text: str):
     return nbformat.v4.new_markdown_cell(dedent(text).strip())
 
 
-def _nbgrader(grade_id: str, *, solution: bool) -> dict:
-    return {"nbgrader": {"grade": False, "solution": solution, "locked": not solution,
-                         "grade_id": grade_id, "schema_version": 3}}
+def _nbgrader(grade_id: str, *, solution: bool, points: float | None = None) -> dict:
+    graded = {"points": points} if points is not None else {}
+    return {"nbgrader": {"grade": points is not None, "solution": solution, "locked": not solution,
+                         "grade_id": grade_id, **graded, "schema_version": 3}}
 
 
 def locked(grade_id: str, source: str):
@@ -104,9 +105,17 @@ def answer(grade_id: str):
     return _answer(grade_id, [blank(BY_GRADE_ID[grade_id].variable), *_solution_region(solution)])
 
 
-def check(grade_id: str):
+def graded(grade_id: str, source: str, points: dict[str, float]):
+    """A self-check that is also the grade id's nbgrader grade cell, worth course.yml's points: the
+    grader writes its score and feedback there, so the gradebook keeps a score per tensor. A grade id
+    the course gives no points stays a plain read-only check."""
+    return nbformat.v4.new_code_cell(dedent(source).strip(), metadata=_nbgrader(
+        grade_cell_id(grade_id), solution=False, points=points.get(grade_id)))
+
+
+def check(grade_id: str, points: dict[str, float]):
     a = BY_GRADE_ID[grade_id]
-    return locked(f"check_{grade_id}", f'check("{a.variable}", {a.variable}, {a.source})')
+    return graded(grade_id, f'check("{a.variable}", {a.variable}, {a.source})', points)
 
 
 def function_answer():
@@ -415,7 +424,7 @@ def _dlogits_picture():
         """)
 
 
-def exercise1():
+def exercise1(points):
     cells = [markdown(r"""
         ## Exercise 1: backpropagate through everything, one step at a time
 
@@ -440,7 +449,7 @@ def exercise1():
         end = ATOMIC.index(last) + 1
         cells.append(markdown(tips))
         for grade_id in ATOMIC[start:end]:
-            cells += [answer(grade_id), check(grade_id)]
+            cells += [answer(grade_id), check(grade_id, points)]
         if last == "dlogits":
             cells.append(_dlogits_picture())
         start = end
@@ -449,7 +458,7 @@ def exercise1():
     return cells
 
 
-def exercise2():
+def exercise2(points):
     return [
         markdown(r"""
             ## Exercise 2: the cross-entropy loss in one step
@@ -472,11 +481,11 @@ def exercise2():
             each row sums to zero (the picture above shows one dark cell per row, at the target).
             """),
         answer("ex2_dlogits"),
-        check("ex2_dlogits"),
+        check("ex2_dlogits", points),
     ]
 
 
-def exercise3():
+def exercise3(points):
     return [
         markdown(r"""
             ## Exercise 3: batch normalization in one step
@@ -507,11 +516,11 @@ def exercise3():
             dhpreact = hpreact.grad.clone()  # autograd's: exercise 3 does not depend on exercise 1
             """),
         answer("ex3_dhprebn"),
-        check("ex3_dhprebn"),
+        check("ex3_dhprebn", points),
     ]
 
 
-def exercise4():
+def exercise4(points):
     skip = "exercise 4 not attempted yet: "
     return [
         markdown(r"""
@@ -556,7 +565,7 @@ def exercise4():
             `None`, which the check below reports as not attempted.
             """),
         function_answer(),
-        locked("check_ex4_backward", """
+        locked("setup_ex4_check", """
             g = torch.Generator().manual_seed(SEED)
             params = init_params(200, torch.float32, g)
             ix = torch.randint(0, Xtr.shape[0], (batch_size,), generator=g)
@@ -566,9 +575,9 @@ def exercise4():
             with torch.no_grad():
                 grads = manual_backward(params, {k: v.detach() for k, v in cache.items()}, Ytr[ix]) or {}
             check_ex4 = SelfCheck(n=batch_size)
-            for name, leaf in leaves.items():
-                check_ex4("d" + name, grads.get(name), leaf)
             """),
+        *(graded(f"ex4_d{name}", f'check_ex4("d{name}", grads.get("{name}"), leaves["{name}"])', points)
+          for name in PARAMETERS),
         markdown(r"""
             ### Training
 
@@ -701,9 +710,9 @@ def _notebook(cells):
     return nb
 
 
-def solved_notebook(data_file: str | None):
-    nb = _notebook([*introduction(), *setup(data_file), *exercise1(), *exercise2(), *exercise3(),
-                    *exercise4(), *takeaways()])
+def solved_notebook(data_file: str | None, points: dict[str, float]):
+    nb = _notebook([*introduction(), *setup(data_file), *exercise1(points), *exercise2(points),
+                    *exercise3(points), *exercise4(points), *takeaways()])
     CheckCellMetadata().preprocess(nb, {})
     return nb
 
@@ -722,7 +731,7 @@ def release(solved):
 def build(root: Path = ROOT):
     """(relative path, notebook) for the solved notebook and the students' notebook."""
     course = course_config.load(root / "course.yml")
-    solved = solved_notebook(course.data)
+    solved = solved_notebook(course.data, course.points)
     return {SOLVED: solved, release_path(course): release(solved)}
 
 

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from grader import course as course_config
-from grader.exercise import ANSWER_CELLS, ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_FUNCTION
+from grader.exercise import ANSWER_CELLS, ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_FUNCTION, grade_cell_id
 from grader.model import LECTURE, PARAMETERS, init_params
 from solutions import make_notebooks, reference
 
@@ -85,10 +85,15 @@ def test_answer_cells_have_the_grade_ids_in_order(nb):
 
 
 @pytest.mark.parametrize("nb", [SOLVED, STUB], ids=["solved", "stub"])
-def test_grade_ids_are_unique_and_nothing_is_graded_in_the_notebook(nb):
+def test_grade_ids_are_unique_and_each_tensor_has_its_grade_cell_with_the_course_points(nb):
     ids = [nbgrader_id(c) for c in nb.cells if nbgrader_id(c)]
     assert len(ids) == len(set(ids))
-    assert not any(c.metadata.get("nbgrader", {}).get("grade") for c in nb.cells)
+    points = course_config.load(ROOT / "course.yml").points
+    grade_cells = {nbgrader_id(c): c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert set(grade_cells) == {grade_cell_id(g) for g in points}
+    for grade_id, value in points.items():
+        meta = grade_cells[grade_cell_id(grade_id)].metadata.nbgrader
+        assert meta["points"] == value and meta["locked"] and not meta["solution"], grade_id
     others = set(ids) - set(ANSWER_CELLS)
     assert not others & set(BY_GRADE_ID), "a read-only cell uses a grade id of the grader"
     for c in nb.cells:
