@@ -73,6 +73,12 @@ def read(sid: str, path: Path) -> Submission:
     except Exception as exc:  # nbformat raises many types for many kinds of malformed files
         submission.error = f"not a readable notebook: {' '.join(str(exc).split())[:200]}"
         return submission
+    return from_notebook(sid, path, notebook)
+
+
+def from_notebook(sid: str, path: Path, notebook) -> Submission:
+    """The answer cells of a notebook already in memory (nbgrader hands its preprocessors one)."""
+    submission = Submission(sid, path)
     found: dict[str, list[str]] = {}
     for cell in notebook.get("cells", []):
         metadata = cell.get("metadata") or {}

@@ -16,42 +16,57 @@ from grader.course import Course
 from grader.exam import prepare
 
 
-def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1,
-          progress: Callable[[str], None] = lambda line: None) -> list[scoring.Result]:
-    import torch
+class Grader:
+    """One course's grading, ready to run: its configurations and oracle values are computed once,
+    before any student code exists in memory, then reused for every batch."""
 
-    torch.set_num_threads(1)
-    found = extract.discover(paths)
-    submissions = [extract.read(sid, path) for sid, path in found]
-    cases = [prepare(config) for config in generate(course.secret_salt, course.configurations)]
-    allow = static_check.Allow().extended(course.allow.torch, course.allow.functional, course.allow.builtins)
-    # The child must not read the course (solutions, hidden tests, salt), other submissions or results.
-    hidden = [course.root, *paths, out, Path.home()]
-    limits = sandbox.Limits(timeout=course.limits.timeout_seconds, cell_timeout=course.limits.cell_timeout_seconds,
-                            memory_mb=course.limits.memory_mb, file_size_mb=course.limits.file_size_mb,
-                            processes=course.limits.processes, hide=tuple(str(p) for p in hidden))
+    def __init__(self, course: Course, hidden: list[Path], jobs: int = 1):
+        import torch
 
-    def attempt(submission: extract.Submission) -> sandbox.Attempt:
+        torch.set_num_threads(1)
+        self.course = course
+        self.jobs = max(1, jobs)
+        self.cases = [prepare(config) for config in generate(course.secret_salt, course.configurations)]
+        self.allow = static_check.Allow().extended(course.allow.torch, course.allow.functional,
+                                                   course.allow.builtins)
+        # The child must not read the course (solutions, hidden tests, salt), submissions or results.
+        limits = course.limits
+        self.limits = sandbox.Limits(
+            timeout=limits.timeout_seconds, cell_timeout=limits.cell_timeout_seconds, memory_mb=limits.memory_mb,
+            file_size_mb=limits.file_size_mb, processes=limits.processes,
+            hide=tuple(str(p) for p in [course.root, *hidden, Path.home()]))
+
+    def _attempt(self, submission: extract.Submission, progress) -> sandbox.Attempt:
         if submission.error:
             return sandbox.Attempt(error=submission.error)
-        runnable, submission.refused = static_check.screen(submission.cells, allow)
-        done = sandbox.run(runnable, cases, limits)
+        runnable, submission.refused = static_check.screen(submission.cells, self.allow)
+        done = sandbox.run(runnable, self.cases, self.limits)
         progress(f"ran {submission.id} in {done.seconds:.1f} s" + (f": {done.error}" if done.error else ""))
         return done
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        attempts = list(pool.map(attempt, submissions))
-    graded = {s.id: suite.Graded(s, a) for s, a in zip(submissions, attempts)}
-    outcomes = suite.run(graded, cases, course, course.autotests_dir)
-    scored = []
-    for submission, done in zip(submissions, attempts):
-        result = scoring.score(submission, outcomes.get(submission.id, {}), course)
-        result.seconds = done.seconds
-        result.isolation = done.isolation
-        if done.error and not submission.error:
-            result.error = done.error
-            result.flags.append({"kind": "sandbox", "evidence": done.error})
+    def run(self, submissions: list[extract.Submission],
+            progress: Callable[[str], None] = lambda line: None) -> list[scoring.Result]:
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            attempts = list(pool.map(lambda s: self._attempt(s, progress), submissions))
+        graded = {s.id: suite.Graded(s, a) for s, a in zip(submissions, attempts)}
+        outcomes = suite.run(graded, self.cases, self.course, self.course.autotests_dir)
+        scored = []
+        for submission, done in zip(submissions, attempts):
+            result = scoring.score(submission, outcomes.get(submission.id, {}), self.course)
+            result.seconds = done.seconds
+            result.isolation = done.isolation
+            if done.error and not submission.error:
+                result.error = done.error
+                result.flags.append({"kind": "sandbox", "evidence": done.error})
+            scored.append(result)
+        return scored
+
+
+def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1,
+          progress: Callable[[str], None] = lambda line: None) -> list[scoring.Result]:
+    submissions = [extract.read(sid, path) for sid, path in extract.discover(paths)]
+    scored = Grader(course, [*paths, out], jobs).run(submissions, progress)
+    for result in scored:
         results.write_result(out, result)
-        scored.append(result)
     results.write_grades_csv(out, scored, list(course.points))
     return scored

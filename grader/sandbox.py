@@ -145,46 +145,46 @@ class Child:
         return self.reader.read(min(self.deadline, deadline or self.deadline))
 
     def broken(self, exc: Exception) -> str:
-        """Why the connection broke. Its end of the pipe closes a moment before the process can be
-        reaped, so wait for the exit status before deciding; only student code runs in the child, so a
-        child that broke the protocol and lives on was broken by it too."""
-        try:
-            code = self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            return f"the notebook's code broke the grading process's connection ({exc})"
-        if code < 0:
-            reason = SIGNALS.get(-code, f"signal {signal.Signals(-code).name}")
-            return f"the grading process was stopped by {reason}"
-        return f"the notebook's code ended the grading process (exit status {code})"
+        """Why the connection broke. Its end of the pipe closes a moment before the exit status exists,
+        so wait for it (without reaping: until close() has killed the process group, its pid must stay
+        ours). Only student code runs in the child, so a child that broke the protocol and lives on was
+        broken by it too."""
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            status = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            if status is not None:
+                if status.si_code == os.CLD_EXITED:
+                    return f"the notebook's code ended the grading process (exit status {status.si_status})"
+                reason = SIGNALS.get(status.si_status, f"signal {signal.Signals(status.si_status).name}")
+                return f"the grading process was stopped by {reason}"
+            time.sleep(0.01)
+        return f"the notebook's code broke the grading process's connection ({exc})"
 
     def close(self) -> None:
-        """Kill the whole process group and every process in the child's cgroup, even one that left
-        the group with setsid(): nothing the student's code started outlives the submission."""
-        for _ in range(100):
-            pids = [self.proc.pid]
-            if self.cgroup:
-                try:
-                    pids += [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
-                except OSError:
-                    pass
-            alive = False
-            for pid in set(pids):
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                    alive = True
-                except (ProcessLookupError, PermissionError):
-                    pass
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    alive = True
-                except (ProcessLookupError, PermissionError):
-                    pass
-            if self.proc.poll() is None:
-                self.proc.wait()
-            if not alive or not self.cgroup:
-                break
-            time.sleep(0.01)
+        """Kill the whole process group, then every process left in the child's cgroup (one that left
+        the group with setsid(), say): nothing the student's code started outlives the submission.
+
+        The group is killed before the child is reaped: until then no new process can get its pid, so
+        the kill cannot reach another submission's child."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
         if self.cgroup:
+            for _ in range(200):
+                try:
+                    pids = [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
+                except OSError:
+                    break
+                if not pids:
+                    break
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                time.sleep(0.01)
             try:
                 self.cgroup.rmdir()
             except OSError:
