@@ -34,16 +34,26 @@ def main():
               type=click.Path(dir_okay=False, path_type=Path), help="The course's configuration.")
 @click.option("--jobs", "-j", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1, 256),
               help="Submissions run side by side, each in its own sandboxed process.")
-def grade(paths, out, course_file, jobs):
+@click.option("--gradebook", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also record the scores in this nbgrader gradebook.db (submissions laid out as nbgrader's "
+                   "submitted/<student>/<assignment>/<notebook>.ipynb) and write the autograded notebooks.")
+def grade(paths, out, course_file, jobs, gradebook):
     """Grade notebooks: each PATH is a notebook or a folder searched recursively for them."""
     from grader.grade import grade as run
-
-    course = _load_course(course_file)
-    results = run(list(paths), course, out, jobs=jobs, progress=lambda line: click.echo(line, err=True))
     from grader.results import table
 
+    course = _load_course(course_file)
+    if gradebook is not None and not gradebook.is_file():
+        raise click.ClickException(f"{gradebook}: no such gradebook (run nbgrader generate_assignment first)")
+    pairs = run(list(paths), course, out, jobs=jobs, progress=lambda line: click.echo(line, err=True))
+    results = [result for _, result in pairs]
     click.echo(table(results))
     click.echo(f"\n{len(results)} submission(s) graded; results in {out}/ (grades.csv and one .json each)")
+    if gradebook is not None:
+        from grader.gradebook import write
+
+        recorded = write(gradebook, pairs, log=lambda line: click.echo(line, err=True))
+        click.echo(f"{recorded} submission(s) recorded in {gradebook}")
     if any(f["kind"] == "grader-error" for r in results for f in r.flags):
         raise click.ClickException("the hidden suite failed on some tests: see the flags in the results")
 
@@ -59,3 +69,25 @@ def demo(course_file, out):
 
     course = _load_course(course_file)
     sys.exit(run(course, out, echo=click.echo))
+
+
+@main.group()
+def course():
+    """Set up an nbgrader course that this grader grades."""
+
+
+@course.command("init")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--course", "course_file", default="course.yml", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="The course.yml to start from.")
+def course_init(directory, course_file):
+    """Write an nbgrader course in DIRECTORY: source notebook, hidden suite, course.yml, nbgrader_config.py."""
+    from grader.course_init import InitError, init
+
+    config = _load_course(course_file)
+    try:
+        written = init(config, directory)
+    except InitError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {len(written)} files in {directory}/ (a fresh secret salt is in its course.yml)")
+    click.echo(f"next: cd {directory} && nbgrader generate_assignment {config.assignment}")

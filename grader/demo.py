@@ -86,7 +86,7 @@ def run(course, out: Path, echo) -> int:
     echo(f"\n2. Simulating a class of {len(CLASS) + 1} students in {out / 'submissions'}")
     submissions = _simulate(root, course, out)
     echo("\n3. Grading them with the hidden suite (each submission in its own sandboxed process)\n")
-    results = grade([submissions], course, out / "results", jobs=2)
+    results = [result for _, result in grade([submissions], course, out / "results", jobs=2)]
     echo(table(results))
     echo(f"\nFeedback: {out / 'results'}/<student>/{Path(course.notebook).stem}.json (one per student), "
          f"class grades: {out / 'results' / 'grades.csv'}")

@@ -63,10 +63,10 @@ class Grader:
 
 
 def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1,
-          progress: Callable[[str], None] = lambda line: None) -> list[scoring.Result]:
+          progress: Callable[[str], None] = lambda line: None) -> list[tuple[extract.Submission, scoring.Result]]:
     submissions = [extract.read(sid, path) for sid, path in extract.discover(paths)]
     scored = Grader(course, [*paths, out], jobs).run(submissions, progress)
     for result in scored:
         results.write_result(out, result)
     results.write_grades_csv(out, scored, list(course.points))
-    return scored
+    return list(zip(submissions, scored))

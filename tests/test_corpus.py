@@ -118,8 +118,8 @@ def graded(tmp_path_factory):
         _write_notebook(cells, submissions / f"{name}.ipynb")
     (submissions / "solved-notebook.ipynb").write_bytes(SOLVED_NOTEBOOK.read_bytes())
     (submissions / "stub-released.ipynb").write_bytes(RELEASED_STUB.read_bytes())
-    results = grade([submissions], COURSE, root / "results", jobs=2)
-    return {r.submission: r for r in results}
+    pairs = grade([submissions], COURSE, root / "results", jobs=2)
+    return {r.submission: r for _, r in pairs}
 
 
 def _tests(result) -> dict:
@@ -232,7 +232,7 @@ def test_solution_scores_the_maximum(graded, name):
 def test_solution_scores_the_maximum_on_other_configurations(tmp_path):
     """Another salt and the most configurations a course may ask for: still full marks."""
     course = dataclasses.replace(COURSE, secret_salt="corpus: another course, another term", configurations=16)
-    (result,) = grade([SOLVED_NOTEBOOK], course, tmp_path, jobs=1)
+    ((_, result),) = grade([SOLVED_NOTEBOOK], course, tmp_path, jobs=1)
     _healthy(result, ANSWER_CELLS)
     assert result.score == result.max_score == course.max_score, [t for t in result.tests if t.score < t.max_score]
 

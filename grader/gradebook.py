@@ -1,0 +1,96 @@
+"""The fast route into nbgrader: a whole batch's scores written into a course's gradebook, with the
+autograded notebooks formgrader and generate_feedback need, and none of nbgrader's per-notebook start-up.
+
+Each submitted notebook goes through the same nbgrader preprocessors `nbgrader autograde` runs around
+the grader (sanitizing first, then nbgrader's own SaveAutoGrades writing the gradebook), so both routes
+record identical scores by construction.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+from grader.extract import Submission
+from grader.scoring import Result
+
+
+class GradebookError(Exception):
+    """A submission or gradebook that does not fit the nbgrader course; the message says which."""
+
+
+def _write_notebook(nb, path: Path) -> None:
+    import nbformat
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            nbformat.write(nb, f)
+        os.chmod(tmp, 0o444)  # as nbgrader leaves autograded notebooks
+        if path.exists():
+            os.chmod(path, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write(gradebook: Path, pairs: list[tuple[Submission, Result]], log=print) -> int:
+    """Record each submission, laid out as nbgrader's submitted/<student>/<assignment>/<notebook>.ipynb;
+    returns how many were recorded. The course directory is the gradebook's folder."""
+    from nbgrader.coursedir import CourseDirectory
+
+    gradebook = Path(gradebook).resolve()
+    if not gradebook.is_file():
+        raise GradebookError(f"{gradebook}: no such gradebook (run nbgrader generate_assignment first)")
+    coursedir = CourseDirectory(root=str(gradebook.parent))
+    db_url = f"sqlite:///{gradebook}"
+    with warnings.catch_warnings():
+        # nbgrader's own Gradebook.update_or_create_submission trips SQLAlchemy's autoflush warnings.
+        warnings.simplefilter("ignore")
+        return sum(_record(submission, result, db_url, coursedir, log) for submission, result in pairs)
+
+
+def _record(submission: Submission, result: Result, db_url: str, coursedir, log) -> bool:
+    import nbformat
+    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds,
+                                        LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
+
+    from grader.nbgrader_plugin import fill_grade_cells
+
+    path = Path(submission.path).resolve()
+    student, assignment, notebook_id = path.parent.parent.name, path.parent.name, path.stem
+    with Gradebook(db_url) as gb:
+        try:
+            gb.find_notebook(notebook_id, assignment)
+        except MissingEntry:
+            log(f"skipped {submission.id}: the gradebook has no notebook {notebook_id} in an assignment "
+                f"{assignment} (expected submitted/<student>/<assignment>/<notebook>.ipynb)")
+            return False
+        gb.update_or_create_student(student)
+        timestamp = coursedir.get_existing_timestamp(str(path.parent))
+        if timestamp:
+            gb.update_or_create_submission(assignment, student, timestamp=timestamp)
+        else:
+            gb.update_or_create_submission(assignment, student)
+    if submission.error:
+        # An unreadable file still gets its zeros on record, in the notebook students were given (never
+        # the source: feedback shows this notebook to the student).
+        released = Path(coursedir.format_path(coursedir.release_directory, ".", assignment)) / path.name
+        nb = nbformat.read(released, as_version=4)
+    else:
+        nb = nbformat.read(path, as_version=4)
+    resources = {"nbgrader": {"notebook": notebook_id, "assignment": assignment, "student": student,
+                              "db_url": db_url}}
+    for preprocessor in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(),
+                         OverwriteCells(add_missing_cells=True), CheckCellMetadata()):
+        nb, resources = preprocessor.preprocess(nb, resources)
+    fill_grade_cells(nb, result)
+    for preprocessor in (LimitOutput(), SaveAutoGrades(), AssignLatePenalties(), CheckCellMetadata()):
+        nb, resources = preprocessor.preprocess(nb, resources)
+    autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
+    _write_notebook(nb, autograded / path.name)
+    return True

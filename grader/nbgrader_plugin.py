@@ -1,0 +1,97 @@
+"""backprop-ninja inside nbgrader: a preprocessor that takes the place of Execute in `nbgrader
+autograde`, and an exporter with one column per grade id.
+
+No kernel ever runs the student's notebook. The preprocessor grades its answer cells with the hidden
+suite, in the sandbox, and writes into each grade cell (one per grade id) what nbgrader's own
+SaveAutoGrades reads: the feedback as printed text and the score as the cell's result. So whatever a
+student's notebook does (monkeypatching, writing to stderr, printing numbers, editing or deleting the
+grade cells, which OverwriteCells restores) it never runs, and cannot change a score.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import nbformat
+from nbgrader.plugins import ExportPlugin
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
+
+from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
+
+
+def fill_grade_cells(nb, result) -> None:
+    """Each grade cell gets its grade id's feedback (stdout) and score (the result nbgrader reads as
+    partial credit). A grade cell the grader has no test for gets 0 and says so, never full points."""
+    tests = {grade_cell_id(t.name): t for t in result.tests}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade"):
+            continue
+        test = tests.get(meta.get("grade_id"))
+        if test is None:
+            text, score = f"{meta.get('grade_id')}: not a grade id backprop-ninja grades; 0 points\n", 0
+        else:
+            text, score = f"{test.name}: {test.score:g} / {test.max_score:g} ({test.verdict}). {test.output}\n", test.score
+        cell.outputs = [
+            nbformat.v4.new_output("stream", name="stdout", text=text),
+            nbformat.v4.new_output("execute_result", data={"text/plain": f"{score:g}"}, execution_count=None),
+        ]
+        cell.execution_count = None
+
+
+class GradeInSandbox(NbGraderPreprocessor):
+    """Replaces Execute in Autograde.autograde_preprocessors (see `backprop-ninja course init`)."""
+
+    course = Unicode("course.yml", help="The course's backprop-ninja configuration").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        from grader import extract
+        from grader.course import load
+        from grader.grade import Grader
+
+        info = resources["nbgrader"]
+        course = load(self.course)
+        submission = extract.from_notebook(f"{info['student']}/{info['assignment']}/{info['notebook']}",
+                                           Path(info["notebook"]), nb)
+        [result] = Grader(course, hidden=[Path.cwd()]).run([submission], progress=self.log.info)
+        if result.error:
+            self.log.warning("%s: %s", submission.id, result.error)
+        for flag in result.flags:
+            self.log.warning("%s: integrity flag %s: %s", submission.id, flag["kind"], flag["evidence"])
+        fill_grade_cells(nb, result)
+        return nb, resources
+
+
+class PerGradeIdExport(ExportPlugin):
+    """`nbgrader export --exporter=grader.nbgrader_plugin.PerGradeIdExport`: one row per student and
+    assignment, one column per grade id (nbgrader's own CSV has only totals)."""
+
+    def export(self, gradebook) -> None:
+        path = self.to or "grades_per_grade_id.csv"
+        rows, grade_ids = [], []
+        for assignment in gradebook.assignments:
+            for notebook in assignment.notebooks:
+                for cell in notebook.grade_cells:
+                    if cell.name not in grade_ids:
+                        grade_ids.append(cell.name)
+            for student in gradebook.students:
+                row = {"assignment": assignment.name, "student_id": student.id, "score": 0.0, "max_score": 0.0}
+                try:
+                    submission = gradebook.find_submission(assignment.name, student.id)
+                except Exception:  # nbgrader's MissingEntry: no submission, an empty row
+                    rows.append(row)
+                    continue
+                row["score"], row["max_score"] = submission.score, submission.max_score
+                for notebook in submission.notebooks:
+                    for grade in notebook.grades:
+                        row[grade.name] = grade.score
+                rows.append(row)
+        columns = [g.removeprefix(GRADE_CELL_PREFIX) for g in grade_ids]
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["assignment", "student_id", "score", "max_score", *columns])
+            for row in rows:
+                writer.writerow([row["assignment"], row["student_id"], f"{row['score']:g}", f"{row['max_score']:g}",
+                                 *(f"{row[g]:g}" if g in row else "" for g in grade_ids)])
+        self.log.info("wrote %s", path)
