@@ -64,7 +64,7 @@ def grade(paths, out, course_file, jobs, gradebook):
 @click.option("--out", "out", default="demo-results", show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Where the demo writes what it produces.")
 def demo(course_file, out):
-    """Run the bundled course: execute the solved notebook's self-checks, then grade a small class."""
+    """Run the bundled course through nbgrader: create, release, submit, autograde, feedback."""
     from grader.demo import run
 
     course = _load_course(course_file)
