@@ -44,8 +44,10 @@ def _answers(course, changes) -> dict[str, str]:
     if changes is None:
         return {}
     solved = nbformat.read(course.root / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
-    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in solved.cells
-               if c.metadata.get("nbgrader", {}).get("solution")}
+    markers = ("### BEGIN SOLUTION", "### END SOLUTION")
+    answers = {c.metadata["nbgrader"]["grade_id"]: "\n".join(line for line in c.source.splitlines()
+                                                             if line.strip() not in markers)
+               for c in solved.cells if c.metadata.get("nbgrader", {}).get("solution")}
     return {**answers, **({} if changes == "solved" else changes)}
 
 

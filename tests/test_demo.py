@@ -1,0 +1,46 @@
+"""The README's first command: `backprop-ninja demo` runs the bundled course through nbgrader."""
+import warnings
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    result = CliRunner().invoke(main, ["demo", "--course", str(ROOT / "course.yml"), "--out", str(out)])
+    return result, out
+
+
+def test_the_demo_succeeds_and_prints_the_class(demo):
+    result, _ = demo
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line for line in result.output.splitlines() if " / 47" in line}
+    assert set(rows) == {"ada", "ben", "cy", "dee", "eve"}
+    assert "47 / 47" in rows["ada"] and rows["dee"].split()[1] == "0"
+    assert "dcounts" in rows["ben"] and "dC" in rows["ben"]
+
+
+def test_the_gradebook_has_a_score_per_tensor_and_feedback_is_released(demo):
+    from nbgrader.api import Gradebook
+
+    _, out = demo
+    course = out / "course"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+            cy = {g.name: g.score for g in gb.find_submission_notebook("backprop_ninja", "backprop_ninja", "cy").grades}
+    assert cy["check_dbnmeani"] == 0.5 and cy["check_db1"] == 0.5 and cy["check_dlogprobs"] == 0
+    assert cy["check_dprobs"] == 1 and cy["check_ex4_dC"] == 2
+    feedback = course / "feedback"
+    assert "misses the branch through counts_sum" in (feedback / "ben/backprop_ninja/backprop_ninja.html").read_text()
+    blank = (feedback / "dee" / "backprop_ninja" / "backprop_ninja.html").read_text()
+    assert "not attempted" in blank
+    assert "BEGIN SOLUTION" not in blank and "index_add(0, Xb" not in blank and "n / (n - 1)" not in blank
