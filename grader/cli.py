@@ -45,14 +45,24 @@ def grade(paths, out, course_file, jobs, gradebook):
     course = _load_course(course_file)
     if gradebook is not None and not gradebook.is_file():
         raise click.ClickException(f"{gradebook}: no such gradebook (run nbgrader generate_assignment first)")
-    pairs = run(list(paths), course, out, jobs=jobs, progress=lambda line: click.echo(line, err=True))
+    from grader.extract import discover
+
+    if not discover(list(paths)):
+        raise click.ClickException(f"no notebooks (*.ipynb) found in {', '.join(map(str, paths))}")
+    try:
+        pairs = run(list(paths), course, out, jobs=jobs, progress=lambda line: click.echo(line, err=True))
+    except (RuntimeError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
     results = [result for _, result in pairs]
     click.echo(table(results))
     click.echo(f"\n{len(results)} submission(s) graded; results in {out}/ (grades.csv and one .json each)")
     if gradebook is not None:
-        from grader.gradebook import write
+        from grader.gradebook import GradebookError, write
 
-        recorded = write(gradebook, pairs, log=lambda line: click.echo(line, err=True))
+        try:
+            recorded = write(gradebook, pairs, log=lambda line: click.echo(line, err=True))
+        except GradebookError as exc:
+            raise click.ClickException(str(exc)) from None
         click.echo(f"{recorded} submission(s) recorded in {gradebook}")
     if any(f["kind"] == "grader-error" for r in results for f in r.flags):
         raise click.ClickException("the hidden suite failed on some tests: see the flags in the results")
