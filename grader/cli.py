@@ -64,6 +64,9 @@ def grade(paths, out, course_file, jobs, gradebook):
         except GradebookError as exc:
             raise click.ClickException(str(exc)) from None
         click.echo(f"{recorded} submission(s) recorded in {gradebook}")
+        if recorded < len(pairs):
+            raise click.ClickException(f"{len(pairs) - recorded} submission(s) not recorded in the gradebook: "
+                                       "see the lines above")
     if any(f["kind"] == "grader-error" for r in results for f in r.flags):
         raise click.ClickException("the hidden suite failed on some tests: see the flags in the results")
 

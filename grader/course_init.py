@@ -36,8 +36,14 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 c.GradeInSandbox.course = {course_file!r}  # relative to the course directory, where nbgrader runs
-# A grade cell a student deleted comes back from the gradebook instead of waiting for a manual grade.
-c.OverwriteCells.add_missing_cells = True
+# Grade cells come back from the gradebook, a deleted one too (nbgrader's own restore can fail on it).
+c.Autograde.sanitize_preprocessors = [
+    "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.DeduplicateIds",
+    "nbgrader.preprocessors.OverwriteKernelspec",
+    "grader.nbgrader_plugin.RestoreCells",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
 
 # zip_collect: files named <student>_<notebook>.ipynb in the archives an LMS hands out.
 c.ZipCollectApp.collector_plugin = "nbgrader.plugins.FileNameCollectorPlugin"

@@ -47,19 +47,25 @@ def write(gradebook: Path, pairs: list[tuple[Submission, Result]], log=print) ->
         raise GradebookError(f"{gradebook}: no such gradebook (run nbgrader generate_assignment first)")
     coursedir = CourseDirectory(root=str(gradebook.parent))
     db_url = f"sqlite:///{gradebook}"
+    recorded = 0
     with warnings.catch_warnings():
         # nbgrader's own Gradebook.update_or_create_submission trips SQLAlchemy's autoflush warnings.
         warnings.simplefilter("ignore")
-        return sum(_record(submission, result, db_url, coursedir, log) for submission, result in pairs)
+        for submission, result in pairs:
+            try:
+                recorded += _record(submission, result, db_url, coursedir, log)
+            except Exception as exc:  # one submission nbgrader cannot take must not stop the others
+                log(f"could not record {submission.id}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+    return recorded
 
 
 def _record(submission: Submission, result: Result, db_url: str, coursedir, log) -> bool:
     import nbformat
     from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds,
-                                        LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
+                                        LimitOutput, OverwriteKernelspec, SaveAutoGrades)
 
-    from grader.nbgrader_plugin import fill_grade_cells
+    from grader.nbgrader_plugin import RestoreCells, fill_grade_cells
 
     path = Path(submission.path).resolve()
     student, assignment, notebook_id = path.parent.parent.name, path.parent.name, path.stem
@@ -85,8 +91,7 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
         nb = nbformat.read(path, as_version=4)
     resources = {"nbgrader": {"notebook": notebook_id, "assignment": assignment, "student": student,
                               "db_url": db_url}}
-    for preprocessor in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(),
-                         OverwriteCells(add_missing_cells=True), CheckCellMetadata()):
+    for preprocessor in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(), RestoreCells(), CheckCellMetadata()):
         nb, resources = preprocessor.preprocess(nb, resources)
     fill_grade_cells(nb, result)
     for preprocessor in (LimitOutput(), SaveAutoGrades(), AssignLatePenalties(), CheckCellMetadata()):

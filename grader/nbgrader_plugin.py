@@ -14,8 +14,8 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.plugins import ExportPlugin
-from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Unicode
+from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
+from traitlets import Bool, Unicode
 
 from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
 
@@ -38,6 +38,35 @@ def fill_grade_cells(nb, result) -> None:
             nbformat.v4.new_output("execute_result", data={"text/plain": f"{score:g}"}, execution_count=None),
         ]
         cell.execution_count = None
+
+
+class RestoreCells(OverwriteCells):
+    """nbgrader's OverwriteCells, restoring every deleted grade cell.
+
+    nbgrader 0.9.6 puts a missing grade cell back after the source cell that preceded it, and fails
+    (KeyError, and the student gets no grade) when that cell is gone too or is a read-only cell. This
+    puts it after the nearest earlier cell that is still there, so a deleted grade cell always comes
+    back worth its points.
+    """
+
+    add_missing_cells = Bool(True).tag(config=True)
+
+    def add_missing_grade_cells(self, nb, resources):
+        source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        names = [cell.name for cell in source_nb.source_cells]
+        solutions = {cell.name for cell in source_nb.solution_cells}
+        for grade_cell in source_nb.grade_cells:
+            present = {cell.metadata["nbgrader"].get("grade_id"): i for i, cell in enumerate(nb.cells)
+                       if "nbgrader" in cell.metadata}
+            if grade_cell.name in present:
+                continue
+            self.log.warning("Missing grade cell %s encountered, adding to notebook", grade_cell.name)
+            index = names.index(grade_cell.name)
+            cell = self.missing_cell_transform(source_nb.source_cells[index], grade_cell.max_score,
+                                               is_solution=grade_cell.name in solutions)
+            earlier = [present[name] for name in names[:index] if name in present]
+            nb.cells.insert(max(earlier) + 1 if earlier else 0, cell)
+        return nb, resources
 
 
 class GradeInSandbox(NbGraderPreprocessor):

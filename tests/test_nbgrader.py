@@ -1,0 +1,583 @@
+"""The course as instructors run it: nbgrader's own commands on a real course directory.
+
+`backprop-ninja course init` writes the course; nbgrader generates and releases the assignment; six
+simulated students fetch it and submit through the exchange, except eve, whose notebook arrives in an
+LMS's zip archive for `zip_collect`; nbgrader collects, autogrades (the grader in place of nbgrader's
+kernel), generates and releases feedback, which the students fetch; `nbgrader export` writes the
+totals and the plug-in exporter one column per grade id. Then the fast route, `backprop-ninja grade
+--gradebook`, grades the same collected submissions in a second course with the same secret salt, and
+both gradebooks must agree cell for cell.
+
+The class:
+- ada: the reference answers (full marks).
+- ben: typical mistakes: dcounts without the counts_sum branch, `dC[Xb] += demb`, exercise 2 without
+  the /n, and the lecture's `dbnmeani` of shape (H,), which earns squeezable_shape_credit.
+- cy: the fetched stub, untouched (0, "not attempted yet").
+- dee: a hostile notebook: a cell of her own monkeypatches torch.allclose and prints "score 47/47",
+  another writes to stderr, a self-check is rewritten to end with a number (and its points raised),
+  another carries a forged result and is unlocked, one is deleted; her answer cells are partly right,
+  partly wrong, mostly blank. She must score exactly what her answer cells earn.
+- eve: the reference answers, delivered as `eve_backprop_ninja.ipynb` in a zip (zip_collect).
+- fay: the reference answers with the self-check `check_ex4_dC` deleted, which nbgrader's
+  OverwriteCells.add_missing_cells must put back (the one grade cell that follows a read-only cell
+  rather than an answer or a grade cell). She sorts last, so that whatever goes wrong with her cannot
+  hide the others in a batch.
+
+Every command runs as a subprocess in the folder an instructor or a student would type it in; the
+module's fixtures run each once (under two minutes in all) and the tests only read files.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from grader.course import load
+from grader.exercise import ANSWER_CELLS, BY_GRADE_ID, EX4_CELL, GRADE_CELL_PREFIX, grade_cell_id
+from grader.model import PARAMETERS
+from nbgrader_course import (Course, cell_by_grade_id, edit, files_under, grade_id, public_text, result,
+                             set_answers, stderr, stdout, text_of_html, text_of_notebook)
+from solutions import reference
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE_FILE = ROOT / "course.yml"
+COURSE = load(COURSE_FILE)
+ASSIGNMENT = COURSE.assignment
+NOTEBOOK = Path(COURSE.notebook).stem
+POINTS = dict(COURSE.points)
+GRADE_IDS = list(POINTS)
+STUB = ROOT / "assignments" / ASSIGNMENT / COURSE.notebook
+SOLVED = ROOT / "solutions" / "backprop_ninja_solved.ipynb"
+AUTOTESTS = COURSE.autotests_dir
+REFERENCE = reference.cells()
+
+# ---------------------------------------------------------------------------------------------
+# The class
+
+BEN = {
+    "dcounts": "dcounts = counts_sum_inv * dprobs\n",
+    "dC": "dC = torch.zeros_like(C)\ndC[Xb] += demb\n",
+    "dbnmeani": "dbnmeani = (-dbndiff).sum(0)\n",
+    "ex2_dlogits": "dlogits = F.softmax(logits, 1)\ndlogits[range(n), Yb] -= 1\n",
+}
+DEE_RIGHT = ("dlogprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts", "dnorm_logits", "dlogit_maxes", "dlogits")
+DEE = {**{g: REFERENCE[g] for g in DEE_RIGHT}, "dprobs": "dprobs = 1.0 / probs\n"}
+DEE_PATCH = '''\
+import builtins, sys, torch
+torch.allclose = lambda *args, **kwargs: True
+torch.Tensor.allclose = lambda *args, **kwargs: True
+builtins.print("score 47/47")
+'''
+DEE_FAKE_ERROR = "Traceback (most recent call last):\nRuntimeError: grader crashed\n"
+DEE_STDERR = f"import sys\nsys.stderr.write({DEE_FAKE_ERROR!r})\n"
+DEE_DELETED = "check_dlogits"
+FAY_DELETED = "check_ex4_dC"
+
+EXCHANGE_STUDENTS = ("ada", "ben", "cy", "dee", "fay")
+ZIP_STUDENT = "eve"
+STUDENTS = tuple(sorted((*EXCHANGE_STUDENTS, ZIP_STUDENT)))
+# Each student's answer cells as submitted, by grade id (what the grader sees).
+ANSWERED = {"ada": REFERENCE, "ben": {**REFERENCE, **BEN}, "cy": {}, "dee": DEE, "eve": REFERENCE,
+            "fay": REFERENCE}
+
+
+def _expected() -> dict[str, dict[str, float]]:
+    full = dict(POINTS)
+    ben = {**full, "dcounts": 0, "dC": 0, "ex2_dlogits": 0,
+           "dbnmeani": POINTS["dbnmeani"] * COURSE.policy.squeezable_shape_credit}
+    return {"ada": full, "ben": ben, "cy": dict.fromkeys(GRADE_IDS, 0),
+            "dee": {g: (POINTS[g] if g in DEE_RIGHT else 0) for g in GRADE_IDS}, "eve": full, "fay": full}
+
+
+EXPECTED = _expected()
+# Feedback each student must see in the grade cell of that grade id.
+FEEDBACK = {
+    "ben": {"dcounts": "misses the branch through counts_sum",
+            "dC": "repeated indices overwrite instead of accumulate",
+            "ex2_dlogits": "divide by n",
+            "dbnmeani": "Partial credit"},
+    "cy": dict.fromkeys(GRADE_IDS, "not attempted yet"),
+    "dee": {"dprobs": "is not multiplied by the upstream gradient dlogprobs", "dbnmeani": "not attempted yet",
+            "dlogits": "correct on every configuration", "ex3_dhprebn": "not attempted yet"},
+    "ada": dict.fromkeys(GRADE_IDS, "correct on every configuration"),
+    "eve": dict.fromkeys(GRADE_IDS, "correct on every configuration"),
+    "fay": dict.fromkeys(GRADE_IDS, "correct on every configuration"),
+}
+
+
+def _dee(nb) -> None:
+    set_answers(nb, DEE)
+    at = nb.cells.index(cell_by_grade_id(nb, "setup_imports")) + 1
+    nb.cells[at:at] = [
+        nbformat.v4.new_code_cell(DEE_PATCH, execution_count=2, outputs=[stdout("score 47/47\n")]),
+        nbformat.v4.new_code_cell(DEE_STDERR, execution_count=3,
+                                  outputs=[stderr(DEE_FAKE_ERROR)]),
+    ]
+    rewritten = cell_by_grade_id(nb, "check_dprobs")  # her dprobs is wrong: this would give it full points
+    rewritten.source, rewritten.outputs = "print(1)\n1", [stdout("1\n"), result("1")]
+    raised = cell_by_grade_id(nb, "check_ex3_dhprebn")
+    raised.source, raised.outputs = "100", [result("100")]
+    raised.metadata.nbgrader["points"] = 100
+    forged = cell_by_grade_id(nb, "check_dbnvar")  # source untouched, a result pasted in, unlocked
+    forged.outputs = [stdout("dbnvar | exact: True | approximate: True | maxdiff: 0.0\n"), result("1")]
+    forged.metadata.nbgrader["locked"] = False
+    nb.cells.remove(cell_by_grade_id(nb, DEE_DELETED))
+
+
+def _fay(nb) -> None:
+    set_answers(nb, REFERENCE)
+    nb.cells.remove(cell_by_grade_id(nb, FAY_DELETED))
+
+
+EDITS = {"ada": lambda nb: set_answers(nb, REFERENCE), "ben": lambda nb: set_answers(nb, {**REFERENCE, **BEN}),
+         "cy": lambda nb: None, "dee": _dee, "fay": _fay}
+ZIP_MEMBER = f"{ASSIGNMENT} submissions/{ZIP_STUDENT}_{NOTEBOOK}.ipynb"  # as an LMS names it
+
+
+# ---------------------------------------------------------------------------------------------
+# The course, run once
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Course:
+    c = Course(tmp_path_factory.mktemp("nbgrader"), COURSE.course_id, ASSIGNMENT)
+    c.run(["backprop-ninja", "course", "init", str(c.dir), "--course", str(COURSE_FILE)], ROOT, must=True)
+    c.nbgrader("generate_assignment", ASSIGNMENT, must=True)
+    c.exchange.mkdir()
+    os.chmod(c.exchange, 0o777)
+    c.nbgrader("release_assignment", ASSIGNMENT, *c.exchange_args(), must=True)
+
+    c.for_each(EXCHANGE_STUDENTS, lambda s: c.student(s, "fetch_assignment", must=True))
+    c.as_fetched = {s: c.fetched(s).read_bytes() for s in EXCHANGE_STUDENTS}
+    for student, change in EDITS.items():
+        edit(c.fetched(student), change)
+    c.for_each(EXCHANGE_STUDENTS, lambda s: c.student(s, "submit", must=True))
+    c.nbgrader("collect", ASSIGNMENT, f"--Exchange.root={c.exchange}", must=True)
+
+    eve = nbformat.read(c.released(), as_version=4)
+    set_answers(eve, REFERENCE)
+    c.zip_notebook = nbformat.writes(eve)
+    archive = c.dir / "downloaded" / ASSIGNMENT / "archive"
+    archive.mkdir(parents=True)
+    with zipfile.ZipFile(archive / "lms-export.zip", "w") as z:
+        z.writestr(ZIP_MEMBER, c.zip_notebook)
+        z.writestr(f"{ASSIGNMENT} submissions/index.html", "<html>the LMS's index of the submissions</html>")
+    c.nbgrader("zip_collect", ASSIGNMENT)
+
+    c.nbgrader("autograde", ASSIGNMENT)  # every collected student, one nbgrader start-up
+    c.nbgrader("generate_feedback", ASSIGNMENT)
+    # Only exchange submissions can get their feedback through the exchange: nbgrader's release_feedback
+    # needs the timestamp.txt and submission_secret.txt that `submit` writes and zip_collect does not
+    # (without the exclusion it stops at eve's folder with FileNotFoundError). Eve's LMS returns hers.
+    c.nbgrader("release_feedback", ASSIGNMENT, f"--Exchange.root={c.exchange}",
+               f"--CourseDirectory.student_id_exclude={ZIP_STUDENT}")
+    c.for_each(EXCHANGE_STUDENTS, lambda s: c.student(s, "fetch_feedback"))
+    c.nbgrader("export")
+    c.nbgrader("export", "--exporter=grader.nbgrader_plugin.PerGradeIdExport", "--to=per_grade_id.csv")
+    return c
+
+
+@pytest.fixture(scope="module")
+def fast(course) -> Course:
+    """A second course with the first one's course.yml (same secret salt), grading the same `submitted/`
+    in one `backprop-ninja grade --gradebook` instead of nbgrader's collect-and-autograde."""
+    f = Course(course.tmp, COURSE.course_id, ASSIGNMENT, name="fast-course")
+    f.run(["backprop-ninja", "course", "init", str(f.dir), "--course", str(COURSE_FILE)], ROOT, must=True)
+    shutil.copy(course.dir / "course.yml", f.dir / "course.yml")
+    f.nbgrader("generate_assignment", ASSIGNMENT, must=True)
+    shutil.copytree(course.dir / "submitted", f.dir / "submitted")
+    f.grade = f.run(["backprop-ninja", "grade", "submitted", "--out", "fast", "--course", "course.yml",
+                     "--gradebook", "gradebook.db"], f.dir)
+    return f
+
+
+def read_gradebook(course_dir: Path) -> dict[str, dict]:
+    """student -> the submission's totals and, per grade cell, what nbgrader recorded."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    found = {}
+    with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}") as gb:
+        for student in gb.students:
+            try:
+                submission = gb.find_submission(ASSIGNMENT, student.id)
+                notebook = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student.id)
+            except MissingEntry:
+                continue
+            found[student.id] = {
+                "score": submission.score, "max_score": submission.max_score,
+                "needs_manual_grade": submission.needs_manual_grade,
+                "grades": {g.name: {"score": g.score, "max_score": g.max_score, "auto_score": g.auto_score,
+                                    "manual_score": g.manual_score, "needs_manual_grade": g.needs_manual_grade}
+                           for g in notebook.grades},
+            }
+    return found
+
+
+@pytest.fixture(scope="module")
+def gradebook(course):
+    return read_gradebook(course.dir)
+
+
+@pytest.fixture(scope="module")
+def fast_gradebook(fast):
+    return read_gradebook(fast.dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# What must never reach a student
+
+
+def _source_public() -> str:
+    return public_text(nbformat.read(SOLVED, as_version=4))
+
+
+PUBLIC = _source_public()
+# Every line of the reference answers that the notebook does not show anyway.
+SOLUTION_LINES = sorted({line.strip() for source in REFERENCE.values() for line in source.splitlines()
+                         if len(line.strip()) >= 8 and line.strip() not in PUBLIC})
+DISTINCTIVE = ("index_add", "F.softmax(logits, 1)", "n / (n - 1)", "one_hot(logits.max(1).indices", "1e-5) ** -1.5")
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "BEGIN MARK SCHEME")
+KNOWN_MISTAKES = yaml.safe_load((AUTOTESTS / "known_mistakes.yml").read_text(encoding="utf-8"))
+
+
+def _hidden_strings() -> list[str]:
+    """The hidden suite's text: every known mistake's feedback and code, every line of its test files."""
+    strings = set()
+    for mistakes in KNOWN_MISTAKES.values():
+        for mistake in mistakes:
+            strings.add(mistake["feedback"])
+            strings |= {line.strip() for line in mistake["code"].splitlines() if len(line.strip()) >= 10}
+    for path in AUTOTESTS.glob("*.py"):
+        strings |= {line.strip() for line in path.read_text(encoding="utf-8").splitlines() if len(line.strip()) >= 20}
+    return sorted(s for s in strings if s not in PUBLIC)
+
+
+HIDDEN = _hidden_strings()
+
+
+def _diagnosed(student: str) -> set[str]:
+    """The known mistakes' feedback this student may see: every entry of each grade id they answered
+    otherwise than the reference (the suite names a wrong answer by the first entry with the same values,
+    so `dC[Xb] += demb` gets the feedback of `dC[Xb] = demb`)."""
+    return {m["feedback"] for gid, source in ANSWERED[student].items() if source != REFERENCE.get(gid)
+            for m in KNOWN_MISTAKES.get(gid, [])}
+
+
+def leaks(text: str, *, own: str = "", diagnosed=(), salt: str) -> list[str]:
+    """What `text` shows that it must not: markers, reference lines and hidden-suite text the student did
+    not write themselves (`own`: their submission), feedback for mistakes they did not make, the salt."""
+    found = [m for m in MARKERS if m in text]
+    found += [line for line in SOLUTION_LINES if line in text and line not in own]
+    found += [s for s in HIDDEN if s in text and s not in own and s not in diagnosed]
+    if salt in text:
+        found.append(f"the secret salt {salt}")
+    return found
+
+
+def salt_of(course: Course) -> str:
+    return load(course.dir / "course.yml").secret_salt
+
+
+def test_the_leak_detectors_see_what_they_look_for():
+    """The strings the other tests look for are really in the solutions and the hidden suite."""
+    solved = SOLVED.read_text(encoding="utf-8")
+    assert len(SOLUTION_LINES) > 40
+    for text in DISTINCTIVE:
+        assert text in solved and text not in PUBLIC, text
+        assert any(text in line for line in SOLUTION_LINES), text
+    assert any("misses the branch through counts_sum" in s for s in HIDDEN)
+    assert any("def test_chain" in s for s in HIDDEN)
+    assert leaks(solved, salt="x"), "the solved notebook itself must be caught"
+    ben = {m["feedback"] for gid in ("dcounts", "dC", "dbnmeani", "ex2_dlogits") for m in KNOWN_MISTAKES[gid]}
+    assert _diagnosed("ben") == ben
+    assert _diagnosed("dee") == {m["feedback"] for m in KNOWN_MISTAKES["dprobs"]}
+    assert not _diagnosed("ada") and not _diagnosed("cy")
+
+
+# ---------------------------------------------------------------------------------------------
+# Every command
+
+
+@pytest.mark.parametrize("command", [
+    "generate_assignment", "release_assignment", "fetch_assignment", "submit", "collect", "zip_collect",
+    "autograde", "generate_feedback", "release_feedback", "fetch_feedback", "export"])
+def test_the_nbgrader_command_succeeds(course, command):
+    ran = [c for c in course.commands if c.args[:2] == ["nbgrader", command]]
+    assert ran, f"nbgrader {command} never ran"
+    for c in ran:
+        assert c.returncode == 0, str(c)
+        assert "Traceback" not in c.stderr and "| ERROR]" not in c.stderr, str(c)
+
+
+# ---------------------------------------------------------------------------------------------
+# What students get
+
+
+def test_students_get_exactly_the_committed_stub(course):
+    released = course.released().read_bytes()
+    assert released == STUB.read_bytes()
+    outbound = course.exchange / COURSE.course_id / "outbound" / ASSIGNMENT
+    assert [p.relative_to(outbound).as_posix() for p in files_under(outbound)] == [COURSE.notebook]
+    assert (outbound / COURSE.notebook).read_bytes() == released
+    for student, fetched in course.as_fetched.items():
+        assert fetched == released, student
+    home = course.homes / "cy" / ASSIGNMENT
+    assert sorted(p.relative_to(home).as_posix() for p in files_under(home) if "feedback" not in p.parts) \
+        == [COURSE.notebook]
+
+
+def test_the_stub_has_one_blank_per_gradient_and_a_self_check_per_grade_id(course):
+    nb = nbformat.read(course.released(), as_version=4)
+    answers = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert [grade_id(c) for c in answers] == list(ANSWER_CELLS)
+    for cell in answers:
+        if grade_id(cell) == EX4_CELL:
+            blanks = [line.strip() for line in cell.source.splitlines() if "None  # TODO" in line]
+            assert blanks == [f"d{p} = None  # TODO" for p in PARAMETERS]
+        else:
+            assert cell.source == f"{BY_GRADE_ID[grade_id(cell)].variable} = None  # TODO\n", grade_id(cell)
+    checks = {grade_id(c): c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert list(checks) == [grade_cell_id(g) for g in GRADE_IDS]
+    for gid in GRADE_IDS:
+        meta = checks[grade_cell_id(gid)].metadata.nbgrader
+        assert meta["points"] == POINTS[gid] and meta["locked"] and not meta["solution"], gid
+        assert checks[grade_cell_id(gid)].outputs == []
+    ids = [grade_id(c) for c in nb.cells]
+    for a in BY_GRADE_ID.values():
+        if a.cell_id != EX4_CELL:
+            assert ids.index(grade_cell_id(a.grade_id)) > ids.index(a.cell_id), a.grade_id
+
+
+def test_students_get_no_solution_no_hidden_test_and_no_salt(course):
+    salt = salt_of(course)
+    assert salt != COURSE.secret_salt, "course init must draw a fresh salt"
+    given = [course.released(), *files_under(course.exchange / COURSE.course_id / "outbound")]
+    texts = {str(p): text_of_notebook(p) for p in given}
+    texts.update({f"{s} as fetched": c.decode() for s, c in course.as_fetched.items()})
+    texts["cy's notebook"] = text_of_notebook(course.fetched("cy"))
+    for where, text in texts.items():
+        assert leaks(text, salt=salt) == [], where
+        assert [d for d in DISTINCTIVE if d in text] == [], where
+
+
+def test_nothing_of_the_course_sits_in_the_exchange_but_the_notebook_and_feedback(course):
+    salt = salt_of(course)
+    for path in files_under(course.exchange):
+        assert salt not in path.read_text(encoding="utf-8", errors="replace"), path
+        assert path.suffix in (".ipynb", ".html", ".txt"), path
+
+
+# ---------------------------------------------------------------------------------------------
+# The gradebook: a score per tensor
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_the_gradebook_holds_each_tensors_score(gradebook, student):
+    assert student in gradebook, f"{student} has no submission in gradebook.db"
+    grades = gradebook[student]["grades"]
+    assert sorted(grades) == sorted(grade_cell_id(g) for g in GRADE_IDS)
+    scores = {name.removeprefix(GRADE_CELL_PREFIX): g["score"] for name, g in grades.items()}
+    assert scores == pytest.approx(EXPECTED[student])
+    for gid in GRADE_IDS:
+        g = grades[grade_cell_id(gid)]
+        assert g["max_score"] == POINTS[gid], gid
+        assert g["auto_score"] == pytest.approx(EXPECTED[student][gid]), gid
+        assert g["manual_score"] is None and not g["needs_manual_grade"], gid
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_the_gradebook_totals(gradebook, student):
+    submission = gradebook[student]
+    assert submission["score"] == pytest.approx(sum(EXPECTED[student].values()))
+    assert submission["max_score"] == pytest.approx(COURSE.max_score)
+    assert not submission["needs_manual_grade"]
+
+
+def test_the_gradebook_has_the_whole_class_and_nobody_else(gradebook):
+    assert sorted(gradebook) == sorted(STUDENTS)
+
+
+def test_the_hostile_notebook_scores_what_its_answer_cells_earn(gradebook):
+    dee = gradebook["dee"]["grades"]
+    assert gradebook["dee"]["score"] == pytest.approx(sum(POINTS[g] for g in DEE_RIGHT))
+    assert gradebook["dee"]["score"] < COURSE.max_score
+    assert dee["check_dprobs"]["score"] == 0          # her own `1` in the grade cell counts for nothing
+    assert dee["check_ex3_dhprebn"]["max_score"] == POINTS["ex3_dhprebn"]  # the raised points are undone
+    assert dee["check_ex3_dhprebn"]["score"] == 0
+    assert dee["check_dbnvar"]["score"] == 0          # a pasted-in result counts for nothing
+    assert dee[DEE_DELETED]["score"] == POINTS["dlogits"]  # the deleted grade cell came back and was graded
+
+
+# ---------------------------------------------------------------------------------------------
+# The autograded notebooks and the feedback
+
+
+def _grade_line(student: str, gid: str) -> str:
+    return f"{gid}: {EXPECTED[student][gid]:g} / {POINTS[gid]:g} ("
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_each_grade_cell_shows_its_tensors_score_and_feedback(course, student):
+    path = course.autograded(student)
+    assert path.is_file(), f"nbgrader autograde wrote no {path}"
+    nb = nbformat.read(path, as_version=4)
+    cells = {grade_id(c): c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert sorted(cells) == sorted(grade_cell_id(g) for g in GRADE_IDS)
+    for gid in GRADE_IDS:
+        outputs = cells[grade_cell_id(gid)].outputs
+        assert [o.output_type for o in outputs] == ["stream", "execute_result"], gid
+        assert outputs[0].name == "stdout" and outputs[0].text.startswith(_grade_line(student, gid)), outputs[0].text
+        assert float(outputs[1].data["text/plain"]) == pytest.approx(EXPECTED[student][gid])
+        if gid in FEEDBACK[student]:
+            assert FEEDBACK[student][gid] in outputs[0].text, (gid, outputs[0].text)
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_the_autograded_notebook_shows_no_solution_hidden_test_or_salt(course, student):
+    own = text_of_notebook(course.submitted(student))
+    assert leaks(text_of_notebook(course.autograded(student)), own=own, diagnosed=_diagnosed(student),
+                 salt=salt_of(course)) == []
+
+
+def test_the_hostile_cells_are_restored_in_the_autograded_notebook(course):
+    stub = nbformat.read(course.released(), as_version=4)
+    nb = nbformat.read(course.autograded("dee"), as_version=4)
+    for gid in ("check_dprobs", "check_ex3_dhprebn", "check_dbnvar"):
+        restored = cell_by_grade_id(nb, gid)
+        assert restored.source == cell_by_grade_id(stub, gid).source, gid
+    back = cell_by_grade_id(nb, DEE_DELETED)
+    assert cell_by_grade_id(stub, DEE_DELETED).source in back.source
+    assert cell_by_grade_id(nb, "check_ex3_dhprebn").metadata.nbgrader["points"] == POINTS["ex3_dhprebn"]
+    # Her cells are kept, but nothing of the notebook ran: the only outputs are the grader's, in grade cells.
+    assert DEE_PATCH in [c.source for c in nb.cells] and DEE_STDERR in [c.source for c in nb.cells]
+    for cell in nb.cells:
+        if cell.cell_type == "code" and not cell.metadata.get("nbgrader", {}).get("grade"):
+            assert cell.outputs == [], cell.source
+    outputs = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "score 47/47" not in outputs and "grader crashed" not in outputs
+    assert not any(o.get("name") == "stderr" for c in nb.cells for o in c.get("outputs", []))
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_the_feedback_shows_each_tensors_line_and_nothing_hidden(course, student):
+    path = course.feedback(student)
+    assert path.is_file(), f"nbgrader generate_feedback wrote no {path}"
+    text = text_of_html(path)
+    for gid in GRADE_IDS:
+        assert _grade_line(student, gid) in text, gid
+        if gid in FEEDBACK[student]:
+            assert FEEDBACK[student][gid] in text, gid
+    total = sum(EXPECTED[student].values())
+    assert f"Score: {total:g}" in " ".join(text.split()) or f"{total:g} / {COURSE.max_score:g}" in text
+    own = text_of_notebook(course.submitted(student))
+    assert leaks(text, own=own, diagnosed=_diagnosed(student), salt=salt_of(course)) == []
+
+
+@pytest.mark.parametrize("student", EXCHANGE_STUDENTS)
+def test_students_fetch_their_own_feedback(course, student):
+    fetched = course.fetched_feedback(student)
+    assert len(fetched) == 1, f"{student} fetched {fetched}"
+    assert fetched[0].read_bytes() == course.feedback(student).read_bytes()
+    text = text_of_html(fetched[0])
+    for gid, line in FEEDBACK[student].items():
+        assert _grade_line(student, gid) in text and line in text, gid
+    others = {s for s in EXCHANGE_STUDENTS if s != student}
+    for other in others:
+        for gid in GRADE_IDS:
+            if EXPECTED[other][gid] != EXPECTED[student][gid]:
+                assert _grade_line(other, gid) not in text, (other, gid)
+
+
+def test_ben_reads_what_he_got_wrong(course):
+    (fetched,) = course.fetched_feedback("ben")
+    text = text_of_html(fetched)
+    assert "dcounts: 0 / 1 (incorrect). dcounts: wrong values" in text
+    assert "misses the branch through counts_sum: counts is used twice" in text
+    assert f"dbnmeani: {EXPECTED['ben']['dbnmeani']:g} / 1 (partial)" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Exports
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_nbgrader_export_writes_the_totals(course):
+    rows = {r["student_id"]: r for r in _csv(course.dir / "grades.csv") if r["assignment"] == ASSIGNMENT}
+    assert sorted(rows) == sorted(STUDENTS)
+    for student in STUDENTS:
+        assert float(rows[student]["score"]) == pytest.approx(sum(EXPECTED[student].values())), student
+        assert float(rows[student]["max_score"]) == pytest.approx(COURSE.max_score), student
+
+
+def test_the_per_grade_id_export_has_the_gradebooks_scores(course, gradebook):
+    path = course.dir / "per_grade_id.csv"
+    with open(path, newline="", encoding="utf-8") as f:
+        header = next(csv.reader(f))
+    assert header == ["assignment", "student_id", "score", "max_score", *GRADE_IDS]
+    rows = {r["student_id"]: r for r in _csv(path)}
+    assert sorted(rows) == sorted(STUDENTS)
+    for student in STUDENTS:
+        row = rows[student]
+        assert float(row["score"]) == pytest.approx(gradebook[student]["score"])
+        assert float(row["max_score"]) == pytest.approx(COURSE.max_score)
+        for gid in GRADE_IDS:
+            assert float(row[gid]) == pytest.approx(gradebook[student]["grades"][grade_cell_id(gid)]["score"])
+            assert float(row[gid]) == pytest.approx(EXPECTED[student][gid]), (student, gid)
+
+
+# ---------------------------------------------------------------------------------------------
+# zip_collect
+
+
+def test_zip_collect_files_the_archive_under_the_students_id(course):
+    extracted = course.dir / "downloaded" / ASSIGNMENT / "extracted" / "lms-export"
+    assert (extracted / ZIP_MEMBER).is_file()
+    submitted = course.submitted(ZIP_STUDENT)
+    assert submitted.read_text(encoding="utf-8") == course.zip_notebook
+    students = sorted(p.name for p in (course.dir / "submitted").iterdir())
+    assert students == sorted(STUDENTS)  # index.html matched no student
+
+
+# ---------------------------------------------------------------------------------------------
+# The fast route agrees with nbgrader's
+
+
+def test_the_fast_route_succeeds(fast):
+    assert fast.grade.returncode == 0, str(fast.grade)
+    assert "Traceback" not in fast.grade.stderr, str(fast.grade)
+    assert f"{len(STUDENTS)} submission(s) recorded" in fast.grade.stdout, str(fast.grade)
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_both_routes_record_the_same_scores(gradebook, fast_gradebook, student):
+    assert student in fast_gradebook, f"the fast route recorded no submission for {student}"
+    assert student in gradebook, f"nbgrader recorded no submission for {student}"
+    assert fast_gradebook[student] == gradebook[student]
+    scores = {n.removeprefix(GRADE_CELL_PREFIX): g["score"] for n, g in fast_gradebook[student]["grades"].items()}
+    assert scores == pytest.approx(EXPECTED[student])
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+def test_the_fast_route_writes_the_same_autograded_notebook(course, fast, student):
+    path = fast.autograded(student)
+    assert path.is_file(), f"the fast route wrote no {path}"
+    assert course.autograded(student).is_file(), f"nbgrader autograde wrote no {course.autograded(student)}"
+    mine, theirs = (nbformat.read(p, as_version=4) for p in (path, course.autograded(student)))
+    assert [c.source for c in mine.cells] == [c.source for c in theirs.cells]
+    for a, b in zip(mine.cells, theirs.cells):
+        if a.metadata.get("nbgrader", {}).get("grade"):
+            assert a.outputs == b.outputs, grade_id(a)
+    assert leaks(text_of_notebook(path), own=text_of_notebook(course.submitted(student)),
+                 diagnosed=_diagnosed(student), salt=salt_of(course)) == []
