@@ -1,0 +1,252 @@
+"""Exercise 4 of the solved notebook at the lecture's scale: train/val loss, 20 samples, s/step.
+
+    python benchmarks/train_lecture.py                                  # the package's census names
+    python benchmarks/train_lecture.py --data ../shared/data/names.txt  # the lecture's names.txt
+
+It runs the solved notebook's own cells (solutions/backprop_ninja_solved.ipynb, found by their nbgrader
+grade ids), in this process and in one namespace, as Run All does with `FULL_RUN = True`:
+setup_imports, setup_data (DATA_FILE replaced by --data), setup_params, setup_ex4_forward, ex4_backward
+(the reference `manual_backward`), train_loop (its `max_steps = 200_000 if FULL_RUN else 2_000`
+replaced by --steps; it seeds, initializes and calls the notebook's `train`), train_calibrate,
+train_evaluate and train_sample. The plot and the self-check cells are skipped. A cell's top-level
+assignment to an overridden name is removed and the name is set beforehand; nothing else is changed.
+
+Then it times a step of the notebook's `train` (manual backward) against the same loop driven by
+autograd (`loss.backward()` on `fused_forward` with leaves that require grad, same batches, same SGD
+schedule): alternating rounds of --timing-steps steps after a warm-up, median seconds per step.
+
+With --check-lecture the exit status is 1 unless train and val loss are within 0.01 of the lecture's
+(2.0705 / 2.1099 on names.txt, 200,000 steps).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import io
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "solutions" / "backprop_ninja_solved.ipynb"
+
+# The notebook's cells that exercise 4 needs, in order (nbgrader grade ids).
+CELLS = ("setup_imports", "setup_data", "setup_params", "setup_ex4_forward", "ex4_backward", "train_loop",
+         "train_calibrate", "train_evaluate", "train_sample")
+
+LECTURE_STEPS = 200_000
+LECTURE_LOSS = {"train": 2.0705, "val": 2.1099}  # Karpathy's lecture, names.txt
+LECTURE_TOLERANCE = 0.01
+
+
+# ---------------------------------------------------------------------------------------------
+# The notebook's cells
+
+
+def notebook_cells(path: Path = NOTEBOOK) -> dict[str, str]:
+    """grade id (or cell id) -> source of every code cell."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    return {c.metadata.get("nbgrader", {}).get("grade_id") or c.get("id"): c.source
+            for c in nb.cells if c.cell_type == "code"}
+
+
+def prepare(source: str, overrides: dict) -> str:
+    """The cell's source without IPython magics (`%matplotlib inline`) and without its top-level
+    assignments to the names in `overrides` (the caller sets those names itself)."""
+    source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    tree = ast.parse(source)
+
+    def targets(node) -> set[str]:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            return set()
+        return {t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(t, ast.Name)}
+
+    kept = [node for node in tree.body if not targets(node) & set(overrides)]
+    assigned = set().union(*map(targets, tree.body))
+    if missing := set(overrides) - assigned:
+        raise LookupError(f"the cell assigns no {sorted(missing)} at top level: the notebook changed, update "
+                          f"{Path(__file__).name}")
+    tree.body = kept
+    return ast.unparse(tree)
+
+
+class Indented(io.TextIOBase):
+    """A stdout that indents every line it passes on and keeps a copy of what it wrote."""
+
+    def __init__(self, out, prefix: str = "  "):
+        self.out, self.prefix, self.text, self.at_line_start = out, prefix, [], True
+
+    def write(self, s: str) -> int:
+        self.text.append(s)
+        for piece in s.splitlines(keepends=True):
+            if self.at_line_start:
+                self.out.write(self.prefix)
+            self.out.write(piece)
+            self.at_line_start = piece.endswith("\n")
+        self.out.flush()
+        return len(s)
+
+
+def run_cell(cells: dict[str, str], grade_id: str, namespace: dict, *, quiet: bool = False, **overrides) -> str:
+    """Execute one notebook cell in `namespace`, with `overrides` set first; returns what it printed."""
+    namespace.update(overrides)
+    code = compile(prepare(cells[grade_id], overrides), f"<notebook cell {grade_id}>", "exec")
+    out = Indented(io.StringIO() if quiet else sys.stdout)
+    with contextlib.redirect_stdout(out):
+        exec(code, namespace)
+    return "".join(out.text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing: the notebook's loop (manual backward) against the same loop driven by autograd
+
+
+def autograd_train(ns: dict, params: dict, max_steps: int, g) -> list[float]:
+    """The notebook's `train` with `manual_backward` replaced by `loss.backward()`: same batches
+    (drawn from g in the same order), same forward (`fused_forward`), same SGD schedule."""
+    torch, Xtr, Ytr, batch_size = ns["torch"], ns["Xtr"], ns["Ytr"], ns["batch_size"]
+    leaves = {name: p.requires_grad_() for name, p in params.items()}
+    lossi = []
+    for i in range(max_steps):
+        ix = torch.randint(0, Xtr.shape[0], (batch_size,), generator=g)
+        loss, _ = ns["fused_forward"](leaves, Xtr[ix], Ytr[ix])
+        for p in leaves.values():
+            p.grad = None
+        loss.backward()
+        lr = 0.1 if i < max_steps // 2 else 0.01
+        with torch.no_grad():
+            for p in leaves.values():
+                p -= lr * p.grad
+        lossi.append(loss.log10().item())
+    return lossi
+
+
+def seconds_per_step(ns: dict, steps: int, rounds: int, warmup: int) -> tuple[dict, dict]:
+    """Alternating rounds of `steps` steps of each loop, each from the notebook's seeded init."""
+    torch = ns["torch"]
+    loops = {"manual": lambda p, k, g: ns["train"](p, k, g), "autograd": lambda p, k, g: autograd_train(ns, p, k, g)}
+
+    def run(kind: str, k: int) -> tuple[float, float]:
+        g = torch.Generator().manual_seed(ns["SEED"])
+        params = ns["init_params"](200, torch.float32, g)
+        with contextlib.redirect_stdout(io.StringIO()):  # train prints its progress
+            start = time.perf_counter()
+            lossi = loops[kind](params, k, g)
+            elapsed = time.perf_counter() - start
+        return elapsed / k, 10 ** lossi[-1]
+
+    for kind in loops:
+        run(kind, warmup)
+    times: dict[str, list[float]] = {kind: [] for kind in loops}
+    last: dict[str, float] = {}
+    for _ in range(rounds):
+        for kind in loops:
+            per_step, last[kind] = run(kind, steps)
+            times[kind].append(per_step)
+    return times, last
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def cpu_name() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=None,
+                        help="a file with one word per line (default: the package's census first names)")
+    parser.add_argument("--steps", type=int, default=LECTURE_STEPS, help="training steps (default: %(default)s)")
+    parser.add_argument("--timing-steps", type=int, default=2_000,
+                        help="steps per timing round of each backward (default: %(default)s)")
+    parser.add_argument("--timing-rounds", type=int, default=3, help="timing rounds (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=200, help="warm-up steps before timing (default: %(default)s)")
+    parser.add_argument("--check-lecture", action="store_true",
+                        help=f"exit 1 unless train/val loss are within {LECTURE_TOLERANCE} of the lecture's "
+                             f"{LECTURE_LOSS['train']}/{LECTURE_LOSS['val']} (needs --steps {LECTURE_STEPS})")
+    args = parser.parse_args(argv)
+    if min(args.steps, args.timing_steps, args.warmup) < 10:  # the notebook's train reports every steps // 10
+        parser.error("--steps, --timing-steps and --warmup must be at least 10")
+    if args.timing_rounds < 1:
+        parser.error("--timing-rounds must be at least 1")
+    if args.check_lecture and args.steps != LECTURE_STEPS:
+        parser.error(f"--check-lecture compares a {LECTURE_STEPS}-step run")
+    data_file = None if args.data is None else str(args.data.resolve())
+    if data_file is not None and not Path(data_file).is_file():
+        parser.error(f"--data {args.data}: no such file")
+
+    os.environ.setdefault("MPLBACKEND", "Agg")  # setup_imports imports pyplot; nothing is plotted
+    sys.path.insert(0, str(ROOT))  # the notebook imports the checkout's `grader`
+    started = time.perf_counter()
+    cells = notebook_cells()
+    ns: dict = {"__name__": "__notebook__"}
+
+    print(f"backprop-ninja: exercise 4 of {NOTEBOOK.relative_to(ROOT)}, run in-process")
+    run_cell(cells, "setup_imports", ns)
+    torch = ns["torch"]
+    print(f"machine: {cpu_name()}, {os.cpu_count()} cores; "
+          f"Python {platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} torch thread(s)")
+    print(f"\ndata: {data_file or 'the census first names of the `names` package (default)'}")
+    run_cell(cells, "setup_data", ns, DATA_FILE=data_file)
+    run_cell(cells, "setup_params", ns, quiet=True)
+    run_cell(cells, "setup_ex4_forward", ns)
+    run_cell(cells, "ex4_backward", ns)
+
+    half = args.steps // 2
+    print(f"\ntraining with manual_backward: {args.steps} steps, batch {ns['batch_size']}, n_hidden 200, "
+          f"lr 0.1 then 0.01 from step {half}, seed {ns['SEED']}")
+    start = time.perf_counter()
+    run_cell(cells, "train_loop", ns, max_steps=args.steps)
+    train_seconds = time.perf_counter() - start
+    if ns.get("lossi") is None:
+        print("the notebook's manual_backward returned no gradients: nothing to benchmark", file=sys.stderr)
+        return 1
+    if len(ns["lossi"]) != args.steps:
+        raise RuntimeError(f"the notebook's train_loop ran {len(ns['lossi'])} steps, not --steps {args.steps}")
+    print(f"  {args.steps} steps in {train_seconds:.1f} s ({train_seconds / args.steps * 1e3:.3f} ms/step)")
+
+    print("\nloss, batch norm calibrated on the training set")
+    run_cell(cells, "train_calibrate", ns, quiet=True)
+    printed = run_cell(cells, "train_evaluate", ns)
+    loss = {split: float(value) for split, value in re.findall(r"^(train|val) loss (\S+)$", printed, re.M)}
+    within = None
+    is_names_txt = data_file is not None and Path(data_file).name == "names.txt"
+    if args.steps == LECTURE_STEPS and (is_names_txt or args.check_lecture):
+        diffs = {split: loss[split] - LECTURE_LOSS[split] for split in LECTURE_LOSS}
+        within = all(abs(d) <= LECTURE_TOLERANCE for d in diffs.values())
+        print(f"  lecture (names.txt): train {LECTURE_LOSS['train']:.4f}, val {LECTURE_LOSS['val']:.4f}; "
+              f"difference train {diffs['train']:+.4f}, val {diffs['val']:+.4f}: "
+              f"{'within' if within else 'NOT within'} {LECTURE_TOLERANCE}")
+
+    print("\n20 samples")
+    run_cell(cells, "train_sample", ns)
+
+    print(f"\nseconds per step: median of {args.timing_rounds} alternating rounds of {args.timing_steps} steps "
+          f"after {args.warmup} warm-up steps, same seed and batches")
+    times, last = seconds_per_step(ns, args.timing_steps, args.timing_rounds, args.warmup)
+    median = {kind: statistics.median(t) for kind, t in times.items()}
+    for kind, label in (("manual", "manual backward  "), ("autograd", "autograd backward")):
+        rounds = ", ".join(f"{t * 1e3:.3f}" for t in times[kind])
+        print(f"  {label} {median[kind]:.6f} s/step  (rounds, ms: {rounds}; last batch loss {last[kind]:.4f})")
+    print(f"  autograd / manual {median['autograd'] / median['manual']:.2f}x")
+
+    print(f"\ntotal {time.perf_counter() - started:.1f} s")
+    return 1 if args.check_lecture and not within else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
