@@ -15,7 +15,8 @@ import yaml
 
 from grader.compare import BLANK, SQUEEZABLE, WRONG, compare
 from grader.exam import CHAIN, Case
-from grader.exercise import BY_GRADE_ID, EX4_CACHE, Answer
+from grader.exercise import BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_TRAINING, Answer
+from grader.model import PARAMETERS
 from grader.suite import Wrong
 
 KNOWN_MISTAKES = yaml.safe_load((Path(__file__).parent / "known_mistakes.yml").read_text())
@@ -33,6 +34,7 @@ STATUS_TEXT = {
     "unsendable": "{variable} could not be read back: {error}",
     "broken": "the grading process sent a malformed answer",
     "autograd": "autograd was used at run time, which an answer must not do: {evidence}",
+    "bad-step": "at training step {step}, manual_backward gave no tensor of the right shape for {parameter}",
 }
 
 
@@ -67,6 +69,8 @@ def _outcome_text(outcome, case: Case, answer: Answer, check: str, tol) -> tuple
         named = _known_mistake(case, answer, check, tol, error=(outcome.detail["error_type"], outcome.detail["error"]))
         if named:
             text += f"; {named}"
+        elif outcome.detail["error_type"] == "NameError" and answer.exercise == 4:
+            text += " (manual_backward may use only its arguments, torch and F)"
         elif outcome.detail["error_type"] == "NameError":
             text += f" (uses a variable the answer cells do not have: {ALLOWED_NAMES})"
         elif outcome.detail["error_type"] == "KeyError" and answer.exercise == 4:
@@ -127,5 +131,45 @@ def judge(submission, cases, course):
         if check != CHAIN:
             feedback = "with random upstream gradients (a check of this one backward step): " + feedback
         raise Wrong(feedback, kind)
+
+    return run
+
+
+@pytest.fixture
+def judge_training(submission, training, course, record_property):
+    """Raise `Wrong` unless the student's training steps follow autograd's; on success, record how the
+    speed of their backward compares with autograd's."""
+
+    def run() -> None:
+        if submission.submission.error:
+            raise Wrong(submission.submission.error, "unreadable")
+        for reason in (submission.submission.problems, submission.submission.refused):
+            if EX4_CELL in reason:
+                raise Wrong(f"not run: {reason[EX4_CELL]}", "missing")
+        outcome = submission.attempt.outcomes.get((EX4_TRAINING, "chain", training.config.name))
+        if outcome is None:
+            raise Wrong(submission.attempt.error or "the training check did not run", "not-run")
+        if outcome.status != "tensor":
+            kind, text = _outcome_text(outcome, None, BY_GRADE_ID["ex4_dC"], "chain", course.tolerance)
+            step = outcome.detail.get("step")
+            raise Wrong(f"training: {text}" + (f" (at step {step})" if step and "step" not in text else ""), kind)
+        tol = course.tolerance
+        steps = len(training.losses)
+        for step, (mine, theirs) in enumerate(zip(outcome.tensor.tolist(), training.losses.tolist()), start=1):
+            if abs(mine - theirs) > tol.atol + tol.rtol * abs(theirs):
+                raise Wrong(f"training diverges from autograd at step {step} of {steps}: the loss is {mine:.6f} "
+                            f"with your gradients, {theirs:.6f} with autograd's (the steps before it agree)")
+        for name in PARAMETERS:
+            verdict = compare(outcome.extra[name], training.final[name], rtol=tol.rtol, atol=tol.atol)
+            if not verdict.passed:
+                raise Wrong(f"after {steps} training steps the losses agree but {name} differs from autograd's: "
+                            f"{verdict.message}")
+        record_property("note", f"{steps} training steps match autograd")
+        mine = outcome.detail.get("seconds_per_step")
+        if isinstance(mine, (int, float)):
+            # Timings differ from run to run: they go on record, not into the feedback, so that grading
+            # the same notebook twice gives the same feedback (the notebook's self-check shows them).
+            record_property("extra", {"manual_backward_ms_per_step": round(mine * 1e3, 4),
+                                      "autograd_backward_ms_per_step": round(training.seconds_per_step * 1e3, 4)})
 
     return run

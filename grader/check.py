@@ -7,6 +7,8 @@ solutions nor the hidden tests.
 """
 from __future__ import annotations
 
+import time
+
 import torch
 
 from grader.compare import BLANK, SQUEEZABLE, compare
@@ -42,3 +44,38 @@ class SelfCheck:
         status = "right values, wrong shape" if verdict.status == SQUEEZABLE else "WRONG"
         hints = "".join(f" — hint: {h}" for h in verdict.hints)
         return f"{label} {status}: {verdict.message}{hints}"
+
+    def training(self, fused_forward, manual_backward, params: dict, batches, lr: float) -> None:
+        """Exercise 4's self-check: the same SGD steps driven by manual_backward and by autograd, from the
+        same parameters and batches; one line, naming the first step where the two part."""
+        manual = {k: v.detach().clone() for k, v in params.items()}
+        auto = {k: v.detach().clone() for k, v in params.items()}
+        label = f"{'training':<15s}|"
+        first = last = None
+        spent = {"yours": 0.0, "autograd": 0.0}
+        for step, (X, Y) in enumerate(batches, start=1):
+            with torch.no_grad():
+                loss, cache = fused_forward(manual, X, Y)
+                started = time.perf_counter()
+                grads = manual_backward(manual, cache, Y)
+                spent["yours"] += time.perf_counter() - started
+            if not grads or any(grads.get(k) is None for k in manual):
+                print(f"{label} not attempted yet")
+                return
+            leaves = {k: v.clone().requires_grad_() for k, v in auto.items()}
+            reference, _ = fused_forward(leaves, X, Y)
+            started = time.perf_counter()
+            true = dict(zip(leaves, torch.autograd.grad(reference, list(leaves.values()))))
+            spent["autograd"] += time.perf_counter() - started
+            if not torch.isclose(loss, reference.detach(), rtol=1e-5, atol=1e-8):
+                print(f"{label} WRONG: diverges from autograd at step {step}: loss {loss.item():.6f} with your "
+                      f"gradients, {reference.item():.6f} with autograd's")
+                return
+            first = loss.item() if first is None else first
+            last = loss.item()
+            with torch.no_grad():
+                manual = {k: manual[k] - lr * grads[k] for k in manual}
+                auto = {k: auto[k] - lr * true[k] for k in auto}
+        mine, theirs = (1e3 * spent[k] / len(batches) for k in ("yours", "autograd"))
+        print(f"{label} {len(batches)} steps match autograd: loss {first:.4f} -> {last:.4f}; your backward "
+              f"{mine:.2f} ms/step, autograd's {theirs:.2f} ms/step ({theirs / mine:.1f}x)")

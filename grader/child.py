@@ -11,6 +11,7 @@ import builtins
 import os
 import signal
 import sys
+import time
 import traceback
 
 
@@ -51,7 +52,7 @@ def main() -> None:
     from grader import protocol
     from grader.autograd_watch import Watch
     from grader.exercise import ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_FUNCTION, FORWARD_NAMES
-    from grader.model import PARAMETERS
+    from grader.model import PARAMETERS, forward
 
     torch.set_num_threads(1)
     watch = Watch().install()
@@ -106,6 +107,52 @@ def main() -> None:
                 failed = {"status": "autograd", "evidence": evidence}
             backward_results[case] = (failed, grads)
         return backward_results[case]
+
+    def train(header: dict, tensors: dict) -> tuple[dict, dict]:
+        """Exercise 4's training check: SGD steps driven by the student's manual_backward; the losses,
+        the final parameters and the seconds per backward go back for the parent to compare."""
+        reply = {"op": "trained"}
+        ns = {"__builtins__": builtins, "torch": torch, "F": F}
+        failed = execute("ex4_backward", ns)
+        if failed:
+            return {**reply, **failed}, {}
+        if not callable(ns.get(EX4_FUNCTION)):
+            return {**reply, "status": "error", "error_type": "NameError", "line": None,
+                    "error": f"the cell does not define a function {EX4_FUNCTION}"}, {}
+        params = {p: tensors[p] for p in PARAMETERS}
+        losses, seconds = [], []
+        signal.setitimer(signal.ITIMER_REAL, cell_timeout)
+        try:
+            for step, (Xb, Yb) in enumerate(zip(tensors["Xs"], tensors["Ys"]), start=1):
+                values = forward(params, Xb, Yb)
+                cache = {k: values[k].clone() for k in EX4_CACHE}
+                started = time.perf_counter()
+                grads = ns[EX4_FUNCTION]({k: v.clone() for k, v in params.items()}, cache, Yb.clone())
+                seconds.append(time.perf_counter() - started)
+                losses.append(values["loss"])
+                if grads is None or (isinstance(grads, dict) and all(grads.get(p) is None for p in PARAMETERS)):
+                    reply["status"] = "blank"
+                    break
+                bad = [p for p in PARAMETERS if not isinstance(grads, dict) or type(grads.get(p)) is not torch.Tensor
+                       or grads[p].shape != params[p].shape]
+                if bad:
+                    reply.update(status="bad-step", step=step, parameter=bad[0])
+                    break
+                params = {p: params[p] - header["lr"] * grads[p].detach().to(params[p].dtype) for p in PARAMETERS}
+            else:
+                reply["status"] = "tensor"
+        except CellTimeout:
+            return {**reply, "status": "timeout", "seconds": cell_timeout}, {}
+        except BaseException as exc:
+            return {**reply, **_error("ex4_backward", exc), "step": len(losses) + 1}, {}
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        evidence = watch.take(ns)
+        if evidence:
+            return {**reply, "status": "autograd", "evidence": evidence}, {}
+        seconds.sort()
+        reply["seconds_per_step"] = seconds[len(seconds) // 2] if seconds else None
+        return reply, {"losses": torch.stack(losses) if losses else torch.zeros(0), **params}
 
     def tensor_reply(reply: dict, value) -> tuple[dict, dict]:
         if value is None:
@@ -173,6 +220,9 @@ def main() -> None:
                 protocol.write(wfd, reply, payload)
             except Exception as exc:  # e.g. a dtype safetensors cannot carry
                 protocol.write(wfd, {**reply, "status": "unsendable", "error": str(exc)[:200]})
+        elif op == "train":
+            reply, payload = train(header, tensors)
+            protocol.write(wfd, reply, payload)
         elif op == "bye":
             protocol.write(wfd, {"op": "bye"})
             return

@@ -37,6 +37,14 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Exercise4:
+    """The training check: this many SGD steps from one seeded init, student's backward vs autograd."""
+
+    trajectory_steps: int = 50
+    learning_rate: float = 0.1
+
+
+@dataclass(frozen=True)
 class Extra:
     """Names a course adds to the static check's allowlist (grader/static_check.py)."""
 
@@ -60,6 +68,7 @@ class Course:
     policy: Policy = field(default_factory=Policy)
     limits: Limits = field(default_factory=Limits)
     allow: Extra = field(default_factory=Extra)
+    exercise4: Exercise4 = field(default_factory=Exercise4)
 
     @property
     def root(self) -> Path:
@@ -130,7 +139,7 @@ def parse(raw, path: Path) -> Course:
     if not isinstance(raw, dict):
         raise CourseError(f"{where}: expected a mapping of settings at the top level")
     fields = {"course_id", "assignment", "notebook", "secret_salt", "points", "data", "configurations",
-              "autotests", "tolerance", "policy", "limits", "allow"}
+              "autotests", "tolerance", "policy", "limits", "allow", "exercise4"}
     unknown = sorted(set(raw) - fields)
     if unknown:
         raise CourseError(f"{where}: {unknown[0]}: unknown key (known: {', '.join(sorted(fields))})")
@@ -167,6 +176,8 @@ def parse(raw, path: Path) -> Course:
         limits=_section(f"{where}: limits", raw.get("limits"), Limits, {"timeout_seconds": (1.0, 86400.0), "cell_timeout_seconds": (0.1, 3600.0),
                          "memory_mb": (1024, 1 << 20), "file_size_mb": (1, 1 << 20), "processes": (16, 1 << 16)}),
         allow=_allow(f"{where}: allow", raw.get("allow")),
+        exercise4=_section(f"{where}: exercise4", raw.get("exercise4"), Exercise4,
+                           {"trajectory_steps": (1, 1000), "learning_rate": (1e-6, 10.0)}),
     )
 
 

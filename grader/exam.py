@@ -8,13 +8,14 @@ recomputed with autograd.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
 
 from grader.configs import Config
 from grader.exercise import ANSWERS, ATOMIC, FORWARD_NAMES, Answer
-from grader.model import forward, init_params
+from grader.model import PARAMETERS, forward, init_params
 from grader.oracle import block_vjp, chain_gradients, local_vjp
 
 CHAIN, LOCAL = "chain", "local"
@@ -66,3 +67,40 @@ def prepare(config: Config) -> Case:
     local["ex3_dhprebn"] = block_vjp(values, "hprebn", "hpreact", random_upstream["dhpreact"])
     values = {k: v.detach() for k, v in values.items()}
     return Case(config, values, truth, random_upstream, local)
+
+
+@dataclass
+class Training:
+    """Exercise 4's check: K SGD steps from one seeded init on K seeded batches, driven by autograd
+    here; the child drives the same steps with the student's manual_backward."""
+
+    config: Config
+    params: dict[str, torch.Tensor]
+    Xs: torch.Tensor
+    Ys: torch.Tensor
+    lr: float
+    losses: torch.Tensor
+    final: dict[str, torch.Tensor]
+    seconds_per_step: float
+
+
+def sgd(params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], lr: float) -> dict[str, torch.Tensor]:
+    return {name: params[name] - lr * grads[name] for name in PARAMETERS}
+
+
+def prepare_training(config: Config, steps: int, lr: float) -> Training:
+    g = torch.Generator().manual_seed(config.seed + 1)
+    s = config.sizes
+    params = init_params(s, g, torch.float64, config.w1_scale)
+    Xs = torch.randint(0, s.vocab, (steps, s.n, s.block_size), generator=g)
+    Ys = torch.randint(0, s.vocab, (steps, s.n), generator=g)
+    current, losses, seconds = dict(params), [], 0.0
+    for Xb, Yb in zip(Xs, Ys):
+        leaves = {k: v.clone().requires_grad_(True) for k, v in current.items()}
+        loss = forward(leaves, Xb, Yb)["loss"]
+        started = time.perf_counter()
+        grads = torch.autograd.grad(loss, [leaves[k] for k in PARAMETERS])
+        seconds += time.perf_counter() - started
+        losses.append(loss.detach())
+        current = sgd(current, {k: g.detach() for k, g in zip(PARAMETERS, grads)}, lr)
+    return Training(config, params, Xs, Ys, lr, torch.stack(losses), current, seconds / steps)

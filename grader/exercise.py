@@ -66,7 +66,10 @@ ANSWERS: tuple[Answer, ...] = (
 )
 
 BY_GRADE_ID = {a.grade_id: a for a in ANSWERS}
-GRADE_IDS = tuple(BY_GRADE_ID)
+# Exercise 4 as a whole: a short training run driven by the student's manual_backward, against the
+# same run driven by autograd.
+EX4_TRAINING = "ex4_training"
+GRADE_IDS = (*BY_GRADE_ID, EX4_TRAINING)
 ANSWER_CELLS = tuple(dict.fromkeys(a.cell_id for a in ANSWERS))
 
 # nbgrader keeps a score per grade cell: each grade id's is the self-check cell after its answer, so

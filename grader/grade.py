@@ -13,7 +13,7 @@ from typing import Callable
 from grader import extract, results, sandbox, scoring, static_check, suite
 from grader.configs import generate
 from grader.course import Course
-from grader.exam import prepare
+from grader.exam import prepare, prepare_training
 
 
 class Grader:
@@ -27,6 +27,8 @@ class Grader:
         self.course = course
         self.jobs = max(1, jobs)
         self.cases = [prepare(config) for config in generate(course.secret_salt, course.configurations)]
+        self.training = prepare_training(self.cases[0].config, course.exercise4.trajectory_steps,
+                                         course.exercise4.learning_rate)
         self.allow = static_check.Allow().extended(course.allow.torch, course.allow.functional,
                                                    course.allow.builtins)
         # The child must not read the course (solutions, hidden tests, salt), submissions or results.
@@ -40,7 +42,7 @@ class Grader:
         if submission.error:
             return sandbox.Attempt(error=submission.error)
         runnable, submission.refused = static_check.screen(submission.cells, self.allow)
-        done = sandbox.run(runnable, self.cases, self.limits)
+        done = sandbox.run(runnable, self.cases, self.limits, self.training)
         progress(f"ran {submission.id} in {done.seconds:.1f} s" + (f": {done.error}" if done.error else ""))
         return done
 
@@ -49,7 +51,7 @@ class Grader:
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             attempts = list(pool.map(lambda s: self._attempt(s, progress), submissions))
         graded = {s.id: suite.Graded(s, a) for s, a in zip(submissions, attempts)}
-        outcomes = suite.run(graded, self.cases, self.course, self.course.autotests_dir)
+        outcomes = suite.run(graded, self.cases, self.training, self.course, self.course.autotests_dir)
         scored = []
         for submission, done in zip(submissions, attempts):
             result = scoring.score(submission, outcomes.get(submission.id, {}), self.course)

@@ -43,7 +43,8 @@ def gradescope(result: Result) -> dict:
         "output": summary,
         "execution_time": round(result.seconds, 3),
         "tests": [
-            {"name": t.name, "score": t.score, "max_score": t.max_score, "status": t.status, "output": t.output}
+            {"name": t.name, "score": t.score, "max_score": t.max_score, "status": t.status, "output": t.output,
+             **({"extra_data": t.extra} if t.extra else {})}
             for t in result.tests
         ],
         "flags": result.flags,

@@ -22,17 +22,20 @@ from pathlib import Path
 import torch
 
 from grader import protocol
-from grader.exam import CHAIN, LOCAL, Case, checks
-from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID
+from grader.exam import CHAIN, LOCAL, Case, Training, checks
+from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
+from grader.model import PARAMETERS
 
 
 @dataclass
 class Outcome:
-    """What one answer cell produced on one configuration and check; `tensor` only for status "tensor"."""
+    """What one answer cell produced on one configuration and check; `tensor` only for status "tensor"
+    (for the training check: the losses, with the final parameters in `extra`)."""
 
     status: str
     detail: dict = field(default_factory=dict)
     tensor: torch.Tensor | None = None
+    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -203,7 +206,7 @@ def _outcome(header: dict, tensors: dict) -> Outcome:
     return Outcome(status, detail, tensor)
 
 
-def run(cells: dict[str, str], cases: list[Case], limits: Limits) -> Attempt:
+def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Training | None = None) -> Attempt:
     """Grade-free execution of one submission's answer cells in a fresh child process."""
     attempt = Attempt()
     started = time.monotonic()
@@ -213,15 +216,20 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits) -> Attempt:
         attempt.isolation = child.isolation
         child.send({"op": "cells", "cells": cells, "cell_timeout": limits.cell_timeout})
 
-        def ask(grade_id: str, case: Case, check: str) -> None:
-            child.send({"op": "run", "grade_id": grade_id, "case": case.config.name, "check": check})
+        def receive_in_time(label: str) -> tuple[dict, dict]:
+            """The child's next message, within the cell limit plus a grace the in-child timer should
+            never need: a cell that outlives both is stopped from here."""
             cell_deadline = time.monotonic() + limits.cell_timeout + GRACE_SECONDS
             try:
-                header, tensors = child.receive(cell_deadline)
+                return child.receive(cell_deadline)
             except TimeoutError:
                 if cell_deadline < child.deadline:
-                    raise CellOverrun(grade_id) from None
+                    raise CellOverrun(label) from None
                 raise
+
+        def ask(grade_id: str, case: Case, check: str) -> None:
+            child.send({"op": "run", "grade_id": grade_id, "case": case.config.name, "check": check})
+            header, tensors = receive_in_time(grade_id)
             if (header.get("grade_id"), header.get("case"), header.get("check")) != (grade_id, case.config.name, check):
                 raise protocol.ProtocolError("an answer arrived for a request that was not made")
             attempt.outcomes[(grade_id, check, case.config.name)] = _outcome(header, tensors)
@@ -238,6 +246,17 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits) -> Attempt:
                 if answer.exercise == 1:
                     reveal = {grade_id: case.truth[grade_id]}
                     child.send({"op": "upstream", "case": case.config.name, "check": CHAIN}, reveal)
+        if training is not None and EX4_CELL in cells:
+            child.send({"op": "train", "lr": training.lr},
+                       {**training.params, "Xs": training.Xs, "Ys": training.Ys})
+            header, tensors = receive_in_time(EX4_TRAINING)
+            status = header.get("status", "broken")
+            detail = {k: v for k, v in header.items() if k not in ("op", "status")}
+            losses = tensors.get("losses") if status == "tensor" else None
+            extra = {p: tensors[p] for p in PARAMETERS if p in tensors} if status == "tensor" else {}
+            if status == "tensor" and (losses is None or len(extra) != len(PARAMETERS)):
+                status = "broken"
+            attempt.outcomes[(EX4_TRAINING, CHAIN, training.config.name)] = Outcome(status, detail, losses, extra)
         child.send({"op": "bye"})
         child.receive()
     except TimeoutError:

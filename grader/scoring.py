@@ -31,6 +31,7 @@ class TestScore:
     max_score: float
     verdict: str
     output: str
+    extra: dict = field(default_factory=dict)
 
     @property
     def status(self) -> str:
@@ -68,7 +69,7 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
         return scored(0.0, INCORRECT, failed.feedback)
     local_ok = local is None or local.status == PASSED
     if chain.status == PASSED and local_ok:
-        return scored(1.0, CORRECT, "correct on every configuration")
+        return scored(1.0, CORRECT, "; ".join(filter(None, ["correct on every configuration", chain.feedback])))
     if chain.status == PASSED:
         return scored(policy.chain_only_credit, PARTIAL,
                       "right value for this loss, but not this step of the chain rule: with other upstream "
@@ -90,6 +91,8 @@ def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Res
     for grade_id, points in course.points.items():
         chain, local = results.get((grade_id, CHAIN)), results.get((grade_id, LOCAL))
         result.tests.append(_one(grade_id, points, chain, local, course.policy))
+        if chain is not None and chain.extra:
+            result.tests[-1].extra = chain.extra
         for check, item in ((CHAIN, chain), (LOCAL, local)):
             if item is not None and item.status == ERROR:
                 result.flags.append({"kind": "grader-error", "grade_id": grade_id, "evidence": item.feedback})

@@ -7,12 +7,12 @@ check. Tests signal a wrong answer by raising `Wrong`, whose text is the student
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from grader.exam import Case
+from grader.exam import Case, Training
 from grader.extract import Submission
 from grader.sandbox import Attempt
 
@@ -39,12 +39,14 @@ class ItemResult:
     status: str  # PASSED, WRONG or ERROR (a bug in the suite itself, never the student's fault)
     kind: str = ""
     feedback: str = ""
+    extra: dict = field(default_factory=dict)  # measurements for the record, kept out of the feedback
 
 
 class _Plugin:
-    def __init__(self, graded: dict[str, Graded], cases: list[Case], course):
+    def __init__(self, graded: dict[str, Graded], cases: list[Case], training: Training, course):
         self._graded = graded
         self._cases = cases
+        self._training = training
         self._course = course
         self.results: dict[str, dict[tuple[str, str], ItemResult]] = {}
 
@@ -56,6 +58,10 @@ class _Plugin:
     @pytest.fixture(scope="session")
     def cases(self):
         return self._cases
+
+    @pytest.fixture(scope="session")
+    def training(self):
+        return self._training
 
     @pytest.fixture(scope="session")
     def course(self):
@@ -73,7 +79,10 @@ class _Plugin:
         key = (params.params["grade_id"], item.originalname.removeprefix("test_"))
         graded_id = params.params["submission"].submission.id
         if call.excinfo is None:
-            result = ItemResult(PASSED)
+            # A passing test may leave a note for the student, and measurements, with pytest's
+            # record_property("note", ...) and record_property("extra", {...}).
+            properties = dict(item.user_properties)
+            result = ItemResult(PASSED, feedback=properties.get("note", ""), extra=properties.get("extra", {}))
         elif isinstance(call.excinfo.value, Wrong):
             result = ItemResult(WRONG, call.excinfo.value.kind, call.excinfo.value.feedback)
         else:
@@ -81,9 +90,10 @@ class _Plugin:
         self.results.setdefault(graded_id, {})[key] = result
 
 
-def run(graded: dict[str, Graded], cases: list[Case], course, autotests: Path) -> dict[str, dict[tuple[str, str], ItemResult]]:
+def run(graded: dict[str, Graded], cases: list[Case], training: Training, course,
+        autotests: Path) -> dict[str, dict[tuple[str, str], ItemResult]]:
     """Results of every test for every submission: {submission id: {(grade_id, check): result}}."""
-    plugin = _Plugin(graded, cases, course)
+    plugin = _Plugin(graded, cases, training, course)
     args = [str(autotests), "-c", str(autotests / "pytest.ini"), "--rootdir", str(autotests),
             "-p", "no:cacheprovider", "-p", "no:terminal", "--capture=no", "--import-mode=importlib"]
     code = pytest.main(args, plugins=[plugin])

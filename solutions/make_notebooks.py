@@ -578,6 +578,13 @@ def exercise4(points):
             """),
         *(graded(f"ex4_d{name}", f'check_ex4("d{name}", grads.get("{name}"), leaves["{name}"])', points)
           for name in PARAMETERS),
+        graded("ex4_training", """
+            # 50 SGD steps with your gradients and with autograd's, from the same start on the same batches
+            g = torch.Generator().manual_seed(SEED + 1)
+            batches = [(Xtr[ix], Ytr[ix]) for ix in
+                       (torch.randint(0, Xtr.shape[0], (batch_size,), generator=g) for _ in range(50))]
+            check_ex4.training(fused_forward, manual_backward, init_params(200, torch.float64, g), batches, lr=0.1)
+            """, points),
         markdown(r"""
             ### Training
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from grader.course import load
-from grader.exercise import ANSWER_CELLS, ANSWERS, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, GRADE_IDS
+from grader.exercise import ANSWER_CELLS, ANSWERS, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, EX4_TRAINING, GRADE_IDS
 from grader.grade import grade
 from grader.model import PARAMETERS
 from solutions import reference
@@ -43,6 +43,8 @@ CELL_GRADE_IDS = tuple(a.grade_id for a in ANSWERS if a.exercise in (1, 2, 3))
 
 def _cell_of(grade_id: str) -> str:
     """The answer cell a corpus entry replaces: exercise 4's tests all live in one cell."""
+    if grade_id == EX4_TRAINING:
+        return EX4_CELL
     return BY_GRADE_ID[grade_id].cell_id if grade_id in BY_GRADE_ID else grade_id
 
 
@@ -52,8 +54,14 @@ def _cells(entry: dict) -> dict[str, str]:
 
 
 def _owned(entry: dict) -> list[str]:
-    """The tests an entry may change: its own, plus the downstream ones it declares (exercise 4)."""
+    """The tests an entry must change: its own, plus the downstream ones it declares (exercise 4)."""
     return [entry["grade_id"], *entry.get("affects", [])]
+
+
+def _may_change(entry: dict) -> list[str]:
+    """Also the training check, which a wrong exercise-4 function drives (some mistakes, such as a wrong
+    db1, leave the training unchanged: batch norm cancels b1)."""
+    return [*_owned(entry), *([EX4_TRAINING] if _cell_of(entry["grade_id"]) == EX4_CELL else [])]
 
 
 def _pack(prefix: str, entries: list[dict]) -> dict[str, list[int]]:
@@ -199,7 +207,7 @@ def test_wrong_answer_loses_credit_on_its_own_test_only(graded, index):
             f"feedback: {test.output}")
         for text in entry["expect"]:
             assert text.lower() in test.output.lower(), f"{grade_id}: {text!r} not in feedback: {test.output}"
-    owned = {g for i in WRONG_PACKS[name] for g in _owned(WRONG[i])}
+    owned = {g for i in WRONG_PACKS[name] for g in _may_change(WRONG[i])}
     lost = {g: t.output for g, t in tests.items() if g not in owned and t.score != t.max_score}
     assert not lost, f"credit lost on tests no wrong answer of {name} touches: {lost}"
 
@@ -210,13 +218,13 @@ def test_correct_alternative_gets_full_credit(graded, index):
     result = graded[ALTERNATIVE_SUBMISSION[index]]
     _healthy(result, _cells(entry))
     tests = _tests(result)
-    mine = [g for g in GRADE_IDS if BY_GRADE_ID[g].cell_id in _cells(entry)]
+    mine = [g for g in GRADE_IDS if _cell_of(g) in _cells(entry)]
     lost = {g: tests[g].output for g in mine if tests[g].score != tests[g].max_score}
     assert not lost, lost
     # The other alternatives of the submission are checked by their own tests; whatever is left is the
     # reference, which must not lose credit either.
     replaced = {c for i in ALTERNATIVE_PACKS[ALTERNATIVE_SUBMISSION[index]] for c in _cells(ALTERNATIVES[i])}
-    rest = {g: t.output for g, t in tests.items() if BY_GRADE_ID[g].cell_id not in replaced and t.score != t.max_score}
+    rest = {g: t.output for g, t in tests.items() if _cell_of(g) not in replaced and t.score != t.max_score}
     assert not rest, rest
 
 

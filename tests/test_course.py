@@ -53,9 +53,9 @@ def test_the_repository_course_loads():
 
 
 def test_grade_ids_are_every_answer_and_every_ex4_parameter():
-    expected = set(ATOMIC) | {"ex2_dlogits", "ex3_dhprebn"} | {"ex4_d" + p for p in PARAMETERS}
+    expected = set(ATOMIC) | {"ex2_dlogits", "ex3_dhprebn"} | {"ex4_d" + p for p in PARAMETERS} | {"ex4_training"}
     assert set(GRADE_IDS) == expected
-    assert len(GRADE_IDS) == len(expected) == 26 + 2 + 7
+    assert len(GRADE_IDS) == len(expected) == 26 + 2 + 7 + 1
 
 
 def test_a_valid_file_loads_with_its_values(tmp_path):

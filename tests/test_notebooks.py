@@ -31,7 +31,7 @@ SOLVED = nbformat.read(ROOT / SOLVED_PATH, as_version=4)
 STUB = nbformat.read(ROOT / STUB_PATH, as_version=4)
 
 # What the self-check cells print, in order: exercise 1, exercises 2 and 3, exercise 4 per parameter.
-CHECK_LABELS = (*ATOMIC, "dlogits", "dhprebn", *(f"d{p}" for p in PARAMETERS))
+CHECK_LABELS = (*ATOMIC, "dlogits", "dhprebn", *(f"d{p}" for p in PARAMETERS), "training")
 SKIP_TRAINING = "exercise 4 not attempted yet: skipping training"
 
 
@@ -215,8 +215,11 @@ def test_run_all_raises_nothing_and_writes_nothing_to_stderr(run, request):
 def test_solved_every_self_check_matches(solved_run):
     lines = self_check_lines(solved_run)
     assert labels(lines) == CHECK_LABELS
-    for line in lines:
+    *tensors, training = lines
+    for line in tensors:
         assert "exact:" in line and "approximate: True" in line, line
+    assert "50 steps match autograd" in training, training
+    for line in lines:
         assert "WRONG" not in line and "not attempted" not in line, line
 
 
