@@ -164,6 +164,8 @@ def main() -> None:
             tensor = value.detach().to("cpu").contiguous()
             if tensor.layout != torch.strided or tensor.is_quantized:
                 raise TypeError(f"layout {tensor.layout}")
+            if tensor.numel() * tensor.element_size() > protocol.MAX_ANSWER_BYTES // 2:
+                raise ValueError(f"a tensor of {tensor.numel()} elements is far larger than any gradient here")
         except Exception as exc:
             return {**reply, "status": "unsendable", "error": str(exc)[:200]}, {}
         return {**reply, "status": "tensor"}, {"answer": tensor}

@@ -32,11 +32,12 @@ class Grader:
         self.allow = static_check.Allow().extended(course.allow.torch, course.allow.functional,
                                                    course.allow.builtins)
         # The child must not read the course (solutions, hidden tests, salt), submissions or results.
+        hidden = [course.root, course.autotests_dir, *hidden, Path.home(), *filter(None, [sandbox.checkout()])]
         limits = course.limits
         self.limits = sandbox.Limits(
             timeout=limits.timeout_seconds, cell_timeout=limits.cell_timeout_seconds, memory_mb=limits.memory_mb,
             file_size_mb=limits.file_size_mb, processes=limits.processes,
-            hide=tuple(str(p) for p in [course.root, *hidden, Path.home()]))
+            hide=tuple(str(p) for p in hidden))
 
     def _attempt(self, submission: extract.Submission, progress) -> sandbox.Attempt:
         if submission.error:

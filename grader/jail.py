@@ -20,7 +20,8 @@ CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_NO_NEW_PRIVS = 38
-NOBODY = 65534
+# World-writable places: covered, so that a child writes nowhere but its own work dir.
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -66,27 +67,29 @@ def _untraversable(expose: list[str]) -> list[str]:
     return sorted(found)
 
 
-def _hide(hide: list[str], expose: list[str], staging: str) -> None:
-    """Cover every path in `hide`, then bind each `expose` path that lay beneath one back, read-only."""
+def _hide(hide: list[str], expose: list[str], writable: list[str]) -> None:
+    """Cover every path in `hide`, then bind each `expose` path that lay beneath one back read-only, and
+    each `writable` path (the work dir) back as it was.
+
+    The paths to bring back are opened before anything is covered and bound again from their open
+    descriptors, so no staging place outside the walls is needed.
+    """
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    hide = sorted(set(hide) | set(_untraversable(expose)))
-    covered = [e for e in expose if any(e == h or e.startswith(h.rstrip("/") + "/") for h in hide)]
-    staged = []
-    for i, path in enumerate(covered):
-        spot = os.path.join(staging, str(i))
-        os.makedirs(spot, exist_ok=True)
-        _mount(path, spot, None, MS_BIND | MS_REC)
-        staged.append((spot, path))
+    hide = sorted(set(hide) | set(_untraversable(expose + writable)))
+    keep = [(path, path in writable) for path in expose + writable
+            if any(path == h or path.startswith(h.rstrip("/") + "/") for h in hide)]
+    held = [(os.open(path, os.O_PATH), path, rw) for path, rw in keep]
     for path in sorted(hide, key=len):
         if os.path.isdir(path):
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
         elif os.path.exists(path):
             _mount("/dev/null", path, None, MS_BIND)
-    for spot, path in staged:
+    for fd, path, rw in held:
         os.makedirs(path, exist_ok=True)
-        _mount(spot, path, None, MS_BIND | MS_REC)
-        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
-        _call("umount2", spot.encode(), MNT_DETACH)
+        _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        if not rw:
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
+        os.close(fd)
 
 
 def _namespaces(config: dict) -> tuple[str, str, str]:
@@ -104,16 +107,18 @@ def _namespaces(config: dict) -> tuple[str, str, str]:
         return "same user", f"not isolated ({exc.strerror})", f"not isolated ({exc.strerror})"
     network = "none: a new network namespace with no interface up"
     try:
-        _hide(config["hide"], config["expose"], config["staging"])
-        filesystem = "course, submissions, results and home directories hidden (mount namespace)"
+        _hide(config["hide"] + [p for p in SHARED_WRITABLE if os.path.isdir(p)], config["expose"],
+              [config["workdir"]])
+        filesystem = ("course, submissions, results and home directories hidden, nothing writable but the "
+                      "work dir (mount namespace)")
     except OSError as exc:
         filesystem = f"not isolated ({exc})"
     user = "same user (inside a user namespace)" if uid else "same user"
     if uid == 0:
         os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
-        user = f"nobody (uid {NOBODY})"
+        os.setgid(config["uid"])
+        os.setuid(config["uid"])
+        user = "an unprivileged uid of its own (no other process, no file belongs to it)"
     return user, network, filesystem
 
 

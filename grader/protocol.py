@@ -15,6 +15,8 @@ import time
 _HEAD = struct.Struct(">II")  # header length, payload length
 MAX_HEADER = 1 << 20
 MAX_PAYLOAD = 1 << 30
+# Answers are gradients of tiny tensors: a child's message larger than this is refused, never held.
+MAX_ANSWER_BYTES = 64 * 2**20
 
 
 class ProtocolError(Exception):
@@ -41,8 +43,9 @@ def write(fd: int, header: dict, tensors: dict | None = None) -> None:
 class Reader:
     """Reads whole messages from a file descriptor, each within a deadline set by the caller."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, max_payload: int = MAX_PAYLOAD):
         self.fd = fd
+        self.max_payload = max_payload
         self.buffer = bytearray()
 
     def _fill(self, size: int, deadline: float | None) -> None:
@@ -64,7 +67,7 @@ class Reader:
     def read(self, deadline: float | None = None) -> tuple[dict, dict]:
         self._fill(_HEAD.size, deadline)
         body_len, payload_len = _HEAD.unpack(self._take(_HEAD.size))
-        if body_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
+        if body_len > MAX_HEADER or payload_len > self.max_payload:
             raise ProtocolError(f"message too large ({body_len} + {payload_len} bytes)")
         self._fill(body_len + payload_len, deadline)
         try:

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import itertools
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -61,7 +62,14 @@ class Limits:
     hide: tuple[str, ...] = ()
 
 
-GRACE_SECONDS = 5.0  # beyond the in-child cell timer, before the parent stops waiting for a cell
+GRACE_SECONDS = 5.0
+UID_BASE = 1_000_000_000
+# An answer with more elements than this many times its gradient's is not kept: a wrong shape that is
+# worth diagnosing (an unsummed broadcast dimension) stays well below it; a flood does not.
+OVERSIZE = 64
+# What a child may report beside a status; anything else in its reply is dropped.
+DETAIL_KEYS = ("error_type", "error", "line", "seconds", "evidence", "type", "step", "parameter",
+               "seconds_per_step")  # beyond the in-child cell timer, before the parent stops waiting for a cell
 CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
 SIGNALS = {
     signal.SIGXCPU: "the CPU-time limit", signal.SIGXFSZ: "the file-size limit",
@@ -91,6 +99,16 @@ CHAIN_SCHEDULE = _chain_schedule()
 LOCAL_SCHEDULE = [a.grade_id for a in ANSWERS if a.exercise == 1 or LOCAL in checks(a)]
 
 
+def checkout() -> Path | None:
+    """The source checkout the grader runs from (an editable install), which holds solutions/ and the
+    tests: hidden from the child, the package inside it excepted. None for an installed package."""
+    import grader
+
+    root = Path(grader.__file__).resolve().parent.parent
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    return None if any(root == p or p in root.parents for p in prefixes) else root
+
+
 def _exposed() -> list[str]:
     """What the child must still read inside hidden folders: Python itself and the grader package."""
     import grader
@@ -110,16 +128,33 @@ def _cgroup(processes: int) -> Path | None:
         return None
 
 
+_uids = itertools.count()
+
+
+def _uid() -> int:
+    """A uid no account and no other child of any grader on this machine uses at the same time: children
+    running side by side cannot signal or read one another."""
+    return UID_BASE + ((os.getpid() & 0xFFFF) << 12) + (next(_uids) & 0xFFF)
+
+
 class Child:
     def __init__(self, limits: Limits):
         self.workdir = tempfile.mkdtemp(prefix="bpn-child-")
-        staging = os.path.join(self.workdir, ".staging")
-        os.mkdir(staging)
+        self.cgroup = None
+        self.proc = None
+        try:
+            self._start(limits)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, limits: Limits) -> None:
+        uid = _uid()
         if os.getuid() == 0:
-            os.chown(self.workdir, 65534, 65534)
+            os.chown(self.workdir, uid, uid)
         self.cgroup = _cgroup(limits.processes)
         config = {
-            "workdir": self.workdir, "staging": staging, "cgroup": str(self.cgroup) if self.cgroup else None,
+            "workdir": self.workdir, "uid": uid, "cgroup": str(self.cgroup) if self.cgroup else None,
             "hide": sorted({os.path.realpath(p) for p in limits.hide}), "expose": _exposed(),
             "memory_mb": limits.memory_mb, "file_size_mb": limits.file_size_mb, "processes": limits.processes,
             "cpu_seconds": int(limits.timeout) + 5,
@@ -131,7 +166,7 @@ class Child:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             cwd=self.workdir, env=env, start_new_session=True,
         )
-        self.reader = protocol.Reader(self.proc.stdout.fileno())
+        self.reader = protocol.Reader(self.proc.stdout.fileno(), max_payload=protocol.MAX_ANSWER_BYTES)
         self.deadline = time.monotonic() + limits.timeout
         header, _ = self.receive()
         if header.get("op") != "isolation":
@@ -169,11 +204,12 @@ class Child:
 
         The group is killed before the child is reaped: until then no new process can get its pid, so
         the kill cannot reach another submission's child."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
         if self.cgroup:
             for _ in range(200):
                 try:
@@ -192,14 +228,19 @@ class Child:
                 self.cgroup.rmdir()
             except OSError:
                 pass
-        for stream in (self.proc.stdin, self.proc.stdout):
-            stream.close()
+        if self.proc is not None:
+            for stream in (self.proc.stdin, self.proc.stdout):
+                stream.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _detail(header: dict) -> dict:
+    return {k: header[k] for k in DETAIL_KEYS if k in header}
 
 
 def _outcome(header: dict, tensors: dict) -> Outcome:
     status = header.get("status", "broken")
-    detail = {k: v for k, v in header.items() if k not in ("op", "grade_id", "case", "check", "status")}
+    detail = _detail(header)
     tensor = tensors.get("answer") if status == "tensor" else None
     if status == "tensor" and tensor is None:
         status = "broken"
@@ -232,7 +273,12 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
             header, tensors = receive_in_time(grade_id)
             if (header.get("grade_id"), header.get("case"), header.get("check")) != (grade_id, case.config.name, check):
                 raise protocol.ProtocolError("an answer arrived for a request that was not made")
-            attempt.outcomes[(grade_id, check, case.config.name)] = _outcome(header, tensors)
+            outcome = _outcome(header, tensors)
+            expected = case.truth["d" + BY_GRADE_ID[grade_id].source].numel()
+            if outcome.tensor is not None and outcome.tensor.numel() > OVERSIZE * max(expected, 1):
+                outcome = Outcome("unsendable", {"error": f"{outcome.tensor.numel()} elements, where the gradient "
+                                                          f"has {expected}: far too large to be a gradient here"})
+            attempt.outcomes[(grade_id, check, case.config.name)] = outcome
 
         for case in cases:
             child.send({"op": "case", "case": case.config.name, "n": case.n}, case.student_view())
@@ -251,7 +297,7 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
                        {**training.params, "Xs": training.Xs, "Ys": training.Ys})
             header, tensors = receive_in_time(EX4_TRAINING)
             status = header.get("status", "broken")
-            detail = {k: v for k, v in header.items() if k not in ("op", "status")}
+            detail = _detail(header)
             losses = tensors.get("losses") if status == "tensor" else None
             extra = {p: tensors[p] for p in PARAMETERS if p in tensors} if status == "tensor" else {}
             if status == "tensor" and (losses is None or len(extra) != len(PARAMETERS)):

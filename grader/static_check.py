@@ -9,6 +9,7 @@ open files, or touch autograd. A course adds names in course.yml (`allow.torch`,
 from __future__ import annotations
 
 import ast
+import types
 from dataclasses import dataclass
 
 TORCH = frozenset("""
@@ -44,6 +45,8 @@ TENSOR_DENIED = frozenset("""
     gi_frame gi_code cr_frame ag_frame tb_frame tb_next f_globals f_locals f_back f_builtins f_code
     co_code func_globals
 """.split())
+
+MAX_CELL_CHARS = 20_000
 
 # Names a cell must not rebind: the grader's own module handles.
 PROTECTED = frozenset({"torch", "F"})
@@ -93,6 +96,29 @@ def _chain(node: ast.Attribute) -> tuple[str | None, list[str]]:
     return (node.id if isinstance(node, ast.Name) else None), attrs[::-1]
 
 
+def _descends(root: str, attrs: list[str]) -> bool:
+    """Whether every module met along `torch.a.b.c` lies inside the one before it, as torch.nn.functional
+    lies inside torch.nn (`torch.special.torch.autograd` climbs back out through a module's own import),
+    and the chain ends in something that is not a module (an alias `s = torch.special` would escape the
+    chain's check)."""
+    import importlib
+    import warnings
+
+    obj = importlib.import_module("torch" if root == "torch" else "torch.nn.functional")
+    current = obj.__name__
+    for name in attrs:
+        with warnings.catch_warnings():  # a lazily imported torch module may warn about itself
+            warnings.simplefilter("ignore")
+            obj = getattr(obj, name, None)
+        if obj is None:
+            return True  # not an attribute at all: the cell will fail with its own AttributeError
+        if isinstance(obj, types.ModuleType):
+            if not obj.__name__.startswith(current + "."):
+                return False
+            current = obj.__name__
+    return not isinstance(obj, types.ModuleType)
+
+
 def _problem(node: ast.AST, allow: Allow, builtin_names: frozenset, assigned: set[str], inner: set[int]) -> str | None:
     """Why `node` is refused, or None. `inner` holds the ids of nodes that are the `.value` of an
     attribute: a module name may appear only there, and a chain is judged once, at its outermost node."""
@@ -117,9 +143,9 @@ def _problem(node: ast.AST, allow: Allow, builtin_names: frozenset, assigned: se
             return f"the name {node.id} is not allowed"
         if isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in PROTECTED:
             return f"{node.id} must not be reassigned"
-        if (isinstance(node.ctx, ast.Load) and node.id in builtin_names and node.id not in allow.builtins
-                and node.id not in assigned):
-            return f"the builtin {node.id}() is not allowed in an answer cell"
+        if node.id in builtin_names and node.id not in allow.builtins:
+            # Loaded or bound: `exec = exec` would smuggle the builtin in under its own name.
+            return f"the builtin name {node.id} is not allowed in an answer cell"
         if isinstance(node.ctx, ast.Load) and node.id in PROTECTED and id(node) not in inner:
             return f"{node.id} may only be used as {node.id}.<function> (no aliases of the module)"
     if isinstance(node, ast.Attribute):
@@ -137,11 +163,13 @@ def _problem(node: ast.AST, allow: Allow, builtin_names: frozenset, assigned: se
             else:
                 allowed = attrs[0] in allow.functional
             denied = [a for a in attrs if a in TENSOR_DENIED]
-            if not allowed or denied:
+            if not allowed or denied or not _descends(root, attrs):
                 return f"{root}.{'.'.join(attrs)} is not tensor math this exercise allows"
             return None
         if node.attr in TENSOR_DENIED:
             return f".{node.attr} reaches autograd, storage or files, which an answer cell must not use"
+    if isinstance(node, ast.keyword) and node.arg in TENSOR_DENIED:
+        return f"the keyword argument {node.arg}= reaches autograd, which an answer cell must not use"
     if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__" in node.value:
         return "strings naming dunder attributes are not allowed"
     return None
@@ -152,11 +180,15 @@ def check(source: str, allow: Allow = Allow()) -> Refusal | None:
     import builtins
 
     builtin_names = frozenset(dir(builtins))
+    if len(source) > MAX_CELL_CHARS:
+        return Refusal(0, "", f"the cell has {len(source)} characters, more than the {MAX_CELL_CHARS} an answer needs")
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         line = (exc.text or "").rstrip("\n")
         return Refusal(exc.lineno or 0, line, f"syntax error ({exc.msg})")
+    except (RecursionError, MemoryError, ValueError) as exc:  # nesting too deep for the parser, NUL bytes
+        return Refusal(0, "", f"the cell could not be parsed ({type(exc).__name__})")
     assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     assigned |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     assigned |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments)
@@ -164,8 +196,11 @@ def check(source: str, allow: Allow = Allow()) -> Refusal | None:
     assigned -= PROTECTED
     inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     lines = source.splitlines()
-    problems = [(getattr(node, "lineno", 0), getattr(node, "col_offset", 0), reason) for node in ast.walk(tree)
-                if (reason := _problem(node, allow, builtin_names, assigned, inner))]
+    try:
+        problems = [(getattr(node, "lineno", 0), getattr(node, "col_offset", 0), reason) for node in ast.walk(tree)
+                    if (reason := _problem(node, allow, builtin_names, assigned, inner))]
+    except RecursionError:
+        return Refusal(0, "", "the cell is nested too deeply to be checked")
     if not problems:
         return None
     lineno, _, reason = min(problems)
