@@ -48,6 +48,10 @@ def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, 
 
     The formulas are ours and run here, in the trusted process, on the very inputs the cell saw.
     """
+    if answer.exercise == 4:
+        # A parameter's gradient in manual_backward makes the same mistakes as exercise 1's: name them
+        # with exercise 1's catalogue, on the true upstream gradients.
+        answer, check = BY_GRADE_ID["d" + answer.source], CHAIN
     for mistake in KNOWN_MISTAKES.get(answer.grade_id, []):
         ns = _namespace(case, answer, check)
         try:
@@ -61,12 +65,13 @@ def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, 
     return None
 
 
-def _outcome_text(outcome, case: Case, answer: Answer, check: str, tol) -> tuple[str, str]:
-    """(kind, feedback) for an outcome that is not a tensor."""
+def _outcome_text(outcome, case: Case | None, answer: Answer, check: str, tol) -> tuple[str, str]:
+    """(kind, feedback) for an outcome that is not a tensor (case None: no catalogue to name it from)."""
     if outcome.status == "error":
         where = f" on line {outcome.detail['line']}" if outcome.detail.get("line") else ""
         text = f"{outcome.detail['error_type']}{where}: {outcome.detail['error']}"
-        named = _known_mistake(case, answer, check, tol, error=(outcome.detail["error_type"], outcome.detail["error"]))
+        named = None if case is None else _known_mistake(
+            case, answer, check, tol, error=(outcome.detail["error_type"], outcome.detail["error"]))
         if named:
             text += f"; {named}"
         elif outcome.detail["error_type"] == "NameError" and answer.exercise == 4:

@@ -1,0 +1,60 @@
+"""Exercise 4 graded for real: the solved function gets full credit; a function with one wrong parameter
+gradient loses exactly that parameter's credit and fails the training check, which names the step
+where training with it parts from training with autograd."""
+import re
+from pathlib import Path
+
+import pytest
+
+from grader.course import load
+from grader.exercise import EX4_CELL, EX4_TRAINING, GRADE_IDS
+from grader.grade import grade
+from notebooks import reference_sources, submission, write
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE = load(ROOT / "course.yml")
+REFERENCE = reference_sources()
+
+# name -> (the reference line to replace, its wrong version, the grade id that must lose its credit)
+VARIANTS = {
+    "wrong-dW2": ("    dW2 = h.T @ dlogits\n", "    dW2 = 2 * h.T @ dlogits\n", "ex4_dW2"),
+    "missing-n": ("    db2 = dlogits.sum(0)\n", "    db2 = dlogits.sum(0) * n\n", "ex4_db2"),
+    "overwrite": ("    dC = torch.zeros_like(C)\n    dC.index_add_(0, Xb.view(-1), demb.view(-1, C.shape[1]))\n",
+                  "    dC = torch.zeros_like(C)\n    dC[Xb] = demb\n", "ex4_dC"),
+}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ex4")
+    write(root / "subs" / "solved.ipynb", submission())
+    for name, (right, wrong, _) in VARIANTS.items():
+        assert right in REFERENCE[EX4_CELL], name
+        write(root / "subs" / f"{name}.ipynb", submission(replace={EX4_CELL: REFERENCE[EX4_CELL].replace(right, wrong)}))
+    pairs = grade([root / "subs"], COURSE, root / "out", jobs=2)
+    return {r.submission: {t.name: t for t in r.tests} for _, r in pairs}
+
+
+def test_the_solved_function_gets_full_credit_and_a_timing_on_record(results):
+    tests = results["solved"]
+    assert all(t.score == t.max_score for t in tests.values()), [t for t in tests.values() if t.score < t.max_score]
+    assert "training steps match autograd" in tests[EX4_TRAINING].output
+    assert tests[EX4_TRAINING].extra["manual_backward_ms_per_step"] > 0
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_wrong_parameter_loses_its_credit_and_the_training_names_the_step(results, name):
+    tests = results[name]
+    own = VARIANTS[name][2]
+    lost = {g for g in GRADE_IDS if tests[g].score < tests[g].max_score}
+    assert lost == {own, EX4_TRAINING}, {g: tests[g].output for g in lost}
+    assert tests[own].score == 0
+    training = tests[EX4_TRAINING].output
+    step = re.search(r"diverges from autograd at step (\d+) of", training)
+    assert step and int(step.group(1)) >= 2, training  # step 1's loss comes before any update
+
+
+def test_feedback_names_the_mistake_inside_manual_backward(results):
+    assert "n times too large" in results["missing-n"]["ex4_db2"].output
+    assert "overwrite instead of accumulate" in results["overwrite"]["ex4_dC"].output
+    assert "factor of 2" in results["wrong-dW2"]["ex4_dW2"].output
