@@ -20,6 +20,18 @@ def _load_course(path: Path):
         raise click.ClickException(str(exc)) from None
 
 
+def _shard(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        index, count = (int(x) for x in value.split("/"))
+    except ValueError:
+        raise click.BadParameter("expected I/N, e.g. 2/8") from None
+    if not 1 <= index <= count:
+        raise click.BadParameter(f"I must be between 1 and N, got {value}")
+    return index, count
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="backprop-ninja")
 def main():
@@ -34,10 +46,14 @@ def main():
               type=click.Path(dir_okay=False, path_type=Path), help="The course's configuration.")
 @click.option("--jobs", "-j", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1, 256),
               help="Submissions run side by side, each in its own sandboxed process.")
+@click.option("--resume", is_flag=True,
+              help="Keep the results already in --out whose notebook, grader and course are unchanged.")
+@click.option("--shard", "part", callback=_shard, metavar="I/N",
+              help="Grade only the I-th of N deterministic slices of the batch (for a batch system).")
 @click.option("--gradebook", type=click.Path(dir_okay=False, path_type=Path),
               help="Also record the scores in this nbgrader gradebook.db (submissions laid out as nbgrader's "
                    "submitted/<student>/<assignment>/<notebook>.ipynb) and write the autograded notebooks.")
-def grade(paths, out, course_file, jobs, gradebook):
+def grade(paths, out, course_file, jobs, resume, part, gradebook):
     """Grade notebooks: each PATH is a notebook or a folder searched recursively for them."""
     from grader.grade import grade as run
     from grader.results import table
@@ -50,12 +66,13 @@ def grade(paths, out, course_file, jobs, gradebook):
     if not discover(list(paths)):
         raise click.ClickException(f"no notebooks (*.ipynb) found in {', '.join(map(str, paths))}")
     try:
-        pairs = run(list(paths), course, out, jobs=jobs, progress=lambda line: click.echo(line, err=True))
+        pairs = run(list(paths), course, out, jobs=jobs, resume=resume, part=part,
+                    progress=lambda line: click.echo(line, err=True))
     except (RuntimeError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     results = [result for _, result in pairs]
     click.echo(table(results))
-    click.echo(f"\n{len(results)} submission(s) graded; results in {out}/ (grades.csv and one .json each)")
+    click.echo(f"\n{len(results)} submission(s) graded; results in {out}/ (a grades CSV and one .json each)")
     if gradebook is not None:
         from grader.gradebook import GradebookError, write
 

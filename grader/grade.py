@@ -6,11 +6,12 @@ inputs of each configuration, the suite sees what the sandbox returned, scoring 
 """
 from __future__ import annotations
 
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from grader import extract, results, sandbox, scoring, static_check, suite
+from grader import __version__, extract, results, sandbox, scoring, static_check, suite
 from grader.configs import generate
 from grader.course import Course
 from grader.exam import prepare, prepare_training
@@ -65,11 +66,53 @@ class Grader:
         return scored
 
 
-def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1,
+def course_digest(course: Course) -> str:
+    """Of what decides every grade besides the notebook: the grader's version, course.yml and the suite."""
+    digest = hashlib.sha256(f"{__version__}\0".encode() + course.path.read_bytes())
+    for path in sorted(p for p in course.autotests_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(f"\0{path.relative_to(course.autotests_dir)}\0".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def input_digest(path: Path, course_part: str) -> str:
+    """Of everything a submission's result depends on: when it is unchanged, so is the result."""
+    try:
+        notebook = Path(path).read_bytes()
+    except OSError:
+        notebook = b""
+    return hashlib.sha256(course_part.encode() + b"\0" + notebook).hexdigest()
+
+
+def shard(found: list, index: int, count: int) -> list:
+    """The index-th of `count` deterministic slices of a sorted batch (1-based), for any batch system."""
+    return [item for position, item in enumerate(found) if position % count == index - 1]
+
+
+def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1, resume: bool = False,
+          part: tuple[int, int] | None = None,
           progress: Callable[[str], None] = lambda line: None) -> list[tuple[extract.Submission, scoring.Result]]:
-    submissions = [extract.read(sid, path) for sid, path in extract.discover(paths)]
-    scored = Grader(course, [*paths, out], jobs).run(submissions, progress)
-    for result in scored:
+    """Grade every notebook under `paths` (or one shard of them) into `out`. With `resume`, a submission
+    whose result is already there for the same notebook, grader and course is read back, not run."""
+    found = extract.discover(paths)
+    if part is not None:
+        found = shard(found, *part)
+    course_part = course_digest(course)
+    digests = {sid: input_digest(path, course_part) for sid, path in found}
+    kept: dict[str, scoring.Result] = {}
+    if resume:
+        for sid, _ in found:
+            previous = results.load_result(results.result_path(out, sid))
+            if previous is not None and previous.digest == digests[sid]:
+                kept[sid] = previous
+                progress(f"kept {sid}: unchanged since it was graded")
+    submissions = [extract.read(sid, path) for sid, path in found]
+    fresh = [s for s in submissions if s.id not in kept]
+    graded = Grader(course, [*paths, out], jobs).run(fresh, progress) if fresh else []
+    for result in graded:
+        result.digest = digests[result.submission]
         results.write_result(out, result)
-    results.write_grades_csv(out, scored, list(course.points))
+        kept[result.submission] = result
+    scored = [kept[s.id] for s in submissions]
+    name = "grades.csv" if part is None else f"grades.shard-{part[0]}-of-{part[1]}.csv"
+    results.write_grades_csv(out, scored, list(course.points), name)
     return list(zip(submissions, scored))

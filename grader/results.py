@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from grader import __version__
-from grader.scoring import Result
+from grader.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result, TestScore
 
 
 _UMASK = os.umask(0)
@@ -49,8 +49,32 @@ def gradescope(result: Result) -> dict:
         ],
         "flags": result.flags,
         "extra_data": {"submission": result.submission, "path": result.path, "grader_version": __version__,
-                       "isolation": result.isolation},
+                       "input_digest": result.digest, "isolation": result.isolation},
     }
+
+
+def _verdict(test: dict) -> str:
+    if test["score"] >= test["max_score"]:
+        return CORRECT
+    if test["output"] == "not attempted yet":
+        return NOT_ATTEMPTED
+    return PARTIAL if test["score"] > 0 else INCORRECT
+
+
+def load_result(path: Path) -> Result | None:
+    """A result written by write_result, read back (None when it is missing or not one of ours)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        extra = data["extra_data"]
+        result = Result(extra["submission"], extra["path"], flags=data["flags"], seconds=data["execution_time"],
+                        isolation=extra["isolation"], digest=extra["input_digest"])
+        result.tests = [TestScore(t["name"], t["score"], t["max_score"], _verdict(t), t["output"],
+                                  t.get("extra_data", {})) for t in data["tests"]]
+        if data["output"] != f"{result.score:g} / {result.max_score:g}":
+            result.error = data["output"]
+        return result
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def result_path(out: Path, submission: str) -> Path:
@@ -63,7 +87,7 @@ def write_result(out: Path, result: Result) -> Path:
     return path
 
 
-def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str]) -> Path:
+def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str], name: str = "grades.csv") -> Path:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(["submission", "score", "max_score", *grade_ids, "flags", "error"])
@@ -71,7 +95,7 @@ def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str]) -> 
         by_id = {t.name: t.score for t in r.tests}
         writer.writerow([r.submission, f"{r.score:g}", f"{r.max_score:g}", *(f"{by_id.get(g, 0):g}" for g in grade_ids),
                          len(r.flags), r.error or ""])
-    path = out / "grades.csv"
+    path = out / name
     _atomic_write(path, buffer.getvalue())
     return path
 

@@ -48,6 +48,7 @@ class Result:
     error: str | None = None
     seconds: float = 0.0
     isolation: dict = field(default_factory=dict)
+    digest: str = ""  # of everything the result depends on: see grade.input_digest
 
     @property
     def score(self) -> float:

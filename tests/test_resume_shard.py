@@ -1,0 +1,75 @@
+"""Batches that are stopped, rerun or split: --resume keeps what is still valid, --shard splits
+deterministically, and both give the results a single full run gives."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader import sandbox
+from grader.cli import main
+from notebooks import submission, write
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE = str(ROOT / "course.yml")
+NAMES = ("a-right", "b-wrong", "c-blank", "d-right")
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    root = tmp_path_factory.mktemp("resume")
+    for name in NAMES:
+        replace = {"b-wrong": {"dcounts": "dcounts = counts_sum_inv * dprobs\n"},
+                   "c-blank": {"dprobs": "dprobs = None  # TODO\n"}}.get(name, {})
+        write(root / "subs" / f"{name}.ipynb", submission(replace=replace))
+    return root
+
+
+def grade(batch, out, *extra):
+    result = CliRunner().invoke(main, ["grade", str(batch / "subs"), "--out", str(out), "--course", COURSE,
+                                       "--jobs", "2", *extra])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def scores(out: Path) -> dict[str, dict]:
+    return {p.stem: {t["name"]: t["score"] for t in json.loads(p.read_text())["tests"]} for p in out.glob("*.json")}
+
+
+def test_resume_runs_only_what_changed(batch, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    grade(batch, out)
+    first = scores(out)
+    runs = []
+    real = sandbox.run
+    monkeypatch.setattr(sandbox, "run", lambda cells, *a, **k: runs.append(cells) or real(cells, *a, **k))
+    again = grade(batch, out, "--resume")
+    assert runs == [] and again.output.count("kept ") == len(NAMES)
+    assert scores(out) == first
+    assert re.search(r"a-right\s+51 / 51", again.output)
+    changed = batch / "subs" / "d-right.ipynb"
+    write(changed, submission(replace={"dprobs": "dprobs = probs * dlogprobs\n"}))
+    grade(batch, out, "--resume")
+    assert len(runs) == 1
+    assert scores(out)["d-right"]["dprobs"] == 0 and scores(out)["a-right"] == first["a-right"]
+
+
+def test_shards_are_disjoint_cover_the_batch_and_agree_with_one_run(batch, tmp_path):
+    whole = tmp_path / "whole"
+    grade(batch, whole)
+    parts = tmp_path / "parts"
+    grade(batch, parts, "--shard", "1/2")
+    grade(batch, parts, "--shard", "2/2")
+    assert sorted(p.name for p in parts.glob("grades.shard-*.csv")) == ["grades.shard-1-of-2.csv",
+                                                                       "grades.shard-2-of-2.csv"]
+    rows = [line.split(",")[0] for f in sorted(parts.glob("grades.shard-*.csv")) for line in f.read_text().splitlines()[1:]]
+    assert sorted(rows) == sorted(NAMES) and len(rows) == len(set(rows))
+    assert scores(parts) == scores(whole)
+
+
+@pytest.mark.parametrize("value", ["0/2", "3/2", "x", "1/0"])
+def test_a_bad_shard_is_a_clear_usage_error(batch, tmp_path, value):
+    result = CliRunner().invoke(main, ["grade", str(batch / "subs"), "--out", str(tmp_path), "--course", COURSE,
+                                       "--shard", value])
+    assert result.exit_code == 2 and "--shard" in result.output and "Traceback" not in result.output
