@@ -49,7 +49,7 @@ from grader.exam import checks, prepare
 from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL
 from grader.extract import read as read_notebook
 from notebooks import markdown_cell, reference_sources, submission, write
-from sandbox_tracking import tracked_children
+from sandbox_helpers import kill_siblings, tracked_children
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_FILE = ROOT / "course.yml"
@@ -378,22 +378,7 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
 
 def killer_source() -> str:
     """Tries to kill every process whose parent is this grader (the other children), for 4 s."""
-    return _exec(
-        "import os, time, signal\n"
-        "me = os.getpid()\n"
-        "end = float(os.environ.setdefault('BPN_KILL_END', str(time.monotonic() + 4)))\n"
-        "while time.monotonic() < end:\n"
-        "    for p in os.listdir('/proc'):\n"
-        "        if not p.isdigit() or int(p) == me:\n"
-        "            continue\n"
-        "        try:\n"
-        "            stat = open('/proc/' + p + '/stat').read()\n"
-        f"            if int(stat.rsplit(')', 1)[1].split()[1]) == {os.getpid()}:\n"
-        "                os.kill(int(p), signal.SIGKILL)\n"
-        "        except (OSError, ValueError, IndexError):\n"
-        "            pass\n"
-        "    time.sleep(0.005)\n"
-        "dprobs = torch.zeros_like(probs)\n")
+    return _exec(kill_siblings(4) + "dprobs = torch.zeros_like(probs)\n")
 
 
 def fingerprint(root: Path) -> dict[str, tuple]:

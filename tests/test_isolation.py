@@ -30,7 +30,7 @@ import pytest
 import torch
 
 from grader import protocol, sandbox
-from sandbox_tracking import tracked_children
+from sandbox_helpers import kill_siblings, tracked_children
 from grader.compare import compare
 from grader.configs import generate
 from grader.exam import CHAIN, LOCAL, checks, prepare
@@ -512,23 +512,7 @@ def test_a_child_that_dies_before_reporting_leaves_nothing_behind(case):
 @ROOT_ONLY
 def test_a_child_cannot_kill_another_submissions_child(case):
     flag = f"killing-{uuid.uuid4().hex}"
-    killer = (
-        "exec = exec\nexec(" + repr(
-            "import os, time, signal\n"
-            f"open({flag!r}, 'w').write('x')\n"
-            "me = os.getpid()\n"
-            "end = float(os.environ.setdefault('BPN_KILL_END', str(time.monotonic() + 3)))\n"
-            "while time.monotonic() < end:\n"
-            "    for p in os.listdir('/proc'):\n"
-            "        if not p.isdigit() or int(p) == me:\n"
-            "            continue\n"
-            "        try:\n"
-            "            stat = open('/proc/' + p + '/stat').read()\n"
-            f"            if int(stat.rsplit(')', 1)[1].split()[1]) == {os.getpid()}:\n"
-            "                os.kill(int(p), signal.SIGKILL)\n"
-            "        except (OSError, ValueError, IndexError):\n"
-            "            pass\n"
-            "    time.sleep(0.005)\n") + ")\n")
+    killer = "exec = exec\nexec(" + repr(kill_siblings(3, first=f"open({flag!r}, 'w').write('x')\n")) + ")\n"
     done = {}
     thread = threading.Thread(target=lambda: done.setdefault(
         "killer", sandbox.run({**REFERENCE, "dlogprobs": killer}, [case], sandbox.Limits(timeout=30, cell_timeout=8))))

@@ -1,8 +1,9 @@
-"""The sandbox's leftovers, tracked: tests that start children record the work dirs and pids cgroups the
-sandbox makes, and remove any a run leaves behind."""
+"""Helpers for tests that start sandboxed children: tracking what the sandbox leaves behind, and a child
+that tries to kill its siblings."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -44,3 +45,24 @@ def tracked_children():
                         path.rmdir()
                 else:
                     shutil.rmtree(path, ignore_errors=True)
+
+
+def kill_siblings(seconds: float, *, first: str = "") -> str:
+    """Code that, for `seconds` from its first run, tries to kill every other child of this grader
+    process (the other submissions' children); `first` runs before it."""
+    return (
+        "import os, time, signal\n"
+        f"{first}"
+        "me = os.getpid()\n"
+        f"end = float(os.environ.setdefault('BPN_KILL_END', str(time.monotonic() + {seconds})))\n"
+        "while time.monotonic() < end:\n"
+        "    for p in os.listdir('/proc'):\n"
+        "        if not p.isdigit() or int(p) == me:\n"
+        "            continue\n"
+        "        try:\n"
+        "            stat = open('/proc/' + p + '/stat').read()\n"
+        f"            if int(stat.rsplit(')', 1)[1].split()[1]) == {os.getpid()}:\n"
+        "                os.kill(int(p), signal.SIGKILL)\n"
+        "        except (OSError, ValueError, IndexError):\n"
+        "            pass\n"
+        "    time.sleep(0.005)\n")
