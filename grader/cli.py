@@ -70,6 +70,10 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook):
                     progress=lambda line: click.echo(line, err=True))
     except (RuntimeError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: the results finished so far are in {out}/; rerun with --resume to finish",
+                   err=True)
+        sys.exit(130)
     results = [result for _, result in pairs]
     click.echo(table(results))
     click.echo(f"\n{len(results)} submission(s) graded; results in {out}/ (a grades CSV and one .json each)")

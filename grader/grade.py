@@ -7,6 +7,7 @@ inputs of each configuration, the suite sees what the sandbox returned, scoring 
 from __future__ import annotations
 
 import hashlib
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -50,8 +51,11 @@ class Grader:
 
     def run(self, submissions: list[extract.Submission],
             progress: Callable[[str], None] = lambda line: None) -> list[scoring.Result]:
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+        pool = ThreadPoolExecutor(max_workers=self.jobs)
+        try:
             attempts = list(pool.map(lambda s: self._attempt(s, progress), submissions))
+        finally:  # on Ctrl-C: the children already running finish (and are cleaned up), no new one starts
+            pool.shutdown(wait=True, cancel_futures=True)
         graded = {s.id: suite.Graded(s, a) for s, a in zip(submissions, attempts)}
         outcomes = suite.run(graded, self.cases, self.training, self.course, self.course.autotests_dir)
         scored = []
@@ -88,6 +92,11 @@ def shard(found: list, index: int, count: int) -> list:
     return [item for position, item in enumerate(found) if position % count == index - 1]
 
 
+# Submissions graded and written together: a batch stopped half-way keeps every finished chunk (rerun
+# with resume to finish it), and memory holds one chunk's answers, not the class's.
+CHUNK = 32
+
+
 def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1, resume: bool = False,
           part: tuple[int, int] | None = None,
           progress: Callable[[str], None] = lambda line: None) -> list[tuple[extract.Submission, scoring.Result]]:
@@ -107,11 +116,17 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1, resume
                 progress(f"kept {sid}: unchanged since it was graded")
     submissions = [extract.read(sid, path) for sid, path in found]
     fresh = [s for s in submissions if s.id not in kept]
-    graded = Grader(course, [*paths, out], jobs).run(fresh, progress) if fresh else []
-    for result in graded:
-        result.digest = digests[result.submission]
-        results.write_result(out, result)
-        kept[result.submission] = result
+    grader = Grader(course, [*paths, out], jobs) if fresh else None
+    started = time.monotonic()
+    for start in range(0, len(fresh), CHUNK):
+        for result in grader.run(fresh[start:start + CHUNK], progress):
+            result.digest = digests[result.submission]
+            results.write_result(out, result)
+            kept[result.submission] = result
+        done = min(start + CHUNK, len(fresh))
+        rate = done / (time.monotonic() - started)
+        progress(f"{len(kept)}/{len(submissions)} graded, {rate:.2f} per second, "
+                 f"about {(len(fresh) - done) / rate:.0f} s left")
     scored = [kept[s.id] for s in submissions]
     name = "grades.csv" if part is None else f"grades.shard-{part[0]}-of-{part[1]}.csv"
     results.write_grades_csv(out, scored, list(course.points), name)

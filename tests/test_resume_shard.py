@@ -73,3 +73,26 @@ def test_a_bad_shard_is_a_clear_usage_error(batch, tmp_path, value):
     result = CliRunner().invoke(main, ["grade", str(batch / "subs"), "--out", str(tmp_path), "--course", COURSE,
                                        "--shard", value])
     assert result.exit_code == 2 and "--shard" in result.output and "Traceback" not in result.output
+
+
+def test_an_interrupted_batch_keeps_its_finished_chunks_and_resume_finishes_it(batch, tmp_path, monkeypatch):
+    from grader import grade as grading
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(grading, "CHUNK", 2)
+    real, calls = grading.Grader.run, []
+
+    def run(self, submissions, progress):
+        calls.append([s.id for s in submissions])
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # Ctrl-C while the second chunk runs
+        return real(self, submissions, progress)
+
+    monkeypatch.setattr(grading.Grader, "run", run)
+    stopped = CliRunner().invoke(main, ["grade", str(batch / "subs"), "--out", str(out), "--course", COURSE])
+    assert stopped.exit_code == 130 and "rerun with --resume" in stopped.output
+    assert sorted(scores(out)) == sorted(calls[0])  # the first chunk's results, whole, and nothing else
+    assert not list(out.rglob("*.tmp"))
+    monkeypatch.setattr(grading.Grader, "run", real)
+    finished = grade(batch, out, "--resume")
+    assert finished.output.count("kept ") == 2 and sorted(scores(out)) == sorted(NAMES)
