@@ -66,3 +66,31 @@ def kill_siblings(seconds: float, *, first: str = "") -> str:
         "        except (OSError, ValueError, IndexError):\n"
         "            pass\n"
         "    time.sleep(0.005)\n")
+
+
+def processes() -> dict[int, tuple[list[bytes], str, int]]:
+    """pid -> (command line, state, process group) of every process that can be read (state "Z": dead,
+    not yet reaped)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        found[int(entry)] = (cmdline, fields[0], int(fields[2]))
+    return found
+
+
+def alive_with(marker: str) -> dict[int, str]:
+    """pid -> state of every living process whose command line holds `marker`."""
+    return {pid: state for pid, (cmdline, state, _) in processes().items()
+            if marker.encode() in cmdline and state != "Z"}
+
+
+def group_members(pgid: int) -> dict[int, str]:
+    """pid -> state of every process in process group `pgid`."""
+    return {pid: state for pid, (_, state, group) in processes().items() if group == pgid}

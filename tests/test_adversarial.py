@@ -49,7 +49,7 @@ from grader.exam import checks, prepare
 from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL
 from grader.extract import read as read_notebook
 from notebooks import markdown_cell, reference_sources, submission, write
-from sandbox_helpers import kill_siblings, tracked_children
+from sandbox_helpers import alive_with, kill_siblings, tracked_children
 
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_FILE = ROOT / "course.yml"
@@ -388,21 +388,6 @@ def fingerprint(root: Path) -> dict[str, tuple]:
         st = path.lstat()
         digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
         found[path.relative_to(root).as_posix()] = (st.st_size if path.is_file() else None, st.st_mtime_ns, digest, st.st_mode)
-    return found
-
-
-def alive_with(marker: str) -> dict[int, str]:
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        if marker.encode() in cmdline and stat[stat.rindex(")") + 2] != "Z":
-            found[int(entry)] = stat[stat.rindex(")") + 2]
     return found
 
 

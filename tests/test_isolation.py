@@ -30,7 +30,7 @@ import pytest
 import torch
 
 from grader import protocol, sandbox
-from sandbox_helpers import kill_siblings, tracked_children
+from sandbox_helpers import alive_with, kill_siblings, tracked_children
 from grader.compare import compare
 from grader.configs import generate
 from grader.exam import CHAIN, LOCAL, checks, prepare
@@ -385,33 +385,16 @@ def _marker() -> str:
     return f"{900 + secrets.randbelow(90)}.{secrets.randbelow(10**9):09d}"
 
 
-def _alive_with(marker: str) -> dict[int, str]:
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        if marker.encode() in cmdline:
-            state = stat[stat.rindex(")") + 2]
-            if state != "Z":
-                found[int(entry)] = state
-    return found
-
-
 def _gone(marker: str, seconds: float = 5.0) -> dict[int, str]:
     deadline = time.monotonic() + seconds
-    while (left := _alive_with(marker)) and time.monotonic() < deadline:
+    while (left := alive_with(marker)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
 
 
 def _kill_leftovers(markers) -> None:
     for marker in markers:
-        for pid in _alive_with(marker):
+        for pid in alive_with(marker):
             try:
                 os.kill(pid, 9)
             except ProcessLookupError:

@@ -22,6 +22,7 @@ from grader.course import load
 from grader.exam import CHAIN, LOCAL, checks, prepare
 from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID, FORWARD_NAMES
 from notebooks import reference_sources
+from sandbox_helpers import group_members
 
 COURSE = load(Path(__file__).resolve().parents[1] / "course.yml")
 TOL = COURSE.tolerance
@@ -294,26 +295,10 @@ def test_a_tensor_subclass_and_a_non_tensor_are_named(misbehaving_run):
 # Ending the child
 
 
-def _group_members(pgid: int) -> dict[int, str]:
-    """pid -> state of every process in process group `pgid` (state "Z": dead, not yet reaped)."""
-    members = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[2]) == pgid:
-            members[int(entry)] = fields[0]
-    return members
-
-
 def assert_no_process_left(pgid: int) -> None:
     with pytest.raises(ProcessLookupError):
         os.kill(pgid, 0)  # the child itself was reaped
-    live = {pid: state for pid, state in _group_members(pgid).items() if state != "Z"}
+    live = {pid: state for pid, state in group_members(pgid).items() if state != "Z"}
     assert live == {}, f"processes of the submission still running: {live}"
     # Orphans killed with the group are reaped by init; wait for that, a little.
     for _ in range(100):
@@ -322,7 +307,7 @@ def assert_no_process_left(pgid: int) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.05)
-    assert all(state == "Z" for state in _group_members(pgid).values())
+    assert all(state == "Z" for state in group_members(pgid).values())
 
 
 def _local_before(grade_id: str) -> list[str]:
@@ -385,7 +370,7 @@ def test_the_submission_time_limit_stops_everything_the_notebook_started(cases, 
     grandchild = int(pidfile.read_text()) if pidfile.exists() else None
     assert_no_process_left(pid)
     if grandchild is not None:
-        state = _group_members(pid).get(grandchild)
+        state = group_members(pid).get(grandchild)
         assert state in (None, "Z"), f"the notebook's subprocess survived: state {state}"
         if state is None and Path(f"/proc/{grandchild}").exists():
             stat = Path(f"/proc/{grandchild}/stat").read_text()
