@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins
 import os
 import signal
-import sys
 import time
 import traceback
 
@@ -228,8 +227,3 @@ def main() -> None:
         elif op == "bye":
             protocol.write(wfd, {"op": "bye"})
             return
-
-
-if __name__ == "__main__":
-    main()
-    sys.exit(0)

@@ -1,24 +1,22 @@
-"""The first code a sandboxed child runs, still trusted: it walls the process in, then execs the
-child that runs student code.
+"""The first code a sandboxed child runs, still trusted: it walls the process in before any student
+code exists in it.
 
-In a fresh single-threaded interpreter (safe, unlike a preexec_fn in a threaded grader) it joins the
-child's pids cgroup, sets resource limits, and, where the platform allows, moves into new mount and
-network namespaces where the course directory, the submissions, the results and the home directory
-are hidden (only the Python installation and the grader package are bound back, read-only), then
-drops to an unprivileged user. It reports what it actually achieved as the first protocol message, so
-each result can say which isolation was in force.
+Called in a child just forked from the single-threaded fork server (grader.zygote; safe, unlike a
+preexec_fn in a threaded grader), it joins the child's pids cgroup, sets resource limits, and, where
+the platform allows, moves into new mount and network namespaces where the course directory, the
+submissions, the results and the home directory are hidden (only the Python installation and the
+grader package are bound back, read-only), then drops to an unprivileged user. What it actually
+achieved becomes the child's first protocol message, so each result can say which isolation was in
+force.
 """
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import resource
-import sys
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-MNT_DETACH = 2
 PR_SET_NO_NEW_PRIVS = 38
 # World-writable places: covered, so that a child writes nowhere but its own work dir.
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
@@ -136,9 +134,9 @@ def _namespaces(config: dict) -> tuple[str, str, str]:
     return user, network, filesystem
 
 
-def main() -> None:
-    config = json.loads(sys.argv[1])
-    report = {"process": "separate process, own session"}
+def wall(config: dict) -> dict:
+    """Wall the calling process in, irreversibly, and say what was achieved."""
+    report = {}
     cgroup = config.get("cgroup")
     if cgroup:
         try:
@@ -151,11 +149,4 @@ def main() -> None:
     report["limits"] = _limits(config)
     _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     os.chdir(config["workdir"])
-    from grader import protocol
-
-    protocol.write(1, {"op": "isolation", "isolation": report})
-    os.execv(sys.executable, [sys.executable, "-I", "-m", "grader.child"])
-
-
-if __name__ == "__main__":
-    main()
+    return report

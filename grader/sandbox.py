@@ -7,14 +7,17 @@ its own answer for it, and runs a fused answer just before its target is reveale
 """
 from __future__ import annotations
 
+import atexit
+import itertools
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
-import itertools
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -137,11 +140,119 @@ def _uid() -> int:
     return UID_BASE + ((os.getpid() & 0xFFFF) << 12) + (next(_uids) & 0xFFF)
 
 
+ENV = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+       "LANG": "C.UTF-8"}
+
+
+class ServerGone(protocol.ProtocolError):
+    """The fork server stopped answering."""
+
+
+class ForkServer:
+    """The grader's end of grader.zygote: one per grading process, started on first use and again
+    whenever it has died, shared by the threads that run submissions side by side."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._proc = None
+        self._socket = None
+
+    def start(self) -> None:
+        """Start the server (it takes about a second to import torch) without waiting for it."""
+        with self._lock:
+            self._ensure_started()
+
+    def _ensure_started(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        self._close()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        os.set_inheritable(theirs.fileno(), True)
+        try:
+            # In a process group of its own: Ctrl-C reaches the grader, which then stops it in order.
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "grader.zygote", str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd="/",
+                pass_fds=(theirs.fileno(),), process_group=0)
+        finally:
+            theirs.close()
+        self._socket = ours
+        self._ready = False
+
+    def _request(self, request: dict, fds: list[int] = ()) -> dict:
+        with self._lock:
+            self._ensure_started()
+            try:
+                if not self._ready:
+                    hello = json.loads(self._socket.recv(4096) or b"{}")
+                    if hello.get("threads") != 1:
+                        raise ServerGone(f"the fork server did not start ({hello or 'no answer'})")
+                    self._ready = True
+                socket.send_fds(self._socket, [json.dumps(request).encode()], list(fds))
+                reply = self._socket.recv(1 << 16)
+            except OSError as exc:
+                self._close()
+                raise ServerGone(f"the fork server stopped ({exc.strerror})") from None
+            if not reply:
+                self._close()
+                raise ServerGone("the fork server stopped")
+            return json.loads(reply)
+
+    @property
+    def pid(self) -> int | None:
+        with self._lock:
+            self._ensure_started()
+            return self._proc.pid
+
+    def spawn(self, config: dict, env: dict, stdin: int, stdout: int) -> int:
+        return self._request({"op": "spawn", "config": config, "env": env}, [stdin, stdout])["pid"]
+
+    def status(self, pid: int) -> dict:
+        return self._request({"op": "status", "pid": pid})
+
+    def reap(self, pid: int) -> None:
+        self._request({"op": "reap", "pid": pid})
+
+    def _close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def close(self) -> None:
+        """Stop the server; it kills and reaps any child still running as its socket closes."""
+        with self._lock:
+            if self._socket is not None:
+                self._socket.close()
+                self._socket = None
+            if self._proc is not None:
+                self._proc.wait()
+                self._proc = None
+
+
+_server = ForkServer()
+atexit.register(_server.close)
+
+
+def warm_up() -> None:
+    """Have the fork server import torch while the caller does other work (e.g. computes oracles)."""
+    _server.start()
+
+
+def server_pid() -> int:
+    """The fork server's pid: the parent of every sandboxed child."""
+    return _server.pid
+
+
 class Child:
     def __init__(self, limits: Limits):
         self.workdir = tempfile.mkdtemp(prefix="bpn-child-")
         self.cgroup = None
-        self.proc = None
+        self.pid = None
+        self.streams = []
         try:
             self._start(limits)
         except BaseException:
@@ -159,15 +270,17 @@ class Child:
             "memory_mb": limits.memory_mb, "file_size_mb": limits.file_size_mb, "processes": limits.processes,
             "cpu_seconds": int(limits.timeout) + 5,
         }
-        env = {"PATH": "/usr/bin:/bin", "HOME": self.workdir, "TMPDIR": self.workdir, "OMP_NUM_THREADS": "1",
-               "MKL_NUM_THREADS": "1", "LANG": "C.UTF-8", "MPLCONFIGDIR": self.workdir}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "grader.jail", json.dumps(config)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            cwd=self.workdir, env=env, start_new_session=True,
-        )
-        self.reader = protocol.Reader(self.proc.stdout.fileno(), max_payload=protocol.MAX_ANSWER_BYTES)
-        self.deadline = time.monotonic() + limits.timeout
+        env = {**ENV, "HOME": self.workdir, "TMPDIR": self.workdir, "MPLCONFIGDIR": self.workdir}
+        child_in, self.stdin = os.pipe()
+        self.stdout, child_out = os.pipe()
+        self.streams = [self.stdin, self.stdout]
+        try:
+            self.deadline = time.monotonic() + limits.timeout
+            self.pid = _server.spawn(config, env, child_in, child_out)
+        finally:
+            os.close(child_in)
+            os.close(child_out)
+        self.reader = protocol.Reader(self.stdout, max_payload=protocol.MAX_ANSWER_BYTES)
         header, _ = self.receive()
         if header.get("op") != "isolation":
             raise protocol.ProtocolError("the sandbox did not start")
@@ -175,7 +288,7 @@ class Child:
 
     def send(self, header: dict, tensors: dict | None = None) -> None:
         try:
-            protocol.write(self.proc.stdin.fileno(), header, tensors)
+            protocol.write(self.stdin, header, tensors)
         except OSError as exc:
             raise protocol.ProtocolError(f"the child stopped reading ({exc.strerror})") from None
 
@@ -184,16 +297,16 @@ class Child:
 
     def broken(self, exc: Exception) -> str:
         """Why the connection broke. Its end of the pipe closes a moment before the exit status exists,
-        so wait for it (without reaping: until close() has killed the process group, its pid must stay
-        ours). Only student code runs in the child, so a child that broke the protocol and lives on was
-        broken by it too."""
+        so wait for it (the fork server does not reap the child until close() has killed its process
+        group, so its pid stays ours). Only student code runs in the child, so a child that broke the
+        protocol and lives on was broken by it too."""
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
-            status = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            if status is not None:
-                if status.si_code == os.CLD_EXITED:
-                    return f"the notebook's code ended the grading process (exit status {status.si_status})"
-                reason = SIGNALS.get(status.si_status, f"signal {signal.Signals(status.si_status).name}")
+            status = _server.status(self.pid)
+            if "exited" in status:
+                return f"the notebook's code ended the grading process (exit status {status['code']})"
+            if "killed" in status:
+                reason = SIGNALS.get(status["signal"], f"signal {signal.Signals(status['signal']).name}")
                 return f"the grading process was stopped by {reason}"
             time.sleep(0.01)
         return f"the notebook's code broke the grading process's connection ({exc})"
@@ -202,14 +315,13 @@ class Child:
         """Kill the whole process group, then every process left in the child's cgroup (one that left
         the group with setsid(), say): nothing the student's code started outlives the submission.
 
-        The group is killed before the child is reaped: until then no new process can get its pid, so
-        the kill cannot reach another submission's child."""
-        if self.proc is not None:
+        The group is killed before the fork server reaps the child: until then no new process can get
+        its pid, so the kill cannot reach another submission's child."""
+        if self.pid is not None:
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.proc.wait()
         if self.cgroup:
             for _ in range(200):
                 try:
@@ -228,9 +340,14 @@ class Child:
                 self.cgroup.rmdir()
             except OSError:
                 pass
-        if self.proc is not None:
-            for stream in (self.proc.stdin, self.proc.stdout):
-                stream.close()
+        if self.pid is not None:
+            try:
+                _server.reap(self.pid)
+            except ServerGone:
+                pass  # nothing left to reap: the child and its cgroup were killed above
+        for fd in self.streams:
+            os.close(fd)
+        self.streams = []
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

@@ -48,8 +48,9 @@ def tracked_children():
 
 
 def kill_siblings(seconds: float, *, first: str = "") -> str:
-    """Code that, for `seconds` from its first run, tries to kill every other child of this grader
-    process (the other submissions' children); `first` runs before it."""
+    """Code that, for `seconds` from its first run, tries to kill every other child of the fork server
+    (the other submissions' children); `first` runs before it."""
+    sandbox.warm_up()
     return (
         "import os, time, signal\n"
         f"{first}"
@@ -61,7 +62,7 @@ def kill_siblings(seconds: float, *, first: str = "") -> str:
         "            continue\n"
         "        try:\n"
         "            stat = open('/proc/' + p + '/stat').read()\n"
-        f"            if int(stat.rsplit(')', 1)[1].split()[1]) == {os.getpid()}:\n"
+        f"            if int(stat.rsplit(')', 1)[1].split()[1]) == {sandbox.server_pid()}:\n"
         "                os.kill(int(p), signal.SIGKILL)\n"
         "        except (OSError, ValueError, IndexError):\n"
         "            pass\n"

@@ -472,15 +472,12 @@ def test_the_process_run_reports_the_pids_cgroup(procs):
     assert attempt.isolation["limits"]["processes"] == PROCESSES
 
 
-NOT_CLOSED = ("weakness: sandbox.run closes only a child whose Child() finished: a child that dies or is killed "
-              "before its isolation report makes Child.__init__ raise, `child` stays None, and its work dir, pids "
-              "cgroup and pipes are never removed (grader/sandbox.py, run(): `finally: if child is not None`)")
-
-
+@ROOT_ONLY
 def test_a_child_that_dies_before_reporting_leaves_nothing_behind(case):
     with tracked_children() as made:
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(sandbox.sys, "executable", "/bin/false")  # the process exits at once, silently
+            # A work dir its uid cannot enter: the child dies inside its walls, before its first message.
+            mp.setattr(sandbox.os, "chown", lambda *args: None)
             attempt = sandbox.run(REFERENCE, [case], sandbox.Limits(timeout=10, cell_timeout=5))
         assert attempt.error and "start" in attempt.error, attempt.error
         assert made, "the sandbox made no work dir"

@@ -65,7 +65,7 @@ def logged_run(cells, cases, **limits):
 
     def logged_init(self, *args, **kwargs):
         init(self, *args, **kwargs)
-        pids.append(self.proc.pid)
+        pids.append(self.pid)
 
     def logged_send(self, header, tensors=None, *args, **kwargs):
         log.append(("send", header, dict(tensors or {})))

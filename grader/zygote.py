@@ -1,0 +1,139 @@
+"""A fork server for sandboxed children: it pays `import torch` once, then forks one walled child per
+submission, so a child starts in milliseconds instead of a second.
+
+It is started as a fresh interpreter (`python -I -m grader.zygote`), never forked from the grader, so
+no configuration, oracle value or other submission is ever in its memory, and so in none of its
+children's. It stays single-threaded (OMP_NUM_THREADS=1 before torch loads), which makes fork safe.
+
+The grader talks to it over a SOCK_SEQPACKET socket (its fd number is the argument), one JSON request and one JSON reply at a
+time, the child's two protocol pipes travelling with the request as passed file descriptors:
+
+    spawn {config, env} + [stdin, stdout]  ->  {pid}
+    status {pid}                            ->  {running} or {exited, code} or {killed, signal}
+    reap {pid}                              ->  {}
+
+A child is reaped only when the grader asks, after it has killed the child's process group: until
+then the pid stays taken (a zombie at worst), so that kill cannot reach anyone else. When the grader
+goes away (the socket closes), every child left is killed and reaped.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+
+MAX_REQUEST = 1 << 20
+
+
+def _warm_up() -> None:
+    """Import what a child uses and run it once on made-up values: a child forked afterwards finds
+    torch's lazily built dispatch tables and kernels ready. Nothing of any course is involved."""
+    import torch
+
+    import grader.child  # noqa: F401
+    import grader.jail  # noqa: F401
+    from grader.model import LECTURE, forward, init_params
+
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(0)
+    params = init_params(LECTURE, g, torch.float64)
+    Xb = torch.randint(0, LECTURE.vocab, (LECTURE.n, LECTURE.block_size), generator=g)
+    forward(params, Xb, torch.randint(0, LECTURE.vocab, (LECTURE.n,), generator=g))
+
+
+def _child(config: dict, env: dict, fds: list[int], control: socket.socket) -> None:
+    """In the forked child: own session, the pipes on 0 and 1, nothing else open, walls up, then the
+    child's protocol loop. It never returns into the server's code."""
+    code = 1
+    try:
+        control.close()
+        os.setsid()
+        for signum in (signal.SIGCHLD, signal.SIGPIPE, signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+        os.dup2(fds[0], 0)
+        os.dup2(fds[1], 1)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        os.environ.clear()
+        os.environ.update(env)
+        from grader import child, jail, protocol
+
+        report = jail.wall(config)
+        report["process"] = ("separate process, own session, forked from a fresh fork server that never "
+                             "held grading data")
+        protocol.write(1, {"op": "isolation", "isolation": report})
+        child.main()
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _status(pid: int) -> dict:
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return {"gone": True}
+    if info is None:
+        return {"running": True}
+    if info.si_code == os.CLD_EXITED:
+        return {"exited": True, "code": info.si_status}
+    return {"killed": True, "signal": info.si_status}
+
+
+def _kill(pid: int) -> None:
+    """Kill and reap one child of ours. It may not have reached setsid() yet (its group would not
+    exist), hence the kill by pid, which is safe: an unreaped child's pid cannot belong to anyone else."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    os.waitpid(pid, 0)
+
+
+def serve(control: socket.socket) -> None:
+    children: set[int] = set()
+    try:
+        while True:
+            data, fds, _, _ = socket.recv_fds(control, MAX_REQUEST, 2)
+            if not data:
+                return
+            request = json.loads(data)
+            if request["op"] == "spawn":
+                pid = os.fork()
+                if pid == 0:
+                    _child(request["config"], request["env"], fds, control)
+                for fd in fds:
+                    os.close(fd)
+                children.add(pid)
+                reply = {"pid": pid}
+            elif request["op"] == "status":
+                reply = _status(request["pid"])
+            elif request["op"] == "reap":
+                if request["pid"] in children:
+                    children.discard(request["pid"])
+                    _kill(request["pid"])
+                reply = {}
+            else:
+                reply = {"error": f"unknown request {request['op']!r}"}
+            control.send(json.dumps(reply).encode())
+    finally:
+        for pid in children:
+            _kill(pid)
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    _warm_up()
+    threads = len(os.listdir("/proc/self/task"))
+    control.send(json.dumps({"ready": True, "threads": threads}).encode())
+    if threads != 1:
+        sys.exit(1)  # fork would copy a process whose other threads may hold locks
+    serve(control)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""grader.zygote: the fork server that makes a sandboxed child cost milliseconds, not a second.
+
+What matters is that the speed costs nothing in safety: the server is a fresh interpreter (so no
+oracle value is in any child's memory), single-threaded, the parent of every child (not the grader),
+and a server that dies costs one submission at most, never the batch.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from grader import sandbox
+from grader.configs import generate
+from grader.exam import prepare
+from notebooks import reference_sources
+from sandbox_helpers import processes
+
+REFERENCE = reference_sources()
+
+
+@pytest.fixture(scope="module")
+def case():
+    return prepare(generate("fork-server-test-salt", 1)[0])
+
+
+def _status_line(pid: int, key: str) -> str:
+    return next(line.split(":", 1)[1].strip() for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                if line.startswith(key + ":"))
+
+
+def test_the_server_is_a_fresh_single_threaded_interpreter_not_a_fork_of_the_grader():
+    pid = sandbox.server_pid()
+    cmdline, _, group = processes()[pid]
+    assert cmdline[1:4] == [b"-I", b"-m", b"grader.zygote"], cmdline
+    assert int(_status_line(pid, "PPid")) == os.getpid()
+    assert group == pid, "the server should have a process group of its own (Ctrl-C goes to the grader)"
+    assert _status_line(pid, "Threads") == "1"
+
+
+def test_every_child_is_the_servers_and_reports_it(case):
+    code = ("import os\n"
+            "dlogprobs = torch.zeros_like(logprobs)\n"
+            "dlogprobs[0, 0] = float(os.getppid())\n")
+    attempt = sandbox.run({"dlogprobs": "exec = exec\nexec(" + repr(code) + ")\n"}, [case],
+                          sandbox.Limits(timeout=30, cell_timeout=5))
+    outcome = attempt.outcomes[("dlogprobs", "chain", case.config.name)]
+    assert outcome.status == "tensor", outcome
+    assert int(outcome.tensor[0, 0]) == sandbox.server_pid()
+    assert "fork server" in attempt.isolation["process"]
+
+
+def test_a_server_killed_mid_submission_costs_that_submission_only(case):
+    """The cell kills nothing itself (it cannot: another uid); the test kills the server while the
+    cell sleeps, as an OOM killer would."""
+    pid = sandbox.server_pid()
+    slow = "import time\ntime.sleep(3)\ndprobs = torch.zeros_like(probs)\n"
+    timer = threading.Timer(1.0, os.kill, (pid, signal.SIGKILL))
+    timer.start()
+    try:
+        first = sandbox.run({**REFERENCE, "dprobs": "exec = exec\nexec(" + repr(slow) + ")\n"}, [case],
+                            sandbox.Limits(timeout=30, cell_timeout=10))
+    finally:
+        timer.cancel()
+    # The child lives on (its parent died, not it): it finishes the submission or is stopped; either
+    # way the result says what happened and nothing is left running.
+    assert first.error is None or "grading process" in first.error, first.error
+    second = sandbox.run(REFERENCE, [case], sandbox.Limits(timeout=30, cell_timeout=10))
+    assert second.error is None, second.error
+    assert sandbox.server_pid() != pid
+    assert all(o.status == "tensor" for o in second.outcomes.values())
