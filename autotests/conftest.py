@@ -1,8 +1,8 @@
 """How the hidden suite judges one answer on every configuration and turns a failure into feedback.
 
-Never released to students. The grader's plugin supplies the fixtures `submission` (one graded
-submission: its answer cells and what they produced in the sandbox), `cases` (the configurations with
-their oracle values) and `course`.
+Never released to students. The grader's plugin supplies the fixtures `each` (judges every submission
+of the batch with a function of one graded submission: its answer cells and what they produced in the
+sandbox), `cases` (the configurations with their oracle values), `training` and `course`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from grader.compare import BLANK, SQUEEZABLE, WRONG, compare
 from grader.exam import CHAIN, Case
 from grader.exercise import BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_TRAINING, Answer
 from grader.model import PARAMETERS
-from grader.suite import Wrong
+from grader.suite import Note, Wrong
 
 KNOWN_MISTAKES = yaml.safe_load((Path(__file__).parent / "known_mistakes.yml").read_text())
 
@@ -65,13 +65,15 @@ def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, 
     return None
 
 
-def _outcome_text(outcome, case: Case | None, answer: Answer, check: str, tol) -> tuple[str, str]:
-    """(kind, feedback) for an outcome that is not a tensor (case None: no catalogue to name it from)."""
+def _outcome_text(outcome, case: Case | None, answer: Answer, check: str, tol) -> tuple[str, str, str]:
+    """(kind, feedback, mistake) for an outcome that is not a tensor (case None: no catalogue to name it
+    from)."""
     if outcome.status == "error":
         where = f" on line {outcome.detail['line']}" if outcome.detail.get("line") else ""
         text = f"{outcome.detail['error_type']}{where}: {outcome.detail['error']}"
         named = None if case is None else _known_mistake(
             case, answer, check, tol, error=(outcome.detail["error_type"], outcome.detail["error"]))
+        mistake = named or ""
         if named:
             text += f"; {named}"
         elif outcome.detail["error_type"] == "NameError" and answer.exercise == 4:
@@ -81,20 +83,21 @@ def _outcome_text(outcome, case: Case | None, answer: Answer, check: str, tol) -
         elif outcome.detail["error_type"] == "KeyError" and answer.exercise == 4:
             text += f" (the cache holds exactly: {', '.join(EX4_CACHE)})"
         elif "cannot be multiplied" in outcome.detail["error"]:
+            mistake = "the shapes of a matrix product do not fit (a transpose is probably missing or misplaced)"
             text += (f"; the shapes of a matrix product do not fit: write the product whose shape is "
                      f"{answer.variable}'s (a transpose is probably missing or misplaced)")
-        return "error", text
+        return "error", text, mistake
     template = STATUS_TEXT.get(outcome.status, "unexpected result ({status})")
     kind = BLANK if outcome.status == "blank" else outcome.status
     detail = {k: "; ".join(v) if isinstance(v, list) else v for k, v in outcome.detail.items()}
-    return kind, template.format(variable=answer.variable, status=outcome.status, **detail)
+    return kind, template.format(variable=answer.variable, status=outcome.status, **detail), ""
 
 
-def _assess(submission, case: Case, answer: Answer, check: str, course) -> tuple[str, str] | None:
-    """None when the answer is right on this case, else (kind, feedback)."""
+def _assess(submission, case: Case, answer: Answer, check: str, course) -> tuple[str, str, str] | None:
+    """None when the answer is right on this case, else (kind, feedback, the mistake's name or "")."""
     outcome = submission.attempt.outcomes.get((answer.grade_id, check, case.config.name))
     if outcome is None:
-        return "not-run", submission.attempt.error or "the cell was not run"
+        return "not-run", submission.attempt.error or "the cell was not run", ""
     tol = course.tolerance
     if outcome.status != "tensor":
         return _outcome_text(outcome, case, answer, check, tol)
@@ -103,78 +106,84 @@ def _assess(submission, case: Case, answer: Answer, check: str, course) -> tuple
         return None
     lines = [f"{answer.variable}: {verdict.message}"]
     named = _known_mistake(case, answer, check, tol, tensor=outcome.tensor) if verdict.status == WRONG else None
-    lines += [named] if named else list(verdict.hints)
-    return verdict.status, "; ".join(lines)
+    mistake = named or "; ".join(verdict.hints)
+    return verdict.status, "; ".join([*lines, mistake] if mistake else lines), mistake
+
+
+def _judge(submission, cases: list[Case], course, answer: Answer, check: str) -> None:
+    """Raise `Wrong` with the student's feedback unless the answer is right on every scored case."""
+    if submission.submission.error:
+        raise Wrong(submission.submission.error, "unreadable")
+    if answer.cell_id in submission.submission.problems:
+        raise Wrong(submission.submission.problems[answer.cell_id], "missing")
+    if answer.cell_id in submission.submission.refused:
+        raise Wrong(f"not run: the static check refused it, {submission.submission.refused[answer.cell_id]}",
+                    "refused")
+    failures = []
+    for case in cases:
+        if case.config.scored:
+            failure = _assess(submission, case, answer, check, course)
+            if failure:
+                failures.append((case, *failure))
+    if not failures:
+        return
+    case, kind, feedback, mistake = next((f for f in failures if f[1] != SQUEEZABLE), failures[0])
+    probe = next(c for c in cases if not c.config.scored)
+    if kind != BLANK and _assess(submission, probe, answer, check, course) is None:
+        mistake = mistake or "a hard-coded size"
+        feedback += (f"; right for the lecture's sizes (n={probe.n}) but not for n={case.n}: "
+                     "a hard-coded size? Use n and the tensors' shapes")
+    if check != CHAIN:
+        feedback = "with random upstream gradients (a check of this one backward step): " + feedback
+    raise Wrong(feedback, kind, mistake)
 
 
 @pytest.fixture
-def judge(submission, cases, course):
-    """Raise `Wrong` with the student's feedback unless the answer is right on every scored case."""
+def judge(each, cases, course):
+    """judge(grade_id, check): judge every submission's answer for that grade id and check."""
 
     def run(grade_id: str, check: str) -> None:
-        answer = BY_GRADE_ID[grade_id]
-        if submission.submission.error:
-            raise Wrong(submission.submission.error, "unreadable")
-        if answer.cell_id in submission.submission.problems:
-            raise Wrong(submission.submission.problems[answer.cell_id], "missing")
-        if answer.cell_id in submission.submission.refused:
-            raise Wrong(f"not run: the static check refused it, {submission.submission.refused[answer.cell_id]}",
-                        "refused")
-        failures = []
-        for case in cases:
-            if case.config.scored:
-                failure = _assess(submission, case, answer, check, course)
-                if failure:
-                    failures.append((case, *failure))
-        if not failures:
-            return
-        case, kind, feedback = next((f for f in failures if f[1] != SQUEEZABLE), failures[0])
-        probe = next(c for c in cases if not c.config.scored)
-        if kind != BLANK and _assess(submission, probe, answer, check, course) is None:
-            feedback += (f"; right for the lecture's sizes (n={probe.n}) but not for n={case.n}: "
-                         "a hard-coded size? Use n and the tensors' shapes")
-        if check != CHAIN:
-            feedback = "with random upstream gradients (a check of this one backward step): " + feedback
-        raise Wrong(feedback, kind)
+        each(lambda submission: _judge(submission, cases, course, BY_GRADE_ID[grade_id], check))
 
     return run
+
+
+def _judge_training(submission, training, course) -> Note:
+    """Raise `Wrong` unless the student's training steps follow autograd's; on success, record how the
+    speed of their backward compares with autograd's."""
+    if submission.submission.error:
+        raise Wrong(submission.submission.error, "unreadable")
+    for reason in (submission.submission.problems, submission.submission.refused):
+        if EX4_CELL in reason:
+            raise Wrong(f"not run: {reason[EX4_CELL]}", "missing")
+    outcome = submission.attempt.outcomes.get((EX4_TRAINING, "chain", training.config.name))
+    if outcome is None:
+        raise Wrong(submission.attempt.error or "the training check did not run", "not-run")
+    if outcome.status != "tensor":
+        kind, text, mistake = _outcome_text(outcome, None, BY_GRADE_ID["ex4_dC"], "chain", course.tolerance)
+        step = outcome.detail.get("step")
+        raise Wrong(f"training: {text}" + (f" (at step {step})" if step and "step" not in text else ""), kind, mistake)
+    tol = course.tolerance
+    steps = len(training.losses)
+    for step, (mine, theirs) in enumerate(zip(outcome.tensor.tolist(), training.losses.tolist()), start=1):
+        if abs(mine - theirs) > tol.atol + tol.rtol * abs(theirs):
+            raise Wrong(f"training diverges from autograd at step {step} of {steps}: the loss is {mine:.6f} "
+                        f"with your gradients, {theirs:.6f} with autograd's (the steps before it agree)")
+    for name in PARAMETERS:
+        verdict = compare(outcome.extra[name], training.final[name], rtol=tol.rtol, atol=tol.atol)
+        if not verdict.passed:
+            raise Wrong(f"after {steps} training steps the losses agree but {name} differs from autograd's: "
+                        f"{verdict.message}")
+    mine = outcome.detail.get("seconds_per_step")
+    # Timings differ from run to run: they go on record, not into the feedback, so that grading the same
+    # notebook twice gives the same feedback (the notebook's self-check shows them).
+    extra = {"manual_backward_ms_per_step": round(mine * 1e3, 4),
+             "autograd_backward_ms_per_step": round(training.seconds_per_step * 1e3, 4)} \
+        if isinstance(mine, (int, float)) else {}
+    return Note(f"{steps} training steps match autograd", extra)
 
 
 @pytest.fixture
-def judge_training(submission, training, course, record_property):
-    """Raise `Wrong` unless the student's training steps follow autograd's; on success, record how the
-    speed of their backward compares with autograd's."""
-
-    def run() -> None:
-        if submission.submission.error:
-            raise Wrong(submission.submission.error, "unreadable")
-        for reason in (submission.submission.problems, submission.submission.refused):
-            if EX4_CELL in reason:
-                raise Wrong(f"not run: {reason[EX4_CELL]}", "missing")
-        outcome = submission.attempt.outcomes.get((EX4_TRAINING, "chain", training.config.name))
-        if outcome is None:
-            raise Wrong(submission.attempt.error or "the training check did not run", "not-run")
-        if outcome.status != "tensor":
-            kind, text = _outcome_text(outcome, None, BY_GRADE_ID["ex4_dC"], "chain", course.tolerance)
-            step = outcome.detail.get("step")
-            raise Wrong(f"training: {text}" + (f" (at step {step})" if step and "step" not in text else ""), kind)
-        tol = course.tolerance
-        steps = len(training.losses)
-        for step, (mine, theirs) in enumerate(zip(outcome.tensor.tolist(), training.losses.tolist()), start=1):
-            if abs(mine - theirs) > tol.atol + tol.rtol * abs(theirs):
-                raise Wrong(f"training diverges from autograd at step {step} of {steps}: the loss is {mine:.6f} "
-                            f"with your gradients, {theirs:.6f} with autograd's (the steps before it agree)")
-        for name in PARAMETERS:
-            verdict = compare(outcome.extra[name], training.final[name], rtol=tol.rtol, atol=tol.atol)
-            if not verdict.passed:
-                raise Wrong(f"after {steps} training steps the losses agree but {name} differs from autograd's: "
-                            f"{verdict.message}")
-        record_property("note", f"{steps} training steps match autograd")
-        mine = outcome.detail.get("seconds_per_step")
-        if isinstance(mine, (int, float)):
-            # Timings differ from run to run: they go on record, not into the feedback, so that grading
-            # the same notebook twice gives the same feedback (the notebook's self-check shows them).
-            record_property("extra", {"manual_backward_ms_per_step": round(mine * 1e3, 4),
-                                      "autograd_backward_ms_per_step": round(training.seconds_per_step * 1e3, 4)})
-
-    return run
+def judge_training(each, training, course):
+    """judge_training(): judge every submission's training run."""
+    return lambda: each(lambda submission: _judge_training(submission, training, course))

@@ -49,6 +49,9 @@ class Result:
     seconds: float = 0.0
     isolation: dict = field(default_factory=dict)
     digest: str = ""  # of everything the result depends on: see grade.input_digest
+    # What the feedback page draws (grader.feedback_page.gather), taken from the answers while they are
+    # in memory; never written to a results file. None: not gathered (not asked for, or a kept result).
+    evidence: dict | None = field(default=None, repr=False, compare=False)
 
     @property
     def score(self) -> float:
@@ -91,9 +94,13 @@ def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Res
         result.flags.append({"kind": "static-check", "cell": cell, "evidence": str(refusal)})
     for grade_id, points in course.points.items():
         chain, local = results.get((grade_id, CHAIN)), results.get((grade_id, LOCAL))
-        result.tests.append(_one(grade_id, points, chain, local, course.policy))
+        test = _one(grade_id, points, chain, local, course.policy)
+        result.tests.append(test)
         if chain is not None and chain.extra:
-            result.tests[-1].extra = chain.extra
+            test.extra = dict(chain.extra)
+        named = next((item.mistake for item in (chain, local) if item is not None and item.mistake), "")
+        if named and test.verdict != CORRECT:
+            test.extra["mistake"] = named
         for check, item in ((CHAIN, chain), (LOCAL, local)):
             if item is not None and item.status == ERROR:
                 result.flags.append({"kind": "grader-error", "grade_id": grade_id, "evidence": item.feedback})

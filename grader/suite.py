@@ -1,9 +1,13 @@
 """The hidden pytest suite, run in the trusted process: one pytest session for a whole batch.
 
 The suite (the course's `autotests/` folder) decides what is checked and how a mistake is named; this
-plugin hands it the batch (configurations with their oracle values, and what each submission's
-cells produced in the sandbox) and records one result per test, keyed by submission, grade id and
-check. Tests signal a wrong answer by raising `Wrong`, whose text is the student's feedback.
+plugin hands it the batch (configurations with their oracle values, and what each submission's cells
+produced in the sandbox) and records one result per submission, grade id and check.
+
+Tests are parametrized by grade id only, and each one judges every submission of the batch through
+the `each` fixture, so the number of pytest items (and pytest's cost per item) does not grow with the
+class. A judging function signals a wrong answer by raising `Wrong`, whose text is the student's
+feedback; anything else it raises is a bug in the suite, recorded for that submission alone.
 """
 from __future__ import annotations
 
@@ -20,12 +24,23 @@ PASSED, WRONG, ERROR = "passed", "wrong", "error"
 
 
 class Wrong(Exception):
-    """A wrong answer. `kind` is the comparison's status (e.g. "wrong", "squeezable", "blank")."""
+    """A wrong answer. `kind` is the comparison's status (e.g. "wrong", "squeezable", "blank"); `mistake`
+    names the mistake when the suite recognised it (for the class report)."""
 
-    def __init__(self, feedback: str, kind: str = WRONG):
+    def __init__(self, feedback: str, kind: str = WRONG, mistake: str = ""):
         super().__init__(feedback)
         self.feedback = feedback
         self.kind = kind
+        self.mistake = mistake
+
+
+@dataclass(frozen=True)
+class Note:
+    """What a judging function may return for a right answer: a line for the student, and measurements
+    for the record (kept out of the feedback, since they differ from run to run)."""
+
+    text: str = ""
+    extra: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -40,6 +55,7 @@ class ItemResult:
     kind: str = ""
     feedback: str = ""
     extra: dict = field(default_factory=dict)  # measurements for the record, kept out of the feedback
+    mistake: str = ""
 
 
 class _Plugin:
@@ -50,10 +66,35 @@ class _Plugin:
         self._course = course
         self.results: dict[str, dict[tuple[str, str], ItemResult]] = {}
 
-    def pytest_generate_tests(self, metafunc):
-        if "submission" in metafunc.fixturenames:
-            ids = list(self._graded)
-            metafunc.parametrize("submission", [self._graded[i] for i in ids], ids=ids)
+    @staticmethod
+    def _key(item) -> tuple[str, str] | None:
+        params = getattr(item, "callspec", None)
+        if params is None or "grade_id" not in params.params:
+            return None
+        return params.params["grade_id"], item.originalname.removeprefix("test_")
+
+    @pytest.fixture
+    def each(self, request):
+        """`each(judge)` calls judge(graded) for every submission of the batch and records the result
+        under this test's grade id and check."""
+
+        def run(judge) -> None:
+            key = self._key(request.node)
+            if key is None:
+                raise TypeError(f"{request.node.nodeid}: a test using `each` must be parametrized by grade_id")
+            for graded_id, graded in self._graded.items():
+                try:
+                    note = judge(graded) or Note()
+                except Wrong as wrong:
+                    result = ItemResult(WRONG, wrong.kind, wrong.feedback, mistake=wrong.mistake)
+                except Exception as exc:
+                    result = ItemResult(ERROR, "", f"internal grader error in {request.node.nodeid}: "
+                                                   f"{type(exc).__name__}: {exc}")
+                else:
+                    result = ItemResult(PASSED, feedback=note.text, extra=note.extra)
+                self.results.setdefault(graded_id, {})[key] = result
+
+        return run
 
     @pytest.fixture(scope="session")
     def cases(self):
@@ -69,25 +110,16 @@ class _Plugin:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
+        """A test that failed by itself (a broken fixture, an assertion of its own) is a suite error for
+        every submission it was meant to judge."""
         outcome = yield
         report = outcome.get_result()
-        if report.when != "call" and not report.failed:
+        key = self._key(item)
+        if not report.failed or key is None:
             return
-        params = getattr(item, "callspec", None)
-        if params is None or "submission" not in params.params:
-            return
-        key = (params.params["grade_id"], item.originalname.removeprefix("test_"))
-        graded_id = params.params["submission"].submission.id
-        if call.excinfo is None:
-            # A passing test may leave a note for the student, and measurements, with pytest's
-            # record_property("note", ...) and record_property("extra", {...}).
-            properties = dict(item.user_properties)
-            result = ItemResult(PASSED, feedback=properties.get("note", ""), extra=properties.get("extra", {}))
-        elif isinstance(call.excinfo.value, Wrong):
-            result = ItemResult(WRONG, call.excinfo.value.kind, call.excinfo.value.feedback)
-        else:
-            result = ItemResult(ERROR, "", f"internal grader error in {item.nodeid}: {call.excinfo.exconly()}")
-        self.results.setdefault(graded_id, {})[key] = result
+        result = ItemResult(ERROR, "", f"internal grader error in {item.nodeid}: {call.excinfo.exconly()}")
+        for graded_id in self._graded:
+            self.results.setdefault(graded_id, {})[key] = result
 
 
 def run(graded: dict[str, Graded], cases: list[Case], training: Training, course,
