@@ -24,6 +24,15 @@ def _protocol_fds() -> tuple[int, int]:
     return rfd, wfd
 
 
+def _names(code) -> frozenset:
+    """Global names a code object and the functions, lambdas and comprehensions inside it read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names(const)
+    return frozenset(names)
+
+
 class CellTimeout(BaseException):
     """BaseException, so that a student's `except Exception` cannot swallow it."""
 
@@ -65,11 +74,23 @@ def main() -> None:
     carry: dict[tuple[str, str], dict] = {}
     backward_results: dict[str, tuple[dict, object]] = {}
 
+    compiled: dict[str, tuple[object, frozenset]] = {}
+
+    def code_of(grade_id: str) -> tuple[object, frozenset]:
+        """A cell compiled once (it runs on every case and check), with every global name it reads."""
+        if grade_id not in compiled:
+            code = compile(cells[grade_id], f"<answer cell {grade_id}>", "exec")
+            compiled[grade_id] = code, _names(code)
+        return compiled[grade_id]
+
     def execute(grade_id: str, ns: dict) -> dict | None:
         """Run one cell under the per-cell time limit; an error reply, or None when it finished."""
+        return timed(grade_id, lambda: exec(code_of(grade_id)[0], ns))
+
+    def timed(grade_id: str, work) -> dict | None:
         signal.setitimer(signal.ITIMER_REAL, cell_timeout)
         try:
-            exec(compile(cells[grade_id], f"<answer cell {grade_id}>", "exec"), ns)
+            work()
         except CellTimeout:
             return {"status": "timeout", "seconds": cell_timeout}
         except BaseException as exc:  # the student's exception is data to report, whatever it is
@@ -180,12 +201,18 @@ def main() -> None:
             if failed:
                 return {**reply, **failed}, {}
             return tensor_reply(reply, None if grads is None else grads.get(answer.variable))
+        failed = timed(grade_id, lambda: code_of(grade_id))
+        if failed:
+            return {**reply, **failed}, {}
+        # Inputs the cell reads are copies, so that an in-place edit cannot change what later cells
+        # see; the others cannot be reached without naming them (eval, exec and globals() are refused).
+        reads = code_of(grade_id)[1]
         ns = {"__builtins__": builtins, "torch": torch, "F": F, "n": cases[case]["n"]}
         if answer.exercise == 1:
             ns.update(carry.get((case, check), {}))
-        ns.update({k: v.clone() for k, v in cases[case]["values"].items()})
+        ns.update({k: v.clone() if k in reads else v for k, v in cases[case]["values"].items()})
         given = upstream.get((case, check), {})
-        ns.update({g: given[g].clone() for g in answer.upstream if g in given})
+        ns.update({g: given[g].clone() if g in reads else given[g] for g in answer.upstream if g in given})
         if answer.exercise != 1:
             for g in ATOMIC:
                 if g not in answer.upstream:

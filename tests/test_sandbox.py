@@ -1,8 +1,8 @@
 """grader.sandbox: student code runs in a child process that holds no true gradient before its own
 answer for it is back, survives what a notebook does to it, and never outlives the submission.
 
-A child costs ~1-2 s (it imports torch), so each scenario below shares a child with others: the
-reference run, one run of misbehaving cells, one per way of ending the child.
+Each scenario below shares a child with others (the reference run, one run of misbehaving cells, one
+per way of ending the child), so that a failure names the exchange it happened in.
 """
 from __future__ import annotations
 
