@@ -11,6 +11,7 @@ feedback; anything else it raises is a bug in the suite, recorded for that submi
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,13 +59,37 @@ class ItemResult:
     mistake: str = ""
 
 
+Results = dict[str, dict[tuple[str, str], ItemResult]]
+
+
 class _Plugin:
-    def __init__(self, graded: dict[str, Graded], cases: list[Case], training: Training, course):
-        self._graded = graded
+    def __init__(self, batches: Iterable[dict[str, Graded]], cases: list[Case], training: Training, course,
+                 on_results: Callable[[dict[str, Graded], Results], None]):
+        self._batches = batches
         self._cases = cases
         self._training = training
         self._course = course
-        self.results: dict[str, dict[tuple[str, str], ItemResult]] = {}
+        self._on_results = on_results
+        self._graded: dict[str, Graded] = {}
+        self.results: Results = {}
+        self.raised: BaseException | None = None
+
+    def pytest_runtestloop(self, session):
+        """Collect once, then run every test on each batch as it arrives, handing its results on before
+        the next batch is asked for: one session however large the class, and memory for one batch.
+        Whatever stops the loop (Ctrl-C, a full disk) is kept and raised again once pytest has
+        finished, rather than being reported by pytest as its own failure."""
+        try:
+            if session.testsfailed:
+                raise RuntimeError(f"the hidden suite could not be collected ({session.testsfailed} error(s))")
+            for graded in self._batches:
+                self._graded, self.results = graded, {}
+                for item in session.items:
+                    item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
+                self._on_results(graded, self.results)
+        except BaseException as exc:  # noqa: B036 - re-raised by run_batches, once pytest is done
+            self.raised = exc
+        return True
 
     @staticmethod
     def _key(item) -> tuple[str, str] | None:
@@ -122,13 +147,25 @@ class _Plugin:
             self.results.setdefault(graded_id, {})[key] = result
 
 
-def run(graded: dict[str, Graded], cases: list[Case], training: Training, course,
-        autotests: Path) -> dict[str, dict[tuple[str, str], ItemResult]]:
-    """Results of every test for every submission: {submission id: {(grade_id, check): result}}."""
-    plugin = _Plugin(graded, cases, training, course)
+def run_batches(batches: Iterable[dict[str, Graded]], cases: list[Case], training: Training, course,
+                autotests: Path, on_results: Callable[[dict[str, Graded], Results], None]) -> None:
+    """One pytest session for every batch: `on_results(batch, results)` receives, batch by batch, the
+    results of every test for every submission: {submission id: {(grade_id, check): result}}."""
+    plugin = _Plugin(batches, cases, training, course, on_results)
+    # No assertion rewriting (the suite reports through Wrong, not assert) and no unraisable-exception
+    # plugin, whose five gc.collect() calls over the grader's heap cost more than judging a class.
     args = [str(autotests), "-c", str(autotests / "pytest.ini"), "--rootdir", str(autotests),
-            "-p", "no:cacheprovider", "-p", "no:terminal", "--capture=no", "--import-mode=importlib"]
+            "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:unraisableexception", "--assert=plain",
+            "--capture=no", "--import-mode=importlib"]
     code = pytest.main(args, plugins=[plugin])
-    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+    if plugin.raised is not None:
+        raise plugin.raised
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
         raise RuntimeError(f"the hidden suite in {autotests} did not run (pytest exit code {int(code)})")
-    return plugin.results
+
+
+def run(graded: dict[str, Graded], cases: list[Case], training: Training, course, autotests: Path) -> Results:
+    """The results of one batch (see run_batches)."""
+    kept: list[Results] = []
+    run_batches([graded], cases, training, course, autotests, lambda batch, results: kept.append(results))
+    return kept[0]
