@@ -14,7 +14,8 @@ from grader import extract, sandbox, suite
 
 TOY_CONFTEST = '''
 def pytest_collection_finish(session):
-    (session.config.rootpath / "items.txt").write_text(str(len(session.items)))
+    with open(session.config.rootpath / "items.txt", "a") as f:
+        f.write(f"{len(session.items)}\\n")
 '''
 TOY_SUITE = '''
 import pytest
@@ -38,14 +39,22 @@ def test_local(grade_id, each):
 '''
 
 
-def _run(tmp_path: Path, names: list[str]):
+def _toy(tmp_path: Path) -> Path:
     autotests = tmp_path / "autotests"
-    autotests.mkdir(parents=True, exist_ok=True)
+    autotests.mkdir(parents=True)
     (autotests / "conftest.py").write_text(TOY_CONFTEST)
     (autotests / "test_toy.py").write_text(TOY_SUITE)
     (autotests / "pytest.ini").write_text("[pytest]\n")
-    graded = {n: suite.Graded(extract.Submission(n, Path(f"{n}.ipynb")), sandbox.Attempt()) for n in names}
-    results = suite.run(graded, cases=[], training=None, course=None, autotests=autotests)
+    return autotests
+
+
+def _batch(names: list[str]) -> dict[str, suite.Graded]:
+    return {n: suite.Graded(extract.Submission(n, Path(f"{n}.ipynb")), sandbox.Attempt()) for n in names}
+
+
+def _run(tmp_path: Path, names: list[str]):
+    autotests = _toy(tmp_path)
+    results = suite.run(_batch(names), cases=[], training=None, course=None, autotests=autotests)
     return results, int((autotests / "items.txt").read_text())
 
 
@@ -71,3 +80,34 @@ def test_the_number_of_pytest_items_does_not_grow_with_the_batch(tmp_path):
     _, few = _run(tmp_path / "few", ["right"])
     _, many = _run(tmp_path / "many", [f"wrong-{i}" for i in range(300)])
     assert few == many == 3
+
+
+def test_one_session_collects_once_and_judges_batch_after_batch(tmp_path):
+    autotests = _toy(tmp_path)
+    batches = [_batch(["right", "wrong-1"]), _batch(["noted"]), _batch(["wrong-2", "crash", "right-2"])]
+    seen = []
+    suite.run_batches(iter(batches), [], None, None, autotests,
+                      lambda batch, results: seen.append((list(batch), sorted(results))))
+    assert seen == [(["right", "wrong-1"], ["right", "wrong-1"]), (["noted"], ["noted"]),
+                    (["wrong-2", "crash", "right-2"], ["crash", "right-2", "wrong-2"])]
+    assert (autotests / "items.txt").read_text() == "3\n", "the suite was collected more than once"
+
+
+def test_what_stops_the_stream_is_raised_once_pytest_is_done(tmp_path):
+    autotests = _toy(tmp_path)
+
+    def batches():
+        yield _batch(["right"])
+        raise KeyboardInterrupt
+
+    kept = []
+    with pytest.raises(KeyboardInterrupt):
+        suite.run_batches(batches(), [], None, None, autotests, lambda batch, results: kept.append(results))
+    assert [sorted(r) for r in kept] == [["right"]], "the batch finished before Ctrl-C must be handed on"
+
+
+def test_a_suite_that_cannot_be_collected_is_an_error_not_an_empty_result(tmp_path):
+    autotests = _toy(tmp_path)
+    (autotests / "test_broken.py").write_text("def test_x(:\n")
+    with pytest.raises(RuntimeError, match="could not be collected"):
+        suite.run(_batch(["right"]), [], None, None, autotests)
