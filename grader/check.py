@@ -3,7 +3,8 @@ notebook's own batch, one line each, like the lecture's `cmp` but strict about s
 
 It prints to stdout only, never stderr (nbgrader zeroes a cell that writes to stderr), and a blank
 answer is "not attempted yet" so Run All still reaches the end of the notebook. It needs neither the
-solutions nor the hidden tests.
+solutions nor the hidden tests; a failed check points to `backprop-ninja solution`, which shows the
+reference once the notebook holds an attempt.
 """
 from __future__ import annotations
 
@@ -12,17 +13,37 @@ import time
 import torch
 
 from grader.compare import BLANK, SQUEEZABLE, compare
+from grader.exercise import ANSWERS, BY_GRADE_ID
 
 # Float64 rounding is ~1e-16, so these only absorb a different order of operations; float32 noise on
 # gradients that are zero in exact arithmetic (dlogit_maxes, db1) reaches ~1e-8, hence its looser atol.
 TOLERANCES = {torch.float64: (1e-5, 1e-8), torch.float32: (1e-4, 1e-6)}
 
 
-class SelfCheck:
-    """`check = SelfCheck(n=n)` once, then `check("dprobs", dprobs, probs)` after each answer."""
+def grade_ids(name: str, exercise: int | None = None) -> tuple[str, ...]:
+    """The grade ids a check of `name` may be about. The notebook passes the variable's name, which
+    exercises 1 to 3 share (`dlogits` is exercise 1's and exercise 2's); exercise 4 has its own check."""
+    if exercise == 4:
+        return tuple(g for g in (f"ex4_{name}",) if g in BY_GRADE_ID)
+    return tuple(a.grade_id for a in ANSWERS if a.exercise != 4 and a.variable == name)
 
-    def __init__(self, n: int | None = None):
+
+def pointer(name: str, exercise: int | None = None) -> str:
+    """Where a student stuck on `name` finds the reference, explained (empty for a name of their own)."""
+    ids = grade_ids(name, exercise)
+    if not ids:
+        return ""
+    others = "".join(f" (exercise {BY_GRADE_ID[g].exercise}: {g})" for g in ids[1:])
+    return f" — stuck? backprop-ninja solution {ids[0]} --notebook YOUR_NOTEBOOK.ipynb{others}"
+
+
+class SelfCheck:
+    """`check = SelfCheck(n=n)` once, then `check("dprobs", dprobs, probs)` after each answer;
+    exercise 4's checks are `SelfCheck(n=n, exercise=4)`, so that a failure points to its grade ids."""
+
+    def __init__(self, n: int | None = None, exercise: int | None = None):
         self.n = n
+        self.exercise = exercise
 
     def __call__(self, name: str, manual, tensor: torch.Tensor) -> None:
         print(self.line(name, manual, tensor))
@@ -43,7 +64,7 @@ class SelfCheck:
                     f" | shape {tuple(expected.shape)} ok")
         status = "right values, wrong shape" if verdict.status == SQUEEZABLE else "WRONG"
         hints = "".join(f" — hint: {h}" for h in verdict.hints)
-        return f"{label} {status}: {verdict.message}{hints}"
+        return f"{label} {status}: {verdict.message}{hints}{pointer(name, self.exercise)}"
 
     def training(self, fused_forward, manual_backward, params: dict, batches, lr: float) -> None:
         """Exercise 4's self-check: the same SGD steps driven by manual_backward and by autograd, from the

@@ -39,6 +39,7 @@ from nbgrader.preprocessors import (
 from grader import course as course_config
 from grader.exercise import ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, grade_cell_id
 from grader.model import PARAMETERS
+from grader.solution import BEGIN_SOLUTION, END_SOLUTION
 from solutions import reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,9 +53,6 @@ CLEAR_SOLUTIONS = {"code_stub": {"python": ""}}
 # here), so the release keeps nbgrader's cell locks and checksums as well as its cleared solutions.
 RELEASE_PREPROCESSORS = (LockCells, ClearSolutions, ClearOutput, ClearHiddenTests, ClearMarkScheme,
                          ComputeChecksums, CheckCellMetadata)
-
-BEGIN_SOLUTION = "### BEGIN SOLUTION"
-END_SOLUTION = "### END SOLUTION"
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
@@ -579,7 +577,7 @@ def exercise4(points):
             loss_autograd.backward()  # autograd's gradients, only to check yours
             with torch.no_grad():
                 grads = manual_backward(params, {k: v.detach() for k, v in cache.items()}, Ytr[ix]) or {}
-            check_ex4 = SelfCheck(n=batch_size)
+            check_ex4 = SelfCheck(n=batch_size, exercise=4)
             """),
         *(graded(f"ex4_d{name}", f'check_ex4("d{name}", grads.get("{name}"), leaves["{name}"])', points)
           for name in PARAMETERS),

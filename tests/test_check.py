@@ -208,3 +208,40 @@ def test_every_tensor_of_the_notebook_has_its_gradient(nb):
     """The fixture is the notebook's real state: every intermediate retained its gradient."""
     for name in INTERMEDIATES:
         assert nb.t[name].grad is not None, name
+
+
+# --- a failed check points to the reference -------------------------------------------------------
+
+POINTER = "backprop-ninja solution {} --notebook YOUR_NOTEBOOK.ipynb"
+
+
+@pytest.mark.parametrize("name, manual", [
+    ("dbnmeani", lambda a: (-a["dbndiff"]).sum(0)),  # right values, wrong shape
+    ("dhpreact", lambda a: -a["dhpreact"]),  # WRONG
+])
+def test_a_failed_check_points_to_the_solution_command(nb64, run, name, manual):
+    line = run(nb64.check, name, manual(nb64.a), nb64.t[name[1:]])
+    assert line.endswith(" — stuck? " + POINTER.format(name)), line
+
+
+def test_a_passing_or_blank_check_points_nowhere(nb64, run):
+    for manual in (nb64.a["dh"], None):
+        assert "backprop-ninja solution" not in run(nb64.check, "dh", manual, nb64.t["h"])
+
+
+def test_a_name_that_two_exercises_share_names_both_grade_ids(nb64, run):
+    line = run(nb64.check, "dlogits", -nb64.a["ex2_dlogits"], nb64.t["logits"])
+    assert line.endswith(POINTER.format("dlogits") + " (exercise 2: ex2_dlogits)"), line
+    line = run(nb64.check, "dhprebn", 2 * nb64.a["ex3_dhprebn"], nb64.t["hprebn"])
+    assert line.endswith(POINTER.format("dhprebn") + " (exercise 3: ex3_dhprebn)"), line
+
+
+def test_exercise4s_check_points_to_its_own_grade_ids(nb64, run):
+    check = SelfCheck(n=SIZES.n, exercise=4)
+    line = run(check, "dC", 2 * nb64.a["dC"], nb64.t["C"])
+    assert line.endswith(" — stuck? " + POINTER.format("ex4_dC")), line
+
+
+def test_a_name_of_the_students_own_gets_no_pointer(nb64, run):
+    line = run(nb64.check, "dmine", -nb64.a["dh"], nb64.t["h"])
+    assert "WRONG" in line and "backprop-ninja solution" not in line, line

@@ -1,0 +1,330 @@
+"""`backprop-ninja solution GRADE_ID --notebook NB`: the reference answer of one gradient, explained
+line by line, once the student's notebook holds an attempt at it.
+
+Reading the answer before trying teaches little, so the student's own answer cell is the key: a cell
+still blank as released (`dprobs = None  # TODO`) or missing is refused with "try it first"; any
+attempt, right or wrong, opens it; `--force` opens it regardless. The explanations are the comments of
+the reference itself (solutions/answers.py, inside nbgrader's solution region), so the solved notebook
+that self-learners read says word for word what this prints.
+
+The reference is read from the solved notebook, never from this package: solutions/ is not installed.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from grader.course_init import SOLVED
+from grader.exercise import BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, EX4_TRAINING, Answer
+
+# nbgrader's default solution delimiters, which the solved notebook uses around every reference.
+BEGIN_SOLUTION = "### BEGIN SOLUTION"
+END_SOLUTION = "### END SOLUTION"
+
+EX4_IDS = tuple(g for g, a in BY_GRADE_ID.items() if a.cell_id == EX4_CELL)
+
+
+class SolutionError(Exception):
+    """The reference cannot be shown; the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """Statements of the reference and the comment lines above them that explain them."""
+
+    explanation: tuple[str, ...]
+    code: tuple[str, ...]
+    statements: tuple[ast.stmt, ...]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What is shown for one grade id, and from which file, so the student can open it there."""
+
+    answer: Answer
+    source: Path
+    steps: tuple[Step, ...]
+    total: int  # statements in the whole reference, of which `steps` may show a part (exercise 4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Which answer, and where its reference is
+
+
+def answer_for(grade_id: str) -> Answer:
+    if grade_id in BY_GRADE_ID:
+        return BY_GRADE_ID[grade_id]
+    if grade_id in (EX4_CELL, EX4_TRAINING):
+        raise SolutionError(f"{grade_id} has no reference of its own: ask for one of exercise 4's gradients, "
+                            f"{', '.join(EX4_IDS)}")
+    close = difflib.get_close_matches(grade_id, list(BY_GRADE_ID), n=3, cutoff=0.6)
+    listed = f"{', '.join(close[:-1])} or {close[-1]}" if len(close) > 1 else "".join(close)
+    hint = f"did you mean {listed}?" if close else f"the grade ids are {', '.join(BY_GRADE_ID)}"
+    raise SolutionError(f"unknown grade id {grade_id!r}: {hint}")
+
+
+def candidates(course) -> list[Path]:
+    """Where the solved notebook may be, in order: beside course.yml (a checkout's solutions/, or the
+    source notebook that `course init` writes), then the checkout the grader runs from."""
+    from grader.sandbox import checkout
+
+    found = []
+    if course is not None:
+        found += [course.root / SOLVED, course.root / "source" / course.assignment / course.notebook]
+    root = checkout()
+    if root is not None:
+        found.append(root / SOLVED)
+    return list(dict.fromkeys(found))
+
+
+def find_solved(solved: Path | None, course) -> Path:
+    if solved is not None:
+        if not solved.is_file():
+            raise SolutionError(f"{solved}: no such file (--solved names the solved notebook, {SOLVED} in a "
+                                "checkout of backprop-ninja)")
+        return solved
+    looked = candidates(course)
+    for path in looked:
+        if path.is_file():
+            return path
+    where = f"looked at {', '.join(map(str, looked))}" if looked else "no course.yml here and no checkout"
+    raise SolutionError(f"no solved notebook found ({where}): pass --solved PATH/TO/{SOLVED.name}")
+
+
+def _reference_cell(path: Path, cell_id: str) -> str:
+    """The solved notebook's answer cell `cell_id`; unreadable, missing or duplicated stops here."""
+    from grader.extract import read
+
+    submission = read(path.stem, path)
+    if submission.error:
+        raise SolutionError(f"{path}: {submission.error}")
+    if cell_id in submission.problems:
+        raise SolutionError(f"{path}: {submission.problems[cell_id]}")
+    return submission.cells[cell_id]
+
+
+# ---------------------------------------------------------------------------------------------
+# What a statement writes: the attempt check and exercise 4's slice both ask
+
+
+def _base(target: ast.expr) -> str | None:
+    """The variable an assignment target writes into: `dC` for `dC`, `dC[Xb]` or `dC.data`."""
+    while isinstance(target, (ast.Subscript, ast.Attribute, ast.Starred)):
+        target = target.value
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def _writes(stmt: ast.AST) -> tuple[set[str], set[str], ast.expr | None]:
+    """(variables it replaces, variables it changes in place, the value it writes) for one statement.
+
+    A method called as a statement of its own (`dC.index_add_(...)`) counts as an in-place change."""
+    if isinstance(stmt, ast.Assign):
+        targets, value = stmt.targets, stmt.value
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        targets, value = [stmt.target], stmt.value
+    elif (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+          and isinstance(stmt.value.func, ast.Attribute)):
+        return set(), {_base(stmt.value.func.value)} - {None}, stmt.value
+    else:
+        return set(), set(), None
+    replaced, updated = set(), set()
+    for target in targets:
+        for part in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+            if isinstance(part, ast.Name) and not isinstance(stmt, ast.AugAssign):
+                replaced.add(part.id)
+            elif name := _base(part):
+                updated.add(name)
+    return replaced, updated, value
+
+
+def _is_none(value: ast.expr | None) -> bool:
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return all(_is_none(v) for v in value.elts)
+    return value is None or (isinstance(value, ast.Constant) and value.value is None)
+
+
+def _gives_value(root: ast.AST, name: str) -> bool:
+    """Whether some statement under `root` gives `name` a value other than None."""
+    for node in ast.walk(root):
+        replaced, updated, value = _writes(node)
+        if name in replaced | updated and not _is_none(value):
+            return True
+    return False
+
+
+def _function(tree: ast.Module) -> ast.FunctionDef | None:
+    """The `manual_backward` a cell leaves defined: the last one, as when the cell runs."""
+    defs = [s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == EX4_FUNCTION]
+    return defs[-1] if defs else None
+
+
+def _returned(fn: ast.FunctionDef, key: str) -> ast.expr | None:
+    """What `return {...}` gives for `key` (None: no dict literal returned holds it)."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict):
+            for k, v in zip(node.value.keys, node.value.values):
+                if isinstance(k, ast.Constant) and k.value == key:
+                    return v
+    return None
+
+
+def _stub_only(fn: ast.FunctionDef) -> bool:
+    """A body with nothing but what the release holds: its docstring, `x = None` blanks and returns."""
+    def given(stmt):
+        is_docstring = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+        return is_docstring or isinstance(stmt, (ast.Return, ast.Pass)) or (
+            isinstance(stmt, ast.Assign) and _is_none(stmt.value))
+    return all(given(s) for s in fn.body)
+
+
+def blank_reason(answer: Answer, source: str) -> str | None:
+    """Why `source` (the student's answer cell) holds no attempt at `answer`; None when it does.
+
+    Blank means as released: the answer's variable is given no value but None. In exercise 4 the
+    variable is the one `manual_backward` returns for the parameter (`"W1": dW1`), given a value
+    anywhere in the function. A cell that does not parse holds an attempt, however broken.
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    if answer.cell_id != EX4_CELL:
+        if _gives_value(tree, answer.variable):
+            return None
+        return f"the answer cell {answer.cell_id} still gives {answer.variable} no value but None (as released)"
+    fn = _function(tree)
+    if fn is None:
+        return f"the {EX4_CELL} cell defines no {EX4_FUNCTION}"
+    value = _returned(fn, answer.variable)
+    if value is None:
+        if _stub_only(fn):
+            return f"{EX4_FUNCTION} is still the released stub"
+        return None
+    if isinstance(value, ast.Name):
+        if _gives_value(fn, value.id):
+            return None
+        return (f"{EX4_FUNCTION} still gives {value.id} (returned for {answer.variable!r}) no value but None "
+                "(as released)")
+    return f"{EX4_FUNCTION} returns None for {answer.variable!r}" if _is_none(value) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference, step by step
+
+
+def _region(source: str, where: str) -> str:
+    lines = source.splitlines()
+    marks = [i for i, line in enumerate(lines) if line.strip() in (BEGIN_SOLUTION, END_SOLUTION)]
+    if [lines[i].strip() for i in marks] != [BEGIN_SOLUTION, END_SOLUTION]:
+        raise SolutionError(f"{where} holds no reference between {BEGIN_SOLUTION!r} and {END_SOLUTION!r}: "
+                            f"is it the solved notebook ({SOLVED.name})?")
+    return "\n".join(lines[marks[0] + 1: marks[1]])
+
+
+def _written(stmt: ast.stmt) -> set[str]:
+    replaced, updated, _ = _writes(stmt)
+    return replaced | updated
+
+
+def steps(region: str) -> list[Step]:
+    """The statements of a solution region, each under the comment lines just above it. A statement
+    without comments that goes on writing the variable of the one before (`dC = torch.zeros_like(C)`,
+    then `dC.index_add_(...)`) shares its explanation; any other has none."""
+    text = textwrap.dedent(region)
+    lines = text.splitlines()
+    result: list[Step] = []
+    end = 0
+    for stmt in ast.parse(text).body:
+        above = [line.strip() for line in lines[end: stmt.lineno - 1] if line.strip()]
+        explanation = tuple(line.lstrip("#").strip() for line in above if line.startswith("#"))
+        code = tuple(lines[stmt.lineno - 1: stmt.end_lineno])
+        if not explanation and result and _written(stmt) & _written(result[-1].statements[-1]):
+            last = result.pop()
+            result.append(Step(last.explanation, last.code + code, last.statements + (stmt,)))
+        else:
+            result.append(Step(explanation, code, (stmt,)))
+        end = stmt.end_lineno
+    return result
+
+
+def needed(statements: list[ast.stmt], variable: str) -> set[int]:
+    """Indices of the statements that `variable`'s final value depends on (a backward slice)."""
+    wanted, kept = {variable}, set()
+    for i in reversed(range(len(statements))):
+        replaced, updated, _ = _writes(statements[i])
+        if (replaced | updated) & wanted:
+            kept.add(i)
+            read = {n.id for n in ast.walk(statements[i])
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+            wanted = (wanted - replaced) | read | updated
+    return kept
+
+
+def reference(answer: Answer, solved: Path) -> Reference:
+    """The reference for `answer` from the solved notebook; for exercise 4, only the statements of
+    manual_backward that its parameter's gradient needs."""
+    source = _reference_cell(solved, answer.cell_id)
+    where = f"{solved}: the answer cell {answer.cell_id}"
+    try:
+        all_steps, tree = steps(_region(source, where)), ast.parse(source)
+    except SyntaxError as exc:
+        raise SolutionError(f"{where} does not parse: {exc.msg} (line {exc.lineno})") from None
+    total = sum(len(s.statements) for s in all_steps)
+    if answer.cell_id != EX4_CELL:
+        return Reference(answer, solved, tuple(all_steps), total)
+    fn = _function(tree)
+    value = _returned(fn, answer.variable) if fn else None
+    if not isinstance(value, ast.Name):
+        raise SolutionError(f"{where}: {EX4_FUNCTION} does not return a variable for {answer.variable!r}")
+    statements = [stmt for s in all_steps for stmt in s.statements]
+    kept = [statements[i] for i in sorted(needed(statements, value.id))]
+    shown = tuple(s for s in all_steps if any(stmt in kept for stmt in s.statements))
+    return Reference(answer, solved, shown, total)
+
+
+def render(ref: Reference) -> str:
+    """Each step's explanation as comments above its code, as in the solved notebook; styled, and
+    click.echo drops the style when the output is not a terminal."""
+    a = ref.answer
+    title = f"{a.grade_id} (exercise {a.exercise}): the reference answer, from {ref.source}"
+    head = [click.style(title, bold=True)]
+    if a.cell_id == EX4_CELL:
+        count = sum(len(s.statements) for s in ref.steps)
+        head += [f"the {count} of the {ref.total} statements of {EX4_FUNCTION} that the gradient of "
+                 f"{a.variable} needs;", "its signature, docstring and return statement are in your notebook:"]
+    blocks = ["\n".join([*(click.style(f"    # {line}", fg="cyan") for line in step.explanation),
+                         *(f"    {line}" for line in step.code)]) for step in ref.steps]
+    return "\n".join(head) + "\n\n" + "\n\n".join(blocks)
+
+
+def refusal(answer: Answer, notebook: Path) -> str | None:
+    """Why the notebook's answer cell opens no reference (None: it holds an attempt)."""
+    from grader.extract import read
+
+    submission = read(notebook.stem, notebook)
+    if submission.error:
+        raise SolutionError(f"{notebook}: {submission.error}")
+    if answer.cell_id in submission.problems:  # missing or duplicated: nothing single to judge
+        return f"try it first: {notebook}: {submission.problems[answer.cell_id]} (--force shows it anyway)"
+    reason = blank_reason(answer, submission.cells[answer.cell_id])
+    if reason is None:
+        return None
+    return (f"try it first: {notebook}: {reason}; write your answer and run its check, then ask again "
+            "(--force shows it anyway)")
+
+
+def show(grade_id: str, notebook: Path | None, *, solved: Path | None = None, course=None,
+         force: bool = False) -> str:
+    """The text to print; SolutionError when the notebook holds no attempt (unless `force`) or the
+    reference cannot be found."""
+    answer = answer_for(grade_id)
+    if not force:
+        refused = refusal(answer, notebook)
+        if refused:
+            raise SolutionError(refused)
+    return render(reference(answer, find_solved(solved, course)))
