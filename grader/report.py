@@ -1,0 +1,388 @@
+"""A graded class -> one page an instructor reads: how the class scored, the tensor where it falls
+off, the mistakes it made most, what to review (integrity flags, unreadable notebooks) and how long
+grading took. The same content goes out as JSON for tools.
+
+The page is one self-contained file (inline CSS, charts as embedded PNG, no script, no external URL)
+so it can be mailed or put on a course drive as it is. Submission ids and feedback come from the
+students' notebooks: every one of them is escaped before it reaches the page.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import re
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from grader.exercise import BY_GRADE_ID, GRADE_IDS
+from grader.results import _atomic_write, load_result, result_path
+from grader.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result, TestScore
+
+REPORT = "report.html"
+VERDICTS = (CORRECT, PARTIAL, INCORRECT, NOT_ATTEMPTED)
+LABELS = {CORRECT: "full credit", PARTIAL: "partial", INCORRECT: "wrong", NOT_ATTEMPTED: "blank"}
+COLOURS = {CORRECT: "#2a9d8f", PARTIAL: "#e9c46a", INCORRECT: "#e76f51", NOT_ATTEMPTED: "#b8b8b8"}
+SLOWEST = 5
+
+
+class ReportError(Exception):
+    """A results folder that cannot be reported on; the message says why, in one line."""
+
+
+def load(folder: Path, skip=()) -> list[Result]:
+    """Every result under `folder`, one per submission, sorted by submission id.
+
+    Submission ids are paths, so results sit in subfolders; any other JSON there (a report written
+    with --json, a tool's own file) is not a result and is left out, as are the files in `skip`.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ReportError(f"{folder}: no such folder")
+    skipped = {Path(p).resolve() for p in skip}
+    found: dict[str, Result] = {}
+    for path in sorted(folder.rglob("*.json")):
+        if path.resolve() in skipped or any(part.startswith(".") for part in path.relative_to(folder).parts):
+            continue
+        result = load_result(path)
+        # A copy of a result elsewhere in the folder must not stand in for the one grade wrote.
+        if result is not None and (result.submission not in found or path == result_path(folder, result.submission)):
+            found[result.submission] = result
+    if not found:
+        raise ReportError(f"{folder}: no results in it (the <submission>.json files that backprop-ninja grade "
+                          "--out writes)")
+    return [found[sid] for sid in sorted(found)]
+
+
+def grade_ids(results: list[Result]) -> list[str]:
+    """The grade ids in the results, in the order the notebook asks for them (unknown ones last)."""
+    rank = {g: i for i, g in enumerate(GRADE_IDS)}
+    seen = dict.fromkeys(t.name for r in results for t in r.tests)
+    return sorted(seen, key=lambda g: rank.get(g, len(rank)))
+
+
+# Parts of generic hints that differ from student to student for the same mistake.
+_VARYING = (
+    (re.compile(r"right in \d+ of \d+ entries, wrong in \d+"), "right in some entries, wrong in others"),
+    (re.compile(r"off by a constant factor of [-+.\deE]+"), "off by a constant factor"),
+)
+_PARTIAL_NOTE = re.compile(r"\. Partial credit: .*\Z", re.S)
+_ERROR_HEAD = re.compile(r"(?<!\w)[A-Z]\w*(?:Error|Exception)(?: on line \d+)?: ")
+
+
+def mistake(test: TestScore) -> str | None:
+    """What the hidden suite named as this answer's mistake, or None when it named none.
+
+    The suite's own `mistake` record wins. Without it, the feedback says "<variable>: <what is wrong>;
+    <the mistake>" (or "<Error> on line N: <message>; <the mistake>"): the part after the first "; " is
+    the name, with the numbers that vary between students left out so equal mistakes group together.
+    """
+    named = test.extra.get("mistake")
+    if isinstance(named, str) and named.strip():
+        return named.strip()
+    if test.verdict in (CORRECT, NOT_ATTEMPTED):
+        return None
+    text = _PARTIAL_NOTE.sub("", test.output)
+    answer = BY_GRADE_ID.get(test.name)
+    head = re.search(rf"(?<!\w){re.escape(answer.variable)}: ", text) if answer else None
+    head = head or _ERROR_HEAD.search(text)
+    cut = text.find("; ", head.end()) if head else -1
+    if cut < 0:
+        return None
+    tail = text[cut + 2:].strip()
+    for pattern, replacement in _VARYING:
+        tail = pattern.sub(replacement, tail)
+    return tail or None
+
+
+def _percent(part: float, whole: float) -> float:
+    return round(100 * part / whole, 1) if whole else 0.0
+
+
+def _distribution(results: list[Result]) -> list[dict]:
+    """Ten bins of the score as a share of the maximum; a full score falls in the last one."""
+    bins = [{"from_percent": 10 * i, "to_percent": 10 * (i + 1), "count": 0, "submissions": []} for i in range(10)]
+    for r in results:
+        share = r.score / r.max_score if r.max_score else 0.0
+        entry = bins[min(int(share * 10), 9)]
+        entry["count"] += 1
+        entry["submissions"].append(r.submission)
+    return bins
+
+
+def _per_grade_id(results: list[Result], ids: list[str]) -> list[dict]:
+    rows = []
+    for grade_id in ids:
+        tests = [t for r in results for t in r.tests if t.name == grade_id]
+        counts = {v: sum(t.verdict == v for t in tests) for v in VERDICTS}
+        answer = BY_GRADE_ID.get(grade_id)
+        rows.append({
+            "grade_id": grade_id,
+            "exercise": answer.exercise if answer else (4 if grade_id.startswith("ex4_") else None),
+            "max_score": max(t.max_score for t in tests),
+            "mean_score": round(statistics.fmean(t.score for t in tests), 4),
+            "graded": len(tests),
+            **{LABELS[v].replace(" ", "_"): counts[v] for v in VERDICTS},
+            **{f"percent_{LABELS[v].replace(' ', '_')}": _percent(counts[v], len(tests)) for v in VERDICTS},
+        })
+    return rows
+
+
+def _fall_off(rows: list[dict]) -> dict | None:
+    """Where the class falls off: the steepest drop in full credit from one tensor to the next, and
+    the first tensor fewer than half the class got fully right."""
+    steepest = None
+    for before, after in zip(rows, rows[1:]):
+        drop = before["percent_full_credit"] - after["percent_full_credit"]
+        if drop > 0 and (steepest is None or drop > steepest["drop"]):
+            steepest = {"grade_id": after["grade_id"], "after": before["grade_id"], "drop": round(drop, 1),
+                        "from_percent": before["percent_full_credit"], "to_percent": after["percent_full_credit"]}
+    below = next((r["grade_id"] for r in rows if r["percent_full_credit"] < 50), None)
+    if steepest is None and below is None:
+        return None
+    return {"steepest_drop": steepest, "first_below_half": below}
+
+
+def _mistakes(results: list[Result], ids: list[str]) -> list[dict]:
+    who: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for r in results:
+        for t in r.tests:
+            name = mistake(t)
+            if name:
+                who[(t.name, name)].append(r.submission)
+    rank = {g: i for i, g in enumerate(ids)}
+    order = sorted(who, key=lambda key: (-len(who[key]), rank[key[0]], key[1]))
+    return [{"grade_id": g, "mistake": m, "count": len(who[(g, m)]), "submissions": sorted(who[(g, m)])}
+            for g, m in order]
+
+
+def _flags(results: list[Result]) -> list[dict]:
+    return [{"submission": r.submission, "kind": f.get("kind", ""),
+             "where": f.get("grade_id") or f.get("cell") or "", "evidence": f.get("evidence", "")}
+            for r in results for f in r.flags]
+
+
+def build(results: list[Result], folder: Path) -> dict:
+    """Everything the report shows, as plain data (the --json output, and what the page is drawn from)."""
+    ids = grade_ids(results)
+    scores = [r.score for r in results]
+    seconds = [r.seconds for r in results]
+    slowest = sorted(results, key=lambda r: (-r.seconds, r.submission))[:SLOWEST]
+    per_grade_id = _per_grade_id(results, ids)
+    return {
+        "results_dir": str(folder),
+        "count": len(results),
+        "max_score": statistics.mode(r.max_score for r in results),
+        "score": {"mean": round(statistics.fmean(scores), 4), "median": statistics.median(scores),
+                  "min": min(scores), "max": max(scores)},
+        "distribution": _distribution(results),
+        "per_grade_id": per_grade_id,
+        "fall_off": _fall_off(per_grade_id),
+        "mistakes": _mistakes(results, ids),
+        "flags": _flags(results),
+        "errors": [{"submission": r.submission, "error": r.error} for r in results if r.error],
+        "times": {"mean": round(statistics.fmean(seconds), 3), "max": max(seconds), "total": round(sum(seconds), 3),
+                  "slowest": [{"submission": r.submission, "seconds": r.seconds} for r in slowest]},
+        "submissions": [{"submission": r.submission, "score": r.score, "max_score": r.max_score,
+                         **{LABELS[v].replace(" ", "_"): sum(t.verdict == v for t in r.tests) for v in VERDICTS},
+                         "flags": len(r.flags), "error": r.error or ""} for r in results],
+    }
+
+
+def _png(figure) -> str:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _histogram(report: dict) -> str:
+    from matplotlib.figure import Figure
+
+    bins = report["distribution"]
+    figure = Figure(figsize=(8, 3), dpi=100)
+    ax = figure.add_subplot()
+    ax.bar([b["from_percent"] for b in bins], [b["count"] for b in bins], width=10, align="edge",
+           color=COLOURS[CORRECT], edgecolor="white")
+    ax.set_xlim(0, 100)
+    ax.set_xticks(range(0, 101, 10))
+    ax.set_xlabel(f"score, % of {report['max_score']:g} points")
+    ax.set_ylabel("submissions")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _png(figure)
+
+
+def _tensor_chart(report: dict) -> str:
+    from matplotlib.figure import Figure
+
+    rows = report["per_grade_id"]
+    figure = Figure(figsize=(13, 4.2), dpi=100)
+    ax = figure.add_subplot()
+    x = range(len(rows))
+    bottom = [0.0] * len(rows)
+    for verdict in VERDICTS:
+        key = "percent_" + LABELS[verdict].replace(" ", "_")
+        heights = [r[key] for r in rows]
+        ax.bar(x, heights, bottom=bottom, color=COLOURS[verdict], label=LABELS[verdict], width=0.8)
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    steepest = (report["fall_off"] or {}).get("steepest_drop")
+    if steepest:
+        at = [r["grade_id"] for r in rows].index(steepest["grade_id"])
+        ax.axvline(at - 0.5, color="black", linestyle="--", linewidth=1)
+        ax.annotate(f"falls off: {steepest['from_percent']:.0f}% → {steepest['to_percent']:.0f}%",
+                    (at - 0.4, 102), fontsize=9, annotation_clip=False)
+    ax.set_xticks(list(x), [r["grade_id"] for r in rows], rotation=70, ha="right", fontsize=8)
+    ax.set_xlim(-0.6, len(rows) - 0.4)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("% of submissions")
+    ax.legend(ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.32), frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _png(figure)
+
+
+CSS = """
+*{box-sizing:border-box}
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;margin:0 auto;
+     padding:1rem 1.5rem 3rem;max-width:1240px}
+h1{font-size:1.6rem;margin:.5rem 0}
+h2{font-size:1.2rem;margin:2rem 0 .5rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
+nav a{margin-right:1rem}
+.stats{display:flex;flex-wrap:wrap;gap:1rem;margin:1rem 0}
+.stat{border:1px solid #ddd;border-radius:6px;padding:.5rem 1rem;min-width:9rem}
+.stat b{display:block;font-size:1.4rem}
+.scroll{max-height:24rem;overflow:auto;border:1px solid #ddd;border-radius:4px}
+table{border-collapse:collapse;width:100%}
+th,td{padding:.3rem .6rem;text-align:left;vertical-align:top;border-bottom:1px solid #eee;overflow-wrap:break-word}
+th{position:sticky;top:0;background:#f4f4f4;z-index:1}
+td.n,th.n{text-align:right;white-space:nowrap}
+tr.falls-off td{background:#fff3cd}
+img{max-width:100%;height:auto;display:block}
+code{font-size:.9em}
+.none{color:#666;font-style:italic}
+"""
+
+
+def _cell(value, numeric: bool = False) -> str:
+    if isinstance(value, float):
+        value = f"{value:g}"
+    return f'<td{" class=n" if numeric else ""}>{html.escape(str(value))}</td>'
+
+
+def _table(headers: list[str], rows: list[list], numeric: set[int] = frozenset(),
+           row_class=lambda index: "") -> str:
+    head = "".join(f'<th{" class=n" if i in numeric else ""}>{html.escape(h)}</th>' for i, h in enumerate(headers))
+    body = []
+    for index, row in enumerate(rows):
+        css = row_class(index)
+        cells = "".join(_cell(v, i in numeric) for i, v in enumerate(row))
+        body.append(f'<tr class="{css}">{cells}</tr>' if css else f"<tr>{cells}</tr>")
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def _section(anchor: str, title: str, *parts: str) -> str:
+    return f'<section id="{anchor}"><h2>{html.escape(title)}</h2>{"".join(parts)}</section>'
+
+
+def _none(text: str) -> str:
+    return f'<p class="none">{html.escape(text)}</p>'
+
+
+def _image(data: str, alt: str) -> str:
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
+
+
+def render(report: dict) -> str:
+    """The page, drawn from build()'s data."""
+    score, times, rows = report["score"], report["times"], report["per_grade_id"]
+    top = report["max_score"]
+    stats = "".join(f'<div class="stat">{html.escape(label)}<b>{html.escape(value)}</b></div>' for label, value in (
+        ("submissions", str(report["count"])),
+        ("mean score", f"{score['mean']:.4g} / {top:g}"),
+        ("median score", f"{score['median']:g} / {top:g}"),
+        ("lowest / highest", f"{score['min']:g} / {score['max']:g}"),
+        ("integrity flags", str(len(report["flags"]))),
+        ("errors", str(len(report["errors"]))),
+    ))
+    fall = report["fall_off"] or {}
+    steepest, below = fall.get("steepest_drop"), fall.get("first_below_half")
+    sentences = []
+    if steepest:
+        sentences.append(f"The class falls off at {steepest['grade_id']}: full credit drops from "
+                         f"{steepest['from_percent']:g}% on {steepest['after']} to {steepest['to_percent']:g}%.")
+    if below:
+        sentences.append(f"{below} is the first tensor fewer than half the class got fully right.")
+    fall_text = f"<p>{html.escape(' '.join(sentences))}</p>" if sentences else \
+        _none("Full credit never drops from one tensor to the next.")
+    verdict_keys = [LABELS[v].replace(" ", "_") for v in VERDICTS]
+    distribution = _table(
+        ["score (% of maximum)", "points", "submissions"],
+        [[f"{b['from_percent']}–{b['to_percent']}%",
+          f"{top * b['from_percent'] / 100:.4g}–{top * b['to_percent'] / 100:.4g}", b["count"]]
+         for b in report["distribution"]], numeric={2})
+    tensors = _table(
+        ["#", "grade id", "exercise", "points", "mean", *(f"% {LABELS[v]}" for v in VERDICTS)],
+        [[i + 1, r["grade_id"], r["exercise"] or "", r["max_score"], r["mean_score"],
+          *(f"{r['percent_' + k]:g}%" for k in verdict_keys)] for i, r in enumerate(rows)],
+        numeric={0, 3, 4, 5, 6, 7, 8},
+        row_class=lambda i: "falls-off" if steepest and rows[i]["grade_id"] == steepest["grade_id"] else "")
+    mistakes = _table(["grade id", "mistake", "count", "submissions"],
+                      [[m["grade_id"], m["mistake"], m["count"], ", ".join(m["submissions"])]
+                       for m in report["mistakes"]], numeric={2}) if report["mistakes"] else \
+        _none("No wrong answer was named by the hidden suite.")
+    flags = _table(["submission", "kind", "where", "evidence"],
+                   [[f["submission"], f["kind"], f["where"], f["evidence"]] for f in report["flags"]]) \
+        if report["flags"] else _none("No integrity flags.")
+    errors = _table(["submission", "error"], [[e["submission"], e["error"]] for e in report["errors"]]) \
+        if report["errors"] else _none("Every notebook was read and run.")
+    slowest = _table(["submission", "seconds"], [[s["submission"], s["seconds"]] for s in times["slowest"]],
+                     numeric={1})
+    submissions = _table(["submission", "score", "max", *(LABELS[v] for v in VERDICTS), "flags", "error"],
+                         [[s["submission"], s["score"], s["max_score"], *(s[k] for k in verdict_keys), s["flags"],
+                           s["error"]] for s in report["submissions"]], numeric={1, 2, 3, 4, 5, 6, 7})
+    sections = [
+        ("distribution", "Score distribution",
+         _image(_histogram(report), "histogram of scores"), distribution),
+        ("tensors", "Success per tensor, in the exercise's order",
+         fall_text, _image(_tensor_chart(report), "share of full credit, partial, wrong and blank per grade id"),
+         tensors),
+        ("mistakes", "Most common named mistakes", mistakes),
+        ("flags", "Integrity flags to review", flags),
+        ("errors", "Errors", errors),
+        ("times", "Grading times",
+         f"<p>mean {times['mean']:g} s, max {times['max']:g} s, total {times['total']:g} s. Slowest:</p>", slowest),
+        ("submissions", "Submissions", submissions),
+    ]
+    nav = "".join(f'<a href="#{anchor}">{html.escape(title)}</a>' for anchor, title, *_ in sections)
+    body = "".join(_section(*section) for section in sections)
+    title = f"Class report: {report['results_dir']}"
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
+            f'<h1>{html.escape(title)}</h1><nav>{nav}</nav><section id="summary"><div class="stats">{stats}</div>'
+            f"</section>{body}</body></html>\n")
+
+
+def write_html(folder: Path, out: Path | None = None) -> Path:
+    """The page for a results folder, written to `out` (default: report.html in the folder)."""
+    out = Path(out) if out is not None else Path(folder) / REPORT
+    report = build(load(folder, skip=[out]), Path(folder))
+    _atomic_write(out, render(report))
+    return out
+
+
+def run(folder: Path, out: Path | None, as_json: bool, echo) -> None:
+    """`backprop-ninja report`: the page, or with `as_json` the same content as JSON (echoed without `out`)."""
+    if not as_json:
+        echo(f"class report: {write_html(folder, out)}")
+        return
+    text = json.dumps(build(load(folder, skip=[out] if out else []), Path(folder)), indent=2) + "\n"
+    if out is None:
+        echo(text, nl=False)
+    else:
+        _atomic_write(Path(out), text)
+        echo(f"class report (JSON): {out}")

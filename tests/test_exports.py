@@ -1,0 +1,126 @@
+"""`backprop-ninja export`, on the class test_report.py grades for real: the long per-grade-id CSV and
+the Canvas gradebook import, with and without a roster exported from Canvas."""
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader.cli import main
+from grader.exercise import GRADE_IDS
+from test_report import COURSE, COURSE_FILE, HOSTILE, SUBMISSIONS, grade_class, results
+
+CANVAS_HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+# A Canvas gradebook export: ada by login (Canvas keeps its own case), ben by SIS User ID, dee by Canvas
+# ID; cy is not enrolled, Zed never submitted, and the test student is in every Canvas course.
+ROSTER = [
+    ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Quiz 1 (4410)", "Current Score"],
+    ["    Points Possible", "", "", "", "", "10.00", "(read only)"],
+    ["Lovelace, Ada", "1001", "S-1001", "ADA", "Lab 1", "9.00", "90"],
+    ["Bennett, Ben", "1002", "ben", "bbennett", "Lab 2", "7.00", "70"],
+    ["Dee, Dee", "dee", "S-1004", "ddee", "Lab 1", "", ""],
+    ["Zed, Zed", "1005", "S-1005", "zed", "Lab 2", "8.00", "80"],
+    ["Student, Test", "1006", "", "", "Lab 1", "", ""],
+]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return grade_class(tmp_path_factory.mktemp("class"))
+
+
+def read(path: Path) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"), newline="")))
+
+
+def export(*args: str):
+    done = CliRunner().invoke(main, ["export", *args])
+    return done
+
+
+def test_grade_ids_has_a_row_per_submission_and_grade_id(graded):
+    done = export(str(graded), "--format", "grade-ids")
+    assert done.exit_code == 0, done.output
+    header, *rows = read(graded / "grade_ids.csv")
+    assert header == ["submission", "grade_id", "score", "max_score", "status", "mistake", "feedback"]
+    order = [g for g in GRADE_IDS if g in COURSE.points]
+    assert [(r[0], r[1]) for r in rows] == [(sid, g) for sid in SUBMISSIONS for g in order]
+    for sid, result in results(graded).items():
+        for test, row in zip(result["tests"], (r for r in rows if r[0] == sid)):
+            assert row[1] == test["name"] and row[6] == test["output"]
+            assert float(row[2]) == test["score"] and float(row[3]) == test["max_score"]
+    by_key = {(r[0], r[1]): r for r in rows}
+    ben = by_key[("ben/backprop_ninja", "dcounts")]
+    assert ben[4] == "incorrect" and ben[5].startswith("misses the branch through counts_sum")
+    assert by_key[("ben/backprop_ninja", "db1")][4:6] == ["partial", "all zeros"]
+    assert by_key[("dee/backprop_ninja", "dcounts")][4:6] == ["not attempted", ""]
+    assert by_key[("ada/backprop_ninja", "dcounts")][4:6] == ["correct", ""]
+    assert "<script>alert(2)</script>" in by_key[(f"{HOSTILE}/backprop_ninja", "dprobs")][6]
+
+
+def test_grade_ids_is_the_same_file_every_time(graded, tmp_path):
+    first, second = tmp_path / "1.csv", tmp_path / "2.csv"
+    assert export(str(graded), "--format", "grade-ids", "--out", str(first)).exit_code == 0
+    assert export(str(graded), "--format", "grade-ids", "--out", str(second)).exit_code == 0
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_canvas_without_a_roster_uses_the_student_id_as_login(graded):
+    done = export(str(graded), "--format", "canvas")
+    assert done.exit_code == 0, done.output
+    header, points, *rows = read(graded / "canvas.csv")
+    assert header == [*CANVAS_HEADER, "backprop-ninja"]
+    assert points == ["    Points Possible", "", "", "", "", f"{COURSE.max_score:g}"]
+    scores = {sid.split("/")[0]: r["score"] for sid, r in results(graded).items()}
+    assert [r[0] for r in rows] == sorted(scores)
+    for student, _, _, login, _, score in rows:
+        assert login == student and float(score) == scores[student]
+
+
+@pytest.mark.parametrize("option, column", [([], "backprop-ninja"),
+                                            (["--course", str(COURSE_FILE)], COURSE.assignment),
+                                            (["--column", "Backprop ninja (4411)"], "Backprop ninja (4411)")])
+def test_canvas_column_name(graded, tmp_path, option, column):
+    out = tmp_path / "canvas.csv"
+    done = export(str(graded), "--format", "canvas", "--out", str(out), *option)
+    assert done.exit_code == 0, done.output
+    assert read(out)[0][-1] == column
+
+
+def test_canvas_with_a_roster_copies_identities_and_reports_who_is_missing(graded, tmp_path):
+    roster = tmp_path / "gradebook.csv"
+    with open(roster, "w", newline="", encoding="utf-8-sig") as f:  # Canvas writes a byte-order mark
+        csv.writer(f).writerows(ROSTER)
+    out = tmp_path / "canvas.csv"
+    done = export(str(graded), "--format", "canvas", "--roster", str(roster), "--out", str(out))
+    assert done.exit_code == 0, done.output
+    header, points, *rows = read(out)
+    assert header == [*CANVAS_HEADER, "backprop-ninja"] and points[0].strip() == "Points Possible"
+    scores = {sid.split("/")[0]: r["score"] for sid, r in results(graded).items()}
+    assert rows == [[*ROSTER[2][:5], f"{scores['ada']:g}"], [*ROSTER[3][:5], f"{scores['ben']:g}"],
+                    [*ROSTER[4][:5], f"{scores['dee']:g}"]]
+    warnings = done.stderr.splitlines()
+    assert len(warnings) == 4, warnings
+    for sid in ("cy/backprop_ninja", f"{HOSTILE}/backprop_ninja", "junk/backprop_ninja"):
+        assert sum(line.startswith(f"{sid}: no student") for line in warnings) == 1, warnings
+    assert warnings.count("Zed, Zed: in the roster, but no submission") == 1
+    assert done.stdout.strip() == f"wrote {out}"
+
+
+def test_a_roster_that_is_not_a_canvas_export_is_a_one_line_error(graded, tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("name,email\nAda,ada@example.org\n")
+    out = tmp_path / "canvas.csv"
+    done = export(str(graded), "--format", "canvas", "--roster", str(roster), "--out", str(out))
+    assert done.exit_code != 0
+    assert done.output.count("\n") == 1 and "not a Canvas gradebook export" in done.output
+    assert not out.exists()
+
+
+def test_exporting_an_empty_folder_is_a_one_line_error(tmp_path):
+    done = export(str(tmp_path), "--format", "grade-ids")
+    assert done.exit_code != 0
+    assert done.output.count("\n") == 1 and "no results" in done.output
