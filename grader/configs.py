@@ -18,6 +18,9 @@ from grader.model import LECTURE, Sizes
 
 RANGES = {"n": (8, 40), "vocab": (11, 41), "block_size": (2, 6), "n_embd": (4, 17), "n_hidden": (12, 72)}
 SMALL_VARIANCE_W1_SCALE = 3e-3  # makes the batch variance of hprebn comparable to eps = 1e-5
+# The probe's seed is public (the lecture's): its job, catching hard-coded lecture sizes, needs no
+# secret, and so whatever is drawn from it (the feedback page's pictures) shows nothing hidden.
+PROBE_SEED = 2147483647
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ def generate(salt: str, count: int) -> list[Config]:
     """`count` scored configurations, plus an unscored lecture-sized probe.
 
     The probe is what lets feedback say "right for n=32 but not for n=20": an answer that matches
-    there and nowhere else hard-codes a lecture size.
+    there and nowhere else hard-codes a lecture size. It is the same for every salt.
     """
     configs = []
     for i in range(count):
@@ -69,6 +72,5 @@ def generate(salt: str, count: int) -> list[Config]:
         sizes = _sizes(rng, targets_distinct=i == 0)
         w1_scale = SMALL_VARIANCE_W1_SCALE if i == count - 1 else 1.0
         configs.append(Config(f"config{i + 1}", sizes, rng.getrandbits(63), w1_scale))
-    probe_seed = _rng(salt, "probe").getrandbits(63)
-    configs.append(Config("lecture-sizes", LECTURE, probe_seed, scored=False))
+    configs.append(Config("lecture-sizes", LECTURE, PROBE_SEED, scored=False))
     return configs

@@ -20,9 +20,11 @@ from traitlets import Bool, Unicode
 from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
 
 
-def fill_grade_cells(nb, result) -> None:
+def fill_grade_cells(nb, result, page: bool = True) -> None:
     """Each grade cell gets its grade id's feedback (stdout) and score (the result nbgrader reads as
-    partial credit). A grade cell the grader has no test for gets 0 and says so, never full points."""
+    partial credit). A grade cell the grader has no test for gets 0 and says so, never full points.
+    With `page`, the notebook also opens with the student's feedback page (add_feedback_page), whichever
+    route graded it: nbgrader's autograde, or the fast route (whose results carry no pictures)."""
     tests = {grade_cell_id(t.name): t for t in result.tests}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -38,6 +40,19 @@ def fill_grade_cells(nb, result) -> None:
             nbformat.v4.new_output("execute_result", data={"text/plain": f"{score:g}"}, execution_count=None),
         ]
         cell.execution_count = None
+    if page:
+        add_feedback_page(nb, result)
+
+
+def add_feedback_page(nb, result) -> None:
+    """The student's feedback page (grader.feedback_page) as the HTML output of a cell of its own at the
+    top: nbgrader's generate_feedback keeps an HTML output as it is, and nbconvert shows no input for a
+    cell whose source is marked removed. A cell without nbgrader metadata is neither graded nor checked."""
+    from grader.feedback_page import fragment
+
+    output = nbformat.v4.new_output("display_data", data={"text/html": fragment(result)})
+    nb.cells.insert(0, nbformat.v4.new_code_cell("", metadata={"transient": {"remove_source": True}},
+                                                 outputs=[output]))
 
 
 class RestoreCells(OverwriteCells):
@@ -73,6 +88,8 @@ class GradeInSandbox(NbGraderPreprocessor):
     """Replaces Execute in Autograde.autograde_preprocessors (see `backprop-ninja course init`)."""
 
     course = Unicode("course.yml", help="The course's backprop-ninja configuration").tag(config=True)
+    feedback_page = Bool(True, help="Head each notebook's feedback with the student's feedback page (scores, "
+                                    "feedback and pictures of each wrong tensor)").tag(config=True)
 
     def preprocess(self, nb, resources):
         from grader import extract
@@ -83,12 +100,13 @@ class GradeInSandbox(NbGraderPreprocessor):
         course = load(self.course)
         submission = extract.from_notebook(f"{info['student']}/{info['assignment']}/{info['notebook']}",
                                            Path(info["notebook"]), nb)
-        [result] = Grader(course, hidden=[Path.cwd()]).run([submission], progress=self.log.info)
+        grader = Grader(course, hidden=[Path.cwd()], evidence=self.feedback_page)
+        [result] = grader.run([submission], progress=self.log.info)
         if result.error:
             self.log.warning("%s: %s", submission.id, result.error)
         for flag in result.flags:
             self.log.warning("%s: integrity flag %s: %s", submission.id, flag["kind"], flag["evidence"])
-        fill_grade_cells(nb, result)
+        fill_grade_cells(nb, result, page=self.feedback_page)
         return nb, resources
 
 

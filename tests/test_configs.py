@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from grader.compare import compare
-from grader.configs import Config, generate
+from grader.configs import PROBE_SEED, Config, generate
 from grader.course import load
 from grader.exam import CHAIN, LOCAL, checks, prepare
 from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID
@@ -77,6 +77,15 @@ def test_scored_configs_and_one_unscored_lecture_probe(batch):
     assert len(probes) == 1 and probes[0].sizes == LECTURE and probes[0].w1_scale == 1.0
     assert len({c.name for c in configs}) == len(configs)
     assert len({c.seed for c in configs}) == len(configs)
+
+
+def test_the_probe_is_public_the_same_for_every_salt_while_the_scored_configs_are_not():
+    """Feedback pages draw the probe's tensors: nothing drawn from it may depend on the secret salt."""
+    probes = {[c for c in generate(salt, COUNTS[salt]) if not c.scored][0] for salt in SALTS}
+    assert probes == {Config("lecture-sizes", LECTURE, PROBE_SEED, scored=False)}
+    scored_seeds = [{c.seed for c in scored(generate(salt, COUNTS[salt]))} for salt in SALTS]
+    assert all(a.isdisjoint(b) for i, a in enumerate(scored_seeds) for b in scored_seeds[i + 1:])
+    assert PROBE_SEED not in set().union(*scored_seeds)
 
 
 def test_scored_sizes_are_unlike_the_lecture_and_unlike_each_other(batch):

@@ -456,9 +456,13 @@ def test_the_hostile_cells_are_restored_in_the_autograded_notebook(course):
     back = cell_by_grade_id(nb, DEE_DELETED)
     assert cell_by_grade_id(stub, DEE_DELETED).source in back.source
     assert cell_by_grade_id(nb, "check_ex3_dhprebn").metadata.nbgrader["points"] == POINTS["ex3_dhprebn"]
-    # Her cells are kept, but nothing of the notebook ran: the only outputs are the grader's, in grade cells.
+    # Her cells are kept, but nothing of the notebook ran: the only outputs are the grader's, in grade cells
+    # and in the feedback page's cell that the grader puts first.
     assert DEE_PATCH in [c.source for c in nb.cells] and DEE_STDERR in [c.source for c in nb.cells]
-    for cell in nb.cells:
+    page, *cells = nb.cells
+    assert page.metadata.get("transient", {}).get("remove_source") and page.source == ""
+    assert [o.output_type for o in page.outputs] == ["display_data"] and "bpn-feedback" in page.outputs[0].data["text/html"]
+    for cell in cells:
         if cell.cell_type == "code" and not cell.metadata.get("nbgrader", {}).get("grade"):
             assert cell.outputs == [], cell.source
     outputs = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))

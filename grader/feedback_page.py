@@ -1,0 +1,358 @@
+"""The page a student gets with a grade: the total, a row per tensor (status, points, feedback) and,
+under each tensor that lost points, heatmaps of their answer, the expected gradient and the difference;
+then the integrity flags.
+
+Safe to hand to a student. Every picture is drawn here, in the trusted process, from the student's own
+answer tensor and the oracle's gradient on the unscored lecture-sized probe, whose seed is public
+(grader.configs.PROBE_SEED): the page shows no hidden configuration beyond what the feedback lines
+already say, and no reference code. Every string that comes from a notebook is escaped. One file:
+inline CSS and base64 PNGs, no script, no external URL.
+
+The heatmaps are one pixel block per entry, coloured by matplotlib's colormaps; titles and colour
+scales are HTML text, which stays sharp on a phone and costs nothing to draw (a figure with axes costs
+~0.1 s, so a page with 20 wrong tensors would take seconds).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import math
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from grader import results
+from grader.compare import compare
+from grader.exam import CHAIN, Case, checks
+from grader.exercise import BY_GRADE_ID, EX4_TRAINING, GRADE_IDS
+from grader.model import LECTURE
+from grader.sandbox import Attempt
+from grader.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result
+
+DRAWN, NO_TENSOR, MATCHES = "drawn", "no tensor", "matches"
+# A heatmap fits in this box (pixels) at a whole number of pixels per entry, and neither side is
+# thinner than MIN_SIDE; a tensor with a side longer than MAX_SIDE entries is not drawn at all.
+BOX_WIDTH, BOX_HEIGHT, MIN_SIDE, MAX_SIDE = 320, 256, 48, 512
+VALUES, DIFFERENCE = "RdBu_r", "PuOr_r"  # diverging, white at zero
+NOT_FINITE = "#8c8c8c"
+STAMP = "backprop-ninja-result"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the page shows for one tensor that lost points, taken from the attempt on the probe:
+    DRAWN with the student's tensor and the expected one of the first check that fails there,
+    NO_TENSOR when the cell gave no tensor, MATCHES when it is right there (and wrong elsewhere)."""
+
+    kind: str
+    check: str = CHAIN
+    yours: torch.Tensor | None = None
+    expected: torch.Tensor | None = None
+
+
+def gather(result: Result, attempt: Attempt, cases: list[Case], tolerance) -> dict[str, Evidence]:
+    """The evidence for each tensor of `result` that lost points (and was attempted), read from the
+    attempt before it is dropped. Only the probe's outcomes are read, and compared as the suite does."""
+    if not attempt.outcomes:
+        return {}
+    probe = next(c for c in cases if not c.config.scored)
+    found = {}
+    for test in result.tests:
+        answer = BY_GRADE_ID.get(test.name)
+        if answer is not None and test.score < test.max_score and test.verdict != NOT_ATTEMPTED:
+            found[test.name] = _on_probe(answer, attempt, probe, tolerance)
+    return found
+
+
+def _on_probe(answer, attempt: Attempt, probe: Case, tol) -> Evidence:
+    for check in checks(answer):
+        outcome = attempt.outcomes.get((answer.grade_id, check, probe.config.name))
+        if outcome is None or outcome.status != "tensor":
+            return Evidence(NO_TENSOR, check)
+        expected = probe.expected(answer, check)
+        if not compare(outcome.tensor, expected, rtol=tol.rtol, atol=tol.atol, n=probe.n).passed:
+            return Evidence(DRAWN, check, outcome.tensor, expected)
+    return Evidence(MATCHES)
+
+
+# ---------------------------------------------------------------------------------------------
+# Heatmaps
+
+
+def _grid(t: torch.Tensor):
+    """(rows x columns as float64 numpy, how the tensor was laid out; "" when as it is), or (None, why
+    it cannot be drawn)."""
+    shape = tuple(t.shape)
+    if t.is_complex():
+        return None, "complex values cannot be drawn"
+    if t.numel() == 0:
+        return None, f"shape {_shape(shape)} has no entries to draw"
+    try:
+        values = t.detach().to(torch.float64)
+    except (RuntimeError, TypeError):
+        return None, f"values of type {t.dtype} cannot be drawn"
+    if values.dim() == 0:
+        grid, how = values.reshape(1, 1), "a single number"
+    elif values.dim() == 1:
+        grid, how = values.reshape(1, -1), f"shape {_shape(shape)}, drawn as one row"
+    elif values.dim() == 2:
+        grid, how = values, ""
+    else:
+        grid = values.reshape(shape[0], -1)
+        blocks = " blocks of ".join(map(str, shape[1:]))
+        how = f"shape {_shape(shape)}, drawn as {shape[0]} rows of {blocks} side by side"
+    if max(grid.shape) > MAX_SIDE:
+        return None, f"{grid.shape[0]} × {grid.shape[1]} entries are too many to draw"
+    return grid.numpy(), how
+
+
+def _scale(*grids) -> float:
+    """Half the width of a colour scale centred at zero: the largest finite magnitude."""
+    top = max((float(np.abs(g[np.isfinite(g)]).max(initial=0.0)) for g in grids), default=0.0)
+    return top if top > 0 else 1.0
+
+
+def _png(grid, half: float, cmap: str) -> tuple[str, int, int]:
+    """A heatmap as a base64 PNG, one block of pixels per entry, and its width and height."""
+    from matplotlib import colormaps
+    from matplotlib.image import imsave
+
+    rows, cols = grid.shape
+    side = max(1, min(BOX_WIDTH // cols, BOX_HEIGHT // rows))
+    tall, wide = max(side, math.ceil(MIN_SIDE / rows)), max(side, math.ceil(MIN_SIDE / cols))
+    with np.errstate(all="ignore"):  # an answer's inf and NaN are masked just below, and drawn grey
+        unit = np.where(np.isfinite(grid), grid / (2 * half) + 0.5, np.nan)
+    rgba = colormaps[cmap].with_extremes(bad=NOT_FINITE)(np.ma.masked_invalid(unit), bytes=True)
+    buffer = io.BytesIO()
+    imsave(buffer, np.repeat(np.repeat(rgba, tall, axis=0), wide, axis=1), format="png",
+           metadata={"Software": None})
+    return base64.b64encode(buffer.getvalue()).decode("ascii"), cols * wide, rows * tall
+
+
+def _gradient(cmap: str) -> str:
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    stops = ", ".join(to_hex(colormaps[cmap](i / 8)) for i in range(9))
+    return f"linear-gradient(to right, {stops})"
+
+
+def _number(x: float) -> str:
+    return f"{x:.3g}".replace("-", "−")
+
+
+def _figure(title: str, grid, half: float, cmap: str) -> str:
+    data, width, height = _png(grid, half, cmap)
+    return (f'<figure style="width:{max(width, 160)}px"><figcaption>{escape(title)}</figcaption>'
+            f'<img src="data:image/png;base64,{data}" width="{width}" height="{height}" alt="heatmap: {escape(title)}">'
+            f'<div class="bpn-bar" style="background:{_gradient(cmap)}"></div>'
+            f'<div class="bpn-ticks"><span>{_number(-half)}</span><span>0</span><span>{_number(half)}</span></div>'
+            f'</figure>')
+
+
+def _shape(shape: tuple) -> str:
+    return str(tuple(shape))
+
+
+def _pictures(evidence: Evidence) -> str:
+    if evidence.kind == MATCHES:
+        return ('<p class="bpn-note">Right on the lecture-sized batch, so there is no difference to draw: this '
+                "answer goes wrong only on the grader's other configurations (the feedback says how).</p>")
+    if evidence.kind == NO_TENSOR:
+        return '<p class="bpn-note">No picture: this cell gave no tensor on the lecture-sized batch.</p>'
+    upstream = ("the true upstream gradients" if evidence.check == CHAIN else
+                "random upstream gradients (the check of this one backward step)")
+    lines = [f"On the lecture-sized batch, with {upstream}."]
+    yours, how = _grid(evidence.yours)
+    mine, theirs = tuple(evidence.yours.shape), tuple(evidence.expected.shape)
+    figures = []
+    if mine != theirs:
+        lines.append(f"Your tensor has shape {_shape(mine)}, the gradient {_shape(theirs)}: only yours is drawn.")
+        if yours is not None:
+            figures.append(_figure("yours", yours, _scale(yours), VALUES))
+    elif yours is not None:
+        expected, _ = _grid(evidence.expected)
+        half = _scale(yours, expected)
+        difference = yours - expected
+        figures = [_figure("yours", yours, half, VALUES), _figure("expected", expected, half, VALUES),
+                   _figure("yours − expected", difference, _scale(difference), DIFFERENCE)]
+    if how:
+        lines.append(how[0].upper() + how[1:] + ".")
+    text = "".join(f'<p class="bpn-note">{escape(line)}</p>' for line in lines)
+    return text + (f'<div class="bpn-figs">{"".join(figures)}</div>' if figures else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# The page
+
+CSS = """
+#bpn-feedback{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;color:#1f2328;
+  max-width:1120px;margin:0 auto;padding:12px;text-align:left;overflow-wrap:anywhere;box-sizing:border-box}
+#bpn-feedback *{box-sizing:border-box}
+#bpn-feedback h1{font-size:22px;line-height:1.25;margin:0 0 4px;font-weight:600}
+#bpn-feedback h2{font-size:18px;line-height:1.25;margin:22px 0 8px;font-weight:600}
+#bpn-feedback p{margin:6px 0}
+#bpn-feedback .bpn-total{font-size:20px;font-weight:600}
+#bpn-feedback .bpn-howto,#bpn-feedback .bpn-error,#bpn-feedback .bpn-missing{padding:8px 12px;margin:10px 0;
+  border-left:4px solid #8c959f;background:#f6f8fa}
+#bpn-feedback .bpn-error{border-color:#cf222e;background:#fff1f0}
+#bpn-feedback table{border-collapse:collapse;width:100%;margin:0;table-layout:auto;font-size:15px;color:inherit;
+  background:none;border:0}
+#bpn-feedback th,#bpn-feedback td{border:0;border-top:1px solid #d0d7de;padding:6px 8px;text-align:left;
+  vertical-align:top;background:none;line-height:1.45;white-space:normal}
+#bpn-feedback tr,#bpn-feedback tr:hover{background:none}
+#bpn-feedback thead th{border-top:0;font-weight:600;white-space:nowrap}
+#bpn-feedback td.bpn-tensor,#bpn-feedback td.bpn-tensor code{white-space:nowrap;overflow-wrap:normal}
+#bpn-feedback tr.bpn-exercise th{background:#f6f8fa;font-weight:600}
+#bpn-feedback tr.bpn-pictures td{border-top:0;padding-top:0}
+#bpn-feedback .bpn-status{white-space:nowrap;font-weight:600}
+#bpn-feedback .bpn-points{white-space:nowrap}
+#bpn-feedback .correct{color:#1a7f37}#bpn-feedback .partial{color:#9a6700}
+#bpn-feedback .incorrect{color:#cf222e}#bpn-feedback .not-attempted{color:#57606a}
+#bpn-feedback ul{margin:0;padding-left:18px;list-style:disc}
+#bpn-feedback li{margin:0}
+#bpn-feedback code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:14px;
+  white-space:pre-wrap;background:#f6f8fa;padding:0 3px;border:0;color:inherit}
+#bpn-feedback .bpn-note{color:#424a53;margin:4px 0}
+#bpn-feedback .bpn-figs{display:flex;flex-wrap:wrap;gap:14px;margin:8px 0 4px}
+#bpn-feedback figure{margin:0;max-width:100%}
+#bpn-feedback figcaption{font-size:14px;font-weight:600;margin:0 0 3px}
+#bpn-feedback figure img{display:block;width:100%;height:auto;margin:0;image-rendering:pixelated;
+  border:1px solid #d0d7de}
+#bpn-feedback .bpn-bar{height:8px;margin-top:4px;border:1px solid #d0d7de}
+#bpn-feedback .bpn-ticks{display:flex;justify-content:space-between;font-size:13px;color:#424a53}
+@media (max-width:640px){
+  #bpn-feedback thead{display:none}
+  #bpn-feedback tr,#bpn-feedback td,#bpn-feedback th{display:block}
+  #bpn-feedback tr{border-top:1px solid #d0d7de;padding:6px 0}
+  #bpn-feedback td,#bpn-feedback th{border:0;padding:2px 4px}
+  #bpn-feedback td.bpn-status,#bpn-feedback td.bpn-points{display:inline-block}
+  #bpn-feedback tr.bpn-pictures{border-top:0;padding-top:0}
+}
+"""
+
+STATUS_CLASS = {CORRECT: "correct", PARTIAL: "partial", INCORRECT: "incorrect", NOT_ATTEMPTED: "not-attempted"}
+EXERCISES = {1: "Exercise 1: one step at a time", 2: "Exercise 2: cross-entropy in one step",
+             3: "Exercise 3: batch norm in one step", 4: "Exercise 4: manual_backward and training"}
+FLAG_TEXT = {
+    "static-check": "an answer cell was not run: the static check refused it",
+    "autograd": "autograd was used at run time",
+    "timeout": "a cell ran past its time limit",
+    "sandbox": "the grading process stopped",
+    "grader-error": "the grader itself failed on a test (not your fault: your instructor will look at it)",
+}
+HOWTO = (f"How to read the pictures: each one is a tensor seen from above, one square per entry (rows top to "
+         f"bottom, columns left to right). They come from one batch at the lecture's sizes (n={LECTURE.n}, "
+         f"vocab_size={LECTURE.vocab}, block_size={LECTURE.block_size}, n_embd={LECTURE.n_embd}, "
+         f"n_hidden={LECTURE.n_hidden}) drawn from a fixed public seed: the shapes of your notebook, other "
+         "numbers. Red is positive, blue negative, white zero, grey NaN or inf. Yours and the expected gradient "
+         "share one colour scale; the difference (yours − expected, purple to orange) has its own, so that "
+         "even a small difference shows.")
+
+
+def _exercise(grade_id: str) -> int:
+    return 4 if grade_id == EX4_TRAINING else BY_GRADE_ID[grade_id].exercise
+
+
+def _rows(result: Result) -> str:
+    order = {g: i for i, g in enumerate(GRADE_IDS)}
+    tests = sorted(result.tests, key=lambda t: order.get(t.name, len(order)))
+    rows, exercise = [], None
+    for test in tests:
+        if test.name in order and _exercise(test.name) != exercise:
+            exercise = _exercise(test.name)
+            rows.append(f'<tr class="bpn-exercise"><th colspan="4">{escape(EXERCISES[exercise])}</th></tr>')
+        lines = "".join(f"<li>{escape(line)}</li>" for line in test.output.split("; "))
+        status = STATUS_CLASS.get(test.verdict, "incorrect")
+        rows.append(f'<tr id="bpn-{escape(test.name)}"><td class="bpn-tensor"><code>{escape(test.name)}</code></td>'
+                    f'<td class="bpn-status {status}">{escape(test.verdict)}</td>'
+                    f'<td class="bpn-points">{test.score:g} / {test.max_score:g}</td><td><ul>{lines}</ul></td></tr>')
+        shown = _shown(result, test)
+        if shown:
+            rows.append(f'<tr class="bpn-pictures"><td colspan="4">{shown}</td></tr>')
+    head = "<thead><tr><th>tensor</th><th>status</th><th>points</th><th>feedback</th></tr></thead>"
+    return f'<table>{head}<tbody>{"".join(rows)}</tbody></table>'
+
+
+def _shown(result: Result, test) -> str:
+    """What goes under a row: its pictures, or why there are none, for a tensor that lost points."""
+    if result.evidence is None or test.score >= test.max_score or test.verdict == NOT_ATTEMPTED:
+        return ""
+    if test.name == EX4_TRAINING and result.evidence:
+        return ('<p class="bpn-note">No picture: the training check runs on one of the grader\'s hidden '
+                "configurations, which this page does not show. A wrong gradient among the exercise 4 rows is the "
+                "usual cause.</p>")
+    evidence = result.evidence.get(test.name)
+    return _pictures(evidence) if evidence is not None else ""
+
+
+def _flags(result: Result) -> str:
+    if not result.flags:
+        return ""
+    items = []
+    for flag in result.flags:
+        kind = str(flag.get("kind", ""))
+        where = ", ".join(f"{key} {flag[key]}" for key in ("grade_id", "cell", "check") if key in flag)
+        items.append(f"<li><b>{escape(kind)}</b>{' (' + escape(where) + ')' if where else ''}: "
+                     f"{escape(FLAG_TEXT.get(kind, 'flagged for your instructor'))}. "
+                     f"<code>{escape(str(flag.get('evidence', '')))}</code></li>")
+    return (f"<h2>Flags ({len(result.flags)})</h2><p>Your instructor sees these too.</p>"
+            f'<ul class="bpn-flags">{"".join(items)}</ul>')
+
+
+def fragment(result: Result) -> str:
+    """The page's content with its own styles, all scoped to one element: a page on its own, or an HTML
+    output inside nbgrader's feedback, whose styles it neither takes nor changes."""
+    parts = [f"<style>{CSS}</style>", '<div id="bpn-feedback">',
+             f"<h1>Feedback for {escape(result.submission)}</h1>",
+             f'<p class="bpn-total">Total: {result.score:g} / {result.max_score:g}</p>']
+    counts = {v: sum(t.verdict == v for t in result.tests) for v in STATUS_CLASS}
+    parts.append("<p>" + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + "</p>")
+    if result.error:
+        parts.append(f'<p class="bpn-error"><b>Not graded:</b> {escape(result.error)}</p>')
+    if result.evidence is None:
+        parts.append('<p class="bpn-missing">This page has no pictures: they can only be drawn while your notebook '
+                     "is being graded, and this page was made later, from the stored result. The scores and "
+                     "feedback are complete.</p>")
+    elif result.evidence:
+        parts.append(f'<p class="bpn-howto">{escape(HOWTO)}</p>')
+    parts += ["<h2>Tensors</h2>", _rows(result), _flags(result), "</div>"]
+    return "".join(parts)
+
+
+def page(result: Result, stamp: str = "") -> str:
+    """A whole HTML document; `stamp` identifies the result file it was made from."""
+    meta = f'<meta name="{STAMP}" content="{escape(stamp)}">' if stamp else ""
+    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"{meta}<title>Feedback: {escape(result.submission)}</title></head>"
+            f'<body style="margin:0;background:#fff">{fragment(result)}</body></html>\n')
+
+
+def page_path(out: Path, submission: str) -> Path:
+    return out / f"{submission}.html"
+
+
+def _stamp(out: Path, submission: str) -> str:
+    """Of the result file: a page made from it carries it, so a page left from another result is known."""
+    return hashlib.sha256(results.result_path(out, submission).read_bytes()).hexdigest()
+
+
+def write(out: Path, result: Result) -> Path:
+    """`<out>/<submission>.html`, beside the result file already written there."""
+    path = page_path(out, result.submission)
+    results._atomic_write(path, page(result, _stamp(out, result.submission)))
+    return path
+
+
+def current(out: Path, submission: str) -> bool:
+    """Whether the page in `out` was made from the result file now beside it."""
+    try:
+        text = page_path(out, submission).read_text(encoding="utf-8")
+        return f'<meta name="{STAMP}" content="{_stamp(out, submission)}">' in text
+    except OSError:
+        return False
