@@ -17,16 +17,19 @@ Everything happens in a throw-away folder (--workdir, removed at the end unless 
    is a mix like the whole (per 20: 7 correct, half of them with correct alternatives from
    tests/corpus/correct_alternatives.yml; 7 with 1-4 typical mistakes from tests/corpus/wrong_answers.yml;
    2 partly done; 1 blank; 1 broken file; 2 with a hostile cell on top of typical mistakes).
-3. (a) this grader: grader.grade.Grader(course.yml, hidden=[the work folder], jobs=J).run() on all N
-   notebooks read with grader.extract, for J = 1 and then 2, each in a fresh Python process so that its
-   set-up (interpreter, torch, the oracle on the hidden configurations) and its memory are its own.
+3. (a) this grader: the command a TA runs, `backprop-ninja grade CLASS --out RESULTS --jobs J`, for
+   J = 1 and then 2, each a fresh process (interpreter, torch, the oracle on the hidden
+   configurations, the fork server, the pytest session: all counted), every isolation mechanism on.
    (b) nbgrader: the first --nbgrader-n of the same notebook files, laid out as
    submitted/<student>/<assignment>/<notebook>.ipynb and graded by one `nbgrader autograde` subprocess.
+4. With --memory A,B: the grader (jobs=2) on a class of A and on a class of B submissions, for the peak
+   memory of a small and a large batch.
 
-Seconds per submission = the wall time of the whole process / submissions (so (b) includes one nbgrader
-start-up, and (a) its set-up); throughput is the inverse. Peak RSS: the sum over the process and all
-its descendants, sampled from /proc every 0.1 s, and the largest single process (wait4's ru_maxrss).
-The ratio is (b) / (a, jobs=2) in seconds per submission.
+Seconds per submission = the wall time of the whole command / submissions (so (b) includes one
+nbgrader start-up, and (a) its own); throughput is the inverse. First result: when the first result
+file appeared, from the command's start. Peak RSS: the sum over the process and all its descendants,
+sampled from /proc every 0.05 s, and the largest single process (wait4's ru_maxrss). The ratio is
+(b) / (a, jobs=2) in seconds per submission.
 """
 from __future__ import annotations
 
@@ -302,8 +305,9 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def measured(cmd: list[str], cwd: Path, env: dict | None = None) -> dict:
-    """Run `cmd` to the end: its wall time, exit status, output and the memory of its process tree."""
+def measured(cmd: list[str], cwd: Path, env: dict | None = None, watch: Path | None = None) -> dict:
+    """Run `cmd` to the end: its wall time, exit status, output and the memory of its process tree;
+    with `watch`, also when the first *.json appeared in that folder (the first result written)."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     output = {"stdout": "", "stderr": ""}
@@ -312,13 +316,15 @@ def measured(cmd: list[str], cwd: Path, env: dict | None = None) -> dict:
         output[name] = stream.read()
 
     readers = [threading.Thread(target=drain, args=(name, getattr(proc, name)), daemon=True) for name in output]
-    peak = [0]
+    peak, first = [0], [None]
     done = threading.Event()
 
     def sample() -> None:
         while True:
             peak[0] = max(peak[0], tree_rss(proc.pid))
-            if done.wait(0.1):
+            if first[0] is None and watch is not None and watch.is_dir() and next(watch.glob("*.json"), None):
+                first[0] = time.perf_counter() - started
+            if done.wait(0.05):
                 return
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -331,43 +337,28 @@ def measured(cmd: list[str], cwd: Path, env: dict | None = None) -> dict:
     for thread in (*readers, sampler):
         thread.join()
     return {"wall": wall, "returncode": proc.returncode, **output, "tree_rss": peak[0],
-            "largest_rss": usage.ru_maxrss * 1024}
+            "largest_rss": usage.ru_maxrss * 1024, "first_result": first[0]}
 
 
 # ---------------------------------------------------------------------------------------------
-# 3a. This grader, in a fresh process per batch (the --worker side)
-
-
-def worker(course_file: Path, folder: Path, workdir: Path, jobs: int) -> None:
-    """Grade every notebook in `folder`; print one JSON line: timings, scores and one isolation report."""
-    from grader import extract
-    from grader.course import load
-    from grader.grade import Grader
-
-    course = load(course_file)
-    submissions = [extract.read(sid, path) for sid, path in extract.discover([folder])]
-    grader = Grader(course, hidden=[workdir], jobs=jobs)
-    ready = time.perf_counter()  # the parent counts everything before this as set-up
-    results = grader.run(submissions)
-    finished = time.perf_counter()
-    isolation = next((r.isolation for r in results if r.isolation), {})
-    print(json.dumps({
-        "run": finished - ready, "isolation": isolation,
-        "results": {r.submission: {"score": r.score, "max_score": r.max_score, "error": r.error,
-                                   "flags": [f.get("kind") for f in r.flags]} for r in results},
-    }))
+# 3a. This grader: the `backprop-ninja grade` command, as a TA runs it
 
 
 def run_grader(args, folder: Path, workdir: Path, jobs: int) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--jobs", str(jobs), "--course",
-           str(args.course), "--class-dir", str(folder), "--workdir", str(workdir)]
-    run = measured(cmd, cwd=workdir)
+    """`backprop-ninja grade` on every notebook in `folder`: timings, memory, and the results it wrote."""
+    from grader.results import load_result
+
+    out = workdir / f"results-{folder.name}-jobs{jobs}"
+    cmd = [sys.executable, "-c", "from grader.cli import main; main()", "grade", str(folder), "--out", str(out),
+           "--course", str(args.course), "--jobs", str(jobs)]
+    run = measured(cmd, cwd=workdir, watch=out)
     if run["returncode"] != 0:
         raise RuntimeError(f"the grader at jobs={jobs} exited {run['returncode']}:\n{run['stderr'][-3000:]}")
-    report = json.loads(run["stdout"].strip().splitlines()[-1])
-    # Set-up: everything before grading starts (interpreter, imports, reading notebooks, the oracle).
-    report["setup"] = run["wall"] - report["run"]
-    return {**run, **report}
+    results = [load_result(path) for path in sorted(out.glob("*.json"))]
+    isolation = next((r.isolation for r in results if r.isolation), {})
+    return {**run, "isolation": isolation,
+            "results": {r.submission: {"score": r.score, "max_score": r.max_score, "error": r.error,
+                                       "flags": [f.get("kind") for f in r.flags]} for r in results}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -425,6 +416,16 @@ def cpu_name() -> str:
     return name()
 
 
+def sizes(text: str) -> tuple[int, int]:
+    try:
+        small, large = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected two sizes, e.g. 20,2000") from None
+    if not 0 < small < large:
+        raise argparse.ArgumentTypeError("expected 0 < A < B")
+    return small, large
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -437,13 +438,9 @@ def main(argv=None) -> int:
     parser.add_argument("--workdir", type=Path, default=None,
                         help="an empty or new folder for the course and the submissions (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--jobs", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--class-dir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--memory", type=sizes, metavar="A,B",
+                        help="also grade classes of A and of B submissions (jobs=2) and compare their peak memory")
     args = parser.parse_args(argv)
-    if args.worker:
-        worker(args.course, args.class_dir, args.workdir, args.jobs)
-        return 0
     if args.n < 1 or not 1 <= args.nbgrader_n <= args.n:
         parser.error("need --n >= 1 and 1 <= --nbgrader-n <= --n")
     args.course = args.course.resolve()
@@ -493,11 +490,11 @@ def benchmark(args, workdir: Path) -> int:
     stock = run_nbgrader(course, root, subset, workdir)
 
     print(f"\nresults ({time.perf_counter() - started:.0f} s in all)")
-    print(f"(a) this grader, {args.n} submissions: Grader.run in a fresh process per batch, "
+    print(f"(a) this grader, {args.n} submissions: `backprop-ninja grade`, a fresh command per run, "
           "each submission in its sandbox")
     for jobs, run in grader_runs.items():
         print(f"  jobs={jobs}: {run['wall'] / args.n:.3f} s/submission, {args.n / run['wall']:.2f} submissions/s; "
-              f"wall {run['wall']:.1f} s, of which set-up {run['setup']:.1f} s; "
+              f"wall {run['wall']:.1f} s, first result after {run['first_result'] or run['wall']:.1f} s; "
               f"peak RSS {mb(run['tree_rss'])} (process tree), {mb(run['largest_rss'])} (largest process)")
     isolation = grader_runs[2]["isolation"]
     off = [k for k, v in isolation.items() if isinstance(v, str) and v.startswith(("not ", "same user"))
@@ -536,7 +533,23 @@ def benchmark(args, workdir: Path) -> int:
     print(f"  (a) flagged {plural(sum(flagged.values()), 'submission')} (integrity)"
           + "".join(f", {k} {KIND_LABELS[kind]}" for kind, k in flagged.items())
           + "; (b) scores a notebook it could not grade 0")
+    if args.memory:
+        memory(args, released, workdir)
     return 0
+
+
+def memory(args, released: Path, workdir: Path) -> None:
+    """Peak memory of a small and a large batch: grading streams, so it should barely grow."""
+    runs = {}
+    for size in args.memory:
+        print(f"\nmemory: grading a class of {size} (jobs=2) ...", flush=True)
+        write_class(released, size, args.seed, workdir / f"class-{size}")
+        runs[size] = run_grader(args, workdir / f"class-{size}", workdir, 2)
+    (small, a), (large, b) = runs.items()
+    print(f"memory, peak RSS of the process tree (largest process): {small} submissions {mb(a['tree_rss'])} "
+          f"({mb(a['largest_rss'])}), {large} submissions {mb(b['tree_rss'])} ({mb(b['largest_rss'])}): "
+          f"{large / small:.0f}x the submissions, {b['tree_rss'] / a['tree_rss']:.2f}x the memory; "
+          f"{large} took {b['wall']:.1f} s, {b['wall'] / large:.3f} s/submission")
 
 
 if __name__ == "__main__":
