@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from grader import __version__
 
@@ -32,6 +34,43 @@ def _shard(ctx, param, value):
     return index, count
 
 
+class Report:
+    """What a batch says as it goes, on stderr. On a terminal: a progress bar (count, rate, time left)
+    redrawn under the notes; elsewhere (a log, CI) plain lines, one per note and one per chunk."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or click.get_text_stream("stderr")
+        self.terminal = self.stream.isatty()
+        self.bar = None
+        self.lock = threading.Lock()  # notes come from the threads that run submissions
+
+    def note(self, line: str) -> None:
+        with self.lock:
+            if self.bar is None:
+                click.echo(line, file=self.stream)
+            else:
+                click.echo("\r\033[K" + line, file=self.stream)
+                self.bar.render_progress()
+
+    def tally(self, now) -> None:
+        with self.lock:
+            if not self.terminal:
+                click.echo(str(now), file=self.stream)
+                return
+            if self.bar is None:
+                self.bar = click.progressbar(length=now.total, label="grading", file=self.stream, show_pos=True,
+                                             show_eta=False, item_show_func=lambda text: text)
+                self.bar.__enter__()
+            self.bar.update(now.done - self.bar.pos, f"{now.rate:.1f}/s, about {now.left:.0f} s left")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.render_finish()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="backprop-ninja")
 def main():
@@ -45,7 +84,8 @@ def main():
 @click.option("--course", "course_file", default="course.yml", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path), help="The course's configuration.")
 @click.option("--jobs", "-j", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1, 256),
-              help="Submissions run side by side, each in its own sandboxed process.")
+              help="Submissions run side by side, each in its own sandboxed process (with --scheduler: on each "
+                   "Dask worker, by default as many as it has threads).")
 @click.option("--resume", is_flag=True,
               help="Keep the results already in --out whose notebook, grader and course are unchanged.")
 @click.option("--shard", "part", callback=_shard, metavar="I/N",
@@ -53,7 +93,13 @@ def main():
 @click.option("--gradebook", type=click.Path(dir_okay=False, path_type=Path),
               help="Also record the scores in this nbgrader gradebook.db (submissions laid out as nbgrader's "
                    "submitted/<student>/<assignment>/<notebook>.ipynb) and write the autograded notebooks.")
-def grade(paths, out, course_file, jobs, resume, part, gradebook):
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Grade on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://10.0.0.5:8786); this "
+                   "machine still reads the notebooks and writes the results. Needs backprop-ninja[dask].")
+@click.option("--html", is_flag=True,
+              help="Also write each student's feedback page, <submission>.html beside its .json: scores, feedback "
+                   "and pictures of each wrong tensor, safe to hand to the student.")
+def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, html):
     """Grade notebooks: each PATH is a notebook or a folder searched recursively for them."""
     from grader.grade import grade as run
     from grader.results import table
@@ -65,9 +111,13 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook):
 
     if not discover(list(paths)):
         raise click.ClickException(f"no notebooks (*.ipynb) found in {', '.join(map(str, paths))}")
+    if scheduler is not None and click.get_current_context().get_parameter_source("jobs") is ParameterSource.DEFAULT:
+        jobs = None  # this machine's core count says nothing of a worker's
+    report = Report()
     try:
-        pairs = run(list(paths), course, out, jobs=jobs, resume=resume, part=part,
-                    progress=lambda line: click.echo(line, err=True))
+        with report:
+            pairs = run(list(paths), course, out, jobs=jobs, resume=resume, part=part, scheduler=scheduler,
+                        html=html, progress=report.note, tally=report.tally)
     except (RuntimeError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
@@ -76,7 +126,8 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook):
         sys.exit(130)
     results = [result for _, result in pairs]
     click.echo(table(results))
-    click.echo(f"\n{len(results)} submission(s) graded; results in {out}/ (a grades CSV and one .json each)")
+    pages = " and a feedback page (.html)" if html else ""
+    click.echo(f"\n{len(results)} submission(s) graded; results in {out}/ (a grades CSV and one .json{pages} each)")
     if gradebook is not None:
         from grader.gradebook import GradebookError, write
 
@@ -125,3 +176,106 @@ def course_init(directory, course_file):
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {len(written)} files in {directory}/ (a fresh secret salt is in its course.yml)")
     click.echo(f"next: cd {directory} && nbgrader generate_assignment {config.assignment}")
+
+
+@main.command()
+@click.argument("grade_id")
+@click.option("--notebook", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Your notebook: the reference opens once its answer cell for GRADE_ID holds your attempt.")
+@click.option("--force", is_flag=True, help="Show the reference without looking for an attempt.")
+@click.option("--solved", type=click.Path(dir_okay=False, path_type=Path),
+              help="The solved notebook (default: solutions/backprop_ninja_solved.ipynb beside course.yml, a "
+                   "course directory's source notebook, or the checkout's).")
+@click.option("--course", "course_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The course.yml beside which to look for the solved notebook (default: ./course.yml if any).")
+def solution(grade_id, notebook, force, solved, course_file):
+    """The reference answer for GRADE_ID, explained line by line, once NOTEBOOK holds your attempt at it."""
+    from grader.solution import SolutionError, show
+
+    if notebook is None and not force:
+        raise click.UsageError("--notebook is required: the reference opens once it holds your attempt (or --force)")
+    if course_file is None and Path("course.yml").is_file():
+        course_file = Path("course.yml")
+    course = _load_course(course_file) if course_file is not None else None
+    try:
+        text = show(grade_id, notebook, solved=solved, course=course, force=force)
+    except SolutionError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(text)
+
+
+@main.group()
+def gradescope():
+    """Grade on Gradescope: build the autograder zip, and the command it runs for each submission."""
+
+
+@gradescope.command("build")
+@click.option("--course", "course_file", default="course.yml", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="The course's configuration.")
+@click.option("--out", default="autograder.zip", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="The zip to upload to Gradescope.")
+def gradescope_build(course_file, out):
+    """Write the autograder zip: setup.sh, run_autograder, course.yml, the hidden suite and this grader."""
+    from grader.gradescope import BuildError, build
+
+    try:
+        names = build(_load_course(course_file), out)
+    except (BuildError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    suite = sum(name.startswith("autotests/") for name in names)
+    wheel = next(name for name in names if name.endswith(".whl"))
+    click.echo(f"wrote {out}: setup.sh, run_autograder, course.yml, autotests/ ({suite} files), {wheel}")
+    click.echo("it holds course.yml and its secret salt: upload it to Gradescope (the assignment's Configure "
+               "Autograder page) and share it with course staff only, never with students")
+
+
+@gradescope.command("run")
+@click.option("--root", default="/autograder", show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Gradescope's folder: source/ (the unpacked zip), submission/, results/.")
+def gradescope_run(root):
+    """Grade ROOT/submission into ROOT/results/results.json, whatever happens (what run_autograder calls)."""
+    from grader.gradescope import run
+
+    result = run(root, log=click.echo)
+    click.echo(f"score {result['score']:g}: {root / 'results' / 'results.json'}")
+
+
+@main.command()
+@click.argument("results_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the report (default: RESULTS_DIR/report.html; with --json: standard output).")
+@click.option("--json", "as_json", is_flag=True, help="The same content as JSON, for tools.")
+def report(results_dir, out, as_json):
+    """A class report of a results folder written by `grade --out`: one self-contained HTML page."""
+    from grader.report import ReportError, run
+
+    try:
+        run(results_dir, out, as_json, echo=click.echo)
+    except (ReportError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.command()
+@click.argument("results_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--format", "fmt", required=True, type=click.Choice(["grade-ids", "canvas"]),
+              help="grade-ids: one row per submission and grade id; canvas: a Canvas gradebook import.")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
+              help="The CSV to write (default: grade_ids.csv or canvas.csv in RESULTS_DIR).")
+@click.option("--roster", type=click.Path(dir_okay=False, path_type=Path),
+              help="canvas: a gradebook CSV exported from the Canvas course, to take each student's identity from.")
+@click.option("--column", help="canvas: the assignment's column (default: course.yml's assignment with --course, "
+                               "else backprop-ninja).")
+@click.option("--course", "course_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The course's configuration, for the default --column.")
+def export(results_dir, fmt, out, roster, column, course_file):
+    """Export a results folder for a spreadsheet or an LMS."""
+    from grader.exports import ExportError, export as run
+    from grader.report import ReportError
+
+    if column is None:
+        column = _load_course(course_file).assignment if course_file is not None else "backprop-ninja"
+    try:
+        written = run(results_dir, fmt, out, roster, column, warn=lambda line: click.echo(line, err=True))
+    except (ExportError, ReportError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {written}")

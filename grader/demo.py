@@ -8,6 +8,7 @@ process, so its several seconds of start-up are paid once rather than per comman
 """
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -104,6 +105,17 @@ def _table(api, course, students) -> str:
     return "\n".join(lines)
 
 
+def _class_report(root: Path, course, results: Path) -> Path:
+    """The class report. nbgrader's gradebook keeps scores but not the results files the report reads,
+    so the submitted notebooks are graded once more into `results`: grading is deterministic, so these
+    are the gradebook's scores."""
+    from grader.grade import grade
+    from grader.report import write_html
+
+    grade([root / "submitted"], course, results, jobs=os.cpu_count() or 1, html=True)
+    return write_html(results)
+
+
 def run(course, out: Path, echo) -> int:
     import logging
     import warnings
@@ -136,11 +148,15 @@ def run(course, out: Path, echo) -> int:
         _check(f"autograde {name}", api.autograde(course.assignment, name))
     echo("4. nbgrader collected and autograded them: each answer cell ran in the sandbox, no kernel ran a notebook\n")
     echo(_table(api, graded, CLASS))
+    report = _class_report(root, graded, out / "results")
     _check("generate_feedback", api.generate_feedback(course.assignment))
     _check("release_feedback", api.release_feedback(course.assignment))
     feedback = root / "feedback"
     echo(f"\n5. Feedback generated and released: {feedback}/<student>/{course.assignment}/"
          f"{Path(course.notebook).stem}.html")
+    echo("   Each opens with the student's feedback page: scores, feedback, and pictures of each wrong tensor "
+         f"(e.g. {feedback / 'ben' / course.assignment / Path(course.notebook).stem}.html)")
     echo(f"   Gradebook: {root / 'gradebook.db'} (a score per tensor); formgrader works on {root}")
+    echo(f"   Class report: {report} (open it in a browser; each student's .json and .html page beside it)")
     echo(f"Done in {time.monotonic() - started:.0f} s.")
     return 0

@@ -6,13 +6,18 @@ inputs of each configuration, the suite sees what the sandbox returned, scoring 
 """
 from __future__ import annotations
 
+import collections
 import hashlib
+import queue
+import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from grader import __version__, extract, results, sandbox, scoring, static_check, suite
+from grader import __version__, extract, feedback_page, results, sandbox, scoring, static_check, suite
 from grader.configs import generate
 from grader.course import Course
 from grader.exam import prepare, prepare_training
@@ -22,12 +27,16 @@ class Grader:
     """One course's grading, ready to run: its configurations and oracle values are computed once,
     before any student code exists in memory, then reused for every batch."""
 
-    def __init__(self, course: Course, hidden: list[Path], jobs: int = 1):
+    def __init__(self, course: Course, hidden: list[Path], jobs: int = 1, evidence: bool = False):
+        """With `evidence`, each result also carries what its feedback page draws (result.evidence), taken
+        from the answers before run() drops them."""
         import torch
 
+        sandbox.warm_up()  # the fork server imports torch while the oracle values are computed here
         torch.set_num_threads(1)
         self.course = course
         self.jobs = max(1, jobs)
+        self.evidence = evidence
         self.cases = [prepare(config) for config in generate(course.secret_salt, course.configurations)]
         self.training = prepare_training(self.cases[0].config, course.exercise4.trajectory_steps,
                                          course.exercise4.learning_rate)
@@ -51,30 +60,85 @@ class Grader:
 
     def run(self, submissions: list[extract.Submission],
             progress: Callable[[str], None] = lambda line: None) -> list[scoring.Result]:
+        with closing(self.stream([submissions], progress)) as results:
+            return next(results)
+
+    def stream(self, chunks: Iterable[list[extract.Submission]],
+               progress: Callable[[str], None] = lambda line: None) -> Iterator[list[scoring.Result]]:
+        """Each chunk's results, in order, judged by one pytest session for the whole stream (in a thread
+        of its own) while the sandbox already runs the next chunk.
+
+        When the caller stops (Ctrl-C, or it closes the stream), no new child starts and the running
+        ones finish and are cleaned up before this returns."""
+        handed: queue.Queue = queue.Queue()
+        stop = threading.Event()
         pool = ThreadPoolExecutor(max_workers=self.jobs)
+
+        def batches() -> Iterator[dict[str, suite.Graded]]:
+            source, ahead = iter(chunks), collections.deque()
+
+            def start_next() -> None:
+                chunk = next(source, None)
+                if chunk is not None and not stop.is_set():
+                    ahead.append((chunk, [pool.submit(self._attempt, s, progress) for s in chunk]))
+
+            start_next()
+            start_next()
+            while ahead and not stop.is_set():
+                chunk, running = ahead.popleft()
+                attempts = [future.result() for future in running]
+                start_next()
+                yield {s.id: suite.Graded(s, a) for s, a in zip(chunk, attempts)}
+
+        def session() -> None:
+            try:
+                suite.run_batches(batches(), self.cases, self.training, self.course, self.course.autotests_dir,
+                                  lambda graded, outcomes: handed.put(self._scored(graded, outcomes)))
+                handed.put(None)
+            except BaseException as exc:  # noqa: B036 - handed to the caller's thread, raised there
+                handed.put(exc)
+
+        judge = threading.Thread(target=session, name="hidden-suite", daemon=True)
+        judge.start()
         try:
-            attempts = list(pool.map(lambda s: self._attempt(s, progress), submissions))
-        finally:  # on Ctrl-C: the children already running finish (and are cleaned up), no new one starts
+            while (item := handed.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
-        graded = {s.id: suite.Graded(s, a) for s, a in zip(submissions, attempts)}
-        outcomes = suite.run(graded, self.cases, self.training, self.course, self.course.autotests_dir)
+            judge.join()
+
+    def _scored(self, graded: dict[str, suite.Graded], outcomes: suite.Results) -> list[scoring.Result]:
         scored = []
-        for submission, done in zip(submissions, attempts):
-            result = scoring.score(submission, outcomes.get(submission.id, {}), self.course)
+        for sid, item in graded.items():
+            submission, done = item.submission, item.attempt
+            result = scoring.score(submission, outcomes.get(sid, {}), self.course)
             result.seconds = done.seconds
             result.isolation = done.isolation
             if done.error and not submission.error:
                 result.error = done.error
                 result.flags.append({"kind": "sandbox", "evidence": done.error})
+            if self.evidence:
+                result.evidence = feedback_page.gather(result, done, self.cases, self.course.tolerance)
             scored.append(result)
         return scored
+
+
+def suite_files(course: Course) -> list[tuple[str, bytes]]:
+    """The hidden suite as (path inside it, content): what a course digest covers and what a Dask worker
+    on another machine receives in place of the folder."""
+    root = course.autotests_dir
+    return [(path.relative_to(root).as_posix(), path.read_bytes())
+            for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)]
 
 
 def course_digest(course: Course) -> str:
     """Of what decides every grade besides the notebook: the grader's version, course.yml and the suite."""
     digest = hashlib.sha256(f"{__version__}\0".encode() + course.path.read_bytes())
-    for path in sorted(p for p in course.autotests_dir.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(f"\0{path.relative_to(course.autotests_dir)}\0".encode() + path.read_bytes())
+    for name, content in suite_files(course):
+        digest.update(f"\0{name}\0".encode() + content)
     return digest.hexdigest()
 
 
@@ -93,15 +157,57 @@ def shard(found: list, index: int, count: int) -> list:
 
 
 # Submissions graded and written together: a batch stopped half-way keeps every finished chunk (rerun
-# with resume to finish it), and memory holds one chunk's answers, not the class's.
+# with resume to finish it), and memory holds a few chunks' answers, never the class's. The first
+# chunks are smaller, so that the first results are written within seconds.
 CHUNK = 32
+FIRST_CHUNK = 4
 
 
-def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1, resume: bool = False,
-          part: tuple[int, int] | None = None,
-          progress: Callable[[str], None] = lambda line: None) -> list[tuple[extract.Submission, scoring.Result]]:
+def chunked(items: list) -> Iterator[list]:
+    start, size = 0, min(FIRST_CHUNK, CHUNK)
+    while start < len(items):
+        yield items[start:start + size]
+        start, size = start + size, min(2 * size, CHUNK)
+
+
+def _without_answers(submission: extract.Submission) -> extract.Submission:
+    """What the gradebook needs of a graded submission (its id, path and error), not its answers: memory
+    then holds a few chunks' answers, never the class's."""
+    submission.cells = {}
+    return submission
+
+
+def graded_here(chunks: Iterable[list[extract.Submission]], course: Course, hide: list[Path], jobs: int,
+                progress: Callable[[str], None], evidence: bool = False) -> Iterator[list[scoring.Result]]:
+    """Each chunk graded on this machine, in order. The counterpart for a Dask cluster is
+    grader.cluster.graded: grade() writes what either yields, the same way."""
+    with closing(Grader(course, hide, jobs, evidence).stream(chunks, progress)) as stream:
+        yield from stream
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Where a batch stands, after each chunk of results is written."""
+
+    done: int  # results in hand, kept ones included
+    total: int
+    rate: float  # results graded per second in this run
+    left: float  # seconds, at that rate
+
+    def __str__(self) -> str:
+        return f"{self.done}/{self.total} graded, {self.rate:.2f} per second, about {self.left:.0f} s left"
+
+
+def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1, resume: bool = False,
+          part: tuple[int, int] | None = None, scheduler: str | None = None, html: bool = False,
+          progress: Callable[[str], None] = lambda line: None,
+          tally: Callable[[Tally], None] | None = None) -> list[tuple[extract.Submission, scoring.Result]]:
     """Grade every notebook under `paths` (or one shard of them) into `out`. With `resume`, a submission
-    whose result is already there for the same notebook, grader and course is read back, not run."""
+    whose result is already there for the same notebook, grader and course is read back, not run. With
+    `scheduler`, the Dask cluster there grades (`jobs` None: each worker as many side by side as it has
+    threads), and this process still reads the notebooks and writes every file. With `html`, each result
+    also gets its student's feedback page, `<submission>.html` (grader.feedback_page). `progress` gets
+    notes as lines, `tally` where the batch stands after each chunk (without it, a line to `progress`)."""
     found = extract.discover(paths)
     if part is not None:
         found = shard(found, *part)
@@ -114,19 +220,42 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int = 1, resume
             if previous is not None and previous.digest == digests[sid]:
                 kept[sid] = previous
                 progress(f"kept {sid}: unchanged since it was graded")
-    submissions = [extract.read(sid, path) for sid, path in found]
-    fresh = [s for s in submissions if s.id not in kept]
-    grader = Grader(course, [*paths, out], jobs) if fresh else None
-    started = time.monotonic()
-    for start in range(0, len(fresh), CHUNK):
-        for result in grader.run(fresh[start:start + CHUNK], progress):
-            result.digest = digests[result.submission]
-            results.write_result(out, result)
-            kept[result.submission] = result
-        done = min(start + CHUNK, len(fresh))
-        rate = done / (time.monotonic() - started)
-        progress(f"{len(kept)}/{len(submissions)} graded, {rate:.2f} per second, "
-                 f"about {(len(fresh) - done) / rate:.0f} s left")
+    fresh = [(sid, path) for sid, path in found if sid not in kept]
+    read: dict[str, extract.Submission] = {}
+
+    def chunks() -> Iterator[list[extract.Submission]]:
+        """Notebooks are read a chunk at a time, as the graders ask for them."""
+        for chunk in chunked(fresh):
+            yield [read.setdefault(sid, extract.read(sid, path)) for sid, path in chunk]
+
+    if html:  # a kept result no longer has its answers: its page stays, or is made again without pictures
+        for sid, result in kept.items():
+            if not feedback_page.current(out, sid):
+                feedback_page.write(out, result)
+    if not fresh:
+        produced = (chunk for chunk in ())
+    elif scheduler is None:
+        produced = graded_here(chunks(), course, [*paths, out], jobs, progress, evidence=html)
+    else:
+        from grader import cluster
+
+        produced = cluster.graded(scheduler, chunks(), course, [*paths, out], jobs, progress, evidence=html)
+    started, done = time.monotonic(), 0
+    with closing(produced):  # stopped for any reason: unfinished chunks are cancelled at once
+        for chunk in produced:
+            for result in chunk:
+                result.digest = digests[result.submission]
+                results.write_result(out, result)
+                if html:
+                    feedback_page.write(out, result)
+                    result.evidence = None
+                kept[result.submission] = result
+                _without_answers(read[result.submission])
+            done += len(chunk)
+            rate = done / (time.monotonic() - started)
+            now = Tally(len(kept), len(found), rate, (len(fresh) - done) / rate)
+            tally(now) if tally else progress(str(now))
+    submissions = [read.get(sid) or _without_answers(extract.read(sid, path)) for sid, path in found]
     scored = [kept[s.id] for s in submissions]
     name = "grades.csv" if part is None else f"grades.shard-{part[0]}-of-{part[1]}.csv"
     results.write_grades_csv(out, scored, list(course.points), name)

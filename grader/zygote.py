@@ -61,9 +61,8 @@ def _child(config: dict, env: dict, fds: list[int], control: socket.socket) -> N
         os.environ.update(env)
         from grader import child, jail, protocol
 
-        report = jail.wall(config)
-        report["process"] = ("separate process, own session, forked from a fresh fork server that never "
-                             "held grading data")
+        report = {"process": "separate process, own session, forked from a fresh fork server that never "
+                             "held grading data", **jail.wall(config)}
         protocol.write(1, {"op": "isolation", "isolation": report})
         child.main()
         code = 0
@@ -133,6 +132,7 @@ def main() -> None:
     if threads != 1:
         sys.exit(1)  # fork would copy a process whose other threads may hold locks
     serve(control)
+    os._exit(0)  # skip tearing down torch: the grader waits for this exit
 
 
 if __name__ == "__main__":

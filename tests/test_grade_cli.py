@@ -291,3 +291,37 @@ def test_importing_the_cli_imports_no_heavy_dependency():
             "assert not heavy, heavy")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_on_a_terminal_progress_is_a_bar_with_count_rate_and_time_left_under_the_notes():
+    from grader.cli import Report
+    from grader.grade import Tally
+
+    screen = _Terminal()
+    with Report(screen) as report:
+        report.note("kept a: unchanged since it was graded")
+        report.tally(Tally(4, 10, 2.0, 3))
+        report.note("ran b in 0.1 s")
+        report.tally(Tally(10, 10, 2.5, 0))
+    text = screen.getvalue()
+    assert text.startswith("kept a: unchanged since it was graded\n")
+    assert re.search(r"\rgrading +\[#+-+\] +4/10 +2\.0/s, about 3 s left", text.replace("\x1b[?25l", "")), text
+    assert "\r\x1b[Kran b in 0.1 s\n" in text  # a note clears the bar's line, and the bar is drawn again below it
+    assert re.search(r"\[#+\] +10/10 +2\.5/s, about 0 s left", text), text
+    assert text.endswith("\x1b[?25h\n"), "the cursor is shown again at the end"
+
+
+def test_in_a_log_progress_is_plain_lines():
+    from grader.cli import Report
+    from grader.grade import Tally
+
+    log = io.StringIO()
+    with Report(log) as report:
+        report.note("ran a in 0.1 s")
+        report.tally(Tally(4, 10, 2.0, 3))
+    assert log.getvalue() == "ran a in 0.1 s\n4/10 graded, 2.00 per second, about 3 s left\n"

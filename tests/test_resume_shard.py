@@ -80,19 +80,19 @@ def test_an_interrupted_batch_keeps_its_finished_chunks_and_resume_finishes_it(b
 
     out = tmp_path / "out"
     monkeypatch.setattr(grading, "CHUNK", 2)
-    real, calls = grading.Grader.run, []
+    real, written = grading.results.write_result, []
 
-    def run(self, submissions, progress):
-        calls.append([s.id for s in submissions])
-        if len(calls) == 2:
-            raise KeyboardInterrupt  # Ctrl-C while the second chunk runs
-        return real(self, submissions, progress)
+    def write_result(folder, result):
+        if len(written) == 2:
+            raise KeyboardInterrupt  # Ctrl-C as the second chunk's results come in
+        written.append(result.submission)
+        return real(folder, result)
 
-    monkeypatch.setattr(grading.Grader, "run", run)
+    monkeypatch.setattr(grading.results, "write_result", write_result)
     stopped = CliRunner().invoke(main, ["grade", str(batch / "subs"), "--out", str(out), "--course", COURSE])
     assert stopped.exit_code == 130 and "rerun with --resume" in stopped.output
-    assert sorted(scores(out)) == sorted(calls[0])  # the first chunk's results, whole, and nothing else
+    assert sorted(scores(out)) == sorted(written)  # the first chunk's results, whole, and nothing else
     assert not list(out.rglob("*.tmp"))
-    monkeypatch.setattr(grading.Grader, "run", real)
+    monkeypatch.setattr(grading.results, "write_result", real)
     finished = grade(batch, out, "--resume")
     assert finished.output.count("kept ") == 2 and sorted(scores(out)) == sorted(NAMES)
