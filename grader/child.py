@@ -248,6 +248,32 @@ def main() -> None:
                 protocol.write(wfd, reply, payload)
             except Exception as exc:  # e.g. a dtype safetensors cannot carry
                 protocol.write(wfd, {**reply, "status": "unsendable", "error": str(exc)[:200]})
+        elif op == "run_many":
+            replies, payload, size = [], {}, 0
+            for index, grade_id in enumerate(header["grade_ids"]):
+                reply, answer = run({"grade_id": grade_id, "case": header["case"], "check": header["check"]})
+                if answer:
+                    tensor = answer["answer"]
+                    size += tensor.numel() * tensor.element_size()
+                    if size > protocol.MAX_ANSWER_BYTES // 2:
+                        size -= tensor.numel() * tensor.element_size()
+                        reply = {**reply, "status": "unsendable",
+                                 "error": f"a tensor of {tensor.numel()} elements is far larger than any gradient here"}
+                    else:
+                        payload[f"answer{index}"] = tensor
+                replies.append(reply)
+            try:
+                message = protocol.encode({"op": "answers", "answers": replies}, payload)
+            except Exception:  # e.g. a dtype safetensors cannot carry: it spoils only its own answer
+                for key in list(payload):
+                    try:
+                        protocol.encode({}, {key: payload[key]})
+                    except Exception as exc:
+                        index = int(key.removeprefix("answer"))
+                        replies[index] = {**replies[index], "status": "unsendable", "error": str(exc)[:200]}
+                        del payload[key]
+                message = protocol.encode({"op": "answers", "answers": replies}, payload)
+            protocol.send(wfd, message)
         elif op == "train":
             reply, payload = train(header, tensors)
             protocol.write(wfd, reply, payload)

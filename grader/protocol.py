@@ -35,7 +35,12 @@ def encode(header: dict, tensors: dict | None = None) -> bytes:
 
 
 def write(fd: int, header: dict, tensors: dict | None = None) -> None:
-    view = memoryview(encode(header, tensors))
+    send(fd, encode(header, tensors))
+
+
+def send(fd: int, message: bytes) -> None:
+    """An encoded message, whole."""
+    view = memoryview(message)
     while view:
         view = view[os.write(fd, view):]
 

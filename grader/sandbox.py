@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,6 +143,17 @@ def _uid() -> int:
 
 ENV = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
        "LANG": "C.UTF-8"}
+
+
+_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _encoded(owner, header: dict, tensors: dict | None) -> bytes:
+    messages = _cache.setdefault(owner, {})
+    key = (json.dumps(header, sort_keys=True), tuple(sorted(tensors or ())))
+    if key not in messages:
+        messages[key] = protocol.encode(header, tensors)
+    return messages[key]
 
 
 class ServerGone(protocol.ProtocolError):
@@ -286,9 +298,12 @@ class Child:
             raise protocol.ProtocolError("the sandbox did not start")
         self.isolation = header["isolation"]
 
-    def send(self, header: dict, tensors: dict | None = None) -> None:
+    def send(self, header: dict, tensors: dict | None = None, *, same_for=None) -> None:
+        """With `same_for` (a case, say), the message is encoded once and its bytes reused for every
+        submission: what a case sends is the same for all of them."""
         try:
-            protocol.write(self.stdin, header, tensors)
+            protocol.send(self.stdin, _encoded(same_for, header, tensors) if same_for is not None
+                          else protocol.encode(header, tensors))
         except OSError as exc:
             raise protocol.ProtocolError(f"the child stopped reading ({exc.strerror})") from None
 
@@ -323,7 +338,7 @@ class Child:
             except ProcessLookupError:
                 pass
         if self.cgroup:
-            for _ in range(200):
+            for _ in range(1000):
                 try:
                     pids = [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
                 except OSError:
@@ -335,7 +350,7 @@ class Child:
                         os.kill(pid, signal.SIGKILL)
                     except ProcessLookupError:
                         pass
-                time.sleep(0.01)
+                time.sleep(0.002)
             try:
                 self.cgroup.rmdir()
             except OSError:
@@ -374,10 +389,10 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
         attempt.isolation = child.isolation
         child.send({"op": "cells", "cells": cells, "cell_timeout": limits.cell_timeout})
 
-        def receive_in_time(label: str) -> tuple[dict, dict]:
-            """The child's next message, within the cell limit plus a grace the in-child timer should
+        def receive_in_time(label: str, cells: int = 1) -> tuple[dict, dict]:
+            """The child's next message, within the cells' limits plus a grace the in-child timer should
             never need: a cell that outlives both is stopped from here."""
-            cell_deadline = time.monotonic() + limits.cell_timeout + GRACE_SECONDS
+            cell_deadline = time.monotonic() + cells * limits.cell_timeout + GRACE_SECONDS
             try:
                 return child.receive(cell_deadline)
             except TimeoutError:
@@ -385,33 +400,50 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
                     raise CellOverrun(label) from None
                 raise
 
-        def ask(grade_id: str, case: Case, check: str) -> None:
-            child.send({"op": "run", "grade_id": grade_id, "case": case.config.name, "check": check})
-            header, tensors = receive_in_time(grade_id)
-            if (header.get("grade_id"), header.get("case"), header.get("check")) != (grade_id, case.config.name, check):
-                raise protocol.ProtocolError("an answer arrived for a request that was not made")
-            outcome = _outcome(header, tensors)
+        def keep(grade_id: str, case: Case, check: str, outcome: Outcome) -> None:
             expected = case.truth["d" + BY_GRADE_ID[grade_id].source].numel()
             if outcome.tensor is not None and outcome.tensor.numel() > OVERSIZE * max(expected, 1):
                 outcome = Outcome("unsendable", {"error": f"{outcome.tensor.numel()} elements, where the gradient "
                                                           f"has {expected}: far too large to be a gradient here"})
             attempt.outcomes[(grade_id, check, case.config.name)] = outcome
 
+        def ask(grade_id: str, case: Case, check: str) -> None:
+            child.send({"op": "run", "grade_id": grade_id, "case": case.config.name, "check": check}, same_for=case)
+            header, tensors = receive_in_time(grade_id)
+            if (header.get("grade_id"), header.get("case"), header.get("check")) != (grade_id, case.config.name, check):
+                raise protocol.ProtocolError("an answer arrived for a request that was not made")
+            keep(grade_id, case, check, _outcome(header, tensors))
+
+        def ask_all(case: Case) -> None:
+            """The LOCAL pass on one case in one exchange: its requests reveal nothing (the random upstream
+            gradients are already there), so the child may run them all at once."""
+            child.send({"op": "run_many", "case": case.config.name, "check": LOCAL, "grade_ids": LOCAL_SCHEDULE},
+                       same_for=case)
+            header, tensors = receive_in_time("(one of those run with random upstream gradients)",
+                                              cells=len(LOCAL_SCHEDULE))
+            replies = header.get("answers")
+            if header.get("op") != "answers" or not isinstance(replies, list) or len(replies) != len(LOCAL_SCHEDULE):
+                raise protocol.ProtocolError("the answers arrived for requests that were not made")
+            for index, (grade_id, reply) in enumerate(zip(LOCAL_SCHEDULE, replies)):
+                reply = reply if isinstance(reply, dict) else {}
+                answer = tensors.get(f"answer{index}")
+                keep(grade_id, case, LOCAL, _outcome(reply, {} if answer is None else {"answer": answer}))
+
         for case in cases:
-            child.send({"op": "case", "case": case.config.name, "n": case.n}, case.student_view())
-            child.send({"op": "upstream", "case": case.config.name, "check": LOCAL}, case.random_upstream)
-            for grade_id in LOCAL_SCHEDULE:
-                ask(grade_id, case, LOCAL)
+            child.send({"op": "case", "case": case.config.name, "n": case.n}, case.student_view(), same_for=case)
+            child.send({"op": "upstream", "case": case.config.name, "check": LOCAL}, case.random_upstream,
+                       same_for=case)
+            ask_all(case)
         for case in cases:
             for grade_id in CHAIN_SCHEDULE:
                 ask(grade_id, case, CHAIN)
                 answer = BY_GRADE_ID[grade_id]
                 if answer.exercise == 1:
                     reveal = {grade_id: case.truth[grade_id]}
-                    child.send({"op": "upstream", "case": case.config.name, "check": CHAIN}, reveal)
+                    child.send({"op": "upstream", "case": case.config.name, "check": CHAIN}, reveal, same_for=case)
         if training is not None and EX4_CELL in cells:
             child.send({"op": "train", "lr": training.lr},
-                       {**training.params, "Xs": training.Xs, "Ys": training.Ys})
+                       {**training.params, "Xs": training.Xs, "Ys": training.Ys}, same_for=training)
             header, tensors = receive_in_time(EX4_TRAINING)
             status = header.get("status", "broken")
             detail = _detail(header)
