@@ -101,6 +101,10 @@ def main():
                    "and pictures of each wrong tensor, safe to hand to the student.")
 def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, html):
     """Grade notebooks: each PATH is a notebook or a folder searched recursively for them."""
+    if scheduler is None:
+        from grader import zygote
+
+        zygote.start()  # its second of importing torch overlaps this process's own
     from grader.grade import grade as run
     from grader.results import table
 

@@ -11,11 +11,10 @@ own identity columns; without one, the submission's student id stands as the SIS
 from __future__ import annotations
 
 import csv
-import io
 from pathlib import Path
 
 from grader.report import grade_ids, load, mistake
-from grader.results import _atomic_write
+from grader.results import atomic_write, csv_text
 from grader.scoring import Result
 
 FORMATS = ("grade-ids", "canvas")
@@ -118,12 +117,6 @@ def canvas_rows(results: list[Result], column: str, roster: list[dict[str, str]]
     return rows
 
 
-def _csv(rows: list[list[str]]) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer).writerows(rows)
-    return buffer.getvalue()
-
-
 def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None = None,
            column: str = "backprop-ninja", warn=print) -> Path:
     """`backprop-ninja export`: write `fmt` for a results folder (default: a CSV in the folder)."""
@@ -133,5 +126,5 @@ def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None 
         rows = grade_id_rows(results)
     else:
         rows = canvas_rows(results, column, read_roster(roster) if roster is not None else None, warn)
-    _atomic_write(out, _csv(rows))
+    atomic_write(out, csv_text(rows))
     return out

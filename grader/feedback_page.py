@@ -345,7 +345,7 @@ def _stamp(out: Path, submission: str) -> str:
 def write(out: Path, result: Result) -> Path:
     """`<out>/<submission>.html`, beside the result file already written there."""
     path = page_path(out, result.submission)
-    results._atomic_write(path, page(result, _stamp(out, result.submission)))
+    results.atomic_write(path, page(result, _stamp(out, result.submission)))
     return path
 
 

@@ -17,7 +17,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import __version__, extract, feedback_page, results, sandbox, scoring, static_check, suite
+from grader import __version__, extract, feedback_page, results, sandbox, scoring, static_check, suite, zygote
 from grader.configs import generate
 from grader.course import Course
 from grader.exam import prepare, prepare_training
@@ -32,7 +32,7 @@ class Grader:
         from the answers before run() drops them."""
         import torch
 
-        sandbox.warm_up()  # the fork server imports torch while the oracle values are computed here
+        zygote.start()  # the fork server imports torch while the oracle values are computed here
         torch.set_num_threads(1)
         self.course = course
         self.jobs = max(1, jobs)

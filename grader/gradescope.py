@@ -27,7 +27,7 @@ from typing import Callable
 import grader
 from grader import __version__, extract
 from grader.course import Course, load
-from grader.results import _atomic_write
+from grader.results import atomic_write
 
 DISTRIBUTION = "backprop-ninja"
 SCRIPTS = ("setup.sh", "run_autograder")
@@ -212,5 +212,5 @@ def run(root: Path, log: Callable[[str], None] = print) -> dict:
     except Exception:  # whatever broke, the student gets a result and the staff the traceback
         log(traceback.format_exc())
         data = not_graded(STAFF)
-    _atomic_write(root / "results" / "results.json", json.dumps(data, indent=2) + "\n")
+    atomic_write(root / "results" / "results.json", json.dumps(data, indent=2) + "\n")
     return data

@@ -18,7 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from grader.exercise import BY_GRADE_ID, GRADE_IDS
-from grader.results import _atomic_write, load_result, result_path
+from grader.results import atomic_write, load_result, result_path
 from grader.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result, TestScore
 
 REPORT = "report.html"
@@ -371,7 +371,7 @@ def write_html(folder: Path, out: Path | None = None) -> Path:
     """The page for a results folder, written to `out` (default: report.html in the folder)."""
     out = Path(out) if out is not None else Path(folder) / REPORT
     report = build(load(folder, skip=[out]), Path(folder))
-    _atomic_write(out, render(report))
+    atomic_write(out, render(report))
     return out
 
 
@@ -384,5 +384,5 @@ def run(folder: Path, out: Path | None, as_json: bool, echo) -> None:
     if out is None:
         echo(text, nl=False)
     else:
-        _atomic_write(Path(out), text)
+        atomic_write(Path(out), text)
         echo(f"class report (JSON): {out}")

@@ -21,7 +21,7 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -83,20 +83,39 @@ def result_path(out: Path, submission: str) -> Path:
 
 def write_result(out: Path, result: Result) -> Path:
     path = result_path(out, result.submission)
-    _atomic_write(path, json.dumps(gradescope(result), indent=2) + "\n")
+    atomic_write(path, json.dumps(gradescope(result), indent=2) + "\n")
     return path
 
 
-def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str], name: str = "grades.csv") -> Path:
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _spreadsheet_safe(value) -> str:
+    """A spreadsheet runs a cell that starts like a formula: text a student controls (a folder name, an
+    error message their code raised) is written with a leading quote, which shows it as text."""
+    text = str(value)
+    if text.startswith(FORMULA_START):
+        try:
+            float(text)
+        except ValueError:
+            return "'" + text
+    return text
+
+
+def csv_text(rows) -> str:
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["submission", "score", "max_score", *grade_ids, "flags", "error"])
+    csv.writer(buffer).writerows([[_spreadsheet_safe(cell) for cell in row] for row in rows])
+    return buffer.getvalue()
+
+
+def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str], name: str = "grades.csv") -> Path:
+    rows = [["submission", "score", "max_score", *grade_ids, "flags", "error"]]
     for r in results:
         by_id = {t.name: t.score for t in r.tests}
-        writer.writerow([r.submission, f"{r.score:g}", f"{r.max_score:g}", *(f"{by_id.get(g, 0):g}" for g in grade_ids),
-                         len(r.flags), r.error or ""])
+        rows.append([r.submission, f"{r.score:g}", f"{r.max_score:g}", *(f"{by_id.get(g, 0):g}" for g in grade_ids),
+                     len(r.flags), r.error or ""])
     path = out / name
-    _atomic_write(path, buffer.getvalue())
+    atomic_write(path, csv_text(rows))
     return path
 
 

@@ -7,17 +7,13 @@ its own answer for it, and runs a fused answer just before its target is reveale
 """
 from __future__ import annotations
 
-import atexit
 import itertools
 import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 import weakref
@@ -26,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from grader import protocol
+from grader import protocol, zygote
 from grader.exam import CHAIN, LOCAL, Case, Training, checks
 from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
 from grader.model import PARAMETERS
@@ -141,10 +137,6 @@ def _uid() -> int:
     return UID_BASE + ((os.getpid() & 0xFFFF) << 12) + (next(_uids) & 0xFFF)
 
 
-ENV = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-       "LANG": "C.UTF-8"}
-
-
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -154,109 +146,6 @@ def _encoded(owner, header: dict, tensors: dict | None) -> bytes:
     if key not in messages:
         messages[key] = protocol.encode(header, tensors)
     return messages[key]
-
-
-class ServerGone(protocol.ProtocolError):
-    """The fork server stopped answering."""
-
-
-class ForkServer:
-    """The grader's end of grader.zygote: one per grading process, started on first use and again
-    whenever it has died, shared by the threads that run submissions side by side."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._proc = None
-        self._socket = None
-
-    def start(self) -> None:
-        """Start the server (it takes about a second to import torch) without waiting for it."""
-        with self._lock:
-            self._ensure_started()
-
-    def _ensure_started(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            return
-        self._close()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        os.set_inheritable(theirs.fileno(), True)
-        try:
-            # In a process group of its own: Ctrl-C reaches the grader, which then stops it in order.
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "grader.zygote", str(theirs.fileno())], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd="/",
-                pass_fds=(theirs.fileno(),), process_group=0)
-        finally:
-            theirs.close()
-        self._socket = ours
-        self._ready = False
-
-    def _request(self, request: dict, fds: list[int] = ()) -> dict:
-        with self._lock:
-            self._ensure_started()
-            try:
-                if not self._ready:
-                    hello = json.loads(self._socket.recv(4096) or b"{}")
-                    if hello.get("threads") != 1:
-                        raise ServerGone(f"the fork server did not start ({hello or 'no answer'})")
-                    self._ready = True
-                socket.send_fds(self._socket, [json.dumps(request).encode()], list(fds))
-                reply = self._socket.recv(1 << 16)
-            except OSError as exc:
-                self._close()
-                raise ServerGone(f"the fork server stopped ({exc.strerror})") from None
-            if not reply:
-                self._close()
-                raise ServerGone("the fork server stopped")
-            return json.loads(reply)
-
-    @property
-    def pid(self) -> int | None:
-        with self._lock:
-            self._ensure_started()
-            return self._proc.pid
-
-    def spawn(self, config: dict, env: dict, stdin: int, stdout: int) -> int:
-        return self._request({"op": "spawn", "config": config, "env": env}, [stdin, stdout])["pid"]
-
-    def status(self, pid: int) -> dict:
-        return self._request({"op": "status", "pid": pid})
-
-    def reap(self, pid: int) -> None:
-        self._request({"op": "reap", "pid": pid})
-
-    def _close(self) -> None:
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait()
-            self._proc = None
-
-    def close(self) -> None:
-        """Stop the server; it kills and reaps any child still running as its socket closes."""
-        with self._lock:
-            if self._socket is not None:
-                self._socket.close()
-                self._socket = None
-            if self._proc is not None:
-                self._proc.wait()
-                self._proc = None
-
-
-_server = ForkServer()
-atexit.register(_server.close)
-
-
-def warm_up() -> None:
-    """Have the fork server import torch while the caller does other work (e.g. computes oracles)."""
-    _server.start()
-
-
-def server_pid() -> int:
-    """The fork server's pid: the parent of every sandboxed child."""
-    return _server.pid
 
 
 class Child:
@@ -282,13 +171,13 @@ class Child:
             "memory_mb": limits.memory_mb, "file_size_mb": limits.file_size_mb, "processes": limits.processes,
             "cpu_seconds": int(limits.timeout) + 5,
         }
-        env = {**ENV, "HOME": self.workdir, "TMPDIR": self.workdir, "MPLCONFIGDIR": self.workdir}
+        env = {**zygote.ENV, "HOME": self.workdir, "TMPDIR": self.workdir, "MPLCONFIGDIR": self.workdir}
         child_in, self.stdin = os.pipe()
         self.stdout, child_out = os.pipe()
         self.streams = [self.stdin, self.stdout]
         try:
             self.deadline = time.monotonic() + limits.timeout
-            self.pid = _server.spawn(config, env, child_in, child_out)
+            self.pid = zygote.server.spawn(config, env, child_in, child_out)
         finally:
             os.close(child_in)
             os.close(child_out)
@@ -317,7 +206,7 @@ class Child:
         protocol and lives on was broken by it too."""
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
-            status = _server.status(self.pid)
+            status = zygote.server.status(self.pid)
             if "exited" in status:
                 return f"the notebook's code ended the grading process (exit status {status['code']})"
             if "killed" in status:
@@ -357,8 +246,8 @@ class Child:
                 pass
         if self.pid is not None:
             try:
-                _server.reap(self.pid)
-            except ServerGone:
+                zygote.server.reap(self.pid)
+            except zygote.ServerGone:
                 pass  # nothing left to reap: the child and its cgroup were killed above
         for fd in self.streams:
             os.close(fd)

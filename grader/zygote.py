@@ -5,8 +5,10 @@ It is started as a fresh interpreter (`python -I -m grader.zygote`), never forke
 no configuration, oracle value or other submission is ever in its memory, and so in none of its
 children's. It stays single-threaded (OMP_NUM_THREADS=1 before torch loads), which makes fork safe.
 
-The grader talks to it over a SOCK_SEQPACKET socket (its fd number is the argument), one JSON request and one JSON reply at a
-time, the child's two protocol pipes travelling with the request as passed file descriptors:
+Both ends are here. The grader's end (ForkServer; no torch, so the grader can start the server before
+it imports torch itself) talks to the server over a SOCK_SEQPACKET socket whose fd number is the
+server's argument, one JSON request and one JSON reply at a time, the child's two protocol pipes
+travelling with the request as passed file descriptors:
 
     spawn {config, env} + [stdin, stdout]  ->  {pid}
     status {pid}                            ->  {running} or {exited, code} or {killed, signal}
@@ -18,13 +20,134 @@ goes away (the socket closes), every child left is killed and reaped.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
 import socket
+import subprocess
 import sys
+import threading
+
+from grader.protocol import ProtocolError
 
 MAX_REQUEST = 1 << 20
+
+
+# ---------------------------------------------------------------------------------------------
+# The grader's side (no torch here: it is started before the grader imports torch)
+
+ENV = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+       "LANG": "C.UTF-8"}
+
+
+class ServerGone(ProtocolError):
+    """The fork server stopped answering."""
+
+
+class ForkServer:
+    """The grader's end: one per grading process, started on first use and again whenever it has died,
+    shared by the threads that run submissions side by side."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._proc = None
+        self._socket = None
+
+    def start(self) -> None:
+        """Start the server (it takes about a second to import torch) without waiting for it."""
+        with self._lock:
+            self._ensure_started()
+
+    def _ensure_started(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        self._close()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        os.set_inheritable(theirs.fileno(), True)
+        try:
+            # In a process group of its own: Ctrl-C reaches the grader, which then stops it in order.
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "grader.zygote", str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd="/",
+                pass_fds=(theirs.fileno(),), process_group=0)
+        finally:
+            theirs.close()
+        self._socket = ours
+        self._ready = False
+
+    def _request(self, request: dict, fds: list[int] = ()) -> dict:
+        with self._lock:
+            self._ensure_started()
+            try:
+                if not self._ready:
+                    hello = json.loads(self._socket.recv(4096) or b"{}")
+                    if hello.get("threads") != 1:
+                        raise ServerGone(f"the fork server did not start ({hello or 'no answer'})")
+                    self._ready = True
+                socket.send_fds(self._socket, [json.dumps(request).encode()], list(fds))
+                reply = self._socket.recv(1 << 16)
+            except OSError as exc:
+                self._close()
+                raise ServerGone(f"the fork server stopped ({exc.strerror})") from None
+            if not reply:
+                self._close()
+                raise ServerGone("the fork server stopped")
+            return json.loads(reply)
+
+    @property
+    def pid(self) -> int | None:
+        with self._lock:
+            self._ensure_started()
+            return self._proc.pid
+
+    def spawn(self, config: dict, env: dict, stdin: int, stdout: int) -> int:
+        return self._request({"op": "spawn", "config": config, "env": env}, [stdin, stdout])["pid"]
+
+    def status(self, pid: int) -> dict:
+        return self._request({"op": "status", "pid": pid})
+
+    def reap(self, pid: int) -> None:
+        self._request({"op": "reap", "pid": pid})
+
+    def _close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def close(self) -> None:
+        """Stop the server; it kills and reaps any child still running as its socket closes."""
+        with self._lock:
+            if self._socket is not None:
+                self._socket.close()
+                self._socket = None
+            if self._proc is not None:
+                self._proc.wait()
+                self._proc = None
+
+
+server = ForkServer()
+atexit.register(server.close)
+
+
+def start() -> None:
+    """Have the fork server import torch while the caller does other work (imports torch itself,
+    computes the oracle values)."""
+    server.start()
+
+
+def server_pid() -> int:
+    """The fork server's pid: the parent of every sandboxed child."""
+    return server.pid
+
+
+
+# ---------------------------------------------------------------------------------------------
+# The server's side
 
 
 def _warm_up() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import sandbox
+from grader import sandbox, zygote
 
 
 @contextlib.contextmanager
@@ -50,7 +50,7 @@ def tracked_children():
 def kill_siblings(seconds: float, *, first: str = "") -> str:
     """Code that, for `seconds` from its first run, tries to kill every other child of the fork server
     (the other submissions' children); `first` runs before it."""
-    sandbox.warm_up()
+    zygote.start()
     return (
         "import os, time, signal\n"
         f"{first}"
@@ -62,7 +62,7 @@ def kill_siblings(seconds: float, *, first: str = "") -> str:
         "            continue\n"
         "        try:\n"
         "            stat = open('/proc/' + p + '/stat').read()\n"
-        f"            if int(stat.rsplit(')', 1)[1].split()[1]) == {sandbox.server_pid()}:\n"
+        f"            if int(stat.rsplit(')', 1)[1].split()[1]) == {zygote.server_pid()}:\n"
         "                os.kill(int(p), signal.SIGKILL)\n"
         "        except (OSError, ValueError, IndexError):\n"
         "            pass\n"

@@ -124,3 +124,12 @@ def test_exporting_an_empty_folder_is_a_one_line_error(tmp_path):
     done = export(str(tmp_path), "--format", "grade-ids")
     assert done.exit_code != 0
     assert done.output.count("\n") == 1 and "no results" in done.output
+
+
+def test_text_a_student_controls_never_reaches_a_spreadsheet_as_a_formula(tmp_path):
+    from grader.results import csv_text
+
+    rows = [["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2", "0.5", "@SUM(A1)", "plain", "-cmd|' /C calc'!A0"]]
+    parsed = next(csv.reader(io.StringIO(csv_text(rows))))
+    assert parsed == ["'=HYPERLINK(\"http://x\",\"y\")", "'+1+1", "-2", "0.5", "'@SUM(A1)", "plain",
+                      "'-cmd|' /C calc'!A0"]

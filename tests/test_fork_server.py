@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import sandbox
+from grader import sandbox, zygote
 from grader.configs import generate
 from grader.exam import prepare
 from notebooks import reference_sources
@@ -33,7 +33,7 @@ def _status_line(pid: int, key: str) -> str:
 
 
 def test_the_server_is_a_fresh_single_threaded_interpreter_not_a_fork_of_the_grader():
-    pid = sandbox.server_pid()
+    pid = zygote.server_pid()
     cmdline, _, group = processes()[pid]
     assert cmdline[1:4] == [b"-I", b"-m", b"grader.zygote"], cmdline
     assert int(_status_line(pid, "PPid")) == os.getpid()
@@ -49,14 +49,14 @@ def test_every_child_is_the_servers_and_reports_it(case):
                           sandbox.Limits(timeout=30, cell_timeout=5))
     outcome = attempt.outcomes[("dlogprobs", "chain", case.config.name)]
     assert outcome.status == "tensor", outcome
-    assert int(outcome.tensor[0, 0]) == sandbox.server_pid()
+    assert int(outcome.tensor[0, 0]) == zygote.server_pid()
     assert "fork server" in attempt.isolation["process"]
 
 
 def test_a_server_killed_mid_submission_costs_that_submission_only(case):
     """The cell kills nothing itself (it cannot: another uid); the test kills the server while the
     cell sleeps, as an OOM killer would."""
-    pid = sandbox.server_pid()
+    pid = zygote.server_pid()
     slow = "import time\ntime.sleep(3)\ndprobs = torch.zeros_like(probs)\n"
     timer = threading.Timer(1.0, os.kill, (pid, signal.SIGKILL))
     timer.start()
@@ -70,5 +70,5 @@ def test_a_server_killed_mid_submission_costs_that_submission_only(case):
     assert first.error is None or "grading process" in first.error, first.error
     second = sandbox.run(REFERENCE, [case], sandbox.Limits(timeout=30, cell_timeout=10))
     assert second.error is None, second.error
-    assert sandbox.server_pid() != pid
+    assert zygote.server_pid() != pid
     assert all(o.status == "tensor" for o in second.outcomes.values())
