@@ -73,17 +73,14 @@ class Grader:
         handed: queue.Queue = queue.Queue()
         stop = threading.Event()
         pool = ThreadPoolExecutor(max_workers=self.jobs)
+        source, ahead = iter(chunks), collections.deque()
+
+        def start_next() -> None:
+            chunk = next(source, None)
+            if chunk is not None and not stop.is_set():
+                ahead.append((chunk, [pool.submit(self._attempt, s, progress) for s in chunk]))
 
         def batches() -> Iterator[dict[str, suite.Graded]]:
-            source, ahead = iter(chunks), collections.deque()
-
-            def start_next() -> None:
-                chunk = next(source, None)
-                if chunk is not None and not stop.is_set():
-                    ahead.append((chunk, [pool.submit(self._attempt, s, progress) for s in chunk]))
-
-            start_next()
-            start_next()
             while ahead and not stop.is_set():
                 chunk, running = ahead.popleft()
                 attempts = [future.result() for future in running]
@@ -99,8 +96,10 @@ class Grader:
                 handed.put(exc)
 
         judge = threading.Thread(target=session, name="hidden-suite", daemon=True)
-        judge.start()
         try:
+            start_next()  # the sandbox starts on the first chunks while pytest collects the suite
+            start_next()
+            judge.start()
             while (item := handed.get()) is not None:
                 if isinstance(item, BaseException):
                     raise item
@@ -108,7 +107,8 @@ class Grader:
         finally:
             stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
-            judge.join()
+            if judge.is_alive():
+                judge.join()
 
     def _scored(self, graded: dict[str, suite.Graded], outcomes: suite.Results) -> list[scoring.Result]:
         scored = []
