@@ -94,6 +94,10 @@ def _chain_schedule() -> list[str]:
 
 
 CHAIN_SCHEDULE = _chain_schedule()
+# Requests that reveal nothing can run in one exchange: exercise 4 reads no gradient, and the LOCAL pass
+# reads only random upstream gradients, sent before it.
+AT_ONCE = [a.grade_id for a in ANSWERS if a.exercise == 4]
+ONE_BY_ONE = [g for g in CHAIN_SCHEDULE if g not in AT_ONCE]
 # Every cell of exercise 1 runs in the LOCAL pass, even one with no LOCAL check (dlogprobs), so that the
 # helper variables later cells may use exist in that pass too.
 LOCAL_SCHEDULE = [a.grade_id for a in ANSWERS if a.exercise == 1 or LOCAL in checks(a)]
@@ -303,28 +307,27 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
                 raise protocol.ProtocolError("an answer arrived for a request that was not made")
             keep(grade_id, case, check, _outcome(header, tensors))
 
-        def ask_all(case: Case) -> None:
-            """The LOCAL pass on one case in one exchange: its requests reveal nothing (the random upstream
-            gradients are already there), so the child may run them all at once."""
-            child.send({"op": "run_many", "case": case.config.name, "check": LOCAL, "grade_ids": LOCAL_SCHEDULE},
+        def ask_all(case: Case, check: str, grade_ids: list[str], label: str) -> None:
+            """Requests that reveal nothing, in one exchange: the child runs them all at once."""
+            child.send({"op": "run_many", "case": case.config.name, "check": check, "grade_ids": grade_ids},
                        same_for=case)
-            header, tensors = receive_in_time("(one of those run with random upstream gradients)",
-                                              cells=len(LOCAL_SCHEDULE))
+            header, tensors = receive_in_time(label, cells=len(grade_ids))
             replies = header.get("answers")
-            if header.get("op") != "answers" or not isinstance(replies, list) or len(replies) != len(LOCAL_SCHEDULE):
+            if header.get("op") != "answers" or not isinstance(replies, list) or len(replies) != len(grade_ids):
                 raise protocol.ProtocolError("the answers arrived for requests that were not made")
-            for index, (grade_id, reply) in enumerate(zip(LOCAL_SCHEDULE, replies)):
+            for index, (grade_id, reply) in enumerate(zip(grade_ids, replies)):
                 reply = reply if isinstance(reply, dict) else {}
                 answer = tensors.get(f"answer{index}")
-                keep(grade_id, case, LOCAL, _outcome(reply, {} if answer is None else {"answer": answer}))
+                keep(grade_id, case, check, _outcome(reply, {} if answer is None else {"answer": answer}))
 
         for case in cases:
             child.send({"op": "case", "case": case.config.name, "n": case.n}, case.student_view(), same_for=case)
             child.send({"op": "upstream", "case": case.config.name, "check": LOCAL}, case.random_upstream,
                        same_for=case)
-            ask_all(case)
+            ask_all(case, LOCAL, LOCAL_SCHEDULE, "(one of those run with random upstream gradients)")
         for case in cases:
-            for grade_id in CHAIN_SCHEDULE:
+            ask_all(case, CHAIN, AT_ONCE, EX4_CELL)
+            for grade_id in ONE_BY_ONE:
                 ask(grade_id, case, CHAIN)
                 answer = BY_GRADE_ID[grade_id]
                 if answer.exercise == 1:

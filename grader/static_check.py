@@ -9,6 +9,7 @@ open files, or touch autograd. A course adds names in course.yml (`allow.torch`,
 from __future__ import annotations
 
 import ast
+import functools
 import types
 from dataclasses import dataclass
 
@@ -175,6 +176,7 @@ def _problem(node: ast.AST, allow: Allow, builtin_names: frozenset, assigned: se
     return None
 
 
+@functools.lru_cache(maxsize=2048)  # a class writes many identical cells (Allow and Refusal are immutable)
 def check(source: str, allow: Allow = Allow()) -> Refusal | None:
     """The first refused construct of a cell, or None when the cell may run."""
     import builtins

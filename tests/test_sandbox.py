@@ -150,7 +150,8 @@ def test_no_true_gradient_is_revealed_before_the_childs_answer_for_it(reference_
 def test_no_local_pass_message_carries_a_true_gradient(reference_run, cases):
     _, log, _ = reference_run
     sends = [(h, t) for d, h, t in log if d == "send"]
-    first_chain_run = next(i for i, (h, _) in enumerate(sends) if h.get("op") == "run" and h.get("check") == CHAIN)
+    first_chain_run = next(i for i, (h, _) in enumerate(sends)
+                           if h.get("op") in ("run", "run_many") and h.get("check") == CHAIN)
     local_phase = sends[:first_chain_run]
     assert {h["op"] for h, _ in local_phase} == {"cells", "case", "upstream", "run_many"}
     assert all(h.get("check") == LOCAL for h, _ in local_phase if h["op"] in ("upstream", "run_many"))
