@@ -86,6 +86,9 @@ def _outcome_text(outcome, case: Case | None, answer: Answer, check: str, tol) -
             mistake = "the shapes of a matrix product do not fit (a transpose is probably missing or misplaced)"
             text += (f"; the shapes of a matrix product do not fit: write the product whose shape is "
                      f"{answer.variable}'s (a transpose is probably missing or misplaced)")
+        if outcome.detail.get("limit") == "memory":
+            return "memory", text + "; the cell ran into the sandbox's memory limit (no gradient here needs " \
+                                    "more than a few megabytes)", mistake
         return "error", text, mistake
     template = STATUS_TEXT.get(outcome.status, "unexpected result ({status})")
     kind = BLANK if outcome.status == "blank" else outcome.status

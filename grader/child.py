@@ -41,6 +41,10 @@ def _on_alarm(signum, frame):
     raise CellTimeout()
 
 
+# How torch's CPU allocator says the address-space limit refused it.
+OUT_OF_MEMORY = ("can't allocate memory", "not enough memory")
+
+
 def _error(grade_id: str, exc: BaseException) -> dict:
     filename = f"<answer cell {grade_id}>"
     line = None
@@ -48,7 +52,10 @@ def _error(grade_id: str, exc: BaseException) -> dict:
         if frame.filename == filename:
             line = frame.lineno
             break
-    return {"status": "error", "error_type": type(exc).__name__, "error": str(exc)[:500], "line": line}
+    error = {"status": "error", "error_type": type(exc).__name__, "error": str(exc)[:500], "line": line}
+    if isinstance(exc, MemoryError) or any(m in str(exc) for m in OUT_OF_MEMORY):
+        error["limit"] = "memory"  # the address-space limit stopped it: an instructor should know
+    return error
 
 
 def main() -> None:

@@ -69,7 +69,7 @@ UID_BASE = 1_000_000_000
 OVERSIZE = 64
 # What a child may report beside a status; anything else in its reply is dropped.
 DETAIL_KEYS = ("error_type", "error", "line", "seconds", "evidence", "type", "step", "parameter",
-               "seconds_per_step")  # beyond the in-child cell timer, before the parent stops waiting for a cell
+               "seconds_per_step", "limit")  # beyond the in-child cell timer, before the parent stops waiting for a cell
 CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
 SIGNALS = {
     signal.SIGXCPU: "the CPU-time limit", signal.SIGXFSZ: "the file-size limit",

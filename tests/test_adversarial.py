@@ -67,7 +67,6 @@ LIMITS = {"timeout_seconds": 30, "cell_timeout_seconds": 2, "memory_mb": 2048, "
 # Weaknesses, reported (each test that shows one is xfail(strict) with its reason)
 
 PRINT_UNFLAGGED = "weakness (minor): printing a fake result gains nothing but is not flagged"
-ALLOC_UNFLAGGED = "weakness (minor): a cell stopped by the memory limit is an ordinary RuntimeError, not flagged"
 
 # ---------------------------------------------------------------------------------------------
 # The attacks: submission -> attacked answer cell -> how it must be flagged ("cell": a flag naming the
@@ -93,7 +92,6 @@ ATTACKS = {
 }
 UNFLAGGED = {
     ("cheat-compare", "dcounts"): PRINT_UNFLAGGED,
-    ("cheat-resources", "dbnmeani"): ALLOC_UNFLAGGED,
 }
 HONEST = ("honest-a", "honest-b", "honest-c")
 
