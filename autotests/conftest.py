@@ -49,6 +49,9 @@ def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, 
     The formulas are ours and run here, in the trusted process, on the very inputs the cell saw.
     """
     if answer.exercise == 4:
+        named = _fused_mistake_upstream(case, answer, tol, tensor) if tensor is not None else None
+        if named:
+            return named
         # A parameter's gradient in manual_backward makes the same mistakes as exercise 1's: name them
         # with exercise 1's catalogue, on the true upstream gradients.
         answer, check = BY_GRADE_ID["d" + answer.source], CHAIN
@@ -62,6 +65,31 @@ def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, 
             continue
         if tensor is not None and compare(tensor, ns[answer.variable], rtol=tol.rtol, atol=tol.atol, n=case.n).passed:
             return mistake["feedback"]
+    return None
+
+
+# How the batch-norm step's gradient reaches the parameters after it in manual_backward: a mistake in
+# that fused step (exercise 3's catalogue) shows in these, and is named there.
+FROM_DHPREBN = {
+    "W1": "embcat.T @ dhprebn",
+    "C": "torch.zeros_like(C).index_add_(0, Xb.view(-1), (dhprebn @ W1.T).view(-1, C.shape[1]))",
+}
+
+
+def _fused_mistake_upstream(case: Case, answer: Answer, tol, tensor) -> str | None:
+    """Exercise 3's named mistake that, made inside manual_backward, gives this parameter's tensor."""
+    if answer.source not in FROM_DHPREBN:
+        return None
+    fused = BY_GRADE_ID["ex3_dhprebn"]
+    for mistake in KNOWN_MISTAKES.get(fused.grade_id, []):
+        ns = _namespace(case, fused, CHAIN)
+        try:
+            exec(compile(mistake["code"], "<known mistake ex3_dhprebn>", "exec"), ns)
+            wrong = eval(compile(FROM_DHPREBN[answer.source], "<propagation>", "eval"), ns)
+        except Exception:
+            continue
+        if compare(tensor, wrong, rtol=tol.rtol, atol=tol.atol, n=case.n).passed:
+            return f"the batch-norm step of manual_backward: {mistake['feedback']}"
     return None
 
 
