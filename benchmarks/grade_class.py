@@ -18,12 +18,13 @@ Everything happens in a throw-away folder (--workdir, removed at the end unless 
    tests/corpus/correct_alternatives.yml; 7 with 1-4 typical mistakes from tests/corpus/wrong_answers.yml;
    2 partly done; 1 blank; 1 broken file; 2 with a hostile cell on top of typical mistakes).
 3. (a) this grader: the command a TA runs, `backprop-ninja grade CLASS --out RESULTS --jobs J`, for
-   J = 1 and then 2, each a fresh process (interpreter, torch, the oracle on the hidden
-   configurations, the fork server, the pytest session: all counted), every isolation mechanism on.
+   J = 1, 2 and the default (twice the cores), each a fresh process (interpreter, torch, the oracle on
+   the hidden configurations, the fork server, the pytest session: all counted), every isolation
+   mechanism on.
    (b) nbgrader: the first --nbgrader-n of the same notebook files, laid out as
    submitted/<student>/<assignment>/<notebook>.ipynb and graded by one `nbgrader autograde` subprocess.
-4. With --memory A,B: the grader (jobs=2) on a class of A and on a class of B submissions, for the peak
-   memory of a small and a large batch.
+4. With --memory A,B: the grader (default jobs) on a class of A and on a class of B submissions, for the
+   peak memory of a small and a large batch.
 
 Seconds per submission = the wall time of the whole command / submissions (so (b) includes one
 nbgrader start-up, and (a) its own); throughput is the inverse. First result: when the first result
@@ -439,7 +440,7 @@ def main(argv=None) -> int:
                         help="an empty or new folder for the course and the submissions (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--memory", type=sizes, metavar="A,B",
-                        help="also grade classes of A and of B submissions (jobs=2) and compare their peak memory")
+                        help="also grade classes of A and of B submissions (default jobs) and compare their peak memory")
     args = parser.parse_args(argv)
     if args.n < 1 or not 1 <= args.nbgrader_n <= args.n:
         parser.error("need --n >= 1 and 1 <= --nbgrader-n <= --n")
@@ -483,7 +484,9 @@ def benchmark(args, workdir: Path) -> int:
           + ", ".join(f"{s['id']} {s['kind']}" for s in subset))
 
     grader_runs = {}
-    for jobs in (1, 2):
+    from grader.zygote import default_jobs
+
+    for jobs in sorted({1, 2, default_jobs()}):
         print(f"(a) this grader, jobs={jobs}: grading {args.n} submissions ...", flush=True)
         grader_runs[jobs] = run_grader(args, workdir / "class", workdir, jobs)
     print(f"(b) nbgrader autograde: grading {plural(len(subset), 'submission')} ...", flush=True)
@@ -503,9 +506,9 @@ def benchmark(args, workdir: Path) -> int:
         f"{k}: {', '.join(f'{n}={v}' for n, v in value.items()) if isinstance(value, dict) else value}"
         for k, value in isolation.items()))
     print(f"  isolation: {'all on' if isolation and not off else 'NOT all on: ' + (', '.join(off) or 'no report')}")
-    same = all(grader_runs[1]["results"][s]["score"] == grader_runs[2]["results"][s]["score"]
-               for s in grader_runs[1]["results"])
-    print(f"  jobs=1 and jobs=2 scores identical: {'yes' if same else 'NO'}")
+    same = all(run["results"][s]["score"] == grader_runs[1]["results"][s]["score"]
+               for run in grader_runs.values() for s in grader_runs[1]["results"])
+    print(f"  jobs={', '.join(map(str, grader_runs))}: scores identical: {'yes' if same else 'NO'}")
 
     count = len(subset)
     print(f"(b) nbgrader {nbgrader.__version__} autograde, stock (a kernel per notebook, assert test cells), "
@@ -516,7 +519,8 @@ def benchmark(args, workdir: Path) -> int:
           f"peak RSS {mb(stock['tree_rss'])} (process tree), {mb(stock['largest_rss'])} (largest process); "
           f"exit {stock['returncode']}, {len(stock['failed'])} not graded" + (f" ({failures})" if failures else ""))
     ratio = {jobs: (stock["wall"] / count) / (run["wall"] / args.n) for jobs, run in grader_runs.items()}
-    print(f"ratio (b) / (a, jobs=2): {ratio[2]:.1f}x seconds per submission (jobs=1: {ratio[1]:.1f}x)")
+    print(f"ratio (b) / (a, jobs=2): {ratio[2]:.1f}x seconds per submission ("
+          + ", ".join(f"jobs={jobs}: {value:.1f}x" for jobs, value in ratio.items() if jobs != 2) + ")")
 
     print(f"\nscores, mean % of the points (a: jobs=2; the last two columns: the {count} both graded)")
     print(f"  {'kind':<18} {'count':>5} {'(a)':>7} {'both':>5} {'(a)':>7} {'(b)':>7}")
@@ -539,12 +543,14 @@ def benchmark(args, workdir: Path) -> int:
 
 
 def memory(args, released: Path, workdir: Path) -> None:
+    from grader.zygote import default_jobs
+
     """Peak memory of a small and a large batch: grading streams, so it should barely grow."""
     runs = {}
     for size in args.memory:
-        print(f"\nmemory: grading a class of {size} (jobs=2) ...", flush=True)
+        print(f"\nmemory: grading a class of {size} (jobs={default_jobs()}, the default) ...", flush=True)
         write_class(released, size, args.seed, workdir / f"class-{size}")
-        runs[size] = run_grader(args, workdir / f"class-{size}", workdir, 2)
+        runs[size] = run_grader(args, workdir / f"class-{size}", workdir, default_jobs())
     (small, a), (large, b) = runs.items()
     print(f"memory, peak RSS of the process tree (largest process): {small} submissions {mb(a['tree_rss'])} "
           f"({mb(a['largest_rss'])}), {large} submissions {mb(b['tree_rss'])} ({mb(b['largest_rss'])}): "

@@ -2,7 +2,6 @@
 heavy imports (torch, nbgrader, nbformat) happen inside the commands so that --help is instant."""
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from pathlib import Path
@@ -11,6 +10,7 @@ import click
 from click.core import ParameterSource
 
 from grader import __version__
+from grader.zygote import default_jobs
 
 
 def _load_course(path: Path):
@@ -83,7 +83,7 @@ def main():
               help="Folder for one <submission>.json (Gradescope schema) per notebook, and grades.csv.")
 @click.option("--course", "course_file", default="course.yml", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path), help="The course's configuration.")
-@click.option("--jobs", "-j", default=os.cpu_count() or 1, show_default=True, type=click.IntRange(1, 256),
+@click.option("--jobs", "-j", default=default_jobs(), show_default="twice the cores", type=click.IntRange(1, 256),
               help="Submissions run side by side, each in its own sandboxed process (with --scheduler: on each "
                    "Dask worker, by default as many as it has threads).")
 @click.option("--resume", is_flag=True,

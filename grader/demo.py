@@ -8,7 +8,6 @@ process, so its several seconds of start-up are paid once rather than per comman
 """
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from pathlib import Path
@@ -111,8 +110,9 @@ def _class_report(root: Path, course, results: Path) -> Path:
     are the gradebook's scores."""
     from grader.grade import grade
     from grader.report import write_html
+    from grader.zygote import default_jobs
 
-    grade([root / "submitted"], course, results, jobs=os.cpu_count() or 1, html=True)
+    grade([root / "submitted"], course, results, jobs=default_jobs(), html=True)
     return write_html(results)
 
 

@@ -134,6 +134,12 @@ server = ForkServer()
 atexit.register(server.close)
 
 
+def default_jobs() -> int:
+    """Children side by side: twice the cores, since a child spends part of its time waiting for the
+    grader's next request (on 2 cores, 4 jobs graded a class in 48 ms per submission, 2 jobs in 56)."""
+    return 2 * (os.cpu_count() or 1)
+
+
 def start() -> None:
     """Have the fork server import torch while the caller does other work (imports torch itself,
     computes the oracle values)."""
