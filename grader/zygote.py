@@ -179,6 +179,31 @@ def _warm_up() -> None:
     protocol.encode({}, {"loss": values["loss"]})
 
 
+MADV_COLLAPSE = 25  # Linux 6.1+
+HUGE_PAGE = 2 << 20
+
+
+def _huge_pages() -> None:
+    """Back the server's private memory (Python's heap: torch's modules, mostly) with 2 MB pages where
+    the kernel can. A fork copies one entry per 2 MB instead of 512, and a child's exit tears down as
+    few: forking and ending a child cost a third of the time (6.5 ms -> 2.5 ms here), and a child still
+    copies only the 4 kB it writes. Older kernels refuse the request and nothing changes."""
+    import ctypes
+
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if not fields[1].startswith("rw") or fields[1][3] != "p" or fields[5:] not in ([], ["[heap]"]):
+                continue
+            low, high = (int(x, 16) for x in fields[0].split("-"))
+            low = -(-low // HUGE_PAGE) * HUGE_PAGE
+            high = high // HUGE_PAGE * HUGE_PAGE
+            if high > low:
+                madvise(low, high - low, MADV_COLLAPSE)
+
+
 def _child(config: dict, env: dict, fds: list[int], control: socket.socket) -> None:
     """In the forked child: own session, the pipes on 0 and 1, nothing else open, walls up, then the
     child's protocol loop. It never returns into the server's code."""
@@ -263,6 +288,7 @@ def serve(control: socket.socket) -> None:
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     _warm_up()
+    _huge_pages()
     threads = len(os.listdir("/proc/self/task"))
     control.send(json.dumps({"ready": True, "threads": threads}).encode())
     if threads != 1:

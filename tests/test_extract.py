@@ -260,3 +260,16 @@ def test_discover_gives_distinct_ids_to_the_same_name_under_two_roots(tmp_path):
 
 def test_discover_finds_nothing_in_an_empty_folder(tmp_path):
     assert extract.discover([tmp_path]) == []
+
+
+def test_reading_a_notebook_skips_the_iri_grammar_nbformat_never_uses(tmp_path):
+    """jsonschema's optional IRI format checker costs 0.7 s at import, at the start of every batch."""
+    import subprocess
+    import sys
+
+    path = write(tmp_path / "s.ipynb", submission())
+    code = ("import sys\nfrom pathlib import Path\nfrom grader import extract\n"
+            f"s = extract.read('s', Path({str(path)!r}))\n"
+            "assert s.error is None and s.cells, s\n"
+            "assert sys.modules.get('rfc3987_syntax') is None\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
