@@ -197,8 +197,7 @@ def main() -> None:
             return {**reply, "status": "unsendable", "error": str(exc)[:200]}, {}
         return {**reply, "status": "tensor"}, {"answer": tensor}
 
-    def run(header: dict) -> tuple[dict, dict]:
-        grade_id, case, check = header["grade_id"], header["case"], header["check"]
+    def run(grade_id: str, case: str, check: str) -> tuple[dict, dict]:
         answer = BY_GRADE_ID[grade_id]
         reply = {"op": "answer", "grade_id": grade_id, "case": case, "check": check}
         if answer.cell_id not in cells:
@@ -249,16 +248,10 @@ def main() -> None:
             cases[header["case"]] = {"n": header["n"], "values": tensors}
         elif op == "upstream":
             upstream.setdefault((header["case"], header["check"]), {}).update(tensors)
-        elif op == "run":
-            reply, payload = run(header)
-            try:
-                protocol.write(wfd, reply, payload)
-            except Exception as exc:  # e.g. a dtype safetensors cannot carry
-                protocol.write(wfd, {**reply, "status": "unsendable", "error": str(exc)[:200]})
         elif op == "run_many":
             replies, payload, size = [], {}, 0
-            for index, grade_id in enumerate(header["grade_ids"]):
-                reply, answer = run({"grade_id": grade_id, "case": header["case"], "check": header["check"]})
+            for index, (grade_id, case) in enumerate(header["requests"]):
+                reply, answer = run(grade_id, case, header["check"])
                 if answer:
                     tensor = answer["answer"]
                     size += tensor.numel() * tensor.element_size()

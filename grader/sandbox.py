@@ -93,8 +93,9 @@ def _chain_schedule() -> list[str]:
 
 
 CHAIN_SCHEDULE = _chain_schedule()
-# Requests that reveal nothing can run in one exchange: exercise 4 reads no gradient, and the LOCAL pass
-# reads only random upstream gradients, sent before it.
+# Requests that reveal nothing can run in one exchange: exercise 4 reads no gradient, the LOCAL pass
+# reads only random upstream gradients, sent before it, and one step of the chain on one case reveals
+# nothing about another.
 AT_ONCE = [a.grade_id for a in ANSWERS if a.exercise == 4]
 ONE_BY_ONE = [g for g in CHAIN_SCHEDULE if g not in AT_ONCE]
 # Every cell of exercise 1 runs in the LOCAL pass, even one with no LOCAL check (dlogprobs), so that the
@@ -157,6 +158,7 @@ class Child:
         self.cgroup = None
         self.pid = None
         self.streams = []
+        self.outgoing: list[bytes] = []
         try:
             self._start(limits)
         except BaseException:
@@ -190,12 +192,18 @@ class Child:
             raise protocol.ProtocolError("the sandbox did not start")
         self.isolation = header["isolation"]
 
-    def send(self, header: dict, tensors: dict | None = None, *, same_for=None) -> None:
+    def send(self, header: dict, tensors: dict | None = None, *, same_for=None, wait: bool = False) -> None:
         """With `same_for` (a case, say), the message is encoded once and its bytes reused for every
-        submission: what a case sends is the same for all of them."""
+        submission: what a case sends is the same for all of them. With `wait`, it goes out with the
+        next message sent without: one write, one wake-up of the child."""
+        self.outgoing.append(_encoded(same_for, header, tensors) if same_for is not None
+                             else protocol.encode(header, tensors))
+        if wait:
+            return
+        message = b"".join(self.outgoing)
+        self.outgoing = []
         try:
-            protocol.send(self.stdin, _encoded(same_for, header, tensors) if same_for is not None
-                          else protocol.encode(header, tensors))
+            protocol.send(self.stdin, message)
         except OSError as exc:
             raise protocol.ProtocolError(f"the child stopped reading ({exc.strerror})") from None
 
@@ -279,7 +287,7 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
     try:
         child = Child(limits)
         attempt.isolation = child.isolation
-        child.send({"op": "cells", "cells": cells, "cell_timeout": limits.cell_timeout})
+        child.send({"op": "cells", "cells": cells, "cell_timeout": limits.cell_timeout}, wait=True)
 
         def receive_in_time(label: str, cells: int = 1) -> tuple[dict, dict]:
             """The child's next message, within the cells' limits plus a grace the in-child timer should
@@ -299,39 +307,35 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
                                                           f"has {expected}: far too large to be a gradient here"})
             attempt.outcomes[(grade_id, check, case.config.name)] = outcome
 
-        def ask(grade_id: str, case: Case, check: str) -> None:
-            child.send({"op": "run", "grade_id": grade_id, "case": case.config.name, "check": check}, same_for=case)
-            header, tensors = receive_in_time(grade_id)
-            if (header.get("grade_id"), header.get("case"), header.get("check")) != (grade_id, case.config.name, check):
-                raise protocol.ProtocolError("an answer arrived for a request that was not made")
-            keep(grade_id, case, check, _outcome(header, tensors))
-
-        def ask_all(case: Case, check: str, grade_ids: list[str], label: str) -> None:
-            """Requests that reveal nothing, in one exchange: the child runs them all at once."""
-            child.send({"op": "run_many", "case": case.config.name, "check": check, "grade_ids": grade_ids},
-                       same_for=case)
-            header, tensors = receive_in_time(label, cells=len(grade_ids))
+        def ask(check: str, requests: list[tuple[str, Case]], label: str) -> None:
+            """Requests that reveal nothing to one another, in one exchange: the child runs them all."""
+            child.send({"op": "run_many", "check": check,
+                        "requests": [[grade_id, case.config.name] for grade_id, case in requests]})
+            header, tensors = receive_in_time(label, cells=len(requests))
             replies = header.get("answers")
-            if header.get("op") != "answers" or not isinstance(replies, list) or len(replies) != len(grade_ids):
+            if header.get("op") != "answers" or not isinstance(replies, list) or len(replies) != len(requests):
                 raise protocol.ProtocolError("the answers arrived for requests that were not made")
-            for index, (grade_id, reply) in enumerate(zip(grade_ids, replies)):
+            for index, ((grade_id, case), reply) in enumerate(zip(requests, replies)):
                 reply = reply if isinstance(reply, dict) else {}
                 answer = tensors.get(f"answer{index}")
                 keep(grade_id, case, check, _outcome(reply, {} if answer is None else {"answer": answer}))
 
         for case in cases:
-            child.send({"op": "case", "case": case.config.name, "n": case.n}, case.student_view(), same_for=case)
+            child.send({"op": "case", "case": case.config.name, "n": case.n}, case.student_view(), same_for=case,
+                       wait=True)
             child.send({"op": "upstream", "case": case.config.name, "check": LOCAL}, case.random_upstream,
-                       same_for=case)
-            ask_all(case, LOCAL, LOCAL_SCHEDULE, "(one of those run with random upstream gradients)")
-        for case in cases:
-            ask_all(case, CHAIN, AT_ONCE, EX4_CELL)
-            for grade_id in ONE_BY_ONE:
-                ask(grade_id, case, CHAIN)
-                answer = BY_GRADE_ID[grade_id]
-                if answer.exercise == 1:
-                    reveal = {grade_id: case.truth[grade_id]}
-                    child.send({"op": "upstream", "case": case.config.name, "check": CHAIN}, reveal, same_for=case)
+                       same_for=case, wait=True)
+        ask(LOCAL, [(grade_id, case) for case in cases for grade_id in LOCAL_SCHEDULE],
+            "(one of those run with random upstream gradients)")
+        ask(CHAIN, [(grade_id, case) for case in cases for grade_id in AT_ONCE], EX4_CELL)
+        # One step of the chain on every case at a time: a case's truth is revealed only once every
+        # case has answered, and goes out with the next step's request.
+        for grade_id in ONE_BY_ONE:
+            ask(CHAIN, [(grade_id, case) for case in cases], grade_id)
+            if BY_GRADE_ID[grade_id].exercise == 1:
+                for case in cases:
+                    child.send({"op": "upstream", "case": case.config.name, "check": CHAIN},
+                               {grade_id: case.truth[grade_id]}, same_for=case, wait=True)
         if training is not None and EX4_CELL in cells:
             child.send({"op": "train", "lr": training.lr},
                        {**training.params, "Xs": training.Xs, "Ys": training.Ys}, same_for=training)

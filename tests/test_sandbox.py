@@ -119,8 +119,8 @@ def test_no_true_gradient_is_revealed_before_the_childs_answer_for_it(reference_
     revealed: dict[tuple[str, str], int] = {}  # (case, gradient) -> position in the log
     answer_at: dict[tuple[str, str, str], int] = {}
     for position, (direction, header, tensors) in enumerate(log):
-        # One answer per message in the CHAIN pass; a case's whole LOCAL pass in one "answers" message.
-        replies = [header] if header.get("op") == "answer" else header.get("answers", [])
+        # Every case's LOCAL pass in one "answers" message, then one step of the chain on every case per message.
+        replies = header.get("answers", [])
         if direction == "recv" and replies:
             for reply in replies:
                 key = (reply["grade_id"], reply["check"], reply["case"])
@@ -151,9 +151,10 @@ def test_no_local_pass_message_carries_a_true_gradient(reference_run, cases):
     _, log, _ = reference_run
     sends = [(h, t) for d, h, t in log if d == "send"]
     first_chain_run = next(i for i, (h, _) in enumerate(sends)
-                           if h.get("op") in ("run", "run_many") and h.get("check") == CHAIN)
+                           if h.get("op") == "run_many" and h.get("check") == CHAIN)
     local_phase = sends[:first_chain_run]
     assert {h["op"] for h, _ in local_phase} == {"cells", "case", "upstream", "run_many"}
+    assert sum(h["op"] == "run_many" for h, _ in local_phase) == 1  # one exchange for every case's LOCAL pass
     assert all(h.get("check") == LOCAL for h, _ in local_phase if h["op"] in ("upstream", "run_many"))
     # Every case's forward pass and random upstream went out in that phase, and no run of the CHAIN pass.
     assert {h["case"] for h, _ in local_phase if h["op"] == "case"} == {c.config.name for c in cases}
