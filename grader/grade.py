@@ -7,6 +7,7 @@ inputs of each configuration, the suite sees what the sandbox returned, scoring 
 from __future__ import annotations
 
 import collections
+import gc
 import hashlib
 import queue
 import threading
@@ -49,6 +50,10 @@ class Grader:
             timeout=limits.timeout_seconds, cell_timeout=limits.cell_timeout_seconds, memory_mb=limits.memory_mb,
             file_size_mb=limits.file_size_mb, processes=limits.processes,
             hide=tuple(str(p) for p in hidden))
+        # What is in memory now (torch, nbformat, pytest, the oracle values) lives as long as the batch:
+        # frozen, it is no longer walked by each full collection (0.15 s apiece, every 30 submissions).
+        gc.freeze()
+        gc.enable()
 
     def _attempt(self, submission: extract.Submission, progress) -> sandbox.Attempt:
         if submission.error:

@@ -8,6 +8,7 @@ batch grades the same way twice and whatever the number of jobs.
 from __future__ import annotations
 
 import csv
+import gc
 import io
 import json
 import re
@@ -86,6 +87,12 @@ def scores(result: dict) -> dict[str, float]:
 
 # ---------------------------------------------------------------------------------------------
 # One batch, in process
+
+
+def test_collection_is_on_after_a_batch_and_start_up_objects_are_frozen(in_process):
+    """The command pauses garbage collection while it starts, then freezes what start-up built."""
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > 100_000
 
 
 def test_grading_exits_0_even_when_some_scored_0(in_process):
@@ -261,6 +268,7 @@ def test_a_bad_course_file_is_one_line_naming_the_key(tmp_path, edit, key):
     assert lines[0].startswith("Error: ") and key in lines[0] and "unknown key" in lines[0]
     assert "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
+    assert gc.isenabled(), "the command paused garbage collection for its start-up and left it off"
 
 
 def test_a_missing_path_is_a_usage_error(tmp_path):
