@@ -18,7 +18,7 @@ Everything happens in a throw-away folder (--workdir, removed at the end unless 
    tests/corpus/correct_alternatives.yml; 7 with 1-4 typical mistakes from tests/corpus/wrong_answers.yml;
    2 partly done; 1 blank; 1 broken file; 2 with a hostile cell on top of typical mistakes).
 3. (a) this grader: the command a TA runs, `backprop-ninja grade CLASS --out RESULTS --jobs J`, for
-   J = 1, 2 and the default (twice the cores), each a fresh process (interpreter, torch, the oracle on
+   J = 1, 2, the default (the cores) and twice the default, each a fresh process (interpreter, torch, the oracle on
    the hidden configurations, the fork server, the pytest session: all counted), every isolation
    mechanism on.
    (b) nbgrader: the first --nbgrader-n of the same notebook files, laid out as
@@ -486,7 +486,7 @@ def benchmark(args, workdir: Path) -> int:
     grader_runs = {}
     from grader.zygote import default_jobs
 
-    for jobs in sorted({1, 2, default_jobs()}):
+    for jobs in sorted({1, 2, default_jobs(), 2 * default_jobs()}):
         print(f"(a) this grader, jobs={jobs}: grading {args.n} submissions ...", flush=True)
         grader_runs[jobs] = run_grader(args, workdir / "class", workdir, jobs)
     print(f"(b) nbgrader autograde: grading {plural(len(subset), 'submission')} ...", flush=True)
@@ -543,9 +543,9 @@ def benchmark(args, workdir: Path) -> int:
 
 
 def memory(args, released: Path, workdir: Path) -> None:
+    """Peak memory of a small and a large batch: grading streams, so it should barely grow."""
     from grader.zygote import default_jobs
 
-    """Peak memory of a small and a large batch: grading streams, so it should barely grow."""
     runs = {}
     for size in args.memory:
         print(f"\nmemory: grading a class of {size} (jobs={default_jobs()}, the default) ...", flush=True)

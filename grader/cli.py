@@ -84,7 +84,7 @@ def main():
               help="Folder for one <submission>.json (Gradescope schema) per notebook, and grades.csv.")
 @click.option("--course", "course_file", default="course.yml", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path), help="The course's configuration.")
-@click.option("--jobs", "-j", default=default_jobs(), show_default="twice the cores", type=click.IntRange(1, 256),
+@click.option("--jobs", "-j", default=default_jobs(), show_default="the cores", type=click.IntRange(1, 256),
               help="Submissions run side by side, each in its own sandboxed process (with --scheduler: on each "
                    "Dask worker, by default as many as it has threads).")
 @click.option("--resume", is_flag=True,

@@ -11,6 +11,7 @@ import csv
 import gc
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -292,6 +293,14 @@ def test_help_lists_the_commands():
     assert done.returncode == 0
     for option in ("--out", "--course", "--jobs"):
         assert option in done.stdout
+    assert "default: (the cores)" in " ".join(done.stdout.split())
+
+
+def test_jobs_default_to_the_cores_this_process_may_use():
+    from grader.cli import grade
+
+    jobs = next(p for p in grade.params if p.name == "jobs")
+    assert jobs.default == len(os.sched_getaffinity(0))
 
 
 def test_importing_the_cli_imports_no_heavy_dependency():
