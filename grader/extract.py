@@ -24,6 +24,7 @@ class Submission:
     cells: dict[str, str] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
     refused: dict[str, object] = field(default_factory=dict)
+    forged: dict[str, object] = field(default_factory=dict)  # cells that run but print a fake result
     error: str | None = None
 
 

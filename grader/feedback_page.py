@@ -240,6 +240,7 @@ EXERCISES = {1: "Exercise 1: one step at a time", 2: "Exercise 2: cross-entropy 
              3: "Exercise 3: batch norm in one step", 4: "Exercise 4: manual_backward and training"}
 FLAG_TEXT = {
     "static-check": "an answer cell was not run: the static check refused it",
+    "forged-output": "an answer cell prints what looks like a grading result (it changes no score)",
     "autograd": "autograd was used at run time",
     "timeout": "a cell ran past its time limit",
     "sandbox": "the grading process stopped",

@@ -59,6 +59,8 @@ class Grader:
         if submission.error:
             return sandbox.Attempt(error=submission.error)
         runnable, submission.refused = static_check.screen(submission.cells, self.allow)
+        submission.forged = {cell: found for cell, source in runnable.items()
+                             if (found := static_check.forged_output(source)) is not None}
         done = sandbox.run(runnable, self.cases, self.limits, self.training)
         progress(f"ran {submission.id} in {done.seconds:.1f} s" + (f": {done.error}" if done.error else ""))
         return done

@@ -92,6 +92,8 @@ def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Res
     result = Result(submission.id, str(submission.path), error=submission.error)
     for cell, refusal in submission.refused.items():
         result.flags.append({"kind": "static-check", "cell": cell, "evidence": str(refusal)})
+    for cell, found in submission.forged.items():
+        result.flags.append({"kind": "forged-output", "cell": cell, "evidence": str(found)})
     for grade_id, points in course.points.items():
         chain, local = results.get((grade_id, CHAIN)), results.get((grade_id, LOCAL))
         test = _one(grade_id, points, chain, local, course.policy)

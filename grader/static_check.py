@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 import types
 from dataclasses import dataclass
 
@@ -207,6 +208,30 @@ def check(source: str, allow: Allow = Allow()) -> Refusal | None:
         return None
     lineno, _, reason = min(problems)
     return Refusal(lineno, lines[lineno - 1] if 0 < lineno <= len(lines) else "", reason)
+
+
+# Words a grader prints: "score: 47/47", "max_score", "10 points", "All tests passed", "Grade: A".
+GRADE_LIKE = re.compile(r"\b(max_)?score\b|\bpoints?\b|\bpts\b|\bgrade\b|\btests? passed\b|\ball tests\b",
+                        re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=2048)
+def forged_output(source: str) -> Refusal | None:
+    """The first print() of text that looks like a grading result. It changes no score (only the
+    sandbox's answers are read), but a cell that tries it is worth an instructor's look."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        return None
+    lines = source.splitlines()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            for text in ast.walk(node):
+                if isinstance(text, ast.Constant) and isinstance(text.value, str) and GRADE_LIKE.search(text.value):
+                    code = lines[node.lineno - 1] if 0 < node.lineno <= len(lines) else ""
+                    return Refusal(node.lineno, code, "prints what looks like a grading result, which changes "
+                                                      "nothing: only the grader's own comparisons score")
+    return None
 
 
 def screen(cells: dict[str, str], allow: Allow) -> tuple[dict[str, str], dict[str, Refusal]]:

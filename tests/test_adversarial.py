@@ -66,7 +66,6 @@ LIMITS = {"timeout_seconds": 30, "cell_timeout_seconds": 2, "memory_mb": 2048, "
 # ---------------------------------------------------------------------------------------------
 # Weaknesses, reported (each test that shows one is xfail(strict) with its reason)
 
-PRINT_UNFLAGGED = "weakness (minor): printing a fake result gains nothing but is not flagged"
 
 # ---------------------------------------------------------------------------------------------
 # The attacks: submission -> attacked answer cell -> how it must be flagged ("cell": a flag naming the
@@ -90,9 +89,7 @@ ATTACKS = {
                    "dcounts": "cell"},
     "sneak-protocol": {"dprobs": "cell"},
 }
-UNFLAGGED = {
-    ("cheat-compare", "dcounts"): PRINT_UNFLAGGED,
-}
+UNFLAGGED: dict[tuple[str, str], str] = {}
 HONEST = ("honest-a", "honest-b", "honest-c")
 
 

@@ -32,6 +32,7 @@ ALTERNATIVES = yaml.safe_load((Path(__file__).with_name("corpus") / "correct_alt
 @pytest.mark.parametrize("grade_id", sorted(REFERENCE))
 def test_every_reference_answer_passes(grade_id):
     assert check(REFERENCE[grade_id]) is None
+    assert static_check.forged_output(REFERENCE[grade_id]) is None
 
 
 def _alternative_cells():
@@ -44,6 +45,7 @@ def _alternative_cells():
 @pytest.mark.parametrize("source", list(_alternative_cells()))
 def test_every_correct_alternative_passes(source):
     assert check(source) is None
+    assert static_check.forged_output(source) is None
 
 
 @pytest.mark.parametrize("source", [
@@ -57,6 +59,21 @@ def test_every_correct_alternative_passes(source):
 ])
 def test_ordinary_python_passes(source):
     assert check(source) is None
+    assert static_check.forged_output(source) is None
+
+
+@pytest.mark.parametrize("source, line", [
+    ("print('score: 47/47')\ndprobs = dlogprobs / probs\n", 1),
+    ("dprobs = dlogprobs / probs\nprint(f'Max_Score {47}', sep='')\n", 2),
+    ("def report():\n    print('All tests passed!')\nreport()\ndprobs = dlogprobs / probs\n", 2),
+    ("print('{\"score\": 47.0, \"tests\": []}')\ndprobs = dlogprobs / probs\n", 1),
+    ("print('dprobs: 1 point')\ndprobs = dlogprobs / probs\n", 1),
+])
+def test_printing_a_fake_grading_result_is_found_but_not_refused(source, line):
+    """It gains nothing (only the sandbox's answers are compared), but an instructor should know."""
+    assert check(source) is None
+    found = static_check.forged_output(source)
+    assert found is not None and found.line == line and "grading result" in str(found)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,3 +312,15 @@ def test_extended_allows_names_by_keyword_as_in_the_brief():
 def test_every_exercise_grade_id_has_a_reference_cell_that_passes():
     # Sanity for the parametrisations above: the reference covers every answer cell.
     assert {BY_GRADE_ID[g].cell_id for g in BY_GRADE_ID} == set(REFERENCE)
+
+def test_a_right_answer_that_prints_a_fake_score_keeps_its_credit_and_is_flagged(tmp_path):
+    from grader.grade import grade
+    from notebooks import submission, write
+
+    course = load(ROOT / "course.yml")
+    forged = {"dprobs": "print('score: 51/51')\n" + REFERENCE["dprobs"]}
+    write(tmp_path / "in" / "s.ipynb", submission(replace=forged))
+    [(_, result)] = grade([tmp_path / "in"], course, tmp_path / "out", jobs=1)
+    assert result.score == result.max_score
+    assert [(f["kind"], f["cell"]) for f in result.flags] == [("forged-output", "dprobs")]
+    assert "line 1" in result.flags[0]["evidence"] and "51/51" in result.flags[0]["evidence"]
