@@ -6,6 +6,7 @@ sandbox), `cases` (the configurations with their oracle values), `training` and 
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ import yaml
 from grader.compare import BLANK, SQUEEZABLE, WRONG, compare
 from grader.exam import CHAIN, Case
 from grader.exercise import BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_TRAINING, Answer
-from grader.model import PARAMETERS
+from grader.model import PARAMETERS, forward
 from grader.suite import Note, Wrong
 
 KNOWN_MISTAKES = yaml.safe_load((Path(__file__).parent / "known_mistakes.yml").read_text())
@@ -42,14 +43,16 @@ def _namespace(case: Case, answer: Answer, check: str) -> dict:
     return {**case.student_view(), **case.upstream(answer, check), "n": case.n, "torch": torch, "F": F}
 
 
-def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, error=None) -> str | None:
+def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, error=None,
+                   returned: dict[str, torch.Tensor] | None = None) -> str | None:
     """The catalogue's name for this wrong answer: the mistake whose formula gives the same tensor or,
-    for a cell that failed, raises the same error.
+    for a cell that failed, raises the same error. `returned`: for exercise 4, every parameter gradient
+    manual_backward returned on this case.
 
     The formulas are ours and run here, in the trusted process, on the very inputs the cell saw.
     """
     if answer.exercise == 4:
-        named = _fused_mistake_upstream(case, answer, tol, tensor) if tensor is not None else None
+        named = _fused_mistake_upstream(case, answer, tol, returned) if tensor is not None and returned else None
         if named:
             return named
         # A parameter's gradient in manual_backward makes the same mistakes as exercise 1's: name them
@@ -68,28 +71,45 @@ def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, 
     return None
 
 
-# How the batch-norm step's gradient reaches the parameters after it in manual_backward: a mistake in
-# that fused step (exercise 3's catalogue) shows in these, and is named there.
-FROM_DHPREBN = {
-    "W1": "embcat.T @ dhprebn",
-    "C": "torch.zeros_like(C).index_add_(0, Xb.view(-1), (dhprebn @ W1.T).view(-1, C.shape[1]))",
+# Where each fused step's gradient enters manual_backward, what it is called, and the parameters whose
+# gradients reach the loss only through it: a mistake made in that step (its exercise's catalogue)
+# shows in these, and is named there.
+FUSED_STEPS = {
+    "ex2_dlogits": ("logits", "the cross-entropy step", PARAMETERS),
+    "ex3_dhprebn": ("hprebn", "the batch-norm step", ("W1", "b1", "C")),
 }
 
 
-def _fused_mistake_upstream(case: Case, answer: Answer, tol, tensor) -> str | None:
-    """Exercise 3's named mistake that, made inside manual_backward, gives this parameter's tensor."""
-    if answer.source not in FROM_DHPREBN:
+@functools.lru_cache(maxsize=256)
+def _propagated(case: Case, fused_id: str, index: int) -> dict[str, torch.Tensor] | None:
+    """Every parameter's gradient when the catalogue's mistake `index` of a fused step is made inside
+    manual_backward and the rest is right: autograd carries the wrong gradient back, here."""
+    fused = BY_GRADE_ID[fused_id]
+    ns = _namespace(case, fused, CHAIN)
+    try:
+        exec(compile(KNOWN_MISTAKES[fused_id][index]["code"], f"<known mistake {fused_id}>", "exec"), ns)
+        wrong = ns[fused.variable]
+        at, _, reached = FUSED_STEPS[fused_id]
+        params = {p: case.values[p].detach().clone().requires_grad_() for p in PARAMETERS}
+        values = forward(params, case.values["Xb"], case.values["Yb"])
+        grads = torch.autograd.grad(values[at], [params[p] for p in reached], grad_outputs=wrong.to(values[at].dtype))
+    except Exception:  # a catalogue formula that does not fit this configuration names nothing
         return None
-    fused = BY_GRADE_ID["ex3_dhprebn"]
-    for mistake in KNOWN_MISTAKES.get(fused.grade_id, []):
-        ns = _namespace(case, fused, CHAIN)
-        try:
-            exec(compile(mistake["code"], "<known mistake ex3_dhprebn>", "exec"), ns)
-            wrong = eval(compile(FROM_DHPREBN[answer.source], "<propagation>", "eval"), ns)
-        except Exception:
+    return dict(zip(reached, grads))
+
+
+def _fused_mistake_upstream(case: Case, answer: Answer, tol, returned: dict[str, torch.Tensor]) -> str | None:
+    """A fused step's named mistake (exercises 2 and 3) that, made inside manual_backward, gives this
+    parameter's tensor and every other one that step reaches: a db2 n times too large with every other
+    gradient right is a mistake in db2, not a cross-entropy step without /n."""
+    for fused_id, (_, step, reached) in FUSED_STEPS.items():
+        if answer.source not in reached or not all(p in returned for p in reached):
             continue
-        if compare(tensor, wrong, rtol=tol.rtol, atol=tol.atol, n=case.n).passed:
-            return f"the batch-norm step of manual_backward: {mistake['feedback']}"
+        for index, mistake in enumerate(KNOWN_MISTAKES.get(fused_id, [])):
+            wrong = _propagated(case, fused_id, index)
+            if wrong is not None and all(compare(returned[p], wrong[p], rtol=tol.rtol, atol=tol.atol, n=case.n).passed
+                                         for p in reached):
+                return f"{step} of manual_backward: {mistake['feedback']}"
     return None
 
 
@@ -136,7 +156,12 @@ def _assess(submission, case: Case, answer: Answer, check: str, course) -> tuple
     if verdict.passed:
         return None
     lines = [f"{answer.variable}: {verdict.message}"]
-    named = _known_mistake(case, answer, check, tol, tensor=outcome.tensor) if verdict.status == WRONG else None
+    returned = None
+    if answer.exercise == 4:
+        outcomes = {p: submission.attempt.outcomes.get((f"ex4_d{p}", check, case.config.name)) for p in PARAMETERS}
+        returned = {p: o.tensor for p, o in outcomes.items() if o is not None and o.tensor is not None}
+    named = _known_mistake(case, answer, check, tol, tensor=outcome.tensor, returned=returned) \
+        if verdict.status == WRONG else None
     mistake = named or "; ".join(verdict.hints)
     return verdict.status, "; ".join([*lines, mistake] if mistake else lines), mistake
 

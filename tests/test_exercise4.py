@@ -19,6 +19,7 @@ REFERENCE = reference_sources()
 VARIANTS = {
     "wrong-dW2": ("    dW2 = h.T @ dlogits\n", "    dW2 = 2 * h.T @ dlogits\n", "ex4_dW2"),
     "missing-n": ("    db2 = dlogits.sum(0)\n", "    db2 = dlogits.sum(0) * n\n", "ex4_db2"),
+    "no-softmax-n": ("    dlogits /= n\n", "", "ex4_dW2"),
     "overwrite": ("    dC = torch.zeros_like(C)\n    dC.index_add_(0, Xb.view(-1), demb.view(-1, C.shape[1]))\n",
                   "    dC = torch.zeros_like(C)\n    dC[Xb] = demb\n", "ex4_dC"),
 }
@@ -42,7 +43,11 @@ def test_the_solved_function_gets_full_credit_and_a_timing_on_record(results):
     assert tests[EX4_TRAINING].extra["manual_backward_ms_per_step"] > 0
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+# The cross-entropy step without /n: every parameter's gradient n times too large (db1's is 0 either way).
+UPSTREAM = {"no-softmax-n": {"ex4_dC", "ex4_dW1", "ex4_dW2", "ex4_db2", "ex4_dbngain", "ex4_dbnbias"}}
+
+
+@pytest.mark.parametrize("name", [v for v in VARIANTS if v not in UPSTREAM])
 def test_a_wrong_parameter_loses_its_credit_and_the_training_names_the_step(results, name):
     tests = results[name]
     own = VARIANTS[name][2]
@@ -58,3 +63,17 @@ def test_feedback_names_the_mistake_inside_manual_backward(results):
     assert "n times too large" in results["missing-n"]["ex4_db2"].output
     assert "overwrite instead of accumulate" in results["overwrite"]["ex4_dC"].output
     assert "factor of 2" in results["wrong-dW2"]["ex4_dW2"].output
+
+
+def test_a_mistake_of_the_fused_cross_entropy_step_is_named_on_every_parameter_it_reaches(results):
+    tests = results["no-softmax-n"]
+    lost = {g for g in GRADE_IDS if tests[g].score < tests[g].max_score}
+    assert lost == UPSTREAM["no-softmax-n"] | {EX4_TRAINING}, lost
+    for grade_id in UPSTREAM["no-softmax-n"]:
+        assert "the cross-entropy step of manual_backward" in tests[grade_id].output, tests[grade_id].output
+        assert "divide by n" in tests[grade_id].output
+
+
+def test_a_parameter_wrong_on_its_own_is_not_blamed_on_a_fused_step(results):
+    """db2 n times too large with every other gradient right: the mistake is db2's own."""
+    assert "cross-entropy step" not in results["missing-n"]["ex4_db2"].output
