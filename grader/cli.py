@@ -121,11 +121,19 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
         source = click.get_current_context().get_parameter_source("jobs")
         if scheduler is not None and source is ParameterSource.DEFAULT:
             jobs = None  # this machine's core count says nothing of a worker's
+        record = None
+        if gradebook is not None:
+            from grader.gradebook import GradebookError, Recorder
+
+            try:
+                record = Recorder(gradebook, log=lambda line: click.echo(line, err=True))
+            except GradebookError as exc:
+                raise click.ClickException(str(exc)) from None
         report = Report()
         try:
             with report:
                 pairs = run(list(paths), course, out, jobs=jobs, resume=resume, part=part, scheduler=scheduler,
-                            html=html, progress=report.note, tally=report.tally)
+                            html=html, record=record, progress=report.note, tally=report.tally)
         except (RuntimeError, OSError) as exc:
             raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt:
@@ -136,17 +144,11 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
         click.echo(table(results))
         pages = " and a feedback page (.html)" if html else ""
         click.echo(f"\n{len(results)} submission(s) graded; results in {out}/ (a grades CSV and one .json{pages} each)")
-        if gradebook is not None:
-            from grader.gradebook import GradebookError, write
-
-            try:
-                recorded = write(gradebook, pairs, log=lambda line: click.echo(line, err=True))
-            except GradebookError as exc:
-                raise click.ClickException(str(exc)) from None
-            click.echo(f"{recorded} submission(s) recorded in {gradebook}")
-            if recorded < len(pairs):
-                raise click.ClickException(f"{len(pairs) - recorded} submission(s) not recorded in the gradebook: "
-                                           "see the lines above")
+        if record is not None:
+            click.echo(f"{record.recorded} submission(s) recorded in {gradebook}")
+            if record.recorded < len(pairs):
+                raise click.ClickException(f"{len(pairs) - record.recorded} submission(s) not recorded in the "
+                                           "gradebook: see the lines above")
         if any(f["kind"] == "grader-error" for r in results for f in r.flags):
             raise click.ClickException("the hidden suite failed on some tests: see the flags in the results")
     finally:

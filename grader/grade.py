@@ -207,14 +207,17 @@ class Tally:
 
 def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1, resume: bool = False,
           part: tuple[int, int] | None = None, scheduler: str | None = None, html: bool = False,
+          record: Callable[[extract.Submission, scoring.Result], None] | None = None,
           progress: Callable[[str], None] = lambda line: None,
           tally: Callable[[Tally], None] | None = None) -> list[tuple[extract.Submission, scoring.Result]]:
     """Grade every notebook under `paths` (or one shard of them) into `out`. With `resume`, a submission
     whose result is already there for the same notebook, grader and course is read back, not run. With
     `scheduler`, the Dask cluster there grades (`jobs` None: each worker as many side by side as it has
     threads), and this process still reads the notebooks and writes every file. With `html`, each result
-    also gets its student's feedback page, `<submission>.html` (grader.feedback_page). `progress` gets
-    notes as lines, `tally` where the batch stands after each chunk (without it, a line to `progress`)."""
+    also gets its student's feedback page, `<submission>.html` (grader.feedback_page). `record` gets
+    each result once it is written, pictures included (a gradebook: grader.gradebook.Recorder), kept ones
+    at the end. `progress` gets notes as lines, `tally` where the batch stands after each chunk (without
+    it, a line to `progress`)."""
     found = extract.discover(paths)
     if part is not None:
         found = shard(found, *part)
@@ -227,6 +230,7 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
             if previous is not None and previous.digest == digests[sid]:
                 kept[sid] = previous
                 progress(f"kept {sid}: unchanged since it was graded")
+    previous = set(kept)
     fresh = [(sid, path) for sid, path in found if sid not in kept]
     read: dict[str, extract.Submission] = {}
 
@@ -242,11 +246,12 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     if not fresh:
         produced = (chunk for chunk in ())
     elif scheduler is None:
-        produced = graded_here(chunks(), course, [*paths, out], jobs, progress, evidence=html)
+        produced = graded_here(chunks(), course, [*paths, out], jobs, progress, evidence=html or record is not None)
     else:
         from grader import cluster
 
-        produced = cluster.graded(scheduler, chunks(), course, [*paths, out], jobs, progress, evidence=html)
+        produced = cluster.graded(scheduler, chunks(), course, [*paths, out], jobs, progress,
+                                  evidence=html or record is not None)
     started, done = time.monotonic(), 0
     with closing(produced):  # stopped for any reason: unfinished chunks are cancelled at once
         for chunk in produced:
@@ -255,7 +260,9 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
                 results.write_result(out, result)
                 if html:
                     feedback_page.write(out, result)
-                    result.evidence = None
+                if record is not None:
+                    record(read[result.submission], result)
+                result.evidence = None
                 kept[result.submission] = result
                 _without_answers(read[result.submission])
             done += len(chunk)
@@ -264,6 +271,10 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
             tally(now) if tally else progress(str(now))
     submissions = [read.get(sid) or _without_answers(extract.read(sid, path)) for sid, path in found]
     scored = [kept[s.id] for s in submissions]
+    if record is not None:
+        for submission, result in zip(submissions, scored):
+            if submission.id in previous:
+                record(submission, result)
     name = "grades.csv" if part is None else f"grades.shard-{part[0]}-of-{part[1]}.csv"
     results.write_grades_csv(out, scored, list(course.points), name)
     return list(zip(submissions, scored))

@@ -37,26 +37,33 @@ def _write_notebook(nb, path: Path) -> None:
         raise
 
 
-def write(gradebook: Path, pairs: list[tuple[Submission, Result]], log=print) -> int:
-    """Record each submission, laid out as nbgrader's submitted/<student>/<assignment>/<notebook>.ipynb;
-    returns how many were recorded. The course directory is the gradebook's folder."""
-    from nbgrader.coursedir import CourseDirectory
+class Recorder:
+    """Records a batch's results in a gradebook one at a time, as they are graded: each autograded
+    notebook opens with its student's feedback page, pictures included, before the result drops them.
 
-    gradebook = Path(gradebook).resolve()
-    if not gradebook.is_file():
-        raise GradebookError(f"{gradebook}: no such gradebook (run nbgrader generate_assignment first)")
-    coursedir = CourseDirectory(root=str(gradebook.parent))
-    db_url = f"sqlite:///{gradebook}"
-    recorded = 0
-    with warnings.catch_warnings():
-        # nbgrader's own Gradebook.update_or_create_submission trips SQLAlchemy's autoflush warnings.
-        warnings.simplefilter("ignore")
-        for submission, result in pairs:
+    Submissions are laid out as nbgrader's submitted/<student>/<assignment>/<notebook>.ipynb; the course
+    directory is the gradebook's folder."""
+
+    def __init__(self, gradebook: Path, log=print):
+        from nbgrader.coursedir import CourseDirectory
+
+        gradebook = Path(gradebook).resolve()
+        if not gradebook.is_file():
+            raise GradebookError(f"{gradebook}: no such gradebook (run nbgrader generate_assignment first)")
+        self.coursedir = CourseDirectory(root=str(gradebook.parent))
+        self.db_url = f"sqlite:///{gradebook}"
+        self.log = log
+        self.recorded = 0
+
+    def __call__(self, submission: Submission, result: Result) -> None:
+        with warnings.catch_warnings():
+            # nbgrader's own Gradebook.update_or_create_submission trips SQLAlchemy's autoflush warnings.
+            warnings.simplefilter("ignore")
             try:
-                recorded += _record(submission, result, db_url, coursedir, log)
+                self.recorded += _record(submission, result, self.db_url, self.coursedir, self.log)
             except Exception as exc:  # one submission nbgrader cannot take must not stop the others
-                log(f"could not record {submission.id}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
-    return recorded
+                self.log(f"could not record {submission.id}: {type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:300]}")
 
 
 def _record(submission: Submission, result: Result, db_url: str, coursedir, log) -> bool:
