@@ -1,7 +1,12 @@
 """Batches that are stopped, rerun or split: --resume keeps what is still valid, --shard splits
 deterministically, and both give the results a single full run gives."""
 import json
+import os
 import re
+import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -96,3 +101,38 @@ def test_an_interrupted_batch_keeps_its_finished_chunks_and_resume_finishes_it(b
     monkeypatch.setattr(grading.results, "write_result", real)
     finished = grade(batch, out, "--resume")
     assert finished.output.count("kept ") == 2 and sorted(scores(out)) == sorted(NAMES)
+
+
+def test_ctrl_c_on_the_command_stops_it_cleanly_and_resume_finishes_the_batch(batch, tmp_path):
+    """A real SIGINT to the command's process group, as a terminal's Ctrl-C sends it, mid-batch."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for copy in range(6):
+        for name in NAMES:
+            shutil.copy(batch / "subs" / f"{name}.ipynb", subs / f"{copy}-{name}.ipynb")
+    out = tmp_path / "out"
+    command = [shutil.which("backprop-ninja"), "grade", str(subs), "--out", str(out), "--course", COURSE, "--jobs", "2"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (out.is_dir() and any(out.glob("*.json"))) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    servers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+               and b"grader.zygote" in _read(p / "cmdline") and f"PPid:\t{proc.pid}\n" in _read(p / "status").decode()]
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "interrupted" in stderr and "--resume" in stderr and "Traceback" not in stderr, stderr
+    kept = sorted(scores(out))
+    assert 0 < len(kept) < 6 * len(NAMES), kept
+    assert not list(out.rglob("*.tmp"))
+    assert len(servers) == 1 and not Path(f"/proc/{servers[0]}").exists(), servers  # the fork server is gone too
+    finished = grade(tmp_path, out, "--resume")
+    assert finished.output.count("kept ") == len(kept)
+    assert sorted(scores(out)) == sorted(f"{c}-{n}" for c in range(6) for n in NAMES)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
