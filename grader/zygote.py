@@ -21,6 +21,7 @@ goes away (the socket closes), every child left is killed and reaped.
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import signal
@@ -289,6 +290,9 @@ def serve(control: socket.socket) -> None:
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     _warm_up()
+    # A child's full collections would walk, and so write to and copy, every page of the server's
+    # objects: frozen, they are left alone (about 2 ms less per child).
+    gc.freeze()
     _huge_pages()
     threads = len(os.listdir("/proc/self/task"))
     control.send(json.dumps({"ready": True, "threads": threads}).encode())
