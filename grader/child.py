@@ -199,7 +199,7 @@ def main() -> None:
 
     def run(grade_id: str, case: str, check: str) -> tuple[dict, dict]:
         answer = BY_GRADE_ID[grade_id]
-        reply = {"op": "answer", "grade_id": grade_id, "case": case, "check": check}
+        reply = {"grade_id": grade_id, "case": case, "check": check}
         if answer.cell_id not in cells:
             return {**reply, "status": "missing"}, {}
         if answer.exercise == 4:
