@@ -36,6 +36,8 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 c.GradeInSandbox.course = {course_file!r}  # relative to the course directory, where nbgrader runs
+# Each result as a file too, for `backprop-ninja report results/` and `backprop-ninja export results/`.
+c.GradeInSandbox.results = "results"
 # Grade cells come back from the gradebook, a deleted one too (nbgrader's own restore can fail on it).
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",

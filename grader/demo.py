@@ -104,18 +104,6 @@ def _table(api, course, students) -> str:
     return "\n".join(lines)
 
 
-def _class_report(root: Path, course, results: Path) -> Path:
-    """The class report. nbgrader's gradebook keeps scores but not the results files the report reads,
-    so the submitted notebooks are graded once more into `results`: grading is deterministic, so these
-    are the gradebook's scores."""
-    from grader.grade import grade
-    from grader.report import write_html
-    from grader.zygote import default_jobs
-
-    grade([root / "submitted"], course, results, jobs=default_jobs(), html=True)
-    return write_html(results)
-
-
 def run(course, out: Path, echo) -> int:
     import logging
     import warnings
@@ -148,7 +136,9 @@ def run(course, out: Path, echo) -> int:
         _check(f"autograde {name}", api.autograde(course.assignment, name))
     echo("4. nbgrader collected and autograded them: each answer cell ran in the sandbox, no kernel ran a notebook\n")
     echo(_table(api, graded, CLASS))
-    report = _class_report(root, graded, out / "results")
+    from grader.report import write_html
+
+    report = write_html(root / "results")  # autograde wrote every result there (see nbgrader_config.py)
     _check("generate_feedback", api.generate_feedback(course.assignment))
     _check("release_feedback", api.release_feedback(course.assignment))
     feedback = root / "feedback"

@@ -90,6 +90,9 @@ class GradeInSandbox(NbGraderPreprocessor):
     course = Unicode("course.yml", help="The course's backprop-ninja configuration").tag(config=True)
     feedback_page = Bool(True, help="Head each notebook's feedback with the student's feedback page (scores, "
                                     "feedback and pictures of each wrong tensor)").tag(config=True)
+    results = Unicode("", help="Also write each result to this folder, as <student>/<assignment>/<notebook>.json "
+                               "with its feedback page beside it, for `backprop-ninja report` and `export` "
+                               "(empty: none)").tag(config=True)
 
     def preprocess(self, nb, resources):
         from grader import extract
@@ -106,6 +109,11 @@ class GradeInSandbox(NbGraderPreprocessor):
             self.log.warning("%s: %s", submission.id, result.error)
         for flag in result.flags:
             self.log.warning("%s: integrity flag %s: %s", submission.id, flag["kind"], flag["evidence"])
+        if self.results:
+            from grader import feedback_page, results
+
+            results.write_result(Path(self.results), result)
+            feedback_page.write(Path(self.results), result)
         fill_grade_cells(nb, result, page=self.feedback_page)
         return nb, resources
 

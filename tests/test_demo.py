@@ -47,3 +47,12 @@ def test_the_gradebook_has_a_score_per_tensor_and_feedback_is_released(demo):
     blank = (feedback / "dee" / "backprop_ninja" / "backprop_ninja.html").read_text()
     assert "not attempted" in blank
     assert "BEGIN SOLUTION" not in blank and "index_add(0, Xb" not in blank and "n / (n - 1)" not in blank
+
+
+def test_the_class_report_comes_from_autograde_alone(demo):
+    """Autograde wrote each result (nbgrader_config.py's GradeInSandbox.results): nothing graded twice."""
+    result, out = demo
+    results = out / "course" / "results"
+    assert sorted(p.parent.parent.name for p in results.rglob("*.json")) == ["ada", "ben", "cy", "dee", "eve"]
+    assert str(results / "report.html") in " ".join(result.output.split())
+    assert not (out / "results").exists()

@@ -29,6 +29,7 @@ module's fixtures run each once (under two minutes in all) and the tests only re
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import zipfile
@@ -403,6 +404,19 @@ def test_the_gradebook_totals(gradebook, student):
 
 def test_the_gradebook_has_the_whole_class_and_nobody_else(gradebook):
     assert sorted(gradebook) == sorted(STUDENTS)
+
+
+def test_autograde_also_writes_each_result_for_the_class_report(course, gradebook):
+    """course init's nbgrader_config.py has autograde write results/ too: `report` and `export` read it."""
+    results = course.dir / "results"
+    for student in STUDENTS:
+        data = json.loads((results / student / ASSIGNMENT / f"{NOTEBOOK}.json").read_text(encoding="utf-8"))
+        assert data["score"] == pytest.approx(gradebook[student]["score"]), student
+        assert (results / student / ASSIGNMENT / f"{NOTEBOOK}.html").is_file()
+    done = course.run(["backprop-ninja", "report", "results"], course.dir)
+    assert done.returncode == 0, str(done)
+    page = (results / "report.html").read_text(encoding="utf-8")
+    assert all(f"{student}/{ASSIGNMENT}/{NOTEBOOK}" in page for student in STUDENTS)
 
 
 def test_the_hostile_notebook_scores_what_its_answer_cells_earn(gradebook):
