@@ -106,7 +106,7 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
         from grader import zygote
 
         zygote.start()  # its second of importing torch overlaps this process's own
-        gc.disable()  # until the Grader freezes what start-up built: collecting it delayed the first result 0.3 s
+        gc.disable()  # until the Grader freezes what start-up built (collecting it delayed the first result 0.3 s)
     try:
         from grader.grade import grade as run
         from grader.results import table

@@ -50,10 +50,13 @@ class Grader:
             timeout=limits.timeout_seconds, cell_timeout=limits.cell_timeout_seconds, memory_mb=limits.memory_mb,
             file_size_mb=limits.file_size_mb, processes=limits.processes,
             hide=tuple(str(p) for p in hidden))
-        # What is in memory now (torch, nbformat, pytest, the oracle values) lives as long as the batch:
-        # frozen, it is no longer walked by each full collection (0.15 s apiece, every 30 submissions).
-        gc.freeze()
-        gc.enable()
+        if not gc.isenabled():
+            # The grade command paused collection while it started. What is in memory now (torch,
+            # nbformat, pytest, the oracle values) lives as long as the batch: frozen, it is no longer
+            # walked by each full collection (0.15 s apiece, every 30 submissions). A process that
+            # makes Graders again and again (nbgrader's autograde) keeps collecting as usual.
+            gc.freeze()
+            gc.enable()
 
     def _attempt(self, submission: extract.Submission, progress) -> sandbox.Attempt:
         if submission.error:
