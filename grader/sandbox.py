@@ -3,7 +3,8 @@ every configuration, and collect what each cell produced.
 
 The order of requests is the guarantee that no answer can copy its reference: the LOCAL pass sends
 only random upstream gradients; the CHAIN pass reveals a true gradient only after the child has sent
-its own answer for it, and runs a fused answer just before its target is revealed.
+its own answer for it on every configuration, and runs a fused answer just before its target is
+revealed.
 """
 from __future__ import annotations
 
