@@ -321,7 +321,7 @@ def test_the_demo_writes_a_class_report_with_the_gradebook_scores(tmp_path):
     assert done.exit_code == 0, done.output
     line = next(line for line in done.output.splitlines() if "Class report: " in line)
     report = Path(line.split("Class report: ")[1].split(" (")[0])
-    assert report == tmp_path / "results" / "report.html"
+    assert report == tmp_path / "course" / "results" / "report.html"  # written by autograde itself
     parsed = Page(report.read_text(encoding="utf-8"))
     graded = {r["submission"]: r for r in parsed.table("submissions")}
     assert sorted(graded) == [f"{s}/{COURSE.assignment}/{COURSE.notebook.removesuffix('.ipynb')}"
