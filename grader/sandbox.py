@@ -133,6 +133,14 @@ def _cgroup(processes: int) -> Path | None:
         return None
 
 
+def _pidfd(pid: int) -> int | None:
+    """A handle on the process itself (Linux 5.3+), taken while the fork server still holds it unreaped."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 _uids = itertools.count()
 
 
@@ -158,6 +166,7 @@ class Child:
         self.workdir = tempfile.mkdtemp(prefix="bpn-child-")
         self.cgroup = None
         self.pid = None
+        self.pidfd = None
         self.streams = []
         self.outgoing: list[bytes] = []
         try:
@@ -184,6 +193,9 @@ class Child:
         try:
             self.deadline = time.monotonic() + limits.timeout
             self.pid = zygote.server.spawn(config, env, child_in, child_out)
+            self.pidfd = _pidfd(self.pid)
+            if self.pidfd is not None:
+                self.streams.append(self.pidfd)
         finally:
             os.close(child_in)
             os.close(child_out)
@@ -227,13 +239,27 @@ class Child:
             time.sleep(0.01)
         return f"the notebook's code broke the grading process's connection ({exc})"
 
+    def _unreaped(self) -> bool:
+        """Kill the child itself through its pidfd, which a reused pid cannot fool; False when it is
+        gone, reaped, and its pid free for anyone."""
+        if self.pidfd is None:
+            return True
+        try:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            pass  # not ours to signal this way: the group kill says the rest
+        return True
+
     def close(self) -> None:
         """Kill the whole process group, then every process left in the child's cgroup (one that left
         the group with setsid(), say): nothing the student's code started outlives the submission.
 
         The group is killed before the fork server reaps the child: until then no new process can get
-        its pid, so the kill cannot reach another submission's child."""
-        if self.pid is not None:
+        its pid, so the kill cannot reach another submission's child. If the server died, init may have
+        reaped the child already and its pid may name another process: then only the cgroup is killed."""
+        if self.pid is not None and self._unreaped():
             try:
                 os.killpg(self.pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,34 @@ def test_the_servers_heap_sits_on_huge_pages_where_the_kernel_allows():
     rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
     huge_kb = int(next(line.split()[1] for line in rollup.splitlines() if line.startswith("AnonHugePages:")))
     assert huge_kb >= 32 * 1024, rollup
+
+
+def test_closing_a_child_whose_pid_went_to_someone_else_kills_only_the_cgroup(tmp_path):
+    """What a dead fork server leaves: init reaped the child, and its pid now names another process
+    group's leader. Here a reaped process's pidfd stands for the child and a live group for the
+    newcomer that got the pid."""
+    import subprocess
+
+    gone = subprocess.Popen(["sleep", "30"])
+    pidfd = os.pidfd_open(gone.pid)
+    gone.kill()
+    gone.wait()
+    newcomer = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        child = sandbox.Child.__new__(sandbox.Child)
+        child.pid, child.pidfd, child.cgroup = newcomer.pid, pidfd, None
+        child.streams, child.workdir = [pidfd], str(tmp_path / "work")
+        child.close()
+        time.sleep(0.2)
+        assert newcomer.poll() is None, "the newcomer's group was killed"
+    finally:
+        newcomer.kill()
+        newcomer.wait()
+
+
+def test_closing_a_live_child_kills_it_through_its_pidfd_and_group():
+    child = sandbox.Child(sandbox.Limits(timeout=30, cell_timeout=5))
+    pid = child.pid
+    assert child.pidfd is not None
+    child.close()
+    assert not Path(f"/proc/{pid}").exists()
