@@ -1,25 +1,69 @@
 """Answer cells are read (never run) before they reach the sandbox: anything a gradient does not need
 is refused, with the offending line quoted.
 
-An allowlist, not a denylist: `torch.<name>` and `F.<name>` must be tensor math the exercise can
-use, builtins must be plain helpers, and nothing may import, reach a dunder or a private attribute,
-open files, or touch autograd. A course adds names in course.yml (`allow.torch`, `allow.functional`,
-`allow.builtins`) rather than editing this file.
+Default-deny all the way down. A cell is accepted only when every node of its syntax tree has one of
+the types below, every attribute name, keyword name, builtin and `torch` / `F` / `math` name it uses is
+on an allowlist, and no identifier, attribute or string holds a dunder. A Python construct this module
+does not name is refused, including any a later Python adds. A course adds NAMES in course.yml
+(`allow.torch`, `allow.functional`, `allow.builtins`), never node types.
+
+Accepted node types (anything else is refused), and why each is safe:
+- Module, Expr, Pass, Break, Continue: a cell's frame; an expression statement runs only what the
+  expression itself may run.
+- Assign, AugAssign, AnnAssign, Delete, NamedExpr: bind, update or unbind a plain name or a subscript
+  (an annotation is an expression checked like any other; del takes names only); never an attribute,
+  never `torch`, `F`, `math` or a builtin's name, so no later line or cell runs something else under
+  a trusted name.
+- If, IfExp, For, While, Assert: control flow over checked expressions. A loop that never ends is the
+  sandbox's per-cell time limit's business; `assert` only raises.
+- FunctionDef, Lambda, Return, arguments, arg: helpers such as exercise 4's `manual_backward`. No
+  decorators (a decorator calls anything on the function), no annotations or defaults that are not
+  checked expressions, no parameter named like a module or a builtin.
+- With, withitem: exactly `with torch.no_grad():`, with no `as`; it switches autograd off, never on.
+- Import, ImportFrom, alias: only re-imports of what the notebook has (`import torch`,
+  `import torch.nn.functional as F`, `from torch.nn import functional as F`) and `import math`.
+- Name, Load, Store, Del: any identifier without a dunder; a builtin only from the builtins
+  allowlist; `torch`, `F` and `math` only as the root of `torch.<name>`, never as values.
+- Attribute: `torch.<name>`, `torch.nn.functional.<name>`, `F.<name>` and `math.<name>` from their
+  allowlists, and after that (or on any other value) only a name from ATTRIBUTES: tensor math
+  (`.sum`, `.T`, `.view`, ...), shapes, dtypes and the plain methods of dicts and lists. Nothing that
+  reaches autograd, storage, files, frames or code, and never assigned or deleted.
+- Call, keyword, Starred: a call of any accepted expression; every keyword name from KEYWORDS (`dim`,
+  `keepdim`, ...), or any plain name for `dict(...)` (which builds a dict and nothing else, and whose
+  name no cell may rebind). `**mapping` in a call is refused: its keys would be keyword names no one
+  read. `*sequence` passes positional values only.
+- Subscript, Slice, Tuple, List, Set, Dict: indexing and displays; `{**d}` in a dict display merges
+  dicts, it names no keyword.
+- ListComp, SetComp, DictComp, GeneratorExp, comprehension: loops written as expressions; a generator's
+  frame is reachable only through attributes (`gi_frame`) no allowlist holds; no `async for`.
+- BinOp, UnaryOp, BoolOp, Compare and their operators (Add, Sub, Mult, MatMult, Div, FloorDiv, Mod,
+  Pow, LShift, RShift, BitOr, BitXor, BitAnd, UAdd, USub, Not, Invert, And, Or, Eq, NotEq, Lt, LtE,
+  Gt, GtE, Is, IsNot, In, NotIn): arithmetic, dispatched to the operands' own types.
+- Constant: numbers, booleans, None, Ellipsis, and strings without a dunder; bytes are refused.
+- JoinedStr, FormattedValue: f-strings for printing. Their fields are expressions checked like any
+  other, and a format spec may hold text only, no nested field; unlike `str.format`, whose field names
+  read attributes (`'{0.__class__}'`), an f-string reads nothing it does not spell out. `str.format`
+  itself is accepted only on a string constant whose fields are plain positions or names.
+
+Refused, among everything else: match (a class pattern reads attributes by name), class, global,
+nonlocal, try (it could swallow the time limit), raise, async, await, yield, decorators, lambdas or
+functions with annotations or defaults that are not checked, every other import.
 """
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import re
-import types
+import string
 from dataclasses import dataclass
 
 TORCH = frozenset("""
-    abs absolute add addmm all allclose amax amin any arange argmax argmin argsort as_strided
+    abs absolute add addcmul addmm all allclose amax amin any arange argmax argmin argsort
     baddbmm bmm bool broadcast_tensors broadcast_to cat chunk clamp clamp_max clamp_min clip clone
     concat concatenate cos cosh cumprod cumsum diag diag_embed diagonal diff div divide dot dsplit
     einsum empty empty_like eq equal exp expand_copy eye flatten flip float16 float32 float64 full
-    full_like gather ge gt hsplit hstack index_add index_copy index_put index_select int16 int32
+    full_like gather ge ger gt hsplit hstack index_add index_copy index_put index_select int16 int32
     int64 int8 isclose isfinite isinf isnan kron le linspace log log10 log1p log2 log_softmax
     logical_and logical_not logical_or logsumexp long lt masked_fill masked_select matmul max maximum
     mean min minimum mm movedim mul multiply mv narrow ne neg negative nonzero norm numel ones
@@ -27,46 +71,97 @@ TORCH = frozenset("""
     reshape rsqrt scatter scatter_add scatter_reduce select sigmoid sign sin sinh softmax split sqrt
     square squeeze stack std sub subtract sum swapaxes t take take_along_dim tanh tensor tensordot
     tile topk transpose tril triu true_divide unbind unique unsqueeze var vsplit vstack where
-    zeros zeros_like linalg special Tensor Size float double int half dtype no_grad inference_mode
+    zeros zeros_like Tensor Size float double int half dtype no_grad
 """.split())
 
-FUNCTIONAL = frozenset("one_hot softmax log_softmax tanh pad normalize relu sigmoid cross_entropy".split())
+FUNCTIONAL = frozenset("""
+    one_hot softmax log_softmax tanh pad normalize relu sigmoid cross_entropy linear embedding nll_loss
+""".split())
+
+MATH = frozenset("pi e inf nan sqrt exp log log2 log10 log1p tanh isclose prod fsum ceil floor".split())
 
 BUILTINS = frozenset("""
     abs all any bool dict divmod enumerate filter float int isinstance len list map max min pow
     print range reversed round set slice sorted str sum tuple zip True False None
 """.split())
 
-# Tensor attributes that reach autograd, storage, files or other processes. Every other public
-# attribute of a tensor is tensor math.
-TENSOR_DENIED = frozenset("""
-    backward grad grad_fn requires_grad requires_grad_ retain_grad retains_grad register_hook
-    register_post_accumulate_grad_hook is_leaf untyped_storage storage storage_offset data_ptr
-    share_memory_ pin_memory numpy data set_ from_file save load cuda to_sparse
-    apply_ map_ map2_ record_stream
-    gi_frame gi_code cr_frame ag_frame tb_frame tb_next f_globals f_locals f_back f_builtins f_code
-    co_code func_globals
+# Attribute names a value other than a module may be asked for: the math of tensors (methods, their
+# in-place forms, shapes and dtypes), torch.Size and max/min's (values, indices) pairs, and the plain
+# methods of dicts and lists. No name here reaches autograd (`backward`, `grad`, `requires_grad_`,
+# `register_hook`, `data`), storage or files (`numpy`, `untyped_storage`, `data_ptr`), frames or code
+# (`gi_frame`, `f_globals`), or attributes by name (`format`, `format_map`).
+ATTRIBUTES = frozenset("""
+    T mT shape dtype device ndim values indices
+    size dim numel nelement item tolist float double long int bool half to type_as
+    view view_as reshape reshape_as expand expand_as repeat repeat_interleave tile contiguous clone
+    detach squeeze unsqueeze flatten unflatten permute transpose t movedim swapaxes narrow select
+    chunk split unbind flip roll tril triu diag diagonal diag_embed
+    sum mean max min amax amin argmax argmin std var prod cumsum cumprod logsumexp norm
+    exp log log1p log2 log10 sqrt rsqrt pow abs neg negative reciprocal square sign tanh sigmoid
+    softmax log_softmax relu clamp clip clamp_min clamp_max
+    add sub mul div true_divide floor_divide remainder matmul mm bmm mv dot outer ger addcmul addmm
+    masked_fill masked_select gather scatter scatter_add scatter_reduce index_add index_select
+    index_copy index_fill index_put where eq ne lt le gt ge all any allclose isclose equal
+    isnan isinf isfinite topk sort argsort unique nonzero count_nonzero
+    new_zeros new_ones new_full new_empty new_tensor
+    zero_ fill_ copy_ add_ sub_ mul_ div_ pow_ exp_ log_ neg_ clamp_ masked_fill_ index_add_
+    index_copy_ index_fill_ index_put_ scatter_ scatter_add_ unsqueeze_ squeeze_ t_ transpose_
+    is_floating_point itemsize
+    keys items get append extend copy update count index
+    pi e inf nan sqrt ceil floor fsum
+""".split())
+
+# Keyword argument names: those of the tensor functions above and of the allowed builtins.
+KEYWORDS = frozenset("""
+    dim keepdim dtype device num_classes accumulate alpha value beta reduction ignore_index
+    label_smoothing weight bias input other out index src reduce include_self min max exponent
+    descending stable sorted largest k diagonal dims dim0 dim1 start_dim end_dim size fill_value
+    start end step steps pad mode p eps rtol atol equal_nan unbiased correction mask source
+    return_inverse return_counts sizes shifts chunks split_size_or_sections sections indices_or_sections
+    bins sep key reverse default strict ndigits
 """.split())
 
 MAX_CELL_CHARS = 20_000
 
-# Names a cell must not rebind: the grader's own module handles.
-PROTECTED = frozenset({"torch", "F"})
+# Module roots: the only names that may stand for a module, each with the names it allows.
+PROTECTED = frozenset({"torch", "F", "math"})
+FUNCTIONAL_PATH = ["nn", "functional"]
 
 # Re-importing what the notebook already imported is harmless; every other import is refused.
 IMPORTS = {("torch", None), ("torch", "torch"), ("torch.nn.functional", "F"), ("math", None), ("math", "math")}
-IMPORTS_FROM = {("torch.nn", "functional", "F"), ("torch.nn.functional", "*", None)}
-# The only context managers a gradient may use: they switch autograd off, never on.
-CONTEXTS = {"no_grad", "inference_mode"}
+IMPORTS_FROM = {("torch.nn", "functional", "F")}
 
-FORBIDDEN_STATEMENTS = {
-    ast.Global: "global", ast.Nonlocal: "nonlocal",
-    ast.ClassDef: "class definitions", ast.Try: "try/except (it could swallow the time limit)",
-    ast.AsyncFunctionDef: "async code", ast.Await: "async code",
-    ast.AsyncFor: "async code", ast.AsyncWith: "async code", ast.Yield: "generators", ast.YieldFrom: "generators",
+OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.MatMult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift,
+             ast.RShift, ast.BitOr, ast.BitXor, ast.BitAnd, ast.UAdd, ast.USub, ast.Not, ast.Invert, ast.And,
+             ast.Or, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Is, ast.IsNot, ast.In, ast.NotIn)
+
+# Every node type a cell may hold (the module docstring says why each is safe). Those with a rule of
+# their own are judged in _problem; the rest are safe by their type alone.
+ACCEPTED = frozenset({
+    ast.Module, ast.Expr, ast.Pass, ast.Break, ast.Continue,
+    ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.NamedExpr,
+    ast.If, ast.IfExp, ast.For, ast.While, ast.Assert,
+    ast.FunctionDef, ast.Lambda, ast.Return, ast.arguments, ast.arg,
+    ast.With, ast.withitem, ast.Import, ast.ImportFrom, ast.alias,
+    ast.Name, ast.Load, ast.Store, ast.Del, ast.Attribute, ast.Call, ast.keyword, ast.Starred,
+    ast.Subscript, ast.Slice, ast.Tuple, ast.List, ast.Set, ast.Dict,
+    ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.comprehension,
+    ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, *OPERATORS,
+    ast.Constant, ast.JoinedStr, ast.FormattedValue,
+})
+
+# What a refused node type is called in its refusal; the type's own name otherwise.
+REFUSED_NAMES = {
+    ast.Global: "global", ast.Nonlocal: "nonlocal", ast.ClassDef: "class definitions",
+    ast.Try: "try/except (it could swallow the time limit)", ast.Raise: "raise",
+    ast.AsyncFunctionDef: "async code", ast.Await: "async code", ast.AsyncFor: "async code",
+    ast.AsyncWith: "async code", ast.Yield: "generators (yield)", ast.YieldFrom: "generators (yield)",
+    ast.Match: "match statements (a class pattern reads attributes by name)",
 }
 if hasattr(ast, "TryStar"):
-    FORBIDDEN_STATEMENTS[ast.TryStar] = "try/except (it could swallow the time limit)"
+    REFUSED_NAMES[ast.TryStar] = "try/except (it could swallow the time limit)"
+
+BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 @dataclass(frozen=True)
@@ -98,91 +193,150 @@ def _chain(node: ast.Attribute) -> tuple[str | None, list[str]]:
     return (node.id if isinstance(node, ast.Name) else None), attrs[::-1]
 
 
-def _descends(root: str, attrs: list[str]) -> bool:
-    """Whether every module met along `torch.a.b.c` lies inside the one before it, as torch.nn.functional
-    lies inside torch.nn (`torch.special.torch.autograd` climbs back out through a module's own import),
-    and the chain ends in something that is not a module (an alias `s = torch.special` would escape the
-    chain's check)."""
-    import importlib
-    import warnings
-
-    obj = importlib.import_module("torch" if root == "torch" else "torch.nn.functional")
-    current = obj.__name__
-    for name in attrs:
-        with warnings.catch_warnings():  # a lazily imported torch module may warn about itself
-            warnings.simplefilter("ignore")
-            obj = getattr(obj, name, None)
-        if obj is None:
-            return True  # not an attribute at all: the cell will fail with its own AttributeError
-        if isinstance(obj, types.ModuleType):
-            if not obj.__name__.startswith(current + "."):
-                return False
-            current = obj.__name__
-    return not isinstance(obj, types.ModuleType)
+def _module_attrs(root: str, attrs: list[str], allow: Allow) -> int | None:
+    """How many leading attributes of `root.a.b...` name a module's allowed member (the rest are
+    ordinary attributes of that member), or None when the chain is not allowed. A chain that ends in
+    a module (`torch.nn`) is refused: an alias of a module would escape this check."""
+    if root == "torch" and attrs[:2] == FUNCTIONAL_PATH:
+        return 3 if len(attrs) > 2 and attrs[2] in allow.functional else None
+    names = {"torch": allow.torch, "F": allow.functional, "math": MATH}[root]
+    return 1 if attrs[0] in names else None
 
 
-def _problem(node: ast.AST, allow: Allow, builtin_names: frozenset, assigned: set[str], inner: set[int]) -> str | None:
-    """Why `node` is refused, or None. `inner` holds the ids of nodes that are the `.value` of an
-    attribute: a module name may appear only there, and a chain is judged once, at its outermost node."""
-    for kind, what in FORBIDDEN_STATEMENTS.items():
-        if isinstance(node, kind):
-            return f"{what} are not allowed in an answer cell"
+def _plain_format(text: str) -> bool:
+    """Whether a `str.format` template only fills positions or names: `{0.attr}` and `{0[key]}` read
+    from the argument, and a nested field in a spec could again."""
+    try:
+        fields = list(string.Formatter().parse(text))
+    except ValueError:
+        return False
+    return all(name is None or re.fullmatch(r"\d*|[A-Za-z]\w*", name) and "{" not in (spec or "")
+               for _, name, spec, _ in fields)
+
+
+def _is_format_call(node: ast.Call) -> bool:
+    func = node.func
+    return (isinstance(func, ast.Attribute) and func.attr == "format" and isinstance(func.value, ast.Constant)
+            and isinstance(func.value.value, str) and _plain_format(func.value.value))
+
+
+def _binding(name: str) -> str | None:
+    """Why a name may not be bound (assigned, a parameter, a function, a loop variable)."""
+    if name in PROTECTED:
+        return f"{name} must not be reassigned"
+    if name in BUILTIN_NAMES:
+        return f"the builtin name {name} must not be reassigned (later lines and cells rely on it)"
+    return None
+
+
+def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None:
+    """Why `node` is refused, or None. `context` tells, by node id, the role a node plays in its parent:
+    "chain" for the value of an attribute (a module name may appear only there, and a chain is judged
+    once, at its outermost node), "format" for the `.format` of a plain template, "spec" for the text
+    of an f-string's format spec."""
+    kind = type(node)
+    if kind not in ACCEPTED:
+        what = REFUSED_NAMES.get(kind, f"{kind.__name__} nodes")
+        return f"{what} are not allowed in an answer cell"
     if isinstance(node, ast.Import):
         if any((a.name, a.asname) not in IMPORTS for a in node.names):
             return "imports are not allowed in an answer cell (torch and F are already there)"
-    if isinstance(node, ast.ImportFrom):
+    elif isinstance(node, ast.ImportFrom):
         if any((node.module, a.name, a.asname) not in IMPORTS_FROM for a in node.names) or node.level:
             return "imports are not allowed in an answer cell (torch and F are already there)"
-    if isinstance(node, ast.With):
+    elif isinstance(node, ast.With):
         for item in node.items:
             call = item.context_expr
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                    and _chain(call.func) == ("torch", [call.func.attr]) and call.func.attr in CONTEXTS
+                    and _chain(call.func) == ("torch", ["no_grad"]) and not call.args and not call.keywords
                     and item.optional_vars is None):
                 return "with blocks are not allowed in an answer cell, except `with torch.no_grad():`"
-    if isinstance(node, ast.Name):
-        if node.id.startswith("__"):
+    elif isinstance(node, ast.FunctionDef):
+        if node.decorator_list:
+            return "decorators are not allowed in an answer cell"
+        if "__" in node.name:
+            return f"the name {node.name} is not allowed"
+        return _binding(node.name)
+    elif isinstance(node, ast.arg):
+        if "__" in node.arg:
+            return f"the name {node.arg} is not allowed"
+        return _binding(node.arg)
+    elif isinstance(node, ast.Delete):
+        if not all(isinstance(t, ast.Name) for t in node.targets):
+            return "del may only remove names, never an attribute or an item"
+    elif isinstance(node, ast.Name):
+        if "__" in node.id:
             return f"the name {node.id} is not allowed"
-        if isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in PROTECTED:
-            return f"{node.id} must not be reassigned"
-        if node.id in builtin_names and node.id not in allow.builtins:
-            # Loaded or bound: `exec = exec` would smuggle the builtin in under its own name.
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            return _binding(node.id)
+        if node.id in BUILTIN_NAMES and node.id not in allow.builtins:
             return f"the builtin name {node.id} is not allowed in an answer cell"
-        if isinstance(node.ctx, ast.Load) and node.id in PROTECTED and id(node) not in inner:
+        if node.id in PROTECTED and context.get(id(node)) != "chain":
             return f"{node.id} may only be used as {node.id}.<function> (no aliases of the module)"
-    if isinstance(node, ast.Attribute):
+    elif isinstance(node, ast.Attribute):
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             return f"assigning to an attribute (.{node.attr}) is not allowed: change tensors, not objects"
-        if node.attr.startswith("_"):
+        if "__" in node.attr or node.attr.startswith("_"):
             return f"the private attribute .{node.attr} is not allowed"
+        if context.get(id(node)) == "chain":
+            return None  # judged with its whole chain, at the outermost attribute
         root, attrs = _chain(node)
         if root in PROTECTED:
-            if id(node) in inner:
-                return None
-            if root == "torch":
-                allowed = attrs[0] in allow.torch or (attrs[:2] == ["nn", "functional"] and
-                                                      (len(attrs) == 2 or attrs[2] in allow.functional))
-            else:
-                allowed = attrs[0] in allow.functional
-            denied = [a for a in attrs if a in TENSOR_DENIED]
-            if not allowed or denied or not _descends(root, attrs):
+            members = _module_attrs(root, attrs, allow)
+            rest = attrs[members:] if members else []
+            if members is None or any(a not in ATTRIBUTES for a in rest):
                 return f"{root}.{'.'.join(attrs)} is not tensor math this exercise allows"
             return None
-        if node.attr in TENSOR_DENIED:
-            return f".{node.attr} reaches autograd, storage or files, which an answer cell must not use"
-    if isinstance(node, ast.keyword) and node.arg in TENSOR_DENIED:
-        return f"the keyword argument {node.arg}= reaches autograd, which an answer cell must not use"
-    if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__" in node.value:
-        return "strings naming dunder attributes are not allowed"
+        outside = [a for a in attrs if a not in ATTRIBUTES and not (a == "format" and context.get(id(node)) == "format")]
+        if outside:
+            return f".{outside[0]} is not an attribute an answer cell may use (tensor math only)"
+    elif isinstance(node, ast.Call):
+        call_of_dict = isinstance(node.func, ast.Name) and node.func.id == "dict"
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                return "**keyword unpacking is not allowed in a call: name each keyword argument"
+            if "__" in keyword.arg:
+                return f"the keyword argument {keyword.arg}= is not allowed"
+            if keyword.arg not in KEYWORDS and not call_of_dict and context.get(id(node.func)) != "format":
+                return (f"the keyword argument {keyword.arg}= is not one an answer cell may use "
+                        f"(pass it by position)")
+    elif isinstance(node, ast.Constant):
+        if isinstance(node.value, bytes):
+            return "bytes are not allowed in an answer cell"
+        if isinstance(node.value, str) and "__" in node.value:
+            return "strings naming dunder attributes are not allowed"
+    elif isinstance(node, ast.FormattedValue):
+        spec = node.format_spec
+        if spec is not None and not all(isinstance(v, ast.Constant) for v in spec.values):
+            return "an f-string's format spec may not hold a field of its own"
     return None
+
+
+def _context(tree: ast.AST) -> dict[int, str]:
+    """The role of each node that plays one in its parent (see _problem)."""
+    context = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            context[id(node.value)] = "chain"
+        elif isinstance(node, ast.Call) and _is_format_call(node):
+            context[id(node.func)] = "format"
+    return context
+
+
+def _nodes(tree: ast.AST):
+    """Every node with the line it is reported at: its own, or its nearest ancestor's (operators,
+    contexts and argument lists have none). Iterative: a deep cell must not exhaust the stack here."""
+    stack = [(tree, 0)]
+    while stack:
+        node, line = stack.pop()
+        line = getattr(node, "lineno", line)
+        yield node, line
+        stack.extend((child, line) for child in ast.iter_child_nodes(node))
 
 
 @functools.lru_cache(maxsize=2048)  # a class writes many identical cells (Allow and Refusal are immutable)
 def check(source: str, allow: Allow = Allow()) -> Refusal | None:
     """The first refused construct of a cell, or None when the cell may run."""
-    import builtins
-
-    builtin_names = frozenset(dir(builtins))
     if len(source) > MAX_CELL_CHARS:
         return Refusal(0, "", f"the cell has {len(source)} characters, more than the {MAX_CELL_CHARS} an answer needs")
     try:
@@ -192,16 +346,11 @@ def check(source: str, allow: Allow = Allow()) -> Refusal | None:
         return Refusal(exc.lineno or 0, line, f"syntax error ({exc.msg})")
     except (RecursionError, MemoryError, ValueError) as exc:  # nesting too deep for the parser, NUL bytes
         return Refusal(0, "", f"the cell could not be parsed ({type(exc).__name__})")
-    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    assigned |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    assigned |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments)
-                 for a in (*n.posonlyargs, *n.args, *n.kwonlyargs, n.vararg, n.kwarg) if a is not None}
-    assigned -= PROTECTED
-    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     lines = source.splitlines()
     try:
-        problems = [(getattr(node, "lineno", 0), getattr(node, "col_offset", 0), reason) for node in ast.walk(tree)
-                    if (reason := _problem(node, allow, builtin_names, assigned, inner))]
+        context = _context(tree)
+        problems = [(line, getattr(node, "col_offset", 0), reason) for node, line in _nodes(tree)
+                    if (reason := _problem(node, allow, context))]
     except RecursionError:
         return Refusal(0, "", "the cell is nested too deeply to be checked")
     if not problems:
