@@ -232,9 +232,11 @@ def _binding(name: str) -> str | None:
 def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None:
     """Why `node` is refused, or None. `context` tells, by node id, the role a node plays in its parent:
     "chain" for the value of an attribute (a module name may appear only there, and a chain is judged
-    once, at its outermost node), "format" for the `.format` of a plain template, "spec" for the text
-    of an f-string's format spec."""
+    once, at its outermost node), "format" for the `.format` of a plain template, "decorator" for a
+    decorator (refused where it stands, so the refusal quotes its line)."""
     kind = type(node)
+    if context.get(id(node)) == "decorator":
+        return "decorators are not allowed in an answer cell"
     if kind not in ACCEPTED:
         what = REFUSED_NAMES.get(kind, f"{kind.__name__} nodes")
         return f"{what} are not allowed in an answer cell"
@@ -252,8 +254,6 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
                     and item.optional_vars is None):
                 return "with blocks are not allowed in an answer cell, except `with torch.no_grad():`"
     elif isinstance(node, ast.FunctionDef):
-        if node.decorator_list:
-            return "decorators are not allowed in an answer cell"
         if "__" in node.name:
             return f"the name {node.name} is not allowed"
         return _binding(node.name)
@@ -320,6 +320,8 @@ def _context(tree: ast.AST) -> dict[int, str]:
             context[id(node.value)] = "chain"
         elif isinstance(node, ast.Call) and _is_format_call(node):
             context[id(node.func)] = "format"
+        for decorator in getattr(node, "decorator_list", ()):
+            context[id(decorator)] = "decorator"
     return context
 
 

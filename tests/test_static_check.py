@@ -8,9 +8,14 @@ autograd. The tests marked xfail below are such ways, reported; each states what
 """
 from __future__ import annotations
 
+import math
+import re
+import types
 from pathlib import Path
 
 import pytest
+import torch
+import torch.nn.functional as F
 import yaml
 
 from grader import sandbox, static_check
@@ -56,6 +61,22 @@ def test_every_correct_alternative_passes(source):
     "dprobs = sum([dlogprobs / probs]) * math.pi / math.pi\n",
     "scale = lambda t: t\ndprobs = scale(dlogprobs / probs)\n",
     "print(dlogprobs.shape, len(probs))\ndprobs = dlogprobs / probs\n",
+    # f-strings and plain str.format for printing
+    "print(f'{dlogprobs.shape} {probs.sum().item():.4f} {n!r}')\n",
+    "print('{:.4f} {} {name}'.format(1.0, n, name='dprobs'))\n",
+    # the shapes of Python a gradient is written in
+    "_, idx = logits.max(1)\nassert idx.shape == (n,), 'one index per row'\ndel idx\n",
+    "dprobs: torch.Tensor = dlogprobs / probs\n",
+    "def scaled(x: torch.Tensor, k=2.0) -> torch.Tensor:\n    return x * k\ndprobs = scaled(dlogprobs, 1.0) / probs\n",
+    "i = 0\nwhile i < 3:\n    i += 1\n    if i == 2:\n        break\nelse:\n    pass\n",
+    "for i, (a, b) in enumerate(zip([1, 2], [3, 4])):\n    if a > b:\n        continue\n",
+    "rows = [r.sum() for r in probs if r.numel()]\ncols = {j: c for j, c in enumerate(probs.T)}\n"
+    "total = sum(x * x for x in rows)\nseen = {1, 2}\nlast = [y := probs.mean() for _ in range(2)]\n",
+    "shape = (n, -1)\nx = probs.view(*shape)[..., 0]\n",
+    "grads = dict(C=probs, W1=probs)\nmore = {**grads, 'b1': probs}\nkeys = sorted(more, key=len, reverse=True)\n",
+    "x = F.linear(probs, torch.eye(probs.shape[1]))\ny = torch.addcmul(probs, probs, probs, value=2)\n"
+    "z = torch.ger(probs[0], probs[1]) + torch.outer(probs[0], probs[1])\n",
+    "dC = torch.zeros_like(probs)\ndC.index_add_(0, Yb, probs, alpha=1.0)\nm = probs.max(dim=1, keepdim=True).values\n",
 ])
 def test_ordinary_python_passes(source):
     assert check(source) is None
@@ -171,6 +192,72 @@ REFUSED = {
     # string tricks
     "string-dunder": ("name = '__class__'\n", 1, "dunder"),
     "string-dunder-import": ("x = 1\nname = 'os' + '__import__'\n", 2, "dunder"),
+    # a match class pattern reads any attribute by name, dunders included
+    "match-class-dunder": ("match probs:\n    case object(__class__=c):\n        pass\n", 1, "match"),
+    "match-class-grad": ("dprobs = dlogprobs / probs\nmatch probs:\n    case torch.Tensor(grad=g):\n"
+                         "        dprobs = g\n", 2, "match"),
+    "match-mapping": ("match {}:\n    case {'x': x}:\n        pass\n", 1, "match"),
+    # str.format's field names read attributes and items; f-strings read what they spell out
+    "format-dunder-field": ("s = '{0.__class__}'.format(probs)\n", 1, "format"),
+    "format-attribute-field": ("s = '{0.grad}'.format(probs)\n", 1, "format"),
+    "format-item-field": ("s = '{0[x]}'.format({'x': 1})\n", 1, "format"),
+    "format-nested-spec": ("s = '{0:{1.grad}}'.format(1, probs)\n", 1, "format"),
+    "format-on-a-variable": ("t = '{0.grad}'\ns = t.format(probs)\n", 2, "format"),
+    "format-map": ("s = '{x}'.format_map({'x': 1})\n", 1, "format_map"),
+    "format-builtin": ("s = format(probs, '')\n", 1, "format"),
+    "fstring-attribute": ("s = f'{probs.grad!r}'\n", 1, "grad"),
+    "fstring-dunder": ("s = f'{probs.__class__}'\n", 1, "__class__"),
+    "fstring-spec-field": ("w = 3\ns = f'{n:{w}}'\n", 2, "format spec"),
+    # keyword unpacking and keyword names
+    "kwargs-unpacking": ("x = torch.zeros(3, **{'requires_grad': True})\n", 1, "**"),
+    "kwargs-unpacking-name": ("kw = dict(requires_grad=True)\nx = torch.ones(2, **kw)\n", 2, "**"),
+    "kwargs-file": ("print(probs, file=None)\n", 1, "file"),
+    "kwargs-pin-memory": ("x = torch.zeros(3, pin_memory=False)\n", 1, "pin_memory"),
+    "kwargs-own-function": ("def f(x, scale):\n    return x * scale\ny = f(probs, scale=2)\n", 3, "by position"),
+    # decorators, walrus, lambdas, defaults
+    "decorator": ("@torch.no_grad()\ndef f(x):\n    return x\n", 1, "decorator"),
+    "decorator-print": ("@print\ndef f():\n    pass\n", 1, "decorator"),
+    "walrus-exec": ("y = (exec := print)\n", 1, "exec"),
+    "walrus-in-comprehension": ("ys = [(F := x) for x in [1]]\n", 1, "F"),
+    "lambda-default-exec": ("f = lambda e=exec: e('1')\n", 1, "exec"),
+    "lambda-default-torch": ("f = lambda t=torch: t.autograd\n", 1, "torch"),
+    "lambda-yield": ("f = lambda: (yield)\n", 1, "yield"),
+    "param-named-torch": ("def f(torch):\n    return torch.autograd\n", 1, "torch"),
+    "param-named-builtin": ("def f(getattr):\n    return getattr\n", 1, "getattr"),
+    "def-named-builtin": ("def print(x):\n    pass\n", 1, "print"),
+    "rebind-allowed-builtin": ("dict = torch.zeros\n", 1, "dict"),
+    "annotation-autograd": ("def f(x: torch.autograd.Function):\n    return x\n", 1, "autograd"),
+    "return-annotation": ("def f() -> torch.func:\n    pass\n", 1, "func"),
+    "annassign-autograd": ("x: torch.autograd = 1\n", 1, "autograd"),
+    "annassign-attribute": ("probs.grad: int = 1\n", 1, "attribute"),
+    # builtins that reach objects and their types
+    "type-call": ("t = type(probs)\n", 1, "type"),
+    "vars-call": ("v = vars(torch.Tensor)\n", 1, "vars"),
+    "dir-call": ("d = dir(probs)\n", 1, "dir"),
+    "iter-next": ("i = iter([1])\n", 1, "iter"),
+    # what leaves inference mode, and modules whose members were never listed
+    "inference-mode-off": ("with torch.inference_mode(False):\n    pass\n", 1, "with"),
+    "inference-mode-call": ("m = torch.inference_mode(False)\n", 1, "inference_mode"),
+    "linalg-torch": ("t = torch.linalg.torch\n", 1, "linalg"),
+    "functional-torch": ("t = F.torch\n", 1, "F.torch"),
+    "functional-module-alias": ("f = torch.nn.functional\n", 1, "torch.nn.functional"),
+    "nn-module": ("lin = torch.nn.Linear(2, 2)\n", 1, "torch.nn"),
+    "math-alias": ("import math as m\n", 1, "import"),
+    "math-dunder": ("import math\nl = math.__loader__\n", 2, "__loader__"),
+    "star-import": ("from torch.nn.functional import *\n", 1, "import"),
+    # tensor attributes outside the math
+    "apply": ("probs.apply_(print)\n", 1, "apply_"),
+    "as-subclass": ("x = probs.as_subclass(torch.Tensor)\n", 1, "as_subclass"),
+    "unbound-hook": ("h = torch.Tensor.register_hook\n", 1, "register_hook"),
+    "shape-class": ("c = probs.shape.__class__\n", 1, "__class__"),
+    "gi-code": ("g = (x for x in [1])\nc = g.gi_code\n", 2, "gi_code"),
+    # statements a gradient never needs
+    "raise": ("raise ValueError('x')\n", 1, "raise"),
+    "nonlocal": ("def f():\n    x = 1\n    def g():\n        nonlocal x\n", 4, "nonlocal"),
+    "del-item": ("d = {'a': 1}\ndel d['a']\n", 2, "del"),
+    "bytes": ("b = b'abc'\n", 1, "bytes"),
+    "await-in-async-comprehension": ("async def f():\n    return [x async for x in g()]\n", 1, "async"),
+    "assert-grad": ("assert probs.grad is None, probs.grad_fn\n", 1, "grad"),
     # a syntax error is refused, not crashed on
     "syntax-error": ("x = 1\ndprobs = (1.0 / probs\n", 2, "syntax"),
 }
@@ -245,6 +332,65 @@ def test_no_way_past_the_check(source):
 def test_a_pathological_cell_is_refused_not_crashed_on(source):
     refusal = check(source)
     assert refusal is not None and refusal.reason
+
+
+# ---------------------------------------------------------------------------------------------
+# The allowlists themselves
+
+
+def test_the_docstring_names_exactly_the_accepted_node_types():
+    """The module docstring is where a reviewer reads what a cell may hold: it must be the code's list."""
+    section = static_check.__doc__.split("Accepted node types")[1].split("\n\nRefused")[0]
+    headings = re.findall(r"^- ([^:]*):", section, re.MULTILINE)
+    named = {word for heading in headings for word in re.findall(r"[A-Za-z]+", heading)} - {"and", "their", "operators"}
+    assert named == {kind.__name__ for kind in static_check.ACCEPTED}
+
+
+@pytest.mark.parametrize("module, names", [(torch, static_check.TORCH), (F, static_check.FUNCTIONAL),
+                                           (math, static_check.MATH)], ids=["torch", "F", "math"])
+def test_every_allowed_module_name_exists_and_is_not_a_module(module, names):
+    """A module among them would turn the attribute after it into a name no allowlist judged."""
+    for name in names:
+        assert not isinstance(getattr(module, name), types.ModuleType), name
+
+
+def _reachable_values():
+    """A value of every kind an accepted cell can hold: tensors and what their math returns, Python's
+    data types, functions and generators of its own, the allowed modules' members."""
+    t = torch.ones(2, 3)
+
+    def function(x):
+        return x
+
+    return [t, t.shape, t.dtype, t.device, t.max(1), {"a": 1}, [1], (1,), {1}, "s", 1, 1.5, 1j, True, None, ...,
+            range(2), slice(1), function, lambda: 0, (x for x in []), zip(), enumerate([]), map(abs, []),
+            filter(None, []), reversed([]), torch.Tensor, torch.Size, torch.float64, torch.sum, F.softmax, math,
+            torch.no_grad(), torch.zeros(2, dtype=torch.long)]
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+def test_no_allowed_attribute_leads_to_a_module_a_type_a_frame_or_code():
+    """Every allowed attribute name, asked of every kind of value a cell can hold, gives data or a
+    function; and each is an attribute of some such value (no name is on the list for nothing)."""
+    unused = set(static_check.ATTRIBUTES)
+    for value in _reachable_values():
+        for name in static_check.ATTRIBUTES:
+            try:
+                found = getattr(value, name)
+            except Exception:  # e.g. .T of a 1-d tensor, .item() of several values
+                continue
+            unused.discard(name)
+            assert not isinstance(found, (types.ModuleType, type, types.FrameType, types.CodeType,
+                                          types.TracebackType)), (value, name, found)
+    assert not unused
+
+
+def test_no_name_that_leaves_inference_mode_or_reaches_autograd_is_allowed():
+    everything = static_check.TORCH | static_check.ATTRIBUTES | static_check.KEYWORDS | static_check.BUILTINS
+    for name in ("inference_mode", "enable_grad", "set_grad_enabled", "autograd", "func", "backward", "grad",
+                 "requires_grad", "requires_grad_", "grad_fn", "register_hook", "retain_grad", "data", "detach_",
+                 "format", "format_map", "getattr", "type", "vars", "dir", "pin_memory", "file", "as_subclass"):
+        assert name not in everything, name
 
 
 # ---------------------------------------------------------------------------------------------
