@@ -10,10 +10,10 @@ does not name is refused, including any a later Python adds. A course adds NAMES
 Accepted node types (anything else is refused), and why each is safe:
 - Module, Expr, Pass, Break, Continue: a cell's frame; an expression statement runs only what the
   expression itself may run.
-- Assign, AugAssign, AnnAssign, Delete, NamedExpr: bind, update or unbind a plain name or a subscript
-  (an annotation is an expression checked like any other; del takes names only); never an attribute,
-  never `torch`, `F`, `math` or a builtin's name, so no later line or cell runs something else under
-  a trusted name.
+- Assign, AugAssign, Delete, NamedExpr: bind, update or unbind a plain name or a subscript (del takes
+  names only); never an attribute, never `torch`, `F`, `math` or a builtin's name, so no later line or
+  cell runs something else under a trusted name. (An annotated assignment is refused: at the top of a
+  cell it writes to the namespace's `__annotations__`.)
 - If, IfExp, For, While, Assert: control flow over checked expressions. A loop that never ends is the
   sandbox's per-cell time limit's business; `assert` only raises.
 - FunctionDef, Lambda, Return, arguments, arg: helpers such as exercise 4's `manual_backward`. No
@@ -41,9 +41,9 @@ Accepted node types (anything else is refused), and why each is safe:
   Gt, GtE, Is, IsNot, In, NotIn): arithmetic, dispatched to the operands' own types.
 - Constant: numbers, booleans, None, Ellipsis, and strings without a dunder; bytes are refused.
 - JoinedStr, FormattedValue: f-strings for printing. Their fields are expressions checked like any
-  other, and a format spec may hold text only, no nested field; unlike `str.format`, whose field names
-  read attributes (`'{0.__class__}'`), an f-string reads nothing it does not spell out. `str.format`
-  itself is accepted only on a string constant whose fields are plain positions or names.
+  other, and a format spec may hold text only, no nested field; unlike `str.format` and `format_map`
+  (refused), whose templates read attributes by name (`'{0.__class__}'`), an f-string reads nothing it
+  does not spell out.
 
 Refused, among everything else: match (a class pattern reads attributes by name), class, global,
 nonlocal, try (it could swallow the time limit), raise, async, await, yield, decorators, lambdas or
@@ -55,7 +55,6 @@ import ast
 import builtins
 import functools
 import re
-import string
 from dataclasses import dataclass
 
 TORCH = frozenset("""
@@ -139,7 +138,7 @@ OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.MatMult, ast.Div, ast.FloorDiv, ast
 # their own are judged in _problem; the rest are safe by their type alone.
 ACCEPTED = frozenset({
     ast.Module, ast.Expr, ast.Pass, ast.Break, ast.Continue,
-    ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete, ast.NamedExpr,
+    ast.Assign, ast.AugAssign, ast.Delete, ast.NamedExpr,
     ast.If, ast.IfExp, ast.For, ast.While, ast.Assert,
     ast.FunctionDef, ast.Lambda, ast.Return, ast.arguments, ast.arg,
     ast.With, ast.withitem, ast.Import, ast.ImportFrom, ast.alias,
@@ -157,6 +156,7 @@ REFUSED_NAMES = {
     ast.AsyncFunctionDef: "async code", ast.Await: "async code", ast.AsyncFor: "async code",
     ast.AsyncWith: "async code", ast.Yield: "generators (yield)", ast.YieldFrom: "generators (yield)",
     ast.Match: "match statements (a class pattern reads attributes by name)",
+    ast.AnnAssign: "annotated assignments (write `x = ...`)",
 }
 if hasattr(ast, "TryStar"):
     REFUSED_NAMES[ast.TryStar] = "try/except (it could swallow the time limit)"
@@ -203,23 +203,6 @@ def _module_attrs(root: str, attrs: list[str], allow: Allow) -> int | None:
     return 1 if attrs[0] in names else None
 
 
-def _plain_format(text: str) -> bool:
-    """Whether a `str.format` template only fills positions or names: `{0.attr}` and `{0[key]}` read
-    from the argument, and a nested field in a spec could again."""
-    try:
-        fields = list(string.Formatter().parse(text))
-    except ValueError:
-        return False
-    return all(name is None or re.fullmatch(r"\d*|[A-Za-z]\w*", name) and "{" not in (spec or "")
-               for _, name, spec, _ in fields)
-
-
-def _is_format_call(node: ast.Call) -> bool:
-    func = node.func
-    return (isinstance(func, ast.Attribute) and func.attr == "format" and isinstance(func.value, ast.Constant)
-            and isinstance(func.value.value, str) and _plain_format(func.value.value))
-
-
 def _binding(name: str) -> str | None:
     """Why a name may not be bound (assigned, a parameter, a function, a loop variable)."""
     if name in PROTECTED:
@@ -232,8 +215,8 @@ def _binding(name: str) -> str | None:
 def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None:
     """Why `node` is refused, or None. `context` tells, by node id, the role a node plays in its parent:
     "chain" for the value of an attribute (a module name may appear only there, and a chain is judged
-    once, at its outermost node), "format" for the `.format` of a plain template, "decorator" for a
-    decorator (refused where it stands, so the refusal quotes its line)."""
+    once, at its outermost node), "decorator" for a decorator (refused where it stands, so the refusal
+    quotes its line)."""
     kind = type(node)
     if context.get(id(node)) == "decorator":
         return "decorators are not allowed in an answer cell"
@@ -287,7 +270,9 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
             if members is None or any(a not in ATTRIBUTES for a in rest):
                 return f"{root}.{'.'.join(attrs)} is not tensor math this exercise allows"
             return None
-        outside = [a for a in attrs if a not in ATTRIBUTES and not (a == "format" and context.get(id(node)) == "format")]
+        outside = [a for a in attrs if a not in ATTRIBUTES]
+        if outside and outside[0] in ("format", "format_map"):
+            return f".{outside[0]} reads the attributes its template names: print with an f-string instead"
         if outside:
             return f".{outside[0]} is not an attribute an answer cell may use (tensor math only)"
     elif isinstance(node, ast.Call):
@@ -297,7 +282,7 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
                 return "**keyword unpacking is not allowed in a call: name each keyword argument"
             if "__" in keyword.arg:
                 return f"the keyword argument {keyword.arg}= is not allowed"
-            if keyword.arg not in KEYWORDS and not call_of_dict and context.get(id(node.func)) != "format":
+            if keyword.arg not in KEYWORDS and not call_of_dict:
                 return (f"the keyword argument {keyword.arg}= is not one an answer cell may use "
                         f"(pass it by position)")
     elif isinstance(node, ast.Constant):
@@ -318,8 +303,6 @@ def _context(tree: ast.AST) -> dict[int, str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             context[id(node.value)] = "chain"
-        elif isinstance(node, ast.Call) and _is_format_call(node):
-            context[id(node.func)] = "format"
         for decorator in getattr(node, "decorator_list", ()):
             context[id(decorator)] = "decorator"
     return context
