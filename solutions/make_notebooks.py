@@ -187,9 +187,11 @@ def introduction():
           `requires_grad` or `.grad`. The point is to compute what autograd would.
         - Tensor math only: the grader reads each answer cell before running it and refuses (with
           the line quoted, and 0 for that tensor) imports other than `torch`/`F`, files, `exec`,
-          `eval`, `getattr`, names starting with `_`, `try`/`except`, `with` (except
-          `with torch.no_grad():`), class definitions and changes to `torch` itself. Loops, helper
-          functions, comprehensions and every `torch`/`F` tensor function you need are fine.
+          `eval`, `getattr`, dunders, attributes starting with `_`, `try`/`except`, `match`, `with`
+          (except `with torch.no_grad():`), class definitions, decorators, `str.format` (print with
+          f-strings), `**kwargs` in a call and changes to `torch` itself. Loops, helper functions
+          (call your own with positional arguments), comprehensions and every `torch`/`F` tensor
+          function you need are fine.
         - No hard-coded sizes: the grader runs your cells with other batch sizes, vocabularies,
           context lengths, embedding and hidden sizes. Take sizes from `n` or from shapes
           (`logits.shape[1]`), never write `32`, `27` or `64`.
