@@ -46,8 +46,8 @@ Accepted node types (anything else is refused), and why each is safe:
   does not spell out.
 
 Refused, among everything else: match (a class pattern reads attributes by name), class, global,
-nonlocal, try (it could swallow the time limit), raise, async, await, yield, decorators, lambdas or
-functions with annotations or defaults that are not checked, every other import.
+nonlocal, try (it could swallow the time limit), raise, async, await, yield, annotated assignments,
+decorators, every other import, `**` in a call, `str.format`.
 """
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ BUILTINS = frozenset("""
 # (`gi_frame`, `f_globals`), or attributes by name (`format`, `format_map`).
 ATTRIBUTES = frozenset("""
     T mT shape dtype device ndim values indices
-    size dim numel nelement item tolist float double long int bool half to type_as
+    size dim numel nelement item tolist float double long int bool half to type type_as
     view view_as reshape reshape_as expand expand_as repeat repeat_interleave tile contiguous clone
     detach squeeze unsqueeze flatten unflatten permute transpose t movedim swapaxes narrow select
     chunk split unbind flip roll tril triu diag diagonal diag_embed
@@ -112,7 +112,7 @@ ATTRIBUTES = frozenset("""
 
 # Keyword argument names: those of the tensor functions above and of the allowed builtins.
 KEYWORDS = frozenset("""
-    dim keepdim dtype device num_classes accumulate alpha value beta reduction ignore_index
+    dim keepdim axis keepdims dtype device num_classes accumulate alpha value beta reduction ignore_index
     label_smoothing weight bias input other out index src reduce include_self min max exponent
     descending stable sorted largest k diagonal dims dim0 dim1 start_dim end_dim size fill_value
     start end step steps pad mode p eps rtol atol equal_nan unbiased correction mask source
@@ -150,16 +150,15 @@ ACCEPTED = frozenset({
 })
 
 # What a refused node type is called in its refusal; the type's own name otherwise.
+TRY = "try/except statements (they could swallow the time limit)"
 REFUSED_NAMES = {
-    ast.Global: "global", ast.Nonlocal: "nonlocal", ast.ClassDef: "class definitions",
-    ast.Try: "try/except (it could swallow the time limit)", ast.Raise: "raise",
+    ast.Global: "global statements", ast.Nonlocal: "nonlocal statements", ast.ClassDef: "class definitions",
+    ast.Try: TRY, ast.TryStar: TRY, ast.Raise: "raise statements",
     ast.AsyncFunctionDef: "async code", ast.Await: "async code", ast.AsyncFor: "async code",
     ast.AsyncWith: "async code", ast.Yield: "generators (yield)", ast.YieldFrom: "generators (yield)",
     ast.Match: "match statements (a class pattern reads attributes by name)",
     ast.AnnAssign: "annotated assignments (write `x = ...`)",
 }
-if hasattr(ast, "TryStar"):
-    REFUSED_NAMES[ast.TryStar] = "try/except (it could swallow the time limit)"
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 

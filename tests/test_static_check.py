@@ -75,6 +75,7 @@ def test_every_correct_alternative_passes(source):
     "x = F.linear(probs, torch.eye(probs.shape[1]))\ny = torch.addcmul(probs, probs, probs, value=2)\n"
     "z = torch.ger(probs[0], probs[1]) + torch.outer(probs[0], probs[1])\n",
     "dC = torch.zeros_like(probs)\ndC.index_add_(0, Yb, probs, alpha=1.0)\nm = probs.max(dim=1, keepdim=True).values\n",
+    "s = probs.sum(axis=0, keepdims=True).type(torch.float64)\n",
 ])
 def test_ordinary_python_passes(source):
     assert check(source) is None
@@ -387,8 +388,10 @@ def test_no_name_that_leaves_inference_mode_or_reaches_autograd_is_allowed():
     everything = static_check.TORCH | static_check.ATTRIBUTES | static_check.KEYWORDS | static_check.BUILTINS
     for name in ("inference_mode", "enable_grad", "set_grad_enabled", "autograd", "func", "backward", "grad",
                  "requires_grad", "requires_grad_", "grad_fn", "register_hook", "retain_grad", "data", "detach_",
-                 "format", "format_map", "getattr", "type", "vars", "dir", "pin_memory", "file", "as_subclass"):
+                 "format", "format_map", "pin_memory", "file", "as_subclass", "apply_", "numpy", "storage"):
         assert name not in everything, name
+    for name in ("getattr", "type", "vars", "dir", "globals", "locals", "eval", "exec", "compile", "open", "iter"):
+        assert name not in static_check.BUILTINS, name
 
 
 # ---------------------------------------------------------------------------------------------
