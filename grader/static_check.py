@@ -117,7 +117,7 @@ KEYWORDS = frozenset("""
     descending stable sorted largest k diagonal dims dim0 dim1 start_dim end_dim size fill_value
     start end step steps pad mode p eps rtol atol equal_nan unbiased correction mask source
     return_inverse return_counts sizes shifts chunks split_size_or_sections sections indices_or_sections
-    bins sep key reverse default strict ndigits
+    bins sep flush key reverse default strict ndigits
 """.split())
 
 MAX_CELL_CHARS = 20_000
