@@ -11,8 +11,8 @@ Accepted node types (anything else is refused), and why each is safe:
 - Module, Expr, Pass, Break, Continue: a cell's frame; an expression statement runs only what the
   expression itself may run.
 - Assign, AugAssign, Delete, NamedExpr: bind, update or unbind a plain name or a subscript (del takes
-  names only); never an attribute, never `torch`, `F`, `math` or a builtin's name, so no later line or
-  cell runs something else under a trusted name. (An annotated assignment is refused: at the top of a
+  names only); never an attribute, never `torch`, `F`, `math`, `dict` or a builtin the cell may not
+  use, so no later line or cell runs something else under a trusted name. (An annotated assignment is refused: at the top of a
   cell it writes to the namespace's `__annotations__`.)
 - If, IfExp, For, While, Assert: control flow over checked expressions. A loop that never ends is the
   sandbox's per-cell time limit's business; `assert` only raises.
@@ -30,7 +30,7 @@ Accepted node types (anything else is refused), and why each is safe:
   reaches autograd, storage, files, frames or code, and never assigned or deleted.
 - Call, keyword, Starred: a call of any accepted expression; every keyword name from KEYWORDS (`dim`,
   `keepdim`, ...), or any plain name for `dict(...)` (which builds a dict and nothing else, and whose
-  name no cell may rebind). `**mapping` in a call is refused: its keys would be keyword names no one
+  name no cell may bind). `**mapping` in a call is refused: its keys would be keyword names no one
   read. `*sequence` passes positional values only.
 - Subscript, Slice, Tuple, List, Set, Dict: indexing and displays; `{**d}` in a dict display merges
   dicts, it names no keyword.
@@ -202,12 +202,14 @@ def _module_attrs(root: str, attrs: list[str], allow: Allow) -> int | None:
     return 1 if attrs[0] in names else None
 
 
-def _binding(name: str) -> str | None:
-    """Why a name may not be bound (assigned, a parameter, a function, a loop variable)."""
+def _binding(name: str, allow: Allow) -> str | None:
+    """Why a name may not be bound (assigned, a parameter, a function, a loop variable): a module's
+    name, a builtin the cell may not use (`exec = exec` would smuggle it in under its own name), or
+    `dict`, whose calls may name any keyword."""
     if name in PROTECTED:
         return f"{name} must not be reassigned"
-    if name in BUILTIN_NAMES:
-        return f"the builtin name {name} must not be reassigned (later lines and cells rely on it)"
+    if name in BUILTIN_NAMES and (name not in allow.builtins or name == "dict"):
+        return f"the builtin name {name} must not be reassigned in an answer cell"
     return None
 
 
@@ -238,11 +240,11 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
     elif isinstance(node, ast.FunctionDef):
         if "__" in node.name:
             return f"the name {node.name} is not allowed"
-        return _binding(node.name)
+        return _binding(node.name, allow)
     elif isinstance(node, ast.arg):
         if "__" in node.arg:
             return f"the name {node.arg} is not allowed"
-        return _binding(node.arg)
+        return _binding(node.arg, allow)
     elif isinstance(node, ast.Delete):
         if not all(isinstance(t, ast.Name) for t in node.targets):
             return "del may only remove names, never an attribute or an item"
@@ -250,7 +252,7 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
         if "__" in node.id:
             return f"the name {node.id} is not allowed"
         if isinstance(node.ctx, (ast.Store, ast.Del)):
-            return _binding(node.id)
+            return _binding(node.id, allow)
         if node.id in BUILTIN_NAMES and node.id not in allow.builtins:
             return f"the builtin name {node.id} is not allowed in an answer cell"
         if node.id in PROTECTED and context.get(id(node)) != "chain":

@@ -76,6 +76,8 @@ def test_every_correct_alternative_passes(source):
     "z = torch.ger(probs[0], probs[1]) + torch.outer(probs[0], probs[1])\n",
     "dC = torch.zeros_like(probs)\ndC.index_add_(0, Yb, probs, alpha=1.0)\nm = probs.max(dim=1, keepdim=True).values\n",
     "s = probs.sum(axis=0, keepdims=True).type(torch.float64)\n",
+    # an allowed builtin's name is a name like any other (its calls' keywords are checked all the same)
+    "max = logits.max(1).values\nsum = max.sum()\ndef f(x, min=0):\n    return x.clamp(min=min)\n",
 ])
 def test_ordinary_python_passes(source):
     assert check(source) is None
@@ -224,8 +226,9 @@ REFUSED = {
     "lambda-yield": ("f = lambda: (yield)\n", 1, "yield"),
     "param-named-torch": ("def f(torch):\n    return torch.autograd\n", 1, "torch"),
     "param-named-builtin": ("def f(getattr):\n    return getattr\n", 1, "getattr"),
-    "def-named-builtin": ("def print(x):\n    pass\n", 1, "print"),
-    "rebind-allowed-builtin": ("dict = torch.zeros\n", 1, "dict"),
+    "def-named-builtin": ("def open(x):\n    pass\n", 1, "open"),
+    "rebind-dict": ("dict = torch.zeros\n", 1, "dict"),
+    "param-named-dict": ("def f(dict):\n    return dict(requires_grad=True)\n", 1, "dict"),
     "annotation-autograd": ("def f(x: torch.autograd.Function):\n    return x\n", 1, "autograd"),
     "return-annotation": ("def f() -> torch.func:\n    pass\n", 1, "func"),
     "annassign": ("dprobs: torch.Tensor = dlogprobs / probs\n", 1, "annotated"),
