@@ -2,9 +2,11 @@
 gradient does not need is refused with a reason and the offending line quoted; every correct answer
 (the reference and the corpus of correct alternatives) passes.
 
-The static check is the layer that makes the runtime autograd watch meaningful: code in the child can
-undo anything the child did to itself (NOTES §4), so a way past this check is a way to full marks with
-autograd. The tests marked xfail below are such ways, reported; each states what it should do.
+The check is an allowlist all the way down (node types, attributes, keywords, builtins, torch and F
+names), so the tests below pin both sides: ordinary Python a gradient is written in passes, and every
+way past the check a red team found (match class patterns, str.format fields, **kwargs, decorators,
+aliases and rebinding of modules and builtins, ...) is refused. tests/test_static_fuzz.py runs what the
+check accepts under witnesses of its own.
 """
 from __future__ import annotations
 
