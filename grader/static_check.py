@@ -107,7 +107,7 @@ ATTRIBUTES = frozenset("""
     index_copy_ index_fill_ index_put_ scatter_ scatter_add_ unsqueeze_ squeeze_ t_ transpose_
     is_floating_point itemsize
     keys items get append extend copy update count index
-    pi e inf nan sqrt ceil floor fsum
+    ceil floor
 """.split())
 
 # Keyword argument names: those of the tensor functions above and of the allowed builtins.
