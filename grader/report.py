@@ -271,7 +271,7 @@ code{font-size:.9em}
 def _cell(value, numeric: bool = False) -> str:
     if isinstance(value, float):
         value = f"{value:g}"
-    return f'<td{" class=n" if numeric else ""}>{html.escape(str(value))}</td>'
+    return f'<td{" class=n" if numeric else ""}>{safe_text.html(str(value))}</td>'
 
 
 def _table(headers: list[str], rows: list[list], numeric: set[int] = frozenset(),

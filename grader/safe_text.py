@@ -6,26 +6,30 @@ raises, what the notebook holds. Any of it may be something those tools cannot t
 error message) cannot be written as UTF-8 at all, so one such string aborted every file written after
 it; control characters and ANSI sequences rewrite the terminal they are printed on.
 
-Two steps, each in one place. `data` turns every string of a result into valid Unicode where the result
+Each step is taken in one place. `data` turns every string of a result into valid Unicode where the result
 enters the trusted process (graded, or read back from disk), so files, pages, gradebooks and notebooks
 can always be written. `terminal` escapes what a terminal would act on, where a line is printed. Both
 escape rather than drop, visibly (`\\xff` for a byte of a name, `\\x1b` or `\\u202e` for a control
-character), so an instructor sees what was there. HTML pages and CSV cells keep their own escaping
-(html.escape, the spreadsheet-formula guard); JSON is written with ensure_ascii, so a results file is
-plain ASCII whatever a student wrote.
+character), so an instructor sees what was there. Pages escape with `html`, which shows control
+characters the same way; CSV cells keep their spreadsheet-formula guard; JSON is written with
+ensure_ascii, so a results file is plain ASCII whatever a student wrote.
 """
 from __future__ import annotations
 
 import os
 import re
+from html import escape
 
 # A lone surrogate: never valid in UTF-8.
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# What a terminal acts on or displays misleadingly: C0 controls (ESC starts every ANSI sequence), DEL,
-# C1 controls (U+009B is a one-character CSI), invisible format characters and bidirectional overrides
+# Shown misleadingly by a browser as by a terminal: controls other than tab and line ends, DEL, C1
+# controls (U+009B is a one-character CSI), invisible format characters and bidirectional overrides
 # (they reorder what follows), line and paragraph separators, and lone surrogates.
-_UNSAFE_ON_TERMINAL = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
-                                 "\ufeff\ufff9-\ufffb\ud800-\udfff]")
+_HIDDEN = ("\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+           "\ufeff\ufff9-\ufffb\ud800-\udfff")
+_UNSAFE_IN_HTML = re.compile(f"[{_HIDDEN}]")
+# A terminal also acts on tab and line ends: a line of a table stays one line.
+_UNSAFE_ON_TERMINAL = re.compile(f"[\t\n\r{_HIDDEN}]")
 
 
 def _escape(match: re.Match) -> str:
@@ -44,6 +48,12 @@ def terminal(text: str) -> str:
     """`text` as one line a terminal shows as it is: nothing in it moves the cursor, changes colours,
     clears the screen or reorders the characters after it."""
     return _UNSAFE_ON_TERMINAL.sub(_escape, text)
+
+
+def html(text: str) -> str:
+    """`text` as HTML character data or an attribute value: markup escaped, and what a browser would
+    hide or reorder (an escape sequence, a bidirectional override) shown as an escape."""
+    return escape(_UNSAFE_IN_HTML.sub(_escape, text))
 
 
 def data(value):
