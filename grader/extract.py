@@ -103,6 +103,15 @@ def notebook_bytes(path: Path) -> bytes:
     return content
 
 
+def plain_file(path: Path) -> bool:
+    """Whether `path` is a regular file itself, not a link to one: what a student's folder may hold that
+    the grader opens."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
           stat.S_IFBLK: "block device", stat.S_IFDIR: "folder"}
 

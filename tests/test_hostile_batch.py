@@ -333,3 +333,38 @@ def test_ids_are_stable_and_distinct_for_names_that_escape_alike(tmp_path):
     ids = [sid for sid, _ in first]
     assert len(set(ids)) == 4 and all(TERMINAL_CONTROL.search(sid) is None for sid in ids)
     assert len({path for _, path in first}) == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# The gradebook route
+
+
+@pytest.mark.slow
+def test_the_gradebook_records_a_linked_submission_under_its_linker_and_a_fifo_stops_nothing(tmp_path):
+    """`grade --gradebook` in a real nbgrader course: eve's notebook is a link to ada's, and ada's folder
+    holds a FIFO where nbgrader keeps its timestamp.txt. Eve is on record, not graded, under her own name;
+    ada keeps her full score; the FIFO is never opened."""
+    import nbformat
+    from nbgrader.api import Gradebook
+
+    from nbgrader_course import Course, set_answers
+    from solutions import reference
+
+    course = Course(tmp_path, COURSE.course_id, COURSE.assignment)
+    course.run(["backprop-ninja", "course", "init", str(course.dir), "--course", str(COURSE_FILE)], ROOT, must=True)
+    course.nbgrader("generate_assignment", COURSE.assignment, must=True)
+    nb = nbformat.read(course.dir / "source" / COURSE.assignment / NOTEBOOK, as_version=4)
+    set_answers(nb, reference.cells())
+    ada = course.dir / "submitted" / "ada" / COURSE.assignment
+    write(ada / NOTEBOOK, nb)
+    os.mkfifo(ada / "timestamp.txt")
+    eve = course.dir / "submitted" / "eve" / COURSE.assignment
+    eve.mkdir(parents=True)
+    (eve / NOTEBOOK).symlink_to(ada / NOTEBOOK)
+    done = course.run(["backprop-ninja", "grade", "submitted", "--out", "results", "--course", "course.yml",
+                       "--gradebook", "gradebook.db"], course.dir)
+    assert done.returncode == 0, str(done)
+    assert f"not graded eve/{COURSE.assignment}/{STEM}: refused: a symbolic link" in done.stderr, str(done)
+    with Gradebook(f"sqlite:///{course.dir / 'gradebook.db'}") as gb:
+        scores = {s.id: gb.find_submission(COURSE.assignment, s.id).score for s in gb.students}
+    assert scores == {"ada": COURSE.max_score, "eve": 0}
