@@ -192,7 +192,8 @@ def hidden(paths: list[Path], out: Path) -> list[Path]:
     """What the children must not read of a batch: each folder searched, the results, and the folder
     holding each notebook named on its own, whose classmates' notebooks may sit beside it (a notebook
     at the file system's root hides only itself: hiding the root would hide the child's own world)."""
-    folders = [p if p.is_dir() or p.parent == p.parent.parent else p.parent for p in map(Path.absolute, paths)]
+    folders = [p if p.is_dir() or p.parent == p.parent.parent else p.parent
+               for p in (Path(path).absolute() for path in paths)]
     return [*folders, Path(out)]
 
 
