@@ -64,7 +64,7 @@ GRADED = {  # id -> full marks
     "sur/" + STEM: False,
     ANSI_FOLDER.replace("\x1b", "\\x1b").replace("\u202e", "\\u202e") + "/" + STEM: True,
     "bytes/\\xff\\xfe": True,
-    "bytes/\\xff\\xfe~2": True,  # a file literally named \xff\xfe.ipynb: its own id, never the same result
+    "bytes/\\xff\\xfe~2": True,  # the bytes and the literal name escape alike: each has an id, and a result
     FORMULA_FOLDER + "/" + STEM: True,
     "zoe/" + STEM: True,
 }
