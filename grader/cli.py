@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from grader import __version__
+from grader import __version__, safe_text
 from grader.zygote import default_jobs
 
 
@@ -46,6 +46,7 @@ class Report:
         self.lock = threading.Lock()  # notes come from the threads that run submissions
 
     def note(self, line: str) -> None:
+        line = safe_text.terminal(line)  # notes name submissions and quote their errors
         with self.lock:
             if self.bar is None:
                 click.echo(line, file=self.stream)
@@ -126,7 +127,7 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
             from grader.gradebook import GradebookError, Recorder
 
             try:
-                record = Recorder(gradebook, log=lambda line: click.echo(line, err=True))
+                record = Recorder(gradebook, log=lambda line: click.echo(safe_text.terminal(line), err=True))
             except GradebookError as exc:
                 raise click.ClickException(str(exc)) from None
         report = Report()
@@ -287,7 +288,8 @@ def export(results_dir, fmt, out, roster, column, course_file):
     if column is None:
         column = _load_course(course_file).assignment if course_file is not None else "backprop-ninja"
     try:
-        written = run(results_dir, fmt, out, roster, column, warn=lambda line: click.echo(line, err=True))
+        written = run(results_dir, fmt, out, roster, column,
+                      warn=lambda line: click.echo(safe_text.terminal(line), err=True))
     except (ExportError, ReportError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {written}")

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader import safe_text
 from grader.exercise import ANSWER_CELLS
 
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
@@ -31,21 +33,31 @@ class Submission:
 def discover(paths: list[Path]) -> list[tuple[str, Path]]:
     """(id, path) of every notebook under `paths`, ids relative to the folder they were found in.
 
-    Sorted, so that a batch is graded and reported in the same order whatever the file system says.
+    Sorted, so that a batch is graded and reported in the same order whatever the file system says. A
+    symbolic link, or anything else that is not a regular file, named like a notebook, and a folder
+    that is a symbolic link, are listed too, never followed: read() refuses each, so it is graded as
+    not graded, with the reason, rather than silently skipped (a student's folder linked to a
+    classmate's would otherwise be graded as the linker's). A folder named on the command line is
+    the instructor's own and is followed. Ids are safe_text.name()s: two paths that escape to the same
+    id (a name holding a literal backslash escape) are told apart as duplicates are, by a ~2 suffix.
     """
     found: dict[str, Path] = {}
     for root in paths:
         root = Path(root)
-        if root.is_file():
-            candidates = [(root.stem, root)]
+        if not root.is_dir():
+            candidates = [(safe_text.name(root.stem), root)]
         else:
             candidates = []
             for dirpath, dirnames, filenames in os.walk(root):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                for name in sorted(filenames):
-                    if name.endswith(".ipynb"):
-                        path = Path(dirpath) / name
-                        candidates.append((path.relative_to(root).with_suffix("").as_posix(), path))
+                here = Path(dirpath)
+                linked = {d for d in dirnames if (here / d).is_symlink()}
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in linked)
+                names = [n for n in filenames if n.endswith(".ipynb")] + [d for d in linked if not d.startswith(".")]
+                for name in sorted(names):
+                    path = here / name
+                    relative = path.relative_to(root)
+                    candidates.append((safe_text.name(relative.with_suffix("") if name in filenames else relative),
+                                       path))
         for sid, path in candidates:
             unique, k = sid, 2
             while unique in found:
@@ -54,17 +66,66 @@ def discover(paths: list[Path]) -> list[tuple[str, Path]]:
     return sorted(found.items())
 
 
+class Refused(OSError):
+    """A path named like a submission that is not opened: the message says why, in a few words."""
+
+
+def notebook_bytes(path: Path) -> bytes:
+    """The bytes of a submitted notebook, read so that no path a student controls can make the grader
+    read another file, wait forever or fill its memory.
+
+    Refused, unopened: a symbolic link (followed, a grader running as root read another student's 0600
+    file as the linker's), anything that is not a regular file (a FIFO blocks the reader, a device
+    reads forever) and a file over MAX_NOTEBOOK_BYTES. Refused too: a file with several hard links
+    whose owner is not the owner of the folder it sits in, which is how a student would make another
+    user's file appear in their own folder (nbgrader's collect and an LMS download write files of
+    one link). The file is opened without following a link and without blocking, and checked again
+    on the open descriptor, so a swap between the check and the open gains nothing.
+    """
+    def refuse(st: os.stat_result, folder: os.stat_result) -> None:
+        if stat.S_ISLNK(st.st_mode):
+            raise Refused(f"refused: a symbolic link{' to a folder' if os.path.isdir(path) else ''}, not followed")
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(f"refused: not a regular file (a {_KINDS.get(stat.S_IFMT(st.st_mode), 'special file')})")
+        if st.st_nlink > 1 and st.st_uid != folder.st_uid:
+            raise Refused(f"refused: a hard link to a file of uid {st.st_uid}, in a folder of uid {folder.st_uid}")
+        if st.st_size > MAX_NOTEBOOK_BYTES:
+            raise Refused(f"notebook is {st.st_size / 2**20:.3g} MB, over the {MAX_NOTEBOOK_BYTES / 2**20:g} MB limit")
+
+    folder = os.stat(Path(path).parent)
+    refuse(os.lstat(path), folder)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        refuse(os.fstat(fd), folder)
+        content = f.read(MAX_NOTEBOOK_BYTES + 1)
+    if len(content) > MAX_NOTEBOOK_BYTES:  # it grew after the check
+        raise Refused(f"notebook is over the {MAX_NOTEBOOK_BYTES / 2**20:g} MB limit")
+    return content
+
+
+def plain_file(path: Path) -> bool:
+    """Whether `path` is a regular file itself, not a link to one: what a student's folder may hold that
+    the grader opens."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+_KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
+          stat.S_IFBLK: "block device", stat.S_IFDIR: "folder"}
+
+
 def read(sid: str, path: Path) -> Submission:
     submission = Submission(sid, path)
     try:
-        size = path.stat().st_size
-        if size > MAX_NOTEBOOK_BYTES:
-            submission.error = f"notebook is {size / 2**20:.3g} MB, over the {MAX_NOTEBOOK_BYTES / 2**20:g} MB limit"
-            return submission
-        text = path.read_bytes().decode("utf-8")
+        text = notebook_bytes(path).decode("utf-8")
         if not text.lstrip().startswith("{"):
             raise ValueError("not a JSON object")
         notebook = json.loads(text)
+    except Refused as exc:
+        submission.error = str(exc)
+        return submission
     except UnicodeDecodeError:
         submission.error = "not a notebook: the file is not UTF-8 text"
         return submission

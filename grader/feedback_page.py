@@ -19,7 +19,6 @@ import hashlib
 import io
 import math
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from grader.compare import compare
 from grader.exam import CHAIN, Case, checks
 from grader.exercise import BY_GRADE_ID, EX4_TRAINING, GRADE_IDS
 from grader.model import LECTURE
+from grader.safe_text import html as escape
 from grader.sandbox import Attempt
 from grader.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result
 

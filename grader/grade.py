@@ -59,7 +59,8 @@ class Grader:
             gc.enable()
 
     def _attempt(self, submission: extract.Submission, progress) -> sandbox.Attempt:
-        if submission.error:
+        if submission.error:  # unreadable, or refused unopened: said here, once each, as it is recorded
+            progress(f"not graded {submission.id}: {submission.error}")
             return sandbox.Attempt(error=submission.error)
         runnable, submission.refused = static_check.screen(submission.cells, self.allow)
         submission.forged = {cell: found for cell, source in runnable.items()
@@ -132,7 +133,7 @@ class Grader:
                 result.flags.append({"kind": "sandbox", "evidence": done.error})
             if self.evidence:
                 result.evidence = feedback_page.gather(result, done, self.cases, self.course.tolerance)
-            scored.append(result)
+            scored.append(results.valid(result))
         return scored
 
 
@@ -155,8 +156,8 @@ def course_digest(course: Course) -> str:
 def input_digest(path: Path, course_part: str) -> str:
     """Of everything a submission's result depends on: when it is unchanged, so is the result."""
     try:
-        notebook = Path(path).read_bytes()
-    except OSError:
+        notebook = extract.notebook_bytes(Path(path))
+    except OSError:  # refused or unreadable: so is the result, until the file changes
         notebook = b""
     return hashlib.sha256(course_part.encode() + b"\0" + notebook).hexdigest()
 
@@ -185,6 +186,15 @@ def _without_answers(submission: extract.Submission) -> extract.Submission:
     then holds a few chunks' answers, never the class's."""
     submission.cells = {}
     return submission
+
+
+def hidden(paths: list[Path], out: Path) -> list[Path]:
+    """What the children must not read of a batch: each folder searched, the results, and the folder
+    holding each notebook named on its own, whose classmates' notebooks may sit beside it (a notebook
+    at the file system's root hides only itself: hiding the root would hide the child's own world)."""
+    folders = [p if p.is_dir() or p.parent == p.parent.parent else p.parent
+               for p in (Path(path).absolute() for path in paths)]
+    return [*folders, Path(out)]
 
 
 def graded_here(chunks: Iterable[list[extract.Submission]], course: Course, hide: list[Path], jobs: int,
@@ -249,11 +259,12 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     if not fresh:
         produced = (chunk for chunk in ())
     elif scheduler is None:
-        produced = graded_here(chunks(), course, [*paths, out], jobs, progress, evidence=html or record is not None)
+        produced = graded_here(chunks(), course, hidden(paths, out), jobs, progress,
+                               evidence=html or record is not None)
     else:
         from grader import cluster
 
-        produced = cluster.graded(scheduler, chunks(), course, [*paths, out], jobs, progress,
+        produced = cluster.graded(scheduler, chunks(), course, hidden(paths, out), jobs, progress,
                                   evidence=html or record is not None)
     started, done = time.monotonic(), 0
     with closing(produced):  # stopped for any reason: unfinished chunks are cancelled at once

@@ -12,6 +12,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from grader import extract
 from grader.extract import Submission
 from grader.scoring import Result
 
@@ -74,7 +75,9 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
 
     from grader.nbgrader_plugin import RestoreCells, fill_grade_cells
 
-    path = Path(submission.path).resolve()
+    # Made absolute, never resolved: a student's notebook linked to a classmate's must be recorded (as
+    # not graded) under the student whose folder holds the link, not under the classmate.
+    path = Path(os.path.abspath(submission.path))
     student, assignment, notebook_id = path.parent.parent.name, path.parent.name, path.stem
     with Gradebook(db_url) as gb:
         try:
@@ -84,7 +87,9 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
                 f"{assignment} (expected submitted/<student>/<assignment>/<notebook>.ipynb)")
             return False
         gb.update_or_create_student(student)
-        timestamp = coursedir.get_existing_timestamp(str(path.parent))
+        # nbgrader opens timestamp.txt as it finds it: a FIFO there would stop the batch, a link read another file.
+        stamp = path.parent / "timestamp.txt"
+        timestamp = coursedir.get_existing_timestamp(str(path.parent)) if extract.plain_file(stamp) else None
         if timestamp:
             gb.update_or_create_submission(assignment, student, timestamp=timestamp)
         else:
@@ -95,7 +100,7 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
         released = Path(coursedir.format_path(coursedir.release_directory, ".", assignment)) / path.name
         nb = nbformat.read(released, as_version=4)
     else:
-        nb = nbformat.read(path, as_version=4)
+        nb = nbformat.reads(extract.notebook_bytes(path).decode("utf-8"), as_version=4)  # as it was graded
     resources = {"nbgrader": {"notebook": notebook_id, "assignment": assignment, "student": student,
                               "db_url": db_url}}
     for preprocessor in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(), RestoreCells(), CheckCellMetadata()):

@@ -17,6 +17,7 @@ from nbgrader.plugins import ExportPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 from traitlets import Bool, Unicode
 
+from grader import safe_text
 from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
 
 
@@ -104,11 +105,12 @@ class GradeInSandbox(NbGraderPreprocessor):
         submission = extract.from_notebook(f"{info['student']}/{info['assignment']}/{info['notebook']}",
                                            Path(info["notebook"]), nb)
         grader = Grader(course, hidden=[Path.cwd()], evidence=self.feedback_page)
-        [result] = grader.run([submission], progress=self.log.info)
+        # Log lines go to the instructor's terminal and name the submission or quote its errors.
+        [result] = grader.run([submission], progress=lambda line: self.log.info(safe_text.terminal(line)))
         if result.error:
-            self.log.warning("%s: %s", submission.id, result.error)
+            self.log.warning(safe_text.terminal(f"{submission.id}: {result.error}"))
         for flag in result.flags:
-            self.log.warning("%s: integrity flag %s: %s", submission.id, flag["kind"], flag["evidence"])
+            self.log.warning(safe_text.terminal(f"{submission.id}: integrity flag {flag['kind']}: {flag['evidence']}"))
         if self.results:
             from grader import feedback_page, results
 

@@ -17,6 +17,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from grader import safe_text
 from grader.exercise import BY_GRADE_ID, GRADE_IDS
 from grader.results import atomic_write, load_result, result_path
 from grader.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result, TestScore
@@ -172,7 +173,7 @@ def build(results: list[Result], folder: Path) -> dict:
     slowest = sorted(results, key=lambda r: (-r.seconds, r.submission))[:SLOWEST]
     per_grade_id = _per_grade_id(results, ids)
     return {
-        "results_dir": str(folder),
+        "results_dir": safe_text.visible(str(folder)),
         "count": len(results),
         "max_score": statistics.mode(r.max_score for r in results),
         "score": {"mean": round(statistics.fmean(scores), 4), "median": statistics.median(scores),
@@ -270,7 +271,7 @@ code{font-size:.9em}
 def _cell(value, numeric: bool = False) -> str:
     if isinstance(value, float):
         value = f"{value:g}"
-    return f'<td{" class=n" if numeric else ""}>{html.escape(str(value))}</td>'
+    return f'<td{" class=n" if numeric else ""}>{safe_text.html(str(value))}</td>'
 
 
 def _table(headers: list[str], rows: list[list], numeric: set[int] = frozenset(),

@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from grader import __version__
+from grader import __version__, safe_text
 from grader.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result, TestScore
 
 
@@ -61,8 +61,23 @@ def _verdict(test: dict) -> str:
     return PARTIAL if test["score"] > 0 else INCORRECT
 
 
+def valid(result: Result) -> Result:
+    """`result` with every string in it made valid Unicode (safe_text.data), in place: what each result
+    is made into as it enters the trusted process, graded or read back, so that no file, page, CSV or
+    gradebook written from it can fail on a string a submission put there."""
+    result.submission, result.path = safe_text.visible(result.submission), safe_text.visible(str(result.path))
+    result.error = None if result.error is None else safe_text.visible(result.error)
+    result.flags, result.isolation = safe_text.data(result.flags), safe_text.data(result.isolation)
+    for test in result.tests:
+        test.name, test.output, test.extra = safe_text.visible(test.name), safe_text.visible(test.output), \
+            safe_text.data(test.extra)
+    return result
+
+
 def load_result(path: Path) -> Result | None:
-    """A result written by write_result, read back (None when it is missing or not one of ours)."""
+    """A result written by write_result, read back (None when it is missing or not one of ours). One
+    written before strings were made valid may hold a lone surrogate (JSON can spell one): it is made
+    valid here as well."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         extra = data["extra_data"]
@@ -72,7 +87,7 @@ def load_result(path: Path) -> Result | None:
                                   t.get("extra_data", {})) for t in data["tests"]]
         if data["output"] != f"{result.score:g} / {result.max_score:g}":
             result.error = data["output"]
-        return result
+        return valid(result)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -93,7 +108,7 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 def _spreadsheet_safe(value) -> str:
     """A spreadsheet runs a cell that starts like a formula: text a student controls (a folder name, an
     error message their code raised) is written with a leading quote, which shows it as text."""
-    text = str(value)
+    text = safe_text.visible(str(value))
     if text.startswith(FORMULA_START):
         try:
             float(text)
@@ -120,12 +135,15 @@ def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str], nam
 
 
 def table(results: list[Result]) -> str:
-    """One line per submission: score, tensors right / partial / wrong / not attempted, and flags."""
-    width = max([len(r.submission) for r in results] + [10])
+    """One line per submission: score, tensors right / partial / wrong / not attempted, and flags.
+    Submission ids and errors are printed with safe_text.terminal: a student's text never moves the
+    cursor or changes the colours of the instructor's terminal."""
+    names = [safe_text.terminal(r.submission) for r in results]
+    width = max([len(name) for name in names] + [10])
     lines = [f"{'submission':<{width}}  {'score':>13}  right partial wrong blank  notes"]
-    for r in results:
+    for name, r in zip(names, results):
         counts = {v: sum(t.verdict == v for t in r.tests) for v in ("correct", "partial", "incorrect", "not attempted")}
-        note = r.error or (f"{len(r.flags)} flag(s)" if r.flags else "")
-        lines.append(f"{r.submission:<{width}}  {r.score:>6g} / {r.max_score:<4g}  {counts['correct']:>5} "
+        note = safe_text.terminal(r.error) if r.error else (f"{len(r.flags)} flag(s)" if r.flags else "")
+        lines.append(f"{name:<{width}}  {r.score:>6g} / {r.max_score:<4g}  {counts['correct']:>5} "
                      f"{counts['partial']:>7} {counts['incorrect']:>5} {counts['not attempted']:>5}  {note}")
     return "\n".join(lines)
