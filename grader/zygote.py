@@ -50,7 +50,8 @@ class ForkServer:
     """The grader's end: one per grading process, started on first use and again whenever it has died,
     shared by the threads that run submissions side by side."""
 
-    def __init__(self):
+    def __init__(self, env: dict | None = None):
+        self.env = env or ENV
         self._lock = threading.Lock()
         self._proc = None
         self._socket = None
@@ -70,7 +71,7 @@ class ForkServer:
             # In a process group of its own: Ctrl-C reaches the grader, which then stops it in order.
             self._proc = subprocess.Popen(
                 [sys.executable, "-I", "-m", "grader.zygote", str(theirs.fileno())], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd="/",
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env, cwd="/",
                 pass_fds=(theirs.fileno(),), process_group=0)
         finally:
             theirs.close()
@@ -219,14 +220,21 @@ def _child(config: dict, env: dict, fds: list[int], control: socket.socket) -> N
         os.dup2(fds[1], 1)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        keep = _ruleset[0] if _ruleset else 2
+        os.closerange(3, keep)
+        os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
         os.environ.clear()
         os.environ.update(env)
         from grader import child, jail, protocol
 
-        report = {"process": "separate process, own session, forked from a fresh fork server that never "
-                             "held grading data", **jail.wall(config)}
+        try:
+            report = {"process": "separate process, own session, forked from a fresh fork server that never "
+                                 "held grading data", **jail.wall(config, _ruleset, _ruleset_error)}
+        except Exception as exc:  # a fault of the walls' own code: the grader's, never the student's
+            report = {"refused": f"the sandbox failed to start: {type(exc).__name__}: {exc}"}
         protocol.write(1, {"op": "isolation", "isolation": report})
+        if "refused" in report:
+            return
         child.main()
         code = 0
     finally:
@@ -287,9 +295,41 @@ def serve(control: socket.socket) -> None:
             _kill(pid)
 
 
+# The Landlock ruleset every child restricts itself with, built once after the warm-up: (fd, ABI), or
+# None and the reason it could not be.
+_ruleset: tuple[int, int] | None = None
+_ruleset_error: str | None = None
+_reserved = None
+
+
+def _prepare_landlock() -> None:
+    global _ruleset, _ruleset_error
+    from grader import landlock
+
+    try:
+        _ruleset = landlock.prepare()
+    except landlock.Unavailable as exc:
+        _ruleset_error = str(exc)
+
+
+def _reserve_for_test() -> None:
+    """What a CUDA build of torch does at import, for the tests to reproduce without one: reserve
+    gigabytes of address space the process never touches. Only the grader that starts the server
+    sets its environment."""
+    megabytes = int(os.environ.get("BACKPROP_NINJA_TEST_RESERVE_MB", "0"))
+    if megabytes:
+        import mmap
+
+        global _reserved
+        _reserved = mmap.mmap(-1, megabytes << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                              prot=mmap.PROT_NONE)
+
+
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     _warm_up()
+    _reserve_for_test()
+    _prepare_landlock()
     # A child's full collections would walk, and so write to and copy, every page of the server's
     # objects: frozen, they are left alone (about 2 ms less per child).
     gc.freeze()
