@@ -196,7 +196,8 @@ def _namespaces(config: dict, walls: dict, missing: dict) -> None:
                 with open(f"/proc/self/{name}", "w") as f:
                     f.write(text)
     except OSError as exc:
-        why = f"unshare refused ({exc.strerror}): {'no CAP_SYS_ADMIN' if uid == 0 else 'no user namespaces here'}"
+        cause = "no CAP_SYS_ADMIN, or a seccomp profile refuses unshare" if uid == 0 else "no user namespaces here"
+        why = f"unshare refused ({exc.strerror}): {cause}"
         for wall in ("network", "ipc", "filesystem"):
             missing[wall] = why
         return
@@ -218,7 +219,7 @@ def _namespaces(config: dict, walls: dict, missing: dict) -> None:
     if shown:
         missing["filesystem"] = f"{shown[0]} still shows its contents"
     else:
-        walls["filesystem"] = ("in force: course, submissions, results and home folders covered (listed empty), "
+        walls["filesystem"] = ("in force: course, submissions, results and home folders hidden (listed empty), "
                                "/tmp, /var/tmp and /dev/shm covered")
 
 
