@@ -72,8 +72,11 @@ def readable() -> dict[str, int]:
     stdlib = tuple({os.path.realpath(sysconfig.get_paths()[key]) for key in ("stdlib", "platstdlib")})
     # The standard library entry by entry, but for the site-packages folder a Python installed without
     # a virtual environment keeps inside it: packages there are granted one by one like any other.
+    # The folder itself may be listed (so an import finds its modules), which lets names beneath it,
+    # never contents, be listed.
     paths = {os.path.join(folder, entry): READ if os.path.isdir(os.path.join(folder, entry)) else READ_FILE
              for folder in stdlib for entry in os.listdir(folder) if entry not in SITE_FOLDERS}
+    paths.update({folder: READ_DIR for folder in stdlib})
     own = os.path.realpath(os.path.dirname(__file__))
     for module in list(sys.modules.values()):
         origin = getattr(module, "__file__", None)

@@ -321,8 +321,7 @@ def _reserve_for_test() -> None:
         import mmap
 
         global _reserved
-        _reserved = mmap.mmap(-1, megabytes << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
-                              prot=mmap.PROT_NONE)
+        _reserved = mmap.mmap(-1, megabytes << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0)  # PROT_NONE
 
 
 def main() -> None:
