@@ -243,7 +243,10 @@ class Child:
 
     def _ended(self, exc: Exception) -> str:
         """How a child that never reported ended, as far as the fork server saw it."""
-        status = zygote.server.status(self.pid)
+        try:
+            status = zygote.server.status(self.pid)
+        except zygote.ServerGone:
+            return f"{exc}, and the fork server is gone"
         if "exited" in status:
             return f"it exited with status {status['code']}"
         if "killed" in status:
