@@ -373,8 +373,8 @@ def wall(config: dict, ruleset: tuple[int, int] | None, ruleset_error: str | Non
         if problem:
             missing["landlock"] = f"raised, but {problem}"
         else:
-            walls["landlock"] = (f"in force ({landlock_text}): reading outside the granted paths and writing "
-                                 "refused (probed)")
+            walls["landlock"] = (f"in force: reading outside the granted paths and writing refused (probed); "
+                                 f"{landlock_text}")
     if "limits" not in missing:
         problem = _probe_limits(applied)
         if problem:
