@@ -37,7 +37,7 @@ CAPABILITY_VERSION_3 = 0x20080522
 PTRACE_PEEKDATA = 2
 NO_SUCH_PID = 0x3FFFFFFF  # above any pid_max: only a filter answers anything but ESRCH
 STACK_BYTES = 64 << 20
-# World-writable places: covered, so that a child writes nowhere but its own work dir.
+# World-writable places: covered, so that even without Landlock a child writes nowhere but its work dir.
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
 # Every wall, in the order it goes up; what a course may list in sandbox.require.
@@ -131,29 +131,32 @@ def _untraversable(expose: list[str]) -> list[str]:
     return sorted(found)
 
 
-def _hide(hide: list[str], expose: list[str], writable: list[str]) -> None:
-    """Cover every path in `hide`, then bind each `expose` path that lay beneath one back read-only, and
-    each `writable` path (the work dir) back as it was.
+def _hide(hide: list[str], expose: list[str], workdir: str, size_mb: int) -> None:
+    """Cover every path in `hide`, bind each `expose` path that lay beneath one back read-only, and put a
+    tmpfs of `size_mb` at the work dir: where Landlock is missing, what the child writes stays off the
+    host's disk and within that size.
 
     The paths to bring back are opened before anything is covered and bound again from their open
     descriptors, so no staging place outside the walls is needed.
     """
+    owner = os.stat(workdir)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    hide = sorted(set(hide) | set(_untraversable(expose + writable)))
-    keep = [(path, path in writable) for path in expose + writable
+    hide = sorted(set(hide) | set(_untraversable(expose + [workdir])))
+    held = [(os.open(path, os.O_PATH), path) for path in expose
             if any(path == h or path.startswith(h.rstrip("/") + "/") for h in hide)]
-    held = [(os.open(path, os.O_PATH), path, rw) for path, rw in keep]
     for path in sorted(hide, key=len):
         if os.path.isdir(path):
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
         elif os.path.exists(path):
             _mount("/dev/null", path, None, MS_BIND)
-    for fd, path, rw in held:
+    for fd, path in held:
         os.makedirs(path, exist_ok=True)
         _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-        if not rw:
-            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
+        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
         os.close(fd)
+    os.makedirs(workdir, exist_ok=True)
+    _mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV,
+           f"mode=700,size={size_mb}m,uid={owner.st_uid},gid={owner.st_gid}")
 
 
 def _namespace_ids() -> dict[str, str]:
@@ -210,7 +213,7 @@ def _namespaces(config: dict, walls: dict, missing: dict) -> None:
             missing[wall] = "unshare returned, but the namespace did not change"
     try:
         _hide(config["hide"] + [p for p in SHARED_WRITABLE if os.path.isdir(p)], config["expose"],
-              [config["workdir"]])
+              config["workdir"], config["file_size_mb"])
     except OSError as exc:
         missing["filesystem"] = f"covering the hidden folders failed ({exc})"
         return
@@ -220,7 +223,8 @@ def _namespaces(config: dict, walls: dict, missing: dict) -> None:
         missing["filesystem"] = f"{shown[0]} still shows its contents"
     else:
         walls["filesystem"] = ("in force: course, submissions, results and home folders hidden (listed empty), "
-                               "/tmp, /var/tmp and /dev/shm covered")
+                               f"/tmp, /var/tmp and /dev/shm covered, the work dir a {config['file_size_mb']} MB "
+                               "tmpfs")
 
 
 class _CapHeader(ctypes.Structure):

@@ -2,9 +2,10 @@
 grader.sandbox.run (no static check in front of it) and reports what it could do, through the message
 of the exception it raises, which the child sends back as the cell's error.
 
-Mechanisms: dropping to `nobody`, the network namespace, hidden folders (mount namespace), resource
-limits (address space, file size, processes), the pids cgroup and killing every process of a
-submission, the isolation report itself, and the wire format (no pickle crosses it).
+Mechanisms: dropping to an unprivileged uid, the network namespace, hidden folders (mount namespace),
+resource limits (data memory, processes), the pids cgroup and killing every process of a submission, the
+isolation report itself, and the wire format (no pickle crosses it). Each seccomp and Landlock rule is
+tried in test_walls.py.
 
 Every folder and file a probe reads or writes is a throw-away path created here and removed after;
 the network probes use loopback only. A child costs ~1-2 s, so the probes share children.

@@ -443,6 +443,26 @@ def test_without_user_namespaces_the_default_walls_still_hold(tmp_path):
         assert " in force: " in walls[wall], walls[wall]
 
 
+@pytest.mark.skipif(os.getuid() != 0, reason="the work dir's tmpfs needs the mount namespace root has")
+def test_without_landlock_the_work_dir_is_a_tmpfs_no_larger_than_the_file_limit():
+    """A weaker sandbox (--allow-weaker-sandbox where Landlock is missing) writes in its work dir, but
+    never more than file_size_mb in all, and never on the host's disk."""
+    result = _grader_process({"dlogprobs": _probe("""
+        for i in range(3):
+            try:
+                with open(f'part{i}.bin', 'wb') as f:
+                    f.write(b'x' * (10 << 20))
+                res[str(i)] = 'written'
+            except OSError as e:
+                res[str(i)] = e.errno
+        res['cwd'] = os.getcwd()
+        """)}, ("landlock_create_ruleset:ENOSYS",), require=[], file_size_mb=16)
+    r = json.loads(result["outcomes"]["dlogprobs"][1]["error"][len(REPORT):])
+    assert result["isolation"]["missing"] == ["landlock"], result["isolation"]
+    assert r["0"] == "written" and r["1"] == errno.ENOSPC, r
+    assert not os.path.exists(r["cwd"])
+
+
 # ---------------------------------------------------------------------------------------------
 # As a normal user: the way most instructors and every JupyterHub run the grader
 
@@ -482,15 +502,31 @@ from grader.exam import prepare
 from notebooks import reference_sources
 case = prepare(generate("walls-user-salt", 1)[0])
 cells = {{**reference_sources(), **json.loads(sys.argv[1])}}
-attempt = sandbox.run(cells, [case], sandbox.Limits(timeout=60, cell_timeout=10))
+attempt = sandbox.run(cells, [case], sandbox.Limits(**json.loads(sys.argv[2])))
 print(json.dumps({{"error": attempt.error, "isolation": attempt.isolation,
                   "outcomes": {{g: [o.status, o.detail] for (g, c, _), o in attempt.outcomes.items() if c == "chain"}}}}))
 """
 
 
-def _as_user(user, cells: dict[str, str], refuse: tuple[str, ...] = ()) -> dict:
-    """sandbox.run in a fresh grader process of the user's own, inside a virtual environment the user
-    owns (as an instructor's would be): the walls must keep the child out of it too."""
+def _grader_process(cells: dict[str, str], refuse: tuple[str, ...] = (), user=None, **limits) -> dict:
+    """sandbox.run in a fresh grader process, on a host that refuses the `refuse` system calls; with
+    `user`, as that user, inside a virtual environment the user owns (as an instructor's would be):
+    the walls must keep the child out of it too."""
+    python = sys.executable
+    if user is not None:
+        python = str(_users_venv(user) / "bin" / "python")
+    command = [python, "-c", SCRIPT.format(tests=str(ROOT / "tests")), json.dumps(cells),
+               json.dumps({"timeout": 60, "cell_timeout": 10, **limits})]
+    if refuse:
+        command = [python, str(ROOT / "tests" / "refuse_syscalls.py"), *refuse, "--", *command]
+    if user is not None:
+        command = ["runuser", "-u", user.pw_name, "--", *command]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=user.pw_dir if user else ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _users_venv(user) -> Path:
     venv = Path(user.pw_dir) / "venv"
     if not venv.exists():
         subprocess.run(["runuser", "-u", user.pw_name, "--", sys.executable, "-m", "venv", "--without-pip",
@@ -501,13 +537,7 @@ def _as_user(user, cells: dict[str, str], refuse: tuple[str, ...] = ()) -> dict:
 
         links.write_text(f"{ROOT}\n{Path(torch.__file__).parent.parent}\n")
         os.chown(links, user.pw_uid, user.pw_gid)
-    command = [str(venv / "bin" / "python"), "-c", SCRIPT.format(tests=str(ROOT / "tests")), json.dumps(cells)]
-    if refuse:
-        command = [str(venv / "bin" / "python"), str(ROOT / "tests" / "refuse_syscalls.py"), *refuse, "--", *command]
-    done = subprocess.run(["runuser", "-u", user.pw_name, "--", *command], capture_output=True, text=True,
-                          cwd=user.pw_dir, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
+    return venv
 
 
 @ROOT_ONLY
@@ -530,7 +560,7 @@ def test_as_a_normal_user_the_child_reaches_none_of_the_users_files_or_processes
                 break
             subprocess.run(["sleep", "0.05"])
         assert sleeper is not None
-        result = _as_user(normal_user, {
+        result = _grader_process({
             "dlogprobs": _probe(f"""
                 try:
                     res['read'] = open({str(secret)!r}).read()
@@ -550,7 +580,7 @@ def test_as_a_normal_user_the_child_reaches_none_of_the_users_files_or_processes
                         res[str(target)] = e.errno
                 res['uid'] = os.getuid()
                 """),
-        }, refuse)
+        }, refuse, normal_user)
         r = json.loads(result["outcomes"]["dlogprobs"][1]["error"][len(REPORT):])
         assert r["read"] in (errno.EACCES, errno.ENOENT), r
         assert all(r[path] in (errno.EACCES, errno.ENOENT) for path in planted), r
