@@ -328,6 +328,40 @@ def test_the_ruleset_grants_grader_modules_one_file_at_a_time():
     assert not any(path.endswith(("site-packages", "dist-packages")) for path in rules)
 
 
+def test_torch_math_that_loads_code_lazily_still_works_behind_the_walls(case):
+    """Ops whose first call imports or reads something (einsum's path optimiser, linalg, special,
+    printing, tracebacks through torch's Python code): the fork server imported them, or Landlock lets
+    the child read them."""
+    attempt, r = _run({"ops": """
+        import torch
+        import torch.nn.functional as F
+        x = torch.randn(4, 5, dtype=torch.float64)
+        y = torch.randn(5, 4, dtype=torch.float64)
+        i = torch.tensor([0, 1, 2, 3])
+        ops = {
+            'einsum': lambda: torch.einsum('ij,jk->ik', x, y), 'tensordot': lambda: torch.tensordot(x, y, 1),
+            'linalg': lambda: (torch.linalg.norm(x), torch.linalg.svd(x), torch.linalg.inv(x @ y)),
+            'special': lambda: torch.special.expit(x), 'repr': lambda: repr(x) + str(x) + f'{x.sum():.3f}',
+            'unique': lambda: torch.unique(i), 'topk': lambda: torch.topk(x, 2), 'kron': lambda: torch.kron(x, y),
+            'functional': lambda: (F.one_hot(i, 5), F.cross_entropy(x, i), F.pad(x, (1, 1)), F.normalize(x)),
+            'scatter': lambda: torch.scatter_reduce(x, 0, i.view(4, 1).expand(4, 5), x, 'sum'),
+            'float16': lambda: x.half().sum(), 'tolist': lambda: x.tolist(),
+        }
+        for name, op in ops.items():
+            try:
+                op()
+            except Exception as e:
+                res[name] = repr(e)[:80]
+        try:
+            torch.split(x, [1, 1])
+        except RuntimeError as e:
+            import traceback
+            frames = [f for f in traceback.extract_tb(e.__traceback__) if '/torch/' in f.filename]
+            res['traceback'] = bool(frames) and all(f.line for f in frames)  # torch's source was read
+        """}, case)
+    assert r["ops"] == {"traceback": True}, r["ops"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Memory: a data limit that holds with every torch build
 
