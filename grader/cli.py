@@ -147,6 +147,9 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
             click.echo(f"interrupted: the results finished so far are in {out}/; rerun with --resume to finish",
                        err=True)
             sys.exit(130)
+        except Exception as exc:  # a fault of the grader's own: the batch stops, and no submission is blamed
+            raise click.ClickException(f"the grader failed (its own fault, not a submission's): "
+                                       f"{type(exc).__name__}: {exc}") from None
         results = [result for _, result in pairs]
         click.echo(table(results))
         pages = " and a feedback page (.html)" if html else ""

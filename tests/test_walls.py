@@ -412,6 +412,23 @@ def test_a_fork_server_that_cannot_start_is_an_environment_error(case):
         broken.close()
 
 
+def test_a_grader_bug_stops_the_batch_with_one_line_and_no_result(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from grader.cli import main
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug of the grader's")
+
+    monkeypatch.setattr(sandbox, "run", broken)
+    out = tmp_path / "out"
+    done = CliRunner().invoke(main, ["grade", str(SOLVED), "--out", str(out), "--course", str(ROOT / "course.yml")])
+    assert done.exit_code == 1, done.output
+    assert done.output.strip().splitlines()[-1] == (
+        "Error: the grader failed (its own fault, not a submission's): KeyError: \"a bug of the grader's\"")
+    assert not list(out.glob("*.json")) and not (out / "grades.csv").exists()
+
+
 def test_an_unknown_required_wall_is_refused_in_course_yml(tmp_path):
     from grader.course import CourseError, load
 
