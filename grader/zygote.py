@@ -162,7 +162,8 @@ def server_pid() -> int:
 def _warm_up() -> None:
     """Import everything a child uses and run it once on made-up values: a child forked afterwards
     imports nothing and finds torch's lazily built dispatch tables and kernels ready. Nothing of any
-    course is involved."""
+    course is involved. A grader module a child imports must be imported here: Landlock lets a child
+    read only the grader modules the server holds (grader.landlock)."""
     import safetensors.torch  # noqa: F401
     import torch
     import torch.nn.functional  # noqa: F401
