@@ -405,6 +405,9 @@ def wall(config: dict, ruleset: tuple[int, int] | None, ruleset_error: str | Non
     required = [name for name in config.get("require", ()) if name in missing]
     if required:
         report["refused"] = refusal(required[0], missing[required[0]])
+    if 0 in os.getresuid():  # whatever the course allows
+        report["refused"] = (f"student code never runs as root, and this child could not leave uid 0 "
+                             f"({missing.get('unprivileged', 'still root')}). To fix it: {HOW['unprivileged']}")
     return report
 
 

@@ -483,6 +483,14 @@ def test_sandbox_check_lists_every_wall_and_fails_on_a_missing_required_one():
     assert refused.stderr.startswith("Error: required wall(s) missing: landlock")
 
 
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can be stuck at uid 0")
+def test_a_child_stuck_at_uid_0_refuses_even_when_weaker_walls_are_allowed():
+    """A container where root may not change its uid: no course setting lets student code run as root."""
+    done = _cli("sandbox", "check", refuse=("setuid:EPERM", "setgid:EPERM", "setgroups:EPERM"))
+    assert done.returncode == 1
+    assert done.stderr.startswith("Error: student code never runs as root"), done.stderr
+
+
 def test_without_user_namespaces_the_default_walls_still_hold(tmp_path):
     """Docker's default profile and Ubuntu 24.04 refuse unshare: the namespaces go, the required walls stay."""
     done = _cli("sandbox", "check", refuse=("unshare:EPERM",))
