@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import platform
 import struct
 
@@ -147,20 +148,42 @@ def program(own_pid: int) -> bytes:
     return b"".join(head + rules + [allow])
 
 
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+
+
 class _Filter(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
 
 
+PID_PLACEHOLDER = 0x7FFFFFFE  # above any pid_max, and no other constant of the filter
+
+
+@functools.lru_cache(maxsize=1)
+def template() -> tuple[bytes, tuple[int, ...]]:
+    """The filter with a placeholder for the child's pid, and where the placeholder sits: built once
+    in the fork server (its warm-up calls this), so that a child only writes its pid in."""
+    code = program(PID_PLACEHOLDER)
+    places = tuple(offset for offset in range(0, len(code), 8)
+                   if struct.unpack_from("=HBBI", code, offset)[::3] == (JEQ_K, PID_PLACEHOLDER))
+    return code, places
+
+
 def install(own_pid: int) -> None:
     """Raise the filter on the calling thread (the child has no other), for good."""
-    code = program(own_pid)
-    libc = ctypes.CDLL(None, use_errno=True)
-    prctl = libc.prctl
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
-    if prctl(PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0:
+    code, places = template()
+    code = bytearray(code)
+    for offset in places:
+        struct.pack_into("=I", code, offset + 4, own_pid)
+    load(bytes(code))
+
+
+def load(code: bytes) -> None:
+    """Set NO_NEW_PRIVS (which an unprivileged process needs) and raise a filter program."""
+    if _prctl(PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0:
         raise Unavailable(f"prctl(NO_NEW_PRIVS) refused: {errno.errorcode.get(ctypes.get_errno(), '?')}")
     prog = _Filter(len(code) // 8, code)
-    if prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0) != 0:
+    if _prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0) != 0:
         err = ctypes.get_errno()
         why = {errno.EINVAL: "the kernel was built without seccomp filters (CONFIG_SECCOMP_FILTER)",
                errno.EACCES: "the process may not raise filters"}.get(err, errno.errorcode.get(err, str(err)))

@@ -8,7 +8,6 @@ A seccomp filter is installed, then the command is executed; it and every proces
 the filter. The numbers come from the grader's own table (grader.seccomp.ARCHES)."""
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import platform
@@ -34,13 +33,7 @@ def install(refusals: dict[str, int]) -> None:
     for name, err in refusals.items():
         code += [insn(seccomp.JEQ_K, numbers[name], 0, 1), insn(seccomp.RET_K, seccomp.SECCOMP_RET_ERRNO | err)]
     code.append(insn(seccomp.RET_K, seccomp.SECCOMP_RET_ALLOW))
-    program = b"".join(code)
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
-    assert prctl(seccomp.PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) == 0
-    prog = seccomp._Filter(len(program) // 8, program)
-    if prctl(seccomp.PR_SET_SECCOMP, seccomp.SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0) != 0:
-        sys.exit(f"refuse_syscalls: seccomp refused: {os.strerror(ctypes.get_errno())}")
+    seccomp.load(b"".join(code))
 
 
 def main() -> None:
