@@ -101,7 +101,10 @@ def main():
 @click.option("--html", is_flag=True,
               help="Also write each student's feedback page, <submission>.html beside its .json: scores, feedback "
                    "and pictures of each wrong tensor, safe to hand to the student.")
-def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, html):
+@click.option("--allow-weaker-sandbox", "weaker", is_flag=True,
+              help="Grade even where a wall course.yml's sandbox.require lists cannot be raised (see `backprop-ninja "
+                   "sandbox check`); every result records the walls that were missing.")
+def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, html, weaker):
     """Grade notebooks: each PATH is a notebook or a folder searched recursively for them."""
     if scheduler is None:
         from grader import zygote
@@ -113,6 +116,10 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
         from grader.results import table
 
         course = _load_course(course_file)
+        if weaker:
+            from grader.grade import weaker_course
+
+            course = weaker_course(course)
         if gradebook is not None and not gradebook.is_file():
             raise click.ClickException(f"{gradebook}: no such gradebook (run nbgrader generate_assignment first)")
         from grader.extract import discover
@@ -141,6 +148,9 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
             click.echo(f"interrupted: the results finished so far are in {out}/; rerun with --resume to finish",
                        err=True)
             sys.exit(130)
+        except Exception as exc:  # a fault of the grader's own: the batch stops, and no submission is blamed
+            raise click.ClickException(f"the grader failed (its own fault, not a submission's): "
+                                       f"{type(exc).__name__}: {exc}") from None
         results = [result for _, result in pairs]
         click.echo(table(results))
         pages = " and a feedback page (.html)" if html else ""
@@ -293,3 +303,35 @@ def export(results_dir, fmt, out, roster, column, course_file):
     except (ExportError, ReportError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {written}")
+
+
+@main.group()
+def sandbox():
+    """The sandbox that runs student code: which of its walls this machine can raise."""
+
+
+@sandbox.command("check")
+@click.option("--course", "course_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Check the walls this course.yml requires (default: ./course.yml if any, else the default walls).")
+def sandbox_check(course_file):
+    """Start one sandboxed child as `grade` would, print each wall and whether a probe saw it hold, and
+    exit non-zero if a required one is missing."""
+    from grader import sandbox as box
+    from grader.jail import REQUIRED_BY_DEFAULT, WALLS
+
+    if course_file is None and Path("course.yml").is_file():
+        course_file = Path("course.yml")
+    require = _load_course(course_file).sandbox.require if course_file is not None else REQUIRED_BY_DEFAULT
+    try:
+        isolation = box.preflight(box.Limits(require=()))
+    except box.SandboxUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    for wall in WALLS:
+        text = isolation["walls"][wall]
+        mark = "required" if wall in require else "optional"
+        click.echo(f"{wall:<13} {mark:<9} {text}")
+    absent = [wall for wall in require if wall in isolation["missing"]]
+    if absent:
+        raise click.ClickException(f"required wall(s) missing: {', '.join(absent)}; "
+                                   + box.jail.HOW[absent[0]])
+    click.echo(f"every required wall holds ({', '.join(require) or 'none required'})")

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from grader import __version__
-from grader.course import Course, load
+from grader.course import Course, Sandbox, load
 from grader.extract import Submission
 from grader.grade import Grader, course_digest, suite_files
 from grader.scoring import Result
@@ -38,10 +38,12 @@ class Bundle:
     digest: str
     course_yml: bytes
     suite: tuple[tuple[str, bytes], ...]
+    require: tuple[str, ...]  # the walls required, as the instructor's command line left them
 
 
 def bundle(course: Course) -> Bundle:
-    return Bundle(__version__, course_digest(course), course.path.read_bytes(), tuple(suite_files(course)))
+    return Bundle(__version__, course_digest(course), course.path.read_bytes(), tuple(suite_files(course)),
+                  course.sandbox.require)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -63,7 +65,7 @@ def _materialise(pack: Bundle, where: str) -> Course:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
     # The suite's folder name in course.yml is a path on the instructor's machine; here it is autotests/.
-    return replace(load(root / "course.yml"), autotests="autotests")
+    return replace(load(root / "course.yml"), autotests="autotests", sandbox=Sandbox(pack.require))
 
 
 @lru_cache(maxsize=2)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.exercise import GRADE_IDS
+from grader.jail import REQUIRED_BY_DEFAULT, WALLS
 
 
 class CourseError(ValueError):
@@ -54,6 +55,13 @@ class Extra:
 
 
 @dataclass(frozen=True)
+class Sandbox:
+    """The walls (grader.jail.WALLS) without which grading refuses to run student code."""
+
+    require: tuple[str, ...] = REQUIRED_BY_DEFAULT
+
+
+@dataclass(frozen=True)
 class Course:
     path: Path
     course_id: str
@@ -69,6 +77,7 @@ class Course:
     limits: Limits = field(default_factory=Limits)
     allow: Extra = field(default_factory=Extra)
     exercise4: Exercise4 = field(default_factory=Exercise4)
+    sandbox: Sandbox = field(default_factory=Sandbox)
 
     @property
     def root(self) -> Path:
@@ -134,12 +143,29 @@ def _allow(where: str, raw) -> Extra:
     return Extra(**lists)
 
 
+def _sandbox(where: str, raw) -> Sandbox:
+    if raw is None:
+        return Sandbox()
+    if not isinstance(raw, dict):
+        raise CourseError(f"{where}: expected a mapping with a require list")
+    unknown = sorted(set(raw) - {"require"})
+    if unknown:
+        raise CourseError(f"{where}.{unknown[0]}: unknown key (known: require)")
+    walls = raw.get("require", list(REQUIRED_BY_DEFAULT))
+    if not isinstance(walls, list) or not all(isinstance(w, str) for w in walls):
+        raise CourseError(f"{where}.require: expected a list of walls ({', '.join(WALLS)}), got {walls!r}")
+    for wall in walls:
+        if wall not in WALLS:
+            raise CourseError(f"{where}.require: {wall}: unknown wall (known: {', '.join(WALLS)})")
+    return Sandbox(tuple(dict.fromkeys(walls)))
+
+
 def parse(raw, path: Path) -> Course:
     where = str(path)
     if not isinstance(raw, dict):
         raise CourseError(f"{where}: expected a mapping of settings at the top level")
     fields = {"course_id", "assignment", "notebook", "secret_salt", "points", "data", "configurations",
-              "autotests", "tolerance", "policy", "limits", "allow", "exercise4"}
+              "autotests", "tolerance", "policy", "limits", "allow", "exercise4", "sandbox"}
     unknown = sorted(set(raw) - fields)
     if unknown:
         raise CourseError(f"{where}: {unknown[0]}: unknown key (known: {', '.join(sorted(fields))})")
@@ -178,6 +204,7 @@ def parse(raw, path: Path) -> Course:
         allow=_allow(f"{where}: allow", raw.get("allow")),
         exercise4=_section(f"{where}: exercise4", raw.get("exercise4"), Exercise4,
                            {"trajectory_steps": (1, 1000), "learning_rate": (1e-6, 10.0)}),
+        sandbox=_sandbox(f"{where}: sandbox", raw.get("sandbox")),
     )
 
 

@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader import __version__, extract, feedback_page, results, sandbox, scoring, static_check, suite, zygote
 from grader.configs import generate
-from grader.course import Course
+from grader.course import Course, Sandbox
 from grader.exam import prepare, prepare_training
 
 
@@ -49,7 +49,10 @@ class Grader:
         self.limits = sandbox.Limits(
             timeout=limits.timeout_seconds, cell_timeout=limits.cell_timeout_seconds, memory_mb=limits.memory_mb,
             file_size_mb=limits.file_size_mb, processes=limits.processes,
-            hide=tuple(str(p) for p in hidden))
+            hide=tuple(str(p) for p in hidden), require=course.sandbox.require)
+        # One child walled in and probed before any student code runs: a sandbox that cannot start or
+        # lacks a required wall stops the batch here (sandbox.SandboxUnavailable), not as a 0 each.
+        self.isolation = sandbox.preflight(self.limits)
         if not gc.isenabled():
             # The grade command paused collection while it started. What is in memory now (torch,
             # nbformat, pytest, the oracle values) lives as long as the batch: frozen, it is no longer
@@ -201,8 +204,22 @@ def graded_here(chunks: Iterable[list[extract.Submission]], course: Course, hide
                 progress: Callable[[str], None], evidence: bool = False) -> Iterator[list[scoring.Result]]:
     """Each chunk graded on this machine, in order. The counterpart for a Dask cluster is
     grader.cluster.graded: grade() writes what either yields, the same way."""
-    with closing(Grader(course, hide, jobs, evidence).stream(chunks, progress)) as stream:
+    grader = Grader(course, hide, jobs, evidence)
+    if grader.isolation["missing"]:
+        progress(weaker(grader.isolation))
+    with closing(grader.stream(chunks, progress)) as stream:
         yield from stream
+
+
+def weaker(isolation: dict) -> str:
+    """The line a batch graded with walls missing says first (each result records them too)."""
+    return (f"sandbox: grading without {', '.join(isolation['missing'])} (allowed by --allow-weaker-sandbox or "
+            "course.yml sandbox.require); see `backprop-ninja sandbox check`")
+
+
+def weaker_course(course: Course) -> Course:
+    """The course as --allow-weaker-sandbox grades it: no wall required, every missing one recorded."""
+    return replace(course, sandbox=Sandbox(require=()))
 
 
 @dataclass(frozen=True)

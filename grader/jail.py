@@ -1,27 +1,66 @@
 """The first code a sandboxed child runs, still trusted: it walls the process in before any student
-code exists in it.
+code exists in it, then proves each wall by trying what it forbids.
 
 Called in a child just forked from the single-threaded fork server (grader.zygote; safe, unlike a
-preexec_fn in a threaded grader), it joins the child's pids cgroup, sets resource limits, and, where
-the platform allows, moves into new mount and network namespaces where the course directory, the
-submissions, the results and the home directory are hidden (only the Python installation and the
-grader package are bound back, read-only), then drops to an unprivileged user. What it actually
-achieved becomes the child's first protocol message, so each result can say which isolation was in
-force.
+preexec_fn in a threaded grader). The walls go up in this order, each a step that later ones cannot
+undo and that needs what earlier ones leave:
+
+1. cgroup: the child joins its own pids and memory cgroups (root only);
+2. namespaces: new mount, network and IPC namespaces (as root, or inside a user namespace where the
+   host allows one), where the course, submissions, results and home folders are covered;
+3. unprivileged: as root it drops to a uid of its own; in a user namespace it keeps its own uid;
+   every capability and the bounding set are dropped; uid 0 never runs student code;
+4. limits: resource limits on data memory, CPU time, file size, processes and open files;
+5. landlock: reads only what the child needs, writes nothing (grader.landlock);
+6. seccomp: no new program, process, socket, SysV IPC object, foreign signal or namespace
+   (grader.seccomp).
+
+Then every wall is probed: the report says, wall by wall, only what a probe saw refused or in force.
+A wall the course requires (course.yml `sandbox.require`) that did not hold makes the child refuse
+before any student code runs: the grader stops with the one line `refusal` gives.
 """
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import resource
+import sys
 
-CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x10000000
+from grader import landlock, seccomp
+
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x08000000, 0x10000000
+CLONE_FS, SIGCHLD = 0x00000200, 17
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-PR_SET_NO_NEW_PRIVS = 38
-# World-writable places: covered, so that a child writes nowhere but its own work dir.
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+CAPABILITY_VERSION_3 = 0x20080522
+PTRACE_PEEKDATA = 2
+NO_SUCH_PID = 0x3FFFFFFF  # above any pid_max: only a filter answers anything but ESRCH
+STACK_BYTES = 64 << 20
+# World-writable places: covered, so that even without Landlock a child writes nowhere but its work dir.
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
+# Every wall, in the order it goes up; what a course may list in sandbox.require.
+WALLS = ("cgroup", "network", "ipc", "filesystem", "unprivileged", "limits", "landlock", "seccomp")
+# All that a current Linux gives a normal user who has no user namespaces.
+REQUIRED_BY_DEFAULT = ("unprivileged", "limits", "landlock", "seccomp")
+HOW = {
+    "cgroup": "run the grader as root on a host with the cgroup v1 pids and memory controllers mounted under "
+              "/sys/fs/cgroup",
+    "network": "run the grader as root, or allow unprivileged user namespaces (sysctl "
+               "kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu 24.04; --security-opt seccomp=unconfined "
+               "or a profile allowing unshare in Docker)",
+    "unprivileged": "run the grader as a normal user, or as root with CAP_SETUID, CAP_SETGID and CAP_SETPCAP",
+    "limits": "run the grader where setrlimit may lower its limits (any normal Linux process may)",
+    "landlock": "use Linux 5.13+ with landlock in the active LSMs (the lsm= boot parameter, see "
+                "/sys/kernel/security/lsm); in a container, a seccomp profile that allows the landlock_* calls",
+    "seccomp": "use a Linux kernel built with CONFIG_SECCOMP_FILTER; in a container, one that allows a process "
+               "to add its own seccomp filter",
+}
+HOW["ipc"] = HOW["filesystem"] = HOW["network"]
+
 _libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
 
 
 def _call(name: str, *args) -> None:
@@ -48,9 +87,21 @@ def _tasks_of_this_uid() -> int:
     return count
 
 
+def _mapped_kb(field: str) -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
+
+
 def _limits(config: dict) -> dict:
+    """RLIMIT_DATA counts the private writable memory the child maps from now on, not the libraries a
+    torch build maps (a CUDA build maps gigabytes of address space at import, which killed every child
+    under an address-space limit): what it already holds plus memory_mb."""
+    data = _mapped_kb("VmData") * 1024 + config["memory_mb"] * 2**20
+    soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    stack = STACK_BYTES if soft == resource.RLIM_INFINITY else min(soft, STACK_BYTES)
     wanted = {
-        "address_space_mb": (resource.RLIMIT_AS, config["memory_mb"] * 2**20),
+        "data_mb": (resource.RLIMIT_DATA, data),
+        "stack_mb": (resource.RLIMIT_STACK, stack),
         "cpu_seconds": (resource.RLIMIT_CPU, config["cpu_seconds"]),
         "file_size_mb": (resource.RLIMIT_FSIZE, config["file_size_mb"] * 2**20),
         "processes": (resource.RLIMIT_NPROC, config["processes"] + _tasks_of_this_uid()),
@@ -61,6 +112,7 @@ def _limits(config: dict) -> dict:
     for name, (which, value) in wanted.items():
         resource.setrlimit(which, (value, value))
         applied[name] = value // 2**20 if name.endswith("_mb") else value
+    applied["data_mb"] = config["memory_mb"]  # beyond what the child held from the fork server
     applied["processes"] = config["processes"]  # beyond those the uid already ran
     return applied
 
@@ -79,74 +131,288 @@ def _untraversable(expose: list[str]) -> list[str]:
     return sorted(found)
 
 
-def _hide(hide: list[str], expose: list[str], writable: list[str]) -> None:
-    """Cover every path in `hide`, then bind each `expose` path that lay beneath one back read-only, and
-    each `writable` path (the work dir) back as it was.
+def _hide(hide: list[str], expose: list[str], workdir: str, size_mb: int) -> None:
+    """Cover every path in `hide`, bind each `expose` path that lay beneath one back read-only, and put a
+    tmpfs of `size_mb` at the work dir: where Landlock is missing, what the child writes stays off the
+    host's disk and within that size.
 
     The paths to bring back are opened before anything is covered and bound again from their open
     descriptors, so no staging place outside the walls is needed.
     """
+    owner = os.stat(workdir)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    hide = sorted(set(hide) | set(_untraversable(expose + writable)))
-    keep = [(path, path in writable) for path in expose + writable
+    hide = sorted(set(hide) | set(_untraversable(expose + [workdir])))
+    held = [(os.open(path, os.O_PATH), path) for path in expose
             if any(path == h or path.startswith(h.rstrip("/") + "/") for h in hide)]
-    held = [(os.open(path, os.O_PATH), path, rw) for path, rw in keep]
     for path in sorted(hide, key=len):
         if os.path.isdir(path):
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
         elif os.path.exists(path):
             _mount("/dev/null", path, None, MS_BIND)
-    for fd, path, rw in held:
+    for fd, path in held:
         os.makedirs(path, exist_ok=True)
         _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-        if not rw:
-            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
+        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
         os.close(fd)
+    os.makedirs(workdir, exist_ok=True)
+    _mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV,
+           f"mode=700,size={size_mb}m,uid={owner.st_uid},gid={owner.st_gid}")
 
 
-def _namespaces(config: dict) -> tuple[str, str, str]:
-    """(user, network, filesystem) as achieved, most isolating first."""
+def _namespace_ids() -> dict[str, str]:
+    return {kind: os.readlink(f"/proc/self/ns/{kind}") for kind in ("net", "ipc", "mnt")}
+
+
+def _cgroups(config: dict, walls: dict, missing: dict) -> None:
+    joined = []
+    for path in config.get("cgroups") or []:
+        try:
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            joined.append(path)
+        except OSError as exc:
+            missing["cgroup"] = f"could not join {path} ({exc.strerror})"
+            return
+    if not joined:
+        missing["cgroup"] = "no cgroup of its own (the grader is not root, or no pids/memory controller)"
+        return
+    with open("/proc/self/cgroup") as f:
+        mine = f.read()
+    if all(path.split("/sys/fs/cgroup/", 1)[-1].split("/", 1)[-1] in mine for path in joined):
+        walls["cgroup"] = "in force: " + ", ".join(config["cgroup_limits"]) + " (membership read back)"
+    else:
+        missing["cgroup"] = "joined, but /proc/self/cgroup does not list it"
+
+
+def _namespaces(config: dict, walls: dict, missing: dict) -> None:
+    """New mount, network and IPC namespaces (inside a user namespace when not root), the hidden
+    folders covered; each checked by its namespace id changing, the covering by a listing."""
     uid, gid = os.getuid(), os.getgid()
+    before = _namespace_ids()
     try:
         if uid == 0:
-            _call("unshare", CLONE_NEWNS | CLONE_NEWNET)
+            _call("unshare", CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
         else:
-            _call("unshare", CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET)
-            for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+            _call("unshare", CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
+            # Its own uid inside, not 0: nothing in the child ever looks like root.
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
                 with open(f"/proc/self/{name}", "w") as f:
                     f.write(text)
     except OSError as exc:
-        return "same user", f"not isolated ({exc.strerror})", f"not isolated ({exc.strerror})"
-    network = "none: a new network namespace with no interface up"
+        cause = "no CAP_SYS_ADMIN, or a seccomp profile refuses unshare" if uid == 0 else "no user namespaces here"
+        why = f"unshare refused ({exc.strerror}): {cause}"
+        for wall in ("network", "ipc", "filesystem"):
+            missing[wall] = why
+        return
+    after = _namespace_ids()
+    for wall, kind, text in (("network", "net", "in force: a network namespace of its own, no interface up"),
+                             ("ipc", "ipc", "in force: an IPC namespace of its own (no SysV object is shared)")):
+        if after[kind] != before[kind]:
+            walls[wall] = text + " (namespace id checked)"
+        else:
+            missing[wall] = "unshare returned, but the namespace did not change"
     try:
         _hide(config["hide"] + [p for p in SHARED_WRITABLE if os.path.isdir(p)], config["expose"],
-              [config["workdir"]])
-        filesystem = ("course, submissions, results and home directories hidden, nothing writable but the "
-                      "work dir (mount namespace)")
+              config["workdir"], config["file_size_mb"])
     except OSError as exc:
-        filesystem = f"not isolated ({exc})"
-    user = "same user (inside a user namespace)" if uid else "same user"
-    if uid == 0:
-        os.setgroups([])
-        os.setgid(config["uid"])
-        os.setuid(config["uid"])
-        user = "an unprivileged uid of its own (no other process, no file belongs to it)"
-    return user, network, filesystem
+        missing["filesystem"] = f"covering the hidden folders failed ({exc})"
+        return
+    shown = [path for path in config["hide"] if os.path.isdir(path) and path not in config["expose"]
+             and os.listdir(path) and not any(e.startswith(path + "/") for e in config["expose"])]
+    if shown:
+        missing["filesystem"] = f"{shown[0]} still shows its contents"
+    else:
+        walls["filesystem"] = ("in force: course, submissions, results and home folders hidden (listed empty), "
+                               f"/tmp, /var/tmp and /dev/shm covered, the work dir a {config['file_size_mb']} MB "
+                               "tmpfs")
 
 
-def wall(config: dict) -> dict:
-    """Wall the calling process in, irreversibly, and say what was achieved."""
-    report = {}
-    cgroup = config.get("cgroup")
-    if cgroup:
-        try:
-            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-            report["pids_cgroup"] = f"pids.max={config['processes']}"
-        except OSError as exc:
-            report["pids_cgroup"] = f"not available ({exc.strerror})"
-    report["user"], report["network"], report["filesystem"] = _namespaces(config)
-    report["limits"] = _limits(config)
-    _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _capabilities() -> int:
+    """The effective and permitted capability bits of this process, or'ed."""
+    header, data = _CapHeader(CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    _call("capget", ctypes.byref(header), data)
+    return data[0].effective | data[0].permitted | data[1].effective | data[1].permitted
+
+
+def _drop_privileges(config: dict, walls: dict, missing: dict) -> None:
+    """Drop the bounding set and ambient capabilities while it may, then become a uid of its own (as
+    root) and clear every capability; verified by the uids and capget."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+        for cap in range(last + 1):
+            _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # refused without CAP_SETPCAP: nothing to drop then
+        _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+        if os.getuid() == 0 or os.geteuid() == 0:
+            os.setgroups([])
+            os.setgid(config["uid"])
+            os.setuid(config["uid"])
+        _call("capset", ctypes.byref(_CapHeader(CAPABILITY_VERSION_3, 0)), (_CapData * 2)())
+    except OSError as exc:
+        missing["unprivileged"] = f"could not drop privileges ({exc.strerror})"
+        return
+    ids = os.getresuid() + os.getresgid()
+    if 0 in ids or _capabilities():
+        missing["unprivileged"] = f"still privileged (uids/gids {ids}, capabilities {_capabilities():#x})"
+        return
+    try:
+        os.setuid(0)
+        missing["unprivileged"] = "setuid(0) succeeded"
+        return
+    except OSError:
+        pass
+    own = "a uid of its own" if config["uid"] == os.getuid() else f"uid {os.getuid()}, the grader's"
+    walls["unprivileged"] = f"in force: runs as {own}, with no capability (capget and setuid(0) probed)"
+
+
+def _probe_seccomp(numbers: dict[str, int]) -> list[str]:
+    """Each forbidden kind of call, tried so that without the filter it would fail harmlessly (a path
+    that does not exist, a pid above pid_max, flags the kernel rejects): a refusal with EPERM can
+    only be the filter's. Returns what was not refused."""
+    tries = {
+        "execve": ("execve", b"/nonexistent/backprop-ninja-probe", None, None),
+        "fork": ("clone", SIGCHLD | CLONE_NEWNS | CLONE_FS, None, None, None, None),
+        "sockets": ("socket", 1, 1, 0),  # AF_UNIX, SOCK_STREAM
+        "SysV IPC": ("shmget", 0x7FFFFFF0, 1, 0),
+        "ptrace": ("ptrace", PTRACE_PEEKDATA, NO_SUCH_PID, None, None),
+        "signals to other processes": ("kill", NO_SUCH_PID, 0),
+        "unshare": ("unshare", 0),
+    }
+    failed = []
+    for name, (call, *args) in tries.items():
+        result = _libc.syscall(ctypes.c_long(numbers[call]),
+                               *(ctypes.c_long(a) if isinstance(a, int) else a for a in args))
+        if result >= 0 or ctypes.get_errno() != errno.EPERM:
+            failed.append(name)
+        if call == "socket" and result >= 0:
+            os.close(result)
+    return failed
+
+
+def _probe_landlock(config: dict) -> str | None:
+    """None when a read outside the granted paths and a write in the work dir are both refused."""
+    target = os.path.realpath(sys.executable)  # readable by the child, and granted by no rule
+    try:
+        os.close(os.open(target, os.O_RDONLY))
+        return f"{target} could still be read"
+    except PermissionError:
+        pass
+    except OSError as exc:
+        return f"reading {target} failed with {errno.errorcode.get(exc.errno, exc.errno)}, not a refusal"
+    probe = os.path.join(config["workdir"], ".write-probe")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.unlink(probe)
+        return "a file could still be created in the work dir"
+    except PermissionError:
+        return None
+
+
+def _probe_limits(applied: dict) -> str | None:
+    """None when a private mapping just past the data limit is refused (nothing is touched)."""
+    mmap = _libc.mmap
+    mmap.restype = ctypes.c_void_p
+    mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    size = resource.getrlimit(resource.RLIMIT_DATA)[0] + (1 << 20)
+    address = mmap(None, size, 0x3, 0x02 | 0x20 | 0x4000, -1, 0)  # RW, PRIVATE|ANONYMOUS|NORESERVE
+    if address not in (None, ctypes.c_void_p(-1).value):
+        _libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(size))
+        return f"a {size >> 20} MB private mapping past the data limit was allowed"
+    return None
+
+
+def wall(config: dict, ruleset: tuple[int, int] | None, ruleset_error: str | None = None) -> dict:
+    """Wall the calling process in, irreversibly, probe each wall, and say what held.
+
+    `ruleset` is the Landlock ruleset the fork server prepared (fd, ABI), or None with the reason in
+    `ruleset_error`. The report has the old per-topic keys (user, network, filesystem, limits) for the
+    results, plus `walls` (wall -> what a probe verified, or why it is missing), `missing` (the walls
+    that did not hold) and, when a required one is missing, `refused`: the one line the grader stops
+    with."""
+    walls: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    _cgroups(config, walls, missing)
+    _namespaces(config, walls, missing)
+    _drop_privileges(config, walls, missing)
+    try:
+        applied = _limits(config)
+    except (OSError, ValueError) as exc:
+        applied = {}
+        missing["limits"] = f"setrlimit refused ({exc})"
+    _call("prctl", seccomp.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     os.chdir(config["workdir"])
+    landlock_text = None
+    if ruleset is None:
+        missing["landlock"] = ruleset_error or "no ruleset"
+    else:
+        try:
+            landlock_text = landlock.restrict(*ruleset)
+        except landlock.Unavailable as exc:
+            missing["landlock"] = str(exc)
+        finally:
+            os.close(ruleset[0])
+    try:
+        numbers = seccomp.syscalls()
+        seccomp.install(os.getpid())
+    except seccomp.Unavailable as exc:
+        missing["seccomp"] = str(exc)
+    # Every wall is up: now each is tried.
+    if "seccomp" not in missing:
+        failed = _probe_seccomp(numbers)
+        if failed:
+            missing["seccomp"] = f"raised, but {', '.join(failed)} still allowed"
+        else:
+            walls["seccomp"] = ("in force: execve, fork, sockets, SysV IPC, ptrace, signals to other processes "
+                                "and unshare refused (probed)")
+    if "landlock" not in missing:
+        problem = _probe_landlock(config)
+        if problem:
+            missing["landlock"] = f"raised, but {problem}"
+        else:
+            walls["landlock"] = (f"in force: reading outside the granted paths and writing refused (probed); "
+                                 f"{landlock_text}")
+    if "limits" not in missing:
+        problem = _probe_limits(applied)
+        if problem:
+            missing["limits"] = problem
+        else:
+            walls["limits"] = (f"in force: {applied['data_mb']} MB of data memory (a larger mapping probed), "
+                               f"{applied['cpu_seconds']} s CPU, {applied['file_size_mb']} MB per file")
+    if "unprivileged" in missing:
+        user = "not isolated: " + missing["unprivileged"]
+    elif config["uid"] == os.getuid():
+        user = "an unprivileged uid of its own (no other process, no file belongs to it)"
+    else:
+        user = "same user, with no capability"
+    report = {
+        "user": user,
+        "network": walls.get("network", "not isolated: " + missing.get("network", "")),
+        "filesystem": walls.get("filesystem", "not isolated: " + missing.get("filesystem", "")),
+        "pids_cgroup": next((text for text in config.get("cgroup_limits", []) if text.startswith("pids.max")),
+                            "not available") if "cgroup" in walls else "not available: " + missing["cgroup"],
+        "limits": applied,
+        "walls": {name: walls.get(name) or f"missing: {missing[name]}" for name in WALLS},
+        "missing": [name for name in WALLS if name in missing],
+    }
+    required = [name for name in config.get("require", ()) if name in missing]
+    if required:
+        report["refused"] = refusal(required[0], missing[required[0]])
+    if 0 in os.getresuid():  # whatever the course allows
+        report["refused"] = (f"student code never runs as root, and this child could not leave uid 0 "
+                             f"({missing.get('unprivileged', 'still root')}). To fix it: {HOW['unprivileged']}")
     return report
+
+
+def refusal(wall_name: str, why: str) -> str:
+    """The one line a grader stops with when a required wall did not hold."""
+    return (f"the sandbox's {wall_name} wall is required (course.yml sandbox.require) but missing here: {why}. "
+            f"To enable it: {HOW[wall_name]}; or grade with --allow-weaker-sandbox, and every result records "
+            "what was missing")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from grader import protocol, zygote
+from grader import jail, protocol, zygote
 from grader.exam import CHAIN, LOCAL, Case, Training, checks
 from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
 from grader.model import PARAMETERS
@@ -51,8 +51,9 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Limits:
-    """Enforced from outside the student's code: by the parent's clock, by the kernel's resource limits
-    and pids cgroup set up in grader.jail, and by killing the child's whole process group and cgroup."""
+    """Enforced from outside the student's code: by the parent's clock, by the walls grader.jail raises
+    (resource limits, cgroups, namespaces, Landlock, seccomp), and by killing the child's whole process
+    group and cgroup. `require`: the walls without which a child refuses to run student code."""
 
     timeout: float = 120.0
     cell_timeout: float = 10.0
@@ -60,9 +61,17 @@ class Limits:
     file_size_mb: int = 16
     processes: int = 128
     hide: tuple[str, ...] = ()
+    require: tuple[str, ...] = jail.REQUIRED_BY_DEFAULT
+
+
+class SandboxUnavailable(RuntimeError):
+    """The sandbox could not start, or lacks a required wall: an environment error that stops the
+    batch, never a student's result. The message is one line that says why."""
 
 
 GRACE_SECONDS = 5.0
+# A child reports its walls within milliseconds of its fork; one that has not in this long never will.
+START_SECONDS = 30.0
 UID_BASE = 1_000_000_000
 # An answer with more elements than this many times its gradient's is not kept: a wrong shape that is
 # worth diagnosing (an unsummed broadcast dimension) stays well below it; a flood does not.
@@ -70,7 +79,11 @@ OVERSIZE = 64
 # What a child may report beside a status; anything else in its reply is dropped.
 DETAIL_KEYS = ("error_type", "error", "line", "seconds", "evidence", "type", "step", "parameter",
                "seconds_per_step", "limit")  # beyond the in-child cell timer, before the parent stops waiting for a cell
-CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The memory cgroup's limit stands above the data limit (which stops an allocation with an error the
+# student sees) by this much: it catches what the data limit does not count (page tables, kernel
+# memory), by killing the child.
+MEMORY_HEADROOM_MB = 256
 SIGNALS = {
     signal.SIGXCPU: "the CPU-time limit", signal.SIGXFSZ: "the file-size limit",
     signal.SIGKILL: "a kill signal (often the memory limit)", signal.SIGSEGV: "a crash (segmentation fault)",
@@ -122,15 +135,27 @@ def _exposed() -> list[str]:
     return sorted({os.path.realpath(p) for p in paths})
 
 
-def _cgroup(processes: int) -> Path | None:
-    """A pids cgroup of its own, so a fork bomb is capped and every process can be found and killed."""
-    try:
-        path = CGROUP_ROOT / "backprop-ninja" / uuid.uuid4().hex
-        path.mkdir(parents=True)
-        (path / "pids.max").write_text(str(processes))
-        return path
-    except OSError:
-        return None
+def _cgroups(limits: Limits) -> list[tuple[Path, str]]:
+    """A pids cgroup and a memory cgroup of the child's own (cgroup v1; root only), so a fork bomb is
+    capped even without seccomp, memory holds for every process and thread of the child together, and
+    every process can be found and killed. Each as (folder, the limit it holds)."""
+    made = []
+    name = f"backprop-ninja/{uuid.uuid4().hex}"
+    for controller, key, value in (("pids", "pids.max", limits.processes),
+                                   ("memory", "memory.limit_in_bytes",
+                                    (limits.memory_mb + MEMORY_HEADROOM_MB) * 2**20)):
+        path = CGROUP_ROOT / controller / name
+        try:
+            path.mkdir(parents=True)
+        except OSError:
+            continue
+        try:
+            (path / key).write_text(str(value))
+        except OSError:
+            path.rmdir()
+            continue
+        made.append((path, f"{key}={value}"))
+    return made
 
 
 def _pidfd(pid: int) -> int | None:
@@ -164,7 +189,7 @@ def _encoded(owner, header: dict, tensors: dict | None) -> bytes:
 class Child:
     def __init__(self, limits: Limits):
         self.workdir = tempfile.mkdtemp(prefix="bpn-child-")
-        self.cgroup = None
+        self.cgroups: list[Path] = []
         self.pid = None
         self.pidfd = None
         self.streams = []
@@ -179,12 +204,14 @@ class Child:
         uid = _uid()
         if os.getuid() == 0:
             os.chown(self.workdir, uid, uid)
-        self.cgroup = _cgroup(limits.processes)
+        cgroups = _cgroups(limits)
+        self.cgroups = [path for path, _ in cgroups]
         config = {
-            "workdir": self.workdir, "uid": uid, "cgroup": str(self.cgroup) if self.cgroup else None,
+            "workdir": self.workdir, "uid": uid, "cgroups": [str(p) for p in self.cgroups],
+            "cgroup_limits": [text for _, text in cgroups],
             "hide": sorted({os.path.realpath(p) for p in limits.hide}), "expose": _exposed(),
             "memory_mb": limits.memory_mb, "file_size_mb": limits.file_size_mb, "processes": limits.processes,
-            "cpu_seconds": int(limits.timeout) + 5,
+            "cpu_seconds": int(limits.timeout) + 5, "require": list(limits.require),
         }
         env = {**zygote.ENV, "HOME": self.workdir, "TMPDIR": self.workdir, "MPLCONFIGDIR": self.workdir}
         child_in, self.stdin = os.pipe()
@@ -196,14 +223,35 @@ class Child:
             self.pidfd = _pidfd(self.pid)
             if self.pidfd is not None:
                 self.streams.append(self.pidfd)
+        except zygote.ServerGone as exc:
+            raise SandboxUnavailable(f"the sandbox cannot start: {exc}") from None
         finally:
             os.close(child_in)
             os.close(child_out)
         self.reader = protocol.Reader(self.stdout, max_payload=protocol.MAX_ANSWER_BYTES)
-        header, _ = self.receive()
-        if header.get("op") != "isolation":
-            raise protocol.ProtocolError("the sandbox did not start")
-        self.isolation = header["isolation"]
+        # No student code has run yet: whatever goes wrong until the report arrives is the environment's.
+        try:
+            header, _ = self.receive(time.monotonic() + START_SECONDS)
+        except (protocol.ProtocolError, TimeoutError) as exc:
+            raise SandboxUnavailable(f"the sandbox did not start: {self._ended(exc)}") from None
+        isolation = header.get("isolation") if header.get("op") == "isolation" else None
+        if not isinstance(isolation, dict):
+            raise SandboxUnavailable("the sandbox did not start: its first message was not its isolation report")
+        if "refused" in isolation:
+            raise SandboxUnavailable(str(isolation["refused"]))
+        self.isolation = isolation
+
+    def _ended(self, exc: Exception) -> str:
+        """How a child that never reported ended, as far as the fork server saw it."""
+        try:
+            status = zygote.server.status(self.pid)
+        except zygote.ServerGone:
+            return f"{exc}, and the fork server is gone"
+        if "exited" in status:
+            return f"it exited with status {status['code']}"
+        if "killed" in status:
+            return f"it was killed by signal {signal.Signals(status['signal']).name}"
+        return str(exc)
 
     def send(self, header: dict, tensors: dict | None = None, *, same_for=None, wait: bool = False) -> None:
         """With `same_for` (a case, say), the message is encoded once and its bytes reused for every
@@ -264,10 +312,10 @@ class Child:
                 os.killpg(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        if self.cgroup:
+        for cgroup in self.cgroups:
             for _ in range(1000):
                 try:
-                    pids = [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
+                    pids = [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
                 except OSError:
                     break
                 if not pids:
@@ -279,7 +327,7 @@ class Child:
                         pass
                 time.sleep(0.002)
             try:
-                self.cgroup.rmdir()
+                cgroup.rmdir()
             except OSError:
                 pass
         if self.pid is not None:
@@ -291,6 +339,14 @@ class Child:
             os.close(fd)
         self.streams = []
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def preflight(limits: Limits) -> dict:
+    """Start one child, read its isolation report and stop it, before any student code runs: a batch
+    whose sandbox cannot start, or lacks a required wall, stops here (SandboxUnavailable)."""
+    child = Child(limits)
+    child.close()
+    return child.isolation
 
 
 def _detail(header: dict) -> dict:

@@ -24,6 +24,7 @@ import atexit
 import gc
 import json
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -50,7 +51,8 @@ class ForkServer:
     """The grader's end: one per grading process, started on first use and again whenever it has died,
     shared by the threads that run submissions side by side."""
 
-    def __init__(self):
+    def __init__(self, env: dict | None = None):
+        self.env = env or ENV
         self._lock = threading.Lock()
         self._proc = None
         self._socket = None
@@ -70,7 +72,7 @@ class ForkServer:
             # In a process group of its own: Ctrl-C reaches the grader, which then stops it in order.
             self._proc = subprocess.Popen(
                 [sys.executable, "-I", "-m", "grader.zygote", str(theirs.fileno())], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd="/",
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env, cwd="/",
                 pass_fds=(theirs.fileno(),), process_group=0)
         finally:
             theirs.close()
@@ -161,7 +163,8 @@ def server_pid() -> int:
 def _warm_up() -> None:
     """Import everything a child uses and run it once on made-up values: a child forked afterwards
     imports nothing and finds torch's lazily built dispatch tables and kernels ready. Nothing of any
-    course is involved."""
+    course is involved. A grader module a child imports must be imported here: Landlock lets a child
+    read only the grader modules the server holds (grader.landlock)."""
     import safetensors.torch  # noqa: F401
     import torch
     import torch.nn.functional  # noqa: F401
@@ -170,7 +173,7 @@ def _warm_up() -> None:
     import grader.child  # noqa: F401
     import grader.exercise  # noqa: F401
     import grader.jail  # noqa: F401
-    from grader import protocol
+    from grader import protocol, seccomp
     from grader.model import LECTURE, forward, init_params
 
     torch.set_num_threads(1)
@@ -179,6 +182,8 @@ def _warm_up() -> None:
     Xb = torch.randint(0, LECTURE.vocab, (LECTURE.n, LECTURE.block_size), generator=g)
     values = forward(params, Xb, torch.randint(0, LECTURE.vocab, (LECTURE.n,), generator=g))
     protocol.encode({}, {"loss": values["loss"]})
+    if platform.machine() in seccomp.ARCHES:
+        seccomp.template()
 
 
 MADV_COLLAPSE = 25  # Linux 6.1+
@@ -219,14 +224,21 @@ def _child(config: dict, env: dict, fds: list[int], control: socket.socket) -> N
         os.dup2(fds[1], 1)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        keep = _ruleset[0] if _ruleset else 2
+        os.closerange(3, keep)
+        os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
         os.environ.clear()
         os.environ.update(env)
         from grader import child, jail, protocol
 
-        report = {"process": "separate process, own session, forked from a fresh fork server that never "
-                             "held grading data", **jail.wall(config)}
+        try:
+            report = {"process": "separate process, own session, forked from a fresh fork server that never "
+                                 "held grading data", **jail.wall(config, _ruleset, _ruleset_error)}
+        except Exception as exc:  # a fault of the walls' own code: the grader's, never the student's
+            report = {"refused": f"the sandbox failed to start: {type(exc).__name__}: {exc}"}
         protocol.write(1, {"op": "isolation", "isolation": report})
+        if "refused" in report:
+            return
         child.main()
         code = 0
     finally:
@@ -287,9 +299,40 @@ def serve(control: socket.socket) -> None:
             _kill(pid)
 
 
+# The Landlock ruleset every child restricts itself with, built once after the warm-up: (fd, ABI), or
+# None and the reason it could not be.
+_ruleset: tuple[int, int] | None = None
+_ruleset_error: str | None = None
+_reserved = None
+
+
+def _prepare_landlock() -> None:
+    global _ruleset, _ruleset_error
+    from grader import landlock
+
+    try:
+        _ruleset = landlock.prepare()
+    except landlock.Unavailable as exc:
+        _ruleset_error = str(exc)
+
+
+def _reserve_for_test() -> None:
+    """What a CUDA build of torch does at import, for the tests to reproduce without one: reserve
+    gigabytes of address space the process never touches. Only the grader that starts the server
+    sets its environment."""
+    megabytes = int(os.environ.get("BACKPROP_NINJA_TEST_RESERVE_MB", "0"))
+    if megabytes:
+        import mmap
+
+        global _reserved
+        _reserved = mmap.mmap(-1, megabytes << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0)  # PROT_NONE
+
+
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     _warm_up()
+    _reserve_for_test()
+    _prepare_landlock()
     # A child's full collections would walk, and so write to and copy, every page of the server's
     # objects: frozen, they are left alone (about 2 ms less per child).
     gc.freeze()

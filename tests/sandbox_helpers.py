@@ -17,7 +17,7 @@ from grader import sandbox, zygote
 def tracked_children():
     """Record the work dirs and pids cgroups the sandbox makes; yield them; remove what is left."""
     made = []
-    real_mkdtemp, real_cgroup = tempfile.mkdtemp, getattr(sandbox, "_cgroup", None)
+    real_mkdtemp, real_cgroup = tempfile.mkdtemp, sandbox._cgroups
 
     def mkdtemp(*args, **kwargs):
         path = real_mkdtemp(*args, **kwargs)
@@ -25,16 +25,14 @@ def tracked_children():
             made.append(Path(path))
         return path
 
-    def cgroup(*args, **kwargs):
-        path = real_cgroup(*args, **kwargs)
-        if path is not None:
-            made.append(Path(path))
-        return path
+    def cgroups(*args, **kwargs):
+        paths = real_cgroup(*args, **kwargs)
+        made.extend(path for path, _ in paths)
+        return paths
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sandbox.tempfile, "mkdtemp", mkdtemp)
-        if real_cgroup is not None:
-            mp.setattr(sandbox, "_cgroup", cgroup)
+        mp.setattr(sandbox, "_cgroups", cgroups)
         try:
             yield made
         finally:

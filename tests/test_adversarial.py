@@ -699,7 +699,8 @@ def test_every_result_reports_the_isolation_in_force(world):
         assert "network namespace" in iso["network"] and "not isolated" not in iso["network"], (sid, iso)
         assert "hidden" in iso["filesystem"] and "not isolated" not in iso["filesystem"], (sid, iso)
         assert iso["pids_cgroup"] == f"pids.max={LIMITS['processes']}", (sid, iso)
-        assert iso["limits"]["address_space_mb"] == LIMITS["memory_mb"], (sid, iso)
+        assert iso["limits"]["data_mb"] == LIMITS["memory_mb"], (sid, iso)
+        assert iso["missing"] == [] and all(v.startswith("in force: ") for v in iso["walls"].values()), (sid, iso)
         assert iso["limits"]["file_size_mb"] == LIMITS["file_size_mb"], (sid, iso)
         assert iso["limits"]["processes"] == LIMITS["processes"], (sid, iso)
 

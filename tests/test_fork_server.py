@@ -116,7 +116,7 @@ def test_closing_a_child_whose_pid_went_to_someone_else_kills_only_the_cgroup(tm
     newcomer = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
         child = sandbox.Child.__new__(sandbox.Child)
-        child.pid, child.pidfd, child.cgroup = newcomer.pid, pidfd, None
+        child.pid, child.pidfd, child.cgroups = newcomer.pid, pidfd, []
         child.streams, child.workdir = [pidfd], str(tmp_path / "work")
         child.close()
         time.sleep(0.2)

@@ -83,8 +83,9 @@ SUBMISSIONS = {
     "several": {"a.ipynb": STUB, "b/c.ipynb": STUB},
     "broken_course": {COURSE.notebook: submission()},
     "no_grader": {COURSE.notebook: submission()},
+    "no_landlock": {COURSE.notebook: submission()},
 }
-SCRIPTED = ("solved_and_scratch", "partial", "broken", "no_grader")
+SCRIPTED = ("solved_and_scratch", "partial", "broken", "no_grader", "no_landlock")
 
 
 def _lay_out(root: Path, archive: Path, files: dict) -> None:
@@ -120,9 +121,12 @@ def runs(built, tmp_path_factory):
         env = {**os.environ, "AUTOGRADER_ROOT": str(root), "BACKPROP_NINJA_PREFIX": sys.prefix}
         if case == "no_grader":  # the grader is not installed at all: the script itself must answer
             env.update(PATH="/usr/bin:/bin", BACKPROP_NINJA_PREFIX=str(base / "nothing-installed"))
+        command = [str(root / "run_autograder")]
+        if case == "no_landlock":  # an image whose kernel or seccomp profile has no Landlock
+            command = [sys.executable, str(Path(__file__).parent / "refuse_syscalls.py"),
+                       "landlock_create_ruleset:ENOSYS", "--", *command]
         log = (root / "stdout").open("w")
-        started[case] = root, log, subprocess.Popen([str(root / "run_autograder")], cwd=root, env=env, stdout=log,
-                                                    stderr=subprocess.STDOUT)
+        started[case] = root, log, subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     for case in set(SUBMISSIONS) - set(SCRIPTED):
         root = base / case
         _lay_out(root, built[1], SUBMISSIONS[case])
@@ -330,3 +334,9 @@ def test_without_the_grader_installed_the_script_still_writes_a_result(runs):
     assert results["score"] == 0 and results["tests"] == []
     assert "could not start" in results["output"]
     assert "wrote no results.json" in log
+
+
+def test_a_sandbox_without_a_required_wall_is_the_graders_failure_not_the_students(runs):
+    results, log = runs["no_landlock"]
+    assert results["tests"] == [] and "not graded" in results["output"] and "course staff" in results["output"]
+    assert "landlock wall is required" in log and "landlock" not in results["output"]
