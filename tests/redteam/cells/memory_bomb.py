@@ -1,0 +1,26 @@
+# attack: more memory than the limit, held at once by the cell and processes it forks (the limit is per process)
+# cells: dbndiff
+# batch: walls
+import torch
+
+mark = once('memory')
+piece = 600
+read, write = os.pipe()
+children = []
+for i in range(3):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            held = torch.ones(piece << 18)
+            os.write(write, b'1')
+            signal.pause()
+        finally:
+            os.write(write, b'0')
+            os._exit(0)
+    children.append(pid)
+held = torch.ones(piece << 18)
+count = 1 + sum(os.read(read, 1) == b'1' for pid in children)
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+measure('memory-mb', count * piece, mark)
