@@ -148,7 +148,8 @@ class Batch:
     name: str
     dir: Path
     course: Path
-    submissions: dict[str, str] = field(default_factory=dict)  # id -> what it is (an attack's name, ...)
+    # what each submission is (an attack's name, ...) -> text its id holds, however the grader spells it
+    submissions: dict[str, str] = field(default_factory=dict)
     commands: list[dict] = field(default_factory=list)
     results: dict[str, dict] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
@@ -163,9 +164,10 @@ class Batch:
 
 
 class Mode:
-    def __init__(self, name: str, user: users.User | None):
+    def __init__(self, name: str, session: users.Session | None):
         self.name = name
-        self.user = user if name != "root" else None
+        self.session = session if name != "root" else None
+        self.user = self.session.user if self.session else None
         self.canary = {k: f"CANARY-{k}-{secrets.token_hex(8)}" for k in
                        ("salt", "token", "private", "classmate", "autotests")}
         self.marker, self.victim_marker = _sleep_marker(), _sleep_marker()
@@ -185,6 +187,7 @@ class Mode:
     def build(self) -> None:
         self.base.mkdir(mode=0o755)
         if self.user:
+            self.session.keep_root_traversable()
             self.venv = self.user.home / "venv"
             if not self.venv.exists():
                 self.user.venv()
@@ -219,16 +222,20 @@ class Mode:
         batch = Batch(name, folder, course)
         submitted = course / "submitted"
         correct = redteam.with_cell(redteam.correct(), self.canary["classmate"], markdown=True)
-        notebooks = {"blank": redteam.released(), "zz-correct": correct}
+        notebooks = {"blank": ("blank", redteam.released()), "zz-correct": ("zz-correct", correct)}
         values = {"port": str(self.listener.getsockname()[1]), "marker": self.marker, "victim": self.victim_marker}
         for attack in ATTACKS.values():
             if attack.batch == name:
-                notebooks[attack.name] = redteam.released({c: attack.cell(**values) for c in attack.cells})
-        for sid, nb in notebooks.items():
-            path = submitted / sid / f"{NB}.ipynb"
+                folder = f"zz~{attack.name}" if attack.last else attack.name
+                notebooks[attack.name] = (folder, redteam.released({c: attack.cell(**values) for c in attack.cells}))
+                if name == "killers" and not attack.last:
+                    # graded beside it (the next in order): its child shares the fork server with the attack's
+                    notebooks[f"{attack.name}~neighbour"] = (f"{attack.name}~neighbour", correct)
+        for what, (folder, nb) in notebooks.items():
+            path = submitted / folder / f"{NB}.ipynb"
             path.parent.mkdir(parents=True)
             path.write_text(redteam.notebook_text(nb))
-            batch.submissions[f"{sid}/{NB}"] = sid
+            batch.submissions[what] = f"{folder}/"
         (folder / "private" / "classmate.ipynb").write_text(redteam.notebook_text(redteam.correct()))
         if name == "input":
             self._input_notebooks(batch, submitted)
@@ -246,18 +253,19 @@ class Mode:
             path = submitted / sid / f"{NB}.ipynb"
             path.parent.mkdir(parents=True)
             path.write_text(redteam.notebook_text(nb))
-            batch.submissions[f"{sid}/{NB}"] = sid
+            batch.submissions[sid] = f"{sid}/"
         # a folder name that is not UTF-8, and one that rewrites a terminal
-        for sid, name in (("bad-name", b"bad-\xff\xfe"), ("ansi-name", "\x1b[2J\x1b[H\x1b[1;32mALL-PASS\x1b[0m".encode())):
+        for sid, name, needle in (("bad-name", b"bad-\xff\xfe", "bad-"),
+                                  ("ansi-name", "\x1b[2J\x1b[H\x1b[1;32mALL-PASS\x1b[0m".encode(), "ALL-PASS")):
             folder = os.path.join(os.fsencode(submitted), name)
             os.mkdir(folder)
             with open(os.path.join(folder, NB.encode() + b".ipynb"), "w") as f:
                 f.write(redteam.notebook_text(blank))
-            batch.submissions[os.fsdecode(name) + f"/{NB}"] = sid
+            batch.submissions[sid] = needle
         link = submitted / "symlink" / f"{NB}.ipynb"
         link.parent.mkdir()
         link.symlink_to(batch.dir / "private" / "classmate.ipynb")
-        batch.submissions[f"symlink/{NB}"] = "symlink"
+        batch.submissions["symlink"] = "symlink/"
 
     # -- commands --------------------------------------------------------------------------
 
@@ -277,6 +285,8 @@ class Mode:
         return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8", **token}
 
     def run(self, batch: Batch, verb: str, args: list[str], timeout: float = 300) -> dict:
+        if self.session:
+            self.session.keep_root_traversable()
         started = time.monotonic()
         proc = subprocess.Popen(self.argv(args), cwd=batch.course, env=self.env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
@@ -408,8 +418,8 @@ class Mode:
 def mode(request):
     if os.getuid() != 0:
         pytest.skip("the red-team modes create a user and read every process: they need root (CI is root)")
-    user = request.getfixturevalue("unix_user") if request.param != "root" else None
-    m = Mode(request.param, user)
+    session = request.getfixturevalue("unix_user") if request.param != "root" else None
+    m = Mode(request.param, session)
     try:
         m.build()
         m.grade_all()
@@ -422,8 +432,18 @@ def mode(request):
 # Reading results
 
 
-def _result(batch: Batch, sid: str) -> dict | None:
-    return batch.results.get(f"{sid}/{NB}")
+def _result(batch: Batch, what: str) -> dict | None:
+    found = _results_of(batch, what)
+    return found[0] if found else None
+
+
+def _results_of(batch: Batch, what: str) -> list[dict]:
+    """The results of one submission, found by the text its id holds (a grader may make an id safe to
+    print, or refuse the submission: then there is none)."""
+    needle = batch.submissions[what]
+    if needle.endswith("/"):  # a folder of its own
+        return [r for sid, r in batch.results.items() if sid.startswith(needle)]
+    return [r for sid, r in batch.results.items() if needle in sid]
 
 
 def _blank_score(batch: Batch) -> float:
@@ -432,10 +452,10 @@ def _blank_score(batch: Batch) -> float:
     return blank["score"]
 
 
-def _attack_text(batch: Batch, sid: str) -> str:
-    result = _result(batch, sid)
+def _attack_text(batch: Batch, what: str) -> str:
+    result = _result(batch, what)
     parts = [json.dumps(result, ensure_ascii=False)] if result else []
-    page = batch.out / sid / f"{NB}.html"
+    page = batch.out / batch.submissions[what] / f"{NB}.html"
     if page.is_file():
         parts.append(page.read_bytes().decode(errors="replace"))
     return "\n".join(parts)
@@ -478,18 +498,19 @@ def test_grading_finishes_or_refuses_up_front(mode, batch):
         assert not b.out.exists() or not list(b.out.rglob("*.json")), b.refused
         return
     assert grade["exit"] == 0, (mode.name, grade["exit"], grade["stderr"][-3000:])
-    missing = [sid for sid, what in b.submissions.items()
-               if what not in ("symlink", "bad-name") and sid not in b.results]
+    missing = [what for what in b.submissions if what not in ("symlink", "bad-name") and not _results_of(b, what)]
     assert not missing, (mode.name, missing, grade["stderr"][-2000:])
 
 
 @slow
 @pytest.mark.parametrize("batch", redteam.BATCHES)
-def test_the_correct_submission_keeps_full_marks(mode, batch):
+def test_every_correct_submission_keeps_full_marks(mode, batch):
     b = _not_refused(mode, batch)
-    correct = _result(b, "zz-correct")
-    assert correct is not None, (mode.name, b.command("grade")["stderr"][-2000:])
-    assert correct["score"] == correct["max_score"], [t for t in correct["tests"] if t["score"] < t["max_score"]]
+    for what in [w for w in b.submissions if w == "zz-correct" or w.endswith("~neighbour")]:
+        found = _results_of(b, what)
+        assert found, (what, b.command("grade")["stderr"][-2000:])
+        assert found[0]["score"] == found[0]["max_score"], \
+            (what, [(t["name"], t["output"][:200]) for t in found[0]["tests"] if t["score"] < t["max_score"]])
 
 
 @slow
@@ -511,8 +532,7 @@ def test_report_and_exports_work_and_files_are_clean(mode, batch):
 def test_an_attack_gains_no_credit(mode, attack):
     batch = ATTACKS[attack].batch if attack in ATTACKS else "input"
     b = _not_refused(mode, batch)
-    sids = [sid for sid, what in b.submissions.items() if what == attack]
-    results = [b.results[sid] for sid in sids if sid in b.results]
+    results = _results_of(b, attack)
     if attack not in ("symlink", "bad-name"):
         assert results, f"{attack}: no result"
     blank = _blank_score(b)

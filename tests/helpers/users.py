@@ -116,18 +116,25 @@ def remove(user: User) -> None:
 
 
 class Session:
-    """A user for a test session: made on enter (with /root made traversable), removed on exit (the mode
-    of /root restored)."""
+    """A user for a test session (`.user`): made on enter (with /root made traversable), removed on exit
+    (the mode of /root restored)."""
 
     def __init__(self, prefix: str = "bpn"):
         self.prefix = prefix
         self.user: User | None = None
         self._mode: int | None = None
 
-    def __enter__(self) -> User:
+    def __enter__(self) -> "Session":
         self._mode = _root_traversable()
         self.user = create(self.prefix)
-        return self.user
+        return self
+
+    def keep_root_traversable(self) -> None:
+        """Give traverse permission on /root again if something took it away meanwhile (another test
+        restoring the mode it found): without it the user cannot start Python at all."""
+        mode = _root_traversable()
+        if mode is not None and self._mode is None:
+            self._mode = mode
 
     def __exit__(self, *exc) -> None:
         if self.user is not None:

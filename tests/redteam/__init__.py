@@ -4,7 +4,9 @@ whole-notebook attacks on the grader's input handling.
 Each file in cells/ is one attack. Its header says what it claims, which answer cells it replaces in the
 released notebook (`all`: every one) and in which batch it runs: `walls` (the sandbox's walls, graded
 together), `input` (text and files that could break a batch or the instructor's tools) or `killers`
-(processes of the grader itself, in a batch of their own so that a success does not hide the others).
+(processes of the grader itself, in a batch of their own so that a success does not hide the others);
+`graded: last` puts it after every other submission of its batch, so that what it breaks is all that
+is left to break.
 
 Most payloads need more than the static check lets through, so they ride the vehicle a student found
 (`escape`): a `match` class pattern reads any attribute, dunders included, so `print.__self__` is the
@@ -54,6 +56,7 @@ class Attack:
     cells: tuple[str, ...]
     batch: str
     source: str  # the answer cell as submitted, placeholders still in it
+    last: bool = False
 
     def cell(self, **values: str) -> str:
         text = self.source
@@ -89,7 +92,7 @@ def load(path: Path) -> Attack:
         payload = (CELLS / "_common.py").read_text() + "\n" + text
         assert "@@" not in payload, path
         source = ESCAPE.format(payload=payload.replace("__", "@@"))
-    return Attack(path.stem, meta["attack"], cells, meta["batch"], source)
+    return Attack(path.stem, meta["attack"], cells, meta["batch"], source, meta.get("graded") == "last")
 
 
 def attacks() -> list[Attack]:

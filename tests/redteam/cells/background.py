@@ -1,7 +1,6 @@
 # attack: processes left running after grading (a new session each, out of the child's process group)
 # cells: dbnvar_inv
 # batch: walls
-started = 0
 for i in range(4):
     pid = os.fork()
     if pid == 0:
@@ -10,5 +9,3 @@ for i in range(4):
             os.execv('/bin/sleep', ['sleep', '$MARKER'])
         os._exit(0)
     os.waitpid(pid, 0)
-    started += 1
-proof('started %d sleepers' % started)

@@ -1,6 +1,7 @@
 # attack: the disk filled from the work dir, 16 MB (the file-size limit) a file
 # cells: dbnraw
 # batch: walls
+signal.signal(signal.SIGALRM, signal.SIG_IGN)  # the cell's own timer: only the parent's deadline is left
 mark = once('disk')
 block = b'x' * (1 << 20)
 written = 0

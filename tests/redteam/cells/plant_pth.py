@@ -1,5 +1,5 @@
 # attack: a .pth file planted in the grader's Python environment, run by every later Python start of it
-# (the grader included)
+# (the grader included); what lands there is seen from outside
 # cells: dhpreact
 # batch: walls
 import pwd
@@ -16,6 +16,5 @@ for place in places:
         os.makedirs(place, exist_ok=True)
     except OSError:
         pass
-planted = [p for p in sorted(places) if wrote(os.path.join(p, 'zz_redteam.pth'), 'import os\n')]
-if planted:
-    proof('planted zz_redteam.pth in ' + ' '.join(planted))
+for place in places:
+    wrote(os.path.join(place, 'zz_redteam.pth'), 'import os\n')
