@@ -47,7 +47,8 @@ DISK_CAP_MB = 256
 # A cell stopped at its time limit costs that limit once, with the parent's grace on top, not once per
 # configuration and check.
 ONE_TIMEOUT_SECONDS = 3 * LIMITS["cell_timeout_seconds"] + 5
-RESULT_FILES = re.compile(r".*\.(json|html)|grades\.csv|report\.html|grade_ids\.csv|canvas\.csv")
+# What the grader writes in a results folder: a result and a page per submission, and the class files.
+CLASS_FILES = {"grades.csv", "report.html", "grade_ids.csv", "canvas.csv"}
 ATTACKS = {a.name: a for a in redteam.attacks()}
 INPUT_NOTEBOOKS = ("deep-nesting", "huge-outputs", "forged-grades", "bad-name", "ansi-name", "symlink")
 WALLS_REFUSAL = re.compile(r"wall|sandbox|namespace|landlock|seccomp|isolat", re.IGNORECASE)
@@ -181,9 +182,6 @@ class Mode:
 
     # -- the world -------------------------------------------------------------------------
 
-    def owner(self) -> tuple[int, int]:
-        return (self.user.uid, self.user.gid) if self.user else (0, 0)
-
     def build(self) -> None:
         self.base.mkdir(mode=0o755)
         if self.user:
@@ -226,16 +224,16 @@ class Mode:
         values = {"port": str(self.listener.getsockname()[1]), "marker": self.marker, "victim": self.victim_marker}
         for attack in ATTACKS.values():
             if attack.batch == name:
-                folder = f"zz~{attack.name}" if attack.last else attack.name
-                notebooks[attack.name] = (folder, redteam.released({c: attack.cell(**values) for c in attack.cells}))
+                place = f"zz~{attack.name}" if attack.last else attack.name
+                notebooks[attack.name] = (place, redteam.released({c: attack.cell(**values) for c in attack.cells}))
                 if name == "killers" and not attack.last:
                     # graded beside it (the next in order): its child shares the fork server with the attack's
                     notebooks[f"{attack.name}~neighbour"] = (f"{attack.name}~neighbour", correct)
-        for what, (folder, nb) in notebooks.items():
-            path = submitted / folder / f"{NB}.ipynb"
+        for what, (place, nb) in notebooks.items():
+            path = submitted / place / f"{NB}.ipynb"
             path.parent.mkdir(parents=True)
             path.write_text(redteam.notebook_text(nb))
-            batch.submissions[what] = f"{folder}/"
+            batch.submissions[what] = f"{place}/"
         (folder / "private" / "classmate.ipynb").write_text(redteam.notebook_text(redteam.correct()))
         if name == "input":
             self._input_notebooks(batch, submitted)
@@ -449,6 +447,8 @@ def _results_of(batch: Batch, what: str) -> list[dict]:
 def _blank_score(batch: Batch) -> float:
     blank = _result(batch, "blank")
     assert blank is not None, f"the blank notebook has no result in {batch.name}"
+    # a result rewritten after the grader wrote it would make every comparison with it vacuous
+    assert blank["score"] == sum(t["score"] for t in blank["tests"]) < blank["max_score"], blank["score"]
     return blank["score"]
 
 
@@ -520,7 +520,8 @@ def test_report_and_exports_work_and_files_are_clean(mode, batch):
     for command in b.commands[1:]:
         assert command["exit"] == 0, (command["verb"], command["stderr"][-2000:])
     for name in b.files:
-        assert RESULT_FILES.fullmatch(Path(name).name), f"not a file the grader writes: {name!r}"
+        ours = name in CLASS_FILES or "/" in name and Path(name).name in (f"{NB}.json", f"{NB}.html")
+        assert ours, f"not a file the grader writes: {name!r}"
         (b.out / name).read_bytes().decode("utf-8")  # valid UTF-8, surrogates included
     for command in b.commands:
         text = command["stdout"].decode(errors="replace")
@@ -537,7 +538,7 @@ def test_an_attack_gains_no_credit(mode, attack):
         assert results, f"{attack}: no result"
     blank = _blank_score(b)
     for result in results:
-        assert result["score"] <= blank, (attack, result["score"], blank,
+        assert max(result["score"], sum(t["score"] for t in result["tests"])) <= blank, (attack, result["score"], blank,
                                           [(t["name"], t["score"]) for t in result["tests"] if t["score"]])
 
 

@@ -83,7 +83,7 @@ def _root_traversable() -> int | None:
 
 
 def processes_of(uid: int) -> list[int]:
-    """Pids of the processes whose real uid is `uid`."""
+    """Pids of the processes running as `uid` (the owner of their /proc entry: the effective uid)."""
     found = []
     for entry in os.listdir("/proc"):
         try:

@@ -30,32 +30,41 @@ def wrote(path, text):
         return False
 
 
+# The feedback shows one configuration's message, not necessarily the first run's: what a payload
+# found is kept in the work dir (it lasts for the whole submission) and said again by every later run.
+SAID = '.redteam-said'
+
+
+def keep(text):
+    try:
+        with open(SAID, 'w') as f:
+            f.write(text)
+    except OSError:
+        pass
+
+
+def say(text):
+    keep(text)
+    raise ValueError(text)
+
+
 def leak(text):
-    raise ValueError('REDTEAM-LEAK ' + text)
+    say('REDTEAM-LEAK ' + text)
 
 
 def proof(text):
-    raise ValueError('REDTEAM-PROOF ' + text)
+    say('REDTEAM-PROOF ' + text)
+
+
+def measure(kind, value):
+    say('REDTEAM-MEASURE %s %d' % (kind, value))
 
 
 def once(name):
-    # A heavy payload runs on the first configuration only (the work dir lasts for the whole
-    # submission); later runs report what the first one found.
-    mark = '.redteam-' + name
-    if os.path.exists(mark):
-        with open(mark) as f:
-            raise ValueError(f.read())
-    with open(mark, 'w') as f:
-        f.write('REDTEAM-ONCE %s did not finish' % name)
-    return mark
+    # A heavy payload runs on the first configuration only: later runs repeat what it found.
+    keep('REDTEAM-ONCE %s did not finish' % name)
 
 
-def measure(kind, value, mark=None):
-    text = 'REDTEAM-MEASURE %s %d' % (kind, value)
-    if mark:
-        try:
-            with open(mark, 'w') as f:
-                f.write(text)
-        except OSError:
-            pass
-    raise ValueError(text)
+if os.path.exists(SAID):
+    with open(SAID) as said:
+        raise ValueError(said.read())

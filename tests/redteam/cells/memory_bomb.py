@@ -4,7 +4,7 @@
 import torch
 
 signal.signal(signal.SIGALRM, signal.SIG_IGN)  # the cell's own timer: only the parent's deadline is left
-mark = once('memory')
+once('memory')
 piece = 560
 read, write = os.pipe()
 children = []
@@ -24,4 +24,4 @@ count = 1 + sum(os.read(read, 1) == b'1' for pid in children)
 for pid in children:
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-measure('memory-mb', count * piece, mark)
+measure('memory-mb', count * piece)

