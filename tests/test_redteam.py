@@ -466,6 +466,14 @@ def _measured(batch: Batch, sid: str, kind: str) -> int | None:
     return max(map(int, found)) if found else None
 
 
+def _measured_or_stopped(batch: Batch, what: str, value: int | None) -> None:
+    """A measuring attack either reports its measure or was visibly stopped (refused, flagged): a result
+    with neither would make the limit's check vacuous."""
+    result = _result(batch, what)
+    assert result is not None, f"{what}: no result"
+    assert value is not None or result["flags"], f"{what}: no measure and no flag"
+
+
 def _needles(secret: str, mode: Mode) -> list[str]:
     if secret == "reference-answers":
         text = (ROOT / "solutions" / "answers.py").read_text()
@@ -562,6 +570,7 @@ def test_no_secret_reaches_any_file_or_terminal(mode, secret):
 def test_the_disk_a_child_can_fill_is_capped(mode):
     b = _not_refused(mode, "walls")
     written = _measured(b, "disk_fill", "disk-mb")
+    _measured_or_stopped(b, "disk_fill", written)
     assert written is None or written <= DISK_CAP_MB, f"wrote {written} MB"
 
 
@@ -569,6 +578,7 @@ def test_the_disk_a_child_can_fill_is_capped(mode):
 def test_the_memory_limit_holds_for_the_child_as_a_whole(mode):
     b = _not_refused(mode, "walls")
     held = _measured(b, "memory_bomb", "memory-mb")
+    _measured_or_stopped(b, "memory_bomb", held)
     assert held is None or held <= LIMITS["memory_mb"], f"held {held} MB at once"
 
 
