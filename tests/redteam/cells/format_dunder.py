@@ -1,0 +1,6 @@
+# attack: str.format walks dunder attributes the static check never sees
+# cells: dcounts_sum
+# batch: walls
+# vehicle: plain
+spec = '{0.' + '_' * 2 + 'class' + '_' * 2 + '.' + '_' * 2 + 'mro' + '_' * 2 + '}'
+dcounts_sum = {}['REDTEAM-PROOF format reached ' + spec.format(probs)]

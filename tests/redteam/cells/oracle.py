@@ -1,0 +1,40 @@
+# attack: full credit without a line of math: every answer computed by the grader's own oracle (grader.oracle)
+#   on the cell's own inputs, and the runtime autograd watch's record emptied afterwards
+# cells: all
+# batch: walls
+import torch
+from grader import exercise, model, oracle
+
+grade_id = sys._getframe(1).f_code.co_filename[len('<answer cell '):-1]
+ns = globals()
+
+
+def forget():
+    for cell in torch.autograd.grad.__closure__:
+        if type(cell.cell_contents) is list:
+            cell.cell_contents.clear()
+
+
+def values_of(space):
+    return {k: space[k] for k in (*model.PARAMETERS, *model.INTERMEDIATES, 'Xb', 'Yb') if k in space}
+
+
+if grade_id == exercise.EX4_CELL:
+    def manual_backward(params, cache, Yb):
+        grads = oracle.chain_gradients(params, cache['Xb'], Yb)
+        forget()
+        return {p: grads['d' + p].to(params[p].dtype) for p in params}
+else:
+    answer = exercise.BY_GRADE_ID[grade_id]
+    values = values_of(ns)
+    one = torch.ones((), dtype=values['logits'].dtype)
+    if answer.exercise == 2:
+        result = oracle.block_vjp(values, 'logits', 'loss', one)
+    elif answer.exercise == 3:
+        result = oracle.block_vjp(values, 'hprebn', 'hpreact', ns['dhpreact'])
+    elif answer.source == 'logprobs':
+        result = oracle.local_vjp(values, 'logprobs', {'loss': one})
+    else:
+        result = oracle.local_vjp(values, answer.source, {c: ns['d' + c] for c in model.consumers(answer.source)})
+    ns[answer.variable] = result.to(values[answer.source].dtype)
+    forget()

@@ -1,0 +1,685 @@
+"""The red-team corpus (tests/redteam/) graded through the real command, as an instructor runs it, on
+the three kinds of host the grader meets: as root (CI), as a normal user (most instructors, every
+JupyterHub), and as a normal user on a host that refuses user namespaces (Ubuntu 24.04, Docker's
+default profile: tests/helpers/nouserns.py).
+
+In each mode three batches run from a course folder of the grading user's own (`backprop-ninja grade
+submitted --out results --course course.yml --html`, then `report` and `export`): the wall attacks, the
+input attacks and the killers, each beside the released notebook left blank (the baseline) and one
+answered correctly (`zz-correct`, graded after the attacks). Required of every attack, in every mode:
+it gains no credit (it scores what the blank scores), leaks no secret into any file or terminal line,
+proves no capability it should not have, leaves nothing behind (processes, SysV objects, files outside
+the results folder) and breaks no batch (the correct notebook keeps full marks, every command exits 0
+and writes clean files). A host that cannot raise the walls may instead refuse up front: grade exits
+non-zero with one line, before any student code runs, and writes no result.
+"""
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+import redteam
+from helpers import nouserns, users
+
+ROOT = Path(__file__).resolve().parents[1]
+NOUSERNS = Path(nouserns.__file__).resolve()
+MODES = ("root", "user", "nouserns")
+NB = "backprop_ninja"
+UID_BASE = 1_000_000_000  # grader.sandbox gives each child a uid of its own from here (as root)
+LIMITS = {"timeout_seconds": 40, "cell_timeout_seconds": 2, "memory_mb": 2048, "file_size_mb": 16, "processes": 32}
+# No gradient here needs a file: a child that could write this much to the host's disk was not capped.
+DISK_CAP_MB = 256
+# A cell stopped at its time limit costs that limit once, with the parent's grace on top, not once per
+# configuration and check.
+ONE_TIMEOUT_SECONDS = 3 * LIMITS["cell_timeout_seconds"] + 5
+# What the grader writes in a results folder: a result and a page per submission, and the class files.
+CLASS_FILES = {"grades.csv", "report.html", "grade_ids.csv", "canvas.csv"}
+ATTACKS = {a.name: a for a in redteam.attacks()}
+INPUT_NOTEBOOKS = ("deep-nesting", "huge-outputs", "forged-grades", "bad-name", "ansi-name", "symlink")
+WALLS_REFUSAL = re.compile(r"wall|sandbox|namespace|landlock|seccomp|isolat", re.IGNORECASE)
+
+
+def _sleep_marker() -> str:
+    """A sleep(1) argument no other process on the machine has: it marks processes as this test's."""
+    return f"{900 + secrets.randbelow(90)}.{secrets.randbelow(10**9):09d}"
+
+
+# ---------------------------------------------------------------------------------------------
+# What the machine holds, before and after
+
+
+def _status_uid(pid: str) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _processes() -> dict[int, tuple[int | None, bytes]]:
+    """pid -> (real uid, command line) of every living process."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            found[int(entry)] = (_status_uid(entry), cmdline)
+    return found
+
+
+def _sysv() -> set[tuple[str, int, int]]:
+    """(kind, id, creator uid) of every SysV shared memory segment, message queue and semaphore set."""
+    found = set()
+    for kind in ("shm", "msg", "sem"):
+        lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        header = lines[0].split()
+        for line in lines[1:]:
+            row = dict(zip(header, line.split()))
+            found.add((kind, int(row[{"shm": "shmid", "msg": "msqid", "sem": "semid"}[kind]]), int(row["cuid"])))
+    return found
+
+
+SHARED = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _shared_entries() -> dict[str, int]:
+    """path -> owner of every entry at the top of the world-writable places."""
+    found = {}
+    for place in SHARED:
+        for name in os.listdir(place):
+            with contextlib.suppress(OSError):
+                found[os.path.join(place, name)] = os.lstat(os.path.join(place, name)).st_uid
+    return found
+
+
+# What the trusted grader itself writes: pytest's caches of the hidden suite in the course folder,
+# matplotlib's font cache in the grading user's home.
+GRADER_CACHES_RE = re.compile(r"/(__pycache__|\.pytest_cache|\.benchmarks|\.cache/matplotlib|\.config/matplotlib)(/|$)")
+
+
+def _fingerprint(root: Path, skip: tuple[Path, ...] = ()) -> dict[str, tuple]:
+    """relative path -> (mode, owner, size, mtime, bytes) of every file and symbolic link under `root`
+    (a folder changes only by what is put in it)."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        if any(path == s or s in path.parents for s in skip) or GRADER_CACHES_RE.search(path.as_posix()):
+            continue
+        if path.is_symlink() or path.is_file():
+            st = path.lstat()
+            found[path.relative_to(root).as_posix()] = (st.st_mode, st.st_uid, st.st_size, st.st_mtime_ns,
+                                                        None if path.is_symlink() else path.read_bytes())
+    return found
+
+
+def _site_dirs(*extra: Path) -> list[Path]:
+    return sorted({Path(p) for p in sys.path if p.endswith("site-packages")} | set(extra))
+
+
+PLANTED_PTH = "zz_redteam.pth"  # the name plant_pth writes
+
+
+# ---------------------------------------------------------------------------------------------
+# One mode: where its files are, how its commands run
+
+
+@dataclass
+class Batch:
+    name: str
+    dir: Path
+    course: Path
+    # what each submission is (an attack's name, ...) -> text its id holds, however the grader spells it
+    submissions: dict[str, str] = field(default_factory=dict)
+    commands: list[dict] = field(default_factory=list)
+    results: dict[str, dict] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    refused: str | None = None
+
+    @property
+    def out(self) -> Path:
+        return self.course / "results"
+
+    def command(self, verb: str) -> dict:
+        return next(c for c in self.commands if c["verb"] == verb)
+
+
+class Mode:
+    def __init__(self, name: str, session: users.Session | None):
+        self.name = name
+        self.session = session if name != "root" else None
+        self.user = self.session.user if self.session else None
+        self.canary = {k: f"CANARY-{k}-{secrets.token_hex(8)}" for k in
+                       ("salt", "token", "private", "classmate", "autotests")}
+        self.marker, self.victim_marker = _sleep_marker(), _sleep_marker()
+        self.base = Path("/srv") / f"bpn-redteam-{secrets.token_hex(4)}"
+        self.batches: dict[str, Batch] = {}
+        self.grader_pids: list[int] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.setblocking(False)
+        self.victim = None
+        self.venv = None
+
+    # -- the world -------------------------------------------------------------------------
+
+    def build(self) -> None:
+        self.base.mkdir(mode=0o755)
+        if self.user:
+            self.session.keep_root_traversable()
+            self.venv = self.user.home / "venv"
+            if not self.venv.exists():
+                self.user.venv()
+        for batch in redteam.BATCHES:
+            self.batches[batch] = self._batch(batch)
+        if self.user:
+            self.user.give(self.base)
+        for batch in self.batches.values():
+            # a classmate's private notebook (0600, another uid) that a symlink among the submissions names
+            private = batch.dir / "private" / "classmate.ipynb"
+            os.chown(private, 65534, 65534)
+            private.chmod(0o600)
+
+    def _batch(self, name: str) -> Batch:
+        folder = self.base / name
+        course = folder / "course"
+        raw = yaml.safe_load((ROOT / "course.yml").read_text())
+        raw.update(limits=LIMITS, secret_salt=self.canary["salt"], autotests="autotests")
+        course.mkdir(parents=True)
+        (course / "course.yml").write_text(yaml.safe_dump(raw, sort_keys=False))
+        shutil.copytree(ROOT / "autotests", course / "autotests",
+                        ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+        conftest = course / "autotests" / "conftest.py"
+        conftest.write_text(f"# {self.canary['autotests']}\n" + conftest.read_text())
+        (folder / "private").mkdir()
+        (folder / "private" / "notes.txt").write_text(self.canary["private"] + "\n")
+        (folder / "private" / "notes.txt").chmod(0o600)
+        (folder / "open").mkdir()
+        (folder / "open").chmod(0o777)
+        (folder / "open" / "canary.txt").write_text("untouched\n")
+        (folder / "open" / "canary.txt").chmod(0o666)
+        batch = Batch(name, folder, course)
+        submitted = course / "submitted"
+        correct = redteam.with_cell(redteam.correct(), self.canary["classmate"], markdown=True)
+        notebooks = {"blank": ("blank", redteam.released()), "zz-correct": ("zz-correct", correct)}
+        values = {"port": str(self.listener.getsockname()[1]), "marker": self.marker, "victim": self.victim_marker}
+        for attack in ATTACKS.values():
+            if attack.batch == name:
+                place = f"zz~{attack.name}" if attack.last else attack.name
+                notebooks[attack.name] = (place, redteam.released({c: attack.cell(**values) for c in attack.cells}))
+                if name == "killers" and not attack.last:
+                    # graded beside it (the next in order): its child shares the fork server with the attack's
+                    notebooks[f"{attack.name}~neighbour"] = (f"{attack.name}~neighbour", correct)
+        for what, (place, nb) in notebooks.items():
+            path = submitted / place / f"{NB}.ipynb"
+            path.parent.mkdir(parents=True)
+            path.write_text(redteam.notebook_text(nb))
+            batch.submissions[what] = f"{place}/"
+        (folder / "private" / "classmate.ipynb").write_text(redteam.notebook_text(redteam.correct()))
+        if name == "input":
+            self._input_notebooks(batch, submitted)
+        return batch
+
+    def _input_notebooks(self, batch: Batch, submitted: Path) -> None:
+        blank = redteam.released()
+        huge = [{"output_type": "stream", "name": "stdout", "text": "x" * (30 << 20)}]
+        made = {
+            "deep-nesting": redteam.released({"dprobs": redteam.deep_nesting()}),
+            "huge-outputs": redteam.with_cell(blank, "print('x' * (30 << 20))", outputs=huge),
+            "forged-grades": redteam.forged_grades(blank),
+        }
+        for sid, nb in made.items():
+            path = submitted / sid / f"{NB}.ipynb"
+            path.parent.mkdir(parents=True)
+            path.write_text(redteam.notebook_text(nb))
+            batch.submissions[sid] = f"{sid}/"
+        # a folder name that is not UTF-8, and one that rewrites a terminal
+        for sid, name, needle in (("bad-name", b"bad-\xff\xfe", "bad-"),
+                                  ("ansi-name", "\x1b[2J\x1b[H\x1b[1;32mALL-PASS\x1b[0m".encode(), "ALL-PASS")):
+            folder = os.path.join(os.fsencode(submitted), name)
+            os.mkdir(folder)
+            with open(os.path.join(folder, NB.encode() + b".ipynb"), "w") as f:
+                f.write(redteam.notebook_text(blank))
+            batch.submissions[sid] = needle
+        link = submitted / "symlink" / f"{NB}.ipynb"
+        link.parent.mkdir()
+        link.symlink_to(batch.dir / "private" / "classmate.ipynb")
+        batch.submissions["symlink"] = "symlink/"
+
+    # -- commands --------------------------------------------------------------------------
+
+    def argv(self, args: list[str]) -> list[str]:
+        if self.user is None:
+            exe = shutil.which("backprop-ninja") or str(Path(sys.executable).parent / "backprop-ninja")
+            return [exe, *args]
+        exe = str(self.venv / "bin" / "backprop-ninja")
+        if self.name == "nouserns":
+            return self.user.command([str(self.venv / "bin" / "python"), str(NOUSERNS), "--", exe, *args])
+        return self.user.command([exe, *args])
+
+    def env(self) -> dict[str, str]:
+        token = {"GRADING_API_TOKEN": self.canary["token"]}
+        if self.user:
+            return self.user.env(**token)
+        return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8", **token}
+
+    def run(self, batch: Batch, verb: str, args: list[str], timeout: float = 300) -> dict:
+        if self.session:
+            self.session.keep_root_traversable()
+        started = time.monotonic()
+        proc = subprocess.Popen(self.argv(args), cwd=batch.course, env=self.env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        if verb == "grade":
+            self.grader_pids.append(proc.pid)  # setpriv and the wrapper exec: the grader keeps this pid
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        done = {"verb": verb, "exit": proc.returncode, "stdout": out, "stderr": err,
+                "seconds": time.monotonic() - started}
+        batch.commands.append(done)
+        return done
+
+    def child_uid(self, uid: int | None) -> bool:
+        """Whether a process or object of `uid` was made by this mode's grading: a sandboxed child's uid
+        (as root: derived from its grader's pid), or the grading user's."""
+        if uid is None:
+            return False
+        if self.user is not None:
+            return uid == self.user.uid
+        return any(0 <= uid - (UID_BASE + ((pid & 0xFFFF) << 12)) < 4096 for pid in self.grader_pids)
+
+    def grade_all(self) -> None:
+        victim = [shutil.which("sleep"), self.victim_marker]
+        self.victim = self.user.popen(victim) if self.user else subprocess.Popen(victim)
+        self.before = {"processes": set(_processes()), "sysv": _sysv(), "shared": _shared_entries(),
+                       "site": {d: d.is_dir() and PLANTED_PTH in os.listdir(d) for d in self._site_dirs()},
+                       **{f"{b.name}-course": _fingerprint(b.course, (b.out,)) for b in self.batches.values()},
+                       **{f"{b.name}-{k}": _fingerprint(b.dir / k) for b in self.batches.values()
+                          for k in ("private", "open")}}
+        if self.user:
+            self.before["home"] = _fingerprint(self.user.home)
+        for batch in self.batches.values():
+            grade = self.run(batch, "grade", ["grade", "submitted", "--out", "results", "--course", "course.yml",
+                                              "--html", "--jobs", "2"])
+            if batch.out.is_dir():
+                for path in batch.out.rglob("*.json"):
+                    with contextlib.suppress(ValueError, UnicodeDecodeError):
+                        batch.results[path.relative_to(batch.out).with_suffix("").as_posix()] = json.loads(
+                            path.read_text())
+            lines = grade["stderr"].decode(errors="replace").strip().splitlines()
+            if grade["exit"] != 0 and not batch.results and len(lines) == 1 and WALLS_REFUSAL.search(lines[0]):
+                batch.refused = lines[0]
+                continue
+            self.run(batch, "report", ["report", "results"])
+            self.run(batch, "export-grade-ids", ["export", "results", "--format", "grade-ids"])
+            self.run(batch, "export-canvas", ["export", "results", "--format", "canvas", "--course", "course.yml"])
+            if batch.out.is_dir():
+                batch.files = sorted(os.fsdecode(p.relative_to(batch.out)) for p in batch.out.rglob("*") if p.is_file())
+        self._observe()
+
+    def _site_dirs(self) -> list[Path]:
+        extra = []
+        if self.venv:
+            extra = list((self.venv / "lib").glob("python*/site-packages"))
+        return _site_dirs(*extra)
+
+    def _observe(self) -> None:
+        deadline = time.monotonic() + 5
+        while True:
+            left = {pid: cmd for pid, (uid, cmd) in _processes().items()
+                    if pid not in self.before["processes"] and pid != self.victim.pid
+                    and (self.child_uid(uid) or self.marker.encode() in cmd)}
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.left_processes = left
+        self.left_sysv = {o for o in _sysv() - self.before["sysv"] if self.child_uid(o[2])}
+        self.left_shared = {p: uid for p, uid in _shared_entries().items()
+                            if p not in self.before["shared"] and (self.child_uid(uid) or self.marker in p)}
+        self.site_after = {d: d.is_dir() and PLANTED_PTH in os.listdir(d) for d in self._site_dirs()}
+        self.after = {f"{b.name}-course": _fingerprint(b.course, (b.out,)) for b in self.batches.values()}
+        self.after.update({f"{b.name}-{k}": _fingerprint(b.dir / k) for b in self.batches.values()
+                           for k in ("private", "open")})
+        if self.user:
+            self.after["home"] = _fingerprint(self.user.home)
+        self.victim_alive = self.victim.poll() is None
+        try:
+            self.connection = self.listener.accept()
+        except BlockingIOError:
+            self.connection = None
+
+    def texts(self) -> dict[str, str]:
+        """Everything the grading wrote or printed: file or stream -> its text."""
+        found = {}
+        for batch in self.batches.values():
+            for command in batch.commands:
+                for stream in ("stdout", "stderr"):
+                    found[f"{batch.name} {command['verb']} {stream}"] = command[stream].decode(errors="replace")
+            if batch.out.is_dir():
+                for path in batch.out.rglob("*"):
+                    if path.is_file():
+                        found[os.fsdecode(path)] = path.read_bytes().decode(errors="replace")
+        return found
+
+    # -- clean-up: only what this mode made ------------------------------------------------
+
+    def cleanup(self) -> None:
+        self.listener.close()
+        if self.victim is not None and self.victim.poll() is None:
+            self.victim.kill()
+        if self.victim is not None:
+            self.victim.wait()
+        for pid, (uid, cmd) in _processes().items():
+            if pid not in self.before.get("processes", {pid}) and (self.child_uid(uid) or self.marker.encode() in cmd):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        for kind, ident, uid in _sysv() - self.before.get("sysv", set()):
+            if self.child_uid(uid):
+                subprocess.run(["ipcrm", {"shm": "-m", "msg": "-q", "sem": "-s"}[kind], str(ident)],
+                               capture_output=True)
+        for path, uid in _shared_entries().items():
+            if path not in self.before.get("shared", {path: 0}) and (self.child_uid(uid) or self.marker in path):
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+        for site in self._site_dirs():
+            if not self.before.get("site", {}).get(site, True):
+                with contextlib.suppress(OSError):
+                    (site / PLANTED_PTH).unlink()
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", params=MODES)
+def mode(request):
+    if os.getuid() != 0:
+        pytest.skip("the red-team modes create a user and read every process: they need root (CI is root)")
+    session = request.getfixturevalue("unix_user") if request.param != "root" else None
+    m = Mode(request.param, session)
+    try:
+        m.build()
+        m.grade_all()
+        yield m
+    finally:
+        m.cleanup()
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading results
+
+
+def _result(batch: Batch, what: str) -> dict | None:
+    found = _results_of(batch, what)
+    return found[0] if found else None
+
+
+def _results_of(batch: Batch, what: str) -> list[dict]:
+    """The results of one submission, found by the text its id holds (a grader may make an id safe to
+    print, or refuse the submission: then there is none)."""
+    needle = batch.submissions[what]
+    if needle.endswith("/"):  # a folder of its own
+        return [r for sid, r in batch.results.items() if sid.startswith(needle)]
+    return [r for sid, r in batch.results.items() if needle in sid]
+
+
+def _blank_score(batch: Batch) -> float:
+    blank = _result(batch, "blank")
+    assert blank is not None, f"the blank notebook has no result in {batch.name}"
+    # a result rewritten after the grader wrote it would make every comparison with it vacuous
+    assert blank["score"] == sum(t["score"] for t in blank["tests"]) < blank["max_score"], blank["score"]
+    return blank["score"]
+
+
+def _attack_text(batch: Batch, what: str) -> str:
+    result = _result(batch, what)
+    parts = [json.dumps(result, ensure_ascii=False)] if result else []
+    page = batch.out / batch.submissions[what] / f"{NB}.html"
+    if page.is_file():
+        parts.append(page.read_bytes().decode(errors="replace"))
+    return "\n".join(parts)
+
+
+def _measured(batch: Batch, sid: str, kind: str) -> int | None:
+    found = re.findall(rf"REDTEAM-MEASURE {kind} (\d+)", _attack_text(batch, sid))
+    return max(map(int, found)) if found else None
+
+
+def _measured_or_stopped(batch: Batch, what: str, value: int | None) -> None:
+    """A measuring attack either reports its measure or was visibly stopped (refused, flagged): a result
+    with neither would make the limit's check vacuous."""
+    result = _result(batch, what)
+    assert result is not None, f"{what}: no result"
+    assert value is not None or result["flags"], f"{what}: no measure and no flag"
+
+
+def _needles(secret: str, mode: Mode) -> list[str]:
+    if secret == "reference-answers":
+        text = (ROOT / "solutions" / "answers.py").read_text()
+        lines = [line.strip() for line in text.splitlines() if len(line.strip()) >= 30]
+        return [v for line in lines for v in {line, html.escape(line), html.escape(line, quote=False),
+                                               json.dumps(line)[1:-1]}]
+    return [mode.canary[secret]]
+
+
+slow = pytest.mark.slow
+
+
+def _not_refused(mode: Mode, batch: str) -> Batch:
+    b = mode.batches[batch]
+    if b.refused:
+        pytest.skip(f"grading refused up front in mode {mode.name}: {b.refused}")
+    return b
+
+
+# ---------------------------------------------------------------------------------------------
+# Every batch finishes, or is refused before any student code runs
+
+
+@slow
+@pytest.mark.parametrize("batch", redteam.BATCHES)
+def test_grading_finishes_or_refuses_up_front(mode, batch):
+    b = mode.batches[batch]
+    grade = b.command("grade")
+    if b.refused:
+        assert not b.out.exists() or not list(b.out.rglob("*.json")), b.refused
+        return
+    assert grade["exit"] == 0, (mode.name, grade["exit"], grade["stderr"][-3000:])
+    missing = [what for what in b.submissions if what not in ("symlink", "bad-name") and not _results_of(b, what)]
+    assert not missing, (mode.name, missing, grade["stderr"][-2000:])
+
+
+@slow
+@pytest.mark.parametrize("batch", redteam.BATCHES)
+def test_every_correct_submission_keeps_full_marks(mode, batch):
+    b = _not_refused(mode, batch)
+    for what in [w for w in b.submissions if w == "zz-correct" or w.endswith("~neighbour")]:
+        found = _results_of(b, what)
+        assert found, (what, b.command("grade")["stderr"][-2000:])
+        assert found[0]["score"] == found[0]["max_score"], \
+            (what, [(t["name"], t["output"][:200]) for t in found[0]["tests"] if t["score"] < t["max_score"]])
+
+
+@slow
+@pytest.mark.parametrize("batch", redteam.BATCHES)
+def test_report_and_exports_work_and_files_are_clean(mode, batch):
+    b = _not_refused(mode, batch)
+    for command in b.commands[1:]:
+        assert command["exit"] == 0, (command["verb"], command["stderr"][-2000:])
+    for name in b.files:
+        ours = name in CLASS_FILES or "/" in name and Path(name).name in (f"{NB}.json", f"{NB}.html")
+        assert ours, f"not a file the grader writes: {name!r}"
+        (b.out / name).read_bytes().decode("utf-8")  # valid UTF-8, surrogates included
+    for command in b.commands:
+        text = command["stdout"].decode(errors="replace")
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", text), (command["verb"], "control characters on the terminal")
+
+
+@slow
+@pytest.mark.parametrize("attack", [*ATTACKS, *INPUT_NOTEBOOKS])
+def test_an_attack_gains_no_credit(mode, attack):
+    batch = ATTACKS[attack].batch if attack in ATTACKS else "input"
+    b = _not_refused(mode, batch)
+    results = _results_of(b, attack)
+    if attack not in ("symlink", "bad-name"):
+        assert results, f"{attack}: no result"
+    blank = _blank_score(b)
+    for result in results:
+        assert max(result["score"], sum(t["score"] for t in result["tests"])) <= blank, (attack, result["score"], blank,
+                                          [(t["name"], t["score"]) for t in result["tests"] if t["score"]])
+
+
+@slow
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_an_attack_proves_nothing_and_leaks_nothing(mode, attack):
+    b = _not_refused(mode, ATTACKS[attack].batch)
+    found = re.findall(r"REDTEAM-(?:PROOF|LEAK)[^\"\\<]{0,300}", _attack_text(b, attack))
+    assert not found, found[:3]
+
+
+@slow
+@pytest.mark.parametrize("secret", ["salt", "token", "private", "classmate", "autotests", "reference-answers"])
+def test_no_secret_reaches_any_file_or_terminal(mode, secret):
+    needles = _needles(secret, mode)
+    leaks = sorted({where for where, text in mode.texts().items() for n in needles if n in text})
+    assert not leaks, leaks
+
+
+@slow
+def test_the_disk_a_child_can_fill_is_capped(mode):
+    b = _not_refused(mode, "walls")
+    written = _measured(b, "disk_fill", "disk-mb")
+    _measured_or_stopped(b, "disk_fill", written)
+    assert written is None or written <= DISK_CAP_MB, f"wrote {written} MB"
+
+
+@slow
+def test_the_memory_limit_holds_for_the_child_as_a_whole(mode):
+    b = _not_refused(mode, "walls")
+    held = _measured(b, "memory_bomb", "memory-mb")
+    _measured_or_stopped(b, "memory_bomb", held)
+    assert held is None or held <= LIMITS["memory_mb"], f"held {held} MB at once"
+
+
+@slow
+@pytest.mark.parametrize("attack", ["timeout_rerun", "timeout_swallow"])
+def test_a_cell_past_its_time_limit_costs_that_limit_once(mode, attack):
+    b = _not_refused(mode, "walls")
+    result = _result(b, attack)
+    assert result is not None
+    assert result["execution_time"] <= ONE_TIMEOUT_SECONDS, result["execution_time"]
+
+
+@slow
+def test_nothing_is_left_running(mode):
+    assert not mode.left_processes, {p: c.replace(b"\0", b" ")[:120] for p, c in mode.left_processes.items()}
+
+
+@slow
+def test_no_sysv_object_is_left(mode):
+    assert not mode.left_sysv
+
+
+@slow
+def test_nothing_is_left_in_shared_places(mode):
+    assert not mode.left_shared
+
+
+@slow
+@pytest.mark.parametrize("place", ["course", "private", "open"])
+def test_nothing_changes_outside_the_results_folder(mode, place):
+    changed = {b: sorted(set(mode.before[f"{b}-{place}"].items()) ^ set(mode.after[f"{b}-{place}"].items()))
+               for b in mode.batches}
+    changed = {b: sorted({k for k, _ in c}) for b, c in changed.items() if c}
+    assert not changed, changed
+
+
+@slow
+def test_the_grading_users_home_and_python_are_unchanged(mode):
+    if mode.user:
+        changed = sorted({k for k, _ in set(mode.before["home"].items()) ^ set(mode.after["home"].items())})
+        assert not changed, changed
+    planted = [str(d) for d, now in mode.site_after.items() if now and not mode.before["site"].get(d)]
+    assert not planted, planted
+
+
+@slow
+def test_an_unrelated_process_of_the_grading_user_survives(mode):
+    assert mode.victim_alive
+
+
+@slow
+def test_no_network_connection_leaves_the_sandbox(mode):
+    assert mode.connection is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The corpus itself, and the helper that refuses user namespaces
+
+
+def test_every_attack_is_a_cell_python_can_run():
+    values = {"port": "1", "marker": "1.5", "victim": "2.5"}
+    assert {a.batch for a in ATTACKS.values()} == set(redteam.BATCHES)
+    for attack in ATTACKS.values():
+        assert attack.claim and attack.cells, attack.name
+        compile(attack.cell(**values), attack.name, "exec")
+        assert "$" not in attack.cell(**values), attack.name
+
+
+UNSHARE = ("import ctypes, os, sys\n"
+           "libc = ctypes.CDLL(None, use_errno=True)\n"
+           "print(libc.unshare(int(sys.argv[1])), ctypes.get_errno())\n")
+
+
+def _unshare(flags: int, wrapper: list[str] = ()) -> tuple[int, int]:
+    done = subprocess.run([*wrapper, sys.executable, "-c", UNSHARE, str(flags)], capture_output=True, text=True,
+                          timeout=60, check=True)
+    result, err = done.stdout.split()
+    return int(result), int(err)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="unshare(CLONE_NEWUSER) without the wrapper needs root here")
+def test_the_wrapper_refuses_a_user_namespace_with_eperm():
+    assert _unshare(nouserns.CLONE_NEWUSER) == (0, 0)  # without it, the same call succeeds
+    wrapper = [sys.executable, str(NOUSERNS), "--"]
+    assert _unshare(nouserns.CLONE_NEWUSER, wrapper) == (-1, 1)  # EPERM
+    assert _unshare(0x40000000 | 0x00020000, wrapper) == (0, 0)  # other namespaces: allowed
+    everything = [sys.executable, str(NOUSERNS), "--all-namespaces", "--"]
+    assert _unshare(0x40000000, everything) == (-1, 1)
+
+
+def test_under_the_wrapper_threads_and_processes_still_start():
+    code = ("import threading, subprocess\n"
+            "t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
+            "print(subprocess.run(['unshare', '--user', 'true']).returncode)\n")
+    done = subprocess.run([sys.executable, str(NOUSERNS), "--", sys.executable, "-c", code], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["thread", "1"], done.stdout
+    assert "Operation not permitted" in done.stderr
+
+
+def test_the_wrapper_with_no_command_says_so():
+    done = subprocess.run([sys.executable, str(NOUSERNS)], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "no command" in done.stderr
