@@ -284,6 +284,7 @@ def _probe_seccomp(numbers: dict[str, int]) -> list[str]:
         "SysV IPC": ("shmget", 0x7FFFFFF0, 1, 0),
         "ptrace": ("ptrace", PTRACE_PEEKDATA, NO_SUCH_PID, None, None),
         "signals to other processes": ("kill", NO_SUCH_PID, 0),
+        "other processes' limits": ("prlimit64", NO_SUCH_PID, 0, None, None),
         "unshare": ("unshare", 0),
     }
     failed = []
@@ -370,8 +371,8 @@ def wall(config: dict, ruleset: tuple[int, int] | None, ruleset_error: str | Non
         if failed:
             missing["seccomp"] = f"raised, but {', '.join(failed)} still allowed"
         else:
-            walls["seccomp"] = ("in force: execve, fork, sockets, SysV IPC, ptrace, signals to other processes "
-                                "and unshare refused (probed)")
+            walls["seccomp"] = ("in force: execve, fork, sockets, SysV IPC, ptrace, signals to other processes, "
+                                "other processes' limits and unshare refused (probed)")
     if "landlock" not in missing:
         problem = _probe_landlock(config)
         if problem:

@@ -11,8 +11,11 @@ What it refuses, with EPERM so that the student's code sees an ordinary error:
   (clone3 answers ENOSYS, so that a libc falls back to clone, whose flags a filter can read);
 - new sockets (the child talks only over the pipes it inherited), SysV IPC (objects outlive the
   child), shared anonymous mappings (only useful to share with a process it cannot make);
-- reaching other processes: ptrace, process_vm_*, kcmp, pidfd_*, and every signal call aimed
-  anywhere but at its own process;
+- reaching other processes: ptrace, process_vm_*, kcmp, pidfd_*, every signal call aimed
+  anywhere but at its own process, and every call that changes another process of the same uid
+  without a signal: prlimit64 and sched_set* allowed on itself only (a CPU-time limit of one second
+  set on the grader kills it), setpriority and ioprio_set refused (their target may be every process
+  of a uid);
 - changing its world: unshare, setns, mount and the new mount API, pivot_root, chroot, bpf, the
   keyring, userfaultfd, perf_event_open, memfd_create/memfd_secret, io_uring, personality changes,
   modules, kexec, reboot, swap, acct, quotactl.
@@ -51,7 +54,7 @@ REFUSED = (
     "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl",
     "semtimedop",
     "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_open", "pidfd_getfd",
-    "pidfd_send_signal",
+    "pidfd_send_signal", "setpriority", "ioprio_set",
     "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen", "fsconfig",
     "fsmount", "fspick", "mount_setattr", "open_by_handle_at",
     "bpf", "keyctl", "add_key", "request_key", "userfaultfd", "perf_event_open", "memfd_create", "memfd_secret",
@@ -61,6 +64,8 @@ REFUSED = (
 )
 # Signals: allowed only when the target (the first argument, a pid or tgid) is the child itself.
 SIGNALLING = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+# Calls on the process its first argument names (0: the caller): allowed only on the child itself.
+ON_ONE_PROCESS = ("prlimit64", "sched_setaffinity", "sched_setparam", "sched_setscheduler", "sched_setattr")
 
 # (AUDIT_ARCH value, syscall numbers), generated from each kernel's syscall table.
 ARCHES = {
@@ -77,7 +82,9 @@ ARCHES = {
         "memfd_create": 319, "memfd_secret": 447, "io_uring_setup": 425, "io_uring_enter": 426,
         "io_uring_register": 427, "personality": 135, "mmap": 9, "init_module": 175, "finit_module": 313,
         "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320, "reboot": 169, "swapon": 167,
-        "swapoff": 168, "acct": 163, "quotactl": 179, "uselib": 134,
+        "swapoff": 168, "acct": 163, "quotactl": 179, "uselib": 134, "setpriority": 141, "ioprio_set": 251,
+        "prlimit64": 302, "sched_setaffinity": 203, "sched_setparam": 142, "sched_setscheduler": 144,
+        "sched_setattr": 314,
     }),
     "aarch64": (0xC00000B7, {
         "execve": 221, "execveat": 281, "clone": 220, "clone3": 435, "socket": 198, "socketpair": 199,
@@ -92,7 +99,8 @@ ARCHES = {
         "memfd_secret": 447, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
         "personality": 92, "mmap": 222, "init_module": 105, "finit_module": 273, "delete_module": 106,
         "kexec_load": 104, "kexec_file_load": 294, "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89,
-        "quotactl": 60,
+        "quotactl": 60, "setpriority": 140, "ioprio_set": 30, "prlimit64": 261, "sched_setaffinity": 122,
+        "sched_setparam": 118, "sched_setscheduler": 119, "sched_setattr": 274,
     }),
 }
 
@@ -133,6 +141,9 @@ def program(own_pid: int) -> bytes:
     rules += rule("clone", on_arg(0, JSET_K, CLONE_THREAD, allow, refuse))
     for name in SIGNALLING:
         rules += rule(name, on_arg(0, JEQ_K, own_pid, allow, refuse))
+    for name in ON_ONE_PROCESS:
+        rules += rule(name, [_insn(LD_W_ABS, _arg_low(0)), _insn(JEQ_K, 0, 1, 0), _insn(JEQ_K, own_pid, 0, 1),
+                             allow, refuse])
     rules += rule("personality", on_arg(0, JEQ_K, PERSONALITY_QUERY, allow, refuse))
     shared_anonymous = MAP_SHARED | MAP_ANONYMOUS
     rules += rule("mmap", [_insn(LD_W_ABS, _arg_low(3)), _insn(AND_K, shared_anonymous),

@@ -101,7 +101,8 @@ def syscalls(case):
             """
         for part, names in enumerate((REFUSED[:half], REFUSED[half:]))
     }
-    numbers = {k: NUMBERS[k] for k in ("clone3", "kill", "tkill", "tgkill", "rt_sigqueueinfo", "personality")}
+    numbers = {k: NUMBERS[k] for k in ("clone3", "kill", "tkill", "tgkill", "rt_sigqueueinfo", "personality",
+                                       "prlimit64", "sched_setaffinity")}
     return _run({
         **listed,
         "processes": """
@@ -141,6 +142,10 @@ def syscalls(case):
             res['tgkill_self'] = call(n['tgkill'], me, me, 0)
             res['tgkill_parent'] = call(n['tgkill'], parent, parent, 0)
             res['sigqueue_parent'] = call(n['rt_sigqueueinfo'], parent, 0, 0)
+            limits = ctypes.create_string_buffer(16)
+            res['prlimit_self'] = call(n['prlimit64'], 0, 4, 0, ctypes.addressof(limits))
+            res['prlimit_other'] = call(n['prlimit64'], {jail.NO_SUCH_PID}, 4, 0, ctypes.addressof(limits))
+            res['sched_setaffinity_other'] = call(n['sched_setaffinity'], {jail.NO_SUCH_PID}, 0, 0)
             res['personality_query'] = call(n['personality'], 0xFFFFFFFF) >= 0
             res['personality_change'] = call(n['personality'], 0x0040000)
             """,
@@ -192,6 +197,14 @@ def test_other_signal_calls_reach_no_other_process(syscalls, call):
     assert r["signals"][f"{call}_parent"] == -errno.EPERM, r["signals"]
 
 
+def test_no_other_process_has_its_limits_or_scheduling_changed(syscalls):
+    """A process of the same uid could otherwise set the grader's CPU-time limit to a second (it dies)
+    without sending a signal; a pid that does not exist shows the filter (the kernel would say ESRCH)."""
+    _, r = syscalls
+    assert r["signals"]["prlimit_other"] == r["signals"]["sched_setaffinity_other"] == -errno.EPERM, r["signals"]
+    assert r["signals"]["prlimit_self"] == 0, r["signals"]
+
+
 def test_signalling_itself_still_works(syscalls):
     _, r = syscalls
     assert r["signals"]["kill_self"] == r["signals"]["tkill_self"] == r["signals"]["tgkill_self"] == 0
@@ -232,7 +245,7 @@ def test_the_syscall_numbers_match_libseccomps_tables():
     for arch, (audit, numbers) in seccomp.ARCHES.items():
         for name, number in numbers.items():
             assert resolve(audit, name.encode()) == number, (arch, name)
-        absent = [n for n in (*seccomp.REFUSED, *seccomp.SIGNALLING) if n not in numbers]
+        absent = [n for n in (*seccomp.REFUSED, *seccomp.SIGNALLING, *seccomp.ON_ONE_PROCESS) if n not in numbers]
         assert all(resolve(audit, n.encode()) < 0 for n in absent), (arch, absent)
 
 
