@@ -3,10 +3,15 @@ the three kinds of host the grader meets: as root (CI), as a normal user (most i
 JupyterHub), and as a normal user on a host that refuses user namespaces (Ubuntu 24.04, Docker's
 default profile: tests/helpers/nouserns.py).
 
-In each mode three batches run from a course folder of the grading user's own (`backprop-ninja grade
-submitted --out results --course course.yml --html`, then `report` and `export`): the wall attacks, the
-input attacks and the killers, each beside the released notebook left blank (the baseline) and one
-answered correctly (`zz-correct`, graded after the attacks). Required of every attack, in every mode:
+Each mode is run with both vehicles (redteam.VEHICLES): `checked`, the product as it is, and `floor`,
+the same command with the static check switched off (tests/helpers/nostatic.py), each payload then
+running its escape directly, so that the kernel walls alone stand in its way; the floor's wiretap shows
+everything a child sent back, even where the feedback replaces it.
+
+In each mode and vehicle three batches run from a course folder of the grading user's own
+(`backprop-ninja grade submitted --out results --course course.yml --html`, then `report` and `export`):
+the wall attacks, the input attacks and the killers, each beside the released notebook left blank (the
+baseline) and one answered correctly (`zz-correct`, graded after the attacks). Required of every attack, in every mode:
 it gains no credit (it scores what the blank scores), leaks no secret into any file or terminal line,
 proves no capability it should not have, leaves nothing behind (processes, SysV objects, files outside
 the results folder) and breaks no batch (the correct notebook keeps full marks, every command exits 0
@@ -34,10 +39,11 @@ import pytest
 import yaml
 
 import redteam
-from helpers import nouserns, users
+from helpers import nostatic, nouserns, users
 
 ROOT = Path(__file__).resolve().parents[1]
 NOUSERNS = Path(nouserns.__file__).resolve()
+NOSTATIC = Path(nostatic.__file__).resolve()
 MODES = ("root", "user", "nouserns")
 NB = "backprop_ninja"
 UID_BASE = 1_000_000_000  # grader.sandbox gives each child a uid of its own from here (as root)
@@ -155,6 +161,8 @@ class Batch:
     results: dict[str, dict] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     refused: str | None = None
+    # floor vehicle: submission id -> what its child sent back (tests/helpers/nostatic.py's wiretap)
+    crossed: dict[str, list[dict]] = field(default_factory=dict)
 
     @property
     def out(self) -> Path:
@@ -163,10 +171,16 @@ class Batch:
     def command(self, verb: str) -> dict:
         return next(c for c in self.commands if c["verb"] == verb)
 
+    @property
+    def wiretap(self) -> Path:
+        # beside the batch folders, out of every place a payload walks or the tests fingerprint
+        return self.dir.with_name(f"{self.name}.wiretap.jsonl")
+
 
 class Mode:
-    def __init__(self, name: str, session: users.Session | None):
+    def __init__(self, name: str, vehicle: str, session: users.Session | None):
         self.name = name
+        self.vehicle = vehicle
         self.session = session if name != "root" else None
         self.user = self.session.user if self.session else None
         self.canary = {k: f"CANARY-{k}-{secrets.token_hex(8)}" for k in
@@ -221,11 +235,13 @@ class Mode:
         submitted = course / "submitted"
         correct = redteam.with_cell(redteam.correct(), self.canary["classmate"], markdown=True)
         notebooks = {"blank": ("blank", redteam.released()), "zz-correct": ("zz-correct", correct)}
-        values = {"port": str(self.listener.getsockname()[1]), "marker": self.marker, "victim": self.victim_marker}
+        values = {"port": str(self.listener.getsockname()[1]), "marker": self.marker, "victim": self.victim_marker,
+                  "course": str(course)}
         for attack in ATTACKS.values():
             if attack.batch == name:
                 place = f"zz~{attack.name}" if attack.last else attack.name
-                notebooks[attack.name] = (place, redteam.released({c: attack.cell(**values) for c in attack.cells}))
+                notebooks[attack.name] = (place, redteam.released({c: attack.cell(self.vehicle, **values)
+                                                                   for c in attack.cells}))
                 if name == "killers" and not attack.last:
                     # graded beside it (the next in order): its child shares the fork server with the attack's
                     notebooks[f"{attack.name}~neighbour"] = (f"{attack.name}~neighbour", correct)
@@ -267,14 +283,17 @@ class Mode:
 
     # -- commands --------------------------------------------------------------------------
 
-    def argv(self, args: list[str]) -> list[str]:
-        if self.user is None:
-            exe = shutil.which("backprop-ninja") or str(Path(sys.executable).parent / "backprop-ninja")
-            return [exe, *args]
-        exe = str(self.venv / "bin" / "backprop-ninja")
+    def argv(self, batch: Batch, args: list[str]) -> list[str]:
+        python = sys.executable if self.user is None else str(self.venv / "bin" / "python")
+        if self.vehicle == "floor":
+            command = [python, str(NOSTATIC), "--wiretap", str(batch.wiretap), "--", *args]
+        elif self.user is None:
+            command = [shutil.which("backprop-ninja") or str(Path(sys.executable).parent / "backprop-ninja"), *args]
+        else:
+            command = [str(self.venv / "bin" / "backprop-ninja"), *args]
         if self.name == "nouserns":
-            return self.user.command([str(self.venv / "bin" / "python"), str(NOUSERNS), "--", exe, *args])
-        return self.user.command([exe, *args])
+            command = [python, str(NOUSERNS), "--", *command]
+        return command if self.user is None else self.user.command(command)
 
     def env(self) -> dict[str, str]:
         token = {"GRADING_API_TOKEN": self.canary["token"]}
@@ -286,7 +305,7 @@ class Mode:
         if self.session:
             self.session.keep_root_traversable()
         started = time.monotonic()
-        proc = subprocess.Popen(self.argv(args), cwd=batch.course, env=self.env(), stdout=subprocess.PIPE,
+        proc = subprocess.Popen(self.argv(batch, args), cwd=batch.course, env=self.env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
         if verb == "grade":
             self.grader_pids.append(proc.pid)  # setpriv and the wrapper exec: the grader keeps this pid
@@ -327,6 +346,10 @@ class Mode:
                     with contextlib.suppress(ValueError, UnicodeDecodeError):
                         batch.results[path.relative_to(batch.out).with_suffix("").as_posix()] = json.loads(
                             path.read_text())
+            if batch.wiretap.is_file():
+                for line in batch.wiretap.read_text(encoding="utf-8").splitlines():
+                    crossed = json.loads(line)
+                    batch.crossed.setdefault(crossed["id"], []).append(crossed)
             lines = grade["stderr"].decode(errors="replace").strip().splitlines()
             if grade["exit"] != 0 and not batch.results and len(lines) == 1 and WALLS_REFUSAL.search(lines[0]):
                 batch.refused = lines[0]
@@ -376,6 +399,8 @@ class Mode:
             for command in batch.commands:
                 for stream in ("stdout", "stderr"):
                     found[f"{batch.name} {command['verb']} {stream}"] = command[stream].decode(errors="replace")
+            if batch.wiretap.is_file():  # what a child sent back: the parent has it, whatever it shows
+                found[str(batch.wiretap)] = batch.wiretap.read_text(encoding="utf-8")
             if batch.out.is_dir():
                 for path in batch.out.rglob("*"):
                     if path.is_file():
@@ -412,12 +437,14 @@ class Mode:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-@pytest.fixture(scope="module", params=MODES)
+@pytest.fixture(scope="module", params=[(m, v) for m in MODES for v in redteam.VEHICLES],
+                ids=lambda p: "-".join(p))
 def mode(request):
     if os.getuid() != 0:
         pytest.skip("the red-team modes create a user and read every process: they need root (CI is root)")
-    session = request.getfixturevalue("unix_user") if request.param != "root" else None
-    m = Mode(request.param, session)
+    name, vehicle = request.param
+    session = request.getfixturevalue("unix_user") if name != "root" else None
+    m = Mode(name, vehicle, session)
     try:
         m.build()
         m.grade_all()
@@ -435,13 +462,14 @@ def _result(batch: Batch, what: str) -> dict | None:
     return found[0] if found else None
 
 
-def _results_of(batch: Batch, what: str) -> list[dict]:
-    """The results of one submission, found by the text its id holds (a grader may make an id safe to
-    print, or refuse the submission: then there is none)."""
+def _results_of(batch: Batch, what: str, found: dict | None = None) -> list:
+    """The results of one submission (or what else `found` holds by submission id), found by the text its
+    id holds (a grader may make an id safe to print, or refuse the submission: then there is none)."""
     needle = batch.submissions[what]
+    found = batch.results if found is None else found
     if needle.endswith("/"):  # a folder of its own
-        return [r for sid, r in batch.results.items() if sid.startswith(needle)]
-    return [r for sid, r in batch.results.items() if needle in sid]
+        return [r for sid, r in found.items() if sid.startswith(needle)]
+    return [r for sid, r in found.items() if needle in sid]
 
 
 def _blank_score(batch: Batch) -> float:
@@ -453,8 +481,10 @@ def _blank_score(batch: Batch) -> float:
 
 
 def _attack_text(batch: Batch, what: str) -> str:
+    """What a submission got back: its result, its page, and (floor) what its child sent the grader."""
     result = _result(batch, what)
     parts = [json.dumps(result, ensure_ascii=False)] if result else []
+    parts += [json.dumps(c, ensure_ascii=False) for c in _results_of(batch, what, batch.crossed)]
     page = batch.out / batch.submissions[what] / f"{NB}.html"
     if page.is_file():
         parts.append(page.read_bytes().decode(errors="replace"))
@@ -554,7 +584,12 @@ def test_an_attack_gains_no_credit(mode, attack):
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_an_attack_proves_nothing_and_leaks_nothing(mode, attack):
     b = _not_refused(mode, ATTACKS[attack].batch)
-    found = re.findall(r"REDTEAM-(?:PROOF|LEAK)[^\"\\<]{0,300}", _attack_text(b, attack))
+    text = _attack_text(b, attack)
+    if ATTACKS[attack].static_only and mode.vehicle == "floor":
+        # no wall stands against it: its success shows that the floor's cells really ran unchecked
+        assert "REDTEAM-PROOF" in text, text[:2000]
+        return
+    found = re.findall(r"REDTEAM-(?:PROOF|LEAK)[^\"\\<]{0,300}", text)
     assert not found, found[:3]
 
 
@@ -639,12 +674,13 @@ def test_no_network_connection_leaves_the_sandbox(mode):
 
 
 def test_every_attack_is_a_cell_python_can_run():
-    values = {"port": "1", "marker": "1.5", "victim": "2.5"}
+    values = {"port": "1", "marker": "1.5", "victim": "2.5", "course": "/srv/course"}
     assert {a.batch for a in ATTACKS.values()} == set(redteam.BATCHES)
     for attack in ATTACKS.values():
         assert attack.claim and attack.cells, attack.name
-        compile(attack.cell(**values), attack.name, "exec")
-        assert "$" not in attack.cell(**values), attack.name
+        for vehicle in redteam.VEHICLES:
+            compile(attack.cell(vehicle, **values), attack.name, "exec")
+            assert "$" not in attack.cell(vehicle, **values), attack.name
 
 
 UNSHARE = ("import ctypes, os, sys\n"

@@ -8,18 +8,24 @@ together), `input` (text and files that could break a batch or the instructor's 
 `graded: last` puts it after every other submission of its batch, so that what it breaks is all that
 is left to break.
 
-Most payloads need more than the static check lets through, so they ride the vehicle a student found
-(`escape`): a `match` class pattern reads any attribute, dunders included, so `print.__self__` is the
-builtins module and its `exec` runs the payload, which then has all of Python. The payload text is
-carried in a string with every double underscore spelled `@@` (the check refuses strings holding one),
-after _common.py, which finds the grading process and gives text a way back to the student: an
-exception's message becomes the feedback. `vehicle: plain` cells are submitted as written.
+Most payloads need more than the static check lets through. Each is graded two ways (VEHICLES):
+`checked`, through the product as it is, riding the escape a student once found: a `match` class pattern
+reads any attribute, dunders included, so `print.__self__` is the builtins module and its `exec` runs the
+payload, which then has all of Python (the payload text carried in a string with every double underscore
+spelled `@@`, since the check refuses strings holding one); and `floor`, with the static check switched
+off (tests/helpers/nostatic.py), where the payload is the cell itself, so that whatever the check refuses
+today still meets the kernel walls. Either way the payload follows _common.py, which finds the grading
+process and gives text a way back to the student: an exception's message becomes the feedback.
+`vehicle: plain` cells need no escape and are submitted as written both ways. `defence: static check`
+marks an attack nothing but that check stands against (reading an attribute in Python): in the floor
+vehicle it must succeed, which shows that the check really was off.
 
 What a payload achieves is written into its error, which the grader turns into feedback, so a test
 reads it from the results: `REDTEAM-LEAK` (text it should not have had), `REDTEAM-PROOF` (something it
 should not have been able to do), `REDTEAM-MEASURE kind N` (how much of a resource it got). `$PORT`,
-`$MARKER` and `$VICTIM` are filled in by the test: a loopback listener's port, the argument that marks
-processes a payload starts, and the one that marks an unrelated process of the grading user.
+`$MARKER`, `$VICTIM` and `$COURSE` are filled in by the test: a loopback listener's port, the argument
+that marks processes a payload starts, the one that marks an unrelated process of the grading user, and
+the course folder's path.
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ CELLS = HERE / "cells"
 ROOT = HERE.parents[1]
 RELEASED = ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb"
 BATCHES = ("walls", "input", "killers")
+VEHICLES = ("checked", "floor")
 
 # A class pattern reads any attribute: print.__self__ is the builtins module, and its exec runs the payload.
 ESCAPE = """O = int.mro()[-1]
@@ -55,11 +62,17 @@ class Attack:
     claim: str
     cells: tuple[str, ...]
     batch: str
-    source: str  # the answer cell as submitted, placeholders still in it
+    payload: str  # what runs in the child, placeholders still in it
+    plain: bool = False  # submitted as written: it needs no escape from the static check
     last: bool = False
+    static_only: bool = False  # nothing but the static check stands against it
 
-    def cell(self, **values: str) -> str:
-        text = self.source
+    def cell(self, vehicle: str, **values: str) -> str:
+        """The answer cell as submitted with `vehicle` (see VEHICLES), placeholders filled in."""
+        assert vehicle in VEHICLES, vehicle
+        text = self.payload
+        if vehicle == "checked" and not self.plain:
+            text = ESCAPE.format(payload=text.replace("__", "@@"))
         for key, value in values.items():
             text = text.replace(f"${key.upper()}", value)
         return text
@@ -86,13 +99,11 @@ def load(path: Path) -> Attack:
     cells = tuple(ANSWER_CELLS) if meta["cells"] == "all" else tuple(meta["cells"].split())
     unknown = set(cells) - set(ANSWER_CELLS)
     assert not unknown and meta["batch"] in BATCHES, (path, unknown, meta)
-    if meta.get("vehicle", "escape") == "plain":
-        source = text
-    else:
-        payload = (CELLS / "_common.py").read_text() + "\n" + text
-        assert "@@" not in payload, path
-        source = ESCAPE.format(payload=payload.replace("__", "@@"))
-    return Attack(path.stem, meta["attack"], cells, meta["batch"], source, meta.get("graded") == "last")
+    plain = meta.get("vehicle", "escape") == "plain"
+    payload = text if plain else (CELLS / "_common.py").read_text() + "\n" + text
+    assert "@@" not in payload, path
+    return Attack(path.stem, meta["attack"], cells, meta["batch"], payload, plain, meta.get("graded") == "last",
+                  meta.get("defence", "").startswith("static check"))
 
 
 def attacks() -> list[Attack]:

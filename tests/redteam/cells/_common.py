@@ -1,24 +1,36 @@
-# Shared by every payload that runs through the escape vehicle: how a student who read grader/zygote.py
-# and grader/sandbox.py finds the grading process (the fork server's parent) and the course (its cwd,
+# Shared by every payload but the plain ones: how a student who read grader/zygote.py and
+# grader/sandbox.py finds the grading process (the fork server's parent) and the course (its cwd,
 # `backprop-ninja grade` being run from the course folder), and how text gets back to the student: an
-# exception's message becomes the feedback.
+# exception's message becomes the feedback. Where /proc is closed to it, the payload still tries the wall
+# it targets by a route that needs no /proc: the grading session's leader (the grader, as the tests start
+# it) and the course folder's path, which a student can guess ($COURSE: the test fills it in).
 import os
 import signal
 import sys
 
 
 def grader_pid():
-    with open('/proc/%d/stat' % os.getppid()) as stat:
-        return int(stat.read().rsplit(')', 1)[1].split()[1])
+    try:
+        with open('/proc/%d/stat' % os.getppid()) as stat:
+            return int(stat.read().rsplit(')', 1)[1].split()[1])
+    except OSError:
+        return os.getsid(os.getppid())
+
+
+def course_dir():
+    try:
+        return os.readlink('/proc/%d/cwd' % grader_pid())
+    except OSError:
+        return '$COURSE'
 
 
 def course_path(*parts):
     # Through the grader's own cwd link, the path resolves in the grader's mount namespace.
-    return os.path.join('/proc/%d/cwd' % grader_pid(), *parts)
-
-
-def course_dir():
-    return os.readlink('/proc/%d/cwd' % grader_pid())
+    try:
+        os.stat('/proc/%d/cwd/' % grader_pid())
+        return os.path.join('/proc/%d/cwd' % grader_pid(), *parts)
+    except OSError:
+        return os.path.join(course_dir(), *parts)
 
 
 def wrote(path, text):

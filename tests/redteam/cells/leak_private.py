@@ -12,4 +12,6 @@ for root, dirs, files in os.walk(outside):
                 found.append(name + ': ' + f.read(120))
         except OSError:
             pass
-leak(' | '.join(found) or 'nothing readable')
+if found:
+    leak(' | '.join(found))
+raise OSError('nothing readable beside the course')

@@ -9,7 +9,10 @@ piece = 560
 read, write = os.pipe()
 children = []
 for i in range(3):
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # refused: what the cell holds alone is still measured
+        break
     if pid == 0:
         try:
             held = torch.ones(piece << 18)

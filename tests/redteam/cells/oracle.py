@@ -5,7 +5,10 @@
 import torch
 from grader import exercise, model, oracle
 
-grade_id = sys._getframe(1).f_code.co_filename[len('<answer cell '):-1]
+frame = sys._getframe()
+while not frame.f_code.co_filename.startswith('<answer cell '):  # the cell itself, or the one that exec'd it
+    frame = frame.f_back
+grade_id = frame.f_code.co_filename[len('<answer cell '):-1]
 ns = globals()
 
 
