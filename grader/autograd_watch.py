@@ -39,6 +39,10 @@ def _truthy(mode=False, *args, **kwargs) -> bool:
     return bool(mode)
 
 
+def _sets_true(tensor, value=False, *args, **kwargs) -> bool:
+    return bool(value)
+
+
 # Calls that change autograd's mode, reported only in the direction that could help a cell: leaving
 # inference mode, or switching grad recording on (which inside inference mode records nothing).
 MODE_SWITCHES = {
@@ -95,6 +99,9 @@ def install() -> None:
             _replace(module, name, AUTOGRAD_EVENT, f"called {module_name}.{name}")
     _replace(torch.Tensor, "backward", AUTOGRAD_EVENT, "called Tensor.backward")
     _replace(torch.Tensor, "requires_grad_", AUTOGRAD_EVENT, "called Tensor.requires_grad_")
+    flag = torch._C.TensorBase.requires_grad
+    torch.Tensor.requires_grad = property(
+        flag.__get__, _wrapper(flag.__set__, AUTOGRAD_EVENT, "set requires_grad", _sets_true), doc=flag.__doc__)
     for (module_name, name), (label, when) in MODE_SWITCHES.items():
         _replace(importlib.import_module(module_name), name, AUTOGRAD_EVENT, label, when)
     for (module_name, name), event in UNAUDITED.items():

@@ -68,9 +68,10 @@ def _error(grade_id: str, exc: BaseException, quiet) -> dict:
     return error
 
 
-# Evidence messages a child sends at most: each kind of step is reported once per cell and case, and a
-# cell that opens a million files must not flood the pipe.
-MAX_EVIDENCE = 64
+# Evidence messages a child sends at most per run of a cell (each kind of step once) and in all: a cell
+# that opens a million files must not flood the pipe, and the parent keeps a few per outcome anyway.
+MAX_EVIDENCE_PER_RUN = 8
+MAX_EVIDENCE = 2000
 
 
 def _brief(args: tuple) -> str:
@@ -103,12 +104,14 @@ def _audit(wfd: int):
 
     state = {"quiet": 0, "context": ["", "", ""], "own": None}
     reported: set = set()
+    per_run: dict = {}
 
     def report(kind: str, text: str) -> None:
-        key = (*state["context"], text)
-        if key in reported or len(reported) >= MAX_EVIDENCE:
+        context = tuple(state["context"])
+        if (*context, text) in reported or len(reported) >= MAX_EVIDENCE or per_run.get(context, 0) >= MAX_EVIDENCE_PER_RUN:
             return
-        reported.add(key)
+        reported.add((*context, text))
+        per_run[context] = per_run.get(context, 0) + 1
         grade_id, case, check = state["context"]
         try:
             protocol.write(wfd, {"op": "evidence", "grade_id": grade_id, "case": case, "check": check,
@@ -213,8 +216,10 @@ def main() -> None:
         at(grade_id, case, check, code)
         return timed(grade_id, lambda: exec(code, ns))
 
-    def check_left(ns: dict) -> None:
-        for found in autograd_watch.leftovers(ns):
+    def check_left(ns: dict, names=None) -> None:
+        """Autograd's leftovers among `names` of `ns` (all when None): those a cell may have assigned,
+        not helper variables an earlier cell left behind (reported under that cell already)."""
+        for found in autograd_watch.leftovers(ns if names is None else {k: ns[k] for k in names if k in ns}):
             report("autograd", found)
 
     def backward(case: str, check: str) -> tuple[dict, object]:
@@ -333,7 +338,7 @@ def main() -> None:
                 if g not in answer.upstream:
                     ns.pop(g, None)
         failed = execute(grade_id, ns, case, check)
-        check_left(ns)
+        check_left(ns, reads)
         if failed:
             return {**reply, **failed}, {}
         if answer.exercise == 1:
