@@ -142,14 +142,34 @@ def _audit(wfd: int):
     return at, quiet, report
 
 
-def _importer(original):
-    """`__import__` for the cells: a module torch has already loaded raises no "import" event of its own."""
+# What a cell may import without a report: the torch and F it is given anyway (`import torch` is common in
+# correct answers), as (module, names imported from it).
+HARMLESS_IMPORTS = {("torch", ()), ("torch", ("nn",)), ("torch.nn", ()), ("torch.nn", ("functional",)),
+                    ("torch.nn.functional", ())}
 
-    def audited_import(name, *args, **kwargs):
-        sys.audit("import", name)
-        return original(name, *args, **kwargs)
+
+def _importer(original):
+    """`__import__` for the cells: a module torch has already loaded raises no "import" event of its
+    own, so this one raises it for any import but the harmless ones."""
+
+    def audited_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level or (name, tuple(fromlist or ())) not in HARMLESS_IMPORTS:
+            sys.audit("import", name)
+        return original(name, globals, locals, fromlist, level)
 
     return audited_import
+
+
+def warm_up() -> None:
+    """Run once in the fork server, before any child: what an honest cell may do beside tensor math
+    (print a tensor, format a number from one) loads modules lazily the first time, and in a child that
+    loading would be audited steps, reported against the cell."""
+    import torch
+
+    values = torch.linspace(-1, 1, 6, dtype=torch.float64).reshape(2, 3)
+    for value in (values, values.float(), values[0], values.sum(), values > 0, values.long()):
+        str(value), repr(value), f"{value.sum():.3f}", value.tolist()
+    str(values.shape), repr(values.dtype)
 
 
 def main() -> None:

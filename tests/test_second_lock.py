@@ -39,7 +39,8 @@ ATTACKS = {
                      "dnorm_logits = g.clone()\n", "left inference mode"),
     "dlogit_maxes": ("exec('dlogit_maxes = (-dnorm_logits).sum(1, keepdim=True)')\n", "exec"),
     "dlogits": ("salt = open('/etc/hostname').read()\n" + REFERENCE["dlogits"], "open('/etc/hostname')"),
-    "dh": ("import os\nme = os.getpid()\n" + REFERENCE["dh"], "import('os')"),
+    "dh": ("import os\nme = os.getpid()\nfrom torch import autograd\n" + REFERENCE["dh"], "import('os')"),
+    "dbndiff2": ("from torch import autograd\n" + REFERENCE["dbndiff2"], "import('torch')"),
     "dW2": ("import ctypes\nlibc = ctypes.CDLL(None)\n" + REFERENCE["dW2"], "ctypes.dlopen"),
     "db2": ("frame = torch.special.torch.serialization.sys._getframe()\n" + REFERENCE["db2"], "sys._getframe"),
     "dhpreact": ("objects = torch.special.torch.serialization.sys.modules['gc'].get_objects()\n" + REFERENCE["dhpreact"],
@@ -147,7 +148,10 @@ def test_the_reference_cells_beside_the_attacks_are_right_and_unreported(attacke
 
 
 def test_the_reference_answers_are_reported_for_nothing(cases, training):
-    attempt = sandbox.run(REFERENCE, cases, sandbox.Limits(timeout=60, cell_timeout=10), training)
+    """Importing the torch and F a cell is given anyway is not reported either (correct answers do)."""
+    cells = {**REFERENCE, "dprobs": "import torch\n" + REFERENCE["dprobs"],
+             "dh": "import torch.nn.functional as F\nfrom torch import nn\n" + REFERENCE["dh"]}
+    attempt = sandbox.run(cells, cases, sandbox.Limits(timeout=60, cell_timeout=10), training)
     assert attempt.error is None
     assert {o.status for o in attempt.outcomes.values()} == {"tensor"}
 
