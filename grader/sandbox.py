@@ -37,6 +37,9 @@ class Outcome:
     detail: dict = field(default_factory=dict)
     tensor: torch.Tensor | None = None
     extra: dict = field(default_factory=dict)
+    # For an outcome the child's audit hook reported ("autograd", "forbidden-call"): what the cell itself
+    # answered, kept for an instructor's diagnosis and never scored.
+    answered: Outcome | None = None
 
 
 @dataclass
@@ -313,12 +316,13 @@ def _evidence(header: dict, training: Training | None) -> list[tuple[tuple[str, 
     return [(key, kind, text) for key in keys]
 
 
-def _flagged(evidence: list[tuple[str, str]]) -> Outcome:
+def _flagged(evidence: list[tuple[str, str]], answered: Outcome | None) -> Outcome:
     """The outcome of a run with evidence of what no answer needs, whatever the cell produced:
     "autograd" when autograd is all it shows, else "forbidden-call"."""
     kinds = {kind for kind, _ in evidence}
     texts = list(dict.fromkeys(text for _, text in evidence))
-    return Outcome("autograd" if kinds == {"autograd"} else "forbidden-call", {"evidence": texts[:8]})
+    return Outcome("autograd" if kinds == {"autograd"} else "forbidden-call", {"evidence": texts[:8]},
+                   answered=answered)
 
 
 def _outcome(header: dict, tensors: dict) -> Outcome:
@@ -419,5 +423,5 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
             child.close()
         attempt.seconds = time.monotonic() - started
     for key, found in evidence.items():
-        attempt.outcomes[key] = _flagged(found)
+        attempt.outcomes[key] = _flagged(found, attempt.outcomes.get(key))
     return attempt
