@@ -98,6 +98,10 @@ def _audit(wfd: int):
     child loop's frame. Every route to a frame (sys._getframe, a traceback's or generator's frame, a
     trace or profile function, a signal handler's frame argument) and to arbitrary objects (gc's object
     and referrer lists) is itself an audited step, reported before it returns.
+
+    Not seen: what runs inside `quiet()` (a tensor method a cell replaced, called while a reply is
+    encoded), and C-level entry points no Python wrapper covers (a fresh autograd engine, functorch's
+    primitives); the static check, inference mode, the kernel walls and the LOCAL check stand there.
     """
     from grader import protocol
     from grader.autograd_watch import AUTOGRAD_EVENT

@@ -51,6 +51,10 @@ ATTACKS = {
                 "signals.signal(signals.SIGUSR1, lambda number, frame: frame)\n" + REFERENCE["dbnbias"], "signal.signal"),
     "dbnraw": ("threads = torch.special.torch.serialization.sys.modules['threading']\n"
                "threads.Thread(target=lambda: None).start()\n" + REFERENCE["dbnraw"], "_thread.start_new_thread"),
+    "dbnvar_inv": ("os = torch.special.torch.serialization.os\nos.kill(os.getpid(), 0)\n" + REFERENCE["dbnvar_inv"],
+                   "os.kill"),
+    "dbndiff": ("runner = torch.special.torch.serialization.sys.modules['subprocess']\n"
+                "try:\n    runner.run(['true'])\nexcept OSError:\n    pass\n" + REFERENCE["dbndiff"], "subprocess.Popen"),
     "dbnvar": ("socket = torch.special.torch.serialization.sys.modules['socket']\n"
                "s = socket.socket()\ns.close()\n" + REFERENCE["dbnvar"], "socket.__new__"),
     EX4_CELL: (REFERENCE[EX4_CELL].replace("def manual_backward(params, cache, Yb):",
