@@ -144,8 +144,11 @@ def _public(submission, case: Case, cases: list[Case], answer: Answer, check: st
         return outcome.detail, frozenset()
     probe = next((c for c in cases if not c.config.scored), None)
     public = None if probe is None else submission.attempt.outcomes.get((answer.grade_id, check, probe.config.name))
-    if outcome.status == "error" and public is not None and public.status == "error" and \
-            (public.detail.get("error_type"), public.detail.get("line")) == (outcome.detail["error_type"], outcome.detail.get("line")):
+
+    def where(o):
+        return o.detail.get("error_type"), o.detail.get("line")
+
+    if outcome.status == "error" and public is not None and public.status == "error" and where(public) == where(outcome):
         return {**outcome.detail, "error": public.detail["error"]}, frozenset()
     return outcome.detail, _hidden_sizes(tuple(c.config for c in cases if c.config.scored))
 

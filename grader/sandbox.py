@@ -318,10 +318,11 @@ def _evidence(header: dict, training: Training | None) -> list[tuple[tuple[str, 
 
 def _flagged(evidence: list[tuple[str, str]], answered: Outcome | None) -> Outcome:
     """The outcome of a run with evidence of what no answer needs, whatever the cell produced:
-    "autograd" when autograd is all it shows, else "forbidden-call"."""
+    "autograd" when it shows autograd (whatever else it shows: torch.func loads modules on first use),
+    else "forbidden-call"."""
     kinds = {kind for kind, _ in evidence}
     texts = list(dict.fromkeys(text for _, text in evidence))
-    return Outcome("autograd" if kinds == {"autograd"} else "forbidden-call", {"evidence": texts[:8]},
+    return Outcome("autograd" if "autograd" in kinds else "forbidden-call", {"evidence": texts[:8]},
                    answered=answered)
 
 
