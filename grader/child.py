@@ -112,7 +112,8 @@ def _audit(wfd: int):
 
     def report(kind: str, text: str) -> None:
         context = tuple(state["context"])
-        if (*context, text) in reported or len(reported) >= MAX_EVIDENCE or per_run.get(context, 0) >= MAX_EVIDENCE_PER_RUN:
+        if (*context, text) in reported or len(reported) >= MAX_EVIDENCE \
+                or per_run.get(context, 0) >= MAX_EVIDENCE_PER_RUN:
             return
         reported.add((*context, text))
         per_run[context] = per_run.get(context, 0) + 1
@@ -127,7 +128,7 @@ def _audit(wfd: int):
         if state["quiet"] or (event == "exec" and args and args[0] is state["own"]):
             return
         if event == AUTOGRAD_EVENT:
-            report("autograd", str(args[0]) if args else event)
+            report("autograd", args[0] if args and type(args[0]) is str else event)
         else:
             report("forbidden-call", event + _brief(args))
 
