@@ -7,6 +7,10 @@ sandbox), `cases` (the configurations with their oracle values), `training` and 
 from __future__ import annotations
 
 import functools
+import itertools
+import math
+import re
+from dataclasses import astuple
 from pathlib import Path
 
 import pytest
@@ -35,6 +39,7 @@ STATUS_TEXT = {
     "unsendable": "{variable} could not be read back: {error}",
     "broken": "the grading process sent a malformed answer",
     "autograd": "autograd was used at run time, which an answer must not do: {evidence}",
+    "forbidden-call": "the cell did what no answer needs and the grader forbids: {evidence}",
     "bad-step": "at training step {step}, manual_backward gave no tensor of the right shape for {parameter}",
 }
 
@@ -113,12 +118,49 @@ def _fused_mistake_upstream(case: Case, answer: Answer, tol, returned: dict[str,
     return None
 
 
-def _outcome_text(outcome, case: Case | None, answer: Answer, check: str, tol) -> tuple[str, str, str]:
+@functools.lru_cache(maxsize=64)
+def _hidden_sizes(configs: tuple) -> frozenset[int]:
+    """Every size of these configurations and every product of them (a `view` error prints n*B*E)."""
+    found = set()
+    for config in configs:
+        dims = astuple(config.sizes)
+        for count in range(1, len(dims) + 1):
+            found.update(math.prod(combo) for combo in itertools.combinations(dims, count))
+    return frozenset(found)
+
+
+def _masked(text, hidden: frozenset[int]):
+    """`text` with every number that is a hidden size (or a product of them) replaced by "…"."""
+    if not isinstance(text, str) or not hidden:
+        return text
+    return re.sub(r"\b\d+\b", lambda m: "…" if int(m.group()) in hidden else m.group(), text)
+
+
+def _public(submission, case: Case, cases: list[Case], answer: Answer, check: str, outcome) -> tuple[dict, frozenset]:
+    """What of a failed run's detail a student may see, and the sizes still to mask in it: on a hidden
+    configuration, the error of the public lecture-sized run when that run raised the same error (same
+    type, same line), else the sizes of every hidden configuration masked."""
+    if not case.config.scored:
+        return outcome.detail, frozenset()
+    probe = next((c for c in cases if not c.config.scored), None)
+    public = None if probe is None else submission.attempt.outcomes.get((answer.grade_id, check, probe.config.name))
+
+    def where(o):
+        return o.detail.get("error_type"), o.detail.get("line")
+
+    if outcome.status == "error" and public is not None and public.status == "error" and where(public) == where(outcome):
+        return {**outcome.detail, "error": public.detail["error"]}, frozenset()
+    return outcome.detail, _hidden_sizes(tuple(c.config for c in cases if c.config.scored))
+
+
+def _outcome_text(outcome, case: Case | None, answer: Answer, check: str, tol, *, shown: dict | None = None,
+                  hidden: frozenset[int] = frozenset()) -> tuple[str, str, str]:
     """(kind, feedback, mistake) for an outcome that is not a tensor (case None: no catalogue to name it
-    from)."""
+    from). `shown`: the detail the student may see (see _public), with the sizes in `hidden` masked."""
+    shown = {k: _masked(v, hidden) for k, v in (outcome.detail if shown is None else shown).items()}
     if outcome.status == "error":
         where = f" on line {outcome.detail['line']}" if outcome.detail.get("line") else ""
-        text = f"{outcome.detail['error_type']}{where}: {outcome.detail['error']}"
+        text = f"{outcome.detail['error_type']}{where}: {shown['error']}"
         named = None if case is None else _known_mistake(
             case, answer, check, tol, error=(outcome.detail["error_type"], outcome.detail["error"]))
         mistake = named or ""
@@ -140,18 +182,19 @@ def _outcome_text(outcome, case: Case | None, answer: Answer, check: str, tol) -
         return "error", text, mistake
     template = STATUS_TEXT.get(outcome.status, "unexpected result ({status})")
     kind = BLANK if outcome.status == "blank" else outcome.status
-    detail = {k: "; ".join(v) if isinstance(v, list) else v for k, v in outcome.detail.items()}
+    detail = {k: "; ".join(_masked(x, hidden) for x in v) if isinstance(v, list) else v for k, v in shown.items()}
     return kind, template.format(variable=answer.variable, status=outcome.status, **detail), ""
 
 
-def _assess(submission, case: Case, answer: Answer, check: str, course) -> tuple[str, str, str] | None:
+def _assess(submission, case: Case, cases: list[Case], answer: Answer, check: str, course) -> tuple[str, str, str] | None:
     """None when the answer is right on this case, else (kind, feedback, the mistake's name or "")."""
     outcome = submission.attempt.outcomes.get((answer.grade_id, check, case.config.name))
     if outcome is None:
         return "not-run", submission.attempt.error or "the cell was not run", ""
     tol = course.tolerance
     if outcome.status != "tensor":
-        return _outcome_text(outcome, case, answer, check, tol)
+        shown, hidden = _public(submission, case, cases, answer, check, outcome)
+        return _outcome_text(outcome, case, answer, check, tol, shown=shown, hidden=hidden)
     verdict = compare(outcome.tensor, case.expected(answer, check), rtol=tol.rtol, atol=tol.atol, n=case.n)
     if verdict.passed:
         return None
@@ -178,14 +221,14 @@ def _judge(submission, cases: list[Case], course, answer: Answer, check: str) ->
     failures = []
     for case in cases:
         if case.config.scored:
-            failure = _assess(submission, case, answer, check, course)
+            failure = _assess(submission, case, cases, answer, check, course)
             if failure:
                 failures.append((case, *failure))
     if not failures:
         return
     case, kind, feedback, mistake = next((f for f in failures if f[1] != SQUEEZABLE), failures[0])
     probe = next(c for c in cases if not c.config.scored)
-    if kind != BLANK and _assess(submission, probe, answer, check, course) is None:
+    if kind != BLANK and _assess(submission, probe, cases, answer, check, course) is None:
         mistake = mistake or "a hard-coded size"
         feedback += (f"; right for the lecture's sizes (n={probe.n}) but not for n={case.n}: "
                      "a hard-coded size? Use n and the tensors' shapes")
@@ -216,7 +259,8 @@ def _judge_training(submission, training, course) -> Note:
     if outcome is None:
         raise Wrong(submission.attempt.error or "the training check did not run", "not-run")
     if outcome.status != "tensor":
-        kind, text, mistake = _outcome_text(outcome, None, BY_GRADE_ID["ex4_dC"], "chain", course.tolerance)
+        kind, text, mistake = _outcome_text(outcome, None, BY_GRADE_ID["ex4_dC"], "chain", course.tolerance,
+                                            hidden=_hidden_sizes((training.config,)))
         step = outcome.detail.get("step")
         raise Wrong(f"training: {text}" + (f" (at step {step})" if step and "step" not in text else ""), kind, mistake)
     tol = course.tolerance
