@@ -32,7 +32,7 @@ from grader.course import Tolerance
 from grader.diagnose import name as name_mistake
 from grader.exam import CHAIN, LOCAL, case_of, checks, prepare
 from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_FUNCTION, FORWARD_NAMES
-from grader.model import LECTURE, PARAMETERS
+from grader.model import PARAMETERS, Sizes
 
 # Float64 rounding is ~1e-16, so these only absorb a different order of operations; float32 noise on
 # gradients that are zero in exact arithmetic (dlogit_maxes, db1) reaches ~1e-8, hence its looser atol.
@@ -48,9 +48,8 @@ def grade_ids(name: str, exercise: int | None = None) -> tuple[str, ...]:
     exercises 1 to 3 share (`dlogits` is exercise 1's and exercise 2's); exercise 4 has its own check."""
     if exercise == 4:
         return tuple(g for g in (f"ex4_{name}",) if g in BY_GRADE_ID)
-    if name in BY_GRADE_ID:
-        return (name,)
-    return tuple(a.grade_id for a in ANSWERS if a.exercise != 4 and a.variable == name)
+    by_variable = tuple(a.grade_id for a in ANSWERS if a.exercise != 4 and a.variable == name)
+    return by_variable or ((name,) if name in BY_GRADE_ID else ())
 
 
 def pointer(name: str, exercise: int | None = None) -> str:
@@ -181,7 +180,9 @@ class SelfCheck:
         if not all(isinstance(ns.get(k), torch.Tensor) for k in (*PARAMETERS, "Xb", "Yb")):
             return None
         params = {p: ns[p].detach().to(torch.float64) for p in PARAMETERS}
-        config = Config("your notebook's batch", LECTURE, 0, scored=False)
+        Xb, C, W1 = ns["Xb"], params["C"], params["W1"]
+        sizes = Sizes(n=Xb.shape[0], vocab=C.shape[0], block_size=Xb.shape[1], n_embd=C.shape[1], n_hidden=W1.shape[1])
+        config = Config("your notebook's batch", sizes, 0, scored=False)
         return case_of(config, params, ns["Xb"], ns["Yb"], torch.Generator().manual_seed(0))
 
     # --- running the cell the way the grader's sandbox does -----------------------------------------
@@ -273,7 +274,7 @@ class SelfCheck:
         status = "right values, wrong shape" if verdict.status == SQUEEZABLE else "WRONG"
         named = None
         case = self.notebook_case() if answer is not None and answer.exercise != 4 else None
-        if case is not None and verdict.status == "wrong" and self.hints != "none":
+        if case is not None and verdict.maxdiff is not None and self.hints != "none":
             named = name_mistake([(case, manual)], answer, CHAIN, rtol, atol)
         hints = "" if self.hints == "none" else "".join(f" — hint: {h}" for h in ([named] if named else verdict.hints))
         return f"{label} {status}: {verdict.message}{hints}{pointer(name, self.exercise)}"

@@ -65,7 +65,8 @@ RULES = {
     "counts": Rule("the derivative of exp", "y", lambda x, y: y),
     "counts_sum_inv": Rule("the derivative of x**-1", "x", lambda x, y: -x**-2, (
         ("power", "keeps the exponent -1 in the derivative: the power rule lowers it by one", lambda x, y: -x**-1),
-        ("power-twice", "lowers the exponent by two in the derivative of x**-1", lambda x, y: -x**-3))),
+        ("power-twice", "lowers the exponent by two in the derivative of x**-1", lambda x, y: -x**-3),
+        ("power-positive", "writes a positive exponent in the derivative of x**-1", lambda x, y: -x**2))),
     "bnvar_inv": Rule("the derivative of (bnvar + eps)**-0.5", "x", lambda x, y: -0.5 * (x + EPS) ** -1.5, _eps_slips()),
     "bndiff2": Rule("the derivative of the square", "x", lambda x, y: 2 * x, (
         ("square", "squares bndiff in the derivative of the square, which is linear in it", lambda x, y: x**2),)),
@@ -73,7 +74,8 @@ RULES = {
         ("tanh-square", "squares (1 - h) in the tanh derivative: check the order of the square and the subtraction",
          lambda x, y: (1 - y) ** 2),
         ("tanh-plus", "adds the square of h in the tanh derivative instead of subtracting it", lambda x, y: 1 + y**2),
-        ("tanh-cosh", "uses tanh's output where its derivative needs the square of it", lambda x, y: 1 - y))),
+        ("tanh-cosh", "uses tanh's output where its derivative needs the square of it", lambda x, y: 1 - y),
+        ("sigmoid", "uses the sigmoid's derivative where the tanh's is needed", lambda x, y: y * (1 - y)))),
 }
 
 
@@ -206,6 +208,11 @@ def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
             spread = local_vjp({**case.values, answer.source: value.expand(grad.shape)}, answer.source, {step: grad})
         except RuntimeError:  # not an elementwise broadcast (a matrix product): nothing to sum back
             continue
+        lead = grad.dim() - value.dim()
+        dims = [d for d in range(grad.dim()) if d < lead or (value.shape[d - lead] == 1 and grad.shape[d] != 1)]
+        averaged = spread.mean(dims, keepdim=True).reshape(want.shape)
+        out.append(Candidate(f"mean:{step}", f"averages over the dimension along which {answer.source} was "
+                                             f"broadcast, where the gradient adds up", averaged))
         for dim in range(spread.dim()):
             for keep in (True, False):
                 summed = spread.sum(dim, keepdim=keep)
