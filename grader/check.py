@@ -262,9 +262,11 @@ class SelfCheck:
         rtol, atol = (self.tolerance.rtol, self.tolerance.atol) if expected.dtype == torch.float64 else \
             TOLERANCES.get(expected.dtype, TOLERANCES[torch.float32])
         verdict = compare(manual, expected, rtol=rtol, atol=atol, n=self.n)
-        if verdict.status == BLANK:
-            return f"{label} not attempted yet"
+        # A blank whose cell holds more than the blank (an attempt that raised here) is judged as the
+        # grader judges it: by running the cell.
         wrong = self._as_graded(answer, verdict) if answer is not None else None
+        if verdict.status == BLANK and (wrong is None or wrong.endswith(": not attempted yet")):
+            return f"{label} not attempted yet"
         if wrong:
             return f"{label} {wrong}{pointer(name, self.exercise)}"
         if verdict.passed:
