@@ -167,7 +167,7 @@ def test_corpus_is_well_formed():
     assert len(WRONG) >= 45 and len(ALTERNATIVES) >= 20
     assert set(REFERENCE) == cells, "reference.cells() must hold exactly the answer cells"
     for entry in WRONG:
-        assert set(entry) <= {"grade_id", "code", "expect", "fraction", "affects", "xfail"}, entry
+        assert set(entry) <= {"grade_id", "code", "expect", "forbid", "fraction", "affects", "xfail"}, entry
         assert entry["grade_id"] in GRADE_IDS and entry["expect"], entry
         assert 0 <= entry.get("fraction", 0) < 1, entry
         for other in entry.get("affects", []):
@@ -212,6 +212,8 @@ def test_wrong_answer_loses_credit_on_its_own_test_only(graded, index):
             f"feedback: {test.output}")
         for text in entry["expect"]:
             assert text.lower() in test.output.lower(), f"{grade_id}: {text!r} not in feedback: {test.output}"
+        for text in entry.get("forbid", []):  # the wrong hints the issue found
+            assert text.lower() not in test.output.lower(), f"{grade_id}: {text!r} in feedback: {test.output}"
     owned = {g for i in WRONG_PACKS[name] for g in _may_change(WRONG[i])}
     lost = {g: t.output for g, t in tests.items() if g not in owned and t.score != t.max_score}
     assert not lost, f"credit lost on tests no wrong answer of {name} touches: {lost}"
