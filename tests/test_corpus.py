@@ -317,3 +317,21 @@ def test_no_feedback_shows_the_right_formula(graded):
             text = " ".join(test.output.split())
             shown = [f for f in formulas | answers if f.strip() in text]
             assert not shown, (test.name, shown, test.output)
+
+
+@pytest.mark.parametrize("hints", ["formula", "none"])
+def test_feedback_hints_formula_shows_the_expression_and_none_names_nothing(tmp_path, hints):
+    """feedback.hints: formula may add the right expression; none gives the verdict alone."""
+    course = dataclasses.replace(COURSE, feedback=dataclasses.replace(COURSE.feedback, hints=hints))
+    cells = {**REFERENCE, "dh": "dh = dlogits @ W2\n", "dhpreact": "dhpreact = (1.0 - hpreact**2) * dh\n"}
+    _write_notebook(cells, tmp_path / "submissions" / "student.ipynb")
+    ((_, result),) = grade([tmp_path / "submissions"], course, tmp_path / "results", jobs=1)
+    tests = _tests(result)
+    assert tests["dh"].score == tests["dhpreact"].score == 0
+    if hints == "formula":
+        assert "(dh = dlogits @ W2.T)" in tests["dh"].output, tests["dh"].output
+        assert "uses hpreact where the derivative of tanh needs h" in tests["dhpreact"].output
+    else:
+        assert "transposed" not in tests["dh"].output and "cannot be multiplied" in tests["dh"].output
+        output = tests["dhpreact"].output
+        assert output.startswith("dhpreact: wrong values (max abs diff") and ";" not in output, output
