@@ -15,7 +15,8 @@ cell keeps only its blank, which runs. Every other setting is nbgrader's default
 post-processed: nbgrader's release and the committed notebook are equal byte for byte (a slow test
 in tests/test_notebooks.py runs nbgrader to prove it).
 
-Run `python -m solutions.make_notebooks` after changing answers.py, course.yml's `data` or this file:
+Run `python -m solutions.make_notebooks` after changing answers.py, course.yml's `data`, `tolerance`,
+`allow` or `feedback` (the self-check carries them, as the notebook's COURSE), or this file:
 tests/test_notebooks.py fails while the committed notebooks differ from what this produces.
 """
 from __future__ import annotations
