@@ -17,7 +17,7 @@ import yaml
 from grader.compare import compare, outcome_text
 from grader.compare import judge as judge_answer
 from grader.exam import CHAIN, Case
-from grader.exercise import BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_TRAINING, Answer
+from grader.exercise import BY_GRADE_ID, EX4_CELL, EX4_TRAINING, Answer
 from grader.model import PARAMETERS, forward
 from grader.suite import Note, Wrong
 

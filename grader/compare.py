@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from grader.diagnose import diagnose
+from grader.diagnose import diagnose, name
+from grader.exercise import EX4_CACHE
 
 MATCH, APPROXIMATE, BLANK, SQUEEZABLE, WRONG = "exact", "approximate", "blank", "squeezable", "wrong"
 
@@ -96,8 +97,6 @@ def outcome_text(outcome, answer, catalogue=None, hints: str = "named") -> Failu
     """The failure of an outcome that is not a tensor. `catalogue(error=...)` may name the mistake that
     raises this very error."""
     if outcome.status == "error":
-        from grader.exercise import EX4_CACHE
-
         where = f" on line {outcome.detail['line']}" if outcome.detail.get("line") else ""
         text = f"{outcome.detail['error_type']}{where}: {outcome.detail['error']}"
         named = catalogue(error=(outcome.detail["error_type"], outcome.detail["error"])) if catalogue else None
@@ -152,8 +151,6 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
     `catalogue(case, tensor=..., error=...)`, the hidden suite's hand-written mistakes, is consulted
     only where the search of the neighbourhood names nothing.
     """
-    from grader.diagnose import name
-
     failures = []
     for case in cases:
         if not case.config.scored:
