@@ -38,6 +38,14 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
         same = _close(got.reshape(ws), want, rtol, atol)
         return [f"has its size-1 dimension in the wrong place: shape {_shape(gs)} where the gradient has "
                 f"{_shape(ws)}" + ("; reshaped, its values are right" if same else "")]
+    try:
+        spread = got.expand(ws) if got.dim() <= len(ws) and got.numel() < want.numel() else None
+    except RuntimeError:
+        spread = None
+    if spread is not None and _close(spread, want, rtol, atol):
+        # e.g. 1/(n-1) * dbnvar, (1, H), for dbndiff2, (n, H): every row of the gradient is that row.
+        return [f"broadcast to {_shape(ws)} its values are right: a gradient has its tensor's full shape, not one "
+                f"that broadcasts to it"]
     if got.dim() == 2 and gs == ws[::-1]:
         same = _close(got.T, want, rtol, atol)
         hints.append("looks transposed" + (": its transpose is the expected gradient" if same else

@@ -153,3 +153,11 @@ def test_a_shifted_answer_is_not_called_a_factor():
     want = randn(N, 4)
     for h in hints(want + 0.3, want):
         assert not any(word in h for word in CLAIMS), h
+
+
+def test_an_answer_that_only_broadcasts_to_the_gradient_says_its_values_are_right():
+    """1/(n-1) * dbnvar, (1, H), for dbndiff2, (n, H): right values, not yet the tensor's shape."""
+    row = randn(1, 4)
+    assert hints(row, row.expand(N, 4).clone()) == [
+        "broadcast to (6, 4) its values are right: a gradient has its tensor's full shape, not one that broadcasts to it"]
+    assert not any("values are right" in h for h in hints(randn(1, 4, seed=3), row.expand(N, 4).clone()))
