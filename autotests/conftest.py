@@ -14,37 +14,21 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from grader.compare import BLANK, SQUEEZABLE, WRONG, compare
+from grader.compare import compare, hidden_sizes, outcome_text
+from grader.compare import judge as judge_answer
 from grader.exam import CHAIN, Case
-from grader.exercise import BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_TRAINING, Answer
+from grader.exercise import BY_GRADE_ID, EX4_CELL, EX4_TRAINING, Answer
 from grader.model import PARAMETERS, forward
 from grader.suite import Note, Wrong
 
 KNOWN_MISTAKES = yaml.safe_load((Path(__file__).parent / "known_mistakes.yml").read_text())
-
-ALLOWED_NAMES = ("answer cells may use only the parameters, Xb, Yb, n, the forward intermediates by their "
-                 "lecture names, torch, F and variables assigned by earlier answer cells of exercise 1")
-
-STATUS_TEXT = {
-    "blank": "not attempted yet",
-    "missing": "no answer cell",
-    "timeout": "the cell ran past its time limit",
-    "unassigned": "the cell never assigns {variable}",
-    "not-tensor": "{variable} is a {type}, not a torch.Tensor",
-    "subclass": "{variable} is a {type}, a subclass of torch.Tensor: give a plain tensor",
-    "unsendable": "{variable} could not be read back: {error}",
-    "broken": "the grading process sent a malformed answer",
-    "autograd": "autograd was used at run time, which an answer must not do: {evidence}",
-    "bad-step": "at training step {step}, manual_backward gave no tensor of the right shape for {parameter}",
-}
-
 
 def _namespace(case: Case, answer: Answer, check: str) -> dict:
     return {**case.student_view(), **case.upstream(answer, check), "n": case.n, "torch": torch, "F": F}
 
 
 def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, error=None,
-                   returned: dict[str, torch.Tensor] | None = None) -> str | None:
+                   returned: dict[str, torch.Tensor] | None = None) -> dict | None:
     """The catalogue's name for this wrong answer: the mistake whose formula gives the same tensor or,
     for a cell that failed, raises the same error. `returned`: for exercise 4, every parameter gradient
     manual_backward returned on this case.
@@ -64,10 +48,10 @@ def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, 
             exec(compile(mistake["code"], f"<known mistake {answer.grade_id}>", "exec"), ns)
         except Exception as exc:
             if error is not None and (type(exc).__name__, str(exc)[:500]) == error:
-                return mistake["feedback"]
+                return mistake
             continue
         if tensor is not None and compare(tensor, ns[answer.variable], rtol=tol.rtol, atol=tol.atol, n=case.n).passed:
-            return mistake["feedback"]
+            return mistake
     return None
 
 
@@ -98,7 +82,7 @@ def _propagated(case: Case, fused_id: str, index: int) -> dict[str, torch.Tensor
     return dict(zip(reached, grads))
 
 
-def _fused_mistake_upstream(case: Case, answer: Answer, tol, returned: dict[str, torch.Tensor]) -> str | None:
+def _fused_mistake_upstream(case: Case, answer: Answer, tol, returned: dict[str, torch.Tensor]) -> dict | None:
     """A fused step's named mistake (exercises 2 and 3) that, made inside manual_backward, gives this
     parameter's tensor and every other one that step reaches: a db2 n times too large with every other
     gradient right is a mistake in db2, not a cross-entropy step without /n."""
@@ -109,61 +93,29 @@ def _fused_mistake_upstream(case: Case, answer: Answer, tol, returned: dict[str,
             wrong = _propagated(case, fused_id, index)
             if wrong is not None and all(compare(returned[p], wrong[p], rtol=tol.rtol, atol=tol.atol, n=case.n).passed
                                          for p in reached):
-                return f"{step} of manual_backward: {mistake['feedback']}"
+                return {**mistake, "feedback": f"{step} of manual_backward: {mistake['feedback']}"}
     return None
 
 
-def _outcome_text(outcome, case: Case | None, answer: Answer, check: str, tol) -> tuple[str, str, str]:
-    """(kind, feedback, mistake) for an outcome that is not a tensor (case None: no catalogue to name it
-    from)."""
-    if outcome.status == "error":
-        where = f" on line {outcome.detail['line']}" if outcome.detail.get("line") else ""
-        text = f"{outcome.detail['error_type']}{where}: {outcome.detail['error']}"
-        named = None if case is None else _known_mistake(
-            case, answer, check, tol, error=(outcome.detail["error_type"], outcome.detail["error"]))
-        mistake = named or ""
-        if named:
-            text += f"; {named}"
-        elif outcome.detail["error_type"] == "NameError" and answer.exercise == 4:
-            text += " (manual_backward may use only its arguments, torch and F)"
-        elif outcome.detail["error_type"] == "NameError":
-            text += f" (uses a variable the answer cells do not have: {ALLOWED_NAMES})"
-        elif outcome.detail["error_type"] == "KeyError" and answer.exercise == 4:
-            text += f" (the cache holds exactly: {', '.join(EX4_CACHE)})"
-        elif "cannot be multiplied" in outcome.detail["error"]:
-            mistake = "the shapes of a matrix product do not fit (a transpose is probably missing or misplaced)"
-            text += (f"; the shapes of a matrix product do not fit: write the product whose shape is "
-                     f"{answer.variable}'s (a transpose is probably missing or misplaced)")
-        if outcome.detail.get("limit") == "memory":
-            return "memory", text + "; the cell ran into the sandbox's memory limit (no gradient here needs " \
-                                    "more than a few megabytes)", mistake
-        return "error", text, mistake
-    template = STATUS_TEXT.get(outcome.status, "unexpected result ({status})")
-    kind = BLANK if outcome.status == "blank" else outcome.status
-    detail = {k: "; ".join(v) if isinstance(v, list) else v for k, v in outcome.detail.items()}
-    return kind, template.format(variable=answer.variable, status=outcome.status, **detail), ""
+def _catalogue(submission, answer: Answer, check: str, tol, hints: str):
+    """The hand-written catalogue, for what the neighbourhood's search cannot reach; under `formula`
+    hints an entry's right expression follows its name."""
+    def named(case: Case, *, tensor=None, error=None) -> str | None:
+        returned = None
+        if answer.exercise == 4 and tensor is not None:
+            outcomes = {p: submission.attempt.outcomes.get((f"ex4_d{p}", check, case.config.name)) for p in PARAMETERS}
+            returned = {p: o.tensor for p, o in outcomes.items() if o is not None and o.tensor is not None}
+        mistake = _known_mistake(case, answer, check, tol, tensor=tensor, error=error, returned=returned)
+        return _with_formula(mistake, hints)
+
+    return named
 
 
-def _assess(submission, case: Case, answer: Answer, check: str, course) -> tuple[str, str, str] | None:
-    """None when the answer is right on this case, else (kind, feedback, the mistake's name or "")."""
-    outcome = submission.attempt.outcomes.get((answer.grade_id, check, case.config.name))
-    if outcome is None:
-        return "not-run", submission.attempt.error or "the cell was not run", ""
-    tol = course.tolerance
-    if outcome.status != "tensor":
-        return _outcome_text(outcome, case, answer, check, tol)
-    verdict = compare(outcome.tensor, case.expected(answer, check), rtol=tol.rtol, atol=tol.atol, n=case.n)
-    if verdict.passed:
+def _with_formula(mistake: dict | None, hints: str) -> str | None:
+    if mistake is None:
         return None
-    lines = [f"{answer.variable}: {verdict.message}"]
-    returned = None
-    if answer.exercise == 4:
-        outcomes = {p: submission.attempt.outcomes.get((f"ex4_d{p}", check, case.config.name)) for p in PARAMETERS}
-        returned = {p: o.tensor for p, o in outcomes.items() if o is not None and o.tensor is not None}
-    named = _known_mistake(case, answer, check, tol, tensor=outcome.tensor, returned=returned) \
-        if verdict.status == WRONG else None
-    mistake = named or "; ".join(verdict.hints)
-    return verdict.status, "; ".join([*lines, mistake] if mistake else lines), mistake
+    return f"{mistake['feedback']} ({mistake['formula']})" if hints == "formula" and mistake.get("formula") \
+        else mistake["feedback"]
 
 
 def _judge(submission, cases: list[Case], course, answer: Answer, check: str) -> None:
@@ -175,23 +127,14 @@ def _judge(submission, cases: list[Case], course, answer: Answer, check: str) ->
     if answer.cell_id in submission.submission.refused:
         raise Wrong(f"not run: the static check refused it, {submission.submission.refused[answer.cell_id]}",
                     "refused")
-    failures = []
-    for case in cases:
-        if case.config.scored:
-            failure = _assess(submission, case, answer, check, course)
-            if failure:
-                failures.append((case, *failure))
-    if not failures:
-        return
-    case, kind, feedback, mistake = next((f for f in failures if f[1] != SQUEEZABLE), failures[0])
-    probe = next(c for c in cases if not c.config.scored)
-    if kind != BLANK and _assess(submission, probe, answer, check, course) is None:
-        mistake = mistake or "a hard-coded size"
-        feedback += (f"; right for the lecture's sizes (n={probe.n}) but not for n={case.n}: "
-                     "a hard-coded size? Use n and the tensors' shapes")
-    if check != CHAIN:
-        feedback = "with random upstream gradients (a check of this one backward step): " + feedback
-    raise Wrong(feedback, kind, mistake)
+    outcomes = {case.config.name: submission.attempt.outcomes.get((answer.grade_id, check, case.config.name))
+                for case in cases}
+    hints = course.feedback.hints
+    failure = judge_answer(outcomes, cases, answer, check, course.tolerance, hints=hints,
+                           catalogue=_catalogue(submission, answer, check, course.tolerance, hints),
+                           not_run=submission.attempt.error or "the cell was not run")
+    if failure:
+        raise Wrong(failure.feedback, failure.kind, failure.mistake)
 
 
 @pytest.fixture
@@ -216,9 +159,11 @@ def _judge_training(submission, training, course) -> Note:
     if outcome is None:
         raise Wrong(submission.attempt.error or "the training check did not run", "not-run")
     if outcome.status != "tensor":
-        kind, text, mistake = _outcome_text(outcome, None, BY_GRADE_ID["ex4_dC"], "chain", course.tolerance)
+        failure = outcome_text(outcome, BY_GRADE_ID["ex4_dC"], hints=course.feedback.hints,
+                               hidden=hidden_sizes((training.config,)))
         step = outcome.detail.get("step")
-        raise Wrong(f"training: {text}" + (f" (at step {step})" if step and "step" not in text else ""), kind, mistake)
+        raise Wrong(f"training: {failure.feedback}" + (f" (at step {step})" if step and "step" not in failure.feedback
+                                                       else ""), failure.kind, failure.mistake)
     tol = course.tolerance
     steps = len(training.losses)
     for step, (mine, theirs) in enumerate(zip(outcome.tensor.tolist(), training.losses.tolist()), start=1):

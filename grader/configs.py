@@ -62,8 +62,8 @@ def _sizes(rng: random.Random, targets_distinct: bool) -> Sizes:
 def generate(salt: str, count: int) -> list[Config]:
     """`count` scored configurations, plus an unscored lecture-sized probe.
 
-    The probe is what lets feedback say "right for n=32 but not for n=20": an answer that matches
-    there and nowhere else hard-codes a lecture size. It is the same for every salt.
+    The probe is what lets feedback say "right for the lecture's sizes but not for the others": an answer
+    that matches there and nowhere else hard-codes a lecture size. It is the same for every salt.
     """
     configs = []
     for i in range(count):

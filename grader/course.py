@@ -62,6 +62,28 @@ class Sandbox:
 
 
 @dataclass(frozen=True)
+class Feedback:
+    """What a wrong answer's feedback may say. `named` (default) names the mistake without the right
+    expression; `formula` may show it (for practice without resubmission); `none` gives the verdict only."""
+
+    hints: str = "named"
+
+
+HINTS = ("named", "formula", "none")
+
+
+def _feedback(where: str, raw) -> Feedback:
+    if raw is None:
+        return Feedback()
+    if not isinstance(raw, dict) or set(raw) - {"hints"}:
+        raise CourseError(f"{where}: expected a mapping with the key hints")
+    hints = raw.get("hints", "named")
+    if hints not in HINTS:
+        raise CourseError(f"{where}.hints: expected one of {', '.join(HINTS)}, got {hints!r}")
+    return Feedback(hints)
+
+
+@dataclass(frozen=True)
 class Course:
     path: Path
     course_id: str
@@ -78,6 +100,7 @@ class Course:
     allow: Extra = field(default_factory=Extra)
     exercise4: Exercise4 = field(default_factory=Exercise4)
     sandbox: Sandbox = field(default_factory=Sandbox)
+    feedback: Feedback = field(default_factory=Feedback)
 
     @property
     def root(self) -> Path:
@@ -165,7 +188,8 @@ def parse(raw, path: Path) -> Course:
     if not isinstance(raw, dict):
         raise CourseError(f"{where}: expected a mapping of settings at the top level")
     fields = {"course_id", "assignment", "notebook", "secret_salt", "points", "data", "configurations",
-              "autotests", "tolerance", "policy", "limits", "allow", "exercise4", "sandbox"}
+              "autotests", "tolerance", "policy", "limits", "allow", "exercise4", "sandbox",
+              "feedback"}
     unknown = sorted(set(raw) - fields)
     if unknown:
         raise CourseError(f"{where}: {unknown[0]}: unknown key (known: {', '.join(sorted(fields))})")
@@ -205,6 +229,7 @@ def parse(raw, path: Path) -> Course:
         exercise4=_section(f"{where}: exercise4", raw.get("exercise4"), Exercise4,
                            {"trajectory_steps": (1, 1000), "learning_rate": (1e-6, 10.0)}),
         sandbox=_sandbox(f"{where}: sandbox", raw.get("sandbox")),
+        feedback=_feedback(f"{where}: feedback", raw.get("feedback")),
     )
 
 

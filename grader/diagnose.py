@@ -1,13 +1,17 @@
-"""Names the mistake behind a wrong gradient from the tensors alone: each hint is a transform of the
-expected gradient (its transpose, a sum over a broadcast dimension, a constant factor, ...) that the
-answer turned out to equal, never a guess from the code.
+"""Names the mistake behind a wrong gradient, for the self-check and the grader alike.
 
-Mistakes that need the forward pass to recognise (a missing branch, a biased variance, repeated
-indices overwritten) are found by the hidden suite, which can compute those wrong answers itself.
+`name` searches the answer's neighbourhood (grader.neighbourhood): the mistake is named only when the
+answer equals the same wrong candidate on every configuration. Otherwise the hints say only what the
+tensors make certain: a shape that is the transpose of the right one, a sum left out over a broadcast
+dimension, all zeros, the rows or columns where the values are wrong. Never a guess stated as fact.
 """
 from __future__ import annotations
 
 import torch
+
+from grader import neighbourhood
+from grader.exam import CHAIN, Case
+from grader.exercise import BY_GRADE_ID, Answer
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> bool:
@@ -27,12 +31,25 @@ def _not_summed(dims, summed: bool) -> str:
 def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> list[str]:
     hints = []
     gs, ws = tuple(got.shape), tuple(want.shape)
+    squeezed_want = tuple(s for s in ws if s != 1)
+    squeezed_got = tuple(s for s in gs if s != 1)
+    if squeezed_got == squeezed_want and len(gs) == len(ws):
+        # Only a size-1 dimension moved, e.g. (1, n) for (n, 1): not a transpose, not a wrong sum.
+        same = _close(got.reshape(ws), want, rtol, atol)
+        return [f"has its size-1 dimension in the wrong place: shape {_shape(gs)} where the gradient has "
+                f"{_shape(ws)}" + ("; reshaped, its values are right" if same else "")]
+    try:
+        spread = got.expand(ws) if got.dim() <= len(ws) and got.numel() < want.numel() else None
+    except RuntimeError:
+        spread = None
+    if spread is not None and _close(spread, want, rtol, atol):
+        # e.g. 1/(n-1) * dbnvar, (1, H), for dbndiff2, (n, H): every row of the gradient is that row.
+        return [f"broadcast to {_shape(ws)} its values are right: a gradient has its tensor's full shape, not one "
+                f"that broadcasts to it"]
     if got.dim() == 2 and gs == ws[::-1]:
         same = _close(got.T, want, rtol, atol)
         hints.append("looks transposed" + (": its transpose is the expected gradient" if same else
                                            " (the reverse of the expected shape): swap the operands or add .T"))
-    squeezed_want = tuple(s for s in ws if s != 1)
-    squeezed_got = tuple(s for s in gs if s != 1)
     if squeezed_got == squeezed_want and len(gs) != len(ws):
         if len(gs) < len(ws):
             hints.append(f"missing keepdim=True: a gradient has its tensor's shape, {_shape(ws)}")
@@ -58,45 +75,79 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
     return hints
 
 
-def _factor_hint(c: float, n: int | None) -> str:
-    if abs(c + 1) < 1e-6:
-        return "sign flipped"
-    if n:
-        for value, text in (
-            (n, "n times too large: a missing /n?"),
-            (1 / n, "n times too small: an extra /n?"),
-            (n / (n - 1), "off by n/(n-1): the biased variance (1/n) where the forward uses 1/(n-1)?"),
-            ((n - 1) / n, "off by (n-1)/n: 1/(n-1) where the forward uses 1/n?"),
-            (-n, "sign flipped and n times too large"),
-            (-1 / n, "sign flipped and n times too small"),
-        ):
-            if abs(c - value) <= 1e-6 * abs(value):
-                return text
-    if abs(c - 2) < 1e-6 or abs(c - 0.5) < 1e-6:
-        return f"off by a factor of {c:g}: a missing or extra 2 (from a square)?"
-    return f"off by a constant factor of {c:.4g}"
+def _indices(mask: torch.Tensor) -> str:
+    picked = mask.nonzero().flatten().tolist()
+    return ", ".join(map(str, picked[:8])) + (", ..." if len(picked) > 8 else "")
 
 
-def value_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float, n: int | None) -> list[str]:
-    if not torch.any(got):
-        return ["all zeros"]
-    hints = []
-    denominator = float((want * want).sum())
-    if denominator > 0:
-        c = float((got * want).sum()) / denominator
-        if c != 0 and _close(got, c * want, rtol, atol):
-            return [_factor_hint(c, n)]
-    if got.dim() == 2 and got.shape[0] == got.shape[1] and _close(got.T, want, rtol, atol):
-        return ["looks transposed: its transpose is the expected gradient"]
+def where_wrong(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> list[str]:
+    """Where the values are wrong, when that is not everywhere: rows, columns or a count of entries."""
     wrong = ~torch.isclose(got, want, rtol=rtol, atol=atol)
     count, total = int(wrong.sum()), wrong.numel()
-    if 0 < count <= total // 2:
-        hints.append(f"right in {total - count} of {total} entries, wrong in {count}")
-    return hints
+    if count == 0 or count == total:
+        return []
+    if got.dim() == 2:
+        for axis, label in ((1, "rows"), (0, "columns")):
+            bad = wrong.any(axis)
+            if int(bad.sum()) < bad.numel() and wrong.shape[1 - axis] > 1:
+                return [f"wrong only in {label} {_indices(bad)} ({int(bad.sum())} of {bad.numel()}), right in the others"]
+    return [f"right in {total - count} of {total} entries, wrong in {count}"]
+
+
+def value_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> list[str]:
+    if not torch.any(got):
+        return ["all zeros"]
+    if got.dim() == 2 and got.shape[0] == got.shape[1] and _close(got.T, want, rtol, atol):
+        return ["looks transposed: its transpose is the expected gradient"]
+    return where_wrong(got, want, rtol, atol)
 
 
 def diagnose(got: torch.Tensor, want: torch.Tensor, *, rtol: float, atol: float, n: int | None = None) -> list[str]:
-    """Hints for a wrong answer; `got` and `want` are float64 and `got` is finite when shapes agree."""
+    """Hints for a wrong answer on one configuration; `got` and `want` are float64 and `got` is finite
+    when shapes agree. A constant factor is not claimed here: one configuration cannot tell a factor
+    of n from any other number, so `name` looks for it on every configuration."""
     if got.shape != want.shape:
         return shape_hints(got, want, rtol, atol)
-    return value_hints(got, want, rtol, atol, n)
+    return value_hints(got, want, rtol, atol)
+
+
+def _constant(got: torch.Tensor, want: torch.Tensor, atol: float) -> float | None:
+    """c when got is c times want, beyond doubt: want is far from zero and c is neither 0 nor 1."""
+    scale = float(want.abs().max()) if want.numel() else 0.0
+    if scale < 1e3 * atol:
+        return None
+    c = float((got * want).sum() / (want * want).sum())
+    if abs(c) < 1e-6 or abs(c - 1) < 1e-4:
+        return None
+    if float((got - c * want).abs().max()) > 1e-6 * max(float(got.abs().max()), atol):
+        return None
+    return c
+
+
+def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, rtol: float, atol: float) -> str | None:
+    """The mistake the answer's values equal on every configuration given, in a sentence about the
+    student's code; None when no candidate fits them all. A parameter's gradient in exercise 4 makes
+    exercise 1's mistakes: it is searched in exercise 1's neighbourhood, with the true upstream."""
+    if answer.exercise == 4:
+        variable, answer, check = answer.variable, BY_GRADE_ID["d" + answer.source], CHAIN
+    else:
+        variable = answer.variable
+    keys: list[str] | None = None
+    sentences: dict[str, str] = {}
+    constants = []
+    for case, got in tensors:
+        got = got.detach().to(torch.float64)
+        fits = []
+        for candidate in neighbourhood.candidates(case, answer, check):
+            if candidate.tensor.shape == got.shape and bool(torch.allclose(got, candidate.tensor, rtol=rtol, atol=atol)):
+                fits.append(candidate.key)
+                sentences.setdefault(candidate.key, candidate.sentence)
+        keys = fits if keys is None else [k for k in keys if k in fits]
+        want = case.expected(answer, check)
+        constants.append(_constant(got, want.to(torch.float64), atol) if got.shape == want.shape else None)
+    if keys:
+        sentence = sentences[keys[0]]
+        return sentence if sentence.startswith(("the ", "a ")) else f"your {variable} {sentence}"
+    if constants and None not in constants and max(constants) - min(constants) <= 1e-6 * abs(constants[0]):
+        return f"your {variable} is {constants[0]:.4g} times the right value on every configuration"
+    return None

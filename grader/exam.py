@@ -54,6 +54,12 @@ def prepare(config: Config) -> Case:
     g = torch.Generator().manual_seed(config.seed)
     params = init_params(config.sizes, g, torch.float64, config.w1_scale)
     Xb, Yb = config.batch(g)
+    return case_of(config, params, Xb, Yb, g)
+
+
+def case_of(config: Config, params: dict[str, torch.Tensor], Xb: torch.Tensor, Yb: torch.Tensor,
+            g: torch.Generator) -> Case:
+    """The case of given parameters and batch: the notebook's self-check builds one from its own."""
     values = forward(params, Xb, Yb)
     truth = chain_gradients(params, Xb, Yb)
     random_upstream = {

@@ -37,6 +37,9 @@ class Outcome:
     detail: dict = field(default_factory=dict)
     tensor: torch.Tensor | None = None
     extra: dict = field(default_factory=dict)
+    # For an outcome the child's audit hook reported ("autograd", "forbidden-call"): what the cell itself
+    # answered, kept for an instructor's diagnosis and never scored.
+    answered: Outcome | None = None
 
 
 @dataclass
@@ -353,6 +356,32 @@ def _detail(header: dict) -> dict:
     return {k: header[k] for k in DETAIL_KEYS if k in header}
 
 
+def _evidence(header: dict, training: Training | None) -> list[tuple[tuple[str, str, str], str, str]]:
+    """The outcomes a child's evidence message names, with its kind ("autograd" or "forbidden-call") and
+    text. The child names the cell it ran (exercise 4's cell answers every ex4 grade id, and its
+    training run the training check); a message naming nothing known names nothing."""
+    grade_id, case, check = (str(header.get(k, ""))[:100] for k in ("grade_id", "case", "check"))
+    kind = "autograd" if header.get("kind") == "autograd" else "forbidden-call"
+    text = str(header.get("evidence", ""))[:300]
+    if check == EX4_TRAINING:
+        keys = [(EX4_TRAINING, CHAIN, training.config.name)] if training is not None else []
+    elif grade_id == EX4_CELL:
+        keys = [(a.grade_id, check, case) for a in ANSWERS if a.cell_id == EX4_CELL]
+    else:
+        keys = [(grade_id, check, case)] if grade_id in BY_GRADE_ID else []
+    return [(key, kind, text) for key in keys]
+
+
+def _flagged(evidence: list[tuple[str, str]], answered: Outcome | None) -> Outcome:
+    """The outcome of a run with evidence of what no answer needs, whatever the cell produced:
+    "autograd" when it shows autograd (whatever else it shows: torch.func loads modules on first use),
+    else "forbidden-call"."""
+    kinds = {kind for kind, _ in evidence}
+    texts = list(dict.fromkeys(text for _, text in evidence))
+    return Outcome("autograd" if "autograd" in kinds else "forbidden-call", {"evidence": texts[:8]},
+                   answered=answered)
+
+
 def _outcome(header: dict, tensors: dict) -> Outcome:
     status = header.get("status", "broken")
     detail = _detail(header)
@@ -367,6 +396,7 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
     attempt = Attempt()
     started = time.monotonic()
     child = None
+    evidence: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
     try:
         child = Child(limits)
         attempt.isolation = child.isolation
@@ -374,14 +404,20 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
 
         def receive_in_time(label: str, cells: int = 1) -> tuple[dict, dict]:
             """The child's next message, within the cells' limits plus a grace the in-child timer should
-            never need: a cell that outlives both is stopped from here."""
+            never need: a cell that outlives both is stopped from here. Evidence the child's audit hook
+            sends while a cell runs is kept on the way."""
             cell_deadline = time.monotonic() + cells * limits.cell_timeout + GRACE_SECONDS
-            try:
-                return child.receive(cell_deadline)
-            except TimeoutError:
-                if cell_deadline < child.deadline:
-                    raise CellOverrun(label) from None
-                raise
+            while True:
+                try:
+                    header, tensors = child.receive(cell_deadline)
+                except TimeoutError:
+                    if cell_deadline < child.deadline:
+                        raise CellOverrun(label) from None
+                    raise
+                if header.get("op") != "evidence":
+                    return header, tensors
+                for key, kind, text in _evidence(header, training):
+                    evidence.setdefault(key, []).append((kind, text))
 
         def keep(grade_id: str, case: Case, check: str, outcome: Outcome) -> None:
             expected = case.truth["d" + BY_GRADE_ID[grade_id].source].numel()
@@ -431,7 +467,7 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
                 status = "broken"
             attempt.outcomes[(EX4_TRAINING, CHAIN, training.config.name)] = Outcome(status, detail, losses, extra)
         child.send({"op": "bye"})
-        child.receive()
+        receive_in_time("(after the last cell)")
     except TimeoutError:
         attempt.error = f"stopped at the time limit of {limits.timeout:g} s for a whole submission"
     except CellOverrun as exc:
@@ -443,4 +479,6 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
         if child is not None:
             child.close()
         attempt.seconds = time.monotonic() - started
+    for key, found in evidence.items():
+        attempt.outcomes[key] = _flagged(found, attempt.outcomes.get(key))
     return attempt

@@ -21,7 +21,7 @@ from grader.suite import ERROR, PASSED, ItemResult
 
 CORRECT, PARTIAL, INCORRECT, NOT_ATTEMPTED = "correct", "partial", "incorrect", "not attempted"
 # Outcomes an instructor should look at, whatever they scored.
-INTEGRITY = ("autograd", "timeout", "memory")
+INTEGRITY = ("autograd", "forbidden-call", "timeout", "memory")
 
 
 @dataclass

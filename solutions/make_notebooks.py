@@ -15,7 +15,8 @@ cell keeps only its blank, which runs. Every other setting is nbgrader's default
 post-processed: nbgrader's release and the committed notebook are equal byte for byte (a slow test
 in tests/test_notebooks.py runs nbgrader to prove it).
 
-Run `python -m solutions.make_notebooks` after changing answers.py, course.yml's `data` or this file:
+Run `python -m solutions.make_notebooks` after changing answers.py, course.yml's `data`, `tolerance`,
+`allow` or `feedback` (the self-check carries them, as the notebook's COURSE), or this file:
 tests/test_notebooks.py fails while the committed notebooks differ from what this produces.
 """
 from __future__ import annotations
@@ -113,7 +114,8 @@ def graded(grade_id: str, source: str, points: dict[str, float]):
 
 def check(grade_id: str, points: dict[str, float]):
     a = BY_GRADE_ID[grade_id]
-    return graded(grade_id, f'check("{a.variable}", {a.variable}, {a.source})', points)
+    label = a.variable if a.exercise == 1 else grade_id  # dlogits and dhprebn are asked twice
+    return graded(grade_id, f'check("{label}", {a.variable}, {a.source})', points)
 
 
 def function_answer():
@@ -199,14 +201,21 @@ def introduction():
         """)]
 
 
-def setup(data_file: str | None):
+def public_settings(course) -> dict:
+    """What the self-check needs from course.yml to give the grader's verdicts (never the salt)."""
+    allow = {k: list(getattr(course.allow, k)) for k in ("torch", "functional", "builtins")}
+    return {"tolerance": [course.tolerance.rtol, course.tolerance.atol], "allow": allow,
+            "hints": course.feedback.hints}
+
+
+def setup(data_file: str | None, settings: dict):
     return [
         markdown("""
             ## Setup
 
             The self-check and the data loader come with the course's `grader` package.
             """),
-        locked("setup_imports", """
+        locked("setup_imports", f"""
             %matplotlib inline
             import matplotlib.pyplot as plt
             import torch
@@ -216,6 +225,8 @@ def setup(data_file: str | None):
             from grader.check import SelfCheck
 
             torch.set_num_threads(1)  # the tensors here are tiny: one thread is many times faster than several
+            # The course's tolerances, allowlist and hints: the self-check gives the grader's verdicts
+            COURSE = {settings!r}
             """),
         markdown("""
             ## Data
@@ -339,7 +350,7 @@ def setup(data_file: str | None):
                       embcat, emb]:
                 t.retain_grad()
             loss.backward()
-            check = SelfCheck(n=n)
+            check = SelfCheck(n=n, namespace=globals(), course=COURSE)
             print(f"loss {loss.item():.4f}")
             """),
         markdown(r"""
@@ -361,8 +372,14 @@ def setup(data_file: str | None):
             - The shape must be exactly the tensor's. The lecture's `cmp` broadcast the two tensors and
               so let some wrongly shaped gradients pass; this check does not.
 
-            A wrong answer prints `WRONG` and, when the numbers reveal it, a hint (transposed? missing
-            `keepdim=True`? off by a factor of `n`?).
+            The check then runs your cell's code the way the grader does, with the grader's tolerances,
+            static check and feedback: with the true upstream gradients and with random ones (so that
+            a missing branch or a hard-coded value shows), on this batch and on two batches of other
+            sizes that it draws itself (one with a tiny activation variance, where eps matters). A
+            wrong answer prints `WRONG` (or `wrong shape`) and, where it can tell, what the mistake is;
+            a line without `WRONG` is one the grader accepts. When your cell is right but an earlier
+            answer it reads is wrong, it says so (`dprobs above is wrong; with the true dprobs this
+            cell is right`), so fix that one first.
             """),
     ]
 
@@ -579,7 +596,7 @@ def exercise4(points):
             loss_autograd.backward()  # autograd's gradients, only to check yours
             with torch.no_grad():
                 grads = manual_backward(params, {k: v.detach() for k, v in cache.items()}, Ytr[ix]) or {}
-            check_ex4 = SelfCheck(n=batch_size, exercise=4)
+            check_ex4 = SelfCheck(n=batch_size, exercise=4, namespace=globals(), course=COURSE)
             """),
         *(graded(f"ex4_d{name}", f'check_ex4("d{name}", grads.get("{name}"), leaves["{name}"])', points)
           for name in PARAMETERS),
@@ -722,8 +739,8 @@ def _notebook(cells):
     return nb
 
 
-def solved_notebook(data_file: str | None, points: dict[str, float]):
-    nb = _notebook([*introduction(), *setup(data_file), *exercise1(points), *exercise2(points),
+def solved_notebook(data_file: str | None, points: dict[str, float], settings: dict):
+    nb = _notebook([*introduction(), *setup(data_file, settings), *exercise1(points), *exercise2(points),
                     *exercise3(points), *exercise4(points), *takeaways()])
     CheckCellMetadata().preprocess(nb, {})
     return nb
@@ -743,7 +760,7 @@ def release(solved):
 def build(root: Path = ROOT):
     """(relative path, notebook) for the solved notebook and the students' notebook."""
     course = course_config.load(root / "course.yml")
-    solved = solved_notebook(course.data, course.points)
+    solved = solved_notebook(course.data, course.points, public_settings(course))
     return {SOLVED: solved, release_path(course): release(solved)}
 
 

@@ -36,6 +36,9 @@ REFERENCE = reference.cells()
 
 WRONG = yaml.safe_load((CORPUS / "wrong_answers.yml").read_text())
 ALTERNATIVES = yaml.safe_load((CORPUS / "correct_alternatives.yml").read_text())
+# Mistakes written from the student's side, in no catalogue: what the neighbourhood's search must name.
+UNSEEN = yaml.safe_load((CORPUS / "unseen_mistakes.yml").read_text())
+KNOWN_MISTAKES = yaml.safe_load((ROOT / "autotests" / "known_mistakes.yml").read_text())
 
 # Exercises 1-3: every grade id must have wrong answers in the corpus.
 CELL_GRADE_IDS = tuple(a.grade_id for a in ANSWERS if a.exercise in (1, 2, 3))
@@ -81,6 +84,8 @@ def _pack(prefix: str, entries: list[dict]) -> dict[str, list[int]]:
 
 WRONG_PACKS = _pack("wrong", WRONG)
 ALTERNATIVE_PACKS = _pack("alternative", ALTERNATIVES)
+UNSEEN_PACKS = _pack("unseen", UNSEEN)
+UNSEEN_SUBMISSION = {i: name for name, members in UNSEEN_PACKS.items() for i in members}
 WRONG_SUBMISSION = {i: name for name, members in WRONG_PACKS.items() for i in members}
 ALTERNATIVE_SUBMISSION = {i: name for name, members in ALTERNATIVE_PACKS.items() for i in members}
 
@@ -108,7 +113,7 @@ def _write_notebook(cells: dict[str, str], path: Path) -> None:
 def _submissions() -> dict[str, dict[str, str]]:
     """Submission name -> its answer cells (every answer cell, reference unless replaced)."""
     built = {"reference": dict(REFERENCE), "stub-built": _stub_cells()}
-    for packs, entries in ((WRONG_PACKS, WRONG), (ALTERNATIVE_PACKS, ALTERNATIVES)):
+    for packs, entries in ((WRONG_PACKS, WRONG), (ALTERNATIVE_PACKS, ALTERNATIVES), (UNSEEN_PACKS, UNSEEN)):
         for name, members in packs.items():
             cells = dict(REFERENCE)
             for index in members:
@@ -162,7 +167,7 @@ def test_corpus_is_well_formed():
     assert len(WRONG) >= 45 and len(ALTERNATIVES) >= 20
     assert set(REFERENCE) == cells, "reference.cells() must hold exactly the answer cells"
     for entry in WRONG:
-        assert set(entry) <= {"grade_id", "code", "expect", "fraction", "affects", "xfail"}, entry
+        assert set(entry) <= {"grade_id", "code", "expect", "forbid", "fraction", "affects", "xfail"}, entry
         assert entry["grade_id"] in GRADE_IDS and entry["expect"], entry
         assert 0 <= entry.get("fraction", 0) < 1, entry
         for other in entry.get("affects", []):
@@ -207,6 +212,8 @@ def test_wrong_answer_loses_credit_on_its_own_test_only(graded, index):
             f"feedback: {test.output}")
         for text in entry["expect"]:
             assert text.lower() in test.output.lower(), f"{grade_id}: {text!r} not in feedback: {test.output}"
+        for text in entry.get("forbid", []):  # the wrong hints the issue found
+            assert text.lower() not in test.output.lower(), f"{grade_id}: {text!r} in feedback: {test.output}"
     owned = {g for i in WRONG_PACKS[name] for g in _may_change(WRONG[i])}
     lost = {g: t.output for g, t in tests.items() if g not in owned and t.score != t.max_score}
     assert not lost, f"credit lost on tests no wrong answer of {name} touches: {lost}"
@@ -254,3 +261,77 @@ def test_stub_scores_zero_not_attempted(graded, name):
     for test in result.tests:
         assert test.verdict == "not attempted", (test.name, test.output)
         assert "not attempted" in test.output.lower(), (test.name, test.output)
+
+
+# ---------------------------------------------------------------------------------------------
+# Unseen mistakes: named by the search, never misleading, never costing another tensor
+
+# Words of feedback that claims a specific mistake (a name), as opposed to where the values are wrong.
+CLAIMS = ("your ", "misses the branch", "the part flowing", "the local derivative", "a character that",
+          "depends on the sizes", "transpose", "keepdim", "extra dimension", "summed over", "all zeros")
+
+
+def _unseen_feedback(graded, index: int) -> tuple[object, dict]:
+    entry = UNSEEN[index]
+    result = graded[UNSEEN_SUBMISSION[index]]
+    _healthy(result, _cells(entry))
+    return _tests(result)[entry["grade_id"]], _tests(result)
+
+
+def classify(entry: dict, feedback: str) -> str:
+    """named: the feedback holds the mistake's name; misleading: it claims another mistake; generic."""
+    text = feedback.lower()
+    if entry.get("names") and entry["names"].lower() in text:
+        return "named"
+    return "misleading" if any(word in text for word in CLAIMS) else "generic"
+
+
+@pytest.mark.parametrize("index", range(len(UNSEEN)), ids=[f"{e['grade_id']}-{i}" for i, e in enumerate(UNSEEN)])
+def test_unseen_mistake_loses_credit_on_its_own_test_only_and_is_named(graded, index):
+    entry = UNSEEN[index]
+    test, tests = _unseen_feedback(graded, index)
+    assert test.score < test.max_score, test.output
+    assert classify(entry, test.output) == ("named" if entry.get("names") else "generic"), test.output
+    owned = {g for i in UNSEEN_PACKS[UNSEEN_SUBMISSION[index]] for g in _may_change(UNSEEN[i])}
+    lost = {g: t.output for g, t in tests.items() if g not in owned and t.score != t.max_score}
+    assert not lost, lost
+
+
+def test_unseen_mistakes_are_named_often_and_never_misleadingly(graded):
+    """The rates README reports: at least 70% named, at most 2% misleading."""
+    kinds = [classify(e, _unseen_feedback(graded, i)[0].output) for i, e in enumerate(UNSEEN)]
+    rates = {k: kinds.count(k) / len(kinds) for k in ("named", "generic", "misleading")}
+    assert len(UNSEEN) >= 80
+    print(f"unseen mistakes: {len(kinds)}, " + ", ".join(f"{k} {v:.0%}" for k, v in rates.items()))
+    assert rates["named"] >= 0.70 and rates["misleading"] <= 0.02, rates
+
+
+def test_no_feedback_shows_the_right_formula(graded):
+    """Under feedback.hints: named, no line holds a line of the reference answer or a catalogue formula."""
+    formulas = {m["formula"] for entries in KNOWN_MISTAKES.values() for m in entries if m.get("formula")}
+    answers = {" ".join(line.split()) for source in REFERENCE.values() for line in source.splitlines()
+               if "=" in line and not line.strip().startswith(("#", "def ", '"""', "return"))}
+    assert COURSE.feedback.hints == "named"
+    for result in graded.values():
+        for test in result.tests:
+            text = " ".join(test.output.split())
+            shown = [f for f in formulas | answers if f.strip() in text]
+            assert not shown, (test.name, shown, test.output)
+
+
+@pytest.mark.parametrize("hints", ["formula", "none"])
+def test_feedback_hints_formula_shows_the_expression_and_none_names_nothing(tmp_path, hints):
+    """feedback.hints: formula may add the right expression; none gives the verdict alone."""
+    course = dataclasses.replace(COURSE, feedback=dataclasses.replace(COURSE.feedback, hints=hints))
+    cells = {**REFERENCE, "dh": "dh = dlogits @ W2\n", "dhpreact": "dhpreact = (1.0 - hpreact**2) * dh\n"}
+    _write_notebook(cells, tmp_path / "submissions" / "student.ipynb")
+    ((_, result),) = grade([tmp_path / "submissions"], course, tmp_path / "results", jobs=1)
+    tests = _tests(result)
+    assert tests["dh"].score == tests["dhpreact"].score == 0
+    if hints == "formula":
+        assert "(dh = dlogits @ W2.T)" in tests["dh"].output, tests["dh"].output
+        assert "uses hpreact where the derivative of tanh needs h" in tests["dhpreact"].output
+    else:
+        assert "transposed" not in tests["dh"].output and "cannot be multiplied" in tests["dh"].output
+        output = tests["dhpreact"].output
+        assert output.startswith("dhpreact: wrong values (max abs diff") and ";" not in output, output

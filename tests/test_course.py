@@ -76,6 +76,12 @@ def test_a_minimal_file_gets_the_defaults(tmp_path):
     assert course.autotests == "autotests"
     assert (course.tolerance.rtol, course.tolerance.atol) == (1e-5, 1e-8)
     assert course.autotests_dir == tmp_path.resolve() / "autotests"
+    assert course.feedback.hints == "named"
+
+
+@pytest.mark.parametrize("hints", ["named", "formula", "none"])
+def test_feedback_hints(tmp_path, hints):
+    assert load(write(tmp_path, {**VALID, "feedback": {"hints": hints}})).feedback.hints == hints
 
 
 def _del(key):
@@ -114,6 +120,8 @@ BAD = {
     "configurations 17": (_set("configurations", value=17), "configurations"),
     "configurations as float": (_set("configurations", value=4.5), "configurations"),
     "tolerance not a mapping": (_set("tolerance", value=1e-5), "tolerance"),
+    "unknown feedback hints": (_set("feedback", value={"hints": "all"}), "feedback.hints"),
+    "unknown feedback key": (_set("feedback", value={"hint": "named"}), "feedback"),
 }
 
 

@@ -95,38 +95,12 @@ def test_an_unrelated_shape_gets_only_the_expected_shape():
 
 # --- value mistakes -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("factor, text", [
-    (-1.0, "sign flipped"),
-    (N, "n times too large: a missing /n?"),
-    (1 / N, "n times too small: an extra /n?"),
-    (N / (N - 1), "off by n/(n-1): the biased variance (1/n) where the forward uses 1/(n-1)?"),
-    ((N - 1) / N, "off by (n-1)/n: 1/(n-1) where the forward uses 1/n?"),
-    (-N, "sign flipped and n times too large"),
-    (-1 / N, "sign flipped and n times too small"),
-    (2.0, "off by a factor of 2: a missing or extra 2 (from a square)?"),
-    (0.5, "off by a factor of 0.5: a missing or extra 2 (from a square)?"),
-    (3.7, "off by a constant factor of 3.7"),
-])
-def test_constant_factor(factor, text):
+@pytest.mark.parametrize("factor", [-1.0, N, 1 / N, N / (N - 1), (N - 1) / N, 2.0, 0.5, 3.7, 1 + 1e-3])
+def test_one_configuration_claims_no_factor(factor):
+    """One configuration cannot tell n from any other number: the factor is `name`'s, on every one."""
     want = randn(N, 4)
-    assert hints(want * factor, want) == [text]
-
-
-@pytest.mark.parametrize("factor, text", [
-    (N, "n times too large: a missing /n?"),
-    (1 / N, "n times too small: an extra /n?"),
-    (N / (N - 1), "off by n/(n-1): the biased variance (1/n) where the forward uses 1/(n-1)?"),
-    (-1.0, "sign flipped"),
-])
-def test_factor_survives_float32_rounding(factor, text):
-    want32 = randn(N, 4).float()
-    got = (want32 * factor).double()
-    assert hints(got, want32.double(), rtol=1e-4, atol=1e-6) == [text]
-
-
-def test_factor_n_without_knowing_n_is_only_a_constant():
-    want = randn(N, 4)
-    assert hints(want * N, want, n=None) == [f"off by a constant factor of {N}"]
+    for h in hints(want * factor, want):
+        assert not any(word in h for word in ("factor", "times", "sign", "n/(n-1)", "(n-1)/n")), h
 
 
 def test_all_zeros():
@@ -134,19 +108,36 @@ def test_all_zeros():
     assert hints(torch.zeros_like(want), want) == ["all zeros"]
 
 
-@pytest.mark.parametrize("wrong", [1, 3, 12])
-def test_right_in_k_of_n_entries(wrong):
+@pytest.mark.parametrize("wrong, rows", [(1, "0 (1 of 6)"), (3, "0 (1 of 6)"), (12, "0, 1, 2 (3 of 6)")])
+def test_wrong_only_in_some_rows(wrong, rows):
     want = randn(N, 4)
     got = want.clone()
     got.view(-1)[:wrong] += 1.0
-    assert hints(got, want) == [f"right in {24 - wrong} of 24 entries, wrong in {wrong}"]
+    assert hints(got, want) == [f"wrong only in rows {rows}, right in the others"]
 
 
-def test_mostly_wrong_gets_no_right_in_hint():
+def test_wrong_only_in_some_columns():
     want = randn(N, 4)
     got = want.clone()
-    got.view(-1)[:13] += 1.0
-    assert hints(got, want) == []
+    got[:, 2] += 1.0
+    assert hints(got, want) == ["wrong only in columns 2 (1 of 4), right in the others"]
+
+
+def test_wrong_entries_in_every_row_and_column_are_counted():
+    want = randn(N, 4)
+    got = want.clone()
+    got[range(N), [0, 1, 2, 3, 0, 1]] += 1.0  # every row and every column has one
+    assert hints(got, want) == ["right in 18 of 24 entries, wrong in 6"]
+
+
+def test_size_one_dimension_moved_is_not_called_transposed_or_a_wrong_sum():
+    """The issue's "looks transposed" plus "summed over the wrong dimension" for (1, n) against (n, 1)."""
+    want = randn(N, 1)
+    for got, right in ((want.reshape(1, N), True), (randn(1, N, seed=2), False)):
+        (hint,) = hints(got, want)
+        assert hint.startswith("has its size-1 dimension in the wrong place: shape (1, 6) where the gradient has (6, 1)")
+        assert ("reshaped, its values are right" in hint) == right
+        assert "transpose" not in hint and "wrong dimension" not in hint
 
 
 @pytest.mark.parametrize("seed", range(1, 9))
@@ -162,3 +153,11 @@ def test_a_shifted_answer_is_not_called_a_factor():
     want = randn(N, 4)
     for h in hints(want + 0.3, want):
         assert not any(word in h for word in CLAIMS), h
+
+
+def test_an_answer_that_only_broadcasts_to_the_gradient_says_its_values_are_right():
+    """1/(n-1) * dbnvar, (1, H), for dbndiff2, (n, H): right values, not yet the tensor's shape."""
+    row = randn(1, 4)
+    assert hints(row, row.expand(N, 4).clone()) == [
+        "broadcast to (6, 4) its values are right: a gradient has its tensor's full shape, not one that broadcasts to it"]
+    assert not any("values are right" in h for h in hints(randn(1, 4, seed=3), row.expand(N, 4).clone()))

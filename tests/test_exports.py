@@ -54,8 +54,8 @@ def test_grade_ids_has_a_row_per_submission_and_grade_id(graded):
             assert float(row[2]) == test["score"] and float(row[3]) == test["max_score"]
     by_key = {(r[0], r[1]): r for r in rows}
     ben = by_key[("ben/backprop_ninja", "dcounts")]
-    assert ben[4] == "incorrect" and ben[5].startswith("misses the branch through counts_sum")
-    assert by_key[("ben/backprop_ninja", "db1")][4:6] == ["partial", "all zeros"]
+    assert ben[4] == "incorrect" and ben[5].startswith("your dcounts misses the branch through counts_sum")
+    assert by_key[("ben/backprop_ninja", "db1")][4:6] == ["partial", "your db1 is all zeros"]
     assert by_key[("dee/backprop_ninja", "dcounts")][4:6] == ["not attempted", ""]
     assert by_key[("ada/backprop_ninja", "dcounts")][4:6] == ["correct", ""]
     assert "<script>alert(2)</script>" in by_key[(f"{HOSTILE}/backprop_ninja", "dprobs")][6]

@@ -46,11 +46,21 @@ def test_every_child_is_the_servers_and_reports_it(case):
     code = ("import os\n"
             "dlogprobs = torch.zeros_like(logprobs)\n"
             "dlogprobs[0, 0] = float(os.getppid())\n")
-    attempt = sandbox.run({"dlogprobs": "exec = exec\nexec(" + repr(code) + ")\n"}, [case],
-                          sandbox.Limits(timeout=30, cell_timeout=5))
-    outcome = attempt.outcomes[("dlogprobs", "chain", case.config.name)]
-    assert outcome.status == "tensor", outcome
-    assert int(outcome.tensor[0, 0]) == zygote.server_pid()
+    answered = []  # what the child answered, before the parent replaces it with the audit hook's report
+    real = sandbox._outcome
+
+    def outcome(header, tensors):
+        if header.get("grade_id") == "dlogprobs":
+            answered.append(real(header, tensors))
+        return real(header, tensors)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sandbox, "_outcome", outcome)
+        attempt = sandbox.run({"dlogprobs": "exec = exec\nexec(" + repr(code) + ")\n"}, [case],
+                              sandbox.Limits(timeout=30, cell_timeout=5))
+    assert attempt.outcomes[("dlogprobs", "chain", case.config.name)].status == "forbidden-call"
+    assert answered and all(o.status == "tensor" for o in answered), answered
+    assert {int(o.tensor[0, 0]) for o in answered} == {zygote.server_pid()}
     assert "fork server" in attempt.isolation["process"]
 
 

@@ -286,12 +286,10 @@ def test_the_nbgrader_feedback_page_of_a_hostile_result_can_be_written(with_an_o
 
 def test_a_notebook_graded_on_its_own_cannot_read_the_notebooks_beside_it(tmp_path, monkeypatch, request):
     """The children of `grade one.ipynb` must not read its classmates in the same folder. The static
-    check is switched off here, as if it had a hole (every Python-level check is assumed bypassable):
-    only the walls around the child keep the probe out. The probe reports what it read through the
-    message of the error it raises, which comes back as the cell's feedback.
-
-    Holds with the folder of a notebook named on its own hidden from the child (grader.grade.hidden),
-    and with a read allowlist in the child that makes every path outside the Python install unreadable.
+    check is switched off here, as if it had a hole (every Python-level check is assumed bypassable).
+    The folder of a notebook named on its own is hidden from the child (grader.grade.hidden) and the
+    child's Landlock rules make every path outside the Python install unreadable; the audit hook also
+    keeps whatever the probe saw out of its feedback. test_walls proves the read itself fails.
     """
     # Where a course keeps its submissions: not /tmp or a home folder (the child never sees those), and
     # world-traversable, so that no permission keeps the probe out either.
@@ -309,6 +307,8 @@ def test_a_notebook_graded_on_its_own_cannot_read_the_notebooks_beside_it(tmp_pa
     classmate.chmod(0o644)
     probe = (f"try:\n    seen = open({str(classmate)!r}).read()\nexcept OSError as exc:\n"
              "    seen = type(exc).__name__\nassert False, 'probe ran; saw ' + seen[:60]\n")
+    # The child's audit hook reports the open() before it happens: its feedback names the file, which
+    # proves the probe ran; what the probe then read (its error message) is never written anywhere.
     write(folder / "mine.ipynb", submission(replace={"dlogprobs": probe}))
     monkeypatch.setattr(static_check, "screen", lambda cells, allow: (dict(cells), {}))
     out = tmp_path / "out"
@@ -316,7 +316,7 @@ def test_a_notebook_graded_on_its_own_cannot_read_the_notebooks_beside_it(tmp_pa
                                      "--course", str(COURSE_FILE), "--jobs", "1"])
     assert done.exit_code == 0, done.output
     written = "".join(p.read_text(encoding="utf-8") for p in out.rglob("*") if p.is_file())
-    assert "probe ran; saw" in written  # the probe itself ran and reported
+    assert f"open({str(classmate)!r}" in written  # the probe itself ran and reported
     assert canary not in written + done.output
     assert classmate.read_text() == canary + "\n"
 

@@ -123,7 +123,9 @@ def _probe(body: str) -> str:
 
 
 def report(attempt, grade_id: str, case, check: str = LOCAL) -> dict:
-    outcome = attempt.outcomes[(grade_id, check, case.config.name)]
+    flagged = attempt.outcomes[(grade_id, check, case.config.name)]
+    assert flagged.status == "forbidden-call", (grade_id, flagged.status, flagged.detail)  # the audit hook's report
+    outcome = flagged.answered
     assert outcome.status == "error", (grade_id, outcome.status, outcome.detail)
     message = outcome.detail["error"]
     assert message.startswith(REPORT), message
@@ -312,7 +314,7 @@ def test_the_data_limit_stops_a_40_gb_allocation_and_later_cells_run(walls, case
         assert outcome.detail["error_type"] in ("RuntimeError", "MemoryError"), outcome.detail
         assert "allocate" in outcome.detail["error"], outcome.detail
     for check in checks(BY_GRADE_ID["dlogits"]):
-        assert walls.outcomes[("dlogits", check, case.config.name)].status == "error"  # the next probe ran
+        assert walls.outcomes[("dlogits", check, case.config.name)].answered.status == "error"  # the next probe ran
     assert _right(walls, case, "dh", CHAIN)
 
 

@@ -211,13 +211,13 @@ def test_where_the_class_falls_off_is_marked(page, as_json):
 def test_a_named_mistake_is_listed_with_the_students_who_made_it(page):
     _, parsed = page
     rows = parsed.table("mistakes")
-    branch = next(r for r in rows if r["mistake"].startswith("misses the branch through counts_sum"))
+    branch = next(r for r in rows if r["mistake"].startswith("your dcounts misses the branch through counts_sum"))
     assert branch["grade id"] == "dcounts" and branch["count"] == "2"
     assert branch["submissions"] == "ben/backprop_ninja, cy/backprop_ninja"
     assert rows[0] is branch  # the most common first
     named = {(r["grade id"], r["mistake"]) for r in rows}
-    assert ("dh", "dh = dlogits @ W2.T: the transpose of W2 is missing") in named
-    assert ("db1", "all zeros") in named  # right only on the chain: the local check names it
+    assert ("dh", "the product of dlogits with W2 needs W2 transposed to give h's shape") in named
+    assert ("db1", "your db1 is all zeros") in named  # right only on the chain: the local check names it
     assert any(g == "dbnmeani" and m.startswith("missing keepdim=True") for g, m in named)
     assert not any("max abs diff" in m or m.startswith("Partial credit") for _, m in named)
 

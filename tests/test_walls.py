@@ -58,7 +58,11 @@ def _probe(body: str) -> str:
 
 
 def _report(attempt, grade_id: str, case) -> dict:
-    outcome = attempt.outcomes[(grade_id, CHAIN, case.config.name)]
+    """What the probe found. The audit hook reports its ctypes and os calls, so the outcome is a flag:
+    the probe's own exception is what the cell answered before the flag replaced it."""
+    flagged = attempt.outcomes[(grade_id, CHAIN, case.config.name)]
+    assert flagged.status == "forbidden-call", (grade_id, flagged.status, flagged.detail)
+    outcome = flagged.answered
     assert outcome.status == "error", (grade_id, outcome.status, outcome.detail)
     message = outcome.detail["error"]
     assert message.startswith(REPORT), message
@@ -576,14 +580,16 @@ case = prepare(generate("walls-user-salt", 1)[0])
 cells = {{**reference_sources(), **json.loads(sys.argv[1])}}
 attempt = sandbox.run(cells, [case], sandbox.Limits(**json.loads(sys.argv[2])))
 print(json.dumps({{"error": attempt.error, "isolation": attempt.isolation,
-                  "outcomes": {{g: [o.status, o.detail] for (g, c, _), o in attempt.outcomes.items() if c == "chain"}}}}))
+                  "outcomes": {{g: [o.status, (o.answered or o).detail]
+                               for (g, c, _), o in attempt.outcomes.items() if c == "chain"}}}}))
 """
 
 
 def _grader_process(cells: dict[str, str], refuse: tuple[str, ...] = (), user=None, **limits) -> dict:
     """sandbox.run in a fresh grader process, on a host that refuses the `refuse` system calls; with
     `user`, as that user, inside a virtual environment the user owns (as an instructor's would be):
-    the walls must keep the child out of it too."""
+    the walls must keep the child out of it too. A probe's outcome is flagged by the audit hook; its
+    detail is what the probe itself answered."""
     python = sys.executable
     if user is not None:
         python = str(_users_venv(user) / "bin" / "python")

@@ -1,0 +1,221 @@
+"""The notebook's self-check gives the grader's verdicts: every wrong cell of the corpora prints WRONG
+(or "wrong shape") with the name the grader gives it, every correct alternative passes, and a cell
+that is right with a wrong upstream answer says which upstream answer is wrong instead of failing.
+
+The notebook here is its state after the forward and loss.backward() cells (autograd's gradients
+retained, as the notebook's setup cell does) and IPython's `In`, the history the self-check reads the
+cells' code from; the answer cells run in that namespace as Run All would run them. A slow test runs
+the real notebook in a kernel and grades the same notebook, for the disagreements the issue found.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+import torch.nn.functional as F
+import yaml
+
+from grader.check import SelfCheck
+from grader.course import load
+from grader.exercise import ATOMIC, BY_GRADE_ID, EX4_CELL
+from grader.grade import grade
+from grader.model import LECTURE, forward, init_params
+from solutions import make_notebooks, reference
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path(__file__).with_name("corpus")
+UNSEEN = yaml.safe_load((CORPUS / "unseen_mistakes.yml").read_text())
+WRONG = yaml.safe_load((CORPUS / "wrong_answers.yml").read_text())
+ALTERNATIVES = yaml.safe_load((CORPUS / "correct_alternatives.yml").read_text())
+CELLS = reference.cells()
+COURSE = load(ROOT / "course.yml")
+ORDER = (*ATOMIC, "ex2_dlogits", "ex3_dhprebn")
+
+
+@pytest.fixture(scope="module")
+def state():
+    """The notebook's globals after its setup, forward and backward cells."""
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(2147483647)
+    params = {k: v.requires_grad_() for k, v in init_params(LECTURE, g).items()}
+    Xb = torch.randint(0, LECTURE.vocab, (LECTURE.n, LECTURE.block_size), generator=g)
+    Yb = torch.randint(0, LECTURE.vocab, (LECTURE.n,), generator=g)
+    values = forward(params, Xb, Yb)
+    for v in values.values():
+        if v.requires_grad and not v.is_leaf:
+            v.retain_grad()
+    values["loss"].backward()
+    # The notebook's other globals, which an answer cell can read there but not in the grader.
+    sizes = {"vocab_size": LECTURE.vocab, "block_size": LECTURE.block_size, "n_embd": LECTURE.n_embd,
+             "n_hidden": LECTURE.n_hidden, "batch_size": LECTURE.n}
+    return {**values, **sizes, "n": LECTURE.n, "torch": torch, "F": F}
+
+
+class Notebook:
+    """Run All in the notebook's namespace: each answer cell is executed and recorded in `In`."""
+
+    def __init__(self, state):
+        self.ns = {**state, "In": [""]}
+        self.ns["check"] = SelfCheck(n=state["n"], namespace=self.ns, course=make_notebooks.public_settings(COURSE))
+
+    def execute(self, source: str):
+        self.ns["In"].append(source)
+        try:
+            exec(source, self.ns)
+        except Exception:  # the notebook shows the error; the check cell still runs
+            pass
+
+    def check(self, grade_id: str, capfd) -> str:
+        a = BY_GRADE_ID[grade_id]
+        label = a.variable if a.exercise == 1 else grade_id
+        self.ns["In"].append(f'check("{label}", {a.variable}, {a.source})')
+        capfd.readouterr()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            self.ns["check"](label, self.ns.get(a.variable), self.ns[a.source])
+        out, err = capfd.readouterr()
+        assert err == "" and out.count("\n") == 1, (out, err)
+        return out.strip()
+
+    def run_to(self, grade_id: str, cells: dict[str, str], capfd) -> str:
+        """Every answer cell up to `grade_id` (reference unless replaced), then its check's line."""
+        for g in ORDER:
+            if g == "ex3_dhprebn":
+                self.execute("dhpreact = hpreact.grad.clone()")  # the notebook's exercise-3 setup cell
+            self.execute(cells.get(g, CELLS[g]))
+            if g == grade_id:
+                return self.check(g, capfd)
+        raise AssertionError(grade_id)
+
+
+def failed(line: str) -> bool:
+    return "WRONG" in line or "wrong shape" in line
+
+
+def cells_of(entry: dict) -> dict[str, str]:
+    return {**entry.get("with", {}), entry["grade_id"]: entry["code"]}
+
+
+@pytest.mark.parametrize("entry", UNSEEN, ids=[f"{e['grade_id']}-{i}" for i, e in enumerate(UNSEEN)])
+def test_an_unseen_mistake_fails_the_self_check_with_its_name(state, capfd, entry):
+    line = Notebook(state).run_to(entry["grade_id"], cells_of(entry), capfd)
+    assert failed(line), line
+    if entry.get("names"):
+        assert entry["names"].lower() in line.lower(), line
+
+
+CELL_WRONG = [e for e in WRONG if e["grade_id"] in ORDER]
+
+
+@pytest.mark.parametrize("entry", CELL_WRONG, ids=[f"{e['grade_id']}-{i}" for i, e in enumerate(CELL_WRONG)])
+def test_every_wrong_answer_of_the_corpus_fails_the_self_check(state, capfd, entry):
+    """The grader docks each of these (tests/test_corpus.py): the notebook says WRONG too."""
+    line = Notebook(state).run_to(entry["grade_id"], cells_of(entry), capfd)
+    assert failed(line), line
+
+
+CELL_ALTERNATIVES = [e for e in ALTERNATIVES if e["grade_id"] in ORDER]
+
+
+@pytest.mark.parametrize("entry", CELL_ALTERNATIVES,
+                         ids=[f"{e['grade_id']}-{i}" for i, e in enumerate(CELL_ALTERNATIVES)])
+def test_a_correct_alternative_passes_the_self_check(state, capfd, entry):
+    line = Notebook(state).run_to(entry["grade_id"], cells_of(entry), capfd)
+    assert not failed(line) and "approximate: True" in line, line
+
+
+def test_a_right_cell_below_a_wrong_upstream_answer_says_which(state, capfd):
+    nb = Notebook(state)
+    line = nb.run_to("dcounts_sum_inv", {"dprobs": "dprobs = probs * dlogprobs"}, capfd)
+    assert line.startswith("dcounts_sum_inv|") and not failed(line), line
+    assert "dprobs above is wrong; with the true dprobs this cell is right" in line
+
+
+def test_a_wrong_cell_below_a_wrong_upstream_answer_is_still_wrong(state, capfd):
+    nb = Notebook(state)
+    line = nb.run_to("dcounts_sum_inv", {"dprobs": "dprobs = probs * dlogprobs",
+                                         "dcounts_sum_inv": "dcounts_sum_inv = (probs * dprobs).sum(1, keepdim=True)"},
+                     capfd)
+    assert "WRONG" in line and "uses probs where the derivative through probs needs counts" in line, line
+
+
+def test_the_course_allowlist_reaches_the_self_check(state, capfd):
+    """torch.inner is refused by default, as the grader refuses it; a course that allows it passes it."""
+    code = "dh = torch.inner(dlogits, W2)"
+    line = Notebook(state).run_to("dh", {"dh": code}, capfd)
+    assert "WRONG" in line and "torch.inner is not tensor math this exercise allows" in line, line
+    nb = Notebook(state)
+    settings = make_notebooks.public_settings(COURSE)
+    nb.ns["check"] = SelfCheck(n=state["n"], namespace=nb.ns,
+                               course={**settings, "allow": {**settings["allow"], "torch": ["inner"]}})
+    line = nb.run_to("dh", {"dh": code}, capfd)
+    assert not failed(line), line
+
+
+def test_feedback_hints_none_names_nothing(state, capfd):
+    nb = Notebook(state)
+    nb.ns["check"] = SelfCheck(n=state["n"], namespace=nb.ns, course={"hints": "none"})
+    line = nb.run_to("dhpreact", {"dhpreact": "dhpreact = (1.0 - hpreact**2) * dh"}, capfd)
+    assert "WRONG" in line and "hpreact where" not in line and "hint" not in line, line
+
+
+# --- the real notebook and the real grader, on the disagreements the issue found ----------------------
+
+# Each: an answer cell's code that the old self-check passed and the grader docked, or the other way.
+DISAGREEMENTS = {
+    "dlogits": "dlogits = dnorm_logits.clone()",  # forgets the max branch
+    "dlogit_maxes": "dlogit_maxes = dnorm_logits.sum(1, keepdim=True)",  # sign flipped
+    "ex2_dlogits": "dlogits = dlogits",  # exercise 1's answer
+    "demb": "demb = dembcat.view(32, 3, 10)",
+    "dh": "dh = F.linear(dlogits, W2)",
+    "dcounts": "dcounts = torch.addcmul(torch.ones_like(counts) * dcounts_sum, counts_sum_inv, dprobs)",
+    "dW1": "dW1 = sum(torch.ger(embcat[i], dhprebn[i]) for i in range(n))",
+    # manual_backward reading the notebook's global n: the reference without its own n
+    EX4_CELL: CELLS[EX4_CELL].replace("    n = Xb.shape[0]\n", ""),
+}
+
+
+def _with_answers(nb, replace: dict[str, str]):
+    """The solved notebook with some answer cells' solutions replaced."""
+    nb = nbformat.from_dict(nb)
+    for c in nb.cells:
+        grade_id = c.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in replace:
+            c.source = replace[grade_id]
+    return nb
+
+
+@pytest.mark.slow
+def test_the_issues_disagreements_fail_in_the_notebook_and_in_the_grader(tmp_path):
+    from nbclient import NotebookClient
+
+    solved = nbformat.read(ROOT / make_notebooks.SOLVED, as_version=4)
+    nb = _with_answers(solved, DISAGREEMENTS)
+    workdir = tmp_path / "assignment"
+    shutil.copytree(ROOT / make_notebooks.release_path(COURSE).parent, workdir)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
+                   resources={"metadata": {"path": str(workdir)}}).execute(env={**os.environ, "PYTHONPATH": path})
+    lines = {}
+    for c in nb.cells:
+        grade_id = c.metadata.get("nbgrader", {}).get("grade_id", "")
+        if grade_id.startswith("check_"):
+            lines[grade_id.removeprefix("check_")] = "".join(
+                o.get("text", "") for o in c.outputs if o.output_type == "stream")
+    submission = tmp_path / "submissions" / "student.ipynb"
+    submission.parent.mkdir()
+    nbformat.write(nb, submission)
+    ((_, result),) = grade([submission.parent], COURSE, tmp_path / "results", jobs=1)
+    scores = {t.name: t for t in result.tests}
+    docked = {g for g, t in scores.items() if t.score < t.max_score}
+    expected = {g for g in DISAGREEMENTS if g != EX4_CELL} | {f"ex4_d{p}" for p in ("C", "W1", "b1", "W2", "b2", "bngain", "bnbias")}
+    assert expected <= docked, {g: scores[g].output for g in expected - docked}
+    for grade_id, line in lines.items():
+        if grade_id == "ex4_training":
+            continue
+        assert failed(line) == (grade_id in docked), (grade_id, line, scores[grade_id].output)
