@@ -15,7 +15,9 @@ What it refuses, with EPERM so that the student's code sees an ordinary error:
   anywhere but at its own process, and every call that changes another process of the same uid
   without a signal: prlimit64 and sched_set* allowed on itself only (a CPU-time limit of one second
   set on the grader kills it), setpriority and ioprio_set refused (their target may be every process
-  of a uid);
+  of a uid), and fcntl's F_SETOWN and F_SETOWN_EX, which name a process for the kernel to signal
+  when a file is ready (with F_SETSIG, a SIGKILL through SIGIO, which Landlock scopes only from ABI 6,
+  Linux 6.12);
 - changing its world: unshare, setns, mount and the new mount API, pivot_root, chroot, bpf, the
   keyring, userfaultfd, perf_event_open, memfd_create/memfd_secret, io_uring, personality changes,
   modules, kexec, reboot, swap, acct, quotactl.
@@ -66,6 +68,9 @@ REFUSED = (
 SIGNALLING = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 # Calls on the process its first argument names (0: the caller): allowed only on the child itself.
 ON_ONE_PROCESS = ("prlimit64", "sched_setaffinity", "sched_setparam", "sched_setscheduler", "sched_setattr")
+# fcntl commands (its second argument) that name a process for the kernel to signal: F_SETOWN, F_SETOWN_EX
+# (the ioctls that do the same, FIOSETOWN and SIOCSPGRP, act on sockets only, which the child cannot have).
+SIGNAL_OWNER = (8, 15)
 
 # (AUDIT_ARCH value, syscall numbers), generated from each kernel's syscall table.
 ARCHES = {
@@ -84,7 +89,7 @@ ARCHES = {
         "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320, "reboot": 169, "swapon": 167,
         "swapoff": 168, "acct": 163, "quotactl": 179, "uselib": 134, "setpriority": 141, "ioprio_set": 251,
         "prlimit64": 302, "sched_setaffinity": 203, "sched_setparam": 142, "sched_setscheduler": 144,
-        "sched_setattr": 314,
+        "sched_setattr": 314, "fcntl": 72,
     }),
     "aarch64": (0xC00000B7, {
         "execve": 221, "execveat": 281, "clone": 220, "clone3": 435, "socket": 198, "socketpair": 199,
@@ -100,7 +105,7 @@ ARCHES = {
         "personality": 92, "mmap": 222, "init_module": 105, "finit_module": 273, "delete_module": 106,
         "kexec_load": 104, "kexec_file_load": 294, "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89,
         "quotactl": 60, "setpriority": 140, "ioprio_set": 30, "prlimit64": 261, "sched_setaffinity": 122,
-        "sched_setparam": 118, "sched_setscheduler": 119, "sched_setattr": 274,
+        "sched_setparam": 118, "sched_setscheduler": 119, "sched_setattr": 274, "fcntl": 25,
     }),
 }
 
@@ -144,6 +149,8 @@ def program(own_pid: int) -> bytes:
     for name in ON_ONE_PROCESS:
         rules += rule(name, [_insn(LD_W_ABS, _arg_low(0)), _insn(JEQ_K, 0, 1, 0), _insn(JEQ_K, own_pid, 0, 1),
                              allow, refuse])
+    rules += rule("fcntl", [_insn(LD_W_ABS, _arg_low(1)), *(_insn(JEQ_K, command, len(SIGNAL_OWNER) - i, 0)
+                                                            for i, command in enumerate(SIGNAL_OWNER)), allow, refuse])
     rules += rule("personality", on_arg(0, JEQ_K, PERSONALITY_QUERY, allow, refuse))
     shared_anonymous = MAP_SHARED | MAP_ANONYMOUS
     rules += rule("mmap", [_insn(LD_W_ABS, _arg_low(3)), _insn(AND_K, shared_anonymous),

@@ -106,7 +106,7 @@ def syscalls(case):
         for part, names in enumerate((REFUSED[:half], REFUSED[half:]))
     }
     numbers = {k: NUMBERS[k] for k in ("clone3", "kill", "tkill", "tgkill", "rt_sigqueueinfo", "personality",
-                                       "prlimit64", "sched_setaffinity")}
+                                       "prlimit64", "sched_setaffinity", "fcntl")}
     return _run({
         **listed,
         "processes": """
@@ -150,6 +150,12 @@ def syscalls(case):
             res['prlimit_self'] = call(n['prlimit64'], 0, 4, 0, ctypes.addressof(limits))
             res['prlimit_other'] = call(n['prlimit64'], {jail.NO_SUCH_PID}, 4, 0, ctypes.addressof(limits))
             res['sched_setaffinity_other'] = call(n['sched_setaffinity'], {jail.NO_SUCH_PID}, 0, 0)
+            read, write = os.pipe()
+            res['setown_other'] = call(n['fcntl'], read, 8, {jail.NO_SUCH_PID})
+            owner = ctypes.create_string_buffer(8)  # struct f_owner_ex: F_OWNER_PID (1), then the pid
+            owner[:8] = (1).to_bytes(4, 'little') + ({jail.NO_SUCH_PID}).to_bytes(4, 'little')
+            res['setown_ex_other'] = call(n['fcntl'], read, 15, ctypes.addressof(owner))
+            res['getfl'] = call(n['fcntl'], read, 3) >= 0
             res['personality_query'] = call(n['personality'], 0xFFFFFFFF) >= 0
             res['personality_change'] = call(n['personality'], 0x0040000)
             """,
@@ -207,6 +213,14 @@ def test_no_other_process_has_its_limits_or_scheduling_changed(syscalls):
     _, r = syscalls
     assert r["signals"]["prlimit_other"] == r["signals"]["sched_setaffinity_other"] == -errno.EPERM, r["signals"]
     assert r["signals"]["prlimit_self"] == 0, r["signals"]
+
+
+def test_no_file_can_be_made_to_signal_another_process(syscalls):
+    """F_SETOWN (with F_SETSIG) would let the kernel send SIGKILL on the child's behalf when a pipe is
+    written (SIGIO); a pid that does not exist shows the filter (the kernel would say ESRCH)."""
+    _, r = syscalls
+    assert r["signals"]["setown_other"] == r["signals"]["setown_ex_other"] == -errno.EPERM, r["signals"]
+    assert r["signals"]["getfl"], r["signals"]
 
 
 def test_signalling_itself_still_works(syscalls):
