@@ -4,4 +4,5 @@
 # defence: static check (a Python-level read: no kernel wall could stop it)
 # vehicle: plain
 spec = '{0.' + '_' * 2 + 'class' + '_' * 2 + '.' + '_' * 2 + 'mro' + '_' * 2 + '}'
-dcounts_sum = {}['REDTEAM-PROOF format reached ' + spec.format(probs)]
+# the marker is built at run time: a refusal that quotes this line proves nothing
+dcounts_sum = {}['REDTEAM-%s format reached %s' % ('PROOF', spec.format(probs))]
