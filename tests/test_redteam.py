@@ -719,3 +719,8 @@ def test_under_the_wrapper_threads_and_processes_still_start():
 def test_the_wrapper_with_no_command_says_so():
     done = subprocess.run([sys.executable, str(NOUSERNS)], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "no command" in done.stderr
+
+
+def test_the_floor_helper_with_no_command_says_so():
+    done = subprocess.run([sys.executable, str(NOSTATIC)], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "no command" in done.stderr
