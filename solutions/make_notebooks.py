@@ -224,7 +224,7 @@ def setup(data_file: str | None):
             lecture.
             """),
         locked("setup_data", f"""
-            DATA_FILE = {data_file!r}  # one word per line, relative to this folder; None: US census first names
+            DATA_FILE = {data_file!r}  # one word per line, relative to this folder; None: the lecture's names.txt shipped with the package
             block_size = 3  # characters of context used to predict the next one
 
             words = data.load_words(DATA_FILE)
@@ -597,7 +597,7 @@ def exercise4(points):
             a short run of 2,000 steps (about a second); set `FULL_RUN = True` for the lecture's 200,000
             steps (about a minute on one CPU thread). With the lecture's `names.txt` the full run reaches a loss of about 2.07
             on the training set and 2.11 on the validation set, the same as with autograd; other
-            word lists (such as the default census names) give other numbers.
+            word lists give other numbers.
             """),
         editable("""
             FULL_RUN = False  # True: the lecture's 200,000 steps
