@@ -20,3 +20,17 @@ NAMES = ASSIGNMENT / "names.txt"
 def root() -> Path:
     """The wheel's copy when there is one, else the checkout this package sits in."""
     return PACKAGED if PACKAGED.is_dir() else PACKAGED.parent.parent
+
+
+# What a student's notebook needs installed, by course.yml's `solutions`: the whole package (its
+# `solution` command, the solved notebook) for self-learners, or only the self-check for a graded course.
+STUDENT_PACKAGE = {"gated": "backprop-ninja", "off": "backprop-ninja-student"}
+
+
+def install_cell(solutions: str) -> str:
+    """The notebook's first code cell: installs what it imports where it is missing (Colab, a JupyterHub
+    image without it), and nothing where it is there."""
+    return (f"# Installs the course's self-check where it is missing (Colab, a JupyterHub image): {STUDENT_PACKAGE[solutions]}\n"
+            "import importlib.util, subprocess, sys\n"
+            "if importlib.util.find_spec('grader') is None:\n"
+            f"    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', {STUDENT_PACKAGE[solutions]!r}], check=True)")

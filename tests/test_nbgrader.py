@@ -326,7 +326,8 @@ def test_students_get_exactly_the_committed_stub(course):
     released = course.released().read_bytes()
     assert released == STUB.read_bytes()
     outbound = course.exchange / COURSE.course_id / "outbound" / ASSIGNMENT
-    assert [p.relative_to(outbound).as_posix() for p in files_under(outbound)] == [COURSE.notebook]
+    data = [COURSE.data, str(Path(COURSE.data).with_suffix(".LICENSE"))]  # the words and their licence
+    assert sorted(p.relative_to(outbound).as_posix() for p in files_under(outbound)) == sorted([COURSE.notebook, *data])
     assert (outbound / COURSE.notebook).read_bytes() == released
     for student, fetched in course.as_fetched.items():
         assert fetched == released, student
@@ -373,7 +374,7 @@ def test_nothing_of_the_course_sits_in_the_exchange_but_the_notebook_and_feedbac
     salt = salt_of(course)
     for path in files_under(course.exchange):
         assert salt not in path.read_text(encoding="utf-8", errors="replace"), path
-        assert path.suffix in (".ipynb", ".html", ".txt"), path
+        assert path.suffix in (".ipynb", ".html", ".txt", ".LICENSE"), path
 
 
 # ---------------------------------------------------------------------------------------------
