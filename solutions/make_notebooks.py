@@ -37,6 +37,7 @@ from nbgrader.preprocessors import (
 )
 
 from grader import course as course_config
+from grader import material
 from grader.exercise import ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, grade_cell_id
 from grader.model import PARAMETERS
 from grader.solution import BEGIN_SOLUTION, END_SOLUTION
@@ -197,13 +198,15 @@ def introduction():
         """)]
 
 
-def setup(data_file: str | None):
+def setup(data_file: str | None, solutions: str):
     return [
         markdown("""
             ## Setup
 
-            The self-check and the data loader come with the course's `grader` package.
+            The self-check and the data loader come with the course's `grader` package; the first cell
+            installs it where it is missing (Colab, a JupyterHub image without it).
             """),
+        locked("setup_install", material.install_cell(solutions)),
         locked("setup_imports", """
             %matplotlib inline
             import matplotlib.pyplot as plt
@@ -720,8 +723,8 @@ def _notebook(cells):
     return nb
 
 
-def solved_notebook(data_file: str | None, points: dict[str, float]):
-    nb = _notebook([*introduction(), *setup(data_file), *exercise1(points), *exercise2(points),
+def solved_notebook(data_file: str | None, points: dict[str, float], solutions: str = "gated"):
+    nb = _notebook([*introduction(), *setup(data_file, solutions), *exercise1(points), *exercise2(points),
                     *exercise3(points), *exercise4(points), *takeaways()])
     CheckCellMetadata().preprocess(nb, {})
     return nb
@@ -741,7 +744,7 @@ def release(solved):
 def build(root: Path = ROOT):
     """(relative path, notebook) for the solved notebook and the students' notebook."""
     course = course_config.load(root / "course.yml")
-    solved = solved_notebook(course.data, course.points)
+    solved = solved_notebook(course.data, course.points, course.solutions)
     return {SOLVED: solved, release_path(course): release(solved)}
 
 
