@@ -64,6 +64,14 @@ c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
+# Feedback: the per-tensor page first, the index of grade cells folded under it and naming each tensor,
+# long lines wrapped, nothing fetched from the network (grader/nbgrader_templates/).
+from grader.nbgrader_plugin import feedback_templates  # noqa: E402
+
+c.GenerateFeedback.HTMLExporter.template_name = "backprop_ninja_feedback"
+for _key, _paths in feedback_templates().items():
+    setattr(c.GenerateFeedback.HTMLExporter, _key, _paths)
+
 # zip_collect: the files of Canvas, Moodle and Blackboard downloads (and <student>_<notebook>.ipynb), each
 # filed as this notebook; the LMS's user id is recorded with the student, for `backprop-ninja export`.
 c.ZipCollectApp.collector_plugin = "grader.nbgrader_plugin.LmsCollector"

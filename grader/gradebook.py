@@ -72,7 +72,7 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
     from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds,
                                         LimitOutput, OverwriteKernelspec, SaveAutoGrades)
 
-    from grader.nbgrader_plugin import RestoreCells, fill_grade_cells
+    from grader.nbgrader_plugin import RestoreCells, fill_grade_cells, set_flagged
 
     path = Path(submission.path).resolve()
     student, assignment, notebook_id = path.parent.parent.name, path.parent.name, path.stem
@@ -103,6 +103,8 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
     fill_grade_cells(nb, result)
     for preprocessor in (LimitOutput(), SaveAutoGrades(), AssignLatePenalties(), CheckCellMetadata()):
         nb, resources = preprocessor.preprocess(nb, resources)
+    if result.flags:
+        set_flagged(db_url, notebook_id, assignment, student)
     autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
     _write_notebook(nb, autograded / path.name)
     return True

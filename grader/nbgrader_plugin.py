@@ -86,6 +86,29 @@ class RestoreCells(OverwriteCells):
         return nb, resources
 
 
+def feedback_templates() -> dict[str, list[str]]:
+    """HTMLExporter's settings for generate_feedback (nbgrader_config.py applies them): template folders
+    with backprop-ninja's own, which extends nbgrader's feedback template by its path under nbgrader's
+    templates, and nbgrader's bootstrap CSS, which that template inlines."""
+    import nbgrader
+
+    formgrader = Path(nbgrader.__file__).resolve().parent / "server_extensions" / "formgrader"
+    return {"extra_template_basedirs": [str(Path(__file__).resolve().parent / "nbgrader_templates"),
+                                        str(formgrader / "templates")],
+            "extra_template_paths": [str(formgrader / "templates"),
+                                     str(formgrader / "static" / "node_modules" / "bootstrap" / "dist" / "css")]}
+
+
+def set_flagged(db_url: str, notebook: str, assignment: str, student: str) -> None:
+    """formgrader's "Flagged?" for a submission with integrity flags, so a TA sees it in the submission
+    list. Only ever set: a flag a TA set by hand is theirs to clear."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        gb.find_submission_notebook(notebook, assignment, student).flagged = True
+        gb.db.commit()
+
+
 class PointsChanged(ValueError):
     """course.yml's points are not the gradebook's: the course needs `course init --update`."""
 
@@ -133,6 +156,8 @@ class GradeInSandbox(NbGraderPreprocessor):
             self.log.warning("%s: %s", submission.id, result.error)
         for flag in result.flags:
             self.log.warning("%s: integrity flag %s: %s", submission.id, flag["kind"], flag["evidence"])
+        if result.flags and info.get("db_url"):
+            set_flagged(info["db_url"], info["notebook"], info["assignment"], info["student"])
         if self.results:
             from grader import feedback_page, results
 

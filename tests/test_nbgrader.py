@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -498,6 +499,19 @@ def test_the_feedback_shows_each_tensors_line_and_nothing_hidden(course, student
     assert f"Score: {total:g}" in " ".join(text.split()) or f"{total:g} / {COURSE.max_score:g}" in text
     own = text_of_notebook(course.submitted(student))
     assert leaks(text, own=own, diagnosed=_diagnosed(student), salt=salt_of(course)) == []
+
+
+def test_the_feedback_index_names_tensors_wraps_lines_and_fetches_nothing(course):
+    """nbgrader's own feedback page opens with an index of anonymous "Test cell" lines and loads MathJax
+    from the network; this course's index is folded under the per-tensor page and names each tensor."""
+    page = course.feedback("ben").read_text(encoding="utf-8")
+    assert "Test cell" not in page
+    index = page[page.index('<details id="toc">'):page.index("</details>")]
+    named = re.findall(r'<a href="#([^"]+)">([^<]+)</a>', index)
+    assert sorted(name for _, name in named) == sorted(GRADE_IDS)
+    assert all(cell == grade_cell_id(name) for cell, name in named)
+    assert not re.search(r'(src|href)="(https?:)?//', page), "a feedback page must open offline"
+    assert "white-space: pre-wrap" in page
 
 
 @pytest.mark.parametrize("student", EXCHANGE_STUDENTS)
