@@ -334,7 +334,7 @@ def test_students_get_exactly_the_committed_stub(course):
         assert fetched == released, student
     home = course.homes / "cy" / ASSIGNMENT
     assert sorted(p.relative_to(home).as_posix() for p in files_under(home) if "feedback" not in p.parts) \
-        == [COURSE.notebook]
+        == sorted([COURSE.notebook, *data])
 
 
 def test_the_stub_has_one_blank_per_gradient_and_a_self_check_per_grade_id(course):
@@ -363,7 +363,7 @@ def test_students_get_no_solution_no_hidden_test_and_no_salt(course):
     salt = salt_of(course)
     assert salt != COURSE.secret_salt, "course init must draw a fresh salt"
     given = [course.released(), *files_under(course.exchange / COURSE.course_id / "outbound")]
-    texts = {str(p): text_of_notebook(p) for p in given}
+    texts = {str(p): text_of_notebook(p) if p.suffix == ".ipynb" else p.read_text(encoding="utf-8") for p in given}
     texts.update({f"{s} as fetched": c.decode() for s, c in course.as_fetched.items()})
     texts["cy's notebook"] = text_of_notebook(course.fetched("cy"))
     for where, text in texts.items():
