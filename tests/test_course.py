@@ -73,6 +73,7 @@ def test_a_minimal_file_gets_the_defaults(tmp_path):
     course = load(write(tmp_path, raw))
     assert course.configurations == 4
     assert course.data is None
+    assert course.solutions == "gated"
     assert course.autotests == "autotests"
     assert (course.tolerance.rtol, course.tolerance.atol) == (1e-5, 1e-8)
     assert course.autotests_dir == tmp_path.resolve() / "autotests"
@@ -114,6 +115,7 @@ BAD = {
     "configurations 17": (_set("configurations", value=17), "configurations"),
     "configurations as float": (_set("configurations", value=4.5), "configurations"),
     "tolerance not a mapping": (_set("tolerance", value=1e-5), "tolerance"),
+    "solutions neither gated nor off": (_set("solutions", value="hidden"), "solutions"),
 }
 
 
