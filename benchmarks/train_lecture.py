@@ -1,7 +1,7 @@
 """Exercise 4 of the solved notebook at the lecture's scale: train/val loss, 20 samples, s/step.
 
-    python benchmarks/train_lecture.py                                  # the package's census names
-    python benchmarks/train_lecture.py --data ../shared/data/names.txt  # the lecture's names.txt
+    python benchmarks/train_lecture.py                                  # the lecture's names.txt (default)
+    python benchmarks/train_lecture.py --data words.txt                 # any file of one word per line
 
 It runs the solved notebook's own cells (solutions/backprop_ninja_solved.ipynb, found by their nbgrader
 grade ids), in this process and in one namespace, as Run All does with `FULL_RUN = True`:
@@ -169,7 +169,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=None,
-                        help="a file with one word per line (default: the package's census first names)")
+                        help="a file with one word per line (default: the lecture's names.txt shipped with the package)")
     parser.add_argument("--steps", type=int, default=LECTURE_STEPS, help="training steps (default: %(default)s)")
     parser.add_argument("--timing-steps", type=int, default=2_000,
                         help="steps per timing round of each backward (default: %(default)s)")
@@ -200,7 +200,7 @@ def main(argv=None) -> int:
     torch = ns["torch"]
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores; "
           f"Python {platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} torch thread(s)")
-    print(f"\ndata: {data_file or 'the census first names of the `names` package (default)'}")
+    print("\ndata:", data_file or "the lecture's names.txt shipped with the package (default)")
     run_cell(cells, "setup_data", ns, DATA_FILE=data_file)
     run_cell(cells, "setup_params", ns, quiet=True)
     run_cell(cells, "setup_ex4_forward", ns)
@@ -224,7 +224,7 @@ def main(argv=None) -> int:
     printed = run_cell(cells, "train_evaluate", ns)
     loss = {split: float(value) for split, value in re.findall(r"^(train|val) loss (\S+)$", printed, re.M)}
     within = None
-    is_names_txt = data_file is not None and Path(data_file).name == "names.txt"
+    is_names_txt = data_file is None or Path(data_file).name == "names.txt"
     if args.steps == LECTURE_STEPS and (is_names_txt or args.check_lecture):
         diffs = {split: loss[split] - LECTURE_LOSS[split] for split in LECTURE_LOSS}
         within = all(abs(d) <= LECTURE_TOLERANCE for d in diffs.values())

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import importlib.util
 import time
 import traceback
 
@@ -55,7 +56,7 @@ def grade_ids(name: str, exercise: int | None = None) -> tuple[str, ...]:
 def pointer(name: str, exercise: int | None = None) -> str:
     """Where a student stuck on `name` finds the reference, explained (empty for a name of their own)."""
     ids = grade_ids(name, exercise)
-    if not ids:
+    if not ids or importlib.util.find_spec("grader.solution") is None:  # backprop-ninja-student: no references
         return ""
     others = "".join(f" (exercise {BY_GRADE_ID[g].exercise}: {g})" for g in ids[1:])
     return f" — stuck? backprop-ninja solution {ids[0]} --notebook YOUR_NOTEBOOK.ipynb{others}"

@@ -167,15 +167,16 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
 
 
 @main.command()
-@click.option("--course", "course_file", default="course.yml", show_default=True,
-              type=click.Path(dir_okay=False, path_type=Path), help="The course's configuration.")
+@click.option("--course", "course_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The course's configuration (default: ./course.yml if any, else the package's template).")
 @click.option("--out", "out", default="demo-results", show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Where the demo writes what it produces.")
 def demo(course_file, out):
     """Run the bundled course through nbgrader: create, release, submit, autograde, feedback."""
+    from grader.course_init import default_course
     from grader.demo import run
 
-    course = _load_course(course_file)
+    course = _load_course(course_file or default_course())
     sys.exit(run(course, out, echo=click.echo))
 
 
@@ -186,19 +187,36 @@ def course():
 
 @course.command("init")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--course", "course_file", default="course.yml", show_default=True,
-              type=click.Path(dir_okay=False, path_type=Path), help="The course.yml to start from.")
-def course_init(directory, course_file):
+@click.option("--course", "course_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The course.yml to start from (default: ./course.yml if any, else the package's template).")
+@click.option("--course-id", help="nbgrader's course id (default: course.yml's course_id).")
+@click.option("--exchange", type=click.Path(file_okay=False, path_type=Path),
+              help="nbgrader's exchange folder (default: DIRECTORY/exchange; on a shared server, one every user "
+                   "may write).")
+@click.option("--update", is_flag=True,
+              help="DIRECTORY is a course written by course init: rewrite its source notebook, data and hidden "
+                   "suite from its own course.yml (after changing points or exercises) and run nbgrader "
+                   "generate_assignment again.")
+def course_init(directory, course_file, course_id, exchange, update):
     """Write an nbgrader course in DIRECTORY: source notebook, hidden suite, course.yml, nbgrader_config.py."""
-    from grader.course_init import InitError, init
+    from grader.course_init import InitError, default_course, init
+    from grader.course_init import update as refresh
 
-    config = _load_course(course_file)
     try:
-        written = init(config, directory)
+        if update:
+            if course_file or course_id or exchange:
+                raise click.UsageError("--update reads DIRECTORY's own course.yml and nbgrader_config.py: "
+                                       "edit those instead of passing --course, --course-id or --exchange")
+            for line in refresh(directory):
+                click.echo(f"updated {line}")
+            return
+        config = _load_course(course_file or default_course())
+        written = init(config, directory, course_id=course_id, exchange=exchange)
     except InitError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {len(written)} files in {directory}/ (a fresh secret salt is in its course.yml)")
-    click.echo(f"next: cd {directory} && nbgrader generate_assignment {config.assignment}")
+    click.echo(f"next: cd {directory} && nbgrader generate_assignment {config.assignment} && "
+               f"nbgrader release_assignment {config.assignment}")
 
 
 @main.command()
@@ -268,12 +286,15 @@ def gradescope_run(root):
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the report (default: RESULTS_DIR/report.html; with --json: standard output).")
 @click.option("--json", "as_json", is_flag=True, help="The same content as JSON, for tools.")
-def report(results_dir, out, as_json):
+@click.option("--submitted", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="The folder of submitted notebooks, to list those without a result (default: submitted/ "
+                   "beside RESULTS_DIR, as in an nbgrader course).")
+def report(results_dir, out, as_json, submitted):
     """A class report of a results folder written by `grade --out`: one self-contained HTML page."""
     from grader.report import ReportError, run
 
     try:
-        run(results_dir, out, as_json, echo=click.echo)
+        run(results_dir, out, as_json, echo=click.echo, submitted=submitted)
     except (ReportError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -286,20 +307,30 @@ def report(results_dir, out, as_json):
               help="The CSV to write (default: grade_ids.csv or canvas.csv in RESULTS_DIR).")
 @click.option("--roster", type=click.Path(dir_okay=False, path_type=Path),
               help="canvas: a gradebook CSV exported from the Canvas course, to take each student's identity from.")
-@click.option("--column", help="canvas: the assignment's column (default: course.yml's assignment with --course, "
-                               "else backprop-ninja).")
+@click.option("--column", help="canvas: the assignment's column (default: the roster's column for course.yml's "
+                               "assignment with --course, else backprop-ninja).")
 @click.option("--course", "course_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="The course's configuration, for the default --column.")
-def export(results_dir, fmt, out, roster, column, course_file):
+              help="The course's configuration, for the default --column and the gradebook's assignment.")
+@click.option("--gradebook", type=click.Path(dir_okay=False, path_type=Path),
+              help="canvas: nbgrader's gradebook.db to take the totals from, a TA's manual scores included "
+                   "(default: the one beside RESULTS_DIR, if any; else the results themselves).")
+def export(results_dir, fmt, out, roster, column, course_file, gradebook):
     """Export a results folder for a spreadsheet or an LMS."""
     from grader.exports import ExportError, export as run
     from grader.report import ReportError
 
+    course = _load_course(course_file) if course_file is not None else None
     if column is None:
-        column = _load_course(course_file).assignment if course_file is not None else "backprop-ninja"
+        column = course.assignment if course is not None else "backprop-ninja"
+    beside = Path(results_dir).resolve().parent / "gradebook.db"
+    if gradebook is None and fmt == "canvas" and beside.is_file():
+        gradebook = beside
+    if gradebook is not None:
+        click.echo(f"totals from the gradebook {gradebook}", err=True)
     try:
         written = run(results_dir, fmt, out, roster, column,
-                      warn=lambda line: click.echo(safe_text.terminal(line), err=True))
+                      warn=lambda line: click.echo(safe_text.terminal(line), err=True),
+                      gradebook=gradebook, assignment=course.assignment if course is not None else None)
     except (ExportError, ReportError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {written}")

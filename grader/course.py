@@ -12,6 +12,11 @@ from grader.exercise import GRADE_IDS
 from grader.jail import REQUIRED_BY_DEFAULT, WALLS
 
 
+# gated: the released notebook installs the whole package, whose `solution` command shows a reference once
+# the student's cell holds an attempt (self-learners); off: only the self-check, no reference anywhere.
+SOLUTIONS = ("gated", "off")
+
+
 class CourseError(ValueError):
     """A course.yml that cannot be used; the message names the file and the offending key."""
 
@@ -92,6 +97,7 @@ class Course:
     secret_salt: str
     points: dict[str, float]
     data: str | None = None
+    solutions: str = "gated"
     configurations: int = 4
     autotests: str = "autotests"
     tolerance: Tolerance = field(default_factory=Tolerance)
@@ -187,9 +193,8 @@ def parse(raw, path: Path) -> Course:
     where = str(path)
     if not isinstance(raw, dict):
         raise CourseError(f"{where}: expected a mapping of settings at the top level")
-    fields = {"course_id", "assignment", "notebook", "secret_salt", "points", "data", "configurations",
-              "autotests", "tolerance", "policy", "limits", "allow", "exercise4", "sandbox",
-              "feedback"}
+    fields = {"course_id", "assignment", "notebook", "secret_salt", "points", "data", "solutions", "configurations",
+              "autotests", "tolerance", "policy", "limits", "allow", "exercise4", "sandbox", "feedback"}
     unknown = sorted(set(raw) - fields)
     if unknown:
         raise CourseError(f"{where}: {unknown[0]}: unknown key (known: {', '.join(sorted(fields))})")
@@ -206,6 +211,9 @@ def parse(raw, path: Path) -> Course:
     data = raw.get("data")
     if data is not None:
         _text(f"{where}: data", data)
+    solutions = raw.get("solutions", "gated")
+    if solutions not in SOLUTIONS:
+        raise CourseError(f"{where}: solutions: expected one of {', '.join(SOLUTIONS)}, got {solutions!r}")
     configurations = raw.get("configurations", 4)
     if isinstance(configurations, bool) or not isinstance(configurations, int) or not 4 <= configurations <= 16:
         raise CourseError(f"{where}: configurations: expected a whole number from 4 to 16, got {configurations!r}")
@@ -217,6 +225,7 @@ def parse(raw, path: Path) -> Course:
         secret_salt=_text(f"{where}: secret_salt", raw["secret_salt"]),
         points={g: float(v) for g, v in points.items()},
         data=data,
+        solutions=solutions,
         configurations=configurations,
         autotests=_text(f"{where}: autotests", raw.get("autotests", "autotests")),
         tolerance=_section(f"{where}: tolerance", raw.get("tolerance"), Tolerance,

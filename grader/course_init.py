@@ -1,26 +1,43 @@
-"""`backprop-ninja course init DIR`: an nbgrader course directory wired to this grader.
+"""`backprop-ninja course init DIR`: an nbgrader course directory wired to this grader, and
+`course init --update DIR`: the same course brought back in line with its course.yml.
 
 The assignment's nbgrader source is the solved notebook (nbgrader releases it with its solutions
 cleared, exactly as assignments/ holds it); its grade cells take the course's points; the hidden suite
 and course.yml (with a fresh secret salt) sit beside nbgrader_config.py, which puts the sandboxed grader
-in place of nbgrader's kernel.
+in place of nbgrader's kernel. The material comes from the checkout, or from the copy a wheel carries
+(grader/material.py), so an installed package is enough.
+
+nbgrader keeps each grade cell's points in its gradebook from `generate_assignment`; a course.yml whose
+points changed afterwards would give scores above those maxima, which nbgrader refuses mid-autograde.
+--update rewrites the source from course.yml and runs generate_assignment again, so the two agree.
 """
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import shutil
 from pathlib import Path
 
+from grader import material
 from grader.exercise import grade_cell_id
 
-SOLVED = Path("solutions") / "backprop_ninja_solved.ipynb"
+SOLVED = material.SOLVED
+COURSE_FILE = "course.yml"
+CONFIG_FILE = "nbgrader_config.py"
+INSTALL_CELL = "setup_install"
 
 CONFIG = '''\
 # Written by `backprop-ninja course init`. nbgrader runs this course; backprop-ninja grades it.
 c = get_config()  # noqa: F821 (nbgrader provides it)
 
 c.CourseDirectory.course_id = {course_id!r}
+
+# Where release_assignment puts the assignment and submit puts submissions. nbgrader's default,
+# /usr/local/share/nbgrader/exchange, only root can create. Students' own nbgrader must use the same
+# folder (c.Exchange.root in their nbgrader_config.py); on a shared server it must be one every user
+# may write, e.g. `course init --exchange /srv/nbgrader/exchange` on a folder made with mode 1777.
+c.Exchange.root = {exchange!r}
 
 # The release keeps each answer cell's blank (`dlogprobs = None  # TODO`) so that Run All works:
 # nbgrader's default stub, `raise NotImplementedError()`, would stop at the first unanswered cell.
@@ -47,9 +64,18 @@ c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
-# zip_collect: files named <student>_<notebook>.ipynb in the archives an LMS hands out.
-c.ZipCollectApp.collector_plugin = "nbgrader.plugins.FileNameCollectorPlugin"
-c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[^/_]+)_(?P<file_id>[^/]+\\.ipynb)$"
+# Feedback: the per-tensor page first, the index of grade cells folded under it and naming each tensor,
+# long lines wrapped, nothing fetched from the network (grader/nbgrader_templates/).
+from grader.nbgrader_plugin import feedback_templates  # noqa: E402
+
+c.GenerateFeedback.HTMLExporter.template_name = "backprop_ninja_feedback"
+for _key, _paths in feedback_templates().items():
+    setattr(c.GenerateFeedback.HTMLExporter, _key, _paths)
+
+# zip_collect: the files of Canvas, Moodle and Blackboard downloads (and <student>_<notebook>.ipynb), each
+# filed as this notebook; the LMS's user id is recorded with the student, for `backprop-ninja export`.
+c.ZipCollectApp.collector_plugin = "grader.nbgrader_plugin.LmsCollector"
+c.LmsCollector.notebook = {notebook!r}
 '''
 
 
@@ -57,12 +83,29 @@ class InitError(Exception):
     """The course directory cannot be written; the message says why."""
 
 
-def _source_notebook(solved: Path, points: dict[str, float]):
-    """The solved notebook with every grade cell worth this course's points (none: not graded)."""
+def default_course() -> Path:
+    """./course.yml when there is one, else the template the package carries."""
+    here = Path(COURSE_FILE)
+    return here if here.is_file() else material.root() / COURSE_FILE
+
+
+def material_root(course) -> Path:
+    """Where this course's solved notebook, suite and data are: beside its course.yml when they are there
+    (a checkout), else the package's own material (a course.yml of the instructor's, anywhere)."""
+    return course.root if (course.root / SOLVED).is_file() else material.root()
+
+
+def _source_notebook(solved: Path, course, kept: frozenset[str] = frozenset()):
+    """The solved notebook with every grade cell worth this course's points (none: not graded; the grade
+    cells `kept` stay grade cells, worth 0), its first cell installing what course.yml's `solutions` says."""
     import nbformat
 
+    points = course.points
     nb = nbformat.read(solved, as_version=4)
-    by_cell = {grade_cell_id(g): p for g, p in points.items()}
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL:
+            cell.source = material.install_cell(course.solutions)
+    by_cell = {**dict.fromkeys(kept, 0.0), **{grade_cell_id(g): p for g, p in points.items()}}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader")
         if not meta or not (meta.get("grade") or meta.get("grade_id") in by_cell):
@@ -75,33 +118,129 @@ def _source_notebook(solved: Path, points: dict[str, float]):
     return nb
 
 
-def init(course, target: Path) -> list[Path]:
-    """Write the course directory; refuse to touch one that already has files (nothing is overwritten)."""
+def _write_material(course, target: Path, kept: frozenset[str] = frozenset()) -> None:
+    """The source notebook with course.yml's points, its data file and the hidden suite, from `course`'s
+    material (replacing what an earlier init wrote)."""
     import nbformat
 
-    target = Path(target)
-    if target.exists() and any(target.iterdir()):
-        raise InitError(f"{target} is not empty: choose a new folder (nothing there is overwritten)")
-    solved = course.root / SOLVED
+    root = material_root(course)
+    solved = root / SOLVED
     if not solved.is_file():
-        raise InitError(f"{solved}: the solved notebook is missing (run this from a checkout of backprop-ninja)")
-    if not course.autotests_dir.is_dir():
-        raise InitError(f"{course.autotests_dir}: the hidden suite is missing")
-    source = target / "source" / course.assignment
-    source.mkdir(parents=True)
-    nbformat.write(_source_notebook(solved, course.points), source / course.notebook)
+        raise InitError(f"{solved}: the solved notebook is missing (reinstall backprop-ninja)")
+    suite = root / course.autotests if root == course.root else root / "autotests"
+    if not suite.is_dir():
+        raise InitError(f"{suite}: the hidden suite is missing")
+    data = None
     if course.data:
-        data = course.root / "assignments" / course.assignment / course.data
-        if not data.is_file():
-            raise InitError(f"{data}: the data file named in course.yml is missing")
-        shutil.copy(data, source / course.data)
-    shutil.copytree(course.autotests_dir, target / "autotests",
-                    ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+        data = next((p for p in (course.root / material.ASSIGNMENT.parent / course.assignment / course.data,
+                                 course.root / "source" / course.assignment / course.data,
+                                 root / material.ASSIGNMENT / course.data) if p.is_file()), None)
+        if data is None:
+            raise InitError(f"{course.data}: the data file named in course.yml is missing (looked beside the "
+                            f"assignment and in {root / material.ASSIGNMENT})")
+    source = target / "source" / course.assignment
+    source.mkdir(parents=True, exist_ok=True)
+    nbformat.write(_source_notebook(solved, course, kept), source / course.notebook)
+    if data is not None:
+        if data.resolve() != (source / course.data).resolve():
+            shutil.copy(data, source / course.data)
+        licence = data.with_suffix(".LICENSE")
+        if licence.is_file() and licence.resolve() != (source / licence.name).resolve():
+            shutil.copy(licence, source / licence.name)
+    if suite.resolve() != (target / course.autotests).resolve():
+        shutil.rmtree(target / "autotests", ignore_errors=True)
+        shutil.copytree(suite, target / "autotests", ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+
+
+def init(course, target: Path, *, course_id: str | None = None, exchange: Path | None = None) -> list[Path]:
+    """Write the course directory; refuse to touch one that already has files (nothing is overwritten)."""
+    target = Path(target).resolve()
+    if target.exists() and any(target.iterdir()):
+        raise InitError(f"{target} is not empty: choose a new folder (nothing there is overwritten), or "
+                        "--update a course written by course init")
+    course_id = course_id or course.course_id
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", course_id):
+        raise InitError(f"course id {course_id!r}: use letters, digits, '.', '_' and '-' (nbgrader names "
+                        "folders after it)")
+    exchange = Path(exchange).resolve() if exchange is not None else target / "exchange"
+    target.mkdir(parents=True, exist_ok=True)
+    _write_material(course, target)
     text = course.path.read_text(encoding="utf-8")
     text = re.sub(r"(?m)^secret_salt:.*$", f"secret_salt: {secrets.token_hex(16)}", text)
+    text = re.sub(r"(?m)^course_id:.*$", f"course_id: {course_id}", text)
     text = re.sub(r"(?m)^autotests:.*\n", "", text) + "autotests: autotests\n"
-    (target / "course.yml").write_text(text, encoding="utf-8")
-    (target / "nbgrader_config.py").write_text(
-        CONFIG.format(course_id=course.course_id, course_file="course.yml"),
+    (target / COURSE_FILE).write_text(text, encoding="utf-8")
+    os.chmod(target / COURSE_FILE, 0o600)  # the salt: the course's staff only
+    (target / CONFIG_FILE).write_text(
+        CONFIG.format(course_id=course_id, course_file=COURSE_FILE, exchange=str(exchange), notebook=course.notebook),
         encoding="utf-8")
+    exchange.mkdir(parents=True, exist_ok=True)
     return sorted(p for p in target.rglob("*") if p.is_file())
+
+
+def update(target: Path, log=print) -> list[str]:
+    """Bring a course written by init back in line with its own course.yml: the source notebook's grade
+    cells, its data and the hidden suite rewritten, then (once generate_assignment has run) nbgrader's
+    generate_assignment run again, so the gradebook holds course.yml's points. Returns what changed."""
+    from grader.course import CourseError, load
+
+    target = Path(target).resolve()
+    if not (target / CONFIG_FILE).is_file():
+        raise InitError(f"{target}: no {CONFIG_FILE} here: --update takes a folder written by course init")
+    try:
+        course = load(target / COURSE_FILE)
+    except CourseError as exc:
+        raise InitError(str(exc)) from None
+    kept = _graded_cells(target, course)
+    _write_material(course, target, kept)
+    done = [f"source/{course.assignment}/{course.notebook}: grade cells worth course.yml's points "
+            f"({len(course.points)} grade ids, {course.max_score:g} points)", "autotests/: the hidden suite"]
+    if (target / "gradebook.db").is_file():
+        _generate(target, course.assignment)
+        done.append("gradebook.db and release/: nbgrader generate_assignment --force ran again")
+    return done
+
+
+def _graded_cells(target: Path, course) -> frozenset[str]:
+    """The grade cells a gradebook with submissions already holds, which must stay (nbgrader refuses to add
+    or remove cells of a notebook that has submissions): a grade id dropped from course.yml stays worth 0,
+    one added is refused here."""
+    if not (target / "gradebook.db").is_file():
+        return frozenset()
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{target / 'gradebook.db'}") as gb:
+        try:
+            notebook = gb.find_notebook(Path(course.notebook).stem, course.assignment)
+        except MissingEntry:
+            return frozenset()
+        if not notebook.submissions:
+            return frozenset()
+        recorded = frozenset(c.name for c in notebook.grade_cells)
+    added = sorted({grade_cell_id(g) for g in course.points} - recorded)
+    if added:
+        raise InitError(f"{', '.join(added)}: nbgrader cannot add grade cells once there are submissions; grade "
+                        "these in a new assignment, or remove them from course.yml's points")
+    return recorded
+
+
+def _generate(target: Path, assignment: str) -> None:
+    """nbgrader's generate_assignment --force, in the course directory (its config has relative paths)."""
+    import logging
+
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config, PyFileConfigLoader
+
+    here = Path.cwd()
+    os.chdir(target)
+    try:
+        config = PyFileConfigLoader(CONFIG_FILE, path=str(target)).load_config()
+        config.merge(Config({"CourseDirectory": {"root": str(target)}}))
+        api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+        api.log.setLevel(logging.ERROR)
+        outcome = api.generate_assignment(assignment, force=True)
+    finally:
+        os.chdir(here)
+    if not outcome.get("success"):
+        raise InitError(f"nbgrader generate_assignment failed: {' '.join(str(outcome.get('error')).split())[-500:]}")

@@ -1,34 +1,24 @@
 """Words to learn from, and the lecture's (context -> next character) dataset built from them.
 
-The default words are the US census first names that the `names` package ships (public domain), so
-the notebook runs offline with no file of the user's; a course can point course.yml at any text
-file with one word per line, such as the lecture's names.txt.
+The default words are the lecture's own names.txt (32,033 names from Karpathy's makemore, MIT, its
+licence beside it), shipped with the package so the notebook runs offline and a student following the
+video sees its data and its losses; a course can point course.yml at any text file with one word per
+line.
 """
 from __future__ import annotations
 
-import importlib.resources
 import random
 from pathlib import Path
 
 import torch
 
-CENSUS_FILES = ("dist.male.first", "dist.female.first")
-
-
-def census_first_names() -> list[str]:
-    root = importlib.resources.files("names")
-    words = set()
-    for name in CENSUS_FILES:
-        for line in root.joinpath(name).read_text().splitlines():
-            if line.strip():
-                words.add(line.split()[0].lower())
-    return sorted(words)
+from grader import material
 
 
 def load_words(path: str | Path | None = None) -> list[str]:
-    """One lowercase word per line from `path`, or the census first names when no path is given."""
+    """One lowercase word per line from `path`, or the lecture's names.txt when no path is given."""
     if path is None:
-        return census_first_names()
+        path = material.root() / material.NAMES
     text = Path(path).read_text(encoding="utf-8")
     words = [w.strip().lower() for w in text.splitlines() if w.strip()]
     if not words:

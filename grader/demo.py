@@ -43,7 +43,9 @@ def _answers(course, changes) -> dict[str, str]:
 
     if changes is None:
         return {}
-    solved = nbformat.read(course.root / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
+    from grader.course_init import SOLVED, material_root
+
+    solved = nbformat.read(material_root(course) / SOLVED, as_version=4)
     markers = ("### BEGIN SOLUTION", "### END SOLUTION")
     answers = {c.metadata["nbgrader"]["grade_id"]: "\n".join(line for line in c.source.splitlines()
                                                              if line.strip() not in markers)
@@ -116,7 +118,7 @@ def run(course, out: Path, echo) -> int:
     root, exchange = out / "course", out / "exchange"
     exchange.mkdir(parents=True)
     exchange.chmod(0o777)
-    init(course, root)
+    init(course, root, exchange=exchange)
     echo(f"1. Course created in {root} (source, hidden suite, course.yml, nbgrader_config.py)")
     warnings.simplefilter("ignore")  # nbgrader's gradebook trips SQLAlchemy warnings that are not ours
     logging.getLogger("traitlets").setLevel(logging.ERROR)

@@ -6,11 +6,14 @@ SIS Login ID and Section identify the student, every further column is an assign
 creates one), and the second row of an export, "Points Possible", gives each assignment's points.
 Canvas finds a student by ID or SIS ID, never by name, so a row it cannot place is worth no more
 than a line on stderr: with a roster exported from the course's gradebook, rows carry the roster's
-own identity columns; without one, the submission's student id stands as the SIS Login ID.
+own identity columns; without one, the submission's student id stands as the SIS Login ID. Totals come
+from nbgrader's gradebook when the course has one (a TA's manual scores count), else from results/.
 """
 from __future__ import annotations
 
 import csv
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.report import grade_ids, load, mistake
@@ -47,9 +50,63 @@ def grade_id_rows(results: list[Result]) -> list[list[str]]:
     return rows
 
 
-def read_roster(path: Path) -> list[dict[str, str]]:
-    """The students of a Canvas gradebook export (its Points Possible row, test student and blank rows
-    left out)."""
+@dataclass(frozen=True)
+class Grade:
+    """One student's total for the Canvas import, from a result or from nbgrader's gradebook."""
+
+    student: str
+    source: str  # what a warning names: the submission id, or the gradebook's student
+    score: float
+    max_score: float
+    lms_user_id: str | None = None
+
+
+def from_results(results: list[Result]) -> list[Grade]:
+    return [Grade(student_id(r.submission), r.submission, r.score, r.max_score) for r in results]
+
+
+def from_gradebook(path: Path, assignment: str | None) -> list[Grade]:
+    """Each submission's total as nbgrader's gradebook holds it, a TA's manual score in formgrader
+    included, with the LMS user id zip_collect recorded for its student."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(f"sqlite:///{Path(path).resolve()}") as gb:
+        names = [a.name for a in gb.assignments]
+        if assignment is None:
+            if len(names) != 1:
+                raise ExportError(f"{path}: the gradebook holds {len(names)} assignments ({', '.join(names)}): "
+                                  "give --course to say which")
+            assignment = names[0]
+        try:
+            submissions = gb.assignment_submissions(assignment)
+        except MissingEntry:
+            raise ExportError(f"{path}: no assignment {assignment!r} in the gradebook ({', '.join(names)})") from None
+        grades = [Grade(s.student.id, f"{s.student.id} (gradebook)", s.score, s.max_score, s.student.lms_user_id)
+                  for s in submissions]
+    if not grades:
+        raise ExportError(f"{path}: no submission of {assignment} is graded in the gradebook yet")
+    return grades
+
+
+@dataclass(frozen=True)
+class Roster:
+    """A Canvas gradebook export: its header, its Points Possible row and its students."""
+
+    header: list[str]
+    points: dict[str, str]
+    students: list[dict[str, str]]
+
+    def column(self, name: str) -> str | None:
+        """The roster's own header for assignment `name`: Canvas writes "Name (id)", and an import under
+        any other header would create a new assignment."""
+        for header in self.header:
+            if header == name or (header.startswith(f"{name} (") and re.fullmatch(r".* \(\d+\)", header)):
+                return header
+        return None
+
+
+def read_roster(path: Path) -> Roster:
+    """A Canvas gradebook export (its Points Possible row, test student and blank rows set apart)."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
@@ -60,56 +117,74 @@ def read_roster(path: Path) -> list[dict[str, str]]:
     if "Student" not in header or not any(column in header for column in MATCH_ON):
         raise ExportError(f"{path}: not a Canvas gradebook export (it needs a Student column and one of "
                           f"{', '.join(MATCH_ON)})")
-    return [row for row in rows if not row.get("Student", "").startswith(POINTS_POSSIBLE)
-            and row.get("Student") != TEST_STUDENT and any(row.get(c) for c in MATCH_ON)]
+    points = next((row for row in rows if row.get("Student", "").startswith(POINTS_POSSIBLE)), {})
+    students = [row for row in rows if not row.get("Student", "").startswith(POINTS_POSSIBLE)
+                and row.get("Student") != TEST_STUDENT and any(row.get(c) for c in MATCH_ON)]
+    return Roster(header, points, students)
 
 
-def _match(students: list[str], roster: list[dict[str, str]]) -> dict[str, dict[str, str]]:
-    """student id -> roster row, looked up in MATCH_ON's order (case-insensitive, as logins are); a
-    row goes to one student only."""
+def _match(grades: list[Grade], roster: list[dict[str, str]]) -> dict[str, dict[str, str]]:
+    """student id -> roster row: by the LMS user id zip_collect recorded (Canvas's ID) first, then the
+    student id in MATCH_ON's order (case-insensitive, as logins are); a row goes to one student only."""
     matched, taken = {}, set()
-    for column in MATCH_ON:
+    keys = [("ID", lambda g: g.lms_user_id)] + [(c, lambda g: g.student) for c in MATCH_ON]
+    for column, key in keys:
         index = {}
         for row in roster:
             index.setdefault(row.get(column, "").casefold(), row)
         index.pop("", None)
-        for student in students:
-            row = index.get(student.casefold())
-            if student not in matched and row is not None and id(row) not in taken:
-                matched[student] = row
+        for grade in grades:
+            row = index.get((key(grade) or "").casefold())
+            if grade.student not in matched and row is not None and id(row) not in taken:
+                matched[grade.student] = row
                 taken.add(id(row))
     return matched
 
 
-def canvas_rows(results: list[Result], column: str, roster: list[dict[str, str]] | None,
-                warn=print) -> list[list[str]]:
+def canvas_rows(grades: list[Grade], column: str, roster: Roster | None, warn=print) -> list[list[str]]:
     """The Canvas import: header, Points Possible, then one row per student.
 
     A student with several submissions keeps the highest score (said on stderr); with a roster, an
     unmatched submission and a student without one are each said on stderr and left out of the file,
-    so the import neither guesses a student nor zeroes a grade.
+    so the import neither guesses a student nor zeroes a grade. The roster's own column for the
+    assignment is used, and a Points Possible other than the course's is said on stderr.
     """
-    best: dict[str, Result] = {}
-    for r in sorted(results, key=lambda r: r.submission):
-        student = student_id(r.submission)
-        if student in best:
-            kept = max(best[student], r, key=lambda x: x.score)
-            warn(f"{student}: several submissions ({best[student].submission}, {r.submission}); "
-                 f"kept {kept.submission} ({kept.score:g} points)")
-            r = kept
-        best[student] = r
-    max_score = max(r.max_score for r in results)
+    best: dict[str, Grade] = {}
+    for g in sorted(grades, key=lambda g: g.source):
+        if g.student in best:
+            kept = max(best[g.student], g, key=lambda x: x.score)
+            warn(f"{g.student}: several submissions ({best[g.student].source}, {g.source}); "
+                 f"kept {kept.source} ({kept.score:g} points)")
+            g = kept
+        best[g.student] = g
+    max_score = max(g.max_score for g in grades)
+    if roster is not None:
+        found = roster.column(column)
+        if found is None:
+            warn(f"no column {column!r} in the roster: Canvas will create a new assignment (give --column as "
+                 "the roster names it, e.g. 'Name (12345)')")
+        else:
+            column = found
+            possible = roster.points.get(found, "")
+            try:
+                differs = abs(float(possible) - max_score) > 1e-9
+            except ValueError:
+                differs = False
+            if differs:
+                warn(f"{found}: Canvas says {float(possible):g} points possible, the course {max_score:g}: "
+                     "change one of them, or Canvas shows these scores out of its own points")
     rows = [[*IDENTITY, column], [f"    {POINTS_POSSIBLE}", "", "", "", "", f"{max_score:g}"]]
     if roster is None:
-        for student, r in sorted(best.items()):
-            rows.append([student, "", "", student, "", f"{r.score:g}"])
+        for student, g in sorted(best.items()):
+            rows.append([student, "", "", student, "", f"{g.score:g}"])
         return rows
-    matched = _match(list(best), roster)
-    for student, r in sorted(best.items()):
+    matched = _match(list(best.values()), roster.students)
+    for student, g in sorted(best.items()):
         if student not in matched:
-            warn(f"{r.submission}: no student {student!r} in the roster (by {', '.join(MATCH_ON)}); left out")
+            warn(f"{g.source}: no student {student!r} in the roster (by {', '.join(('LMS user id', *MATCH_ON))}); "
+                 "left out")
     by_row = {id(row): student for student, row in matched.items()}
-    for row in roster:  # in the roster's order, as the course's gradebook shows it
+    for row in roster.students:  # in the roster's order, as the course's gradebook shows it
         if id(row) in by_row:
             rows.append([*(row.get(c, "") for c in IDENTITY), f"{best[by_row[id(row)]].score:g}"])
         else:
@@ -118,13 +193,15 @@ def canvas_rows(results: list[Result], column: str, roster: list[dict[str, str]]
 
 
 def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None = None,
-           column: str = "backprop-ninja", warn=print) -> Path:
-    """`backprop-ninja export`: write `fmt` for a results folder (default: a CSV in the folder)."""
+           column: str = "backprop-ninja", warn=print, gradebook: Path | None = None,
+           assignment: str | None = None) -> Path:
+    """`backprop-ninja export`: write `fmt` for a results folder (default: a CSV in the folder); the
+    Canvas import takes its totals from `gradebook` when given."""
     out = Path(out) if out is not None else Path(folder) / DEFAULT_NAMES[fmt]
-    results = load(folder, skip=[out])
     if fmt == "grade-ids":
-        rows = grade_id_rows(results)
+        rows = grade_id_rows(load(folder, skip=[out]))
     else:
-        rows = canvas_rows(results, column, read_roster(roster) if roster is not None else None, warn)
+        grades = from_gradebook(gradebook, assignment) if gradebook is not None else from_results(load(folder, skip=[out]))
+        rows = canvas_rows(grades, column, read_roster(roster) if roster is not None else None, warn)
     atomic_write(out, csv_text(rows))
     return out

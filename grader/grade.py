@@ -18,7 +18,8 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader import __version__, extract, feedback_page, results, sandbox, scoring, static_check, suite, zygote
+from grader import (__version__, extract, feedback_page, material, results, sandbox, scoring, static_check, suite,
+                    zygote)
 from grader.configs import generate
 from grader.course import Course, Sandbox
 from grader.exam import prepare, prepare_training
@@ -44,7 +45,9 @@ class Grader:
         self.allow = static_check.Allow().extended(course.allow.torch, course.allow.functional,
                                                    course.allow.builtins)
         # The child must not read the course (solutions, hidden tests, salt), submissions or results.
-        hidden = [course.root, course.autotests_dir, *hidden, Path.home(), *filter(None, [sandbox.checkout()])]
+        # An installed package's copy of the course material (grader/material.py) too.
+        hidden = [course.root, course.autotests_dir, *hidden, Path.home(), *filter(None, [sandbox.checkout()]),
+                  *filter(Path.is_dir, [material.PACKAGED])]
         limits = course.limits
         self.limits = sandbox.Limits(
             timeout=limits.timeout_seconds, cell_timeout=limits.cell_timeout_seconds, memory_mb=limits.memory_mb,

@@ -73,7 +73,7 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
     from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds,
                                         LimitOutput, OverwriteKernelspec, SaveAutoGrades)
 
-    from grader.nbgrader_plugin import RestoreCells, fill_grade_cells
+    from grader.nbgrader_plugin import RestoreCells, fill_grade_cells, set_flagged
 
     # Made absolute, never resolved: a student's notebook linked to a classmate's must be recorded (as
     # not graded) under the student whose folder holds the link, not under the classmate.
@@ -108,6 +108,8 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
     fill_grade_cells(nb, result)
     for preprocessor in (LimitOutput(), SaveAutoGrades(), AssignLatePenalties(), CheckCellMetadata()):
         nb, resources = preprocessor.preprocess(nb, resources)
+    if result.flags:
+        set_flagged(db_url, notebook_id, assignment, student)
     autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
     _write_notebook(nb, autograded / path.name)
     return True

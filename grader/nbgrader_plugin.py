@@ -1,5 +1,5 @@
 """backprop-ninja inside nbgrader: a preprocessor that takes the place of Execute in `nbgrader
-autograde`, and an exporter with one column per grade id.
+autograde`, an exporter with one column per grade id, and a zip_collect collector for LMS downloads.
 
 No kernel ever runs the student's notebook. The preprocessor grades its answer cells with the hidden
 suite, in the sandbox, and writes into each grade cell (one per grade id) what nbgrader's own
@@ -10,10 +10,12 @@ grade cells, which OverwriteCells restores) it never runs, and cannot change a s
 from __future__ import annotations
 
 import csv
+import os
+import re
 from pathlib import Path
 
 import nbformat
-from nbgrader.plugins import ExportPlugin
+from nbgrader.plugins import ExportPlugin, FileNameCollectorPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 from traitlets import Bool, Unicode
 
@@ -85,6 +87,49 @@ class RestoreCells(OverwriteCells):
         return nb, resources
 
 
+def feedback_templates() -> dict[str, list[str]]:
+    """HTMLExporter's settings for generate_feedback (nbgrader_config.py applies them): template folders
+    with backprop-ninja's own, which extends nbgrader's feedback template by its path under nbgrader's
+    templates, and nbgrader's bootstrap CSS, which that template inlines."""
+    import nbgrader
+
+    formgrader = Path(nbgrader.__file__).resolve().parent / "server_extensions" / "formgrader"
+    return {"extra_template_basedirs": [str(Path(__file__).resolve().parent / "nbgrader_templates"),
+                                        str(formgrader / "templates")],
+            "extra_template_paths": [str(formgrader / "templates"),
+                                     str(formgrader / "static" / "node_modules" / "bootstrap" / "dist" / "css")]}
+
+
+def set_flagged(db_url: str, notebook: str, assignment: str, student: str) -> None:
+    """formgrader's "Flagged?" for a submission with integrity flags, so a TA sees it in the submission
+    list. Only ever set: a flag a TA set by hand is theirs to clear."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        gb.find_submission_notebook(notebook, assignment, student).flagged = True
+        gb.db.commit()
+
+
+class PointsChanged(ValueError):
+    """course.yml's points are not the gradebook's: the course needs `course init --update`."""
+
+
+def same_points(course, info: dict) -> None:
+    """Stop before grading when course.yml's points differ from those generate_assignment recorded: nbgrader
+    would refuse a score above a cell's recorded maximum only after grading, and delete the notebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(info["db_url"]) as gb:
+        recorded = {c.name: c.max_score for c in gb.find_notebook(info["notebook"], info["assignment"]).grade_cells
+                    if c.max_score}
+    wanted = {grade_cell_id(g): p for g, p in course.points.items() if p}
+    if recorded != wanted:
+        changed = sorted(set(recorded) ^ set(wanted) | {k for k in recorded if recorded[k] != wanted.get(k)})
+        raise PointsChanged(f"{course.path}: its points differ from the gradebook's ({', '.join(changed[:5])}"
+                            f"{', ...' if len(changed) > 5 else ''}): run `backprop-ninja course init --update .` "
+                            "in the course directory, then autograde again")
+
+
 class GradeInSandbox(NbGraderPreprocessor):
     """Replaces Execute in Autograde.autograde_preprocessors (see `backprop-ninja course init`)."""
 
@@ -107,6 +152,8 @@ class GradeInSandbox(NbGraderPreprocessor):
         course = load(self.course)
         if self.allow_weaker_sandbox:
             course = weaker_course(course)
+        if info.get("db_url"):
+            same_points(course, info)
         submission = extract.from_notebook(f"{info['student']}/{info['assignment']}/{info['notebook']}",
                                            Path(info["notebook"]), nb)
         grader = Grader(course, hidden=[Path.cwd()], evidence=self.feedback_page)
@@ -116,6 +163,8 @@ class GradeInSandbox(NbGraderPreprocessor):
             self.log.warning(safe_text.terminal(f"{submission.id}: {result.error}"))
         for flag in result.flags:
             self.log.warning(safe_text.terminal(f"{submission.id}: integrity flag {flag['kind']}: {flag['evidence']}"))
+        if result.flags and info.get("db_url"):
+            set_flagged(info["db_url"], info["notebook"], info["assignment"], info["student"])
         if self.results:
             from grader import feedback_page, results
 
@@ -157,3 +206,88 @@ class PerGradeIdExport(ExportPlugin):
                 writer.writerow([row["assignment"], row["student_id"], f"{row['score']:g}", f"{row['max_score']:g}",
                                  *(f"{row[g]:g}" if g in row else "" for g in grade_ids)])
         self.log.info("wrote %s", path)
+
+
+# The names each LMS gives a submitted file in its bulk download (the file part is the student's own file
+# name, which the LMS may have changed). Each gives nbgrader's student id and, where the LMS has one, its
+# own id of the student, which the Canvas export matches the roster's ID column on.
+LMS_NAMES = (
+    # Canvas: <login>_[late_]<user id>_<submission id>_<file>[-N].ipynb; -N when the student's file name
+    # was already taken (a resubmission), LATE when submitted after the due date.
+    ("Canvas", re.compile(r"(?P<student_id>[^_/]+)_(?P<late>late_)?(?P<lms_user_id>\d+)_(?P<submission_id>\d+)_"
+                          r"(?P<file>.+?)(?:-(?P<resubmission>\d+))?\.ipynb")),
+    # Blackboard: <assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file>.ipynb
+    ("Blackboard", re.compile(r".*_(?P<student_id>[^_/]+)_attempt_(?P<timestamp>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)"
+                              r"_(?P<file>.+)\.ipynb")),
+    # Moodle: "<full name>_<participant id>_assignsubmission_file_" then the file (in a folder of that name,
+    # or after it in one file name); the participant id is the grading worksheet's "Participant N".
+    ("Moodle", re.compile(r"(?P<full_name>[^/]+?)_(?P<lms_user_id>\d+)_assignsubmission_file_/?(?P<file>[^/]+)\.ipynb")),
+    # Anything else: <student>_<file>.ipynb
+    ("", re.compile(r"(?P<student_id>[^_/]+)_(?P<file>[^/]+)\.ipynb")),
+)
+
+
+def lms_name(path: str) -> dict | None:
+    """What a downloaded file's path says (its name, or its folder's and its own for Moodle): student_id,
+    lms, the LMS's user id (or None), resubmission number, late marker, timestamp; None when no LMS names
+    files so."""
+    parts = path.replace(os.sep, "/").split("/")
+    for lms, pattern in LMS_NAMES:
+        found = pattern.fullmatch(parts[-1]) or (len(parts) > 1 and pattern.fullmatch("/".join(parts[-2:])))
+        if not found:
+            continue
+        info = found.groupdict()
+        student = info.get("student_id") or f"{lms.lower()}-{info['lms_user_id']}"
+        stamp = info.get("timestamp")
+        if stamp:
+            day, clock = stamp[:10], stamp[11:].replace("-", ":")
+            stamp = f"{day} {clock}"
+        return {"lms": lms, "student_id": student, "lms_user_id": info.get("lms_user_id"),
+                "resubmission": int(info.get("resubmission") or 0), "late": bool(info.get("late")),
+                "timestamp": stamp, "full_name": info.get("full_name")}
+    return None
+
+
+class LmsCollector(FileNameCollectorPlugin):
+    """`nbgrader zip_collect`'s collector for Canvas, Moodle and Blackboard downloads (see LMS_NAMES).
+
+    Every notebook is filed as the assignment's notebook, whatever the student's file was called. Of a
+    student's several Canvas files the highest resubmission wins (Canvas numbers them, with no time). The
+    LMS's user id is recorded with the student in the gradebook (nbgrader's lms_user_id), so the Canvas
+    export can find the student in the roster even where the login differs."""
+
+    notebook = Unicode("", help="The assignment's notebook, which every collected notebook is filed as").tag(config=True)
+
+    def collect(self, submitted_file: str):
+        if os.path.splitext(submitted_file)[1] not in self.valid_ext:
+            return None
+        info = lms_name(submitted_file)
+        if info is None:
+            self.log.warning("Skipped %s: not a file name Canvas, Moodle or Blackboard gives", submitted_file)
+            return None
+        newer = [p for p in Path(submitted_file).parent.glob("*.ipynb")
+                 if (other := lms_name(p.name)) and other["lms"] == info["lms"]
+                 and other["student_id"] == info["student_id"] and other["resubmission"] > info["resubmission"]]
+        if newer:
+            self.log.warning("Skipped %s: %s resubmitted it as %s", submitted_file, info["student_id"], newer[0].name)
+            return None
+        if info["late"]:
+            self.log.warning("%s: Canvas marks %s's submission late", submitted_file, info["student_id"])
+        self._record(info)
+        found = {"student_id": info["student_id"], "file_id": self.notebook or Path(submitted_file).name}
+        if info["timestamp"]:
+            found["timestamp"] = info["timestamp"]
+        return found
+
+    def _record(self, info: dict) -> None:
+        """The LMS's id (and Moodle's full name) with the student, in the gradebook generate_assignment made."""
+        if not info["lms_user_id"] and not info["full_name"]:
+            return
+        from nbgrader.api import Gradebook
+
+        names = {}
+        if info["full_name"]:
+            first, _, last = info["full_name"].rpartition(" ")
+            names = {"first_name": first or last, "last_name": last if first else None}
+        with Gradebook(self.parent.coursedir.db_url) as gb:
+            gb.update_or_create_student(info["student_id"], lms_user_id=info["lms_user_id"], **names)

@@ -165,7 +165,24 @@ def _flags(results: list[Result]) -> list[dict]:
             for r in results for f in r.flags]
 
 
-def build(results: list[Result], folder: Path) -> dict:
+def not_graded(results: list[Result], submitted: Path | None) -> list[str]:
+    """The notebooks in `submitted` (nbgrader's submitted/, or any folder given to grade) that have no
+    result: a batch stopped midway, a student autograde skipped or failed on, a late arrival."""
+    if submitted is None or not Path(submitted).is_dir():
+        return []
+    from grader.extract import discover
+
+    graded = {r.submission for r in results}
+    return [sid for sid, _ in discover([Path(submitted)]) if sid not in graded]
+
+
+def beside(folder: Path) -> Path | None:
+    """nbgrader's submitted/ beside a course's results/, where autograde and `grade` leave them."""
+    submitted = Path(folder).resolve().parent / "submitted"
+    return submitted if submitted.is_dir() else None
+
+
+def build(results: list[Result], folder: Path, submitted: Path | None = None) -> dict:
     """Everything the report shows, as plain data (the --json output, and what the page is drawn from)."""
     ids = grade_ids(results)
     scores = [r.score for r in results]
@@ -184,6 +201,8 @@ def build(results: list[Result], folder: Path) -> dict:
         "mistakes": _mistakes(results, ids),
         "flags": _flags(results),
         "errors": [{"submission": r.submission, "error": r.error} for r in results if r.error],
+        "submitted_dir": str(submitted) if submitted is not None else None,
+        "not_graded": not_graded(results, submitted),
         "times": {"mean": round(statistics.fmean(seconds), 3), "max": max(seconds), "total": round(sum(seconds), 3),
                   "slowest": [{"submission": r.submission, "seconds": r.seconds} for r in slowest]},
         "submissions": [{"submission": r.submission, "score": r.score, "max_score": r.max_score,
@@ -308,6 +327,7 @@ def render(report: dict) -> str:
         ("lowest / highest", f"{score['min']:g} / {score['max']:g}"),
         ("integrity flags", str(len(report["flags"]))),
         ("errors", str(len(report["errors"]))),
+        ("not graded", str(len(report["not_graded"]))),
     ))
     fall = report["fall_off"] or {}
     steepest, below = fall.get("steepest_drop"), fall.get("first_below_half")
@@ -339,7 +359,11 @@ def render(report: dict) -> str:
                    [[f["submission"], f["kind"], f["where"], f["evidence"]] for f in report["flags"]]) \
         if report["flags"] else _none("No integrity flags.")
     errors = _table(["submission", "error"], [[e["submission"], e["error"]] for e in report["errors"]]) \
-        if report["errors"] else _none("Every notebook was read and run.")
+        if report["errors"] else _none("Every notebook graded was read and run.")
+    missing = _table(["submission in " + (report["submitted_dir"] or "")], [[sid] for sid in report["not_graded"]]) \
+        if report["not_graded"] else _none(f"Every notebook in {report['submitted_dir']} was graded."
+                                           if report["submitted_dir"] else
+                                           "No submitted/ folder beside the results to compare with.")
     slowest = _table(["submission", "seconds"], [[s["submission"], s["seconds"]] for s in times["slowest"]],
                      numeric={1})
     submissions = _table(["submission", "score", "max", *(LABELS[v] for v in VERDICTS), "flags", "error"],
@@ -353,6 +377,7 @@ def render(report: dict) -> str:
          tensors),
         ("mistakes", "Most common named mistakes", mistakes),
         ("flags", "Integrity flags to review", flags),
+        ("not-graded", "Submitted but not graded", missing),
         ("errors", "Errors", errors),
         ("times", "Grading times",
          f"<p>mean {times['mean']:g} s, max {times['max']:g} s, total {times['total']:g} s. Slowest:</p>", slowest),
@@ -368,20 +393,26 @@ def render(report: dict) -> str:
             f"</section>{body}</body></html>\n")
 
 
-def write_html(folder: Path, out: Path | None = None) -> Path:
-    """The page for a results folder, written to `out` (default: report.html in the folder)."""
+def write_html(folder: Path, out: Path | None = None, submitted: Path | None = None) -> Path:
+    """The page for a results folder, written to `out` (default: report.html in the folder); the
+    submissions are looked for in `submitted` (default: a submitted/ folder beside the results)."""
     out = Path(out) if out is not None else Path(folder) / REPORT
-    report = build(load(folder, skip=[out]), Path(folder))
+    report = build(load(folder, skip=[out]), Path(folder), submitted or beside(folder))
     atomic_write(out, render(report))
     return out
 
 
-def run(folder: Path, out: Path | None, as_json: bool, echo) -> None:
-    """`backprop-ninja report`: the page, or with `as_json` the same content as JSON (echoed without `out`)."""
+def run(folder: Path, out: Path | None, as_json: bool, echo, submitted: Path | None = None) -> None:
+    """`backprop-ninja report`: the page, or with `as_json` the same content as JSON (echoed without `out`).
+    Notebooks of `submitted` without a result are named on stderr too."""
+    submitted = submitted or beside(folder)
+    results = load(folder, skip=[out] if out else [])
+    for sid in not_graded(results, submitted):
+        echo(f"not graded: {sid} (in {submitted})", err=True)
     if not as_json:
-        echo(f"class report: {write_html(folder, out)}")
+        echo(f"class report: {write_html(folder, out, submitted)}")
         return
-    text = json.dumps(build(load(folder, skip=[out] if out else []), Path(folder)), indent=2) + "\n"
+    text = json.dumps(build(results, Path(folder), submitted), indent=2) + "\n"
     if out is None:
         echo(text, nl=False)
     else:

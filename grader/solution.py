@@ -7,7 +7,8 @@ attempt, right or wrong, opens it; `--force` opens it regardless. The explanatio
 the reference itself (solutions/answers.py, inside nbgrader's solution region), so the solved notebook
 that self-learners read says word for word what this prints.
 
-The reference is read from the solved notebook, never from this package: solutions/ is not installed.
+The reference is read from the solved notebook (a checkout's, or the copy the package carries as data),
+never from a module a sandboxed child could import.
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from pathlib import Path
 
 import click
 
-from grader.course_init import SOLVED
+from grader import material
+from grader.material import SOLVED
 from grader.exercise import BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, EX4_TRAINING, Answer
 
 # nbgrader's default solution delimiters, which the solved notebook uses around every reference.
@@ -70,15 +72,12 @@ def answer_for(grade_id: str) -> Answer:
 
 def candidates(course) -> list[Path]:
     """Where the solved notebook may be, in order: beside course.yml (a checkout's solutions/, or the
-    source notebook that `course init` writes), then the checkout the grader runs from."""
-    from grader.sandbox import checkout
-
+    source notebook that `course init` writes), then the checkout the grader runs from or the copy the
+    installed package carries."""
     found = []
     if course is not None:
         found += [course.root / SOLVED, course.root / "source" / course.assignment / course.notebook]
-    root = checkout()
-    if root is not None:
-        found.append(root / SOLVED)
+    found.append(material.root() / SOLVED)
     return list(dict.fromkeys(found))
 
 

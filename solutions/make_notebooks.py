@@ -38,6 +38,7 @@ from nbgrader.preprocessors import (
 )
 
 from grader import course as course_config
+from grader import material
 from grader.exercise import ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, grade_cell_id
 from grader.model import PARAMETERS
 from grader.solution import BEGIN_SOLUTION, END_SOLUTION
@@ -208,13 +209,15 @@ def public_settings(course) -> dict:
             "hints": course.feedback.hints}
 
 
-def setup(data_file: str | None, settings: dict):
+def setup(data_file: str | None, settings: dict, solutions: str):
     return [
         markdown("""
             ## Setup
 
-            The self-check and the data loader come with the course's `grader` package.
+            The self-check and the data loader come with the course's `grader` package; the first cell
+            installs it where it is missing (Colab, a JupyterHub image without it).
             """),
+        locked("setup_install", material.install_cell(solutions)),
         locked("setup_imports", f"""
             %matplotlib inline
             import matplotlib.pyplot as plt
@@ -237,7 +240,7 @@ def setup(data_file: str | None, settings: dict):
             lecture.
             """),
         locked("setup_data", f"""
-            DATA_FILE = {data_file!r}  # one word per line, relative to this folder; None: US census first names
+            DATA_FILE = {data_file!r}  # one word per line, relative to this folder; None: the lecture's names.txt shipped with the package
             block_size = 3  # characters of context used to predict the next one
 
             words = data.load_words(DATA_FILE)
@@ -616,7 +619,7 @@ def exercise4(points):
             a short run of 2,000 steps (about a second); set `FULL_RUN = True` for the lecture's 200,000
             steps (about a minute on one CPU thread). With the lecture's `names.txt` the full run reaches a loss of about 2.07
             on the training set and 2.11 on the validation set, the same as with autograd; other
-            word lists (such as the default census names) give other numbers.
+            word lists give other numbers.
             """),
         editable("""
             FULL_RUN = False  # True: the lecture's 200,000 steps
@@ -739,8 +742,8 @@ def _notebook(cells):
     return nb
 
 
-def solved_notebook(data_file: str | None, points: dict[str, float], settings: dict):
-    nb = _notebook([*introduction(), *setup(data_file, settings), *exercise1(points), *exercise2(points),
+def solved_notebook(data_file: str | None, points: dict[str, float], settings: dict, solutions: str = "gated"):
+    nb = _notebook([*introduction(), *setup(data_file, settings, solutions), *exercise1(points), *exercise2(points),
                     *exercise3(points), *exercise4(points), *takeaways()])
     CheckCellMetadata().preprocess(nb, {})
     return nb
@@ -760,7 +763,7 @@ def release(solved):
 def build(root: Path = ROOT):
     """(relative path, notebook) for the solved notebook and the students' notebook."""
     course = course_config.load(root / "course.yml")
-    solved = solved_notebook(course.data, course.points, public_settings(course))
+    solved = solved_notebook(course.data, course.points, public_settings(course), course.solutions)
     return {SOLVED: solved, release_path(course): release(solved)}
 
 

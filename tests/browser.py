@@ -130,22 +130,25 @@ def browser_unavailable(which=shutil.which, find_spec=importlib.util.find_spec) 
     return f"{', '.join(missing)} not found: {INSTALL_HINT}" if missing else None
 
 
-def start_chromium(profile: Path):
+def start_chromium(profile: Path, local_server: bool = False):
     """Chromium under chromedriver, both named by path so that Selenium Manager (which would download a
-    browser and a driver of its own) is never consulted; `profile` is a new empty directory."""
+    browser and a driver of its own) is never consulted; `profile` is a new empty directory. With
+    `local_server`, pages of a server on 127.0.0.1 load too (formgrader); every other host stays out."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+    flags = [f.replace("~NOTFOUND", "~NOTFOUND, EXCLUDE 127.0.0.1") if local_server else f for f in CHROMIUM_FLAGS]
+    for flag in (*flags, f"--user-data-dir={profile}"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
     driver.set_page_load_timeout(30)
     driver.set_script_timeout(10)
     driver.execute_cdp_cmd("Network.enable", {})
-    driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": BLOCKED_URLS})
+    if not local_server:
+        driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": BLOCKED_URLS})
     return driver
 
 

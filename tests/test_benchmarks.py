@@ -33,7 +33,7 @@ def test_train_lecture_prints_losses_samples_and_seconds_per_step(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     out = run.stdout
-    assert "census first names" in out
+    assert "names.txt shipped with the package (default)" in out
     assert re.search(r"^  step +199/200: loss \d+\.\d{4}$", out, re.M)
 
     losses = section(out, "loss, batch norm calibrated")

@@ -73,6 +73,7 @@ def test_a_minimal_file_gets_the_defaults(tmp_path):
     course = load(write(tmp_path, raw))
     assert course.configurations == 4
     assert course.data is None
+    assert course.solutions == "gated"
     assert course.autotests == "autotests"
     assert (course.tolerance.rtol, course.tolerance.atol) == (1e-5, 1e-8)
     assert course.autotests_dir == tmp_path.resolve() / "autotests"
@@ -122,6 +123,7 @@ BAD = {
     "tolerance not a mapping": (_set("tolerance", value=1e-5), "tolerance"),
     "unknown feedback hints": (_set("feedback", value={"hints": "all"}), "feedback.hints"),
     "unknown feedback key": (_set("feedback", value={"hint": "named"}), "feedback"),
+    "solutions neither gated nor off": (_set("solutions", value="hidden"), "solutions"),
 }
 
 

@@ -1,4 +1,5 @@
 """The README's first command: `backprop-ninja demo` runs the bundled course through nbgrader."""
+import json
 import warnings
 from pathlib import Path
 
@@ -56,3 +57,19 @@ def test_the_class_report_comes_from_autograde_alone(demo):
     assert sorted(p.parent.parent.name for p in results.rglob("*.json")) == ["ada", "ben", "cy", "dee", "eve"]
     assert str(results / "report.html") in " ".join(result.output.split())
     assert not (out / "results").exists()
+
+
+def test_formgrader_shows_the_flagged_submission(demo):
+    """eve's answer cells import, exit and print a forged score: her submission is flagged in the gradebook,
+    which formgrader's "Flagged?" column shows; the others are not."""
+    from nbgrader.api import Gradebook
+
+    _, out = demo
+    flags = {json_result.parent.parent.name: json.loads(json_result.read_text())["flags"]
+             for json_result in (out / "course" / "results").rglob("*.json")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}") as gb:
+            flagged = {s: gb.find_submission_notebook("backprop_ninja", "backprop_ninja", s).flagged for s in flags}
+    assert flags["eve"] and flagged["eve"]
+    assert flagged == {s: bool(f) for s, f in flags.items()}

@@ -16,15 +16,23 @@ from test_report import COURSE, COURSE_FILE, HOSTILE, SUBMISSIONS, grade_class, 
 CANVAS_HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 # A Canvas gradebook export: ada by login (Canvas keeps its own case), ben by SIS User ID, dee by Canvas
 # ID; cy is not enrolled, Zed never submitted, and the test student is in every Canvas course.
+# The assignment already exists in Canvas, as "backprop-ninja (4420)", worth the course's points.
+COLUMN = "backprop-ninja (4420)"
 ROSTER = [
-    ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Quiz 1 (4410)", "Current Score"],
-    ["    Points Possible", "", "", "", "", "10.00", "(read only)"],
-    ["Lovelace, Ada", "1001", "S-1001", "ADA", "Lab 1", "9.00", "90"],
-    ["Bennett, Ben", "1002", "ben", "bbennett", "Lab 2", "7.00", "70"],
-    ["Dee, Dee", "dee", "S-1004", "ddee", "Lab 1", "", ""],
-    ["Zed, Zed", "1005", "S-1005", "zed", "Lab 2", "8.00", "80"],
-    ["Student, Test", "1006", "", "", "Lab 1", "", ""],
+    ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Quiz 1 (4410)", COLUMN, "Current Score"],
+    ["    Points Possible", "", "", "", "", "10.00", f"{COURSE.max_score:.2f}", "(read only)"],
+    ["Lovelace, Ada", "1001", "S-1001", "ADA", "Lab 1", "9.00", "", "90"],
+    ["Bennett, Ben", "1002", "ben", "bbennett", "Lab 2", "7.00", "", "70"],
+    ["Dee, Dee", "dee", "S-1004", "ddee", "Lab 1", "", "", ""],
+    ["Zed, Zed", "1005", "S-1005", "zed", "Lab 2", "8.00", "", "80"],
+    ["Student, Test", "1006", "", "", "Lab 1", "", "", ""],
 ]
+
+
+def write_roster(path: Path, rows=ROSTER) -> Path:
+    with open(path, "w", newline="", encoding="utf-8-sig") as f:  # Canvas writes a byte-order mark
+        csv.writer(f).writerows(rows)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -91,14 +99,12 @@ def test_canvas_column_name(graded, tmp_path, option, column):
 
 
 def test_canvas_with_a_roster_copies_identities_and_reports_who_is_missing(graded, tmp_path):
-    roster = tmp_path / "gradebook.csv"
-    with open(roster, "w", newline="", encoding="utf-8-sig") as f:  # Canvas writes a byte-order mark
-        csv.writer(f).writerows(ROSTER)
+    roster = write_roster(tmp_path / "gradebook.csv")
     out = tmp_path / "canvas.csv"
     done = export(str(graded), "--format", "canvas", "--roster", str(roster), "--out", str(out))
     assert done.exit_code == 0, done.output
     header, points, *rows = read(out)
-    assert header == [*CANVAS_HEADER, "backprop-ninja"] and points[0].strip() == "Points Possible"
+    assert header == [*CANVAS_HEADER, COLUMN] and points[0].strip() == "Points Possible"
     scores = {sid.split("/")[0]: r["score"] for sid, r in results(graded).items()}
     assert rows == [[*ROSTER[2][:5], f"{scores['ada']:g}"], [*ROSTER[3][:5], f"{scores['ben']:g}"],
                     [*ROSTER[4][:5], f"{scores['dee']:g}"]]
@@ -108,6 +114,21 @@ def test_canvas_with_a_roster_copies_identities_and_reports_who_is_missing(grade
         assert sum(line.startswith(f"{sid}: no student") for line in warnings) == 1, warnings
     assert warnings.count("Zed, Zed: in the roster, but no submission") == 1
     assert done.stdout.strip() == f"wrote {out}"
+
+
+def test_canvas_says_when_the_roster_has_other_points_possible_or_no_such_column(graded, tmp_path):
+    changed = [row[:] for row in ROSTER]
+    changed[1][6] = f"{COURSE.max_score + 9:.2f}"
+    out = tmp_path / "canvas.csv"
+    done = export(str(graded), "--format", "canvas", "--roster", str(write_roster(tmp_path / "r.csv", changed)),
+                  "--out", str(out))
+    assert done.exit_code == 0, done.output
+    assert (f"{COLUMN}: Canvas says {COURSE.max_score + 9:g} points possible, the course {COURSE.max_score:g}"
+            in done.stderr)
+    done = export(str(graded), "--format", "canvas", "--roster", str(write_roster(tmp_path / "r.csv")),
+                  "--column", "Backprop by hand", "--out", str(out))
+    assert "no column 'Backprop by hand' in the roster: Canvas will create a new assignment" in done.stderr
+    assert read(out)[0][-1] == "Backprop by hand"
 
 
 def test_a_roster_that_is_not_a_canvas_export_is_a_one_line_error(graded, tmp_path):

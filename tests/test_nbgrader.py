@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -327,13 +328,14 @@ def test_students_get_exactly_the_committed_stub(course):
     released = course.released().read_bytes()
     assert released == STUB.read_bytes()
     outbound = course.exchange / COURSE.course_id / "outbound" / ASSIGNMENT
-    assert [p.relative_to(outbound).as_posix() for p in files_under(outbound)] == [COURSE.notebook]
+    data = [COURSE.data, str(Path(COURSE.data).with_suffix(".LICENSE"))]  # the words and their licence
+    assert sorted(p.relative_to(outbound).as_posix() for p in files_under(outbound)) == sorted([COURSE.notebook, *data])
     assert (outbound / COURSE.notebook).read_bytes() == released
     for student, fetched in course.as_fetched.items():
         assert fetched == released, student
     home = course.homes / "cy" / ASSIGNMENT
     assert sorted(p.relative_to(home).as_posix() for p in files_under(home) if "feedback" not in p.parts) \
-        == [COURSE.notebook]
+        == sorted([COURSE.notebook, *data])
 
 
 def test_the_stub_has_one_blank_per_gradient_and_a_self_check_per_grade_id(course):
@@ -362,7 +364,7 @@ def test_students_get_no_solution_no_hidden_test_and_no_salt(course):
     salt = salt_of(course)
     assert salt != COURSE.secret_salt, "course init must draw a fresh salt"
     given = [course.released(), *files_under(course.exchange / COURSE.course_id / "outbound")]
-    texts = {str(p): text_of_notebook(p) for p in given}
+    texts = {str(p): text_of_notebook(p) if p.suffix == ".ipynb" else p.read_text(encoding="utf-8") for p in given}
     texts.update({f"{s} as fetched": c.decode() for s, c in course.as_fetched.items()})
     texts["cy's notebook"] = text_of_notebook(course.fetched("cy"))
     for where, text in texts.items():
@@ -374,7 +376,7 @@ def test_nothing_of_the_course_sits_in_the_exchange_but_the_notebook_and_feedbac
     salt = salt_of(course)
     for path in files_under(course.exchange):
         assert salt not in path.read_text(encoding="utf-8", errors="replace"), path
-        assert path.suffix in (".ipynb", ".html", ".txt"), path
+        assert path.suffix in (".ipynb", ".html", ".txt", ".LICENSE"), path
 
 
 # ---------------------------------------------------------------------------------------------
@@ -498,6 +500,19 @@ def test_the_feedback_shows_each_tensors_line_and_nothing_hidden(course, student
     assert f"Score: {total:g}" in " ".join(text.split()) or f"{total:g} / {COURSE.max_score:g}" in text
     own = text_of_notebook(course.submitted(student))
     assert leaks(text, own=own, diagnosed=_diagnosed(student), salt=salt_of(course)) == []
+
+
+def test_the_feedback_index_names_tensors_wraps_lines_and_fetches_nothing(course):
+    """nbgrader's own feedback page opens with an index of anonymous "Test cell" lines and loads MathJax
+    from the network; this course's index is folded under the per-tensor page and names each tensor."""
+    page = course.feedback("ben").read_text(encoding="utf-8")
+    assert "Test cell" not in page
+    index = page[page.index('<details id="toc">'):page.index("</details>")]
+    named = re.findall(r'<a href="#([^"]+)">([^<]+)</a>', index)
+    assert sorted(name for _, name in named) == sorted(GRADE_IDS)
+    assert all(cell == grade_cell_id(name) for cell, name in named)
+    assert not re.search(r'(src|href)="(https?:)?//', page), "a feedback page must open offline"
+    assert "white-space: pre-wrap" in page
 
 
 @pytest.mark.parametrize("student", EXCHANGE_STUDENTS)

@@ -140,8 +140,8 @@ def as_json(graded, page):
 
 def test_the_page_has_every_section(page):
     _, parsed = page
-    assert list(parsed.sections) == ["summary", "distribution", "tensors", "mistakes", "flags", "errors", "times",
-                                     "submissions"]
+    assert list(parsed.sections) == ["summary", "distribution", "tensors", "mistakes", "flags", "not-graded",
+                                     "errors", "times", "submissions"]
     assert parsed.sections["tensors"]["title"] == "Success per tensor, in the exercise's order"
     anchors = [a["href"] for tag, a in parsed.tags if tag == "a"]
     assert anchors == [f"#{s}" for s in list(parsed.sections)[1:]]
@@ -231,6 +231,31 @@ def test_flags_and_errors_are_listed_for_review(page):
     errors = parsed.table("errors")
     assert [e["submission"] for e in errors] == ["junk/backprop_ninja"]
     assert "not valid JSON" in errors[0]["error"]
+
+
+def test_every_submitted_notebook_was_graded(graded, page, as_json):
+    _, parsed = page
+    assert parsed.text("not-graded").endswith(f"Every notebook in {graded.parent / 'submitted'} was graded.")
+    assert as_json["not_graded"] == []
+
+
+def test_submissions_found_but_not_graded_are_listed(graded, tmp_path):
+    """Two notebooks arrive in submitted/ after grading (or autograde skipped them): the report names
+    both, on the page, in the JSON and on stderr, instead of saying every notebook was read and run."""
+    shutil.copytree(graded, tmp_path / "results")
+    shutil.copytree(graded.parent / "submitted", tmp_path / "submitted")
+    for late in ("zoe", "yan"):
+        (tmp_path / "submitted" / late).mkdir()
+        shutil.copy(STUB, tmp_path / "submitted" / late / COURSE.notebook)
+    done = CliRunner().invoke(main, ["report", str(tmp_path / "results")])
+    assert done.exit_code == 0, done.output
+    missing = [f"{s}/{COURSE.notebook.removesuffix('.ipynb')}" for s in ("yan", "zoe")]
+    assert done.stderr.splitlines() == [f"not graded: {sid} (in {tmp_path / 'submitted'})" for sid in missing]
+    parsed = Page((tmp_path / "results" / "report.html").read_text(encoding="utf-8"))
+    assert [list(row.values()) for row in parsed.table("not-graded")] == [[sid] for sid in missing]
+    assert "not graded2" in parsed.text("summary")
+    done = CliRunner().invoke(main, ["report", str(tmp_path / "results"), "--json"])
+    assert json.loads(done.stdout)["not_graded"] == missing
 
 
 def test_grading_times_add_up(graded, page, as_json):

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
 
-from grader import sandbox, solution
+from grader import material, solution
 from grader.cli import main
 from grader.exercise import ANSWERS, BY_GRADE_ID, EX4_CELL
 from grader.model import PARAMETERS, Sizes, forward
@@ -254,7 +254,7 @@ def test_a_missing_solved_notebook_is_one_line(tmp_path):
 
 
 def test_without_a_checkout_or_course_it_says_where_it_looked(tmp_path, monkeypatch):
-    monkeypatch.setattr(sandbox, "checkout", lambda: None)
+    monkeypatch.setattr(material, "root", lambda: tmp_path / "an-install-without-material")
     nb = notebook_with(tmp_path, "wrong", {"dprobs": WRONG_DPROBS})
     monkeypatch.chdir(tmp_path)
     one_line_error(run("dprobs", "--notebook", nb), "no solved notebook found", "pass --solved")
@@ -265,7 +265,7 @@ def test_without_a_checkout_or_course_it_says_where_it_looked(tmp_path, monkeypa
 
 def test_a_course_directory_source_notebook_is_the_reference(tmp_path, monkeypatch):
     """`course init` writes the solved notebook as nbgrader's source: found beside its course.yml."""
-    monkeypatch.setattr(sandbox, "checkout", lambda: None)
+    monkeypatch.setattr(material, "root", lambda: tmp_path / "an-install-without-material")
     course = tmp_path / "course"
     source = course / "source" / "backprop_ninja" / "backprop_ninja.ipynb"
     source.parent.mkdir(parents=True)

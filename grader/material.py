@@ -1,0 +1,36 @@
+"""Where the course material is: the assignment, the solved notebook, the hidden suite, course.yml and
+the lecture's names.txt.
+
+A checkout holds them at its top level. A wheel carries a copy in grader/course_data/ (setup.py puts it
+there), so that `pip install backprop-ninja` is enough to set up a course. That folder holds no Python
+module: nothing imports it, so a sandboxed child that may read only the modules it imports never sees
+the references or the hidden suite; only `course init`, `solution` and `data` read it, in the trusted
+process.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGED = Path(__file__).resolve().parent / "course_data"
+ASSIGNMENT = Path("assignments") / "backprop_ninja"
+SOLVED = Path("solutions") / "backprop_ninja_solved.ipynb"
+NAMES = ASSIGNMENT / "names.txt"
+
+
+def root() -> Path:
+    """The wheel's copy when there is one, else the checkout this package sits in."""
+    return PACKAGED if PACKAGED.is_dir() else PACKAGED.parent.parent
+
+
+# What a student's notebook needs installed, by course.yml's `solutions`: the whole package (its
+# `solution` command, the solved notebook) for self-learners, or only the self-check for a graded course.
+STUDENT_PACKAGE = {"gated": "backprop-ninja", "off": "backprop-ninja-student"}
+
+
+def install_cell(solutions: str) -> str:
+    """The notebook's first code cell: installs what it imports where it is missing (Colab, a JupyterHub
+    image without it), and nothing where it is there."""
+    return (f"# Installs the course's self-check where it is missing (Colab, a JupyterHub image): {STUDENT_PACKAGE[solutions]}\n"
+            "import importlib.util, subprocess, sys\n"
+            "if importlib.util.find_spec('grader') is None:\n"
+            f"    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', {STUDENT_PACKAGE[solutions]!r}], check=True)")

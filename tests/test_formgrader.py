@@ -1,0 +1,130 @@
+"""formgrader as a TA sees it, in a real Chromium: the demo's course served by Jupyter Server with
+nbgrader's formgrader extension; the submission list flags the student whose answer cells carry integrity
+flags (eve) and no one else, and one autograded submission opens with its per-tensor feedback page.
+
+formgrader hides names by default and fills its tables with JavaScript from its own API, so the test
+waits for the rows the browser draws and maps each row's link to a student through that API.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from browser import browser_unavailable, start_chromium
+from grader.cli import main
+from grader.course import load
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE = load(ROOT / "course.yml")
+ASSIGNMENT, NOTEBOOK = COURSE.assignment, Path(COURSE.notebook).stem
+STARTUP = 300  # seconds for Jupyter Server to import its extensions on a busy machine
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    out = tmp_path_factory.mktemp("formgrader")
+    done = CliRunner().invoke(main, ["demo", "--course", str(ROOT / "course.yml"), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    return out / "course"
+
+
+@pytest.fixture(scope="module")
+def server(course, tmp_path_factory):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    jupyter = tmp_path_factory.mktemp("jupyter")
+    (jupyter / "config").mkdir()
+    (jupyter / "config" / "jupyter_server_config.json").write_text(json.dumps(
+        {"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": True}}}))
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(jupyter / "config"), "JUPYTER_RUNTIME_DIR": str(jupyter / "run")}
+    args = [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+            "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={course}",
+            *(["--allow-root"] if os.geteuid() == 0 else [])]
+    log = open(jupyter / "server.log", "w")
+    process = subprocess.Popen(args, cwd=course, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/formgrader/api/assignments", timeout=10).read()
+                break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, (jupyter / "server.log").read_text()
+                time.sleep(1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    reason = browser_unavailable()
+    if reason:
+        pytest.skip(reason)
+    driver = start_chromium(tmp_path_factory.mktemp("chromium"), local_server=True)
+    driver.set_page_load_timeout(120)
+    yield driver
+    driver.quit()
+
+
+def submissions(url: str) -> dict[str, str]:
+    """formgrader's submission id -> student, from its own API."""
+    rows = json.loads(urllib.request.urlopen(f"{url}/formgrader/api/submitted_notebooks/{ASSIGNMENT}/{NOTEBOOK}",
+                                             timeout=60).read())
+    return {row["id"]: row["student"] for row in rows}
+
+
+def wait_for(driver, condition, seconds: float = 120):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, seconds).until(condition)
+
+
+def test_the_submission_list_flags_the_student_with_integrity_flags(course, server, browser):
+    from selenium.webdriver.common.by import By
+
+    students = submissions(server)
+    browser.get(f"{server}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK}")
+    rows = wait_for(browser, lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "tbody tr")
+                                        if r.find_elements(By.CSS_SELECTOR, "a[href*='/formgrader/submissions/']")]
+                    if len(d.find_elements(By.CSS_SELECTOR, "tbody tr a[href*='/formgrader/submissions/']"))
+                    >= len(students) else False)
+    flagged = {}
+    for row in rows:
+        link = row.find_element(By.CSS_SELECTOR, "a[href*='/formgrader/submissions/']").get_attribute("href")
+        student = students[link.rstrip("/").rsplit("/", 1)[1]]
+        flagged[student] = bool(row.find_elements(By.CSS_SELECTOR, ".flagged .glyphicon-flag"))
+    results = {p.parent.parent.name: json.loads(p.read_text())["flags"] for p in (course / "results").rglob("*.json")}
+    assert flagged == {student: bool(flags) for student, flags in results.items()}
+    assert flagged["eve"] and not flagged["ada"]
+
+
+@pytest.mark.parametrize("student", ["eve", "ada"])
+def test_an_autograded_submission_opens_with_its_feedback_page(server, browser, student):
+    from selenium.webdriver.common.by import By
+
+    (submission,) = [i for i, s in submissions(server).items() if s == student]
+    browser.get(f"{server}/formgrader/submissions/{submission}")
+    page = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#bpn-feedback"))[0]
+    text = page.text
+    assert f"Feedback for {student}/{ASSIGNMENT}/{NOTEBOOK}" in text
+    assert "Tensors" in text and "dlogprobs" in text
+    if student == "eve":
+        assert "Flags (" in text and "Your instructor sees these too." in text
+    else:
+        assert "Flags (" not in text and f"Total: {COURSE.max_score:g} / {COURSE.max_score:g}" in text

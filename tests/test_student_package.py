@@ -1,0 +1,126 @@
+"""A student's environment for a graded course (course.yml `solutions: off`): backprop-ninja-student,
+built from this checkout's student/ and installed alone into a fresh virtual environment, runs the
+released notebook's self-checks, and nothing in that environment holds a reference answer, the solved
+notebook, the hidden suite or a command that prints one.
+
+The environment takes torch, numpy and matplotlib from this Python's site-packages through a path file
+(not --system-site-packages, which would also bring in an editable install of the full package).
+"""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import material
+from grader.course import load
+from grader.course_init import INSTALL_CELL
+from test_nbgrader import DISTINCTIVE, KNOWN_MISTAKES, SOLUTION_LINES
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+COURSE = load(ROOT / "course.yml")
+STUB = ROOT / "assignments" / COURSE.assignment / COURSE.notebook
+# The hidden suite's named mistakes, as its feedback says them.
+HIDDEN_FEEDBACK = sorted({m["feedback"] for mistakes in KNOWN_MISTAKES.values() for m in mistakes})
+WRONG = {"dprobs": "dprobs = torch.ones_like(probs)\n"}
+
+
+@pytest.fixture(scope="module")
+def student_env(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("student")
+    src = tmp / "src"
+    shutil.copytree(ROOT / "student", src / "student", ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    shutil.copytree(ROOT / "grader", src / "grader", ignore=shutil.ignore_patterns("__pycache__", "course_data"))
+    shutil.copytree(ROOT / material.ASSIGNMENT, src / material.ASSIGNMENT)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src / "student"), "--no-deps", "--no-build-isolation",
+                    "--no-index", "-q", "-w", str(tmp / "dist")], check=True, capture_output=True, timeout=600)
+    (wheel,) = (tmp / "dist").glob("backprop_ninja_student-*.whl")
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=600)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})["purelib"]
+    (site / "dependencies.pth").write_text(base + "\n")  # torch, numpy, matplotlib
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
+                    str(wheel)], check=True, capture_output=True, timeout=600)
+    return venv, wheel
+
+
+def run(venv: Path, code: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([venv / "bin" / "python", "-c", code], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={"PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "HOME": str(cwd)})
+
+
+def test_the_released_notebook_runs_its_self_checks_with_the_student_package(student_env, tmp_path):
+    venv, _ = student_env
+    shutil.copytree(ROOT / material.ASSIGNMENT, tmp_path / "work")
+    nb = nbformat.read(STUB, as_version=4)
+    cells = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        source = WRONG.get(grade_id, cell.source)
+        cells.append("\n".join(line for line in source.splitlines() if not line.startswith("%")))
+        if grade_id == "check_dprobs":
+            break
+    script = tmp_path / "cells.py"
+    script.write_text("\n\n".join(cells), encoding="utf-8")
+    done = run(venv, f"exec(open({str(script)!r}).read())", tmp_path / "work")
+    assert done.returncode == 0, done.stderr
+    assert "32033 words" in done.stdout, done.stdout  # the lecture's names.txt, beside the notebook
+    assert "dlogprobs      | exact: True" in done.stdout or "not attempted yet" in done.stdout
+    dprobs = next(line for line in done.stdout.splitlines() if line.startswith("dprobs "))
+    assert "WRONG" in dprobs
+    assert "backprop-ninja solution" not in done.stdout, "no pointer to a command that is not installed"
+    assert "pip" not in done.stderr, "the install cell installs nothing where the package is present"
+
+
+def test_the_first_cell_installs_the_student_package_in_a_graded_course():
+    from grader.course_init import _source_notebook
+
+    nb = _source_notebook(ROOT / material.SOLVED, dataclasses.replace(COURSE, solutions="off"))
+    (install,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL]
+    assert "'backprop-ninja-student'" in install.source and "'backprop-ninja'" not in install.source
+    gated = _source_notebook(ROOT / material.SOLVED, COURSE)
+    assert "'backprop-ninja'" in next(c.source for c in gated.cells
+                                      if c.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL)
+
+
+def test_no_command_prints_a_reference_answer(student_env, tmp_path):
+    venv, _ = student_env
+    assert not (venv / "bin" / "backprop-ninja").exists()
+    done = run(venv, "import grader.solution", tmp_path)
+    assert done.returncode != 0 and "No module named 'grader.solution'" in done.stderr
+    done = run(venv, "import grader.check, grader.data, grader; print(grader.__file__)", tmp_path)
+    assert done.returncode == 0 and str(venv) in done.stdout, done.stderr
+
+
+def test_the_student_environment_holds_no_reference_answer(student_env):
+    """Every file of the environment and the wheel, searched for the reference answers' lines and their
+    distinctive fragments, the solution markers and the hidden suite's text; and no notebook or suite
+    file among them. (A fragment the self-check's own hints use, such as the biased variance's
+    `n / (n - 1)`, is a named mistake there, not an answer, and is left out of the search.)"""
+    venv, wheel = student_env
+    hints = (ROOT / "grader" / "diagnose.py").read_text(encoding="utf-8")
+    wanted = (*SOLUTION_LINES, *(d for d in DISTINCTIVE if d not in hints), "BEGIN SOLUTION", "def test_chain",
+              *HIDDEN_FEEDBACK)
+    texts = {f"{wheel}:{n}": zipfile.ZipFile(wheel).read(n).decode("utf-8", "replace")
+             for n in zipfile.ZipFile(wheel).namelist()}
+    texts.update({str(p): p.read_bytes().decode("utf-8", "replace") for p in venv.rglob("*")
+                  if p.is_file() and not p.is_symlink()})
+    assert len(texts) > 20
+    found = [(where, s) for where, text in texts.items() for s in wanted if s in text]
+    found += [(where, "a notebook or hidden-suite file") for where in texts
+              if where.endswith(".ipynb") or "autotests" in where or "known_mistakes" in where]
+    assert found == [], found[:10]
