@@ -449,8 +449,6 @@ def test_nbgrader_feedback_opens_with_the_page_whose_pictures_owe_nothing_to_the
 
 @pytest.mark.slow
 def test_nbgrader_feedback_reads_well_with_the_page_in_it(check_page, nbgrader_feedback):
-    """nbgrader's feedback template itself loads MathJax from a CDN: that request is nbgrader's, and the
-    only one; everything else a reader could hit must be absent."""
-    check = check_page(nbgrader_feedback)
-    assert check.requests and all("mathjax" in url.lower() for url in check.requests), check.requests
-    assert [p for p in check.problems() if not p.startswith("fetches ")] == []
+    """The course's feedback template loads no MathJax, so the page fetches nothing at all, like every
+    other page a reader opens offline."""
+    assert_readable(check_page(nbgrader_feedback))
