@@ -166,18 +166,23 @@ def test_feedback_hints_none_names_nothing(state, capfd):
 
 # --- the real notebook and the real grader, on the disagreements the issue found ----------------------
 
-# Each: an answer cell's code that the old self-check passed and the grader docked, or the other way.
-DISAGREEMENTS = {
+# Wrong answer cells that the old self-check passed and the grader docked: both now fail them.
+WRONG_BUT_PASSED = {
     "dlogits": "dlogits = dnorm_logits.clone()",  # forgets the max branch
     "dlogit_maxes": "dlogit_maxes = dnorm_logits.sum(1, keepdim=True)",  # sign flipped
     "ex2_dlogits": "dlogits = dlogits",  # exercise 1's answer
     "demb": "demb = dembcat.view(32, 3, 10)",
-    "dh": "dh = F.linear(dlogits, W2)",
-    "dcounts": "dcounts = torch.addcmul(torch.ones_like(counts) * dcounts_sum, counts_sum_inv, dprobs)",
-    "dW1": "dW1 = sum(torch.ger(embcat[i], dhprebn[i]) for i in range(n))",
     # manual_backward reading the notebook's global n: the reference without its own n
     EX4_CELL: CELLS[EX4_CELL].replace("    n = Xb.shape[0]\n", ""),
 }
+# Right answer cells that the old self-check passed and the grader's static check refused: the default
+# allowlist now holds F.linear, torch.addcmul and torch.ger, so both pass them.
+RIGHT_BUT_REFUSED = {
+    "dh": "dh = F.linear(dlogits, W2)",
+    "dcounts": "dcounts = torch.addcmul(torch.ones_like(counts) * dcounts_sum, counts_sum_inv, dprobs)",
+    "dW1": "dW1 = sum(torch.ger(embcat[i], dhprebn[i]) for i in range(n))",
+}
+DISAGREEMENTS = {**WRONG_BUT_PASSED, **RIGHT_BUT_REFUSED}
 
 
 def _with_answers(nb, replace: dict[str, str]):
@@ -191,7 +196,7 @@ def _with_answers(nb, replace: dict[str, str]):
 
 
 @pytest.mark.slow
-def test_the_issues_disagreements_fail_in_the_notebook_and_in_the_grader(tmp_path):
+def test_the_issues_disagreements_agree_in_the_notebook_and_in_the_grader(tmp_path):
     from nbclient import NotebookClient
 
     solved = nbformat.read(ROOT / make_notebooks.SOLVED, as_version=4)
@@ -213,8 +218,9 @@ def test_the_issues_disagreements_fail_in_the_notebook_and_in_the_grader(tmp_pat
     ((_, result),) = grade([submission.parent], COURSE, tmp_path / "results", jobs=1)
     scores = {t.name: t for t in result.tests}
     docked = {g for g, t in scores.items() if t.score < t.max_score}
-    expected = {g for g in DISAGREEMENTS if g != EX4_CELL} | {f"ex4_d{p}" for p in ("C", "W1", "b1", "W2", "b2", "bngain", "bnbias")}
+    expected = {g for g in WRONG_BUT_PASSED if g != EX4_CELL} | {f"ex4_d{p}" for p in ("C", "W1", "b1", "W2", "b2", "bngain", "bnbias")}
     assert expected <= docked, {g: scores[g].output for g in expected - docked}
+    assert not docked & set(RIGHT_BUT_REFUSED), {g: scores[g].output for g in docked & set(RIGHT_BUT_REFUSED)}
     for grade_id, line in lines.items():
         if grade_id == "ex4_training":
             continue
