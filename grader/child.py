@@ -52,18 +52,50 @@ def _on_alarm(signum, frame):
 OUT_OF_MEMORY = ("can't allocate memory", "not enough memory")
 
 
+# What an error's message is made of: an exception's arguments of these types are shown (a cell that
+# raises a plain `ValueError("...")`, or torch's RuntimeError, keeps its message); any other is named by
+# its type only, since turning it into text would run the student's code.
+PLAIN = (str, bytes, int, float, bool, type(None))
+MESSAGE_CHARS = 500
+
+
+def _text(value) -> str:
+    """One argument as its repr, as in a tuple's."""
+    if type(value) in (str, bytes):
+        return repr(value[:MESSAGE_CHARS])
+    if type(value) is int and value.bit_length() > 4 * MESSAGE_CHARS:
+        return "<a very large int>"  # its decimal text would be slow to make, or refused
+    if type(value) in PLAIN:
+        return repr(value)
+    return f"<{type.__dict__['__name__'].__get__(type(value))} object>"
+
+
+def _message(exc: BaseException) -> str:
+    """The message of the student's exception, made without running any of the student's code: its
+    own __str__, its arguments' __str__ or __repr__, a class's `args` property or a metaclass's
+    `__name__` would run after the cell's timer has stopped (a message that reads a file then, loops, or
+    raises from the child's own loop and ends it). So the message is made the way BaseException makes
+    it, from the arguments the exception really holds, each of them plain data or named by its type;
+    an exception whose class writes its own message shows BaseException's instead."""
+    args = BaseException.args.__get__(exc)
+    if len(args) == 1:
+        return args[0][:MESSAGE_CHARS] if type(args[0]) is str else _text(args[0])
+    return ("(" + ", ".join(_text(a) for a in args[:8]) + ")")[:MESSAGE_CHARS]
+
+
 def _error(grade_id: str, exc: BaseException, quiet) -> dict:
-    """The reply for a cell that raised. `str(exc)` may run the student's code, so it runs under the
-    audit hook; only the walk over the traceback's frames (itself an audited step) is `quiet`."""
+    """The reply for a cell that raised. The walk over the traceback's frames (itself an audited step)
+    is `quiet`; nothing here runs the student's code (see `_message`)."""
     filename = f"<answer cell {grade_id}>"
     line = None
     with quiet():
-        for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        for frame, lineno in traceback.walk_tb(BaseException.__traceback__.__get__(exc)):
             if frame.f_code.co_filename == filename:
                 line = lineno
-    message = str(exc)
-    error = {"status": "error", "error_type": type(exc).__name__, "error": message[:500], "line": line}
-    if isinstance(exc, MemoryError) or any(m in message for m in OUT_OF_MEMORY):
+    message = _message(exc)
+    error = {"status": "error", "error_type": type.__dict__["__name__"].__get__(type(exc)), "error": message,
+             "line": line}
+    if issubclass(type(exc), MemoryError) or any(m in message for m in OUT_OF_MEMORY):
         error["limit"] = "memory"  # the address-space limit stopped it: an instructor should know
     return error
 
@@ -196,6 +228,9 @@ def main() -> None:
     reserved = set(FORWARD_NAMES) | {"torch", "F", "__builtins__"}
     cells: dict[str, str] = {}
     cell_timeout = 10.0
+    announce_every = 0.0
+    last_announced = -float("inf")
+    clock = time.monotonic  # the cells' `time` is this module: one may replace its monotonic, not ours
     cases: dict[str, dict] = {}
     upstream: dict[tuple[str, str], dict] = {}
     carry: dict[tuple[str, str], dict] = {}
@@ -217,12 +252,29 @@ def main() -> None:
     def namespace() -> dict:
         return {"__builtins__": cell_builtins, "torch": torch, "F": F}
 
+    def announce() -> None:
+        """Tell the parent a cell starts, so that its clock allows it one cell's time limit from now: the
+        in-child timer is Python's, and a cell can ignore or catch it. Only once `announce_every` has
+        passed since the last announcement: the parent's deadline, one limit and its grace after that
+        announcement, still lies a grace's half beyond this cell's limit, and a submission of quick
+        cells sends almost none."""
+        nonlocal last_announced
+        now = clock()
+        if now - last_announced < announce_every:
+            return
+        last_announced = now
+        try:
+            protocol.write(wfd, {"op": "started"})
+        except OSError:
+            pass  # the cell before closed the pipe: the parent sees a broken connection, blamed on the notebook
+
     def timed(grade_id: str, work) -> dict | None:
         """Run `work` (the cell's code) under the per-cell time limit and in inference mode, entered
         afresh for each cell; an error reply, or None when it finished."""
         cell = BY_GRADE_ID[grade_id].cell_id if grade_id in BY_GRADE_ID else grade_id
         if cell in timed_out:
             return {"status": "timeout", "seconds": cell_timeout}
+        announce()
         signal.setitimer(signal.ITIMER_REAL, cell_timeout)
         try:
             with torch.inference_mode():
@@ -414,6 +466,7 @@ def main() -> None:
             if op == "cells":
                 cells = header["cells"]
                 cell_timeout = float(header["cell_timeout"])
+                announce_every = float(header["announce_every"])
             elif op == "case":
                 cases[header["case"]] = {"n": header["n"], "values": tensors}
             elif op == "upstream":

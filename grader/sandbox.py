@@ -73,6 +73,9 @@ class SandboxUnavailable(RuntimeError):
 
 
 GRACE_SECONDS = 5.0
+# How often at most a child announces that a cell starts: half the grace, so the parent's deadline for a
+# cell, counted from the last announcement, lies at least the other half beyond the cell's own limit.
+ANNOUNCE_EVERY = GRACE_SECONDS / 2
 # A child reports its walls within milliseconds of its fork; one that has not in this long never will.
 START_SECONDS = 30.0
 UID_BASE = 1_000_000_000
@@ -400,13 +403,18 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
     try:
         child = Child(limits)
         attempt.isolation = child.isolation
-        child.send({"op": "cells", "cells": cells, "cell_timeout": limits.cell_timeout}, wait=True)
+        child.send({"op": "cells", "cells": cells, "cell_timeout": limits.cell_timeout,
+                    "announce_every": ANNOUNCE_EVERY}, wait=True)
 
-        def receive_in_time(label: str, cells: int = 1) -> tuple[dict, dict]:
-            """The child's next message, within the cells' limits plus a grace the in-child timer should
-            never need: a cell that outlives both is stopped from here. Evidence the child's audit hook
-            sends while a cell runs is kept on the way."""
-            cell_deadline = time.monotonic() + cells * limits.cell_timeout + GRACE_SECONDS
+        def receive_in_time(label: str) -> tuple[dict, dict]:
+            """The child's next message, within one cell's limit plus a grace the in-child timer should
+            never need, counted afresh whenever the child announces that a cell starts (it does so at
+            least every ANNOUNCE_EVERY, see grader.child): a cell that ignores or catches its timer is
+            stopped from here one limit after it started, however many cells the request holds.
+            Announcements come from the process that runs student code, so a cell can fake them: that
+            gains it no more than the time limit for a whole submission, which `child.receive` holds
+            whatever arrives. Evidence the child's audit hook sends while a cell runs is kept on the way."""
+            cell_deadline = time.monotonic() + limits.cell_timeout + GRACE_SECONDS
             while True:
                 try:
                     header, tensors = child.receive(cell_deadline)
@@ -414,10 +422,14 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
                     if cell_deadline < child.deadline:
                         raise CellOverrun(label) from None
                     raise
-                if header.get("op") != "evidence":
+                op = header.get("op")
+                if op == "started":
+                    cell_deadline = time.monotonic() + limits.cell_timeout + GRACE_SECONDS
+                elif op == "evidence":
+                    for key, kind, text in _evidence(header, training):
+                        evidence.setdefault(key, []).append((kind, text))
+                else:
                     return header, tensors
-                for key, kind, text in _evidence(header, training):
-                    evidence.setdefault(key, []).append((kind, text))
 
         def keep(grade_id: str, case: Case, check: str, outcome: Outcome) -> None:
             expected = case.truth["d" + BY_GRADE_ID[grade_id].source].numel()
@@ -430,7 +442,7 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
             """Requests that reveal nothing to one another, in one exchange: the child runs them all."""
             child.send({"op": "run_many", "check": check,
                         "requests": [[grade_id, case.config.name] for grade_id, case in requests]})
-            header, tensors = receive_in_time(label, cells=len(requests))
+            header, tensors = receive_in_time(label)
             replies = header.get("answers")
             if header.get("op") != "answers" or not isinstance(replies, list) or len(replies) != len(requests):
                 raise protocol.ProtocolError("the answers arrived for requests that were not made")

@@ -390,6 +390,73 @@ def test_the_submission_time_limit_stops_everything_the_notebook_started(cases, 
             assert stat[stat.rindex(")") + 2] == "Z", f"the notebook's subprocess survived outside its group: {stat[:80]}"
 
 
+# What a cell can do to the in-child timer: ignore its signal, or catch what it raises, forever.
+TIMER_DEFEATS = {
+    "ignored": "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n",
+    "caught": "import os\nwhile True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass\n",
+}
+
+
+@pytest.mark.parametrize("defeat", list(TIMER_DEFEATS))
+def test_a_cell_that_defeats_its_timer_is_stopped_one_limit_after_it_started(cases, defeat):
+    """The cell runs late in a case's LOCAL exchange, which holds some twenty cells: the parent stops it
+    one cell's limit and the grace after it started, not after the limits of every cell of the exchange
+    (25 s here), and the audit hook's report of its import still arrives."""
+    case = cases[0]
+    cell_timeout = 1
+    started = time.monotonic()
+    attempt, log, pid = logged_run({**REFERENCE, "dbnvar": TIMER_DEFEATS[defeat]}, [case], timeout=60,
+                                   cell_timeout=cell_timeout)
+    elapsed = time.monotonic() - started
+    assert attempt.error is not None and "would not stop" in attempt.error, attempt.error
+    assert elapsed < cell_timeout + sandbox.GRACE_SECONDS + 4, elapsed
+    assert only_reported(attempt, "dbnvar", case)
+    assert_no_process_left(pid)
+
+
+def test_cells_slower_together_than_one_limit_are_not_stopped(cases):
+    """Nine cells of 0.8 s in one exchange, each within its limit of 1 s and together past one limit and
+    the grace: the child's announcements keep the parent waiting, and every answer arrives."""
+    case = cases[0]
+    slow = [g for g in sandbox.LOCAL_SCHEDULE if g in ATOMIC][:9]
+    cells = {**REFERENCE, **{g: "import time\ntime.sleep(0.8)\n" + REFERENCE[g] for g in slow}}
+    attempt, log, _ = logged_run(cells, [case], timeout=60, cell_timeout=1)
+    assert attempt.error is None, attempt.error
+    assert sum(1 for way, header, _ in log if way == "recv" and header.get("op") == "started") >= 2
+    for (grade_id, check, _), outcome in attempt.outcomes.items():
+        if grade_id in slow:
+            assert outcome.status == "forbidden-call" and "import('time')" in outcome.detail["evidence"]
+            outcome = outcome.answered
+        if has_expectation(case, grade_id, check):
+            verdict = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol,
+                              atol=TOL.atol, n=case.n)
+            assert verdict.passed, (grade_id, check)
+
+
+# Exceptions whose message would run the student's code after the cell's timer stopped: a __str__ that
+# never returns, and an argument whose __str__ and __repr__ raise.
+UNPRINTABLE = {
+    "dh": "class Late(Exception):\n    def __str__(self):\n        while True:\n            pass\n"
+          "raise Late('told', 3)\n",
+    "dW2": "class Bad:\n    def __str__(self):\n        raise RuntimeError('from __str__')\n    __repr__ = __str__\n"
+           "raise ValueError(Bad())\n",
+}
+
+
+def test_an_exception_whose_message_runs_student_code_is_named_without_running_it(cases):
+    case = cases[0]
+    attempt = sandbox.run({**REFERENCE, **UNPRINTABLE}, [case], sandbox.Limits(timeout=60, cell_timeout=10))
+    assert attempt.error is None, attempt.error
+    for check in checks(BY_GRADE_ID["dh"]):
+        outcome = attempt.outcomes[("dh", check, case.config.name)]
+        assert outcome.status == "error" and outcome.detail["error_type"] == "Late", outcome.detail
+        assert outcome.detail["error"] == "('told', 3)" and outcome.detail["line"] == 5
+    for check in checks(BY_GRADE_ID["dW2"]):
+        outcome = attempt.outcomes[("dW2", check, case.config.name)]
+        assert outcome.detail == {"error_type": "ValueError", "error": "<Bad object>", "line": 5}, outcome.detail
+    assert right(attempt, case, "db2", CHAIN) and right(attempt, case, "dbngain", CHAIN)
+
+
 def test_an_answer_the_wire_cannot_carry_spoils_only_itself(cases):
     """safetensors has no complex128: in a LOCAL exchange that answer alone is unsendable, the others of
     the same exchange arrive, and the CHAIN pass goes on."""
