@@ -72,6 +72,7 @@ class SandboxUnavailable(RuntimeError):
     batch, never a student's result. The message is one line that says why."""
 
 
+# Beyond the in-child cell timer, before the parent stops waiting for a cell.
 GRACE_SECONDS = 5.0
 # How often at most a child announces that a cell starts: half the grace, so the parent's deadline for a
 # cell, counted from the last announcement, lies at least the other half beyond the cell's own limit.
@@ -84,7 +85,7 @@ UID_BASE = 1_000_000_000
 OVERSIZE = 64
 # What a child may report beside a status; anything else in its reply is dropped.
 DETAIL_KEYS = ("error_type", "error", "line", "seconds", "evidence", "type", "step", "parameter",
-               "seconds_per_step", "limit")  # beyond the in-child cell timer, before the parent stops waiting for a cell
+               "seconds_per_step", "limit")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The memory cgroup's limit stands above the data limit (which stops an allocation with an error the
 # student sees) by this much: it catches what the data limit does not count (page tables, kernel
