@@ -598,7 +598,7 @@ def test_without_user_namespaces_the_default_walls_still_hold(tmp_path):
     done = _cli("sandbox", "check", refuse=("unshare:EPERM",))
     assert done.returncode == 0, done.stdout + done.stderr
     walls = {line.split()[0]: line for line in done.stdout.splitlines()[:len(jail.WALLS)]}
-    for wall in ("network", "ipc", "filesystem"):
+    for wall in ("network", "ipc", "pid", "filesystem"):
         assert "missing: unshare refused" in walls[wall], walls[wall]
     for wall in jail.REQUIRED_BY_DEFAULT:
         assert " in force: " in walls[wall], walls[wall]
