@@ -6,8 +6,10 @@ preexec_fn in a threaded grader). The walls go up in this order, each a step tha
 undo and that needs what earlier ones leave:
 
 1. cgroup: the child joins its own pids and memory cgroups (root only);
-2. namespaces: new mount, network and IPC namespaces (as root, or inside a user namespace where the
-   host allows one), where the course, submissions, results and home folders are covered;
+2. namespaces: new mount, network, IPC and PID namespaces (as root, or inside a user namespace where
+   the host allows one), where the course, submissions, results and home folders are covered; the
+   process forks once into the PID namespace, whose first process (pid 1) carries on with the walls
+   and the student code, while the one that forked only waits for it and ends the same way;
 3. unprivileged: as root it drops to a uid of its own; in a user namespace it keeps its own uid;
    every capability and the bounding set are dropped; uid 0 never runs student code;
 4. limits: resource limits on data memory, CPU time, file size, processes and open files;
@@ -25,14 +27,17 @@ import ctypes
 import errno
 import os
 import resource
+import select
+import signal
 import sys
 
 from grader import landlock, seccomp
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x08000000, 0x10000000
+CLONE_NEWPID = 0x20000000
 CLONE_FS, SIGCHLD = 0x00000200, 17
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 47, 4
 CAPABILITY_VERSION_3 = 0x20080522
 PTRACE_PEEKDATA = 2
 NO_SUCH_PID = 0x3FFFFFFF  # above any pid_max: only a filter answers anything but ESRCH
@@ -41,7 +46,7 @@ STACK_BYTES = 64 << 20
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
 # Every wall, in the order it goes up; what a course may list in sandbox.require.
-WALLS = ("cgroup", "network", "ipc", "filesystem", "unprivileged", "limits", "landlock", "seccomp")
+WALLS = ("cgroup", "network", "ipc", "pid", "filesystem", "unprivileged", "limits", "landlock", "seccomp")
 # All that a current Linux gives a normal user who has no user namespaces.
 REQUIRED_BY_DEFAULT = ("unprivileged", "limits", "landlock", "seccomp")
 HOW = {
@@ -57,7 +62,7 @@ HOW = {
     "seccomp": "use a Linux kernel built with CONFIG_SECCOMP_FILTER; in a container, one that allows a process "
                "to add its own seccomp filter",
 }
-HOW["ipc"] = HOW["filesystem"] = HOW["network"]
+HOW["ipc"] = HOW["pid"] = HOW["filesystem"] = HOW["network"]
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -74,10 +79,11 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     _call("mount", enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
 
 
-def _tasks_of_this_uid() -> int:
-    """Processes and threads the current uid runs besides this one: RLIMIT_NPROC counts them all, so a
-    grader run by a user with a busy desktop must allow for them (a uid of its own has none)."""
-    uid, me, count = os.getuid(), str(os.getpid()), 0
+def _tasks_of_uid(uid: int) -> int:
+    """Processes and threads `uid` runs besides this one: RLIMIT_NPROC counts them all, so a grader run
+    by a user with a busy desktop must allow for them (a uid of its own has none). Counted before the
+    PID namespace's own /proc replaces the host's, which would show none of them."""
+    me, count = str(os.getpid()), 0
     for entry in os.listdir("/proc"):
         try:
             if entry.isdigit() and entry != me and os.stat(f"/proc/{entry}").st_uid == uid:
@@ -92,7 +98,7 @@ def _mapped_kb(field: str) -> int:
         return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
 
 
-def _limits(config: dict) -> dict:
+def _limits(config: dict, other_tasks: int) -> dict:
     """RLIMIT_DATA counts the private writable memory the child maps from now on, not the libraries a
     torch build maps (a CUDA build maps gigabytes of address space at import, which killed every child
     under an address-space limit): what it already holds plus memory_mb."""
@@ -104,7 +110,7 @@ def _limits(config: dict) -> dict:
         "stack_mb": (resource.RLIMIT_STACK, stack),
         "cpu_seconds": (resource.RLIMIT_CPU, config["cpu_seconds"]),
         "file_size_mb": (resource.RLIMIT_FSIZE, config["file_size_mb"] * 2**20),
-        "processes": (resource.RLIMIT_NPROC, config["processes"] + _tasks_of_this_uid()),
+        "processes": (resource.RLIMIT_NPROC, config["processes"] + other_tasks),
         "open_files": (resource.RLIMIT_NOFILE, 256),
         "core_dumps": (resource.RLIMIT_CORE, 0),
     }
@@ -184,16 +190,37 @@ def _cgroups(config: dict, walls: dict, missing: dict) -> None:
         missing["cgroup"] = "joined, but /proc/self/cgroup does not list it"
 
 
-def _namespaces(config: dict, walls: dict, missing: dict) -> None:
-    """New mount, network and IPC namespaces (inside a user namespace when not root), the hidden
-    folders covered; each checked by its namespace id changing, the covering by a listing."""
+def _mirror(pid: int) -> None:
+    """The process that made the PID namespace, from the fork on: it runs no student code and sets
+    nothing up, holds no descriptor (so the protocol pipes' EOF stays pid 1's alone), waits for pid 1
+    and ends exactly as it did, so the parent tells the code's own exit from a limit's kill as before."""
+    os.closerange(0, os.sysconf("SC_OPEN_MAX"))
+    status = os.waitpid(pid, 0)[1]
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # pid 1 dumped no core either
+        if number != signal.SIGKILL:
+            signal.signal(number, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [number])
+        os.kill(os.getpid(), number)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def _namespaces(config: dict, walls: dict, missing: dict) -> int | None:
+    """New mount, network, IPC and PID namespaces (inside a user namespace when not root), the hidden
+    folders covered; each checked by its namespace id changing, the covering by a listing. Returns,
+    in pid 1 of the new PID namespace, a pidfd of the process that forked it (which never returns
+    from here); None where there is no PID namespace."""
     uid, gid = os.getuid(), os.getgid()
     before = _namespace_ids()
+    flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | (0 if uid == 0 else CLONE_NEWUSER)
     try:
-        if uid == 0:
-            _call("unshare", CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
-        else:
-            _call("unshare", CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
+        try:
+            _call("unshare", flags | CLONE_NEWPID)
+        except OSError as exc:  # a host may refuse only this one (e.g. nesting too deep): keep the others
+            missing["pid"] = f"unshare(CLONE_NEWPID) refused ({exc.strerror})"
+            _call("unshare", flags)
+        if uid != 0:
             # Its own uid inside, not 0: nothing in the child ever looks like root.
             for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
                 with open(f"/proc/self/{name}", "w") as f:
@@ -201,9 +228,15 @@ def _namespaces(config: dict, walls: dict, missing: dict) -> None:
     except OSError as exc:
         cause = "no CAP_SYS_ADMIN, or a seccomp profile refuses unshare" if uid == 0 else "no user namespaces here"
         why = f"unshare refused ({exc.strerror}): {cause}"
-        for wall in ("network", "ipc", "filesystem"):
+        for wall in ("network", "ipc", "pid", "filesystem"):
             missing[wall] = why
-        return
+        return None
+    watch = None
+    if "pid" not in missing:
+        watch = os.pidfd_open(os.getpid())
+        pid = os.fork()
+        if pid:
+            _mirror(pid)
     after = _namespace_ids()
     for wall, kind, text in (("network", "net", "in force: a network namespace of its own, no interface up"),
                              ("ipc", "ipc", "in force: an IPC namespace of its own (no SysV object is shared)")):
@@ -216,7 +249,9 @@ def _namespaces(config: dict, walls: dict, missing: dict) -> None:
               config["workdir"], config["file_size_mb"])
     except OSError as exc:
         missing["filesystem"] = f"covering the hidden folders failed ({exc})"
-        return
+        return watch
+    if watch is not None:
+        _own_proc(walls)
     shown = [path for path in config["hide"] if os.path.isdir(path) and path not in config["expose"]
              and os.listdir(path) and not any(e.startswith(path + "/") for e in config["expose"])]
     if shown:
@@ -225,6 +260,41 @@ def _namespaces(config: dict, walls: dict, missing: dict) -> None:
         walls["filesystem"] = ("in force: course, submissions, results and home folders hidden (listed empty), "
                                f"/tmp, /var/tmp and /dev/shm covered, the work dir a {config['file_size_mb']} MB "
                                "tmpfs")
+    return watch
+
+
+def _own_proc(walls: dict) -> None:
+    """A /proc of the PID namespace's own over the host's, so that no other process's files are there
+    to read even where Landlock is missing; noted for the pid wall's line."""
+    try:
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        seen = sorted(entry for entry in os.listdir("/proc") if entry.isdigit())
+        walls["pid"] = f"/proc its own, listing pids {', '.join(seen)}"
+    except OSError as exc:
+        walls["pid"] = f"/proc still the host's (mounting its own failed: {exc.strerror})"
+
+
+def _tie_to_parent(watch: int, missing: dict) -> None:
+    """Pid 1 dies with the process that forked it: SIGKILL when it ends (set after the last change of
+    uid, which would clear it), then the pidfd checked, in case it ended before that. The kernel then
+    kills whatever else is in the namespace, so nothing outlives a killed submission."""
+    try:
+        _call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        poll = select.poll()
+        poll.register(watch, select.POLLIN)
+        if poll.poll(0):
+            os._exit(1)
+    except OSError as exc:
+        missing["pid"] = f"could not tie pid 1 to its parent ({exc.strerror})"
+    finally:
+        os.close(watch)
+
+
+def _probe_pid() -> str | None:
+    """None when this process is pid 1 and its parent has no pid here: nothing outside can be named."""
+    if os.getpid() != 1 or os.getppid() != 0:
+        return f"raised, but getpid() is {os.getpid()} and getppid() {os.getppid()}"
+    return None
 
 
 class _CapHeader(ctypes.Structure):
@@ -341,10 +411,16 @@ def wall(config: dict, ruleset: tuple[int, int] | None, ruleset_error: str | Non
     walls: dict[str, str] = {}
     missing: dict[str, str] = {}
     _cgroups(config, walls, missing)
-    _namespaces(config, walls, missing)
+    child_uid = config["uid"] if os.getuid() == 0 else os.getuid()
+    other_tasks = _tasks_of_uid(child_uid)
+    watch = _namespaces(config, walls, missing)
+    if watch is not None and os.getuid() == child_uid:
+        other_tasks += 1  # the process that forked pid 1 runs as the same uid
     _drop_privileges(config, walls, missing)
+    if watch is not None:
+        _tie_to_parent(watch, missing)
     try:
-        applied = _limits(config)
+        applied = _limits(config, other_tasks)
     except (OSError, ValueError) as exc:
         applied = {}
         missing["limits"] = f"setrlimit refused ({exc})"
@@ -373,6 +449,14 @@ def wall(config: dict, ruleset: tuple[int, int] | None, ruleset_error: str | Non
         else:
             walls["seccomp"] = ("in force: execve, fork, sockets, SysV IPC, ptrace, signals to other processes, "
                                 "other processes' limits and unshare refused (probed)")
+    if "pid" not in missing:
+        problem = _probe_pid()
+        if problem:
+            missing["pid"] = problem
+        else:
+            walls["pid"] = ("in force: pid 1 of a PID namespace of its own, its parent outside it, so no process "
+                            "but its own can be named (getpid and getppid probed); "
+                            + walls.get("pid", "/proc still the host's"))
     if "landlock" not in missing:
         problem = _probe_landlock(config)
         if problem:

@@ -34,6 +34,7 @@ import threading
 from grader.protocol import ProtocolError
 
 MAX_REQUEST = 1 << 20
+PR_SET_CHILD_SUBREAPER = 36
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,6 +268,13 @@ def _kill(pid: int) -> None:
         except ProcessLookupError:
             pass
     os.waitpid(pid, 0)
+    # Pid 1 of the child's PID namespace, in its process group, killed with it: when the kill orphaned
+    # it, this subreaper adopted it; reaped here (none left when the process that forked it reaped it).
+    try:
+        while True:
+            os.waitid(os.P_PGID, pid, os.WEXITED)
+    except ChildProcessError:
+        pass
 
 
 def serve(control: socket.socket) -> None:
@@ -329,8 +337,19 @@ def _reserve_for_test() -> None:
         _reserved = mmap.mmap(-1, megabytes << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0)  # PROT_NONE
 
 
+def _become_subreaper() -> None:
+    """A child's pid 1 (grader.jail's PID namespace) has the server's child for parent: a kill that
+    ends both orphans it, and the host's init may reap it late, leaving a zombie of the grading user
+    behind the submission. As a subreaper the server adopts it, and _kill reaps it. Where prctl is
+    refused, orphans go to init as before."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
+    _become_subreaper()
     _warm_up()
     _reserve_for_test()
     _prepare_landlock()

@@ -194,7 +194,7 @@ def walls(places, case, listeners):
             "import resource\n"
             "for key in ('DATA', 'FSIZE', 'NPROC', 'CPU', 'NOFILE', 'CORE'):\n"
             "    res[key] = resource.getrlimit(getattr(resource, 'RLIMIT_' + key))\n"
-            "res['own_session'] = os.getsid(0) == os.getpid() and os.getpgrp() == os.getpid()\n"),
+            "res['session'] = [os.getpid(), os.getsid(0), os.getpgrp()]\n"),
     }
     attempt = sandbox.run(cells, [case], sandbox.Limits(**LIMITS, hide=places["hide"]))
     return attempt
@@ -327,7 +327,9 @@ def test_the_limits_in_force_are_the_ones_reported(walls, case):
     assert r["NPROC"] == [LIMITS["processes"]] * 2 and reported["processes"] == LIMITS["processes"]
     assert r["CPU"] == [reported["cpu_seconds"]] * 2 and reported["cpu_seconds"] >= LIMITS["timeout"]
     assert r["CORE"] == [0, 0]
-    assert r["own_session"] is True
+    pid, session, group = r["session"]
+    # In a PID namespace the leader of its session and group is the process that forked pid 1, outside it.
+    assert (session, group) == ((0, 0) if pid == 1 else (pid, pid)), r["session"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -330,14 +330,16 @@ def only_reported(attempt, cell_id: str, case) -> bool:
     return {k: o.status for k, o in attempt.outcomes.items()} == {(cell_id, LOCAL, case.config.name): "forbidden-call"}
 
 
-def test_os_exit_ends_the_child_and_is_blamed_on_the_notebook(cases):
+@pytest.mark.parametrize("code", [0, 3])
+def test_os_exit_ends_the_child_and_is_blamed_on_the_notebook(cases, code):
     """A case's LOCAL pass is one exchange: a cell that ends the child there ends the exchange, so no
-    answer of that pass is kept (none would score: the CHAIN pass never runs)."""
+    answer of that pass is kept (none would score: the CHAIN pass never runs). The exit status is the
+    cell's own, through the PID namespace's parent too."""
     case = cases[0]
     cell_id = "dbnvar"
-    attempt, _, pid = logged_run({**REFERENCE, "dbnvar": "import os\nos._exit(0)\n"}, [case],
+    attempt, _, pid = logged_run({**REFERENCE, "dbnvar": f"import os\nos._exit({code})\n"}, [case],
                                  timeout=60, cell_timeout=10)
-    assert attempt.error is not None and "ended the grading process" in attempt.error, attempt.error
+    assert attempt.error == f"the notebook's code ended the grading process (exit status {code})", attempt.error
     assert only_reported(attempt, cell_id, case)
     assert_no_process_left(pid)
 

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -135,6 +137,13 @@ def syscalls(case):
         "signals": f"""
             n = {numbers!r}
             me, parent = os.getpid(), os.getppid()
+            res['pids'] = [me, parent]
+            death = ctypes.c_int(-1)
+            res['pdeathsig'] = [libc.prctl(2, ctypes.byref(death), 0, 0, 0), death.value]  # PR_GET_PDEATHSIG
+            try:
+                res['proc'] = sorted(e for e in os.listdir('/proc') if e.isdigit())
+            except OSError as e:
+                res['proc'] = e.errno
             res['clone3'] = call(n['clone3'], 0, 0)
             res['kill_self'] = call(n['kill'], me, 0)
             res['kill_parent'] = call(n['kill'], parent, 0)
@@ -195,10 +204,25 @@ def test_clone3_answers_enosys_so_that_libc_falls_back_to_clone(syscalls):
     assert r["signals"]["clone3"] == -errno.ENOSYS
 
 
-@pytest.mark.parametrize("target", ["parent", "group", "all", "init"])
+@pytest.mark.parametrize("target", ["parent", "group", "all"])
 def test_kill_reaches_no_other_process(syscalls, target):
     _, r = syscalls
     assert r["signals"][f"kill_{target}"] == -errno.EPERM, r["signals"]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="a PID namespace needs root or user namespaces")
+def test_the_child_is_pid_1_of_its_own_namespace_and_sees_no_other_pid(syscalls):
+    """Its parent has no pid in the namespace (getppid() is 0), so no signal can name the grader, the
+    fork server or the host's init: pid 1, the only pid there is, is the child itself. Its own /proc
+    lists nothing else, whether the probe may read it or Landlock refuses. It dies with its parent
+    (SIGKILL, still set when student code runs: the uid change that would clear it came before)."""
+    attempt, r = syscalls
+    assert r["signals"]["pids"] == [1, 0], r["signals"]
+    assert r["signals"]["pdeathsig"] == [0, signal.SIGKILL], r["signals"]
+    assert r["signals"]["kill_init"] == 0, r["signals"]
+    assert r["signals"]["proc"] in (["1"], errno.EACCES), r["signals"]
+    pid_wall = attempt.isolation["walls"]["pid"]
+    assert pid_wall.startswith("in force: pid 1 of a PID namespace") and pid_wall.endswith("listing pids 1"), pid_wall
 
 
 @pytest.mark.parametrize("call", ["tkill", "tgkill", "sigqueue"])
@@ -243,6 +267,52 @@ def test_the_reference_answers_after_the_probes_are_right(syscalls, case):
     attempt, _ = syscalls
     for grade_id in ("dh", "dW2", "dhpreact", "dbnraw", "dC", "ex2_dlogits", "ex3_dhprebn", "ex4_dW1"):
         assert _right(attempt, case, grade_id), grade_id
+
+
+def _children_of(parent: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            pass
+    return found
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="a PID namespace needs root or user namespaces")
+def test_pid_1_dies_with_the_process_that_forked_it(case):
+    """Killing only the process the fork server forked (as the grader's pidfd kill does) ends pid 1 at
+    once, long before its cell's timeout, though pid 1 still holds the protocol pipes and no group or
+    cgroup kill has come: nothing of a submission outlives its parent."""
+    zygote.start()
+    seen = {}
+
+    def kill_the_parent_alone():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "pid 1" not in seen:
+            for parent in _children_of(zygote.server_pid()):
+                inside = _children_of(parent)
+                if inside:
+                    seen["pid 1"], seen["killed"] = inside[0], time.monotonic()
+                    os.kill(parent, signal.SIGKILL)
+                    break
+            time.sleep(0.05)
+        while time.monotonic() < deadline and "gone after" not in seen:
+            try:
+                if Path(f"/proc/{seen['pid 1']}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                    seen["gone after"] = time.monotonic() - seen["killed"]
+            except FileNotFoundError:
+                seen["gone after"] = time.monotonic() - seen["killed"]
+            time.sleep(0.01)
+
+    cells = {**REFERENCE, "dlogprobs": "import time\ntime.sleep(25)\n"}
+    killer = threading.Thread(target=kill_the_parent_alone)
+    killer.start()
+    attempt = sandbox.run(cells, [case], sandbox.Limits(timeout=60, cell_timeout=30))
+    killer.join()
+    assert "pid 1" in seen and seen["gone after"] < 5, seen
+    assert attempt.error == f"the grading process was stopped by {sandbox.SIGNALS[signal.SIGKILL]}", attempt.error
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="x32 numbering exists on x86-64 only")
@@ -329,8 +399,9 @@ def test_what_the_child_needs_is_readable(files, key):
 
 @pytest.mark.parametrize("key", ["grader-not-imported", "grader-course-file", "interpreter", "proc-grader"])
 def test_nothing_else_is_readable_not_even_inside_the_grader_package(files, key):
+    """The grader's /proc entry is refused by Landlock, or absent from the PID namespace's own /proc."""
     (_, r), _ = files
-    assert r["read"][key] == errno.EACCES, r["read"]
+    assert r["read"][key] in ((errno.EACCES, errno.ENOENT) if key == "proc-grader" else (errno.EACCES,)), r["read"]
 
 
 def test_the_grader_package_cannot_be_listed_and_the_standard_library_can(files):
@@ -527,7 +598,7 @@ def test_without_user_namespaces_the_default_walls_still_hold(tmp_path):
     done = _cli("sandbox", "check", refuse=("unshare:EPERM",))
     assert done.returncode == 0, done.stdout + done.stderr
     walls = {line.split()[0]: line for line in done.stdout.splitlines()[:len(jail.WALLS)]}
-    for wall in ("network", "ipc", "filesystem"):
+    for wall in ("network", "ipc", "pid", "filesystem"):
         assert "missing: unshare refused" in walls[wall], walls[wall]
     for wall in jail.REQUIRED_BY_DEFAULT:
         assert " in force: " in walls[wall], walls[wall]
@@ -680,7 +751,9 @@ def test_as_a_normal_user_the_child_reaches_none_of_the_users_files_or_processes
         assert r["uid"] == normal_user.pw_uid
         assert not any(Path(p).exists() and "import os" in Path(p).read_text() for p in planted)
         assert result["error"] is None and result["isolation"]["missing"] == (
-            ["cgroup", "network", "ipc", "filesystem"] if refuse else ["cgroup"]), result["isolation"]
+            ["cgroup", "network", "ipc", "pid", "filesystem"] if refuse else ["cgroup"]), result["isolation"]
+        assert result["isolation"]["walls"]["pid"].startswith(
+            "missing: unshare refused" if refuse else "in force: pid 1 of a PID namespace"), result["isolation"]
         assert result["outcomes"]["dh"][0] == "tensor"
     finally:
         if sleeper is not None:

@@ -10,11 +10,14 @@ import sys
 
 
 def grader_pid():
+    # In a PID namespace of its own the child's parent and session leader have no pid (0, which system
+    # calls read as the caller itself): the grader cannot be named, so the payload names no process.
     try:
         with open('/proc/%d/stat' % os.getppid()) as stat:
-            return int(stat.read().rsplit(')', 1)[1].split()[1])
+            pid = int(stat.read().rsplit(')', 1)[1].split()[1])
     except OSError:
-        return os.getsid(os.getppid())
+        pid = os.getsid(os.getppid())
+    return pid or 0x3FFFFFFF
 
 
 def course_dir():
