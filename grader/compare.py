@@ -186,6 +186,20 @@ def _configurations(cases, wrong_on) -> str:
     return f"; right on {len(scored) - len(wrong_on)} of the {len(scored)} hidden configurations and wrong on the others"
 
 
+def _shown(verdict: Verdict, case, cases, outcomes, answer, check: str, tol) -> Verdict:
+    """A wrong shape's message and hints name the sizes of the configuration it was seen on: from a
+    hidden one, the public lecture-sized run's when its shape is wrong too, else the hidden sizes masked."""
+    if not case.config.scored or not verdict.message.startswith("shape "):
+        return verdict
+    probe = next((c for c in cases if not c.config.scored), None)
+    public = _verdict(outcomes.get(probe.config.name), probe, answer, check, tol) if probe else None
+    if public is not None and public.status == verdict.status and public.message.startswith("shape "):
+        return public
+    hidden = hidden_sizes(tuple(c.config for c in cases if c.config.scored))
+    return Verdict(verdict.status, masked(verdict.message, hidden), verdict.maxdiff,
+                   tuple(masked(h, hidden) for h in verdict.hints))
+
+
 def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named", catalogue=None,
           not_run: str = "the cell was not run") -> Failure | None:
     """None when the answer is right on every scored case, else why not, for the student.
@@ -232,8 +246,9 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
             if not mistake and catalogue and not first_catalogue:
                 mistake = catalogue(case, tensor=outcomes[case.config.name].tensor) or ""
         named = bool(mistake)
-        hinted = mistake or "; ".join(first.hints)
-        feedback = f"{answer.variable}: {first.message}" + (f"; {hinted}" if hinted and hints != "none" else "")
+        shown = _shown(first, case, cases, outcomes, answer, check, tol)
+        hinted = mistake or "; ".join(shown.hints)
+        feedback = f"{answer.variable}: {shown.message}" + (f"; {hinted}" if hinted and hints != "none" else "")
         mistake = hinted
     probe = next((c for c in cases if not c.config.scored), None)
     probe_verdict = _verdict(outcomes.get(probe.config.name), probe, answer, check, tol) if probe else None

@@ -240,3 +240,18 @@ def test_an_error_the_lecture_sizes_raise_too_is_shown_from_the_lecture_run(case
     assert str(probe.n * probe.config.sizes.block_size * probe.config.sizes.n_embd) in public
     assert public in feedback, feedback
     assert not any(number in feedback for number in _hidden_numbers(cases)), feedback
+
+
+def test_a_wrong_shape_only_hidden_sizes_show_names_no_hidden_size(cases):
+    """A shape right for the lecture's sizes only: the student's own shape is shown, the hidden
+    configurations' shapes are masked, in the message and in its hints."""
+    _, feedback = _feedback({**REFERENCE, "dlogprobs": "dlogprobs = torch.zeros(32, 27)\n"}, cases, "dlogprobs")
+    assert "shape (32, 27), expected (…, …)" in feedback, feedback
+    assert not any(number in feedback for number in _hidden_numbers(cases)), feedback
+
+
+def test_a_wrong_shape_on_the_lecture_sizes_too_is_shown_from_the_lecture_run(cases):
+    _, feedback = _feedback({**REFERENCE, "dlogprobs": "dlogprobs = logprobs[:, :1] * 0\n"}, cases, "dlogprobs")
+    probe = next(c for c in cases if not c.config.scored)
+    assert f"shape ({probe.n}, 1), expected ({probe.n}, {probe.config.sizes.vocab})" in feedback, feedback
+    assert not any(number in feedback for number in _hidden_numbers(cases)), feedback
