@@ -14,12 +14,12 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from grader.compare import compare, hidden_sizes, outcome_text
-from grader.compare import judge as judge_answer
-from grader.exam import CHAIN, Case
-from grader.exercise import BY_GRADE_ID, EX4_CELL, EX4_TRAINING, Answer
-from grader.model import PARAMETERS, forward
-from grader.suite import Note, Wrong
+from grader.judge.compare import compare, hidden_sizes, outcome_text
+from grader.judge.compare import judge as judge_answer
+from grader.judge.exam import CHAIN, Case
+from grader.exercises.makemore_mlp.answers import BY_GRADE_ID, EX4_CELL, EX4_TRAINING, Answer
+from grader.exercises.makemore_mlp.model import PARAMETERS, forward
+from grader.judge.suite import Note, Wrong
 
 KNOWN_MISTAKES = yaml.safe_load((Path(__file__).parent / "known_mistakes.yml").read_text())
 

@@ -6,8 +6,8 @@ product of that one step (for exercise 3, of the whole batch-norm block).
 """
 import pytest
 
-from grader.exam import CHAIN, LOCAL, checks
-from grader.exercise import ANSWERS
+from grader.judge.exam import CHAIN, LOCAL, checks
+from grader.exercises.makemore_mlp.answers import ANSWERS
 
 WITH_LOCAL = [a.grade_id for a in ANSWERS if LOCAL in checks(a)]
 

@@ -3,7 +3,7 @@ losses and the final parameters must follow the same steps driven by autograd, a
 the first step where they part."""
 import pytest
 
-from grader.exercise import EX4_TRAINING
+from grader.exercises.makemore_mlp.answers import EX4_TRAINING
 
 
 @pytest.mark.parametrize("grade_id", [EX4_TRAINING])

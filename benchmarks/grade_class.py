@@ -347,7 +347,7 @@ def measured(cmd: list[str], cwd: Path, env: dict | None = None, watch: Path | N
 
 def run_grader(args, folder: Path, workdir: Path, jobs: int) -> dict:
     """`backprop-ninja grade` on every notebook in `folder`: timings, memory, and the results it wrote."""
-    from grader.results import load_result
+    from grader.outputs.results import load_result
 
     out = workdir / f"results-{folder.name}-jobs{jobs}"
     cmd = [sys.executable, "-c", "from grader.cli import main; main()", "grade", str(folder), "--out", str(out),
@@ -484,7 +484,7 @@ def benchmark(args, workdir: Path) -> int:
           + ", ".join(f"{s['id']} {s['kind']}" for s in subset))
 
     grader_runs = {}
-    from grader.zygote import default_jobs
+    from grader.sandbox.zygote import default_jobs
 
     for jobs in sorted({1, 2, default_jobs(), 2 * default_jobs()}):
         print(f"(a) this grader, jobs={jobs}: grading {args.n} submissions ...", flush=True)
@@ -544,7 +544,7 @@ def benchmark(args, workdir: Path) -> int:
 
 def memory(args, released: Path, workdir: Path) -> None:
     """Peak memory of a small and a large batch: grading streams, so it should barely grow."""
-    from grader.zygote import default_jobs
+    from grader.sandbox.zygote import default_jobs
 
     runs = {}
     for size in args.memory:

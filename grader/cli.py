@@ -11,7 +11,7 @@ import click
 from click.core import ParameterSource
 
 from grader import __version__, safe_text
-from grader.zygote import default_jobs
+from grader.sandbox.zygote import default_jobs
 
 
 def _load_course(path: Path):
@@ -107,22 +107,22 @@ def main():
 def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, html, weaker):
     """Grade notebooks: each PATH is a notebook or a folder searched recursively for them."""
     if scheduler is None:
-        from grader import zygote
+        from grader.sandbox import zygote
 
         zygote.start()  # its second of importing torch overlaps this process's own
         gc.disable()  # until the Grader freezes what start-up built (collecting it delayed the first result 0.3 s)
     try:
-        from grader.grade import grade as run
-        from grader.results import table
+        from grader.pipeline.batch import grade as run
+        from grader.outputs.results import table
 
         course = _load_course(course_file)
         if weaker:
-            from grader.grade import weaker_course
+            from grader.pipeline.batch import weaker_course
 
             course = weaker_course(course)
         if gradebook is not None and not gradebook.is_file():
             raise click.ClickException(f"{gradebook}: no such gradebook (run nbgrader generate_assignment first)")
-        from grader.extract import discover
+        from grader.pipeline.extract import discover
 
         if not discover(list(paths)):
             raise click.ClickException(f"no notebooks (*.ipynb) found in {', '.join(map(str, paths))}")
@@ -131,7 +131,7 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
             jobs = None  # this machine's core count says nothing of a worker's
         record = None
         if gradebook is not None:
-            from grader.gradebook import GradebookError, Recorder
+            from grader.lms.gradebook import GradebookError, Recorder
 
             try:
                 record = Recorder(gradebook, log=lambda line: click.echo(safe_text.terminal(line), err=True))
@@ -173,7 +173,7 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
               type=click.Path(file_okay=False, path_type=Path), help="Where the demo writes what it produces.")
 def demo(course_file, out):
     """Run the bundled course through nbgrader: create, release, submit, autograde, feedback."""
-    from grader.course_init import default_course
+    from grader.lms.course_init import default_course
     from grader.demo import run
 
     course = _load_course(course_file or default_course())
@@ -199,8 +199,8 @@ def course():
                    "generate_assignment again.")
 def course_init(directory, course_file, course_id, exchange, update):
     """Write an nbgrader course in DIRECTORY: source notebook, hidden suite, course.yml, nbgrader_config.py."""
-    from grader.course_init import InitError, default_course, init
-    from grader.course_init import update as refresh
+    from grader.lms.course_init import InitError, default_course, init
+    from grader.lms.course_init import update as refresh
 
     try:
         if update:
@@ -231,7 +231,7 @@ def course_init(directory, course_file, course_id, exchange, update):
               help="The course.yml beside which to look for the solved notebook (default: ./course.yml if any).")
 def solution(grade_id, notebook, force, solved, course_file):
     """The reference answer for GRADE_ID, explained line by line, once NOTEBOOK holds your attempt at it."""
-    from grader.solution import SolutionError, show
+    from grader.student.solution import SolutionError, show
 
     if notebook is None and not force:
         raise click.UsageError("--notebook is required: the reference opens once it holds your attempt (or --force)")
@@ -257,7 +257,7 @@ def gradescope():
               type=click.Path(dir_okay=False, path_type=Path), help="The zip to upload to Gradescope.")
 def gradescope_build(course_file, out):
     """Write the autograder zip: setup.sh, run_autograder, course.yml, the hidden suite and this grader."""
-    from grader.gradescope import BuildError, build
+    from grader.lms.gradescope import BuildError, build
 
     try:
         names = build(_load_course(course_file), out)
@@ -275,7 +275,7 @@ def gradescope_build(course_file, out):
               help="Gradescope's folder: source/ (the unpacked zip), submission/, results/.")
 def gradescope_run(root):
     """Grade ROOT/submission into ROOT/results/results.json, whatever happens (what run_autograder calls)."""
-    from grader.gradescope import run
+    from grader.lms.gradescope import run
 
     result = run(root, log=click.echo)
     click.echo(f"score {result['score']:g}: {root / 'results' / 'results.json'}")
@@ -291,7 +291,7 @@ def gradescope_run(root):
                    "beside RESULTS_DIR, as in an nbgrader course).")
 def report(results_dir, out, as_json, submitted):
     """A class report of a results folder written by `grade --out`: one self-contained HTML page."""
-    from grader.report import ReportError, run
+    from grader.outputs.report import ReportError, run
 
     try:
         run(results_dir, out, as_json, echo=click.echo, submitted=submitted)
@@ -316,8 +316,8 @@ def report(results_dir, out, as_json, submitted):
                    "(default: the one beside RESULTS_DIR, if any; else the results themselves).")
 def export(results_dir, fmt, out, roster, column, course_file, gradebook):
     """Export a results folder for a spreadsheet or an LMS."""
-    from grader.exports import ExportError, export as run
-    from grader.report import ReportError
+    from grader.outputs.exports import ExportError, export as run
+    from grader.outputs.report import ReportError
 
     course = _load_course(course_file) if course_file is not None else None
     if column is None:
@@ -347,8 +347,8 @@ def sandbox():
 def sandbox_check(course_file):
     """Start one sandboxed child as `grade` would, print each wall and whether a probe saw it hold, and
     exit non-zero if a required one is missing."""
-    from grader import sandbox as box
-    from grader.jail import REQUIRED_BY_DEFAULT, WALLS
+    from grader.sandbox import parent as box
+    from grader.sandbox.jail import REQUIRED_BY_DEFAULT, WALLS
 
     if course_file is None and Path("course.yml").is_file():
         course_file = Path("course.yml")

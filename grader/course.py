@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.exercise import GRADE_IDS
-from grader.jail import REQUIRED_BY_DEFAULT, WALLS
+from grader.exercises.makemore_mlp.answers import GRADE_IDS
+from grader.sandbox.jail import REQUIRED_BY_DEFAULT, WALLS
 
 
 # gated: the released notebook installs the whole package, whose `solution` command shows a reference once
@@ -52,7 +52,7 @@ class Exercise4:
 
 @dataclass(frozen=True)
 class Extra:
-    """Names a course adds to the static check's allowlist (grader/static_check.py)."""
+    """Names a course adds to the static check's allowlist (grader/sandbox/static_check.py)."""
 
     torch: tuple[str, ...] = ()
     functional: tuple[str, ...] = ()
@@ -61,7 +61,7 @@ class Extra:
 
 @dataclass(frozen=True)
 class Sandbox:
-    """The walls (grader.jail.WALLS) without which grading refuses to run student code."""
+    """The walls (grader.sandbox.jail.WALLS) without which grading refuses to run student code."""
 
     require: tuple[str, ...] = REQUIRED_BY_DEFAULT
 

@@ -43,7 +43,7 @@ def _answers(course, changes) -> dict[str, str]:
 
     if changes is None:
         return {}
-    from grader.course_init import SOLVED, material_root
+    from grader.lms.course_init import SOLVED, material_root
 
     solved = nbformat.read(material_root(course) / SOLVED, as_version=4)
     markers = ("### BEGIN SOLUTION", "### END SOLUTION")
@@ -92,7 +92,7 @@ def _student(api, course, name: str, changes, home: Path) -> None:
 
 
 def _table(api, course, students) -> str:
-    from grader.exercise import GRADE_CELL_PREFIX
+    from grader.exercises.makemore_mlp.answers import GRADE_CELL_PREFIX
 
     lines = [f"{'student':<8} {'score':>12}  tensors that lost points"]
     with api.gradebook as gb:
@@ -110,7 +110,7 @@ def run(course, out: Path, echo) -> int:
     import logging
     import warnings
 
-    from grader.course_init import init
+    from grader.lms.course_init import init
 
     started = time.monotonic()
     out = Path(out).resolve()
@@ -138,7 +138,7 @@ def run(course, out: Path, echo) -> int:
         _check(f"autograde {name}", api.autograde(course.assignment, name))
     echo("4. nbgrader collected and autograded them: each answer cell ran in the sandbox, no kernel ran a notebook\n")
     echo(_table(api, graded, CLASS))
-    from grader.report import write_html
+    from grader.outputs.report import write_html
 
     report = write_html(root / "results")  # autograde wrote every result there (see nbgrader_config.py)
     _check("generate_feedback", api.generate_feedback(course.assignment))

@@ -39,9 +39,9 @@ from nbgrader.preprocessors import (
 
 from grader import course as course_config
 from grader import material
-from grader.exercise import ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, grade_cell_id
-from grader.model import PARAMETERS
-from grader.solution import BEGIN_SOLUTION, END_SOLUTION
+from grader.exercises.makemore_mlp.answers import ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, grade_cell_id
+from grader.exercises.makemore_mlp.model import PARAMETERS
+from grader.student.solution import BEGIN_SOLUTION, END_SOLUTION
 from solutions import reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -224,8 +224,8 @@ def setup(data_file: str | None, settings: dict, solutions: str):
             import torch
             import torch.nn.functional as F
 
-            from grader import data
-            from grader.check import SelfCheck
+            from grader.exercises.makemore_mlp import data
+            from grader.student.check import SelfCheck
 
             torch.set_num_threads(1)  # the tensors here are tiny: one thread is many times faster than several
             # The course's tolerances, allowlist and hints: the self-check gives the grader's verdicts

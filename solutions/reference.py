@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from grader.exercise import ANSWERS, ATOMIC, EX4_CELL, EX4_FUNCTION
-from grader.model import PARAMETERS, forward
+from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, EX4_CELL, EX4_FUNCTION
+from grader.exercises.makemore_mlp.model import PARAMETERS, forward
 
 ANSWERS_FILE = Path(__file__).with_name("answers.py")
 _MARKER = re.compile(r"^# %% (\S+)\s*$", re.MULTILINE)

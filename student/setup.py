@@ -15,27 +15,36 @@ from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-ENTRY = ("__init__", "check", "data")  # what the notebook imports
+ENTRY = ("grader", "grader.check", "grader.data")  # what the notebook imports
+
+
+def _file(module: str) -> Path | None:
+    """The source file of a grader module or package, None for a name that is neither."""
+    path = CHECKOUT.joinpath(*module.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def imported_modules(entry=ENTRY) -> list[str]:
-    """The entry modules and every grader module they import, however deep: read from the sources, so a
-    module the self-check starts to import is in the next wheel without anyone editing a list here (a
-    hand-kept list went stale and the installed self-check failed on import). What they pull in is
-    guarded by the tests that search the built package for reference answers."""
+    """The entry modules and every grader module they import, however deep, with the packages that hold
+    them: read from the sources, so a module the self-check starts to import is in the next wheel
+    without anyone editing a list here (a hand-kept list went stale and the installed self-check failed
+    on import). What they pull in is guarded by the tests that search the built package for reference
+    answers."""
     found, todo = set(), list(entry)
     while todo:
         name = todo.pop()
-        if name in found:
+        if name in found or _file(name) is None:
             continue
         found.add(name)
-        for node in ast.walk(ast.parse((CHECKOUT / "grader" / f"{name}.py").read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module == "grader":
-                todo += [a.name for a in node.names if (CHECKOUT / "grader" / f"{a.name}.py").exists()]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grader."):
-                todo.append(node.module.split(".")[1])
+        todo += [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
+        for node in ast.walk(ast.parse(_file(name).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").partition(".")[0] == "grader":
+                todo += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
             elif isinstance(node, ast.Import):
-                todo += [a.name.split(".")[1] for a in node.names if a.name.startswith("grader.")]
+                todo += [a.name for a in node.names if a.name.partition(".")[0] == "grader"]
     return sorted(found)
 
 
@@ -46,8 +55,10 @@ class StudentModules(build_py):
     def run(self):
         package = Path(self.build_lib) / "grader"
         for name in imported_modules():
-            self.mkpath(str(package))
-            self.copy_file(str(CHECKOUT / "grader" / f"{name}.py"), str(package / f"{name}.py"))
+            source = _file(name)
+            target = Path(self.build_lib) / source.relative_to(CHECKOUT)
+            self.mkpath(str(target.parent))
+            self.copy_file(str(source), str(target))
         for name in DATA:  # where grader/material.py looks in an installed package
             self.mkpath(str((package / "course_data" / name).parent))
             self.copy_file(str(CHECKOUT / name), str(package / "course_data" / name))

@@ -1,12 +1,12 @@
 """Shared by the foundation tests: a seeded batch with the lecture's init, and the notebook's own
 autograd pass (micrograd style: every intermediate retains its gradient), independent of
-grader/oracle.py so that the oracle itself can be tested against it."""
+grader/judge/oracle.py so that the oracle itself can be tested against it."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from grader.model import INTERMEDIATES, forward, init_params
+from grader.exercises.makemore_mlp.model import INTERMEDIATES, forward, init_params
 
 # Tiny tensors: intra-op threads only cost time here (NOTES §1, ~25x slower with 2 threads).
 torch.set_num_threads(1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.exercise import ANSWER_CELLS
+from grader.exercises.makemore_mlp.answers import ANSWER_CELLS
 from solutions import reference
 
 

@@ -5,7 +5,7 @@ namespaces; an old kernel or an LSM list without landlock answers ENOSYS or EOPN
     python tests/refuse_syscalls.py landlock_create_ruleset:ENOSYS unshare:EPERM -- backprop-ninja grade ...
 
 A seccomp filter is installed, then the command is executed; it and every process it starts inherit
-the filter. The numbers come from the grader's own table (grader.seccomp.ARCHES)."""
+the filter. The numbers come from the grader's own table (grader.sandbox.seccomp.ARCHES)."""
 from __future__ import annotations
 
 import errno
@@ -13,7 +13,7 @@ import os
 import platform
 import sys
 
-from grader import seccomp
+from grader.sandbox import seccomp
 
 # Calls the grader's filter does not list, by architecture.
 MORE = {

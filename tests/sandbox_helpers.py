@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import sandbox, zygote
+from grader.sandbox import parent as sandbox
+from grader.sandbox import zygote
 
 
 @contextlib.contextmanager

@@ -43,11 +43,11 @@ import yaml
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.compare import compare
-from grader.configs import generate
-from grader.exam import checks, prepare
-from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL
-from grader.extract import read as read_notebook
+from grader.judge.compare import compare
+from grader.judge.configs import generate
+from grader.judge.exam import checks, prepare
+from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL
+from grader.pipeline.extract import read as read_notebook
 from notebooks import markdown_cell, reference_sources, submission, write
 from sandbox_helpers import alive_with, kill_siblings, tracked_children
 

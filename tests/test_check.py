@@ -7,9 +7,9 @@ import warnings
 import pytest
 import torch
 
-from grader.check import SelfCheck
-from grader.exercise import ATOMIC
-from grader.model import INTERMEDIATES, Sizes
+from grader.student.check import SelfCheck
+from grader.exercises.makemore_mlp.answers import ATOMIC
+from grader.exercises.makemore_mlp.model import INTERMEDIATES, Sizes
 from solutions import reference
 
 # H != V (a transposed dW2 has another shape), n*block_size > vocab (repeated indices), n not 2.

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from grader.cli import main
 from grader.course import load
-from grader.feedback_page import STAMP
+from grader.outputs.feedback_page import STAMP
 from notebooks import submission, write
 
 distributed = pytest.importorskip("distributed")
@@ -112,7 +112,7 @@ def test_the_cluster_listens_on_loopback_only(cluster):
 
 def test_a_batch_graded_on_the_cluster_gives_the_files_grading_here_gives(batch, local, cluster, tmp_path,
                                                                          monkeypatch):
-    from grader import grade as grading
+    from grader.pipeline import batch as grading
 
     monkeypatch.setattr(grading, "CHUNK", 2)  # two chunks: one for each worker
     out = tmp_path / "out"
@@ -132,13 +132,13 @@ def test_a_batch_graded_on_the_cluster_gives_the_files_grading_here_gives(batch,
     walls = [json.loads((o / "a-solved.json").read_text())["extra_data"]["isolation"] for o in (out, local)]
     assert walls[0] and set(walls[0]) == set(walls[1])  # sandboxed on the worker, with the same kinds of walls
     with distributed.Client(cluster, set_as_default=False) as client:
-        courses = client.run(lambda: len(sys.modules["grader.cluster"]._courses))
+        courses = client.run(lambda: len(sys.modules["grader.pipeline.cluster"]._courses))
     assert sorted(courses.values()) == [1, 1]  # both workers graded a chunk, each from its own copy of the course
 
 
 def test_a_worker_killed_mid_chunk_leaves_its_submissions_ungraded_and_resume_grades_them(
         batch, local, cluster, tmp_path, monkeypatch):
-    from grader import grade as grading
+    from grader.pipeline import batch as grading
 
     monkeypatch.setattr(grading, "CHUNK", 2)
     monkeypatch.setattr(cluster.scheduler, "allowed_failures", 0)  # no retry: the chunk is lost at once
@@ -184,7 +184,8 @@ def test_a_worker_killed_mid_chunk_leaves_its_submissions_ungraded_and_resume_gr
 
 
 def test_ctrl_c_keeps_what_is_written_and_cancels_the_chunks_still_out(batch, cluster, tmp_path, monkeypatch):
-    from grader import grade as grading, results
+    from grader.pipeline import batch as grading
+    from grader.outputs import results
 
     monkeypatch.setattr(grading, "CHUNK", 1)  # four chunks, two out at a time
     real, writes = results.write_result, []
@@ -207,7 +208,7 @@ def test_ctrl_c_keeps_what_is_written_and_cancels_the_chunks_still_out(batch, cl
 
 
 def test_an_unreachable_scheduler_is_one_line(batch, tmp_path, monkeypatch):
-    from grader import cluster
+    from grader.pipeline import cluster
 
     monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", 1)
     done = grade(batch, tmp_path / "out", "--scheduler", "tcp://127.0.0.1:9")  # discard port: nothing listens

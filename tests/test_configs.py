@@ -1,4 +1,4 @@
-"""grader.configs and grader.exam: the hidden configurations and what the trusted process knows about
+"""grader.judge.configs and grader.judge.exam: the hidden configurations and what the trusted process knows about
 each before any student code runs.
 
 Every rule here is one a real wrong answer slipped through without (NOTES §2): lecture sizes hide
@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.compare import compare
-from grader.configs import PROBE_SEED, Config, generate
+from grader.judge.compare import compare
+from grader.judge.configs import PROBE_SEED, Config, generate
 from grader.course import load
-from grader.exam import CHAIN, LOCAL, checks, prepare
-from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID
-from grader.model import EPS, LECTURE, PARAMETERS
-from grader.oracle import chain_gradients
+from grader.judge.exam import CHAIN, LOCAL, checks, prepare
+from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID
+from grader.exercises.makemore_mlp.model import EPS, LECTURE, PARAMETERS
+from grader.judge.oracle import chain_gradients
 from solutions import reference
 
 COURSE = load(Path(__file__).resolve().parents[1] / "course.yml")
@@ -172,7 +172,7 @@ def test_truth_is_the_oracle_of_the_case_batch(batch, autograd_pass):
         again = chain_gradients(params, v["Xb"], v["Yb"])
         assert case.truth.keys() == again.keys()
         assert all(torch.equal(case.truth[k], again[k]) for k in again)
-        # And independently of grader.oracle: the notebook's own retain_grad()/backward() pass.
+        # And independently of grader.judge.oracle: the notebook's own retain_grad()/backward() pass.
         graph = autograd_pass(params, v["Xb"], v["Yb"])
         for g in ATOMIC:
             expected = graph[g[1:]].grad

@@ -22,9 +22,9 @@ import pytest
 import yaml
 
 from grader.course import load
-from grader.exercise import ANSWER_CELLS, ANSWERS, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, EX4_TRAINING, GRADE_IDS
-from grader.grade import grade
-from grader.model import PARAMETERS
+from grader.exercises.makemore_mlp.answers import ANSWER_CELLS, ANSWERS, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, EX4_TRAINING, GRADE_IDS
+from grader.pipeline.batch import grade
+from grader.exercises.makemore_mlp.model import PARAMETERS
 from solutions import reference
 
 ROOT = Path(__file__).resolve().parents[1]

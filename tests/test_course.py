@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from grader.course import Course, CourseError, load
-from grader.exercise import ATOMIC, GRADE_IDS
-from grader.model import PARAMETERS
+from grader.exercises.makemore_mlp.answers import ATOMIC, GRADE_IDS
+from grader.exercises.makemore_mlp.model import PARAMETERS
 
 REPO_COURSE = Path(__file__).resolve().parents[1] / "course.yml"
 

@@ -1,10 +1,10 @@
-"""grader.diagnose on synthetic tensors: each hint it claims to give, and no hint that would mislead."""
+"""grader.judge.diagnose on synthetic tensors: each hint it claims to give, and no hint that would mislead."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from grader.diagnose import diagnose
+from grader.judge.diagnose import diagnose
 
 RTOL, ATOL = 1e-5, 1e-8
 N = 6  # the batch size the factor hints refer to; not 2, so that "factor 2" and "n" differ

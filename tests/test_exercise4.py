@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from grader.course import load
-from grader.exercise import EX4_CELL, EX4_TRAINING, GRADE_IDS
-from grader.grade import grade
+from grader.exercises.makemore_mlp.answers import EX4_CELL, EX4_TRAINING, GRADE_IDS
+from grader.pipeline.batch import grade
 from notebooks import reference_sources, submission, write
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.exercise import GRADE_IDS
+from grader.exercises.makemore_mlp.answers import GRADE_IDS
 from test_report import COURSE, COURSE_FILE, HOSTILE, SUBMISSIONS, grade_class, results
 
 CANVAS_HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
@@ -148,7 +148,7 @@ def test_exporting_an_empty_folder_is_a_one_line_error(tmp_path):
 
 
 def test_text_a_student_controls_never_reaches_a_spreadsheet_as_a_formula(tmp_path):
-    from grader.results import csv_text
+    from grader.outputs.results import csv_text
 
     rows = [["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2", "0.5", "@SUM(A1)", "plain", "-cmd|' /C calc'!A0"]]
     parsed = next(csv.reader(io.StringIO(csv_text(rows))))

@@ -35,13 +35,14 @@ from click.testing import CliRunner
 from PIL import Image
 
 from browser import PHONE_WIDTH, assert_readable, check_page  # noqa: F401  (check_page is a fixture)
-from grader import feedback_page, scoring
+from grader.outputs import feedback_page
+from grader.judge import scoring
 from grader.cli import main
-from grader.configs import generate
+from grader.judge.configs import generate
 from grader.course import load
-from grader.exam import prepare
-from grader.exercise import ANSWERS, GRADE_IDS
-from grader.scoring import CORRECT, INCORRECT, Result
+from grader.judge.exam import prepare
+from grader.exercises.makemore_mlp.answers import ANSWERS, GRADE_IDS
+from grader.judge.scoring import CORRECT, INCORRECT, Result
 from nbgrader_course import Course, set_answers
 from notebooks import submission, write
 from solutions import reference

@@ -1,4 +1,4 @@
-"""grader.zygote: the fork server that makes a sandboxed child cost milliseconds, not a second.
+"""grader.sandbox.zygote: the fork server that makes a sandboxed child cost milliseconds, not a second.
 
 What matters is that the speed costs nothing in safety: the server is a fresh interpreter (so no
 oracle value is in any child's memory), single-threaded, the parent of every child (not the grader),
@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import sandbox, zygote
-from grader.configs import generate
-from grader.exam import prepare
+from grader.sandbox import parent as sandbox
+from grader.sandbox import zygote
+from grader.judge.configs import generate
+from grader.judge.exam import prepare
 from notebooks import reference_sources
 from sandbox_helpers import processes
 
@@ -36,7 +37,7 @@ def _status_line(pid: int, key: str) -> str:
 def test_the_server_is_a_fresh_single_threaded_interpreter_not_a_fork_of_the_grader():
     pid = zygote.server_pid()
     cmdline, _, group = processes()[pid]
-    assert cmdline[1:4] == [b"-I", b"-m", b"grader.zygote"], cmdline
+    assert cmdline[1:4] == [b"-I", b"-m", b"grader.sandbox.zygote"], cmdline
     assert int(_status_line(pid, "PPid")) == os.getpid()
     assert group == pid, "the server should have a process group of its own (Ctrl-C goes to the grader)"
     assert _status_line(pid, "Threads") == "1"

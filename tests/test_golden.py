@@ -3,7 +3,7 @@
 tests/golden/submissions holds the corpus's submissions (the reference with wrong answers, correct
 alternatives and unseen mistakes packed in, the solved notebook, the stubs, a refused, a broken, a raising
 and a wrong-shaped cell), frozen as notebooks; tests/golden/results what the grader said about each one,
-with what differs from run to run or machine to machine (seconds, the version, the walls this machine
+with what differs from run to run or machine to machine (seconds, the version, the input digest, which hashes the course files too, the walls this machine
 has) left out. A change that moves a score, a word of feedback, a flag or a named mistake fails here;
 one that means to regenerates the files with `python -m tests.test_golden` and says why in its commit.
 """
@@ -23,7 +23,7 @@ TIMINGS = ("manual_backward_ms_per_step", "autograd_backward_ms_per_step")
 
 
 def _stable(result: dict) -> dict:
-    extra = {k: v for k, v in result["extra_data"].items() if k not in ("grader_version", "isolation", "path")}
+    extra = {k: v for k, v in result["extra_data"].items() if k not in ("grader_version", "isolation", "path", "input_digest")}
     tests = [{**t, "extra_data": {k: v for k, v in t["extra_data"].items() if k not in TIMINGS}}
              if "extra_data" in t else t for t in result["tests"]]
     return {**{k: v for k, v in result.items() if k != "execution_time"}, "extra_data": extra, "tests": tests}

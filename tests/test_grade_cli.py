@@ -317,7 +317,7 @@ class _Terminal(io.StringIO):
 
 def test_on_a_terminal_progress_is_a_bar_with_count_rate_and_time_left_under_the_notes():
     from grader.cli import Report
-    from grader.grade import Tally
+    from grader.pipeline.batch import Tally
 
     screen = _Terminal()
     with Report(screen) as report:
@@ -335,7 +335,7 @@ def test_on_a_terminal_progress_is_a_bar_with_count_rate_and_time_left_under_the
 
 def test_in_a_log_progress_is_plain_lines():
     from grader.cli import Report
-    from grader.grade import Tally
+    from grader.pipeline.batch import Tally
 
     log = io.StringIO()
     with Report(log) as report:

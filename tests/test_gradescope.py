@@ -236,7 +236,7 @@ def test_the_wheel_installs_offline_and_holds_the_package_that_runs_here(source,
                 if line.startswith("Requires-Dist: ")]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert requires == project["dependencies"]
-    done = subprocess.run([sys.executable, "-c", "import grader.gradescope, grader; print(grader.__file__)"],
+    done = subprocess.run([sys.executable, "-c", "import grader.lms.gradescope, grader; print(grader.__file__)"],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(target)}, cwd=tmp_path,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == str(target / "grader" / "__init__.py"), done.stderr

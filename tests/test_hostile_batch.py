@@ -27,10 +27,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import nbgrader_plugin, results, static_check
+from grader.lms import nbgrader as nbgrader_plugin
+from grader.outputs import results
+from grader.sandbox import static_check
 from grader.cli import main
 from grader.course import load
-from grader.extract import MAX_NOTEBOOK_BYTES
+from grader.pipeline.extract import MAX_NOTEBOOK_BYTES
 from notebooks import submission, write
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -287,7 +289,7 @@ def test_the_nbgrader_feedback_page_of_a_hostile_result_can_be_written(with_an_o
 def test_a_notebook_graded_on_its_own_cannot_read_the_notebooks_beside_it(tmp_path, monkeypatch, request):
     """The children of `grade one.ipynb` must not read its classmates in the same folder. The static
     check is switched off here, as if it had a hole (every Python-level check is assumed bypassable).
-    The folder of a notebook named on its own is hidden from the child (grader.grade.hidden) and the
+    The folder of a notebook named on its own is hidden from the child (grader.pipeline.batch.hidden) and the
     child's Landlock rules make every path outside the Python install unreadable; the audit hook also
     keeps whatever the probe saw out of its feedback. test_walls proves the read itself fails.
     """
@@ -323,7 +325,7 @@ def test_a_notebook_graded_on_its_own_cannot_read_the_notebooks_beside_it(tmp_pa
 
 def test_ids_are_stable_and_distinct_for_names_that_escape_alike(tmp_path):
     """Two different names never become one id, and the same tree always gives the same ids."""
-    from grader.extract import discover
+    from grader.pipeline.extract import discover
 
     (tmp_path / "a").mkdir()
     for name in (b"\xff.ipynb", b"\\xff.ipynb", b"\x1b.ipynb", b"\\x1b.ipynb"):

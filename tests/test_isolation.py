@@ -1,5 +1,5 @@
 """The sandbox's walls, each proven on this machine: a probe cell runs in a real child through
-grader.sandbox.run (no static check in front of it) and reports what it could do, through the message
+grader.sandbox.parent.run (no static check in front of it) and reports what it could do, through the message
 of the exception it raises, which the child sends back as the cell's error.
 
 Mechanisms: dropping to an unprivileged uid, the network namespace, hidden folders (mount namespace),
@@ -30,12 +30,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import protocol, sandbox
+from grader.sandbox import protocol
+from grader.sandbox import parent as sandbox
 from sandbox_helpers import alive_with, kill_siblings, tracked_children
-from grader.compare import compare
-from grader.configs import generate
-from grader.exam import CHAIN, LOCAL, checks, prepare
-from grader.exercise import BY_GRADE_ID
+from grader.judge.compare import compare
+from grader.judge.configs import generate
+from grader.judge.exam import CHAIN, LOCAL, checks, prepare
+from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
 from notebooks import reference_sources
 
 REFERENCE = reference_sources()

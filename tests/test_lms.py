@@ -1,10 +1,10 @@
 """zip_collect's collector: the file names Canvas, Moodle and Blackboard give a bulk download, as those
-systems write them, read into nbgrader's student id and the LMS's own id (grader.nbgrader_plugin)."""
+systems write them, read into nbgrader's student id and the LMS's own id (grader.lms.nbgrader)."""
 from __future__ import annotations
 
 import pytest
 
-from grader.nbgrader_plugin import lms_name
+from grader.lms.nbgrader import lms_name
 
 
 @pytest.mark.parametrize("path, expected", [

@@ -41,8 +41,8 @@ import pytest
 import yaml
 
 from grader.course import load
-from grader.exercise import ANSWER_CELLS, BY_GRADE_ID, EX4_CELL, GRADE_CELL_PREFIX, grade_cell_id
-from grader.model import PARAMETERS
+from grader.exercises.makemore_mlp.answers import ANSWER_CELLS, BY_GRADE_ID, EX4_CELL, GRADE_CELL_PREFIX, grade_cell_id
+from grader.exercises.makemore_mlp.model import PARAMETERS
 from nbgrader_course import (Course, cell_by_grade_id, edit, files_under, grade_id, public_text, result,
                              set_answers, stderr, stdout, text_of_html, text_of_notebook)
 from solutions import reference
@@ -183,7 +183,7 @@ def course(tmp_path_factory) -> Course:
                f"--CourseDirectory.student_id_exclude={ZIP_STUDENT}")
     c.for_each(EXCHANGE_STUDENTS, lambda s: c.student(s, "fetch_feedback"))
     c.nbgrader("export")
-    c.nbgrader("export", "--exporter=grader.nbgrader_plugin.PerGradeIdExport", "--to=per_grade_id.csv")
+    c.nbgrader("export", "--exporter=grader.lms.nbgrader.PerGradeIdExport", "--to=per_grade_id.csv")
     return c
 
 

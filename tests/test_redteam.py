@@ -46,7 +46,7 @@ NOUSERNS = Path(nouserns.__file__).resolve()
 NOSTATIC = Path(nostatic.__file__).resolve()
 MODES = ("root", "user", "nouserns")
 NB = "backprop_ninja"
-UID_BASE = 1_000_000_000  # grader.sandbox gives each child a uid of its own from here (as root)
+UID_BASE = 1_000_000_000  # grader.sandbox.parent gives each child a uid of its own from here (as root)
 LIMITS = {"timeout_seconds": 40, "cell_timeout_seconds": 2, "memory_mb": 2048, "file_size_mb": 16, "processes": 32}
 # No gradient here needs a file: a child that could write this much to the host's disk was not capped.
 DISK_CAP_MB = 256

@@ -1,7 +1,7 @@
 """The reference solutions equal torch autograd, and so do the grader's oracle functions.
 
 The oracle here is built in the test itself (conftest.autograd_pass: forward, .retain_grad() on
-every intermediate, loss.backward(), read .grad), independent of grader/oracle.py, which is tested
+every intermediate, loss.backward(), read .grad), independent of grader/judge/oracle.py, which is tested
 against it. Sizes are unlike the lecture's (hard-coded 32/27/3/10/64 would pass otherwise), Xb repeats
 indices (an overwriting dC would pass otherwise), and the init is the lecture's nonzero one.
 """
@@ -14,9 +14,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader import oracle
-from grader.exercise import ANSWER_CELLS, ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_CELL, GRADE_IDS
-from grader.model import INTERMEDIATES, LECTURE, PARAMETERS, Sizes, consumers, forward
+from grader.judge import oracle
+from grader.exercises.makemore_mlp.answers import ANSWER_CELLS, ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_CELL, GRADE_IDS
+from grader.exercises.makemore_mlp.model import INTERMEDIATES, LECTURE, PARAMETERS, Sizes, consumers, forward
 from solutions import reference
 
 CONFIGS = (
@@ -169,7 +169,7 @@ def test_reference_leaves_the_forward_pass_untouched(case):
         assert torch.equal(case.values[k], v), k
 
 
-# --- grader/oracle.py against the retain_grad oracle -------------------------------------------
+# --- grader/judge/oracle.py against the retain_grad oracle -------------------------------------------
 
 def test_chain_gradients_equal_the_retain_grad_oracle(case):
     got = oracle.chain_gradients(case.params, case.Xb, case.Yb)

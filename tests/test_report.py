@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from browser import assert_readable, check_page  # noqa: F401  (check_page is a fixture)
 from grader.cli import main
 from grader.course import load
-from grader.exercise import GRADE_IDS, grade_cell_id
+from grader.exercises.makemore_mlp.answers import GRADE_IDS, grade_cell_id
 from notebooks import submission, write
 
 ROOT = Path(__file__).resolve().parents[1]

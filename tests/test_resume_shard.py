@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader import sandbox
+from grader.sandbox import parent as sandbox
 from grader.cli import main
 from notebooks import submission, write
 
@@ -81,7 +81,7 @@ def test_a_bad_shard_is_a_clear_usage_error(batch, tmp_path, value):
 
 
 def test_an_interrupted_batch_keeps_its_finished_chunks_and_resume_finishes_it(batch, tmp_path, monkeypatch):
-    from grader import grade as grading
+    from grader.pipeline import batch as grading
 
     out = tmp_path / "out"
     monkeypatch.setattr(grading, "CHUNK", 2)
@@ -117,7 +117,7 @@ def test_ctrl_c_on_the_command_stops_it_cleanly_and_resume_finishes_the_batch(ba
     while not (out.is_dir() and any(out.glob("*.json"))) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)
     servers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
-               and b"grader.zygote" in _read(p / "cmdline") and f"PPid:\t{proc.pid}\n" in _read(p / "status").decode()]
+               and b"grader.sandbox.zygote" in _read(p / "cmdline") and f"PPid:\t{proc.pid}\n" in _read(p / "status").decode()]
     os.killpg(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, (stdout, stderr)

@@ -1,4 +1,4 @@
-"""grader.sandbox: student code runs in a child process that holds no true gradient before its own
+"""grader.sandbox.parent: student code runs in a child process that holds no true gradient before its own
 answer for it is back, survives what a notebook does to it, and never outlives the submission.
 
 Each scenario below shares a child with others (the reference run, one run of misbehaving cells, one
@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import sandbox
-from grader.compare import compare
-from grader.configs import generate
+from grader.sandbox import parent as sandbox
+from grader.judge.compare import compare
+from grader.judge.configs import generate
 from grader.course import load
-from grader.exam import CHAIN, LOCAL, checks, prepare
-from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID, FORWARD_NAMES
+from grader.judge.exam import CHAIN, LOCAL, checks, prepare
+from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, FORWARD_NAMES
 from notebooks import reference_sources
 from sandbox_helpers import group_members
 

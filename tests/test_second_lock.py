@@ -1,5 +1,5 @@
 """The sandbox's second lock, alone: cells the static check would refuse are handed straight to
-grader.sandbox.run (no static check on the way), and each must gain nothing and be reported, from the
+grader.sandbox.parent.run (no static check on the way), and each must gain nothing and be reported, from the
 child's audit hook or its autograd signals, to the parent; a correct cell is reported for nothing.
 
 Also here: a cell that timed out is not run again in that submission, and error text from a hidden
@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from grader import extract, sandbox, suite
-from grader.compare import compare
-from grader.configs import generate
+from grader.pipeline import extract
+from grader.sandbox import parent as sandbox
+from grader.judge import suite
+from grader.judge.compare import compare
+from grader.judge.configs import generate
 from grader.course import load
-from grader.exam import CHAIN, LOCAL, checks, prepare, prepare_training
-from grader.exercise import ANSWERS, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
+from grader.judge.exam import CHAIN, LOCAL, checks, prepare, prepare_training
+from grader.exercises.makemore_mlp.answers import ANSWERS, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
 from notebooks import reference_sources
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,11 +20,11 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from grader.check import SelfCheck
+from grader.student.check import SelfCheck
 from grader.course import load
-from grader.exercise import ATOMIC, BY_GRADE_ID, EX4_CELL
-from grader.grade import grade
-from grader.model import LECTURE, forward, init_params
+from grader.exercises.makemore_mlp.answers import ATOMIC, BY_GRADE_ID, EX4_CELL
+from grader.pipeline.batch import grade
+from grader.exercises.makemore_mlp.model import LECTURE, forward, init_params
 from solutions import make_notebooks, reference
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,10 +14,11 @@ import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
 
-from grader import material, solution
+from grader import material
+from grader.student import solution
 from grader.cli import main
-from grader.exercise import ANSWERS, BY_GRADE_ID, EX4_CELL
-from grader.model import PARAMETERS, Sizes, forward
+from grader.exercises.makemore_mlp.answers import ANSWERS, BY_GRADE_ID, EX4_CELL
+from grader.exercises.makemore_mlp.model import PARAMETERS, Sizes, forward
 from notebooks import submission, write
 from solutions import make_notebooks, reference
 

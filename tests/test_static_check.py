@@ -1,4 +1,4 @@
-"""grader.static_check: answer cells are read, never run, before they reach the sandbox. Everything a
+"""grader.sandbox.static_check: answer cells are read, never run, before they reach the sandbox. Everything a
 gradient does not need is refused with a reason and the offending line quoted; every correct answer
 (the reference and the corpus of correct alternatives) passes.
 
@@ -20,12 +20,13 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from grader import sandbox, static_check
-from grader.configs import generate
+from grader.sandbox import parent as sandbox
+from grader.sandbox import static_check
+from grader.judge.configs import generate
 from grader.course import load
-from grader.exam import CHAIN, LOCAL, prepare
-from grader.exercise import BY_GRADE_ID
-from grader.static_check import Allow, check, screen
+from grader.judge.exam import CHAIN, LOCAL, prepare
+from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
+from grader.sandbox.static_check import Allow, check, screen
 from solutions import reference
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -466,7 +467,7 @@ def test_every_exercise_grade_id_has_a_reference_cell_that_passes():
     assert {BY_GRADE_ID[g].cell_id for g in BY_GRADE_ID} == set(REFERENCE)
 
 def test_a_right_answer_that_prints_a_fake_score_keeps_its_credit_and_is_flagged(tmp_path):
-    from grader.grade import grade
+    from grader.pipeline.batch import grade
     from notebooks import submission, write
 
     course = load(ROOT / "course.yml")

@@ -1,4 +1,4 @@
-"""grader.static_check, fuzzed: whatever the check accepts, when run, never touches a forbidden attribute
+"""grader.sandbox.static_check, fuzzed: whatever the check accepts, when run, never touches a forbidden attribute
 and never calls a forbidden function.
 
 A generator of programs (Hypothesis strategies over every Python 3.11 statement and expression node
@@ -33,7 +33,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from grader import static_check
+from grader.sandbox import static_check
 
 # Names that read attributes or code by name, or reach the interpreter: a cell calling one of them
 # directly is a violation whatever the check said.

@@ -19,9 +19,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import material, static_check
+from grader import material
+from grader.sandbox import static_check
 from grader.course import load
-from grader.course_init import INSTALL_CELL
+from grader.lms.course_init import INSTALL_CELL
 from test_nbgrader import DISTINCTIVE, KNOWN_MISTAKES, SOLUTION_LINES
 
 pytestmark = pytest.mark.slow
@@ -87,7 +88,7 @@ def test_the_released_notebook_runs_its_self_checks_with_the_student_package(stu
 
 
 def test_the_first_cell_installs_the_student_package_in_a_graded_course():
-    from grader.course_init import _source_notebook
+    from grader.lms.course_init import _source_notebook
 
     nb = _source_notebook(ROOT / material.SOLVED, dataclasses.replace(COURSE, solutions="off"))
     (install,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL]
@@ -100,9 +101,9 @@ def test_the_first_cell_installs_the_student_package_in_a_graded_course():
 def test_no_command_prints_a_reference_answer(student_env, tmp_path):
     venv, _ = student_env
     assert not (venv / "bin" / "backprop-ninja").exists()
-    done = run(venv, "import grader.solution", tmp_path)
-    assert done.returncode != 0 and "No module named 'grader.solution'" in done.stderr
-    done = run(venv, "import grader.check, grader.data, grader; print(grader.__file__)", tmp_path)
+    done = run(venv, "import grader.student.solution", tmp_path)
+    assert done.returncode != 0 and "No module named 'grader.student.solution'" in done.stderr
+    done = run(venv, "import grader.student.check, grader.exercises.makemore_mlp.data, grader; print(grader.__file__)", tmp_path)
     assert done.returncode == 0 and str(venv) in done.stdout, done.stderr
 
 

@@ -1,4 +1,4 @@
-"""grader.suite: one pytest session judges a whole batch, with a constant number of pytest items.
+"""grader.judge.suite: one pytest session judges a whole batch, with a constant number of pytest items.
 
 A toy suite stands in for autotests/ here, so that what is tested is the plugin's contract: results per
 submission, grade id and check; `Wrong` as feedback; any other exception as a suite error for that one
@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import extract, sandbox, suite
+from grader.pipeline import extract
+from grader.sandbox import parent as sandbox
+from grader.judge import suite
 
 TOY_CONFTEST = '''
 def pytest_collection_finish(session):
@@ -19,7 +21,7 @@ def pytest_collection_finish(session):
 '''
 TOY_SUITE = '''
 import pytest
-from grader.suite import Note, Wrong
+from grader.judge.suite import Note, Wrong
 
 def _judge(graded):
     name = graded.submission.id

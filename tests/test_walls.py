@@ -1,8 +1,8 @@
-"""The walls that need no root (grader.seccomp, grader.landlock, grader.jail), each rule tried by a real
+"""The walls that need no root (grader.sandbox.seccomp, grader.sandbox.landlock, grader.sandbox.jail), each rule tried by a real
 sandboxed child, and what happens where a wall is missing: a required one stops grading before any
 student code runs, with one line and no result; --allow-weaker-sandbox grades and records the gap.
 
-Probe cells run through grader.sandbox.run, with no static check in front of them, and report what
+Probe cells run through grader.sandbox.parent.run, with no static check in front of them, and report what
 they saw through the message of the exception they raise (see test_isolation.py).
 """
 from __future__ import annotations
@@ -28,11 +28,15 @@ from pathlib import Path
 import pytest
 
 import grader
-from grader import jail, landlock, sandbox, seccomp, zygote
-from grader.compare import compare
-from grader.configs import generate
-from grader.exam import CHAIN, checks, prepare
-from grader.exercise import BY_GRADE_ID
+from grader.sandbox import jail
+from grader.sandbox import landlock
+from grader.sandbox import parent as sandbox
+from grader.sandbox import seccomp
+from grader.sandbox import zygote
+from grader.judge.compare import compare
+from grader.judge.configs import generate
+from grader.judge.exam import CHAIN, checks, prepare
+from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
 from notebooks import reference_sources
 
 REFERENCE = reference_sources()
@@ -352,7 +356,7 @@ def files(case):
     course_file.write_text("secret_salt: hidden\n")
     course_file.chmod(0o644)
     paths = {
-        "stdlib": os.__file__, "torch": torch.__file__, "grader-child": str(package / "child.py"),
+        "stdlib": os.__file__, "torch": torch.__file__, "grader-child": str(package / "sandbox" / "child.py"),
         "urandom": "/dev/urandom", "grader-not-imported": str(package / "demo.py"),
         "grader-course-file": str(course_file), "interpreter": os.path.realpath(sys.executable),
         "proc-grader": f"/proc/{os.getpid()}/cmdline",
@@ -426,7 +430,8 @@ def test_the_ruleset_grants_grader_modules_one_file_at_a_time():
     rules = landlock.readable()
     package = os.path.realpath(os.path.dirname(grader.__file__))
     assert package not in rules
-    assert rules[os.path.join(package, "jail.py")] == landlock.READ_FILE
+    assert not any(path.startswith(package + os.sep) and rights != landlock.READ_FILE for path, rights in rules.items())
+    assert rules[os.path.join(package, "sandbox", "jail.py")] == landlock.READ_FILE
     assert not any(path.endswith(("site-packages", "dist-packages")) for path in rules)
 
 
@@ -657,9 +662,9 @@ def normal_user():
 SCRIPT = """
 import json, sys
 sys.path.insert(0, {tests!r})
-from grader import sandbox
-from grader.configs import generate
-from grader.exam import prepare
+from grader.sandbox import parent as sandbox
+from grader.judge.configs import generate
+from grader.judge.exam import prepare
 from notebooks import reference_sources
 case = prepare(generate("walls-user-salt", 1)[0])
 cells = {{**reference_sources(), **json.loads(sys.argv[1])}}

@@ -30,7 +30,7 @@ def _outcome(outcome) -> dict:
 
 
 def _tap(path: str) -> None:
-    from grader import grade
+    from grader.pipeline import batch as grade
 
     lock = threading.Lock()
     attempt = grade.Grader._attempt
@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
-    from grader import cli, static_check
+    from grader import cli
+    from grader.sandbox import static_check
 
     static_check.screen = lambda cells, allow: (dict(cells), {})
     if args.wiretap:

@@ -34,7 +34,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.exercise import ANSWER_CELLS
+from grader.exercises.makemore_mlp.answers import ANSWER_CELLS
 from solutions import reference
 
 HERE = Path(__file__).resolve().parent

@@ -1,5 +1,5 @@
-# Shared by every payload but the plain ones: how a student who read grader/zygote.py and
-# grader/sandbox.py finds the grading process (the fork server's parent) and the course (its cwd,
+# Shared by every payload but the plain ones: how a student who read grader/sandbox/zygote.py and
+# grader/sandbox/parent.py finds the grading process (the fork server's parent) and the course (its cwd,
 # `backprop-ninja grade` being run from the course folder), and how text gets back to the student: an
 # exception's message becomes the feedback. Where /proc is closed to it, the payload still tries the wall
 # it targets by a route that needs no /proc: the grading session's leader (the grader, as the tests start

@@ -1,9 +1,11 @@
-# attack: full credit without a line of math: every answer computed by the grader's own oracle (grader.oracle)
+# attack: full credit without a line of math: every answer computed by the grader's own oracle (grader.judge.oracle)
 #   on the cell's own inputs, and the runtime autograd watch's record emptied afterwards
 # cells: all
 # batch: walls
 import torch
-from grader import exercise, model, oracle
+from grader.exercises.makemore_mlp import answers as exercise
+from grader.exercises.makemore_mlp import model
+from grader.judge import oracle
 
 frame = sys._getframe()
 while not frame.f_code.co_filename.startswith('<answer cell '):  # the cell itself, or the one that exec'd it

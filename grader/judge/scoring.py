@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grader.compare import SQUEEZABLE
-from grader.exam import CHAIN, LOCAL
-from grader.suite import ERROR, PASSED, ItemResult
+from grader.judge.compare import SQUEEZABLE
+from grader.judge.exam import CHAIN, LOCAL
+from grader.judge.suite import ERROR, PASSED, ItemResult
 
 CORRECT, PARTIAL, INCORRECT, NOT_ATTEMPTED = "correct", "partial", "incorrect", "not attempted"
 # Outcomes an instructor should look at, whatever they scored.
@@ -49,7 +49,7 @@ class Result:
     seconds: float = 0.0
     isolation: dict = field(default_factory=dict)
     digest: str = ""  # of everything the result depends on: see grade.input_digest
-    # What the feedback page draws (grader.feedback_page.gather), taken from the answers while they are
+    # What the feedback page draws (grader.outputs.feedback_page.gather), taken from the answers while they are
     # in memory; never written to a results file. None: not gathered (not asked for, or a kept result).
     evidence: dict | None = field(default=None, repr=False, compare=False)
 

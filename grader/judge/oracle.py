@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.model import PARAMETERS, STEPS, forward
+from grader.exercises.makemore_mlp.model import PARAMETERS, STEPS, forward
 
 
 def chain_gradients(params, Xb, Yb) -> dict[str, torch.Tensor]:

@@ -1,7 +1,7 @@
 """A fork server for sandboxed children: it pays `import torch` once, then forks one walled child per
 submission, so a child starts in milliseconds instead of a second.
 
-It is started as a fresh interpreter (`python -I -m grader.zygote`), never forked from the grader, so
+It is started as a fresh interpreter (`python -I -m grader.sandbox.zygote`), never forked from the grader, so
 no configuration, oracle value or other submission is ever in its memory, and so in none of its
 children's. It stays single-threaded (OMP_NUM_THREADS=1 before torch loads), which makes fork safe.
 
@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 
-from grader.protocol import ProtocolError
+from grader.sandbox.protocol import ProtocolError
 
 MAX_REQUEST = 1 << 20
 PR_SET_CHILD_SUBREAPER = 36
@@ -72,7 +72,7 @@ class ForkServer:
         try:
             # In a process group of its own: Ctrl-C reaches the grader, which then stops it in order.
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "grader.zygote", str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                [sys.executable, "-I", "-m", "grader.sandbox.zygote", str(theirs.fileno())], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env, cwd="/",
                 pass_fds=(theirs.fileno(),), process_group=0)
         finally:
@@ -165,17 +165,18 @@ def _warm_up() -> None:
     """Import everything a child uses and run it once on made-up values: a child forked afterwards
     imports nothing and finds torch's lazily built dispatch tables and kernels ready. Nothing of any
     course is involved. A grader module a child imports must be imported here: Landlock lets a child
-    read only the grader modules the server holds (grader.landlock)."""
+    read only the grader modules the server holds (grader.sandbox.landlock)."""
     import safetensors.torch  # noqa: F401
     import torch
     import torch.nn.functional  # noqa: F401
 
-    import grader.autograd_watch  # noqa: F401
-    import grader.child  # noqa: F401
-    import grader.exercise  # noqa: F401
-    import grader.jail  # noqa: F401
-    from grader import protocol, seccomp
-    from grader.model import LECTURE, forward, init_params
+    import grader.sandbox.autograd_watch  # noqa: F401
+    import grader.sandbox.child  # noqa: F401
+    import grader.exercises.makemore_mlp.answers  # noqa: F401
+    import grader.sandbox.jail  # noqa: F401
+    from grader.sandbox import protocol
+    from grader.sandbox import seccomp
+    from grader.exercises.makemore_mlp.model import LECTURE, forward, init_params
 
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(0)
@@ -183,7 +184,7 @@ def _warm_up() -> None:
     Xb = torch.randint(0, LECTURE.vocab, (LECTURE.n, LECTURE.block_size), generator=g)
     values = forward(params, Xb, torch.randint(0, LECTURE.vocab, (LECTURE.n,), generator=g))
     protocol.encode({}, {"loss": values["loss"]})
-    grader.child.warm_up()
+    grader.sandbox.child.warm_up()
     if platform.machine() in seccomp.ARCHES:
         seccomp.template()
 
@@ -231,7 +232,9 @@ def _child(config: dict, env: dict, fds: list[int], control: socket.socket) -> N
         os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
         os.environ.clear()
         os.environ.update(env)
-        from grader import child, jail, protocol
+        from grader.sandbox import child
+        from grader.sandbox import jail
+        from grader.sandbox import protocol
 
         try:
             report = {"process": "separate process, own session, forked from a fresh fork server that never "
@@ -317,7 +320,7 @@ _reserved = None
 
 def _prepare_landlock() -> None:
     global _ruleset, _ruleset_error
-    from grader import landlock
+    from grader.sandbox import landlock
 
     try:
         _ruleset = landlock.prepare()
@@ -338,7 +341,7 @@ def _reserve_for_test() -> None:
 
 
 def _become_subreaper() -> None:
-    """A child's pid 1 (grader.jail's PID namespace) has the server's child for parent: a kill that
+    """A child's pid 1 (grader.sandbox.jail's PID namespace) has the server's child for parent: a kill that
     ends both orphans it, and the host's init may reap it late, leaving a zombie of the grading user
     behind the submission. As a subreaper the server adopts it, and _kill reaps it. Where prctl is
     refused, orphans go to init as before."""

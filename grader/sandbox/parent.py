@@ -22,10 +22,12 @@ from pathlib import Path
 
 import torch
 
-from grader import jail, protocol, zygote
-from grader.exam import CHAIN, LOCAL, Case, Training, checks
-from grader.exercise import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
-from grader.model import PARAMETERS
+from grader.sandbox import jail
+from grader.sandbox import protocol
+from grader.sandbox import zygote
+from grader.judge.exam import CHAIN, LOCAL, Case, Training, checks
+from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
+from grader.exercises.makemore_mlp.model import PARAMETERS
 
 
 @dataclass
@@ -54,7 +56,7 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Limits:
-    """Enforced from outside the student's code: by the parent's clock, by the walls grader.jail raises
+    """Enforced from outside the student's code: by the parent's clock, by the walls grader.sandbox.jail raises
     (resource limits, cgroups, namespaces, Landlock, seccomp), and by killing the child's whole process
     group and cgroup. `require`: the walls without which a child refuses to run student code."""
 
@@ -410,7 +412,7 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
         def receive_in_time(label: str) -> tuple[dict, dict]:
             """The child's next message, within one cell's limit plus a grace the in-child timer should
             never need, counted afresh whenever the child announces that a cell starts (it does so at
-            least every ANNOUNCE_EVERY, see grader.child): a cell that ignores or catches its timer is
+            least every ANNOUNCE_EVERY, see grader.sandbox.child): a cell that ignores or catches its timer is
             stopped from here one limit after it started, however many cells the request holds.
             Announcements come from the process that runs student code, so a cell can fake them: that
             gains it no more than the time limit for a whole submission, which `child.receive` holds

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from grader import __version__, safe_text
-from grader.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result, TestScore
+from grader.judge.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result, TestScore
 
 
 _UMASK = os.umask(0)

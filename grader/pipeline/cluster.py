@@ -22,9 +22,9 @@ from pathlib import Path
 
 from grader import __version__
 from grader.course import Course, Sandbox, load
-from grader.extract import Submission
-from grader.grade import Grader, course_digest, suite_files
-from grader.scoring import Result
+from grader.pipeline.extract import Submission
+from grader.pipeline.batch import Grader, course_digest, suite_files
+from grader.judge.scoring import Result
 
 # Seconds to wait for the scheduler: long enough for a busy one, short enough that a typo is told at once.
 CONNECT_TIMEOUT = 5

@@ -135,8 +135,8 @@ def _audit(wfd: int):
     encoded), and C-level entry points no Python wrapper covers (a fresh autograd engine, functorch's
     primitives); the static check, inference mode, the kernel walls and the LOCAL check stand there.
     """
-    from grader import protocol
-    from grader.autograd_watch import AUTOGRAD_EVENT
+    from grader.sandbox import protocol
+    from grader.sandbox.autograd_watch import AUTOGRAD_EVENT
 
     state = {"quiet": 0, "context": ["", "", ""], "own": None}
     reported: set = set()
@@ -215,9 +215,10 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
 
-    from grader import autograd_watch, protocol
-    from grader.exercise import ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_FUNCTION, EX4_TRAINING, FORWARD_NAMES
-    from grader.model import PARAMETERS, forward
+    from grader.sandbox import autograd_watch
+    from grader.sandbox import protocol
+    from grader.exercises.makemore_mlp.answers import ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_FUNCTION, EX4_TRAINING, FORWARD_NAMES
+    from grader.exercises.makemore_mlp.model import PARAMETERS, forward
 
     torch.set_num_threads(1)
     signal.signal(signal.SIGALRM, _on_alarm)

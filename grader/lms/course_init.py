@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 from grader import material
-from grader.exercise import grade_cell_id
+from grader.exercises.makemore_mlp.answers import grade_cell_id
 
 SOLVED = material.SOLVED
 COURSE_FILE = "course.yml"
@@ -46,7 +46,7 @@ c.ClearSolutions.code_stub = {{"python": ""}}
 # Autograde runs no kernel: backprop-ninja grades the answer cells in its sandbox and writes each grade
 # cell's score and feedback, which nbgrader's SaveAutoGrades then records per tensor.
 c.Autograde.autograde_preprocessors = [
-    "grader.nbgrader_plugin.GradeInSandbox",
+    "grader.lms.nbgrader.GradeInSandbox",
     "nbgrader.preprocessors.LimitOutput",
     "nbgrader.preprocessors.SaveAutoGrades",
     "nbgrader.preprocessors.AssignLatePenalties",
@@ -60,13 +60,13 @@ c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.DeduplicateIds",
     "nbgrader.preprocessors.OverwriteKernelspec",
-    "grader.nbgrader_plugin.RestoreCells",
+    "grader.lms.nbgrader.RestoreCells",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
 # Feedback: the per-tensor page first, the index of grade cells folded under it and naming each tensor,
-# long lines wrapped, nothing fetched from the network (grader/nbgrader_templates/).
-from grader.nbgrader_plugin import feedback_templates  # noqa: E402
+# long lines wrapped, nothing fetched from the network (grader/lms/nbgrader_templates/).
+from grader.lms.nbgrader import feedback_templates  # noqa: E402
 
 c.GenerateFeedback.HTMLExporter.template_name = "backprop_ninja_feedback"
 for _key, _paths in feedback_templates().items():
@@ -74,7 +74,7 @@ for _key, _paths in feedback_templates().items():
 
 # zip_collect: the files of Canvas, Moodle and Blackboard downloads (and <student>_<notebook>.ipynb), each
 # filed as this notebook; the LMS's user id is recorded with the student, for `backprop-ninja export`.
-c.ZipCollectApp.collector_plugin = "grader.nbgrader_plugin.LmsCollector"
+c.ZipCollectApp.collector_plugin = "grader.lms.nbgrader.LmsCollector"
 c.LmsCollector.notebook = {notebook!r}
 '''
 

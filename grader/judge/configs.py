@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from grader.model import LECTURE, Sizes
+from grader.exercises.makemore_mlp.model import LECTURE, Sizes
 
 RANGES = {"n": (8, 40), "vocab": (11, 41), "block_size": (2, 6), "n_embd": (4, 17), "n_hidden": (12, 72)}
 SMALL_VARIANCE_W1_SCALE = 3e-3  # makes the batch variance of hprebn comparable to eps = 1e-5

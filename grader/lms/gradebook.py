@@ -12,9 +12,9 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from grader import extract
-from grader.extract import Submission
-from grader.scoring import Result
+from grader.pipeline import extract
+from grader.pipeline.extract import Submission
+from grader.judge.scoring import Result
 
 
 class GradebookError(Exception):
@@ -73,7 +73,7 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
     from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds,
                                         LimitOutput, OverwriteKernelspec, SaveAutoGrades)
 
-    from grader.nbgrader_plugin import RestoreCells, fill_grade_cells, set_flagged
+    from grader.lms.nbgrader import RestoreCells, fill_grade_cells, set_flagged
 
     # Made absolute, never resolved: a student's notebook linked to a classmate's must be recorded (as
     # not graded) under the student whose folder holds the link, not under the classmate.

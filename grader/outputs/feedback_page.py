@@ -4,7 +4,7 @@ then the integrity flags.
 
 Safe to hand to a student. Every picture is drawn here, in the trusted process, from the student's own
 answer tensor and the oracle's gradient on the unscored lecture-sized probe, whose seed is public
-(grader.configs.PROBE_SEED): the page shows no hidden configuration beyond what the feedback lines
+(grader.judge.configs.PROBE_SEED): the page shows no hidden configuration beyond what the feedback lines
 already say, and no reference code. Every string that comes from a notebook is escaped. One file:
 inline CSS and base64 PNGs, no script, no external URL.
 
@@ -24,14 +24,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from grader import results
-from grader.compare import compare
-from grader.exam import CHAIN, Case, checks
-from grader.exercise import BY_GRADE_ID, EX4_TRAINING, GRADE_IDS
-from grader.model import LECTURE
+from grader.outputs import results
+from grader.judge.compare import compare
+from grader.judge.exam import CHAIN, Case, checks
+from grader.exercises.makemore_mlp.answers import BY_GRADE_ID, EX4_TRAINING, GRADE_IDS
+from grader.exercises.makemore_mlp.model import LECTURE
 from grader.safe_text import html as escape
-from grader.sandbox import Attempt
-from grader.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result
+from grader.sandbox.parent import Attempt
+from grader.judge.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result
 
 DRAWN, NO_TENSOR, MATCHES = "drawn", "no tensor", "matches"
 # A heatmap fits in this box (pixels) at a whole number of pixels per entry, and neither side is

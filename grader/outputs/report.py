@@ -18,9 +18,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from grader import safe_text
-from grader.exercise import BY_GRADE_ID, GRADE_IDS
-from grader.results import atomic_write, load_result, result_path
-from grader.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result, TestScore
+from grader.exercises.makemore_mlp.answers import BY_GRADE_ID, GRADE_IDS
+from grader.outputs.results import atomic_write, load_result, result_path
+from grader.judge.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result, TestScore
 
 REPORT = "report.html"
 VERDICTS = (CORRECT, PARTIAL, INCORRECT, NOT_ATTEMPTED)
@@ -170,7 +170,7 @@ def not_graded(results: list[Result], submitted: Path | None) -> list[str]:
     result: a batch stopped midway, a student autograde skipped or failed on, a late arrival."""
     if submitted is None or not Path(submitted).is_dir():
         return []
-    from grader.extract import discover
+    from grader.pipeline.extract import discover
 
     graded = {r.submission for r in results}
     return [sid for sid, _ in discover([Path(submitted)]) if sid not in graded]

@@ -1,7 +1,7 @@
 """The first code a sandboxed child runs, still trusted: it walls the process in before any student
 code exists in it, then proves each wall by trying what it forbids.
 
-Called in a child just forked from the single-threaded fork server (grader.zygote; safe, unlike a
+Called in a child just forked from the single-threaded fork server (grader.sandbox.zygote; safe, unlike a
 preexec_fn in a threaded grader). The walls go up in this order, each a step that later ones cannot
 undo and that needs what earlier ones leave:
 
@@ -13,9 +13,9 @@ undo and that needs what earlier ones leave:
 3. unprivileged: as root it drops to a uid of its own; in a user namespace it keeps its own uid;
    every capability and the bounding set are dropped; uid 0 never runs student code;
 4. limits: resource limits on data memory, CPU time, file size, processes and open files;
-5. landlock: reads only what the child needs, writes nothing (grader.landlock);
+5. landlock: reads only what the child needs, writes nothing (grader.sandbox.landlock);
 6. seccomp: no new program, process, socket, SysV IPC object, foreign signal or namespace
-   (grader.seccomp).
+   (grader.sandbox.seccomp).
 
 Then every wall is probed: the report says, wall by wall, only what a probe saw refused or in force.
 A wall the course requires (course.yml `sandbox.require`) that did not hold makes the child refuse
@@ -31,7 +31,8 @@ import select
 import signal
 import sys
 
-from grader import landlock, seccomp
+from grader.sandbox import landlock
+from grader.sandbox import seccomp
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x08000000, 0x10000000
 CLONE_NEWPID = 0x20000000

@@ -18,11 +18,18 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader import (__version__, extract, feedback_page, material, results, sandbox, scoring, static_check, suite,
-                    zygote)
-from grader.configs import generate
+from grader import __version__, material
+from grader.pipeline import extract
+from grader.outputs import feedback_page
+from grader.outputs import results
+from grader.sandbox import parent as sandbox
+from grader.judge import scoring
+from grader.sandbox import static_check
+from grader.judge import suite
+from grader.sandbox import zygote
+from grader.judge.configs import generate
 from grader.course import Course, Sandbox
-from grader.exam import prepare, prepare_training
+from grader.judge.exam import prepare, prepare_training
 
 
 class Grader:
@@ -206,7 +213,7 @@ def hidden(paths: list[Path], out: Path) -> list[Path]:
 def graded_here(chunks: Iterable[list[extract.Submission]], course: Course, hide: list[Path], jobs: int,
                 progress: Callable[[str], None], evidence: bool = False) -> Iterator[list[scoring.Result]]:
     """Each chunk graded on this machine, in order. The counterpart for a Dask cluster is
-    grader.cluster.graded: grade() writes what either yields, the same way."""
+    grader.pipeline.cluster.graded: grade() writes what either yields, the same way."""
     grader = Grader(course, hide, jobs, evidence)
     if grader.isolation["missing"]:
         progress(weaker(grader.isolation))
@@ -247,8 +254,8 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     whose result is already there for the same notebook, grader and course is read back, not run. With
     `scheduler`, the Dask cluster there grades (`jobs` None: each worker as many side by side as it has
     threads), and this process still reads the notebooks and writes every file. With `html`, each result
-    also gets its student's feedback page, `<submission>.html` (grader.feedback_page). `record` gets
-    each result once it is written, pictures included (a gradebook: grader.gradebook.Recorder), kept ones
+    also gets its student's feedback page, `<submission>.html` (grader.outputs.feedback_page). `record` gets
+    each result once it is written, pictures included (a gradebook: grader.lms.gradebook.Recorder), kept ones
     at the end. `progress` gets notes as lines, `tally` where the batch stands after each chunk (without
     it, a line to `progress`)."""
     found = extract.discover(paths)
@@ -282,7 +289,7 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
         produced = graded_here(chunks(), course, hidden(paths, out), jobs, progress,
                                evidence=html or record is not None)
     else:
-        from grader import cluster
+        from grader.pipeline import cluster
 
         produced = cluster.graded(scheduler, chunks(), course, hidden(paths, out), jobs, progress,
                                   evidence=html or record is not None)

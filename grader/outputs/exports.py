@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.report import grade_ids, load, mistake
-from grader.results import atomic_write, csv_text
-from grader.scoring import Result
+from grader.outputs.report import grade_ids, load, mistake
+from grader.outputs.results import atomic_write, csv_text
+from grader.judge.scoring import Result
 
 FORMATS = ("grade-ids", "canvas")
 DEFAULT_NAMES = {"grade-ids": "grade_ids.csv", "canvas": "canvas.csv"}

@@ -1,6 +1,6 @@
 """Names the mistake behind a wrong gradient, for the self-check and the grader alike.
 
-`name` searches the answer's neighbourhood (grader.neighbourhood): the mistake is named only when the
+`name` searches the answer's neighbourhood (grader.judge.neighbourhood): the mistake is named only when the
 answer equals the same wrong candidate on every configuration. Otherwise the hints say only what the
 tensors make certain: a shape that is the transpose of the right one, a sum left out over a broadcast
 dimension, all zeros, the rows or columns where the values are wrong. Never a guess stated as fact.
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from grader import neighbourhood
-from grader.exam import CHAIN, Case
-from grader.exercise import BY_GRADE_ID, Answer
+from grader.judge import neighbourhood
+from grader.judge.exam import CHAIN, Case
+from grader.exercises.makemore_mlp.answers import BY_GRADE_ID, Answer
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> bool:

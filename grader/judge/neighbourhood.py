@@ -8,7 +8,7 @@ gradient left out, a power rule or eps slip in an elementwise step, a constant f
 -1), a transpose, repeated indices overwritten. Every candidate is computed here, in the trusted
 process, by autograd on the forward pass with that one change (oracle.local_vjp), never from a
 hand-written wrong formula. A student's answer is named when it equals the same candidate on every
-configuration (grader.diagnose.name); each sentence describes the student's code and never shows
+configuration (grader.judge.diagnose.name); each sentence describes the student's code and never shows
 the right expression.
 """
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Callable
 
 import torch
 
-from grader.exam import CHAIN, Case
-from grader.exercise import FORWARD_NAMES, Answer
-from grader.model import EPS, STEPS, consumers
-from grader.oracle import local_vjp
+from grader.judge.exam import CHAIN, Case
+from grader.exercises.makemore_mlp.answers import FORWARD_NAMES, Answer
+from grader.exercises.makemore_mlp.model import EPS, STEPS, consumers
+from grader.judge.oracle import local_vjp
 
 STEP = {s.name: s for s in STEPS}
 TENSORS = tuple(name for name in FORWARD_NAMES if name not in ("Xb", "Yb", "n"))

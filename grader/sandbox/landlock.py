@@ -77,7 +77,7 @@ def readable() -> dict[str, int]:
     paths = {os.path.join(folder, entry): READ if os.path.isdir(os.path.join(folder, entry)) else READ_FILE
              for folder in stdlib for entry in os.listdir(folder) if entry not in SITE_FOLDERS}
     paths.update({folder: READ_DIR for folder in stdlib})
-    own = os.path.realpath(os.path.dirname(__file__))
+    own = os.path.realpath(os.path.dirname(os.path.dirname(__file__)))  # the grader package, not this subpackage
     for module in list(sys.modules.values()):
         origin = getattr(module, "__file__", None)
         if not origin:

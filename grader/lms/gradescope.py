@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Callable
 
 import grader
-from grader import __version__, extract
+from grader import __version__
+from grader.pipeline import extract
 from grader.course import Course, load
-from grader.results import atomic_write
+from grader.outputs.results import atomic_write
 
 DISTRIBUTION = "backprop-ninja"
 SCRIPTS = ("setup.sh", "run_autograder")
@@ -122,7 +123,7 @@ def _course_yml(course: Course) -> str:
 
 
 def _template(name: str) -> str:
-    return importlib.resources.files("grader").joinpath("gradescope_files", name).read_text(encoding="utf-8")
+    return importlib.resources.files("grader.lms").joinpath("gradescope_files", name).read_text(encoding="utf-8")
 
 
 def build(course: Course, out: Path) -> list[str]:

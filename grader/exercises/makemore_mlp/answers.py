@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader.model import INTERMEDIATES, PARAMETERS, consumers
+from grader.exercises.makemore_mlp.model import INTERMEDIATES, PARAMETERS, consumers
 
 # Exercise 1, in the order the notebook asks for them; each is also a valid computation order.
 ATOMIC = (

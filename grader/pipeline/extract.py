@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import safe_text
-from grader.exercise import ANSWER_CELLS
+from grader.exercises.makemore_mlp.answers import ANSWER_CELLS
 
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 

@@ -22,7 +22,7 @@ import click
 
 from grader import material
 from grader.material import SOLVED
-from grader.exercise import BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, EX4_TRAINING, Answer
+from grader.exercises.makemore_mlp.answers import BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, EX4_TRAINING, Answer
 
 # nbgrader's default solution delimiters, which the solved notebook uses around every reference.
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
@@ -97,7 +97,7 @@ def find_solved(solved: Path | None, course) -> Path:
 
 def _reference_cell(path: Path, cell_id: str) -> str:
     """The solved notebook's answer cell `cell_id`; unreadable, missing or duplicated stops here."""
-    from grader.extract import read
+    from grader.pipeline.extract import read
 
     submission = read(path.stem, path)
     if submission.error:
@@ -303,7 +303,7 @@ def render(ref: Reference) -> str:
 
 def refusal(answer: Answer, notebook: Path) -> str | None:
     """Why the notebook's answer cell opens no reference (None: it holds an attempt)."""
-    from grader.extract import read
+    from grader.pipeline.extract import read
 
     submission = read(notebook.stem, notebook)
     if submission.error:

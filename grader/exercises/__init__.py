@@ -1,0 +1,2 @@
+"""Exercise packages: each declares one exercise as a value (grader.exercise) that the engine grades
+without knowing what network it is."""

@@ -1,0 +1,360 @@
+"""The self-check students call after each answer cell: the grader's own verdict, reached without the
+hidden tests or the solutions, one line each.
+
+It compares the answer with autograd's on the notebook's own batch, then runs the answer cell's code
+the way the grader does (grader.judge.compare.judge: the same comparison, tolerances, static check and
+diagnosis): with the true upstream gradients and with random ones (so a missing branch or a constant
+fails here too), on the notebook's batch and on two batches of other sizes it draws itself, one of
+them with a tiny activation variance; exercise 4's manual_backward runs in a clean namespace at those
+sizes (so reading the notebook's global n fails here too). The cell's code comes from the notebook's
+own history (IPython's), so nothing needs to be passed in. A failing line contains WRONG (or "wrong
+shape"), a passing one never does. When the cell is right but an upstream answer is wrong, the line
+says which and checks the cell with the true value instead.
+
+It prints to stdout only, never stderr (nbgrader zeroes a cell that writes to stderr), and a blank
+answer is "not attempted yet" so Run All still reaches the end of the notebook.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import importlib.util
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+from grader.sandbox import static_check
+from grader.judge.compare import BLANK, SQUEEZABLE, compare, judge
+from grader.judge.configs import Config, generate
+from grader.course import Tolerance
+from grader.judge.diagnose import name as name_mistake
+from grader.judge.exam import CHAIN, LOCAL, case_of, checks, prepare
+from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_FUNCTION, FORWARD_NAMES
+from grader.exercises.makemore_mlp.model import PARAMETERS, Sizes
+
+# Float64 rounding is ~1e-16, so these only absorb a different order of operations; float32 noise on
+# gradients that are zero in exact arithmetic (dlogit_maxes, db1) reaches ~1e-8, hence its looser atol.
+# Float64 answers use the course's tolerance (the grader's); these are the defaults.
+TOLERANCES = {torch.float64: (1e-5, 1e-8), torch.float32: (1e-4, 1e-6)}
+# The self-check's own batches: public, unlike the grader's, and drawn like them (sizes unlike the
+# lecture's, repeated indices, the last with a tiny activation variance).
+SALT = "backprop-ninja self-check"
+
+
+def grade_ids(name: str, exercise: int | None = None) -> tuple[str, ...]:
+    """The grade ids a check of `name` may be about. The notebook passes the variable's name, which
+    exercises 1 to 3 share (`dlogits` is exercise 1's and exercise 2's); exercise 4 has its own check."""
+    if exercise == 4:
+        return tuple(g for g in (f"ex4_{name}",) if g in BY_GRADE_ID)
+    by_variable = tuple(a.grade_id for a in ANSWERS if a.exercise != 4 and a.variable == name)
+    return by_variable or ((name,) if name in BY_GRADE_ID else ())
+
+
+def pointer(name: str, exercise: int | None = None) -> str:
+    """Where a student stuck on `name` finds the reference, explained (empty for a name of their own)."""
+    ids = grade_ids(name, exercise)
+    if not ids or importlib.util.find_spec("grader.student.solution") is None:  # backprop-ninja-student: no references
+        return ""
+    others = "".join(f" (exercise {BY_GRADE_ID[g].exercise}: {g})" for g in ids[1:])
+    return f" — stuck? backprop-ninja solution {ids[0]} --notebook YOUR_NOTEBOOK.ipynb{others}"
+
+
+@functools.lru_cache(maxsize=1)
+def _own_cases() -> tuple:
+    torch.set_num_threads(1)
+    return tuple(prepare(config) for config in generate(SALT, 2) if config.scored)
+
+
+class _Ran:
+    """What a cell produced on one case: the fields of the sandbox's Outcome that judge reads."""
+
+    def __init__(self, status: str, tensor=None, **detail):
+        self.status, self.tensor, self.detail, self.extra = status, tensor, detail, {}
+
+
+def _error(exc: BaseException, filename: str) -> _Ran:
+    line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__)) if f.filename == filename), None)
+    return _Ran("error", error_type=type(exc).__name__, error=str(exc)[:500], line=line)
+
+
+def _result(value) -> _Ran:
+    if value is None:
+        return _Ran("blank")
+    if type(value) is not torch.Tensor:
+        return _Ran("subclass" if isinstance(value, torch.Tensor) else "not-tensor", type=type(value).__name__)
+    return _Ran("tensor", value.detach())
+
+
+@functools.lru_cache(maxsize=1024)
+def _assigns(source: str, names: frozenset[str]) -> bool:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    return bool(bound & names)
+
+
+def _reads(source: str) -> set[str]:
+    try:
+        return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return set()
+
+
+# cell id -> the code it last ran. The notebook's cells have their grade ids as ids, and JupyterLab
+# and Notebook send the id with each execution; nbclient does not, hence the history as a fallback.
+_CELLS: dict[str, str] = {}
+
+
+def _record(info) -> None:
+    if getattr(info, "cell_id", None):
+        _CELLS[info.cell_id] = info.raw_cell
+
+
+def _listen() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and _record not in shell.events.callbacks["pre_run_cell"]:
+        shell.events.register("pre_run_cell", _record)
+
+
+class SelfCheck:
+    """`check = SelfCheck(n=n, namespace=globals(), course=COURSE)` once, then
+    `check("dprobs", dprobs, probs)` after each answer; exercise 4's checks are
+    `SelfCheck(..., exercise=4)`. `course` holds course.yml's public settings (tolerance, allow,
+    hints), which the notebook's generator writes into the notebook."""
+
+    def __init__(self, n: int | None = None, exercise: int | None = None, namespace: dict | None = None,
+                 course: dict | None = None):
+        course = course or {}
+        self.n = n
+        self.exercise = exercise
+        self.namespace = namespace
+        self.tolerance = Tolerance(*course.get("tolerance", TOLERANCES[torch.float64]))
+        extra = course.get("allow", {})
+        self.allow = static_check.Allow().extended(extra.get("torch", ()), extra.get("functional", ()),
+                                                   extra.get("builtins", ()))
+        self.hints = course.get("hints", "named")
+        self._backward_ran: tuple | None = None  # exercise 4's seven checks share one run
+        _listen()
+
+    def __call__(self, name: str, manual, tensor: torch.Tensor) -> None:
+        print(self.line(name, manual, tensor))
+
+    # --- where the cell's code and the notebook's values come from ---------------------------------
+
+    def source(self, answer) -> str | None:
+        """The answer cell's code as last run: by the cell's id where the notebook's front end sends
+        it, else the newest cell of the notebook's history that assigns its variable (defines
+        manual_backward), other than the read-only cells that set it up."""
+        if answer.cell_id in _CELLS:
+            return _CELLS[answer.cell_id]
+        history = (self.namespace or {}).get("In") or []
+        wanted = frozenset({EX4_FUNCTION} if answer.exercise == 4 else {answer.variable})
+        for cell in reversed(history[:-1] if history else []):
+            if isinstance(cell, str) and _assigns(cell, wanted) and ".grad" not in cell and "check(" not in cell:
+                return cell
+        return None
+
+    def _sources_before(self, answer) -> list[tuple[str, str]]:
+        """Exercise 1's earlier answer cells, as the grader runs them first (their names carry over)."""
+        if answer.exercise != 1:
+            return []
+        found = []
+        for grade_id in ATOMIC[: ATOMIC.index(answer.grade_id)]:
+            source = self.source(BY_GRADE_ID[grade_id])
+            if source is not None:
+                found.append((grade_id, source))
+        return found
+
+    def notebook_case(self):
+        """The notebook's own forward pass as a case of the grader's (unscored, like its probe)."""
+        ns = self.namespace or {}
+        if not all(isinstance(ns.get(k), torch.Tensor) for k in (*PARAMETERS, "Xb", "Yb")):
+            return None
+        params = {p: ns[p].detach().to(torch.float64) for p in PARAMETERS}
+        Xb, C, W1 = ns["Xb"], params["C"], params["W1"]
+        sizes = Sizes(n=Xb.shape[0], vocab=C.shape[0], block_size=Xb.shape[1], n_embd=C.shape[1], n_hidden=W1.shape[1])
+        config = Config("your notebook's batch", sizes, 0, scored=False)
+        return case_of(config, params, ns["Xb"], ns["Yb"], torch.Generator().manual_seed(0))
+
+    # --- running the cell the way the grader's sandbox does -----------------------------------------
+
+    def _run_cell(self, answer, source: str, case, check: str, carry: dict) -> _Ran:
+        filename = f"<answer cell {answer.grade_id}>"
+        ns = {"__builtins__": builtins, "torch": torch, "F": F, "n": case.n}
+        if answer.exercise == 1:
+            ns.update(carry)
+        ns.update({k: v.clone() for k, v in case.student_view().items()})
+        ns.update({g: v.clone() for g, v in case.upstream(answer, check).items()})
+        if answer.exercise != 1:
+            for g in ATOMIC:
+                if g not in answer.upstream:
+                    ns.pop(g, None)
+        try:
+            exec(compile(source, filename, "exec"), ns)
+        except Exception as exc:
+            return _error(exc, filename)
+        if answer.exercise == 1:
+            reserved = {*FORWARD_NAMES, "torch", "F", "__builtins__"}
+            carry.clear()
+            carry.update({k: v for k, v in ns.items() if k not in reserved})
+        if answer.variable not in ns:
+            return _Ran("unassigned")
+        return _result(ns[answer.variable])
+
+    def _outcomes(self, answer, source: str, cases, check: str) -> dict:
+        outcomes = {}
+        earlier = self._sources_before(answer)
+        for case in cases:
+            carry: dict = {}  # as in the sandbox: what the earlier cells that ran assigned
+            for grade_id, code in earlier:
+                self._run_cell(BY_GRADE_ID[grade_id], code, case, check, carry)
+            outcomes[case.config.name] = self._run_cell(answer, source, case, check, carry)
+        return outcomes
+
+    def _backward(self, source: str | None) -> dict:
+        """manual_backward's gradients on each of the self-check's cases, run as the grader runs it: its
+        cell's code in a namespace of its own, holding only torch and F."""
+        if self._backward_ran and self._backward_ran[0] == source:
+            return self._backward_ran[1]
+        filename = f"<answer cell {EX4_CELL}>"
+        outcomes: dict = {}
+        ns = {"__builtins__": builtins, "torch": torch, "F": F}
+        function = (self.namespace or {}).get(EX4_FUNCTION)
+        for case in _own_cases():
+            try:
+                if source is not None:
+                    exec(compile(source, filename, "exec"), ns)
+                elif callable(function):  # no history: the same code, cut off from the notebook's globals
+                    ns[EX4_FUNCTION] = type(function)(function.__code__, ns, function.__name__,
+                                                      function.__defaults__, function.__closure__)
+                params = {p: case.values[p].clone() for p in PARAMETERS}
+                cache = {k: case.values[k].clone() for k in EX4_CACHE}
+                grads = ns[EX4_FUNCTION](params, cache, case.values["Yb"].clone())
+                if grads is not None and not isinstance(grads, dict):
+                    raise TypeError(f"{EX4_FUNCTION} returned a {type(grads).__name__}, not a dict")
+            except Exception as exc:
+                failed = _error(exc, filename)
+                outcomes[case.config.name] = {p: failed for p in PARAMETERS}
+                continue
+            outcomes[case.config.name] = {p: _result(None if grads is None else grads.get(p)) for p in PARAMETERS}
+        self._backward_ran = (source, outcomes)
+        return outcomes
+
+    # --- the line ------------------------------------------------------------------------------------
+
+    def line(self, name: str, manual, tensor: torch.Tensor) -> str:
+        label = f"{name:<15s}|"
+        ids = grade_ids(name, self.exercise)
+        answer = BY_GRADE_ID[ids[0]] if ids else None
+        # Reading .grad of a non-leaf that never called retain_grad() makes torch warn on stderr.
+        expected = tensor.grad if tensor.is_leaf or tensor.retains_grad else None
+        if expected is None:
+            return f"{label} no autograd gradient on {name}: run the forward and loss.backward() cells first"
+        rtol, atol = (self.tolerance.rtol, self.tolerance.atol) if expected.dtype == torch.float64 else \
+            TOLERANCES.get(expected.dtype, TOLERANCES[torch.float32])
+        verdict = compare(manual, expected, rtol=rtol, atol=atol, n=self.n)
+        # A blank whose cell holds more than the blank (an attempt that raised here) is judged as the
+        # grader judges it: by running the cell.
+        wrong = self._as_graded(answer, verdict) if answer is not None else None
+        if verdict.status == BLANK and (wrong is None or wrong.endswith(": not attempted yet")):
+            return f"{label} not attempted yet"
+        if wrong:
+            return f"{label} {wrong}{pointer(name, self.exercise)}"
+        if verdict.passed:
+            exact = verdict.status == "exact"
+            return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {verdict.maxdiff:.3g}"
+                    f" | shape {tuple(expected.shape)} ok")
+        status = "right values, wrong shape" if verdict.status == SQUEEZABLE else "WRONG"
+        named = None
+        case = self.notebook_case() if answer is not None and answer.exercise != 4 else None
+        if case is not None and verdict.maxdiff is not None and self.hints != "none":
+            named = name_mistake([(case, manual)], answer, CHAIN, rtol, atol)
+        hints = "" if self.hints == "none" else "".join(f" — hint: {h}" for h in ([named] if named else verdict.hints))
+        return f"{label} {status}: {verdict.message}{hints}{pointer(name, self.exercise)}"
+
+    def _as_graded(self, answer, verdict) -> str | None:
+        """The grader's verdict on the cell's code, or None when it agrees with the value check alone
+        (no code found, or the code is right on every batch and check). For a cell that is right with
+        the true upstream gradients but not with the student's, says which upstream answer is wrong."""
+        source = None if answer.exercise == 4 and self.namespace is None else self.source(answer)
+        if answer.exercise != 4 and source is None:
+            return None
+        if source is not None:
+            refusal = static_check.check(source, self.allow)
+            if refusal is not None:
+                return f"WRONG: the grader refuses this cell, {refusal}"
+        if answer.exercise == 4:
+            ran = self._backward(source)
+            outcomes = {case: per[answer.variable] for case, per in ran.items()}
+            failure = judge(outcomes, _own_cases(), answer, CHAIN, self.tolerance, hints=self.hints)
+            return None if failure is None else f"WRONG: {failure.feedback}"
+        notebook = self.notebook_case()
+        cases = (*_own_cases(), *([notebook] if notebook is not None else []))
+        failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
+                                 self.tolerance, hints=self.hints) for check in checks(answer)}
+        if failures[CHAIN] is not None:
+            return f"{'right values, wrong shape' if failures[CHAIN].kind == SQUEEZABLE else 'WRONG'}: " \
+                   f"{failures[CHAIN].feedback}"
+        if not verdict.passed and notebook is not None:
+            upstream = self._wrong_upstream(answer, source, notebook)
+            if upstream:
+                note = f"{upstream} above is wrong; with the true {upstream} this cell is right"
+                local = failures.get(LOCAL)
+                return note if local is None else f"WRONG: {note}, but {local.feedback}"
+        if failures.get(LOCAL) is not None:
+            return f"WRONG: {failures[LOCAL].feedback}"
+        return None
+
+    def _wrong_upstream(self, answer, source: str, case) -> str | None:
+        """The nearest upstream gradient the cell reads whose notebook value is not autograd's."""
+        reads = _reads(source)
+        for g in reversed(answer.upstream):
+            if g in reads and not compare(self.namespace.get(g), case.truth[g], rtol=self.tolerance.rtol,
+                                          atol=self.tolerance.atol).passed:
+                return g
+        return None
+
+    def training(self, fused_forward, manual_backward, params: dict, batches, lr: float) -> None:
+        """Exercise 4's self-check: the same SGD steps driven by manual_backward and by autograd, from the
+        same parameters and batches; one line, naming the first step where the two part."""
+        manual = {k: v.detach().clone() for k, v in params.items()}
+        auto = {k: v.detach().clone() for k, v in params.items()}
+        label = f"{'training':<15s}|"
+        first = last = None
+        spent = {"yours": 0.0, "autograd": 0.0}
+        for step, (X, Y) in enumerate(batches, start=1):
+            with torch.no_grad():
+                loss, cache = fused_forward(manual, X, Y)
+                started = time.perf_counter()
+                grads = manual_backward(manual, cache, Y)
+                spent["yours"] += time.perf_counter() - started
+            if not grads or any(grads.get(k) is None for k in manual):
+                print(f"{label} not attempted yet")
+                return
+            leaves = {k: v.clone().requires_grad_() for k, v in auto.items()}
+            reference, _ = fused_forward(leaves, X, Y)
+            started = time.perf_counter()
+            true = dict(zip(leaves, torch.autograd.grad(reference, list(leaves.values()))))
+            spent["autograd"] += time.perf_counter() - started
+            if not torch.isclose(loss, reference.detach(), rtol=1e-5, atol=1e-8):
+                print(f"{label} WRONG: diverges from autograd at step {step}: loss {loss.item():.6f} with your "
+                      f"gradients, {reference.item():.6f} with autograd's")
+                return
+            first = loss.item() if first is None else first
+            last = loss.item()
+            with torch.no_grad():
+                manual = {k: manual[k] - lr * grads[k] for k in manual}
+                auto = {k: auto[k] - lr * true[k] for k in auto}
+        mine, theirs = (1e3 * spent[k] / len(batches) for k in ("yours", "autograd"))
+        print(f"{label} {len(batches)} steps match autograd: loss {first:.4f} -> {last:.4f}; your backward "
+              f"{mine:.2f} ms/step, autograd's {theirs:.2f} ms/step ({theirs / mine:.1f}x)")
