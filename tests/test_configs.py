@@ -19,7 +19,8 @@ from grader.judge.configs import PROBE_SEED, Config, generate
 from grader.course import load
 from grader.judge.exam import CHAIN, LOCAL, checks, prepare
 from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID
-from grader.exercises.makemore_mlp.model import EPS, LECTURE, PARAMETERS
+from grader.exercises.makemore_mlp.model import EPS, LECTURE, NETWORK, PARAMETERS
+from grader.exercises.makemore_mlp.model import shapes as model_shapes
 from grader.judge.oracle import chain_gradients
 from solutions import reference
 
@@ -130,7 +131,7 @@ def test_the_lecture_init_scales(batch):
             assert 0.03 < float(v[name].std()) < 0.2, (config.name, name)
         assert abs(float(v["bngain"].mean()) - 1) < 0.1 and 0.03 < float(v["bngain"].std()) < 0.2, config.name
         for p in PARAMETERS:
-            assert v[p].shape == s.shapes()[p]
+            assert v[p].shape == model_shapes(s)[p]
 
 
 def test_the_last_config_has_a_tiny_activation_variance_that_exposes_a_dropped_eps(batch):
@@ -169,7 +170,7 @@ def test_truth_is_the_oracle_of_the_case_batch(batch, autograd_pass):
     for case in cases:
         v = case.values
         params = {p: v[p] for p in PARAMETERS}
-        again = chain_gradients(params, v["Xb"], v["Yb"])
+        again = chain_gradients(NETWORK, params, {"Xb": v["Xb"], "Yb": v["Yb"]})
         assert case.truth.keys() == again.keys()
         assert all(torch.equal(case.truth[k], again[k]) for k in again)
         # And independently of grader.judge.oracle: the notebook's own retain_grad()/backward() pass.

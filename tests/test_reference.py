@@ -16,7 +16,8 @@ import torch.nn.functional as F
 
 from grader.judge import oracle
 from grader.exercises.makemore_mlp.answers import ANSWER_CELLS, ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_CELL, GRADE_IDS
-from grader.exercises.makemore_mlp.model import INTERMEDIATES, LECTURE, PARAMETERS, Sizes, consumers, forward
+from grader.exercises.makemore_mlp.model import INTERMEDIATES, LECTURE, NETWORK, PARAMETERS, Sizes, consumers, forward
+from grader.exercises.makemore_mlp.model import shapes as model_shapes
 from solutions import reference
 
 CONFIGS = (
@@ -95,7 +96,7 @@ def test_configurations_are_unlike_the_lecture():
 def test_batch_repeats_indices_and_has_the_lecture_shapes(case):
     assert case.Xb.unique().numel() < case.Xb.numel()
     assert case.Yb.unique().numel() > 1
-    shapes = case.sizes.shapes()
+    shapes = model_shapes(case.sizes)
     for name in GRADIENT_SOURCES + ("loss",):
         assert tuple(case.values[name].shape) == shapes[name], name
         assert case.values[name].dtype == case.dtype, name
@@ -153,7 +154,7 @@ def test_each_atomic_answer_follows_the_chain_rule_from_random_upstream(case, gr
     ns.update(random_upstream)
     got = reference.run_cell(grade_id, ns)[answer.variable]
     if random_upstream:
-        want = oracle.local_vjp(case.values, answer.source, {g[1:]: r for g, r in random_upstream.items()})
+        want = oracle.local_vjp(NETWORK, case.values, answer.source, {g[1:]: r for g, r in random_upstream.items()})
     else:  # dlogprobs: its only consumer is the loss
         want = case.true[grade_id]
     assert_same(got, want, case.tol, grade_id)
@@ -172,7 +173,7 @@ def test_reference_leaves_the_forward_pass_untouched(case):
 # --- grader/judge/oracle.py against the retain_grad oracle -------------------------------------------
 
 def test_chain_gradients_equal_the_retain_grad_oracle(case):
-    got = oracle.chain_gradients(case.params, case.Xb, case.Yb)
+    got = oracle.chain_gradients(NETWORK, case.params, {"Xb": case.Xb, "Yb": case.Yb})
     assert set(got) == {"d" + name for name in GRADIENT_SOURCES}
     for name, want in case.true.items():
         assert_same(got[name], want, case.tol, name)
@@ -188,7 +189,7 @@ def _true_upstream(case, name):
 def test_local_vjp_from_direct_consumers_reproduces_the_true_gradient(case, source):
     upstream = _true_upstream(case, source)
     assert upstream, source
-    assert_same(oracle.local_vjp(case.values, source, upstream), case.true["d" + source], case.tol, source)
+    assert_same(oracle.local_vjp(NETWORK, case.values, source, upstream), case.true["d" + source], case.tol, source)
 
 
 def test_local_vjp_combines_both_branches_of_tensors_used_twice(case):
@@ -197,10 +198,10 @@ def test_local_vjp_combines_both_branches_of_tensors_used_twice(case):
     for source in ("counts", "logits", "bndiff", "hprebn"):
         upstream = _true_upstream(case, source)
         assert len(upstream) == 2, source
-        assert_same(oracle.local_vjp(case.values, source, upstream), case.true["d" + source], case.tol, source)
+        assert_same(oracle.local_vjp(NETWORK, case.values, source, upstream), case.true["d" + source], case.tol, source)
         # one branch alone is not the true gradient
         first = dict([next(iter(upstream.items()))])
-        assert not torch.allclose(oracle.local_vjp(case.values, source, first), case.true["d" + source], **case.tol)
+        assert not torch.allclose(oracle.local_vjp(NETWORK, case.values, source, first), case.true["d" + source], **case.tol)
 
 
 def test_local_vjp_semantics_with_random_upstream(case):
@@ -208,64 +209,64 @@ def test_local_vjp_semantics_with_random_upstream(case):
     v = case.values
     # counts -> probs = counts * counts_sum_inv, counts_sum = counts.sum(1, keepdim=True)
     R1, R2 = _random(case, "probs", 1), _random(case, "counts_sum", 2)
-    got = oracle.local_vjp(v, "counts", {"probs": R1, "counts_sum": R2})
+    got = oracle.local_vjp(NETWORK, v, "counts", {"probs": R1, "counts_sum": R2})
     assert_same(got, v["counts_sum_inv"] * R1 + R2.expand_as(R1), case.tol, "dcounts")
-    assert_same(oracle.local_vjp(v, "counts", {"probs": R1}), v["counts_sum_inv"] * R1, case.tol, "dcounts via probs")
+    assert_same(oracle.local_vjp(NETWORK, v, "counts", {"probs": R1}), v["counts_sum_inv"] * R1, case.tol, "dcounts via probs")
     # logits -> norm_logits = logits - logit_maxes, logit_maxes = max over the row (routes to the argmax)
     R1, R2 = _random(case, "norm_logits", 3), _random(case, "logit_maxes", 4)
-    got = oracle.local_vjp(v, "logits", {"norm_logits": R1, "logit_maxes": R2})
+    got = oracle.local_vjp(NETWORK, v, "logits", {"norm_logits": R1, "logit_maxes": R2})
     onehot = F.one_hot(v["logits"].argmax(1), v["logits"].shape[1]).to(case.dtype)
     assert_same(got, R1 + onehot * R2, case.tol, "dlogits")
     # hprebn -> bndiff = hprebn - bnmeani, bnmeani = 1/n * column sum
     R1, R2 = _random(case, "bndiff", 5), _random(case, "bnmeani", 6)
-    got = oracle.local_vjp(v, "hprebn", {"bndiff": R1, "bnmeani": R2})
+    got = oracle.local_vjp(NETWORK, v, "hprebn", {"bndiff": R1, "bnmeani": R2})
     assert_same(got, R1 + R2.expand_as(R1) / case.sizes.n, case.tol, "dhprebn")
     # bndiff -> bnraw = bndiff * bnvar_inv, bndiff2 = bndiff**2
     R1, R2 = _random(case, "bnraw", 7), _random(case, "bndiff2", 8)
-    got = oracle.local_vjp(v, "bndiff", {"bnraw": R1, "bndiff2": R2})
+    got = oracle.local_vjp(NETWORK, v, "bndiff", {"bnraw": R1, "bndiff2": R2})
     assert_same(got, v["bnvar_inv"] * R1 + 2 * v["bndiff"] * R2, case.tol, "dbndiff")
     # W2, h, b2 -> logits = h @ W2 + b2
     R = _random(case, "logits", 9)
-    assert_same(oracle.local_vjp(v, "W2", {"logits": R}), v["h"].T @ R, case.tol, "dW2")
-    assert_same(oracle.local_vjp(v, "h", {"logits": R}), R @ v["W2"].T, case.tol, "dh")
-    assert_same(oracle.local_vjp(v, "b2", {"logits": R}), R.sum(0), case.tol, "db2")
+    assert_same(oracle.local_vjp(NETWORK, v, "W2", {"logits": R}), v["h"].T @ R, case.tol, "dW2")
+    assert_same(oracle.local_vjp(NETWORK, v, "h", {"logits": R}), R @ v["W2"].T, case.tol, "dh")
+    assert_same(oracle.local_vjp(NETWORK, v, "b2", {"logits": R}), R.sum(0), case.tol, "db2")
     # C -> emb = C[Xb]: a scatter-add over the repeated indices
     R = _random(case, "emb", 10)
     want = torch.zeros_like(v["C"]).index_add_(0, case.Xb.reshape(-1), R.reshape(-1, case.sizes.n_embd))
-    assert_same(oracle.local_vjp(v, "C", {"emb": R}), want, case.tol, "dC")
+    assert_same(oracle.local_vjp(NETWORK, v, "C", {"emb": R}), want, case.tol, "dC")
 
 
 def test_local_vjp_rejects_a_step_that_does_not_read_the_source(case):
     with pytest.raises(ValueError, match="hprebn"):
-        oracle.local_vjp(case.values, "logits", {"hprebn": case.true["dhprebn"]})
+        oracle.local_vjp(NETWORK, case.values, "logits", {"hprebn": case.true["dhprebn"]})
     with pytest.raises(ValueError, match="probs"):  # probs reads counts_sum_inv, not counts_sum
-        oracle.local_vjp(case.values, "counts_sum", {"probs": case.true["dprobs"]})
+        oracle.local_vjp(NETWORK, case.values, "counts_sum", {"probs": case.true["dprobs"]})
 
 
 def test_block_vjp_through_the_batch_norm_block(case):
-    got = oracle.block_vjp(case.values, "hprebn", "hpreact", case.true["dhpreact"])
+    got = oracle.block_vjp(NETWORK, case.values, "hprebn", "hpreact", case.true["dhpreact"])
     assert_same(got, case.true["dhprebn"], case.tol, "dhprebn")
     # with a random upstream it is the fused formula of exercise 3
     R = _random(case, "hpreact", 11)
-    got = oracle.block_vjp(case.values, "hprebn", "hpreact", R)
+    got = oracle.block_vjp(NETWORK, case.values, "hprebn", "hpreact", R)
     assert_same(got, reference.fused("ex3_dhprebn", case.values, dhpreact=R), case.tol, "dhprebn (random)")
 
 
 def test_block_vjp_to_the_loss_is_the_true_gradient(case):
     one = torch.ones((), dtype=case.dtype)
     for source in ("logits", "h", "hprebn", "C"):
-        assert_same(oracle.block_vjp(case.values, source, "loss", one), case.true["d" + source], case.tol, source)
+        assert_same(oracle.block_vjp(NETWORK, case.values, source, "loss", one), case.true["d" + source], case.tol, source)
 
 
 def test_block_vjp_rejects_a_sink_that_does_not_depend_on_the_source(case):
     with pytest.raises(ValueError, match="hprebn"):
-        oracle.block_vjp(case.values, "logits", "hprebn", case.true["dhprebn"])
+        oracle.block_vjp(NETWORK, case.values, "logits", "hprebn", case.true["dhprebn"])
 
 
 def test_oracle_does_not_modify_values(case):
     before = {k: v.clone() for k, v in case.values.items()}
-    oracle.block_vjp(case.values, "hprebn", "hpreact", case.true["dhpreact"])
-    oracle.local_vjp(case.values, "counts", _true_upstream(case, "counts"))
+    oracle.block_vjp(NETWORK, case.values, "hprebn", "hpreact", case.true["dhpreact"])
+    oracle.local_vjp(NETWORK, case.values, "counts", _true_upstream(case, "counts"))
     for k, v in before.items():
         assert torch.equal(case.values[k], v), k
         assert not case.values[k].requires_grad, k

@@ -11,7 +11,7 @@ import functools
 import itertools
 import math
 import re
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 
 import torch
 
@@ -97,7 +97,7 @@ def hidden_sizes(configs: tuple) -> frozenset[int]:
     """Every size of these configurations and every product of them (a `view` error prints n*B*E)."""
     found = set()
     for config in configs:
-        dims = astuple(config.sizes)
+        dims = tuple(config.sizes.values())
         for count in range(1, len(dims) + 1):
             found.update(math.prod(combo) for combo in itertools.combinations(dims, count))
     return frozenset(found)

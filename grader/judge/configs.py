@@ -48,7 +48,7 @@ def _rng(salt: str, label: str) -> random.Random:
 
 
 def _sizes(rng: random.Random, targets_distinct: bool) -> Sizes:
-    lecture = set(vars(LECTURE).values())
+    lecture = set(LECTURE.values())
     while True:
         picked = {k: rng.randrange(*RANGES[k]) for k in RANGES}
         values = list(picked.values())

@@ -15,7 +15,7 @@ import torch
 
 from grader.judge.configs import Config
 from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, FORWARD_NAMES, Answer
-from grader.exercises.makemore_mlp.model import PARAMETERS, forward, init_params
+from grader.exercises.makemore_mlp.model import NETWORK, PARAMETERS, forward, init_params
 from grader.judge.oracle import block_vjp, chain_gradients, local_vjp
 
 CHAIN, LOCAL = "chain", "local"
@@ -61,7 +61,7 @@ def case_of(config: Config, params: dict[str, torch.Tensor], Xb: torch.Tensor, Y
             g: torch.Generator) -> Case:
     """The case of given parameters and batch: the notebook's self-check builds one from its own."""
     values = forward(params, Xb, Yb)
-    truth = chain_gradients(params, Xb, Yb)
+    truth = chain_gradients(NETWORK, params, {"Xb": Xb, "Yb": Yb})
     random_upstream = {
         name: torch.randn(truth[name].shape, generator=g, dtype=torch.float64) for name in ATOMIC
     }
@@ -69,8 +69,8 @@ def case_of(config: Config, params: dict[str, torch.Tensor], Xb: torch.Tensor, Y
     for answer in ANSWERS:
         if answer.exercise == 1 and answer.local_upstream:
             upstream = {name[1:]: random_upstream[name] for name in answer.local_upstream}
-            local[answer.grade_id] = local_vjp(values, answer.source, upstream)
-    local["ex3_dhprebn"] = block_vjp(values, "hprebn", "hpreact", random_upstream["dhpreact"])
+            local[answer.grade_id] = local_vjp(NETWORK, values, answer.source, upstream)
+    local["ex3_dhprebn"] = block_vjp(NETWORK, values, "hprebn", "hpreact", random_upstream["dhpreact"])
     values = {k: v.detach() for k, v in values.items()}
     return Case(config, values, truth, random_upstream, local)
 

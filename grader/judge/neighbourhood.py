@@ -21,7 +21,7 @@ import torch
 
 from grader.judge.exam import CHAIN, Case
 from grader.exercises.makemore_mlp.answers import FORWARD_NAMES, Answer
-from grader.exercises.makemore_mlp.model import EPS, STEPS, consumers
+from grader.exercises.makemore_mlp.model import EPS, NETWORK, STEPS, consumers
 from grader.judge.oracle import local_vjp
 
 STEP = {s.name: s for s in STEPS}
@@ -114,7 +114,7 @@ def _same_shape(case: Case, name: str) -> list[str]:
 
 
 def _branch(case: Case, answer: Answer, up: dict, step: str, fns=None, values=None) -> torch.Tensor:
-    return local_vjp(values or case.values, answer.source, {step: up[step]}, fns)
+    return local_vjp(NETWORK, values or case.values, answer.source, {step: up[step]}, fns)
 
 
 def _per_branch(case: Case, answer: Answer, check: str):
@@ -205,7 +205,7 @@ def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
         if value.shape == grad.shape or value.dim() > grad.dim():
             continue
         try:
-            spread = local_vjp({**case.values, answer.source: value.expand(grad.shape)}, answer.source, {step: grad})
+            spread = local_vjp(NETWORK, {**case.values, answer.source: value.expand(grad.shape)}, answer.source, {step: grad})
         except RuntimeError:  # not an elementwise broadcast (a matrix product): nothing to sum back
             continue
         lead = grad.dim() - value.dim()

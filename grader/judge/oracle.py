@@ -1,58 +1,69 @@
 """Torch autograd as the ground truth: the true gradient of the loss for every tensor, and the
-vector-Jacobian product of any one part of the forward pass for arbitrary upstream gradients.
+vector-Jacobian product of any one part of the forward pass for arbitrary upstream gradients, for any
+exercise's network.
 
 Only the trusted process calls this; nothing here is ever sent to a child before the child's own
 answer for that tensor is back.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
-from grader.exercises.makemore_mlp.model import PARAMETERS, STEPS, forward
+from grader.exercise import Network
 
 
-def chain_gradients(params, Xb, Yb) -> dict[str, torch.Tensor]:
+def _held(network: Network, values: Mapping) -> dict:
+    """`values` detached, with the network's sizes (plain numbers some steps read) added back."""
+    held = {k: v.detach() for k, v in values.items() if isinstance(v, torch.Tensor)}
+    held.update(network.size_values({k: held[k] for k in network.data}))
+    return held
+
+
+def chain_gradients(network: Network, params, data) -> dict[str, torch.Tensor]:
     """d loss / d X for every parameter and intermediate, keyed by the gradient's name (`dX`)."""
     leaves = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
-    values = forward(leaves, Xb, Yb)
-    names = [*PARAMETERS, *(s.name for s in STEPS if s.name != "loss")]
-    grads = torch.autograd.grad(values["loss"], [values[k] for k in names])
+    values = network.forward(leaves, data)
+    names = [*network.parameters, *(n for n in network.intermediates if n != network.loss)]
+    grads = torch.autograd.grad(values[network.loss], [values[k] for k in names])
     return {"d" + k: g.detach() for k, g in zip(names, grads)}
 
 
-def local_vjp(values: dict[str, torch.Tensor], source: str, upstream: dict[str, torch.Tensor],
-              fns: dict | None = None) -> torch.Tensor:
+def local_vjp(network: Network, values: Mapping, source: str, upstream: Mapping[str, torch.Tensor],
+              fns: Mapping | None = None) -> torch.Tensor:
     """One backward step: the sum, over the steps named in `upstream` that read `source` directly, of
     the gradient each passes back to `source` when its output receives `upstream[step]`.
 
     Every other input of those steps is held at its forward value, so nothing flows through a second
-    path: this is exactly what one answer cell of exercise 1 computes from its upstream gradients.
-    `fns` replaces some steps' functions (a forward with another eps, say): the diagnosis's wrong
-    answers are the right computation of a slightly different network.
+    path: this is exactly what one atomic answer cell computes from its upstream gradients. `fns`
+    replaces some steps' functions (a forward with another eps, say): the diagnosis's wrong answers are
+    the right computation of a slightly different network.
     """
-    steps = {s.name: s for s in STEPS}
+    steps = network.step
+    held = _held(network, values)
     with torch.enable_grad():
-        leaf = values[source].detach().clone().requires_grad_(True)
+        leaf = held[source].clone().requires_grad_(True)
         outputs = []
         for name in upstream:
             step = steps[name]
             if source not in step.inputs:
                 raise ValueError(f"{name} does not read {source} directly")
             fn = (fns or {}).get(name, step.fn)
-            outputs.append(fn(*(leaf if i == source else values[i].detach() for i in step.inputs)))
+            outputs.append(fn(*(leaf if i == source else held[i] for i in step.inputs)))
         (grad,) = torch.autograd.grad(outputs, leaf, list(upstream.values()))
     return grad.detach()
 
 
-def block_vjp(values: dict[str, torch.Tensor], source: str, sink: str, upstream: torch.Tensor) -> torch.Tensor:
+def block_vjp(network: Network, values: Mapping, source: str, sink: str, upstream: torch.Tensor) -> torch.Tensor:
     """The gradient reaching `source` through every path to `sink` when `sink` receives `upstream`:
     a fused backward such as batch norm's, from hpreact back to hprebn."""
+    live = _held(network, values)
     with torch.enable_grad():
-        leaf = values[source].detach().clone().requires_grad_(True)
-        live = {k: v.detach() for k, v in values.items()}
+        leaf = live[source].clone().requires_grad_(True)
         live[source] = leaf
         touched = {source}
-        for step in STEPS:
+        for step in network.steps:
             if touched.intersection(step.inputs):
                 live[step.name] = step.fn(*(live[i] for i in step.inputs))
                 touched.add(step.name)

@@ -5,6 +5,7 @@
 import torch
 from grader.exercises.makemore_mlp import answers as exercise
 from grader.exercises.makemore_mlp import model
+from grader.exercises.makemore_mlp.model import NETWORK
 from grader.judge import oracle
 
 frame = sys._getframe()
@@ -26,7 +27,7 @@ def values_of(space):
 
 if grade_id == exercise.EX4_CELL:
     def manual_backward(params, cache, Yb):
-        grads = oracle.chain_gradients(params, cache['Xb'], Yb)
+        grads = oracle.chain_gradients(NETWORK, params, {"Xb": cache['Xb'], "Yb": Yb})
         forget()
         return {p: grads['d' + p].to(params[p].dtype) for p in params}
 else:
@@ -34,12 +35,12 @@ else:
     values = values_of(ns)
     one = torch.ones((), dtype=values['logits'].dtype)
     if answer.exercise == 2:
-        result = oracle.block_vjp(values, 'logits', 'loss', one)
+        result = oracle.block_vjp(NETWORK, values, 'logits', 'loss', one)
     elif answer.exercise == 3:
-        result = oracle.block_vjp(values, 'hprebn', 'hpreact', ns['dhpreact'])
+        result = oracle.block_vjp(NETWORK, values, 'hprebn', 'hpreact', ns['dhpreact'])
     elif answer.source == 'logprobs':
-        result = oracle.local_vjp(values, 'logprobs', {'loss': one})
+        result = oracle.local_vjp(NETWORK, values, 'logprobs', {'loss': one})
     else:
-        result = oracle.local_vjp(values, answer.source, {c: ns['d' + c] for c in model.consumers(answer.source)})
+        result = oracle.local_vjp(NETWORK, values, answer.source, {c: ns['d' + c] for c in model.consumers(answer.source)})
     ns[answer.variable] = result.to(values[answer.source].dtype)
     forget()
