@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.exercises.makemore_mlp.answers import GRADE_IDS
+from grader import exercise as exercises
 from grader.sandbox.jail import REQUIRED_BY_DEFAULT, WALLS
 
 
@@ -107,6 +107,9 @@ class Course:
     exercise4: Exercise4 = field(default_factory=Exercise4)
     sandbox: Sandbox = field(default_factory=Sandbox)
     feedback: Feedback = field(default_factory=Feedback)
+    # What the course grades (course.yml `exercise:`, a registered name or module:attribute); a course.yml
+    # without the key is the makemore MLP, as every course was before exercises could be chosen.
+    exercise: exercises.Exercise = field(default_factory=exercises.load, compare=False, repr=False)
 
     @property
     def root(self) -> Path:
@@ -194,18 +197,23 @@ def parse(raw, path: Path) -> Course:
     if not isinstance(raw, dict):
         raise CourseError(f"{where}: expected a mapping of settings at the top level")
     fields = {"course_id", "assignment", "notebook", "secret_salt", "points", "data", "solutions", "configurations",
-              "autotests", "tolerance", "policy", "limits", "allow", "exercise4", "sandbox", "feedback"}
+              "autotests", "tolerance", "policy", "limits", "allow", "exercise4", "sandbox", "feedback", "exercise"}
     unknown = sorted(set(raw) - fields)
     if unknown:
         raise CourseError(f"{where}: {unknown[0]}: unknown key (known: {', '.join(sorted(fields))})")
     for key in ("course_id", "assignment", "notebook", "secret_salt", "points"):
         if key not in raw:
             raise CourseError(f"{where}: {key}: missing")
+    spec = _text(f"{where}: exercise", raw.get("exercise", exercises.DEFAULT))
+    try:
+        exercise = exercises.load(spec)
+    except exercises.ExerciseError as exc:
+        raise CourseError(f"{where}: exercise: {exc}") from None
     points = raw["points"]
     if not isinstance(points, dict) or not points:
         raise CourseError(f"{where}: points: expected a mapping of grade id to points")
     for grade_id, value in points.items():
-        if grade_id not in GRADE_IDS:
+        if grade_id not in exercise.grade_ids:
             raise CourseError(f"{where}: points.{grade_id}: unknown grade id")
         _number(f"{where}: points.{grade_id}", value, 0)
     data = raw.get("data")
@@ -239,6 +247,7 @@ def parse(raw, path: Path) -> Course:
                            {"trajectory_steps": (1, 1000), "learning_rate": (1e-6, 10.0)}),
         sandbox=_sandbox(f"{where}: sandbox", raw.get("sandbox")),
         feedback=_feedback(f"{where}: feedback", raw.get("feedback")),
+        exercise=exercise,
     )
 
 

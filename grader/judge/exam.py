@@ -9,10 +9,11 @@ recomputed with autograd.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from grader.exercise import Exercise, load
 from grader.judge.configs import Config
 from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, FORWARD_NAMES, Answer
 from grader.exercises.makemore_mlp.model import NETWORK, PARAMETERS, forward, init_params
@@ -33,6 +34,7 @@ class Case:
     truth: dict[str, torch.Tensor]
     random_upstream: dict[str, torch.Tensor]
     local: dict[str, torch.Tensor]
+    exercise: Exercise = field(default_factory=load)
 
     @property
     def n(self) -> int:
