@@ -205,6 +205,9 @@ def parse(raw, path: Path) -> Course:
         if key not in raw:
             raise CourseError(f"{where}: {key}: missing")
     spec = _text(f"{where}: exercise", raw.get("exercise", exercises.DEFAULT))
+    module, _, attribute = spec.rpartition(":")
+    if module.endswith(".py"):  # a file beside course.yml
+        spec = f"{(path.parent / module).resolve()}:{attribute}"
     try:
         exercise = exercises.load(spec)
     except exercises.ExerciseError as exc:

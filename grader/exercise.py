@@ -26,9 +26,13 @@ from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
 import importlib
+import importlib.util
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -366,16 +370,39 @@ class ExerciseError(ValueError):
     """course.yml names an exercise that cannot be loaded; the message says which and why."""
 
 
+def _module(name: str):
+    """A module by dotted name, or by the path of its file (`exercises/tiny.py`): a course can keep its
+    own exercise beside its course.yml, where no import path reaches it. A file is imported once, under
+    a name made from its absolute path, so every process that loads the same spec gets the same module."""
+    if not name.endswith(".py"):
+        return importlib.import_module(name)
+    path = Path(name).resolve()
+    module_name = "backprop_ninja_exercise_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or not path.is_file():
+            raise ImportError(f"no exercise file {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[module_name]
+            raise
+    return sys.modules[module_name]
+
+
 def load(spec: str = DEFAULT) -> Exercise:
-    """The exercise a course names: a registered name, or `module:attribute`."""
+    """The exercise a course names: a registered name, `module:attribute`, or `path/to/file.py:attribute`
+    (a relative path is the caller's to resolve: course.yml's are resolved against its folder)."""
     target = BUILTIN.get(spec, spec)
-    module_name, _, attribute = target.partition(":")
-    if not attribute:
+    module_name, _, attribute = target.rpartition(":")
+    if not module_name or not attribute:
         raise ExerciseError(f"unknown exercise {spec!r}: the known ones are {', '.join(BUILTIN)}, "
-                            "or give module:attribute")
+                            "or give module:attribute or path/to/file.py:attribute")
     try:
-        value = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
+        value = getattr(_module(module_name), attribute)
+    except (ImportError, AttributeError, OSError, SyntaxError) as exc:
         raise ExerciseError(f"exercise {spec!r} cannot be loaded: {exc}") from None
     if not isinstance(value, Exercise):
         raise ExerciseError(f"exercise {spec!r} is a {type(value).__name__}, not a grader.exercise.Exercise")
