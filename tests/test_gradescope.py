@@ -228,7 +228,7 @@ def test_the_wheel_installs_offline_and_holds_the_package_that_runs_here(source,
 
     installed = package(target / "grader")
     assert installed == package(Path(grader.__file__).parent)
-    assert "gradescope_files/run_autograder" in installed
+    assert "lms/gradescope_files/run_autograder" in installed
     script = (target / "bin" / "backprop-ninja").read_text(encoding="utf-8")
     assert "from grader.cli import main" in script
     info = target / f"backprop_ninja-{grader.__version__}.dist-info"
