@@ -4,8 +4,9 @@ tests/golden/submissions holds the corpus's submissions (the reference with wron
 alternatives and unseen mistakes packed in, the solved notebook, the stubs, a refused, a broken, a raising
 and a wrong-shaped cell), frozen as notebooks; tests/golden/results what the grader said about each one,
 with what differs from run to run or machine to machine (seconds, the version, the input digest, which
-hashes the course files too, the walls this machine has) left out. A change that moves a score, a word of feedback, a flag or a named mistake fails here;
-one that means to regenerates the files with `python -m tests.test_golden` and says why in its commit.
+hashes the course files too, the walls this machine has) left out. A change that moves a score, a word of
+feedback, a flag or a named mistake fails here; one that means to regenerates the files with
+`python -m tests.test_golden` and says why in its commit.
 """
 from __future__ import annotations
 
