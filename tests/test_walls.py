@@ -708,6 +708,7 @@ def _users_venv(user) -> Path:
 
 @ROOT_ONLY
 @pytest.mark.parametrize("refuse", [(), ("unshare:EPERM",)], ids=["user-namespaces", "no-user-namespaces"])
+@pytest.mark.slow  # a unix user and a virtual environment of its own
 def test_as_a_normal_user_the_child_reaches_none_of_the_users_files_or_processes(normal_user, refuse):
     home = Path(normal_user.pw_dir)
     secret = home / "secret.txt"
