@@ -440,7 +440,8 @@ def main(argv=None) -> int:
                         help="an empty or new folder for the course and the submissions (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--memory", type=sizes, metavar="A,B",
-                        help="also grade classes of A and of B submissions (default jobs) and compare their peak memory")
+                        help="also grade classes of A and of B submissions (default jobs) and "
+                             "compare their peak memory")
     args = parser.parse_args(argv)
     if args.n < 1 or not 1 <= args.nbgrader_n <= args.n:
         parser.error("need --n >= 1 and 1 <= --nbgrader-n <= --n")

@@ -169,7 +169,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=None,
-                        help="a file with one word per line (default: the lecture's names.txt shipped with the package)")
+                        help="a file with one word per line (default: the lecture's names.txt "
+                             "shipped with the package)")
     parser.add_argument("--steps", type=int, default=LECTURE_STEPS, help="training steps (default: %(default)s)")
     parser.add_argument("--timing-steps", type=int, default=2_000,
                         help="steps per timing round of each backward (default: %(default)s)")

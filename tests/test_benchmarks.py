@@ -4,11 +4,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import ROOT
+
 SCRIPT = ROOT / "benchmarks" / "train_lecture.py"
 
 

@@ -11,9 +11,7 @@ import shutil
 import pytest
 from PIL import Image
 
-from browser import (  # noqa: F401  (check_page is the fixture)
-    LAPTOP_WIDTH, PHONE_WIDTH, assert_readable, browser_unavailable, check_page, start_chromium,
-)
+from helpers.browser import LAPTOP_WIDTH, PHONE_WIDTH, assert_readable, browser_unavailable, start_chromium
 
 RED = (220, 20, 20)
 

@@ -7,9 +7,9 @@ import warnings
 import pytest
 import torch
 
-from grader.student.check import SelfCheck
 from grader.exercises.makemore_mlp.answers import ATOMIC
 from grader.exercises.makemore_mlp.model import INTERMEDIATES, Sizes
+from grader.student.check import SelfCheck
 from solutions import reference
 
 # H != V (a transposed dW2 has another shape), n*block_size > vocab (repeated indices), n not 2.
@@ -175,7 +175,7 @@ def test_a_python_list_is_rejected(nb, run):
 
 
 class Liar(torch.Tensor):
-    """The attack of NOTES §4: a subclass whose torch functions all claim equality."""
+    """A subclass whose torch functions all claim equality, as submissions to real graders have used."""
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):

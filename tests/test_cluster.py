@@ -19,17 +19,13 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.course import load
 from grader.outputs.feedback_page import STAMP
-from notebooks import submission, write
+from helpers.notebooks import submission, write
+from helpers.paths import COURSE_FILE, STUB
 
 distributed = pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")  # a dependency of distributed
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE_FILE = ROOT / "course.yml"
-COURSE = load(COURSE_FILE)
-STUB = ROOT / "assignments" / COURSE.assignment / COURSE.notebook
 IDS = ["a-solved", "b-wrong", "c-blank", "d-broken"]
 
 
@@ -136,6 +132,7 @@ def test_a_batch_graded_on_the_cluster_gives_the_files_grading_here_gives(batch,
     assert sorted(courses.values()) == [1, 1]  # both workers graded a chunk, each from its own copy of the course
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_chunk_leaves_its_submissions_ungraded_and_resume_grades_them(
         batch, local, cluster, tmp_path, monkeypatch):
     from grader.pipeline import batch as grading
@@ -184,8 +181,8 @@ def test_a_worker_killed_mid_chunk_leaves_its_submissions_ungraded_and_resume_gr
 
 
 def test_ctrl_c_keeps_what_is_written_and_cancels_the_chunks_still_out(batch, cluster, tmp_path, monkeypatch):
-    from grader.pipeline import batch as grading
     from grader.outputs import results
+    from grader.pipeline import batch as grading
 
     monkeypatch.setattr(grading, "CHUNK", 1)  # four chunks, two out at a time
     real, writes = results.write_result, []

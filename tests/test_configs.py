@@ -1,30 +1,29 @@
 """grader.judge.configs and grader.judge.exam: the hidden configurations and what the trusted process knows about
 each before any student code runs.
 
-Every rule here is one a real wrong answer slipped through without (NOTES §2): lecture sizes hide
-hard-coded numbers, equal sizes hide swapped dimensions, Xb without repeats hides an overwriting dC,
-zero-ish inits hide a third of the mistakes, and only a tiny activation variance shows a dropped eps.
+Every rule here is one a real wrong answer slipped through without (about 70 realistic wrong answers
+were run against many configurations): lecture sizes hide hard-coded numbers, equal sizes hide swapped
+dimensions, Xb without repeats hides an overwriting dC, zero-ish inits hide a third of the mistakes, and
+only a tiny activation variance shows a dropped eps.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
-from grader.judge.compare import compare
-from grader.judge.configs import PROBE_SEED, Config, generate
-from grader.course import load
-from grader.judge.exam import CHAIN, LOCAL, checks, prepare
 from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID
 from grader.exercises.makemore_mlp.model import EPS, LECTURE, NETWORK, PARAMETERS
 from grader.exercises.makemore_mlp.model import shapes as model_shapes
+from grader.judge.compare import compare
+from grader.judge.configs import PROBE_SEED, Config, generate
+from grader.judge.exam import CHAIN, LOCAL, checks, prepare
 from grader.judge.oracle import chain_gradients
+from helpers.paths import COURSE
 from solutions import reference
 
-COURSE = load(Path(__file__).resolve().parents[1] / "course.yml")
 TOL = COURSE.tolerance
 LECTURE_VALUES = {32, 27, 3, 10, 64}
 SIZE_FIELDS = ("n", "vocab", "block_size", "n_embd", "n_hidden")

@@ -21,17 +21,21 @@ import nbformat
 import pytest
 import yaml
 
-from grader.course import load
-from grader.exercises.makemore_mlp.answers import ANSWER_CELLS, ANSWERS, BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, EX4_TRAINING, GRADE_IDS
-from grader.pipeline.batch import grade
+from grader.exercises.makemore_mlp.answers import (
+    ANSWER_CELLS,
+    ANSWERS,
+    BY_GRADE_ID,
+    EX4_CELL,
+    EX4_FUNCTION,
+    EX4_TRAINING,
+    GRADE_IDS,
+)
 from grader.exercises.makemore_mlp.model import PARAMETERS
+from grader.pipeline.batch import grade
+from helpers.paths import COURSE, ROOT, SOLVED, STUB
 from solutions import reference
 
-ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).with_name("corpus")
-COURSE = load(ROOT / "course.yml")
-SOLVED_NOTEBOOK = ROOT / "solutions" / "backprop_ninja_solved.ipynb"
-RELEASED_STUB = ROOT / "assignments" / COURSE.assignment / COURSE.notebook
 REFERENCE = reference.cells()
 
 WRONG = yaml.safe_load((CORPUS / "wrong_answers.yml").read_text())
@@ -129,8 +133,8 @@ def graded(tmp_path_factory):
     submissions = root / "submissions"
     for name, cells in _submissions().items():
         _write_notebook(cells, submissions / f"{name}.ipynb")
-    (submissions / "solved-notebook.ipynb").write_bytes(SOLVED_NOTEBOOK.read_bytes())
-    (submissions / "stub-released.ipynb").write_bytes(RELEASED_STUB.read_bytes())
+    (submissions / "solved-notebook.ipynb").write_bytes(SOLVED.read_bytes())
+    (submissions / "stub-released.ipynb").write_bytes(STUB.read_bytes())
     pairs = grade([submissions], COURSE, root / "results", jobs=2)
     return {r.submission: r for _, r in pairs}
 
@@ -247,7 +251,7 @@ def test_solution_scores_the_maximum(graded, name):
 def test_solution_scores_the_maximum_on_other_configurations(tmp_path):
     """Another salt and the most configurations a course may ask for: still full marks."""
     course = dataclasses.replace(COURSE, secret_salt="corpus: another course, another term", configurations=16)
-    ((_, result),) = grade([SOLVED_NOTEBOOK], course, tmp_path, jobs=1)
+    ((_, result),) = grade([SOLVED], course, tmp_path, jobs=1)
     _healthy(result, ANSWER_CELLS)
     assert result.score == result.max_score == course.max_score, [t for t in result.tests if t.score < t.max_score]
 

@@ -10,8 +10,7 @@ import yaml
 from grader.course import Course, CourseError, load
 from grader.exercises.makemore_mlp.answers import ATOMIC, GRADE_IDS
 from grader.exercises.makemore_mlp.model import PARAMETERS
-
-REPO_COURSE = Path(__file__).resolve().parents[1] / "course.yml"
+from helpers.paths import COURSE_FILE
 
 VALID = {
     "course_id": "test-course",
@@ -39,7 +38,7 @@ def changed(edit):
 
 
 def test_the_repository_course_loads():
-    course = load(REPO_COURSE)
+    course = load(COURSE_FILE)
     assert isinstance(course, Course)
     assert course.points
     assert set(course.points) <= set(GRADE_IDS)
@@ -48,8 +47,8 @@ def test_the_repository_course_loads():
     assert 4 <= course.configurations <= 16
     assert course.secret_salt.strip()
     assert 0 < course.tolerance.rtol < 1 and 0 < course.tolerance.atol < 1
-    assert course.path == REPO_COURSE
-    assert course.root == REPO_COURSE.parent
+    assert course.path == COURSE_FILE
+    assert course.root == COURSE_FILE.parent
 
 
 def test_grade_ids_are_every_answer_and_every_ex4_parameter():

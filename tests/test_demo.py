@@ -1,16 +1,12 @@
 """The README's first command: `backprop-ninja demo` runs the bundled course through nbgrader."""
 import json
 import warnings
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.course import load
-
-ROOT = Path(__file__).resolve().parents[1]
-COURSE = load(ROOT / "course.yml")
+from helpers.paths import COURSE, ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -135,7 +135,8 @@ def test_size_one_dimension_moved_is_not_called_transposed_or_a_wrong_sum():
     want = randn(N, 1)
     for got, right in ((want.reshape(1, N), True), (randn(1, N, seed=2), False)):
         (hint,) = hints(got, want)
-        assert hint.startswith("has its size-1 dimension in the wrong place: shape (1, 6) where the gradient has (6, 1)")
+        assert hint.startswith("has its size-1 dimension in the wrong place: shape (1, 6)"
+                               " where the gradient has (6, 1)")
         assert ("reshaped, its values are right" in hint) == right
         assert "transpose" not in hint and "wrong dimension" not in hint
 
@@ -159,5 +160,6 @@ def test_an_answer_that_only_broadcasts_to_the_gradient_says_its_values_are_righ
     """1/(n-1) * dbnvar, (1, H), for dbndiff2, (n, H): right values, not yet the tensor's shape."""
     row = randn(1, 4)
     assert hints(row, row.expand(N, 4).clone()) == [
-        "broadcast to (6, 4) its values are right: a gradient has its tensor's full shape, not one that broadcasts to it"]
+        "broadcast to (6, 4) its values are right: a gradient has its tensor's full shape, "
+        "not one that broadcasts to it"]
     assert not any("values are right" in h for h in hints(randn(1, 4, seed=3), row.expand(N, 4).clone()))

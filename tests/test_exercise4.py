@@ -2,17 +2,14 @@
 gradient loses exactly that parameter's credit and fails the training check, which names the step
 where training with it parts from training with autograd."""
 import re
-from pathlib import Path
 
 import pytest
 
-from grader.course import load
 from grader.exercises.makemore_mlp.answers import EX4_CELL, EX4_TRAINING, GRADE_IDS
 from grader.pipeline.batch import grade
-from notebooks import reference_sources, submission, write
+from helpers.notebooks import reference_sources, submission, write
+from helpers.paths import COURSE
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE = load(ROOT / "course.yml")
 REFERENCE = reference_sources()
 
 # name -> (the reference line to replace, its wrong version, the grade id that must lose its credit)
@@ -31,7 +28,8 @@ def results(tmp_path_factory):
     write(root / "subs" / "solved.ipynb", submission())
     for name, (right, wrong, _) in VARIANTS.items():
         assert right in REFERENCE[EX4_CELL], name
-        write(root / "subs" / f"{name}.ipynb", submission(replace={EX4_CELL: REFERENCE[EX4_CELL].replace(right, wrong)}))
+        write(root / "subs" / f"{name}.ipynb",
+              submission(replace={EX4_CELL: REFERENCE[EX4_CELL].replace(right, wrong)}))
     pairs = grade([root / "subs"], COURSE, root / "out", jobs=2)
     return {r.submission: {t.name: t for t in r.tests} for _, r in pairs}
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_report import COURSE, COURSE_FILE, HOSTILE, SUBMISSIONS, grade_class, results
 
 from grader.cli import main
 from grader.exercises.makemore_mlp.answers import GRADE_IDS
-from test_report import COURSE, COURSE_FILE, HOSTILE, SUBMISSIONS, grade_class, results
 
 CANVAS_HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 # A Canvas gradebook export: ada by login (Canvas keeps its own case), ben by SIS User ID, dee by Canvas

@@ -13,10 +13,19 @@ import re
 import nbformat
 import pytest
 
-from grader.pipeline import extract
 from grader.exercises.makemore_mlp.answers import ANSWER_CELLS
-from notebooks import (answer_cell, code_cell, fingerprint, markdown_cell, nbgrader_metadata, notebook,
-                       reference_sources, submission, write)
+from grader.pipeline import extract
+from helpers.notebooks import (
+    answer_cell,
+    code_cell,
+    fingerprint,
+    markdown_cell,
+    nbgrader_metadata,
+    notebook,
+    reference_sources,
+    submission,
+    write,
+)
 
 REFERENCE = reference_sources()
 
@@ -106,7 +115,8 @@ def test_an_nbformat_3_notebook_is_read_through_conversion(tmp_path):
     cells = [{"cell_type": "code", "input": src, "language": "python", "metadata": nbgrader_metadata(g),
               "outputs": [], "prompt_number": None} for g, src in REFERENCE.items()]
     cells.insert(0, {"cell_type": "markdown", "metadata": {}, "source": "# old notebook"})
-    v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {"name": ""}, "worksheets": [{"cells": cells, "metadata": {}}]}
+    v3 = {"nbformat": 3, "nbformat_minor": 0, "metadata": {"name": ""},
+          "worksheets": [{"cells": cells, "metadata": {}}]}
     path = tmp_path / "old.ipynb"
     path.write_text(json.dumps(v3), encoding="utf-8")
     s = read(path)
@@ -133,8 +143,10 @@ BAD_FILES = {
     "json-null": (b"null", "notebook"),
     "json-string": (b'"a notebook"', "notebook"),
     "no-cells": (b'{"a": 1}', "notebook"),
-    "future-version": (json.dumps({"nbformat": 5, "nbformat_minor": 0, "metadata": {}, "cells": []}).encode(), "version"),
-    "cells-not-a-list": (json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": None}).encode(), "notebook"),
+    "future-version": (json.dumps({"nbformat": 5, "nbformat_minor": 0, "metadata": {},
+                                  "cells": []}).encode(), "version"),
+    "cells-not-a-list": (json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                                    "cells": None}).encode(), "notebook"),
     "cells-of-numbers": (_v4([1, 2]), "notebook"),
     "source-of-numbers": (_v4([{"cell_type": "code", "metadata": nbgrader_metadata("dlogprobs"), "source": [1, 2],
                                 "outputs": [], "execution_count": None}]), "notebook"),

@@ -6,7 +6,7 @@ HTML parser, the results files must not change, and `--resume` must keep a page 
 result and remake any other one without pictures. A one-student nbgrader course (its own fresh secret
 salt) must show the page, with exactly the pictures `grade --html` drew: the pictures depend on nothing
 secret. The pages are also opened in headless Chromium at a laptop's and a phone's width
-(tests/browser.py; skipped where no browser is installed).
+(tests/helpers/browser.py; skipped where no browser is installed).
 
 The class:
 - ben: one answer per case the page must handle: wrong values (dcounts), a lecture-shaped (H,) dbnmeani
@@ -34,24 +34,21 @@ import torch
 from click.testing import CliRunner
 from PIL import Image
 
-from browser import PHONE_WIDTH, assert_readable, check_page  # noqa: F401  (check_page is a fixture)
-from grader.outputs import feedback_page
-from grader.judge import scoring
 from grader.cli import main
-from grader.judge.configs import generate
 from grader.course import load
-from grader.judge.exam import prepare
 from grader.exercises.makemore_mlp.answers import ANSWERS, GRADE_IDS
+from grader.judge import scoring
+from grader.judge.configs import generate
+from grader.judge.exam import prepare
 from grader.judge.scoring import CORRECT, INCORRECT, Result
-from nbgrader_course import Course, set_answers
-from notebooks import submission, write
+from grader.outputs import feedback_page
+from helpers.browser import PHONE_WIDTH, assert_readable
+from helpers.nbgrader_course import Course, set_answers
+from helpers.notebooks import submission, write
+from helpers.paths import COURSE, COURSE_FILE, ROOT, STUB
 from solutions import reference
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE_FILE = ROOT / "course.yml"
-COURSE = load(COURSE_FILE)
 ASSIGNMENT = COURSE.assignment
-STUB = ROOT / "assignments" / ASSIGNMENT / COURSE.notebook
 PROBE = prepare(next(c for c in generate("any salt: the probe is public", 4) if not c.scored))
 MARKUP = "<script>alert('ben')</script>"
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from grader.sandbox import parent as sandbox
-from grader.sandbox import zygote
 from grader.judge.configs import generate
 from grader.judge.exam import prepare
-from notebooks import reference_sources
-from sandbox_helpers import processes
+from grader.sandbox import parent as sandbox
+from grader.sandbox import zygote
+from helpers.children import processes
+from helpers.notebooks import reference_sources
 
 REFERENCE = reference_sources()
 

@@ -19,12 +19,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from browser import browser_unavailable, start_chromium
 from grader.cli import main
-from grader.course import load
+from helpers.browser import browser_unavailable, start_chromium
+from helpers.paths import COURSE, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE = load(ROOT / "course.yml")
 ASSIGNMENT, NOTEBOOK = COURSE.assignment, Path(COURSE.notebook).stem
 STARTUP = 300  # seconds for Jupyter Server to import its extensions on a busy machine
 

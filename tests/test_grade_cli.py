@@ -22,14 +22,10 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.course import load
-from notebooks import fingerprint, submission, write
+from helpers.notebooks import fingerprint, submission, write
+from helpers.paths import COURSE, COURSE_FILE, STUB
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE_FILE = ROOT / "course.yml"
-COURSE = load(COURSE_FILE)
 GRADE_IDS = list(COURSE.points)
-STUB = ROOT / "assignments" / COURSE.assignment / COURSE.notebook
 
 WRONG = {
     "dcounts": "dcounts = counts_sum_inv * dprobs\n",         # misses the branch through counts_sum: 0
@@ -194,9 +190,9 @@ def test_the_table_lists_every_submission(in_process):
     result, _ = in_process
     stdout = result.stdout
     for sid in IDS:
-        line = next((l for l in stdout.splitlines() if l.split() and l.split()[0] == sid), None)
+        line = next((row for row in stdout.splitlines() if row.split() and row.split()[0] == sid), None)
         assert line is not None, f"{sid} missing from the table:\n{stdout}"
-    ada = next(l for l in stdout.splitlines() if l.startswith("ada/"))
+    ada = next(row for row in stdout.splitlines() if row.startswith("ada/"))
     assert f"{COURSE.max_score:g} / {COURSE.max_score:g}" in ada
     assert "4 submission(s) graded" in stdout
 
@@ -216,7 +212,7 @@ def test_the_installed_command_grades_the_same_batch(command):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     for sid in IDS:
-        assert any(l.split() and l.split()[0] == sid for l in done.stdout.splitlines()), done.stdout
+        assert any(row.split() and row.split()[0] == sid for row in done.stdout.splitlines()), done.stdout
 
 
 def test_grading_twice_gives_the_same_files_apart_from_time(in_process, command):
@@ -264,7 +260,7 @@ def test_a_bad_course_file_is_one_line_naming_the_key(tmp_path, edit, key):
     result = CliRunner().invoke(main, ["grade", str(notebook), "--out", str(tmp_path / "out"), "--course", str(course)])
     assert result.exit_code != 0
     assert isinstance(result.exception, SystemExit)  # a handled error, not a crash
-    lines = [l for l in result.output.splitlines() if l.strip()]
+    lines = [row for row in result.output.splitlines() if row.strip()]
     assert len(lines) == 1, result.output
     assert lines[0].startswith("Error: ") and key in lines[0] and "unknown key" in lines[0]
     assert "Traceback" not in result.output
@@ -274,7 +270,8 @@ def test_a_bad_course_file_is_one_line_naming_the_key(tmp_path, edit, key):
 
 def test_a_missing_path_is_a_usage_error(tmp_path):
     missing = tmp_path / "no-such-folder"
-    result = CliRunner().invoke(main, ["grade", str(missing), "--out", str(tmp_path / "out"), "--course", str(COURSE_FILE)])
+    result = CliRunner().invoke(main, ["grade", str(missing), "--out", str(tmp_path / "out"),
+                                      "--course", str(COURSE_FILE)])
     assert result.exit_code == 2
     assert "Usage:" in result.output
     assert "Error:" in result.output and "does not exist" in result.output and str(missing) in result.output

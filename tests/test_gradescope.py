@@ -28,12 +28,10 @@ from packaging.version import Version
 import grader
 from grader.cli import main
 from grader.course import load
-from notebooks import reference_sources, submission, write
+from helpers import refuse
+from helpers.notebooks import reference_sources, submission, write
+from helpers.paths import COURSE, COURSE_FILE, ROOT, STUB
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE_FILE = ROOT / "course.yml"
-COURSE = load(COURSE_FILE)
-STUB = ROOT / "assignments" / COURSE.assignment / COURSE.notebook
 SCRIPTS = ("setup.sh", "run_autograder")
 # What Gradescope's results.json specification names, at the top level and in each test.
 TOP_KEYS = {"score", "execution_time", "output", "output_format", "visibility", "stdout_visibility", "extra_data",
@@ -123,8 +121,7 @@ def runs(built, tmp_path_factory):
             env.update(PATH="/usr/bin:/bin", BACKPROP_NINJA_PREFIX=str(base / "nothing-installed"))
         command = [str(root / "run_autograder")]
         if case == "no_landlock":  # an image whose kernel or seccomp profile has no Landlock
-            command = [sys.executable, str(Path(__file__).parent / "refuse_syscalls.py"),
-                       "landlock_create_ruleset:ENOSYS", "--", *command]
+            command = [sys.executable, refuse.__file__, "landlock_create_ruleset:ENOSYS", "--", *command]
         log = (root / "stdout").open("w")
         started[case] = root, log, subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     for case in set(SUBMISSIONS) - set(SCRIPTED):
@@ -261,6 +258,7 @@ def test_an_out_that_is_a_folder_is_a_one_line_error(tmp_path):
 # run_autograder, once per submission
 
 
+@pytest.mark.slow
 def test_every_case_writes_results_in_gradescope_s_schema(runs):
     assert set(runs) == set(SUBMISSIONS)
     for case, (results, _) in runs.items():
@@ -273,6 +271,7 @@ def test_every_case_writes_results_in_gradescope_s_schema(runs):
             assert test["status"] in ("passed", "failed") and 0 <= test["score"] <= test["max_score"]
 
 
+@pytest.mark.slow
 def test_the_solved_notebook_gets_full_marks_and_a_scratch_notebook_is_ignored(runs):
     results, log = runs["solved_and_scratch"]
     assert results["score"] == COURSE.max_score
@@ -283,6 +282,7 @@ def test_the_solved_notebook_gets_full_marks_and_a_scratch_notebook_is_ignored(r
     assert f"grading {COURSE.notebook}" in log
 
 
+@pytest.mark.slow
 def test_a_notebook_of_any_name_gets_its_partial_score(runs):
     results, log = runs["partial"]
     scores = {t["name"]: t["score"] for t in results["tests"]}
@@ -295,6 +295,7 @@ def test_a_notebook_of_any_name_gets_its_partial_score(runs):
     assert "grading homework (1).ipynb" in log
 
 
+@pytest.mark.slow
 def test_integrity_flags_reach_the_staff_but_not_the_student(runs):
     results, log = runs["partial"]
     assert "flags" not in results  # not a key Gradescope knows; students see no list of flags
@@ -304,6 +305,7 @@ def test_integrity_flags_reach_the_staff_but_not_the_student(runs):
     assert results["stdout_visibility"] == "hidden"
 
 
+@pytest.mark.slow
 def test_a_broken_notebook_scores_0_and_says_why(runs):
     results, _ = runs["broken"]
     assert results["score"] == 0
@@ -315,12 +317,14 @@ def test_a_broken_notebook_scores_0_and_says_why(runs):
     ("no_notebook", f"No notebook (.ipynb) in your submission (it holds notes.txt): upload {COURSE.notebook}."),
     ("several", f"Your submission holds 2 notebooks (a.ipynb, b/c.ipynb): upload only {COURSE.notebook}."),
 ])
+@pytest.mark.slow
 def test_a_submission_without_one_notebook_to_grade_scores_0_with_a_message(runs, case, says):
     results, _ = runs[case]
     assert results["score"] == 0 and results["tests"] == []
     assert results["output"] == says
 
 
+@pytest.mark.slow
 def test_a_grader_that_fails_still_gives_a_result_and_the_staff_a_traceback(runs):
     results, log = runs["broken_course"]
     assert results["score"] == 0 and results["tests"] == []
@@ -329,6 +333,7 @@ def test_a_grader_that_fails_still_gives_a_result_and_the_staff_a_traceback(runs
     assert "Traceback" in log and "course.yml" in log
 
 
+@pytest.mark.slow
 def test_without_the_grader_installed_the_script_still_writes_a_result(runs):
     results, log = runs["no_grader"]
     assert results["score"] == 0 and results["tests"] == []
@@ -336,6 +341,7 @@ def test_without_the_grader_installed_the_script_still_writes_a_result(runs):
     assert "wrote no results.json" in log
 
 
+@pytest.mark.slow
 def test_a_sandbox_without_a_required_wall_is_the_graders_failure_not_the_students(runs):
     results, log = runs["no_landlock"]
     assert results["tests"] == [] and "not graded" in results["output"] and "course staff" in results["output"]

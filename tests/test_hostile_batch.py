@@ -27,17 +27,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from grader.cli import main
 from grader.lms import nbgrader as nbgrader_plugin
 from grader.outputs import results
-from grader.sandbox import static_check
-from grader.cli import main
-from grader.course import load
 from grader.pipeline.extract import MAX_NOTEBOOK_BYTES
-from notebooks import submission, write
+from grader.sandbox import static_check
+from helpers.notebooks import submission, write
+from helpers.paths import COURSE, COURSE_FILE, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE_FILE = ROOT / "course.yml"
-COURSE = load(COURSE_FILE)
 NOTEBOOK = COURSE.notebook
 STEM = NOTEBOOK.removesuffix(".ipynb")
 AS_ROOT = os.getuid() == 0
@@ -166,6 +163,7 @@ def _strict_json(path_or_text) -> object:
     return data
 
 
+@pytest.mark.slow
 def test_the_batch_finishes_and_every_submission_has_a_result(graded):
     done, out = graded
     assert done.returncode == 0, done.stderr[-3000:]
@@ -175,6 +173,7 @@ def test_the_batch_finishes_and_every_submission_has_a_result(graded):
         assert (out / f"{sid}.html").is_file(), sid
 
 
+@pytest.mark.slow
 def test_correct_notebooks_after_the_hostile_ones_get_full_marks(graded):
     _, out = graded
     for sid, full in GRADED.items():
@@ -182,6 +181,7 @@ def test_correct_notebooks_after_the_hostile_ones_get_full_marks(graded):
         assert (result["score"] == COURSE.max_score) is full, (sid, result["output"])
 
 
+@pytest.mark.slow
 def test_nothing_printed_acts_on_the_terminal(graded):
     done, _ = graded
     stdout = _terminal_safe(done.stdout, "stdout")
@@ -190,6 +190,7 @@ def test_nothing_printed_acts_on_the_terminal(graded):
     assert "bytes/\\xff\\xfe " in stdout and "bytes/\\xff\\xfe~2 " in stdout
 
 
+@pytest.mark.slow
 def test_each_refused_path_gets_a_line_and_a_not_graded_result(graded, batch):
     done, out = graded
     stderr = done.stderr.decode("utf-8")
@@ -201,6 +202,7 @@ def test_each_refused_path_gets_a_line_and_a_not_graded_result(graded, batch):
     assert batch["root"].joinpath("fifo", NOTEBOOK).is_fifo()
 
 
+@pytest.mark.slow
 def test_every_file_written_is_strict_utf8_json_or_escaped_html(graded):
     _, out = graded
     for path in out.rglob("*.json"):
@@ -213,6 +215,7 @@ def test_every_file_written_is_strict_utf8_json_or_escaped_html(graded):
     assert "\\x80 \\x1b[2J\\x1b[31mred" in page  # the surrogate and the escapes are shown, escaped
 
 
+@pytest.mark.slow
 def test_grades_csv_is_strict_utf8_and_quotes_a_formula(graded):
     _, out = graded
     rows = list(csv.reader(io.StringIO(_strict_text((out / "grades.csv").read_bytes()))))
@@ -221,6 +224,7 @@ def test_grades_csv_is_strict_utf8_and_quotes_a_formula(graded):
     assert len(ids) == len(set(ids)) == len(GRADED) + len(REFUSED)
 
 
+@pytest.mark.slow
 def test_regrading_gives_the_same_ids(graded, batch, tmp_path):
     """An id is stable: resume finds every result of the first run again, none is graded twice."""
     _, out = graded
@@ -247,6 +251,7 @@ def with_an_old_result(graded, tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_report_reads_every_result_and_writes_strict_files(with_an_old_result):
     done = _run("report", str(with_an_old_result))
     assert done.returncode == 0, done.stderr
@@ -260,6 +265,7 @@ def test_report_reads_every_result_and_writes_strict_files(with_an_old_result):
 
 
 @pytest.mark.parametrize("fmt", ["grade-ids", "canvas"])
+@pytest.mark.slow
 def test_export_reads_every_result_and_writes_strict_csv(with_an_old_result, fmt, tmp_path):
     target = tmp_path / f"{fmt}.csv"
     done = _run("export", str(with_an_old_result), "--format", fmt, "--out", str(target))
@@ -271,6 +277,7 @@ def test_export_reads_every_result_and_writes_strict_csv(with_an_old_result, fmt
         assert "bytes: several submissions" in done.stderr.decode()
 
 
+@pytest.mark.slow
 def test_the_nbgrader_feedback_page_of_a_hostile_result_can_be_written(with_an_old_result):
     """nbgrader writes the autograded notebook, feedback page inside, as UTF-8: every string must be valid."""
     import nbformat
@@ -349,7 +356,7 @@ def test_the_gradebook_records_a_linked_submission_under_its_linker_and_a_fifo_s
     import nbformat
     from nbgrader.api import Gradebook
 
-    from nbgrader_course import Course, set_answers
+    from helpers.nbgrader_course import Course, set_answers
     from solutions import reference
 
     course = Course(tmp_path, COURSE.course_id, COURSE.assignment)

@@ -13,7 +13,6 @@ the network probes use loopback only. A child costs ~1-2 s, so the probes share 
 from __future__ import annotations
 
 import errno
-import glob
 import json
 import os
 import pickle
@@ -30,14 +29,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox import protocol
-from grader.sandbox import parent as sandbox
-from sandbox_helpers import alive_with, kill_siblings, tracked_children
+from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
 from grader.judge.compare import compare
 from grader.judge.configs import generate
 from grader.judge.exam import CHAIN, LOCAL, checks, prepare
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
-from notebooks import reference_sources
+from grader.sandbox import parent as sandbox
+from grader.sandbox import protocol
+from helpers.children import alive_with, kill_siblings, tracked_children
+from helpers.notebooks import reference_sources
 
 REFERENCE = reference_sources()
 ROOT_ONLY = pytest.mark.skipif(os.getuid() != 0, reason="the grader drops to nobody only when it runs as root")
@@ -160,7 +159,8 @@ def walls(places, case, listeners):
             "except OSError as e:\n    res['regain'] = type(e).__name__\n"
             "res.update(uid=os.getuid(), euid=os.geteuid(), gid=os.getgid(), groups=os.getgroups(),\n"
             "           nnp=libc.prctl(39, 0, 0, 0, 0), capabilities=list(data), cwd=os.getcwd())\n"
-            "try:\n    open('scratch.txt', 'w').write('the work dir is writable')\n    res['workdir_write'] = 'written'\n"
+            "try:\n    open('scratch.txt', 'w').write('the work dir is writable')\n"
+            "    res['workdir_write'] = 'written'\n"
             "except OSError as e:\n    res['workdir_write'] = 'denied:' + type(e).__name__\n"),
         "dprobs": _probe(
             "import socket\n"
@@ -171,7 +171,8 @@ def walls(places, case, listeners):
             "        s.connect(addr)\n        res[name] = 'connected'\n"
             "    except OSError as e:\n        res[name] = e.errno\n"
             f"try:\n    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-            f"    u.sendto(b'exfiltrated', ('127.0.0.1', {listeners['udp'].getsockname()[1]}))\n    res['udp'] = 'sent'\n"
+            f"    u.sendto(b'exfiltrated', ('127.0.0.1', {listeners['udp'].getsockname()[1]}))\n"
+            "    res['udp'] = 'sent'\n"
             "except OSError as e:\n    res['udp'] = e.errno\n"),
         "dcounts_sum_inv": _probe(
             f"for key, path in {targets!r}.items():\n"
@@ -183,7 +184,8 @@ def walls(places, case, listeners):
             "    except OSError as e:\n        res[key] = 'denied:' + type(e).__name__\n"
             f"for key, path in {escapes!r}.items():\n"
             "    try:\n"
-            "        res[key] = 'read:' + (open(path).read(60) if not path.endswith('cwd') else str(os.listdir(path)))\n"
+            "        res[key] = 'read:' + "
+            "(open(path).read(60) if not path.endswith('cwd') else str(os.listdir(path)))\n"
             "    except OSError as e:\n        res[key] = 'denied:' + type(e).__name__\n"),
         "dcounts": _probe(
             f"for key, path in {writes!r}.items():\n"
@@ -211,7 +213,8 @@ def _right(attempt, case, grade_id, check):
 
 def test_the_probing_child_finished_and_the_reference_cells_after_the_probes_are_right(walls, case):
     assert walls.error is None, walls.error
-    for grade_id in ("dh", "dW2", "dhpreact", "dbnraw", "dhprebn", "dW1", "dC", "ex2_dlogits", "ex3_dhprebn", "ex4_dW1"):
+    for grade_id in ("dh", "dW2", "dhpreact", "dbnraw", "dhprebn", "dW1",
+                     "dC", "ex2_dlogits", "ex3_dhprebn", "ex4_dW1"):
         for check in checks(BY_GRADE_ID[grade_id]):
             assert _right(walls, case, grade_id, check), (grade_id, check)
 
@@ -383,7 +386,8 @@ PROCESSES = 32
 @pytest.fixture(scope="module")
 def procs(case):
     markers = {"setsid": _marker(), "daemon": _marker(), "bomb": _marker()}
-    exec_sleep = "        try:\n            os.execv('/bin/sleep', ['sleep', {m!r}])\n        finally:\n            os._exit(1)\n"
+    exec_sleep = ("        try:\n            os.execv('/bin/sleep', ['sleep', {m!r}])\n"
+                  "        finally:\n            os._exit(1)\n")
     cells = {
         **REFERENCE,
         "dlogprobs": _probe(

@@ -43,21 +43,29 @@ import yaml
 from grader.course import load
 from grader.exercises.makemore_mlp.answers import ANSWER_CELLS, BY_GRADE_ID, EX4_CELL, GRADE_CELL_PREFIX, grade_cell_id
 from grader.exercises.makemore_mlp.model import PARAMETERS
-from nbgrader_course import (Course, cell_by_grade_id, edit, files_under, grade_id, public_text, result,
-                             set_answers, stderr, stdout, text_of_html, text_of_notebook)
+from helpers.nbgrader_course import (
+    Course,
+    cell_by_grade_id,
+    edit,
+    files_under,
+    grade_id,
+    public_text,
+    result,
+    set_answers,
+    stderr,
+    stdout,
+    text_of_html,
+    text_of_notebook,
+)
+from helpers.paths import COURSE, COURSE_FILE, ROOT, SOLVED, STUB
 from solutions import reference
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE_FILE = ROOT / "course.yml"
-COURSE = load(COURSE_FILE)
 ASSIGNMENT = COURSE.assignment
 NOTEBOOK = Path(COURSE.notebook).stem
 POINTS = dict(COURSE.points)
 GRADE_IDS = list(POINTS)
-STUB = ROOT / "assignments" / ASSIGNMENT / COURSE.notebook
-SOLVED = ROOT / "solutions" / "backprop_ninja_solved.ipynb"
 AUTOTESTS = COURSE.autotests_dir
 REFERENCE = reference.cells()
 
@@ -478,7 +486,8 @@ def test_the_hostile_cells_are_restored_in_the_autograded_notebook(course):
     assert DEE_PATCH in [c.source for c in nb.cells] and DEE_STDERR in [c.source for c in nb.cells]
     page, *cells = nb.cells
     assert page.metadata.get("transient", {}).get("remove_source") and page.source == ""
-    assert [o.output_type for o in page.outputs] == ["display_data"] and "bpn-feedback" in page.outputs[0].data["text/html"]
+    assert [o.output_type for o in page.outputs] == ["display_data"]
+    assert "bpn-feedback" in page.outputs[0].data["text/html"]
     for cell in cells:
         if cell.cell_type == "code" and not cell.metadata.get("nbgrader", {}).get("grade"):
             assert cell.outputs == [], cell.source

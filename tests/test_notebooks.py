@@ -20,7 +20,15 @@ import torch
 import torch.nn.functional as F
 
 from grader import course as course_config
-from grader.exercises.makemore_mlp.answers import ANSWER_CELLS, ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_FUNCTION, grade_cell_id
+from grader.exercises.makemore_mlp.answers import (
+    ANSWER_CELLS,
+    ATOMIC,
+    BY_GRADE_ID,
+    EX4_CACHE,
+    EX4_CELL,
+    EX4_FUNCTION,
+    grade_cell_id,
+)
 from grader.exercises.makemore_mlp.model import LECTURE, PARAMETERS, init_params
 from solutions import make_notebooks, reference
 

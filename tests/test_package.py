@@ -34,11 +34,10 @@ import pytest
 import yaml
 
 from grader.course import load
-from nbgrader_course import Command, set_answers
+from helpers.nbgrader_course import Command, set_answers
+from helpers.paths import COURSE, ROOT
 from solutions import reference
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE = load(ROOT / "course.yml")
 ASSIGNMENT, NOTEBOOK = COURSE.assignment, COURSE.notebook
 COURSE_ID = "ml101-fall"
 INSTRUCTOR, STUDENTS = "bpninst", ("bpnstud1", "bpnstud2")

@@ -1,7 +1,7 @@
 """The red-team corpus (tests/redteam/) graded through the real command, as an instructor runs it, on
 the three kinds of host the grader meets: as root (CI), as a normal user (most instructors, every
 JupyterHub), and as a normal user on a host that refuses user namespaces (Ubuntu 24.04, Docker's
-default profile: tests/helpers/nouserns.py).
+default profile: tests/helpers/refuse.py).
 
 Each mode is run with both vehicles (redteam.VEHICLES): `checked`, the product as it is, and `floor`,
 the same command with the static check switched off (tests/helpers/nostatic.py), each payload then
@@ -36,13 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import redteam
 import yaml
 
-import redteam
-from helpers import nostatic, nouserns, users
+from helpers import nostatic, refuse, users
+from helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-NOUSERNS = Path(nouserns.__file__).resolve()
+NOUSERNS = [str(Path(refuse.__file__).resolve()), "--user-namespaces"]
 NOSTATIC = Path(nostatic.__file__).resolve()
 MODES = ("root", "user", "nouserns")
 NB = "backprop_ninja"
@@ -270,7 +270,7 @@ class Mode:
             batch.submissions[sid] = f"{sid}/"
         # a folder name that is not UTF-8, and one that rewrites a terminal
         for sid, name, needle in (("bad-name", b"bad-\xff\xfe", "bad-"),
-                                  ("ansi-name", "\x1b[2J\x1b[H\x1b[1;32mALL-PASS\x1b[0m".encode(), "ALL-PASS")):
+                                  ("ansi-name", b"\x1b[2J\x1b[H\x1b[1;32mALL-PASS\x1b[0m", "ALL-PASS")):
             folder = os.path.join(os.fsencode(submitted), name)
             os.mkdir(folder)
             with open(os.path.join(folder, NB.encode() + b".ipynb"), "w") as f:
@@ -292,7 +292,7 @@ class Mode:
         else:
             command = [str(self.venv / "bin" / "backprop-ninja"), *args]
         if self.name == "nouserns":
-            command = [python, str(NOUSERNS), "--", *command]
+            command = [python, *NOUSERNS, "--", *command]
         return command if self.user is None else self.user.command(command)
 
     def env(self) -> dict[str, str]:
@@ -697,11 +697,11 @@ def _unshare(flags: int, wrapper: list[str] = ()) -> tuple[int, int]:
 
 @pytest.mark.skipif(os.getuid() != 0, reason="unshare(CLONE_NEWUSER) without the wrapper needs root here")
 def test_the_wrapper_refuses_a_user_namespace_with_eperm():
-    assert _unshare(nouserns.CLONE_NEWUSER) == (0, 0)  # without it, the same call succeeds
-    wrapper = [sys.executable, str(NOUSERNS), "--"]
-    assert _unshare(nouserns.CLONE_NEWUSER, wrapper) == (-1, 1)  # EPERM
+    assert _unshare(refuse.CLONE_NEWUSER) == (0, 0)  # without it, the same call succeeds
+    wrapper = [sys.executable, *NOUSERNS, "--"]
+    assert _unshare(refuse.CLONE_NEWUSER, wrapper) == (-1, 1)  # EPERM
     assert _unshare(0x40000000 | 0x00020000, wrapper) == (0, 0)  # other namespaces: allowed
-    everything = [sys.executable, str(NOUSERNS), "--all-namespaces", "--"]
+    everything = [sys.executable, refuse.__file__, "--all-namespaces", "--"]
     assert _unshare(0x40000000, everything) == (-1, 1)
 
 
@@ -709,7 +709,7 @@ def test_under_the_wrapper_threads_and_processes_still_start():
     code = ("import threading, subprocess\n"
             "t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
             "print(subprocess.run(['unshare', '--user', 'true']).returncode)\n")
-    done = subprocess.run([sys.executable, str(NOUSERNS), "--", sys.executable, "-c", code], capture_output=True,
+    done = subprocess.run([sys.executable, *NOUSERNS, "--", sys.executable, "-c", code], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["thread", "1"], done.stdout
@@ -717,7 +717,7 @@ def test_under_the_wrapper_threads_and_processes_still_start():
 
 
 def test_the_wrapper_with_no_command_says_so():
-    done = subprocess.run([sys.executable, str(NOUSERNS)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, *NOUSERNS], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "no command" in done.stderr
 
 

@@ -17,16 +17,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from browser import assert_readable, check_page  # noqa: F401  (check_page is a fixture)
 from grader.cli import main
-from grader.course import load
 from grader.exercises.makemore_mlp.answers import GRADE_IDS, grade_cell_id
-from notebooks import submission, write
-
-ROOT = Path(__file__).resolve().parents[1]
-COURSE_FILE = ROOT / "course.yml"
-COURSE = load(COURSE_FILE)
-STUB = ROOT / "assignments" / COURSE.assignment / COURSE.notebook
+from helpers.browser import assert_readable
+from helpers.notebooks import submission, write
+from helpers.paths import COURSE, COURSE_FILE, STUB
 
 MISSES_A_BRANCH = "dcounts = counts_sum_inv * dprobs\n"
 HOSTILE = "<script>alert(1)"

@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from grader.sandbox import parent as sandbox
 from grader.cli import main
-from notebooks import submission, write
+from grader.sandbox import parent as sandbox
+from helpers.notebooks import submission, write
+from helpers.paths import COURSE_FILE
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE = str(ROOT / "course.yml")
 NAMES = ("a-right", "b-wrong", "c-blank", "d-right")
 
 
@@ -32,7 +31,7 @@ def batch(tmp_path_factory):
 
 
 def grade(batch, out, *extra):
-    result = CliRunner().invoke(main, ["grade", str(batch / "subs"), "--out", str(out), "--course", COURSE,
+    result = CliRunner().invoke(main, ["grade", str(batch / "subs"), "--out", str(out), "--course", str(COURSE_FILE),
                                        "--jobs", "2", *extra])
     assert result.exit_code == 0, result.output
     return result
@@ -68,15 +67,16 @@ def test_shards_are_disjoint_cover_the_batch_and_agree_with_one_run(batch, tmp_p
     grade(batch, parts, "--shard", "2/2")
     assert sorted(p.name for p in parts.glob("grades.shard-*.csv")) == ["grades.shard-1-of-2.csv",
                                                                        "grades.shard-2-of-2.csv"]
-    rows = [line.split(",")[0] for f in sorted(parts.glob("grades.shard-*.csv")) for line in f.read_text().splitlines()[1:]]
+    rows = [line.split(",")[0] for f in sorted(parts.glob("grades.shard-*.csv"))
+            for line in f.read_text().splitlines()[1:]]
     assert sorted(rows) == sorted(NAMES) and len(rows) == len(set(rows))
     assert scores(parts) == scores(whole)
 
 
 @pytest.mark.parametrize("value", ["0/2", "3/2", "x", "1/0"])
 def test_a_bad_shard_is_a_clear_usage_error(batch, tmp_path, value):
-    result = CliRunner().invoke(main, ["grade", str(batch / "subs"), "--out", str(tmp_path), "--course", COURSE,
-                                       "--shard", value])
+    result = CliRunner().invoke(main, ["grade", str(batch / "subs"), "--out", str(tmp_path),
+                                       "--course", str(COURSE_FILE), "--shard", value])
     assert result.exit_code == 2 and "--shard" in result.output and "Traceback" not in result.output
 
 
@@ -94,7 +94,7 @@ def test_an_interrupted_batch_keeps_its_finished_chunks_and_resume_finishes_it(b
         return real(folder, result)
 
     monkeypatch.setattr(grading.results, "write_result", write_result)
-    stopped = CliRunner().invoke(main, ["grade", str(batch / "subs"), "--out", str(out), "--course", COURSE])
+    stopped = CliRunner().invoke(main, ["grade", str(batch / "subs"), "--out", str(out), "--course", str(COURSE_FILE)])
     assert stopped.exit_code == 130 and "rerun with --resume" in stopped.output
     assert sorted(scores(out)) == sorted(written)  # the first chunk's results, whole, and nothing else
     assert not list(out.rglob("*.tmp"))
@@ -103,6 +103,7 @@ def test_an_interrupted_batch_keeps_its_finished_chunks_and_resume_finishes_it(b
     assert finished.output.count("kept ") == 2 and sorted(scores(out)) == sorted(NAMES)
 
 
+@pytest.mark.slow
 def test_ctrl_c_on_the_command_stops_it_cleanly_and_resume_finishes_the_batch(batch, tmp_path):
     """A real SIGINT to the command's process group, as a terminal's Ctrl-C sends it, mid-batch."""
     subs = tmp_path / "subs"
@@ -111,13 +112,15 @@ def test_ctrl_c_on_the_command_stops_it_cleanly_and_resume_finishes_the_batch(ba
         for name in NAMES:
             shutil.copy(batch / "subs" / f"{name}.ipynb", subs / f"{copy}-{name}.ipynb")
     out = tmp_path / "out"
-    command = [shutil.which("backprop-ninja"), "grade", str(subs), "--out", str(out), "--course", COURSE, "--jobs", "2"]
+    command = [shutil.which("backprop-ninja"), "grade", str(subs), "--out", str(out), "--course", str(COURSE_FILE),
+               "--jobs", "2"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 120
     while not (out.is_dir() and any(out.glob("*.json"))) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)
     servers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
-               and b"grader.sandbox.zygote" in _read(p / "cmdline") and f"PPid:\t{proc.pid}\n" in _read(p / "status").decode()]
+               and b"grader.sandbox.zygote" in _read(p / "cmdline")
+               and f"PPid:\t{proc.pid}\n" in _read(p / "status").decode()]
     os.killpg(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, (stdout, stderr)

@@ -15,16 +15,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox import parent as sandbox
+from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, FORWARD_NAMES
 from grader.judge.compare import compare
 from grader.judge.configs import generate
-from grader.course import load
 from grader.judge.exam import CHAIN, LOCAL, checks, prepare
-from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, FORWARD_NAMES
-from notebooks import reference_sources
-from sandbox_helpers import group_members
+from grader.sandbox import parent as sandbox
+from helpers.children import group_members
+from helpers.notebooks import reference_sources
+from helpers.paths import COURSE
 
-COURSE = load(Path(__file__).resolve().parents[1] / "course.yml")
 TOL = COURSE.tolerance
 REFERENCE = reference_sources()
 
@@ -54,7 +53,8 @@ def right(attempt, case, grade_id: str, check: str) -> bool:
         return False
     if not has_expectation(case, grade_id, check):
         return True
-    verdict = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol, atol=TOL.atol, n=case.n)
+    verdict = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol, atol=TOL.atol,
+                      n=case.n)
     return verdict.passed
 
 
@@ -104,7 +104,8 @@ def test_the_reference_answers_match_every_expectation(reference_run, cases):
         assert type(outcome.tensor) is torch.Tensor
         if not has_expectation(case, grade_id, check):
             continue
-        verdict = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol, atol=TOL.atol, n=case.n)
+        verdict = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol, atol=TOL.atol,
+                          n=case.n)
         assert verdict.passed, (grade_id, check, name, verdict.message)
     assert 0 < attempt.seconds < 60
 
@@ -203,7 +204,8 @@ MISBEHAVING = {
     ),
     # In-place mutation of forward tensors (and of n) must not reach the next cell.
     "dprobs": REFERENCE["dprobs"] + (
-        "for t in (probs, counts, counts_sum, counts_sum_inv, norm_logits, logit_maxes, logits, h, W2, C, bngain, bnraw, hpreact):\n"
+        "for t in (probs, counts, counts_sum, counts_sum_inv, norm_logits, logit_maxes, logits, h, W2, C, bngain,"
+        " bnraw, hpreact):\n"
         "    t.mul_(0)\n"
         "Xb.zero_()\n"
         "Yb.zero_()\n"
@@ -212,7 +214,8 @@ MISBEHAVING = {
     "dh": "dh = dlogits @ W2.T\nscale = 1.0\nraise ValueError('boom in dh')\n",
     "dW2": "dW2 = None\nexit(0)\n",
     "ex2_dlogits": "while True:\n    pass\n",
-    "dbngain": "class Sneaky(torch.Tensor):\n    pass\ndbngain = (bnraw * dhpreact).sum(0, keepdim=True).as_subclass(Sneaky)\n",
+    "dbngain": "class Sneaky(torch.Tensor):\n    pass\n"
+               "dbngain = (bnraw * dhpreact).sum(0, keepdim=True).as_subclass(Sneaky)\n",
     "dbnbias": "dbnbias = dhpreact.sum(0, keepdim=True).tolist()\n",
 }
 CELL_TIMEOUT = 0.5
@@ -389,13 +392,15 @@ def test_the_submission_time_limit_stops_everything_the_notebook_started(cases, 
         assert state in (None, "Z"), f"the notebook's subprocess survived: state {state}"
         if state is None and Path(f"/proc/{grandchild}").exists():
             stat = Path(f"/proc/{grandchild}/stat").read_text()
-            assert stat[stat.rindex(")") + 2] == "Z", f"the notebook's subprocess survived outside its group: {stat[:80]}"
+            assert stat[stat.rindex(")") + 2] == "Z", \
+                f"the notebook's subprocess survived outside its group: {stat[:80]}"
 
 
 # What a cell can do to the in-child timer: ignore its signal, or catch what it raises, forever.
 TIMER_DEFEATS = {
     "ignored": "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n",
-    "caught": "import os\nwhile True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass\n",
+    "caught": "import os\nwhile True:\n    try:\n        while True:\n            pass\n"
+              "    except BaseException:\n        pass\n",
 }
 
 
@@ -416,6 +421,7 @@ def test_a_cell_that_defeats_its_timer_is_stopped_one_limit_after_it_started(cas
     assert_no_process_left(pid)
 
 
+@pytest.mark.slow
 def test_cells_slower_together_than_one_limit_are_not_stopped(cases):
     """Nine cells of 0.8 s in one exchange, each within its limit of 1 s and together past one limit and
     the grace: the child's announcements keep the parent waiting, and every answer arrives."""

@@ -11,18 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from grader.pipeline import extract
-from grader.sandbox import parent as sandbox
+from grader.exercises.makemore_mlp.answers import ANSWERS, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
 from grader.judge import suite
 from grader.judge.compare import compare
 from grader.judge.configs import generate
-from grader.course import load
 from grader.judge.exam import CHAIN, LOCAL, checks, prepare, prepare_training
-from grader.exercises.makemore_mlp.answers import ANSWERS, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
-from notebooks import reference_sources
+from grader.pipeline import extract
+from grader.sandbox import parent as sandbox
+from helpers.notebooks import reference_sources
+from helpers.paths import COURSE, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE = load(ROOT / "course.yml")
 REFERENCE = reference_sources()
 EX4_IDS = [a.grade_id for a in ANSWERS if a.cell_id == EX4_CELL]
 
@@ -45,22 +43,25 @@ ATTACKS = {
     "dbndiff2": ("from torch import autograd\n" + REFERENCE["dbndiff2"], "import('torch')"),
     "dW2": ("import ctypes\nlibc = ctypes.CDLL(None)\n" + REFERENCE["dW2"], "ctypes.dlopen"),
     "db2": ("frame = torch.special.torch.serialization.sys._getframe()\n" + REFERENCE["db2"], "sys._getframe"),
-    "dhpreact": ("objects = torch.special.torch.serialization.sys.modules['gc'].get_objects()\n" + REFERENCE["dhpreact"],
-                 "gc.get_objects"),
+    "dhpreact": ("objects = torch.special.torch.serialization.sys.modules['gc'].get_objects()\n"
+                 + REFERENCE["dhpreact"], "gc.get_objects"),
     # the wrapped autograd.grad's original, from its code's constants
     "dbngain": ("original = torch.autograd.grad.__code__.co_consts\n" + REFERENCE["dbngain"], "object.__getattr__"),
     "dbnbias": ("signals = torch.special.torch.serialization.sys.modules['signal']\n"
-                "signals.signal(signals.SIGUSR1, lambda number, frame: frame)\n" + REFERENCE["dbnbias"], "signal.signal"),
+                "signals.signal(signals.SIGUSR1, lambda number, frame: frame)\n" + REFERENCE["dbnbias"],
+                "signal.signal"),
     "dbnraw": ("threads = torch.special.torch.serialization.sys.modules['threading']\n"
                "threads.Thread(target=lambda: None).start()\n" + REFERENCE["dbnraw"], "_thread.start_new_thread"),
     "dbnvar_inv": ("os = torch.special.torch.serialization.os\nos.kill(os.getpid(), 0)\n" + REFERENCE["dbnvar_inv"],
                    "os.kill"),
     "dbndiff": ("runner = torch.special.torch.serialization.sys.modules['subprocess']\n"
-                "try:\n    runner.run(['true'])\nexcept OSError:\n    pass\n" + REFERENCE["dbndiff"], "subprocess.Popen"),
+                "try:\n    runner.run(['true'])\nexcept OSError:\n    pass\n" + REFERENCE["dbndiff"],
+                "subprocess.Popen"),
     "dbnvar": ("socket = torch.special.torch.serialization.sys.modules['socket']\n"
                "s = socket.socket()\ns.close()\n" + REFERENCE["dbnvar"], "socket.__new__"),
     EX4_CELL: (REFERENCE[EX4_CELL].replace("def manual_backward(params, cache, Yb):",
-                                           "def manual_backward(params, cache, Yb):\n    torch.autograd.backward([])", 1),
+                                           "def manual_backward(params, cache, Yb):\n"
+                                           "    torch.autograd.backward([])", 1),
                "torch.autograd.backward"),
 }
 
@@ -129,7 +130,8 @@ def test_requires_grad_under_inference_mode_obtains_no_gradient(cases):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sandbox.Child, "receive", logged)
-        attempt = sandbox.run({**REFERENCE, "dcounts_sum_inv": cell}, cases[:1], sandbox.Limits(timeout=60, cell_timeout=10))
+        attempt = sandbox.run({**REFERENCE, "dcounts_sum_inv": cell}, cases[:1],
+                              sandbox.Limits(timeout=60, cell_timeout=10))
     outcome = attempt.outcomes[("dcounts_sum_inv", CHAIN, cases[0].config.name)]
     assert outcome.status == "autograd" and outcome.tensor is None
     assert outcome.detail["evidence"] == ["switched grad recording on", "set requires_grad"]
@@ -187,14 +189,16 @@ def test_a_cell_that_timed_out_runs_once_in_the_submission(cases):
     attempt, runs = _counted_run({**REFERENCE, "dbnvar": loop}, cases, None)
     assert attempt.error is None, attempt.error
     assert runs == [("dbnvar", cases[0].config.name, LOCAL)]  # the first run, and no other
-    statuses = [attempt.outcomes[("dbnvar", check, case.config.name)].status for case in cases for check in (LOCAL, CHAIN)]
+    statuses = [attempt.outcomes[("dbnvar", check, case.config.name)].status
+                for case in cases for check in (LOCAL, CHAIN)]
     assert statuses == ["forbidden-call"] + ["timeout"] * (len(statuses) - 1)
     assert all(attempt.outcomes[("dbndiff2", CHAIN, case.config.name)].status == "tensor" for case in cases)
 
 
 def test_exercise_4s_cell_that_timed_out_runs_once_for_every_ex4_grade_id_and_the_training(cases, training):
     loop = REFERENCE[EX4_CELL].replace("def manual_backward(params, cache, Yb):",
-                                       "def manual_backward(params, cache, Yb):\n    import os\n    while True:\n        pass", 1)
+                                       "def manual_backward(params, cache, Yb):\n"
+                                       "    import os\n    while True:\n        pass", 1)
     attempt, runs = _counted_run({**REFERENCE, EX4_CELL: loop}, cases, training)
     assert attempt.error is None, attempt.error
     assert runs == [(EX4_CELL, cases[0].config.name, CHAIN)]
@@ -219,7 +223,8 @@ def _hidden_numbers(cases) -> set[str]:
     for case in cases:
         if case.config.scored:
             s = case.config.sizes
-            numbers |= {str(x) for x in (s.n * s.block_size * s.n_embd, s.n * s.vocab, s.block_size * s.n_embd * s.n_hidden)}
+            numbers |= {str(x) for x in (s.n * s.block_size * s.n_embd, s.n * s.vocab,
+                                         s.block_size * s.n_embd * s.n_hidden)}
     return numbers
 
 

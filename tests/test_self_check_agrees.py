@@ -20,20 +20,18 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from grader.student.check import SelfCheck
-from grader.course import load
 from grader.exercises.makemore_mlp.answers import ATOMIC, BY_GRADE_ID, EX4_CELL
-from grader.pipeline.batch import grade
 from grader.exercises.makemore_mlp.model import LECTURE, forward, init_params
+from grader.pipeline.batch import grade
+from grader.student.check import SelfCheck
+from helpers.paths import COURSE, ROOT
 from solutions import make_notebooks, reference
 
-ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).with_name("corpus")
 UNSEEN = yaml.safe_load((CORPUS / "unseen_mistakes.yml").read_text())
 WRONG = yaml.safe_load((CORPUS / "wrong_answers.yml").read_text())
 ALTERNATIVES = yaml.safe_load((CORPUS / "correct_alternatives.yml").read_text())
 CELLS = reference.cells()
-COURSE = load(ROOT / "course.yml")
 ORDER = (*ATOMIC, "ex2_dlogits", "ex3_dhprebn")
 
 
@@ -218,7 +216,8 @@ def test_the_issues_disagreements_agree_in_the_notebook_and_in_the_grader(tmp_pa
     ((_, result),) = grade([submission.parent], COURSE, tmp_path / "results", jobs=1)
     scores = {t.name: t for t in result.tests}
     docked = {g for g, t in scores.items() if t.score < t.max_score}
-    expected = {g for g in WRONG_BUT_PASSED if g != EX4_CELL} | {f"ex4_d{p}" for p in ("C", "W1", "b1", "W2", "b2", "bngain", "bnbias")}
+    expected = ({g for g in WRONG_BUT_PASSED if g != EX4_CELL}
+                | {f"ex4_d{p}" for p in ("C", "W1", "b1", "W2", "b2", "bngain", "bnbias")})
     assert expected <= docked, {g: scores[g].output for g in expected - docked}
     assert not docked & set(RIGHT_BUT_REFUSED), {g: scores[g].output for g in docked & set(RIGHT_BUT_REFUSED)}
     for grade_id, line in lines.items():

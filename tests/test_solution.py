@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import shutil
 import textwrap
-from pathlib import Path
 
 import click
 import nbformat
@@ -15,16 +14,14 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 
 from grader import material
-from grader.student import solution
 from grader.cli import main
 from grader.exercises.makemore_mlp.answers import ANSWERS, BY_GRADE_ID, EX4_CELL
 from grader.exercises.makemore_mlp.model import PARAMETERS, Sizes, forward
-from notebooks import submission, write
+from grader.student import solution
+from helpers.notebooks import submission, write
+from helpers.paths import ROOT, SOLVED, STUB
 from solutions import make_notebooks, reference
 
-ROOT = make_notebooks.ROOT
-SOLVED = ROOT / make_notebooks.SOLVED
-STUB = ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb"
 EX4_STUB = next(c.source for c in nbformat.read(STUB, as_version=4).cells
                 if c.metadata.get("nbgrader", {}).get("grade_id") == EX4_CELL)
 WRONG_DPROBS = "dprobs = 1.0 / probs\n"

@@ -20,16 +20,16 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from grader.course import load
+from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
+from grader.judge.configs import generate
+from grader.judge.exam import CHAIN, LOCAL, prepare
 from grader.sandbox import parent as sandbox
 from grader.sandbox import static_check
-from grader.judge.configs import generate
-from grader.course import load
-from grader.judge.exam import CHAIN, LOCAL, prepare
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
 from grader.sandbox.static_check import Allow, check, screen
+from helpers.paths import ROOT
 from solutions import reference
 
-ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = reference.cells()
 ALTERNATIVES = yaml.safe_load((Path(__file__).with_name("corpus") / "correct_alternatives.yml").read_text())
 
@@ -442,7 +442,8 @@ def test_the_course_allow_list_admits_a_name_that_was_refused(tmp_path):
     path = tmp_path / "course.yml"
     path.write_text(yaml.safe_dump(raw))
     course = load(path)
-    assert course.allow.torch == ("histc",) and course.allow.functional == ("gelu",) and course.allow.builtins == ("ord",)
+    assert course.allow.torch == ("histc",) and course.allow.functional == ("gelu",)
+    assert course.allow.builtins == ("ord",)
     extended = Allow().extended(course.allow.torch, course.allow.functional, course.allow.builtins)
     for source in ("h = torch.histc(probs, bins=4)\n", "g = F.gelu(hpreact)\n", "k = ord('a')\n"):
         assert check(source) is not None, source
@@ -468,7 +469,7 @@ def test_every_exercise_grade_id_has_a_reference_cell_that_passes():
 
 def test_a_right_answer_that_prints_a_fake_score_keeps_its_credit_and_is_flagged(tmp_path):
     from grader.pipeline.batch import grade
-    from notebooks import submission, write
+    from helpers.notebooks import submission, write
 
     course = load(ROOT / "course.yml")
     forged = {"dprobs": "print('score: 51/51')\n" + REFERENCE["dprobs"]}

@@ -114,7 +114,7 @@ def _kinds(kinds: dict) -> st.SearchStrategy:
     return st.one_of(*kinds.values())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def expression_kinds(depth: int, context: frozenset = frozenset()) -> dict[str, st.SearchStrategy[ast.expr]]:
     """An expression of each kind, of at most `depth` levels; `context` holds "function" or "async"
     where yield or await may stand."""
@@ -175,21 +175,21 @@ def expression(depth: int, context: frozenset = frozenset()) -> st.SearchStrateg
     return _kinds(expression_kinds(depth, context))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def format_method() -> st.SearchStrategy[ast.expr]:
     """`'<template>'.format`, the way str.format reads attributes by their names in a template."""
     return st.tuples(STRING, st.sampled_from(["format", "format", "format_map"])).map(
         lambda p: ast.Attribute(ast.Constant(p[0]), p[1], ast.Load()))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def comprehensions(depth: int, context: frozenset) -> st.SearchStrategy[list]:
     sub = expression(depth, context)
     return st.lists(st.builds(ast.comprehension, target(), sub, st.lists(sub, max_size=1),
                               st.sampled_from([0, 1] if "async" in context else [0])), min_size=1, max_size=1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def arguments(depth: int) -> st.SearchStrategy[ast.arguments]:
     sub = expression(depth)
     arg = st.builds(ast.arg, STORED, st.none() | sub)
@@ -199,7 +199,7 @@ def arguments(depth: int) -> st.SearchStrategy[ast.arguments]:
         st.none() | arg, st.lists(sub, max_size=1))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def target(unpacking: bool = True) -> st.SearchStrategy[ast.expr]:
     """What an assignment, a loop or a comprehension may bind; `unpacking` adds tuples (not for +=)."""
     stored = STORED.map(lambda n: _name(n, ast.Store))
@@ -212,7 +212,7 @@ def target(unpacking: bool = True) -> st.SearchStrategy[ast.expr]:
     return st.one_of(*targets)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def pattern_kinds(depth: int) -> dict[str, st.SearchStrategy[ast.pattern]]:
     alternatives = {
         "MatchValue": st.integers(0, 2).map(lambda v: ast.MatchValue(ast.Constant(v))),
@@ -244,7 +244,7 @@ def _function(name: str, body: list, asynchronous: bool = False) -> ast.stmt:
     return kind(name, ast.arguments([], [], None, [], [], None, []), body, [], None)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def statement_kinds(depth: int, context: frozenset = frozenset()) -> dict[str, st.SearchStrategy[ast.stmt]]:
     """A statement of each kind that may stand in `context` ("function", "async", "loop")."""
     sub = expression(min(depth, 2), context)
@@ -313,7 +313,7 @@ def statement_kinds(depth: int, context: frozenset = frozenset()) -> dict[str, s
     return kinds
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def statement(depth: int, context: frozenset = frozenset()) -> st.SearchStrategy[ast.stmt]:
     kinds = statement_kinds(depth, context)
     friendly = st.one_of(*(kinds[k] for k in FRIENDLY_STATEMENTS if k in kinds))
@@ -406,6 +406,7 @@ def test_the_generator_writes_every_node_type():
 
 
 @pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")  # the strategies' reprs are long
+@pytest.mark.slow
 def test_whatever_the_check_accepts_touches_nothing_forbidden_when_run():
     """300 programs around node types of every kind, and one around each type (so that every type gets
     its turn, whatever Hypothesis prefers to draw); derandomized, so a run is repeatable."""
@@ -429,7 +430,8 @@ def test_whatever_the_check_accepts_touches_nothing_forbidden_when_run():
             if reply is None:
                 troubled.append(source)
                 return
-            assert not reply["violations"], f"the check accepted this cell, and when run it did {reply['violations']}:\n{source}"
+            assert not reply["violations"], \
+                f"the check accepted this cell, and when run it did {reply['violations']}:\n{source}"
 
         run()
 

@@ -18,18 +18,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from test_nbgrader import DISTINCTIVE, KNOWN_MISTAKES, SOLUTION_LINES
 
 from grader import material
-from grader.sandbox import static_check
-from grader.course import load
 from grader.lms.course_init import INSTALL_CELL
-from test_nbgrader import DISTINCTIVE, KNOWN_MISTAKES, SOLUTION_LINES
+from grader.sandbox import static_check
+from helpers.paths import COURSE, ROOT, STUB
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
-COURSE = load(ROOT / "course.yml")
-STUB = ROOT / "assignments" / COURSE.assignment / COURSE.notebook
 # The hidden suite's named mistakes, as its feedback says them.
 HIDDEN_FEEDBACK = sorted({m["feedback"] for mistakes in KNOWN_MISTAKES.values() for m in mistakes})
 WRONG = {"dprobs": "dprobs = torch.ones_like(probs)\n"}
@@ -103,7 +100,8 @@ def test_no_command_prints_a_reference_answer(student_env, tmp_path):
     assert not (venv / "bin" / "backprop-ninja").exists()
     done = run(venv, "import grader.student.solution", tmp_path)
     assert done.returncode != 0 and "No module named 'grader.student.solution'" in done.stderr
-    done = run(venv, "import grader.student.check, grader.exercises.makemore_mlp.data, grader; print(grader.__file__)", tmp_path)
+    done = run(venv, "import grader.student.check, grader.exercises.makemore_mlp.data, grader; print(grader.__file__)",
+               tmp_path)
     assert done.returncode == 0 and str(venv) in done.stdout, done.stderr
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from grader.judge import suite
 from grader.pipeline import extract
 from grader.sandbox import parent as sandbox
-from grader.judge import suite
 
 TOY_CONFTEST = '''
 def pytest_collection_finish(session):

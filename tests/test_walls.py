@@ -1,5 +1,5 @@
-"""The walls that need no root (grader.sandbox.seccomp, grader.sandbox.landlock, grader.sandbox.jail), each rule tried by a real
-sandboxed child, and what happens where a wall is missing: a required one stops grading before any
+"""The walls that need no root (grader.sandbox.seccomp, grader.sandbox.landlock, grader.sandbox.jail), each rule
+tried by a real sandboxed child, and what happens where a wall is missing: a required one stops grading before any
 student code runs, with one line and no result; --allow-weaker-sandbox grades and records the gap.
 
 Probe cells run through grader.sandbox.parent.run, with no static check in front of them, and report what
@@ -18,7 +18,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -28,21 +27,18 @@ from pathlib import Path
 import pytest
 
 import grader
-from grader.sandbox import jail
-from grader.sandbox import landlock
-from grader.sandbox import parent as sandbox
-from grader.sandbox import seccomp
-from grader.sandbox import zygote
+from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
 from grader.judge.compare import compare
 from grader.judge.configs import generate
-from grader.judge.exam import CHAIN, checks, prepare
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
-from notebooks import reference_sources
+from grader.judge.exam import CHAIN, prepare
+from grader.sandbox import jail, landlock, seccomp, zygote
+from grader.sandbox import parent as sandbox
+from helpers import refuse as refuse_helper
+from helpers.notebooks import reference_sources
+from helpers.paths import ROOT, SOLVED
 
 REFERENCE = reference_sources()
 REPORT = "REPORT "
-ROOT = Path(__file__).resolve().parent.parent
-SOLVED = ROOT / "solutions" / "backprop_ninja_solved.ipynb"
 # Cells that run one after another in the first pass, each free to hold a probe.
 PROBE_CELLS = list(REFERENCE)[:8]
 LIMITS = dict(timeout=60, cell_timeout=10)
@@ -361,7 +357,8 @@ def files(case):
         "grader-course-file": str(course_file), "interpreter": os.path.realpath(sys.executable),
         "proc-grader": f"/proc/{os.getpid()}/cmdline",
     }
-    writes = {"dev-null": "/dev/null", "work-dir": "probe.txt", "torch-package": str(Path(torch.__file__).parent / "x.pth"),
+    writes = {"dev-null": "/dev/null", "work-dir": "probe.txt",
+              "torch-package": str(Path(torch.__file__).parent / "x.pth"),
               "grader-package": str(package / "planted.py")}
     try:
         yield _run({
@@ -548,7 +545,7 @@ def test_an_unknown_required_wall_is_refused_in_course_yml(tmp_path):
 def _cli(*args, refuse: tuple[str, ...] = (), user: str | None = None, cwd=None) -> subprocess.CompletedProcess:
     command = [shutil.which("backprop-ninja"), *args]
     if refuse:
-        command = [sys.executable, str(ROOT / "tests" / "refuse_syscalls.py"), *refuse, "--", *command]
+        command = [sys.executable, refuse_helper.__file__, *refuse, "--", *command]
     if user:
         command = ["runuser", "-u", user, "--", *command]
     return subprocess.run(command, capture_output=True, text=True, cwd=cwd or ROOT, timeout=300)
@@ -578,6 +575,7 @@ def test_allow_weaker_sandbox_grades_and_every_result_records_the_missing_wall(t
     assert isolation["missing"] == ["landlock"] and isolation["walls"]["landlock"].startswith("missing: ")
 
 
+@pytest.mark.slow
 def test_sandbox_check_lists_every_wall_and_fails_on_a_missing_required_one():
     held = _cli("sandbox", "check")
     assert held.returncode == 0, held.stderr
@@ -665,7 +663,7 @@ sys.path.insert(0, {tests!r})
 from grader.sandbox import parent as sandbox
 from grader.judge.configs import generate
 from grader.judge.exam import prepare
-from notebooks import reference_sources
+from helpers.notebooks import reference_sources
 case = prepare(generate("walls-user-salt", 1)[0])
 cells = {{**reference_sources(), **json.loads(sys.argv[1])}}
 attempt = sandbox.run(cells, [case], sandbox.Limits(**json.loads(sys.argv[2])))
@@ -686,7 +684,7 @@ def _grader_process(cells: dict[str, str], refuse: tuple[str, ...] = (), user=No
     command = [python, "-c", SCRIPT.format(tests=str(ROOT / "tests")), json.dumps(cells),
                json.dumps({"timeout": 60, "cell_timeout": 10, **limits})]
     if refuse:
-        command = [python, str(ROOT / "tests" / "refuse_syscalls.py"), *refuse, "--", *command]
+        command = [python, refuse_helper.__file__, *refuse, "--", *command]
     if user is not None:
         command = ["runuser", "-u", user.pw_name, "--", *command]
     done = subprocess.run(command, capture_output=True, text=True, cwd=user.pw_dir if user else ROOT, timeout=300)
@@ -710,6 +708,7 @@ def _users_venv(user) -> Path:
 
 @ROOT_ONLY
 @pytest.mark.parametrize("refuse", [(), ("unshare:EPERM",)], ids=["user-namespaces", "no-user-namespaces"])
+@pytest.mark.slow  # a unix user and a virtual environment of its own
 def test_as_a_normal_user_the_child_reaches_none_of_the_users_files_or_processes(normal_user, refuse):
     home = Path(normal_user.pw_dir)
     secret = home / "secret.txt"

@@ -124,7 +124,7 @@ class Session:
         self.user: User | None = None
         self._mode: int | None = None
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         self._mode = _root_traversable()
         self.user = create(self.prefix)
         return self

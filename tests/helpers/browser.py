@@ -3,16 +3,17 @@ report) is opened in a real headless Chromium at a laptop width, and the check f
 would hit: a broken image, a page wider than the window, text too small to read, a blank render, or a
 page that is not self-contained (it fetches anything, or logs errors).
 
-Use it from a test module by importing the fixture and the assertion:
+The fixture is every test's (tests/conftest.py loads this module as a plugin); a test imports only the
+assertion:
 
-    from browser import assert_readable, check_page  # noqa: F401  (check_page is a fixture)
+    from helpers.browser import assert_readable
 
     def test_feedback_page_is_readable(check_page, tmp_path):
         assert_readable(check_page(write_page(tmp_path)))
 
 The browser is Debian's `chromium` driven through Debian's `chromium-driver` by Selenium (the `test`
 extra); where either is missing, every test that asks for `check_page` skips and says what to install.
-One browser serves the whole pytest session, however many modules import the fixture."""
+One browser serves the whole pytest session."""
 from __future__ import annotations
 
 import base64
@@ -53,9 +54,6 @@ LOCAL_SCHEMES = ("data:", "blob:", "about:", "chrome:", "chrome-untrusted:", "de
 
 INSTALL_HINT = ("apt-get install chromium chromium-driver (Debian; .ci/run does it) "
                 "and pip install -e '.[test]'")
-
-_DRIVER = pytest.StashKey[object]()
-_UNAVAILABLE = pytest.StashKey[str]()
 
 _PAGE_STATE = """
 const root = document.documentElement;
@@ -119,7 +117,8 @@ class PageCheck:
 def assert_readable(check: PageCheck, min_font_px: float = MIN_FONT_PX) -> None:
     """Fail with every problem at once, so one run shows all that a page needs fixed."""
     problems = check.problems(min_font_px)
-    assert not problems, f"{check.path.name} at {check.width}x{check.height}:\n  " + "\n  ".join(problems)
+    if problems:  # raised, not asserted: pytest rewrites a plugin's asserts and would re-indent the list
+        raise AssertionError(f"{check.path.name} at {check.width}x{check.height}:\n  " + "\n  ".join(problems))
 
 
 def browser_unavailable(which=shutil.which, find_spec=importlib.util.find_spec) -> str | None:
@@ -152,27 +151,21 @@ def start_chromium(profile: Path, local_server: bool = False):
     return driver
 
 
-def _session_driver(config: pytest.Config):
-    """One browser per pytest session, shared by every module that imports the fixture (each import
-    makes a fixture of its own), quit when the session ends."""
-    if _UNAVAILABLE in config.stash:
-        pytest.skip(config.stash[_UNAVAILABLE])
-    if _DRIVER not in config.stash:
-        reason = browser_unavailable()
-        if reason:
-            config.stash[_UNAVAILABLE] = reason
-            pytest.skip(reason)
-        profile = Path(tempfile.mkdtemp(prefix="bpn-chromium-"))
-        config.add_cleanup(functools.partial(shutil.rmtree, profile, ignore_errors=True))
-        config.stash[_DRIVER] = driver = start_chromium(profile)
-        config.add_cleanup(driver.quit)
-    return config.stash[_DRIVER]
-
-
 @pytest.fixture(scope="session")
-def check_page(request):
+def check_page():
     """check_page(path, width=LAPTOP_WIDTH, height=LAPTOP_HEIGHT) -> PageCheck."""
-    return functools.partial(_check_page, _session_driver(request.config))
+    reason = browser_unavailable()
+    if reason:
+        pytest.skip(reason)
+    profile = Path(tempfile.mkdtemp(prefix="bpn-chromium-"))
+    try:
+        driver = start_chromium(profile)
+        try:
+            yield functools.partial(_check_page, driver)
+        finally:
+            driver.quit()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 def _short(url: str) -> str:
