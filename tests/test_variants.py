@@ -17,6 +17,7 @@ import torch
 from grader import exercise as exercises
 from grader.exercise import ATOMIC, FUNCTION, FUSED
 from grader.exercises.makemore_mlp import EXERCISE
+from grader.exercises import choice
 from grader.exercises.makemore_mlp import variants
 from grader.exercises.makemore_mlp.answers import EX4_CELL
 from grader.judge import oracle
@@ -377,3 +378,47 @@ def test_a_mutants_submission_is_the_reference_but_its_cell():
     assert corpus.graded_in(mutant) == ("dlnvar_inv",)
     ex4 = next(m for m in corpus.mutants("relu-layernorm") if m.cell == EX4_CELL)
     assert corpus.graded_in(ex4) == tuple("ex4_d" + p for p in exercises.load("makemore-mlp/relu-layernorm").network.parameters)
+
+
+# --- choosing a variant ------------------------------------------------------------------------------
+
+def test_a_salt_always_draws_the_same_variant_and_salts_spread_over_all_but_the_lecture():
+    assert variants.from_salt("term 2027 spring") == variants.from_salt("term 2027 spring")
+    drawn = [variants.from_salt(f"salt {i}") for i in range(400)]
+    assert set(drawn) == set(NAMES) - {variants.LECTURE_VARIANT}
+    assert max(drawn.count(n) for n in set(drawn)) < 3 * len(drawn) / len(set(drawn))
+
+
+def test_course_settings_name_a_variant_or_draw_one_from_the_salt():
+    assert choice.spec("makemore-mlp", "s") == "makemore-mlp"
+    assert choice.spec("makemore-mlp/gelu-none", "s") == "makemore-mlp/gelu-none"
+    assert choice.spec({"name": "makemore-mlp", "variant": "relu-layernorm"}, "s") == "makemore-mlp/relu-layernorm"
+    one, other = (({"name": "makemore-mlp", "variant": "from-salt"}, salt) for salt in ("salt A", "salt B"))
+    assert choice.spec(*one) == f"makemore-mlp/{variants.from_salt('salt A')}"
+    assert choice.spec(*one) != choice.spec(*other)
+    assert exercises.load(choice.spec(*one)).name == choice.spec(*one)
+
+
+@pytest.mark.parametrize("setting, said", [
+    ({"name": "makemore-mlp"}, "variant"),
+    ({"name": "makemore-mlp", "variant": "relu-batchnorm", "seed": 1}, "unknown: seed"),
+    ({"name": "makemore-mlp", "variant": "swish-batchnorm"}, "unknown variant 'swish-batchnorm'"),
+    ({"name": "tiny", "variant": "from-salt"}, "has no variants"),
+    (["makemore-mlp"], "not list"),
+])
+def test_a_wrong_course_setting_is_one_line(setting, said):
+    with pytest.raises(exercises.ExerciseError) as raised:
+        choice.spec(setting, "salt")
+    assert said in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_the_listing_says_what_changes_for_the_student_in_each_variant():
+    lines = choice.listing().splitlines()
+    assert "from-salt" in lines[0]
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert list(rows) == list(NAMES)
+    assert "lecture" in rows["tanh-batchnorm"]
+    assert "ReLU" in rows["relu-layernorm"] and "layer norm" in rows["relu-layernorm"]
+    assert "tanh" not in rows["relu-layernorm"] and "residual" not in rows["relu-layernorm"]
+    assert "residual" in rows["gelu-none-residual"] and "no exercise 3" in rows["gelu-none-residual"]
+    assert "(29 gradients, 2 fused)" in rows["gelu-batchnorm"]

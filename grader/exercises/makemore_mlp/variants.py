@@ -70,16 +70,15 @@ ACTIVATIONS = {a.name: a for a in (
     Activation("tanh", f"{{y}} = {_LECTURE_STEP['h'].code.replace('hpreact', '{x}')}\n", (), 5 / 3,
                "tanh, the lecture's: its derivative 1 - tanh² written with the output"),
     Activation("relu", "{y} = torch.relu({x})\n", (), math.sqrt(2),
-               "ReLU: a mask instead of 1 - h², and a subgradient to choose at 0"),
+               "ReLU: a mask for 1 - h², a subgradient at 0"),
     Activation("sigmoid", "{y} = torch.sigmoid({x})\n", (), 1.0,
-               "sigmoid: its derivative σ(1 - σ), written with the output"),
+               "sigmoid: σ(1 - σ) for 1 - h²"),
     Activation("gelu", "{y}cube = {x}**3\n"
                f"{{y}}inner = {GELU_C!r} * ({{x}} + 0.044715 * {{y}}cube)\n"
                "{y}tanh = torch.tanh({y}inner)\n"
                "{y} = 0.5 * {x} * (1 + {y}tanh)\n",
                ("{y}cube", "{y}inner", "{y}tanh"), math.sqrt(2),
-               "GELU (tanh approximation) in four atomic steps: three more gradients per activation, and "
-               "its input used three times"),
+               "GELU (tanh approximation) in four steps, its input used three times"),
 )}
 
 
@@ -129,14 +128,13 @@ NORMALIZATIONS = {n.name: n for n in (
                   ("dlngain", "dlnbias", "dlnraw", "dlnvar_inv", "dlnvar", "dlndiff2", "dlndiff", "dlnmean",
                    "dhpreln"),
                   ("hpreln", "lnmean", "lnvar", "lnvar_inv", "lnraw"), ("W1", "b1"),
-                  "layer norm: statistics of each example over its features (dim 1), biased variance"),
+                  "layer norm: statistics per example over features (dim 1), biased variance"),
     Normalization("none", "hpreact", "", (), (), (), (),
-                  "no normalization: the linear layer feeds the activation directly (no exercise 3)"),
+                  "no normalization: the linear layer feeds the activation (no exercise 3)"),
 )}
 
 RESIDUAL = "residual"
-_STRUCTURE_STUDENT = ("a residual block hres = h + act(h @ W3 + b3): h's gradient is the sum of the skip "
-                      "and the branch")
+_STRUCTURE_STUDENT = "residual block hres = h + act(h @ W3 + b3): h's gradient sums two paths"
 
 
 @dataclass(frozen=True)
@@ -189,10 +187,10 @@ class Variant:
                 *residual, "logits")
 
     def describe(self) -> str:
-        parts = [self.activation.student, self.norm.student]
-        if self.residual:
-            parts.append(_STRUCTURE_STUDENT)
-        return "; ".join(parts)
+        """What differs from the lecture's network, piece by piece."""
+        parts = [piece.student for piece, lecture in ((self.activation, "tanh"), (self.norm, "batchnorm"))
+                 if piece.name != lecture]
+        return "; ".join([*parts, *((_STRUCTURE_STUDENT,) if self.residual else ())])
 
 
 def parse(name: str) -> Variant:
@@ -301,4 +299,8 @@ def from_salt(salt: str) -> str:
 
 def describe(name: str) -> str:
     """What changes for the student in `name`, against the lecture."""
-    return parse(name).describe()
+    if name == LECTURE_VARIANT:
+        return "the lecture's own network, exercise and answers (which are on the internet)"
+    exercise = variant(name)
+    fused = len([a for a in exercise.answers if a.kind == FUSED])
+    return f"{parse(name).describe()} ({len(exercise.atomic)} gradients, {fused} fused)"
