@@ -161,6 +161,18 @@ def mutants(name: str) -> list[Mutant]:
     return [m for cell in cells(name) for m in cell_mutants(name, cell)]
 
 
+def submissions(name: str) -> dict[str, dict[str, str]]:
+    """One submission per mutant of variant `name`, by a file stem naming its mistake
+    (`dlnvar_inv-wrong-dim-1`): each maps every answer cell id to its source, as a notebook holds them."""
+    stems: dict[str, int] = {}
+    found = {}
+    for mutant in mutants(name):
+        key = f"{mutant.cell}-{mutant.kind}"
+        stems[key] = stems.get(key, 0) + 1
+        found[f"{key}-{stems[key]}"] = submission(mutant)
+    return found
+
+
 def submission(mutant: Mutant) -> dict[str, str]:
     """The answer cells of a notebook holding the mutant: the reference everywhere but its one cell. Every
     graded answer but the mutated cell's (and, for manual_backward, the gradients that its mistake

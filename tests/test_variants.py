@@ -422,3 +422,14 @@ def test_the_listing_says_what_changes_for_the_student_in_each_variant():
     assert "tanh" not in rows["relu-layernorm"] and "residual" not in rows["relu-layernorm"]
     assert "residual" in rows["gelu-none-residual"] and "no exercise 3" in rows["gelu-none-residual"]
     assert "(29 gradients, 2 fused)" in rows["gelu-batchnorm"]
+
+
+def test_the_corpus_is_one_submission_per_mutant_named_by_its_mistake():
+    found = corpus.submissions("gelu-layernorm-residual")
+    mutants = corpus.mutants("gelu-layernorm-residual")
+    assert len(found) == len(mutants)
+    assert "dlnvar_inv-wrong-dim-1" in found and "dh-drop-term-1" in found
+    reference_cells = answers.cells("gelu-layernorm-residual")
+    for mutant, (stem, cells) in zip(mutants, found.items()):
+        assert stem.startswith(f"{mutant.cell}-{mutant.kind}-")
+        assert [c for c in cells if cells[c] != reference_cells[c]] == [mutant.cell], stem
