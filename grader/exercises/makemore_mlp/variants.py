@@ -44,7 +44,8 @@ def rename(text: str, names: dict[str, str]) -> str:
 @dataclass(frozen=True)
 class Activation:
     """`y = act(x)` in atomic lines; `temps` are its named intermediates (templates on `{y}`), in forward
-    order, and `gain` is the init's gain for the layer that feeds it (the lecture's 5/3 for tanh)."""
+    order, `gain` is the init's gain for the layer that feeds it (the lecture's 5/3 for tanh), and
+    `student` what changes for the student against the lecture (nothing, for tanh)."""
 
     name: str
     lines: str
@@ -55,20 +56,19 @@ class Activation:
     def forward(self, x: str, y: str) -> str:
         return self.lines.format(x=x, y=y)
 
-    def names(self, x: str, y: str) -> tuple[str, ...]:
+    def names(self, y: str) -> tuple[str, ...]:
         """Every name the activation defines, in forward order (its output last)."""
         return (*(t.format(y=y) for t in self.temps), y)
 
     def order(self, x: str, y: str) -> tuple[str, ...]:
         """Its gradients from its output back to its input, as the notebook asks for them."""
-        return tuple("d" + t for t in reversed(self.names(x, y)[:-1])) + ("d" + x,)
+        return tuple("d" + t for t in reversed(self.names(y)[:-1])) + ("d" + x,)
 
 
 # GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), one operation per line.
 GELU_C = math.sqrt(2 / math.pi)
 ACTIVATIONS = {a.name: a for a in (
-    Activation("tanh", f"{{y}} = {_LECTURE_STEP['h'].code.replace('hpreact', '{x}')}\n", (), 5 / 3,
-               "tanh, the lecture's: its derivative 1 - tanh² written with the output"),
+    Activation("tanh", f"{{y}} = {_LECTURE_STEP['h'].code.replace('hpreact', '{x}')}\n", (), 5 / 3, ""),
     Activation("relu", "{y} = torch.relu({x})\n", (), math.sqrt(2),
                "ReLU: a mask for 1 - h², a subgradient at 0"),
     Activation("sigmoid", "{y} = torch.sigmoid({x})\n", (), 1.0,
@@ -86,7 +86,8 @@ ACTIVATIONS = {a.name: a for a in (
 class Normalization:
     """The block between the first linear layer (output `pre`) and `hpreact`: its lines, parameters (a
     gain and a bias, drawn nonzero), its gradients in notebook order, the forward values its fused
-    backward reads from the cache, and which init parameters the tiny-variance configuration scales."""
+    backward reads from the cache, which init parameters the tiny-variance configuration scales, and what
+    changes for the student against the lecture (nothing, for batch norm)."""
 
     name: str
     pre: str
@@ -111,8 +112,7 @@ NORMALIZATIONS = {n.name: n for n in (
     Normalization("batchnorm", "hprebn", "".join(f"{s} = {_LECTURE_STEP[s].code}\n" for s in _BATCHNORM),
                   ("bngain", "bnbias"),
                   ATOMIC[ATOMIC.index("dbngain"):ATOMIC.index("dembcat")],
-                  ("hprebn", "bnmeani", "bnvar", "bnvar_inv", "bnraw"), ("W1",),
-                  "batch norm, the lecture's: statistics over the batch, unbiased variance"),
+                  ("hprebn", "bnmeani", "bnvar", "bnvar_inv", "bnraw"), ("W1",), ""),
     # Layer norm: the same seven lines with the statistics of each example over its features (dim 1), and
     # the biased variance, as torch.nn.LayerNorm. Its tiny-variance configuration scales b1 too: b1 varies
     # across features, so it alone would keep each row's variance far above eps.
@@ -156,7 +156,7 @@ class Variant:
     def branch(self) -> dict[str, str]:
         """The hidden layer's activation names -> the residual branch's."""
         a = self.activation
-        return dict(zip(("hpreact", *a.names("hpreact", "h")), ("rpreact", *a.names("rpreact", "r"))))
+        return dict(zip(("hpreact", *a.names("h")), ("rpreact", *a.names("r"))))
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -164,8 +164,9 @@ class Variant:
 
     def forward(self) -> str:
         lecture = "".join(f"{s.name} = {s.code}\n" for s in model.NETWORK.steps)
-        head = lecture[lecture.index("logits = "):].replace("logits = h @", f"logits = {self.feature} @", 1)
-        lines = lecture[:lecture.index("hprebn = ")] + f"{self.norm.pre} = embcat @ W1 + b1\n" + self.norm.lines
+        head = rename(lecture[lecture.index("logits = "):], {"h": self.feature})
+        lines = lecture[:lecture.index("hprebn = ")] + f"{self.norm.pre} = {_LECTURE_STEP['hprebn'].code}\n"
+        lines += self.norm.lines
         lines += self.activation.forward("hpreact", "h")
         if self.residual:
             lines += "rpreact = h @ W3 + b3\n" + self.activation.forward("rpreact", "r") + "hres = h + r\n"
@@ -182,15 +183,14 @@ class Variant:
 
     def cache(self) -> tuple[str, ...]:
         """The forward values manual_backward is given: what its formulas read."""
-        residual = ("rpreact", *self.activation.names("rpreact", "r"), "hres") if self.residual else ()
-        return ("Xb", "emb", "embcat", *self.norm.cache, "hpreact", *self.activation.names("hpreact", "h"),
+        residual = ("rpreact", *self.activation.names("r"), "hres") if self.residual else ()
+        return ("Xb", "emb", "embcat", *self.norm.cache, "hpreact", *self.activation.names("h"),
                 *residual, "logits")
 
     def describe(self) -> str:
         """What differs from the lecture's network, piece by piece."""
-        parts = [piece.student for piece, lecture in ((self.activation, "tanh"), (self.norm, "batchnorm"))
-                 if piece.name != lecture]
-        return "; ".join([*parts, *((_STRUCTURE_STUDENT,) if self.residual else ())])
+        parts = (self.activation.student, self.norm.student, _STRUCTURE_STUDENT if self.residual else "")
+        return "; ".join(p for p in parts if p)
 
 
 def parse(name: str) -> Variant:
