@@ -4,8 +4,9 @@ such mistake loses credit on the tensor it was made in.
 
 The mistakes are the ones students make (named in the grader's feedback): a flipped sign, a dropped term
 of a `+=` accumulation, a sum over the wrong dimension, a missing transpose, a dropped 1/n, 1/n for
-Bessel's 1/(n-1), and an operand replaced by another forward tensor of the same shape. Each is applied
-to every place in the cell it fits, one place per mutant.
+Bessel's 1/(n-1), a dropped eps (which only the hidden configuration with a tiny variance shows), and
+an operand replaced by another forward tensor of the same shape. Each is applied to every place in the
+cell it fits, one place per mutant.
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from grader.exercises.makemore_mlp.answers import EX4_CELL
 from grader.exercises.makemore_mlp.variants import parse
 from solutions.variants import cells
 
-SIGN, DROP_TERM, WRONG_DIM, TRANSPOSE, DROP_N, BESSEL, OPERAND = (
-    "sign", "drop-term", "wrong-dim", "transpose", "drop-n", "bessel", "operand")
+SIGN, DROP_TERM, WRONG_DIM, TRANSPOSE, DROP_N, BESSEL, DROP_EPS, OPERAND = (
+    "sign", "drop-term", "wrong-dim", "transpose", "drop-n", "bessel", "drop-eps", "operand")
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,9 @@ def _sites(tree: ast.Module, available: dict[str, tuple[int, ...]], zeros: froze
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and _is_size(node) \
                 and isinstance(node.right, ast.Constant):
             yield BESSEL, node, None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.right, ast.Constant) \
+                and node.right.value == 1e-5:
+            yield DROP_EPS, node, None
         if isinstance(node, ast.Name) and node.id in available and isinstance(node.ctx, ast.Load):
             parent = parents[node]
             if isinstance(parent, ast.Attribute) and parent.attr == "T":
@@ -127,7 +131,8 @@ def _apply(tree: ast.Module, kind: str, node: ast.AST, other: str | None) -> Non
         node.id = other
     else:
         _replace(tree, node, {DROP_TERM: None, TRANSPOSE: getattr(node, "value", None),
-                              DROP_N: getattr(node, "left", None), BESSEL: getattr(node, "left", None)}[kind])
+                              DROP_N: getattr(node, "left", None), BESSEL: getattr(node, "left", None),
+                              DROP_EPS: getattr(node, "left", None)}[kind])
 
 
 def cell_mutants(name: str, cell: str) -> list[Mutant]:

@@ -16,9 +16,8 @@ import torch
 
 from grader import exercise as exercises
 from grader.exercise import ATOMIC, FUNCTION, FUSED
-from grader.exercises.makemore_mlp import EXERCISE
 from grader.exercises import choice
-from grader.exercises.makemore_mlp import variants
+from grader.exercises.makemore_mlp import EXERCISE, model, variants
 from grader.exercises.makemore_mlp.answers import EX4_CELL
 from grader.judge import oracle
 from grader.sandbox import static_check
@@ -158,6 +157,22 @@ def test_no_gradient_hides_behind_the_init(name):
             zeros = corpus.structural_zeros(name)
             for g, value in case.true.items():
                 assert (value.abs().max().item() < 1e-10) == (g in zeros), (g, case.sizes)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_last_hidden_configuration_brings_the_variance_near_eps(name):
+    """Where a dropped eps could hide (a normalization), the last configuration makes it show: its variance
+    is within a few hundred eps (layer norm scales b1 too, whose spread across features would keep each
+    row's variance far above eps); the others' is far above it. Without a norm, nothing is scaled."""
+    exercise = exercises.load(f"makemore-mlp/{name}")
+    norm = variants.parse(name).norm
+    sizes = exercise.lecture
+    assert [exercise.hidden(i, CONFIGURATIONS, sizes) == {} for i in range(1, CONFIGURATIONS)] == \
+        [True] * (CONFIGURATIONS - 2) + [not norm.parameters]
+    if norm.parameters:
+        variance = norm.cache[2]  # bnvar, lnvar
+        first, last = cases(name)[0], cases(name)[-2]
+        assert last.values[variance].max() < 300 * model.EPS < first.values[variance].min() / 100, name
 
 
 @pytest.mark.parametrize("name", NAMES)
