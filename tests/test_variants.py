@@ -448,3 +448,31 @@ def test_the_corpus_is_one_submission_per_mutant_named_by_its_mistake():
     for mutant, (stem, cells) in zip(mutants, found.items()):
         assert stem.startswith(f"{mutant.cell}-{mutant.kind}-")
         assert [c for c in cells if cells[c] != reference_cells[c]] == [mutant.cell], stem
+
+
+# --- the students' notebook's text -------------------------------------------------------------------
+
+def test_each_variants_notebook_text_replaces_exactly_the_lecture_places_it_changes():
+    for name in NAMES:
+        variant = variants.parse(name)
+        places = variants.prose(name)
+        assert ("1b" in places) == (variant.activation.name != "tanh" or variant.residual), name
+        assert set(places) - {"1b"} == (set() if variant.norm.name == "batchnorm" else {"1c", "1d", "ex3", "ex4"})
+        assert (places.get("1c") == "" and places.get("ex3") == "") == (variant.norm.name == "none"), name
+        assert all(places.values()) or variant.norm.name == "none", name
+        assert len(variants.groups(name)) == 3 + bool(variant.norm.parameters)
+        assert set(variants.groups(name)) <= set(exercises.load(f"makemore-mlp/{name}").atomic)
+    for key, section in variants._prose().items():
+        place = key.split(":")[0]
+        assert any(section in variants.prose(name).get(place, "") for name in NAMES), f"{key}: no variant uses it"
+
+
+def test_the_notebook_text_gives_no_answer_away():
+    """Hints of the lecture's kind: no statement of any reference answer appears in the students' text."""
+    text = "".join(variants._prose().values())
+    for name in NAMES:
+        for source in answers.cells(name).values():
+            for line in source.splitlines():
+                line = line.strip()
+                if line and not line.startswith(("#", "def ", '"""', "return")) and len(line) > 12:
+                    assert line not in text, (name, line)

@@ -20,6 +20,7 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -304,3 +305,38 @@ def describe(name: str) -> str:
     exercise = variant(name)
     fused = len([a for a in exercise.answers if a.kind == FUSED])
     return f"{parse(name).describe()} ({len(exercise.atomic)} gradients, {fused} fused)"
+
+
+PROSE_FILE = Path(__file__).with_name("variant_prose.md")
+_SECTION = re.compile(r"^<!-- (\S+:\S+) -->$", re.MULTILINE)
+
+
+@functools.cache
+def _prose() -> dict[str, str]:
+    parts = _SECTION.split(PROSE_FILE.read_text(encoding="utf-8"))
+    return {key: body.strip() + "\n" for key, body in zip(parts[1::2], parts[2::2])}
+
+
+def prose(name: str) -> dict[str, str]:
+    """The students' notebook's text where variant `name` differs from the lecture's, by place: `1b` (the
+    activation's bullet, and the residual block's), `1c` (the normalization group), `1d` (the bullet
+    about db1), `ex3` (exercise 3's introduction) and `ex4` (what follows training). An empty text
+    means the lecture's has no counterpart (no normalization: no group 1c, no exercise 3); a place not
+    named keeps the lecture's text."""
+    v = parse(name)
+    text = _prose()
+    out = {}
+    if v.activation.student or v.residual:
+        bullets = [text.get(f"1b:{v.activation.name}", ""), text["1b:residual"] if v.residual else ""]
+        out["1b"] = "".join(bullets)
+    if v.norm.student:
+        for place in ("1c", "1d", "ex3", "ex4"):
+            out[place] = text.get(f"{place}:{v.norm.name}", "")
+    return out
+
+
+def groups(name: str) -> tuple[str, ...]:
+    """The last grade id of each group of exercise 1 (1a the loss to the logits, 1b the output layer and
+    the activation, 1c the normalization, 1d the first layer and the embedding)."""
+    v = parse(name)
+    return ("dlogits", "dhpreact", *(("d" + v.norm.pre,) if v.norm.parameters else ()), "dC")
