@@ -161,9 +161,10 @@ def cell_mutants(name: str, cell: str) -> list[Mutant]:
     return found
 
 
-def mutants(name: str) -> list[Mutant]:
+@functools.cache
+def mutants(name: str) -> tuple[Mutant, ...]:
     """The whole corpus of variant `name`: every answer cell's mutants, in the notebook's order."""
-    return [m for cell in cells(name) for m in cell_mutants(name, cell)]
+    return tuple(m for cell in cells(name) for m in cell_mutants(name, cell))
 
 
 def submissions(name: str) -> dict[str, dict[str, str]]:
