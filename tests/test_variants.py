@@ -130,6 +130,7 @@ def test_each_variant_loads_by_name_with_an_answer_per_gradient(name):
     exercise = exercises.load(f"makemore-mlp/{name}")
     net = exercise.network
     assert exercise.name == ("makemore-mlp" if name == variants.LECTURE_VARIANT else f"makemore-mlp/{name}")
+    assert exercises.load(exercise.name) is exercise  # a child process loads it again by its name
     # One atomic answer per parameter and intermediate, grade id "d" + its name, from dlogprobs to dC.
     assert sorted(exercise.atomic) == sorted("d" + k for k in (*net.parameters, *net.intermediates) if k != net.loss)
     assert exercise.atomic[0] == "dlogprobs" and exercise.atomic[-1] == "dC"
