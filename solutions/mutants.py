@@ -20,6 +20,7 @@ import torch
 
 from grader.exercise import load
 from grader.exercises.makemore_mlp.answers import EX4_CELL
+from grader.exercises.makemore_mlp.model import EPS
 from grader.exercises.makemore_mlp.variants import parse
 from solutions.variants import cells
 
@@ -78,9 +79,9 @@ def _is_zeros(node: ast.expr) -> bool:
 
 
 def _sites(tree: ast.Module, available: dict[str, tuple[int, ...]], zeros: frozenset[str]) -> Iterator[tuple]:
-    """(kind, node, replacement-maker) for every place a mistake fits. Parents are tracked so that an
-    operand is only a direct operand of arithmetic (never a `*_like` argument or a `.shape` read, whose
-    value does not matter)."""
+    """(kind, node, the other tensor's name for OPERAND) for every place a mistake fits. Parents are
+    tracked so that an operand is only a direct operand of arithmetic (never a `*_like` argument or a
+    `.shape` read, whose value does not matter)."""
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Assign, ast.AugAssign)) and (_written(node) or "").startswith("d") \
@@ -99,7 +100,7 @@ def _sites(tree: ast.Module, available: dict[str, tuple[int, ...]], zeros: froze
                 and isinstance(node.right, ast.Constant):
             yield BESSEL, node, None
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.right, ast.Constant) \
-                and node.right.value == 1e-5:
+                and node.right.value == EPS:
             yield DROP_EPS, node, None
         if isinstance(node, ast.Name) and node.id in available and isinstance(node.ctx, ast.Load):
             parent = parents[node]
@@ -129,10 +130,12 @@ def _apply(tree: ast.Module, kind: str, node: ast.AST, other: str | None) -> Non
         node.args[0] = ast.Constant(1 - node.args[0].value)
     elif kind == OPERAND:
         node.id = other
-    else:
-        _replace(tree, node, {DROP_TERM: None, TRANSPOSE: getattr(node, "value", None),
-                              DROP_N: getattr(node, "left", None), BESSEL: getattr(node, "left", None),
-                              DROP_EPS: getattr(node, "left", None)}[kind])
+    elif kind == DROP_TERM:
+        _replace(tree, node, None)
+    elif kind == TRANSPOSE:
+        _replace(tree, node, node.value)
+    else:  # DROP_N, BESSEL, DROP_EPS: the left operand alone (x / n -> x, n - 1 -> n, var + eps -> var)
+        _replace(tree, node, node.left)
 
 
 def cell_mutants(name: str, cell: str) -> list[Mutant]:
