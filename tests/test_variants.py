@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import random
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -481,3 +483,9 @@ def test_the_notebook_text_gives_no_answer_away():
                 line = line.strip()
                 if line and not line.startswith(("#", "def ", '"""', "return")) and len(line) > 12:
                     assert line not in text, (name, line)
+
+
+def test_the_variants_command_prints_the_listing():
+    run = subprocess.run([sys.executable, "-c", "from grader.cli import main; main()", "variants"],
+                         capture_output=True, text=True, check=True)
+    assert run.stdout == choice.listing() and not run.stderr
