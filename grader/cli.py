@@ -245,6 +245,14 @@ def solution(grade_id, notebook, force, solved, course_file):
     click.echo(text)
 
 
+@main.command()
+def variants():
+    """Every variant of each exercise that has some, with what changes for the student in each."""
+    from grader.exercises.choice import listing
+
+    click.echo(listing(), nl=False)
+
+
 @main.group()
 def gradescope():
     """Grade on Gradescope: build the autograder zip, and the command it runs for each submission."""

@@ -364,6 +364,9 @@ def function_answers(function: Function) -> tuple[Answer, ...]:
 # Exercises shipped with the package, by the name course.yml uses.
 BUILTIN = {"makemore-mlp": "grader.exercises.makemore_mlp:EXERCISE"}
 DEFAULT = "makemore-mlp"
+# Exercises with variants: `family/variant` is built by the module's `variant(name)`; the module also
+# lists its `NAMES` and can draw one `from_salt(salt)` and `describe(name)` it.
+FAMILIES = {"makemore-mlp": "grader.exercises.makemore_mlp.variants"}
 
 
 class ExerciseError(ValueError):
@@ -393,8 +396,15 @@ def _module(name: str):
 
 
 def load(spec: str = DEFAULT) -> Exercise:
-    """The exercise a course names: a registered name, `module:attribute`, or `path/to/file.py:attribute`
-    (a relative path is the caller's to resolve: course.yml's are resolved against its folder)."""
+    """The exercise a course names: a registered name, `family/variant`, `module:attribute`, or
+    `path/to/file.py:attribute` (a relative path is the caller's to resolve: course.yml's are resolved
+    against its folder)."""
+    family, slash, name = spec.partition("/")
+    if slash and family in FAMILIES:
+        try:
+            return importlib.import_module(FAMILIES[family]).variant(name)
+        except ValueError as exc:
+            raise ExerciseError(str(exc)) from None
     target = BUILTIN.get(spec, spec)
     module_name, _, attribute = target.rpartition(":")
     if not module_name or not attribute:

@@ -1,0 +1,342 @@
+"""Variants of the makemore MLP, so that a course can grade an exercise whose answers are not on the
+internet: every network here is composed from small pieces (an activation, a normalization, and
+optionally a residual block), and each variant is a full `Exercise` whose true gradients come from the
+same autograd oracle as the lecture's.
+
+A variant's name is `<activation>-<normalization>[-residual]` (`relu-layernorm`,
+`gelu-none-residual`); `makemore-mlp/<name>` loads it. `tanh-batchnorm` is the lecture's network and
+loads as the lecture's own exercise (tests prove that composing its pieces gives exactly it).
+
+The structural change is a residual block after the hidden layer, `hres = h + act(h @ W3 + b3)`, not a
+second hidden layer: a second layer would repeat the normalization block the student has just done (nine
+more answers of the same kind), while the residual block teaches the one thing the lecture's network
+does not: a tensor (`h`) whose gradient is the sum of two paths, the skip and the branch. It keeps every
+size the lecture has (W3 is square), so the hidden configurations' ranges stay as they are.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from grader.exercise import FUSED, Answer, Exercise, Function, Network, Sizes, Training, atomic_answers, \
+    function_answers
+from grader.exercises.makemore_mlp import EXERCISE, model
+from grader.exercises.makemore_mlp.answers import ATOMIC, EX4_CELL, EX4_FUNCTION, EX4_TRAINING
+
+LECTURE_VARIANT = "tanh-batchnorm"
+_LECTURE_STEP = model.NETWORK.step
+
+
+def rename(text: str, names: dict[str, str]) -> str:
+    """`text` with every identifier in `names`, and its gradient `d<name>`, renamed: a piece written for
+    the hidden layer (`h = act(hpreact)`) reused for the residual branch (`r = act(rpreact)`)."""
+    if not names:
+        return text
+    pattern = re.compile(r"\b(d?)(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")\b")
+    return pattern.sub(lambda m: m.group(1) + names[m.group(2)], text)
+
+
+@dataclass(frozen=True)
+class Activation:
+    """`y = act(x)` in atomic lines; `temps` are its named intermediates (templates on `{y}`), in forward
+    order, `gain` is the init's gain for the layer that feeds it (the lecture's 5/3 for tanh), and
+    `student` what changes for the student against the lecture (nothing, for tanh)."""
+
+    name: str
+    lines: str
+    temps: tuple[str, ...]
+    gain: float
+    student: str
+
+    def forward(self, x: str, y: str) -> str:
+        return self.lines.format(x=x, y=y)
+
+    def names(self, y: str) -> tuple[str, ...]:
+        """Every name the activation defines, in forward order (its output last)."""
+        return (*(t.format(y=y) for t in self.temps), y)
+
+    def order(self, x: str, y: str) -> tuple[str, ...]:
+        """Its gradients from its output back to its input, as the notebook asks for them."""
+        return tuple("d" + t for t in reversed(self.names(y)[:-1])) + ("d" + x,)
+
+
+# GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), one operation per line.
+GELU_C = math.sqrt(2 / math.pi)
+ACTIVATIONS = {a.name: a for a in (
+    Activation("tanh", f"{{y}} = {_LECTURE_STEP['h'].code.replace('hpreact', '{x}')}\n", (), 5 / 3, ""),
+    Activation("relu", "{y} = torch.relu({x})\n", (), math.sqrt(2),
+               "ReLU: a mask for 1 - h², a subgradient at 0"),
+    Activation("sigmoid", "{y} = torch.sigmoid({x})\n", (), 1.0,
+               "sigmoid: σ(1 - σ) for 1 - h²"),
+    Activation("gelu", "{y}cube = {x}**3\n"
+               f"{{y}}inner = {GELU_C!r} * ({{x}} + 0.044715 * {{y}}cube)\n"
+               "{y}tanh = torch.tanh({y}inner)\n"
+               "{y} = 0.5 * {x} * (1 + {y}tanh)\n",
+               ("{y}cube", "{y}inner", "{y}tanh"), math.sqrt(2),
+               "GELU (tanh approximation) in four steps, its input used three times"),
+)}
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """The block between the first linear layer (output `pre`) and `hpreact`: its lines, parameters (a
+    gain and a bias, drawn nonzero), its gradients in notebook order, the forward values its fused
+    backward reads from the cache, which init parameters the tiny-variance configuration scales, and what
+    changes for the student against the lecture (nothing, for batch norm)."""
+
+    name: str
+    pre: str
+    lines: str
+    parameters: tuple[str, ...]
+    order: tuple[str, ...]
+    cache: tuple[str, ...]
+    scaled: tuple[str, ...]
+    student: str
+
+    @property
+    def fused(self) -> Answer | None:
+        """Exercise 3, the whole block's backward in one cell, from dhpreact."""
+        if not self.parameters:
+            return None
+        return Answer("ex3_d" + self.pre, "d" + self.pre, self.pre, FUSED, 3, ("dhpreact",), ("dhpreact",),
+                      sink="hpreact")
+
+
+_BATCHNORM = ("bnmeani", "bndiff", "bndiff2", "bnvar", "bnvar_inv", "bnraw", "hpreact")
+NORMALIZATIONS = {n.name: n for n in (
+    Normalization("batchnorm", "hprebn", "".join(f"{s} = {_LECTURE_STEP[s].code}\n" for s in _BATCHNORM),
+                  ("bngain", "bnbias"),
+                  ATOMIC[ATOMIC.index("dbngain"):ATOMIC.index("dembcat")],
+                  ("hprebn", "bnmeani", "bnvar", "bnvar_inv", "bnraw"), ("W1",), ""),
+    # Layer norm: the same seven lines with the statistics of each example over its features (dim 1), and
+    # the biased variance, as torch.nn.LayerNorm. Its tiny-variance configuration scales b1 too: b1 varies
+    # across features, so it alone would keep each row's variance far above eps.
+    Normalization("layernorm", "hpreln",
+                  "lnmean = hpreln.mean(1, keepdim=True)\n"
+                  "lndiff = hpreln - lnmean\n"
+                  "lndiff2 = lndiff**2\n"
+                  "lnvar = lndiff2.mean(1, keepdim=True)\n"
+                  f"lnvar_inv = (lnvar + {model.EPS}) ** -0.5\n"
+                  "lnraw = lndiff * lnvar_inv\n"
+                  "hpreact = lngain * lnraw + lnbias\n",
+                  ("lngain", "lnbias"),
+                  ("dlngain", "dlnbias", "dlnraw", "dlnvar_inv", "dlnvar", "dlndiff2", "dlndiff", "dlnmean",
+                   "dhpreln"),
+                  ("hpreln", "lnmean", "lnvar", "lnvar_inv", "lnraw"), ("W1", "b1"),
+                  "layer norm: statistics per example over features (dim 1), biased variance"),
+    Normalization("none", "hpreact", "", (), (), (), (),
+                  "no normalization: the linear layer feeds the activation (no exercise 3)"),
+)}
+
+RESIDUAL = "residual"
+_STRUCTURE_STUDENT = "residual block hres = h + act(h @ W3 + b3): h's gradient sums two paths"
+
+
+@dataclass(frozen=True)
+class Variant:
+    activation: Activation
+    norm: Normalization
+    residual: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.activation.name}-{self.norm.name}" + ("-" + RESIDUAL if self.residual else "")
+
+    @property
+    def feature(self) -> str:
+        """What the output layer reads."""
+        return "hres" if self.residual else "h"
+
+    @property
+    def branch(self) -> dict[str, str]:
+        """The hidden layer's activation names -> the residual branch's."""
+        a = self.activation
+        return dict(zip(("hpreact", *a.names("h")), ("rpreact", *a.names("r"))))
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        return (*model.PARAMETERS[:5], *self.norm.parameters, *(("W3", "b3") if self.residual else ()))
+
+    def forward(self) -> str:
+        lecture = "".join(f"{s.name} = {s.code}\n" for s in model.NETWORK.steps)
+        head = rename(lecture[lecture.index("logits = "):], {"h": self.feature})
+        lines = lecture[:lecture.index("hprebn = ")] + f"{self.norm.pre} = {_LECTURE_STEP['hprebn'].code}\n"
+        lines += self.norm.lines
+        lines += self.activation.forward("hpreact", "h")
+        if self.residual:
+            lines += "rpreact = h @ W3 + b3\n" + self.activation.forward("rpreact", "r") + "hres = h + r\n"
+        return lines + head
+
+    def atomic(self) -> tuple[str, ...]:
+        """From dlogprobs back to dC: each piece's gradients, pieces in backward order."""
+        head = tuple("d" + self.feature if g == "dh" else g for g in ATOMIC[:ATOMIC.index("db2") + 1])
+        residual = ()
+        if self.residual:
+            residual = ("dr", *self.activation.order("rpreact", "r"), "dh", "dW3", "db3")
+        return (*head, *residual, *self.activation.order("hpreact", "h"), *self.norm.order,
+                *ATOMIC[ATOMIC.index("dembcat"):])
+
+    def cache(self) -> tuple[str, ...]:
+        """The forward values manual_backward is given: what its formulas read."""
+        residual = ("rpreact", *self.activation.names("r"), "hres") if self.residual else ()
+        return ("Xb", "emb", "embcat", *self.norm.cache, "hpreact", *self.activation.names("h"),
+                *residual, "logits")
+
+    def describe(self) -> str:
+        """What differs from the lecture's network, piece by piece."""
+        parts = (self.activation.student, self.norm.student, _STRUCTURE_STUDENT if self.residual else "")
+        return "; ".join(p for p in parts if p)
+
+
+def parse(name: str) -> Variant:
+    """`relu-layernorm` -> its pieces; ValueError naming the known ones otherwise."""
+    parts = name.split("-")
+    residual = len(parts) == 3 and parts[2] == RESIDUAL
+    if len(parts) not in (2, 3) or (len(parts) == 3 and not residual) or parts[0] not in ACTIVATIONS \
+            or parts[1] not in NORMALIZATIONS:
+        raise ValueError(f"unknown variant {name!r}: <activation>-<normalization>[-{RESIDUAL}], activation "
+                         f"{' | '.join(ACTIVATIONS)}, normalization {' | '.join(NORMALIZATIONS)}")
+    return Variant(ACTIVATIONS[parts[0]], NORMALIZATIONS[parts[1]], residual)
+
+
+NAMES = tuple(Variant(a, n, r).name for r in (False, True) for n in NORMALIZATIONS.values()
+              for a in ACTIVATIONS.values())
+
+
+def init(variant: Variant, sizes: Sizes, generator: torch.Generator, dtype=torch.float64,
+         w1_scale: float = 1.0) -> dict[str, torch.Tensor]:
+    """The lecture's init for every piece, deliberately nonzero (a gain of exactly 1 or a zero W2 would hide
+    wrong gradients), drawn in the lecture's order from the explicit generator (so `tanh-batchnorm` draws
+    exactly the lecture's parameters), then the normalization's and the residual block's.
+
+    `w1_scale` scales the layer before the normalization (the hidden configuration with a tiny variance):
+    W1 under batch norm, W1 and b1 under layer norm, nothing without a normalization.
+    """
+    V, B, E, H = sizes.vocab, sizes.block_size, sizes.n_embd, sizes.n_hidden
+    scaled = variant.norm.scaled
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator, dtype=dtype)
+
+    params = {
+        "C": randn(V, E),
+        "W1": randn(B * E, H) * variant.activation.gain / math.sqrt(B * E) * (w1_scale if "W1" in scaled else 1.0),
+        "b1": randn(H) * 0.1 * (w1_scale if "b1" in scaled else 1.0),
+        "W2": randn(H, V) * 0.1,
+        "b2": randn(V) * 0.1,
+    }
+    if variant.norm.parameters:
+        gain, bias = variant.norm.parameters
+        params[gain] = randn(1, H) * 0.1 + 1.0
+        params[bias] = randn(1, H) * 0.1
+    if variant.residual:
+        # Half the hidden layer's gain: the branch adds to h rather than replacing it.
+        params["W3"] = randn(H, H) * variant.activation.gain / math.sqrt(H) * 0.5
+        params["b3"] = randn(H) * 0.1
+    return params
+
+
+def hidden(variant: Variant, index: int, count: int, sizes: Sizes) -> dict | None:
+    """The lecture's rules; the tiny-variance configuration only where there is a variance to be tiny."""
+    options = model.hidden(index, count, sizes)
+    if options is None or variant.norm.scaled:
+        return options
+    return {}
+
+
+def build(name: str) -> Exercise:
+    """The variant `name` composed from its pieces (for `tanh-batchnorm` too: tests compare it with the
+    lecture's exercise)."""
+    variant = parse(name)
+    parameters = variant.parameters
+    network = Network.parse(variant.forward(), parameters=parameters, data=("Xb", "Yb"), sizes={"n": "Xb.shape[0]"})
+    backward = Function(EX4_CELL, EX4_FUNCTION, (("params", parameters), ("cache", variant.cache()), "Yb"),
+                        parameters, "ex4_d", 4)
+    fused = variant.norm.fused
+    answers = (
+        *atomic_answers(network, variant.atomic(), 1),
+        Answer("ex2_dlogits", "dlogits", "logits", FUSED, 2),
+        *((fused,) if fused else ()),
+        *function_answers(backward),
+    )
+    return Exercise(
+        name=f"{EXERCISE.name}/{name}",
+        title=f"{EXERCISE.title} ({name})",
+        network=network,
+        answers=answers,
+        functions=(backward,),
+        training=Training(EX4_TRAINING, backward),
+        lecture=EXERCISE.lecture,
+        ranges=EXERCISE.ranges,
+        init=functools.partial(init, variant),
+        batch=EXERCISE.batch,
+        sizes_of=EXERCISE.sizes_of,
+        hidden=functools.partial(hidden, variant),
+        assignment=EXERCISE.assignment,
+        notebook=EXERCISE.notebook,
+    )
+
+
+@functools.cache
+def variant(name: str) -> Exercise:
+    """The exercise `makemore-mlp/<name>` loads: the lecture's own for its network, built otherwise."""
+    return EXERCISE if name == LECTURE_VARIANT else build(name)
+
+
+def from_salt(salt: str) -> str:
+    """A variant drawn from a course's secret salt: the same salt always gives the same one, and different
+    salts spread over every variant but the lecture's (whose answers are the ones on the internet). The
+    salt is hashed with a label of its own, so the draw says nothing of the salt's other uses."""
+    drawn = [n for n in NAMES if n != LECTURE_VARIANT]
+    digest = hashlib.sha256(f"makemore-mlp variant\0{salt}".encode()).digest()
+    return drawn[int.from_bytes(digest[:8], "big") % len(drawn)]
+
+
+def describe(name: str) -> str:
+    """What changes for the student in `name`, against the lecture."""
+    if name == LECTURE_VARIANT:
+        return "the lecture's own network, exercise and answers (which are on the internet)"
+    exercise = variant(name)
+    fused = len([a for a in exercise.answers if a.kind == FUSED])
+    return f"{parse(name).describe()} ({len(exercise.atomic)} gradients, {fused} fused)"
+
+
+PROSE_FILE = Path(__file__).with_name("variant_prose.md")
+_SECTION = re.compile(r"^<!-- (\S+:\S+) -->$", re.MULTILINE)
+
+
+@functools.cache
+def _prose() -> dict[str, str]:
+    parts = _SECTION.split(PROSE_FILE.read_text(encoding="utf-8"))
+    return {key: body.strip() + "\n" for key, body in zip(parts[1::2], parts[2::2])}
+
+
+def prose(name: str) -> dict[str, str]:
+    """The students' notebook's text where variant `name` differs from the lecture's, by place: `1b` (the
+    activation's bullet, and the residual block's), `1c` (the normalization group), `1d` (the bullet
+    about db1), `ex3` (exercise 3's introduction) and `ex4` (what follows training). An empty text
+    means the lecture's has no counterpart (no normalization: no group 1c, no exercise 3); a place not
+    named keeps the lecture's text."""
+    v = parse(name)
+    text = _prose()
+    out = {}
+    if v.activation.student or v.residual:
+        bullets = [text.get(f"1b:{v.activation.name}", ""), text["1b:residual"] if v.residual else ""]
+        out["1b"] = "".join(bullets)
+    if v.norm.student:
+        for place in ("1c", "1d", "ex3", "ex4"):
+            out[place] = text.get(f"{place}:{v.norm.name}", "")
+    return out
+
+
+def groups(name: str) -> tuple[str, ...]:
+    """The last grade id of each group of exercise 1 (1a the loss to the logits, 1b the output layer and
+    the activation, 1c the normalization, 1d the first layer and the embedding)."""
+    v = parse(name)
+    return ("dlogits", "dhpreact", *(("d" + v.norm.pre,) if v.norm.parameters else ()), "dC")
