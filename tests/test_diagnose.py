@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from grader.exercise import Exercise, Mistakes, Network, Rule, Sizes, atomic_answers
+from grader.exercise import Exercise, Function, Mistakes, Network, Rule, Sizes, atomic_answers, function_answers
 from grader.judge.compare import judge, outcome_text
 from grader.judge.diagnose import diagnose, name
 from grader.judge.exam import CHAIN, Case
@@ -180,7 +180,10 @@ a = torch.relu(h)
 z = a + h * h
 loss = (z * Y).sum() / n
 """, parameters=("E", "W", "b"), data=("X", "Y"), sizes={"n": "X.shape[0]"})
-TINY_ANSWERS = atomic_answers(TINY, ("dz", "da", "dh", "db", "dW", "de", "dE"), 1)
+# The whole backward pass as one function, `backward(params, cache, X, Y)`, graded per parameter.
+BACKWARD = Function("backward", "backward", (("params", TINY.parameters), ("cache", ("e", "h")), "X", "Y"),
+                    TINY.parameters, "fn_d", 2)
+TINY_ANSWERS = (*atomic_answers(TINY, ("dz", "da", "dh", "db", "dW", "de", "dE"), 1), *function_answers(BACKWARD))
 RELU = Rule("the derivative of relu", "x", lambda x, y: (x > 0).to(x.dtype), (
     ("output", "uses relu's output where its derivative needs a step", lambda x, y: y),))
 LECTURE = Sizes(n=6, vocab=7, dim=3, hidden=4)
@@ -188,7 +191,7 @@ LECTURE = Sizes(n=6, vocab=7, dim=3, hidden=4)
 
 def tiny(mistakes: Mistakes = Mistakes()) -> Exercise:
     return Exercise(name="tiny", title="a lookup, a linear layer and a ReLU", network=TINY, answers=TINY_ANSWERS,
-                    functions=(), training=None, lecture=LECTURE, ranges={}, init=None, batch=None, sizes_of=None,
+                    functions=(BACKWARD,), training=None, lecture=LECTURE, ranges={}, init=None, batch=None, sizes_of=None,
                     hidden=None, assignment="tiny", notebook="tiny.ipynb", mistakes=mistakes)
 
 
@@ -272,3 +275,16 @@ def test_an_answer_right_on_the_lecture_s_sizes_alone_is_told_the_lecture_s_numb
     assert failure.feedback.endswith(
         "; right for the lecture's sizes (n=6) but wrong for every other size: something in the cell depends on "
         "the sizes; use n and the tensors' shapes, never 6, 7, 3 or 4")
+
+
+def test_a_function_s_answer_is_named_with_its_tensor_s_one_step_cell():
+    assert named(tiny(), "fn_db", lambda v, t, n: n * t["db"]) == "your b is n times too large"
+
+
+@pytest.mark.parametrize("error_type, error, hint", [
+    ("NameError", "name 'n' is not defined", "backward may use only its arguments, torch and F"),
+    ("KeyError", "'a'", "the cache holds exactly: e, h")])
+def test_what_a_function_may_read_comes_from_its_declared_arguments(error_type, error, hint):
+    outcome = SimpleNamespace(status="error", detail={"error_type": error_type, "error": error, "line": 2})
+    failure = outcome_text(outcome, tiny().by_grade_id["fn_dW"], exercise=tiny())
+    assert failure.feedback == f"{error_type} on line 2: {error} ({hint})"

@@ -147,8 +147,9 @@ def _function_hint(exercise: Exercise, answer: Answer, error_type: str) -> str |
         return None
     if error_type == "NameError":
         return f"{function.name} may use only its arguments, {_and(NAMESPACE)}"
-    held = [f"the {label} holds exactly: {', '.join(names)}" for label, names in
-            (a for a in function.arguments if not isinstance(a, str)) if tuple(names) != exercise.network.parameters]
+    dicts = [argument for argument in function.arguments if not isinstance(argument, str)]
+    held = [f"the {label} holds exactly: {', '.join(names)}" for label, names in dicts
+            if tuple(names) != exercise.network.parameters]
     return "; ".join(held) if error_type == "KeyError" and held else None
 
 
