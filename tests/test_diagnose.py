@@ -12,7 +12,7 @@ from grader.exercise import Exercise, Function, Mistakes, Network, Rule, Sizes, 
 from grader.judge.compare import judge, outcome_text
 from grader.judge.diagnose import diagnose, name
 from grader.judge.exam import CHAIN, Case
-from grader.judge.oracle import chain_gradients
+from grader.judge.oracle import chain_gradients, local_vjp
 
 RTOL, ATOL = 1e-5, 1e-8
 N = 6  # the batch size the factor hints refer to; not 2, so that "factor 2" and "n" differ
@@ -203,7 +203,8 @@ class Conf:
 
 
 def tiny_case(exercise: Exercise, n: int, scored: bool = True) -> Case:
-    """A configuration of the tiny exercise, its index repeated; CHAIN only (no random upstream)."""
+    """A configuration of the tiny exercise, its index repeated, with its random upstream gradients and
+    the one-step answers they imply (what the LOCAL check compares with)."""
     g = torch.Generator().manual_seed(n)
     params = {name: torch.randn(*shape, generator=g, dtype=torch.float64)
               for name, shape in (("E", (7, 3)), ("W", (3, 4)), ("b", (4,)))}
@@ -211,8 +212,12 @@ def tiny_case(exercise: Exercise, n: int, scored: bool = True) -> Case:
     X[-1] = X[0]
     data = {"X": X, "Y": torch.randn(n, 4, generator=g, dtype=torch.float64)}
     values = {k: v.detach() for k, v in TINY.forward(params, data).items() if k not in TINY.sizes}
+    truth = chain_gradients(TINY, params, data)
+    random = {k: torch.randn(v.shape, generator=g, dtype=torch.float64) for k, v in truth.items()}
+    local = {a.grade_id: local_vjp(TINY, values, a.source, {u[1:]: random[u] for u in a.local_upstream})
+             for a in exercise.answers if a.local_upstream}
     config = Conf(f"n{n}", Sizes(n=n, vocab=7, dim=3, hidden=4), scored)
-    return Case(config, values, chain_gradients(TINY, params, data), {}, {}, exercise)
+    return Case(config, values, truth, random, local, exercise)
 
 
 def named(exercise: Exercise, grade_id: str, wrong) -> str | None:
