@@ -88,7 +88,7 @@ def _propagated(case: Case, fused_id: str, index: int) -> dict[str, torch.Tensor
         grads = torch.autograd.grad(at, [params[p] for p in reached], grad_outputs=wrong.to(at.dtype))
     except Exception:  # a catalogue formula that does not fit this configuration names nothing
         return None
-    return dict(zip(reached, grads))
+    return dict(zip(reached, grads, strict=True))
 
 
 def _fused_mistake_upstream(case: Case, answer: Answer, tol, returned: dict[str, torch.Tensor]) -> dict | None:

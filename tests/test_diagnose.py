@@ -189,10 +189,11 @@ RELU = Rule("the derivative of relu", "x", lambda x, y: (x > 0).to(x.dtype), (
 LECTURE = Sizes(n=6, vocab=7, dim=3, hidden=4)
 
 
-def tiny(mistakes: Mistakes = Mistakes()) -> Exercise:
+def tiny(mistakes: Mistakes | None = None) -> Exercise:
     return Exercise(name="tiny", title="a lookup, a linear layer and a ReLU", network=TINY, answers=TINY_ANSWERS,
-                    functions=(BACKWARD,), training=None, lecture=LECTURE, ranges={}, init=None, batch=None, sizes_of=None,
-                    hidden=None, assignment="tiny", notebook="tiny.ipynb", mistakes=mistakes)
+                    functions=(BACKWARD,), training=None, lecture=LECTURE, ranges={}, init=None, batch=None,
+                    sizes_of=None, hidden=None, assignment="tiny", notebook="tiny.ipynb",
+                    mistakes=mistakes or Mistakes())
 
 
 @dataclass(frozen=True)
@@ -266,8 +267,8 @@ def test_what_an_answer_cell_may_read_comes_from_the_network():
     failure = outcome_text(outcome, TINY_ANSWERS[0], exercise=tiny())
     assert failure.feedback == (
         "NameError on line 1: name 'V' is not defined (uses a variable the answer cells do not have: answer cells "
-        "may use only the parameters, X, Y, n, the forward intermediates by their lecture names, torch, F and variables "
-        "assigned by earlier answer cells of exercise 1)")
+        "may use only the parameters, X, Y, n, the forward intermediates by their lecture names, torch, F and "
+        "variables assigned by earlier answer cells of exercise 1)")
 
 
 def test_an_answer_right_on_the_lecture_s_sizes_alone_is_told_the_lecture_s_numbers():

@@ -218,8 +218,9 @@ def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
                 summed = spread.sum(dim, keepdim=keep)
                 if summed.shape == want.shape or summed.numel() == want.numel():
                     continue  # the right sum, or a harmless keepdim slip (the shape check names it)
-                out.append(Candidate(f"sum:{step}:{dim}:{keep}", f"sums over the wrong dimension ({dim}): "
-                                                                 f"{answer.source} was broadcast along another one", summed))
+                out.append(Candidate(f"sum:{step}:{dim}:{keep}",
+                                     f"sums over the wrong dimension ({dim}): {answer.source} was broadcast along "
+                                     f"another one", summed))
     return out
 
 

@@ -32,7 +32,8 @@ RULES = {
         ("power", "keeps the exponent -1 in the derivative: the power rule lowers it by one", lambda x, y: -x**-1),
         ("power-twice", "lowers the exponent by two in the derivative of x**-1", lambda x, y: -x**-3),
         ("power-positive", "writes a positive exponent in the derivative of x**-1", lambda x, y: -x**2))),
-    "bnvar_inv": Rule("the derivative of (bnvar + eps)**-0.5", "x", lambda x, y: -0.5 * (x + EPS) ** -1.5, _eps_slips()),
+    "bnvar_inv": Rule("the derivative of (bnvar + eps)**-0.5", "x", lambda x, y: -0.5 * (x + EPS) ** -1.5,
+                      _eps_slips()),
     "bndiff2": Rule("the derivative of the square", "x", lambda x, y: 2 * x, (
         ("square", "squares bndiff in the derivative of the square, which is linear in it", lambda x, y: x**2),)),
     "h": Rule("the derivative of tanh", "y", lambda x, y: 1 - y**2, (
