@@ -28,8 +28,9 @@ BACKWARD = Function(EX4_CELL, EX4_FUNCTION, (("params", PARAMETERS), ("cache", E
 
 ANSWERS: tuple[Answer, ...] = (
     *atomic_answers(NETWORK, ATOMIC, 1),
-    Answer("ex2_dlogits", "dlogits", "logits", FUSED, 2),
-    Answer("ex3_dhprebn", "dhprebn", "hprebn", FUSED, 3, ("dhpreact",), ("dhpreact",), sink="hpreact"),
+    Answer("ex2_dlogits", "dlogits", "logits", FUSED, 2, title="the cross-entropy step"),
+    Answer("ex3_dhprebn", "dhprebn", "hprebn", FUSED, 3, ("dhpreact",), ("dhpreact",), sink="hpreact",
+           title="the batch-norm step"),
     *function_answers(BACKWARD),
 )
 
