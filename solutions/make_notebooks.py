@@ -233,14 +233,14 @@ class _Builder:
         if cell.source:
             raise self.error(cell_id, "an answer cell is written empty: its blank and answer come from the exercise")
         self.answers.append(cell_id)
+        function = next((f for f in self.exercise.functions if f.cell == cell_id), None)
+        answer = self.exercise.by_grade_id.get(cell_id)
+        if function is None and (answer is None or answer.kind == FUNCTION):
+            raise self.error(cell_id, f"not an answer cell of exercise {self.exercise.name}")
         if cell_id not in self.references:
             raise self.error(cell_id, "no reference answer for this cell")
-        function = next((f for f in self.exercise.functions if f.cell == cell_id), None)
         if function is not None:
             return [function_answer(function, self.references[cell_id])]
-        answer = self.exercise.by_grade_id.get(cell_id)
-        if answer is None or answer.kind == FUNCTION:
-            raise self.error(cell_id, f"not an answer cell of exercise {self.exercise.name}")
         cells = [_answer(cell_id, [blank(answer.variable), *_solution_region(self.references[cell_id])])]
         self.checks.append(cell_id)
         return cells + [graded(cell_id, f'check("{cell_id}", {answer.variable}, {answer.source})',
