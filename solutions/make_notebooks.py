@@ -21,6 +21,8 @@ grader/exercises/makemore_mlp/notebook/backprop_ninja.py. A cell's role is its m
     #                            function's answer, a whole-run check)
     # %% [raw]                   a note to the source's author, left out of the notebooks
 
+Metadata is written `key="value"` after the marker, as jupytext reads it; any other key is refused.
+
 So the network is written once, in the exercise (its forward cell's lines are filled in from its steps),
 the answers once, in the reference answers, and the build fails unless the prose places every answer
 cell in the exercise's order, every network step once in order, and one self-check per grade id.
@@ -92,6 +94,9 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 
 # The prose source's cell roles (see the module docstring); a code cell without one is editable.
 ROLES = ("locked", "answer", "graded")
+# Metadata jupytext itself records when it reads the source (blank lines after a cell); any other key
+# is a mistake (a misspelt role would otherwise turn a read-only cell into an editable one).
+JUPYTEXT_KEYS = {"lines_to_next_cell", "lines_to_end_of_cell_marker"}
 # A line the build fills in: `name = ...`, indented or commented as the prose likes.
 FILLED = re.compile(r"^(?P<indent>\s*)(?P<name>[A-Za-z_]\w*) = \.\.\.(?P<rest>\s*(?:#.*)?)$")
 
@@ -199,10 +204,16 @@ class _Builder:
             if cell.cell_type == "markdown":
                 built.append(nbformat.v4.new_markdown_cell(cell.source))
                 continue
+            where = f"cell {index + 1}"
+            unknown = sorted(set(cell.metadata) - {*ROLES, "generated", *JUPYTEXT_KEYS})
+            if unknown:
+                raise self.error(where, f"unknown cell metadata {unknown}: the roles are {', '.join(ROLES)}")
             roles = [r for r in ROLES if r in cell.metadata]
             if len(roles) > 1:
-                raise self.error(f"cell {index + 1}", f"one role per cell, not {' and '.join(roles)}")
+                raise self.error(where, f"one role per cell, not {' and '.join(roles)}")
             role = roles[0] if roles else None
+            if "generated" in cell.metadata and role != "locked":
+                raise self.error(where, "only a locked cell is generated")
             if role is None:
                 built.append(nbformat.v4.new_code_cell(cell.source))
             else:

@@ -136,8 +136,12 @@ def replaced(old: str, new: str) -> str:
     (replaced('# %% answer="dh"\n', '# %% answer="dh"\ndh = None\n'), r"dh: an answer cell is written empty"),
     (replaced('# %% locked="setup_data"\n', '# %% locked="setup_data" answer="dh"\n'), r"one role per cell, not locked and answer"),
     (replaced('generated="install"\n', 'generated="imports"\n'), r'setup_install: the only generated cell'),
+    (replaced('# %% locked="setup_install" generated="install"\n', '# %% generated="install"\n'),
+     r"only a locked cell is generated"),
+    (replaced('# %% locked="setup_data"\n', '# %% lockd="setup_data"\n'), r"unknown cell metadata \['lockd'\]"),
 ], ids=["answer-missing", "answers-swapped", "function-key-as-cell", "self-check-missing", "self-check-twice",
-        "step-written-out", "steps-swapped", "unknown-fill", "answer-written", "two-roles", "unknown-generated"])
+        "step-written-out", "steps-swapped", "unknown-fill", "answer-written", "two-roles", "unknown-generated",
+        "generated-editable", "misspelt-role"])
 def test_a_prose_source_that_does_not_fit_the_exercise_is_refused(tmp_path, prose, message):
     with pytest.raises(make_notebooks.ProseError, match=message):
         build_from(tmp_path, prose)
