@@ -127,7 +127,7 @@ NORMALIZATIONS = {n.name: n for n in (
                   "lndiff = hpreln - lnmean\n"
                   "lndiff2 = lndiff**2\n"
                   "lnvar = lndiff2.mean(1, keepdim=True)\n"
-                  f"lnvar_inv = (lnvar + {model.EPS}) ** -0.5\n"
+                  "lnvar_inv = (lnvar + 1e-5) ** -0.5\n"
                   "lnraw = lndiff * lnvar_inv\n"
                   "hpreact = lngain * lnraw + lnbias\n",
                   ("lngain", "lnbias"),
