@@ -26,7 +26,8 @@ Metadata is written `key="value"` after the marker, as jupytext reads it; any ot
 So the network is written once, in the exercise (its forward cell's lines are filled in from its steps),
 the answers once, in the reference answers, and the build fails unless the prose places every answer
 cell in the exercise's order, every network step once in order, and one self-check per grade id.
-Another exercise, or a variant of this network, writes its own prose source and calls `build`.
+Another exercise writes its own prose source and calls `build`; a variant of this network composes its
+source from this one and its sections of differences (solutions/variant_notebooks.py).
 
 **The two notebooks.** The solved notebook is nbgrader's *source* form: every answer cell holds its blank
 (`dlogprobs = None  # TODO`) and then the reference answer (solutions/answers.py for the makemore MLP)
@@ -186,8 +187,10 @@ class _Builder:
     """Turns the prose source's cells into the solved notebook's, keeping what the checks at the end
     need: the answer cells, self-checks and network steps in the order the prose placed them."""
 
-    def __init__(self, exercise: Exercise, prose: Path, references: Mapping[str, str], course):
+    def __init__(self, exercise: Exercise, prose: Path, references: Mapping[str, str], course,
+                 text: str | None = None):
         self.exercise, self.prose, self.references, self.course = exercise, prose, references, course
+        self.text = text
         network = exercise.network
         self.fills = {**{s.name: s.code for s in network.steps},
                       "COURSE": repr(public_settings(course)), "DATA_FILE": repr(course.data)}
@@ -198,7 +201,9 @@ class _Builder:
 
     def cells(self) -> list:
         built = []
-        for index, cell in enumerate(jupytext.read(self.prose, fmt="py:percent").cells):
+        source = jupytext.read(self.prose, fmt="py:percent") if self.text is None else \
+            jupytext.reads(self.text, fmt="py:percent")
+        for index, cell in enumerate(source.cells):
             if cell.cell_type == "raw":
                 continue
             if cell.cell_type == "markdown":
@@ -286,8 +291,9 @@ def _notebook(cells):
     return nb
 
 
-def solved_notebook(exercise: Exercise, prose: Path, references: Mapping[str, str], course):
-    nb = _notebook(_Builder(exercise, prose, references, course).cells())
+def solved_notebook(exercise: Exercise, prose: Path, references: Mapping[str, str], course,
+                    text: str | None = None):
+    nb = _notebook(_Builder(exercise, prose, references, course, text).cells())
     CheckCellMetadata().preprocess(nb, {})
     return nb
 
@@ -307,11 +313,12 @@ def release(solved):
 # Notebooks
 
 
-def build(exercise: Exercise, prose: Path, references: Mapping[str, str], course):
+def build(exercise: Exercise, prose: Path, references: Mapping[str, str], course, text: str | None = None):
     """(solved notebook, students' notebook) of `exercise`, from its prose source and its reference
     answers (cell id -> source). `course` gives what the notebook carries from course.yml: points,
-    data file, the self-check's settings and which package the install cell installs."""
-    solved = solved_notebook(exercise, prose, references, course)
+    data file, the self-check's settings and which package the install cell installs. `text`, when
+    given, is the source's text composed from `prose` (a variant's: solutions/variant_notebooks.py)."""
+    solved = solved_notebook(exercise, prose, references, course, text)
     return solved, release(solved)
 
 

@@ -4,7 +4,13 @@
 # builds the solved and the students' notebooks from it, filling in what is derived: each `name = ...`
 # line (the network's steps, COURSE, DATA_FILE), the install cell, the answer cells with their blanks
 # and reference answers, and their self-checks. Its docstring lists the cell markers. This file is not
-# a module: nothing imports it, and the wheel does not ship it.
+# a module: nothing imports it.
+#
+# The empty raw cells `begin="NAME"` and `end="NAME"` mark the sections a variant of the network
+# replaces (backprop_ninja_variant.py holds their variant text; solutions/variant_notebooks.py composes
+# a variant's source); the lecture's notebooks leave raw cells out, so the markers change none of them.
+
+# %% [raw] begin="intro"
 
 # %% [markdown]
 # # Becoming a backprop ninja
@@ -55,6 +61,8 @@
 #   (`logits.shape[1]`), never write `32`, `27` or `64`.
 # - Leave the read-only cells as they are: they build the network and check your answers.
 
+# %% [raw] end="intro"
+
 # %% [markdown]
 # ## Setup
 #
@@ -95,6 +103,8 @@ print(f"{len(words)} words, such as {', '.join(words[:8])}")
 print(f"{vocab_size} characters: {''.join(itos[i] for i in range(vocab_size))}")
 print(f"examples: {len(Xtr)} training, {len(Xdev)} validation, {len(Xte)} test")
 
+# %% [raw] begin="params"
+
 # %% [markdown]
 # ## The network's parameters
 #
@@ -118,6 +128,10 @@ print(f"examples: {len(Xtr)} training, {len(Xdev)} validation, {len(Xte)} test")
 # as the comparison's tolerance.
 #
 # Finally we draw one batch of `n = 32` examples.
+
+# %% [raw] end="params"
+
+# %% [raw] begin="init"
 
 # %% locked="setup_params"
 SEED = 2147483647
@@ -151,6 +165,10 @@ print(sum(p.nelement() for p in parameters), "parameters")
 n = batch_size = 32
 ix = torch.randint(0, Xtr.shape[0], (batch_size,), generator=g)
 Xb, Yb = Xtr[ix], Ytr[ix]  # a batch of contexts and the characters that follow them
+
+# %% [raw] end="init"
+
+# %% [raw] begin="forward"
 
 # %% [markdown]
 # ## The forward pass, in small steps
@@ -201,6 +219,8 @@ loss.backward()
 check = SelfCheck(n=n, namespace=globals(), course=COURSE)
 print(f"loss {loss.item():.4f}")
 
+# %% [raw] end="forward"
+
 # %% [markdown]
 # ### Reading the self-check
 #
@@ -229,6 +249,8 @@ print(f"loss {loss.item():.4f}")
 # answer it reads is wrong, it says so (`dprobs above is wrong; with the true dprobs this
 # cell is right`), so fix that one first.
 
+# %% [raw] begin="rules"
+
 # %% [markdown]
 # ## Exercise 1: backpropagate through everything, one step at a time
 #
@@ -247,6 +269,8 @@ print(f"loss {loss.item():.4f}")
 #
 # The cells go in the order of the backward pass; each may use the gradients you computed
 # before it.
+
+# %% [raw] end="rules"
 
 # %% [markdown]
 # ### 1a. From the loss back to the logits
@@ -290,6 +314,8 @@ else:
     right.set_title("dlogits")
     plt.show()
 
+# %% [raw] begin="1b"
+
 # %% [markdown]
 # ### 1b. The output layer and tanh
 #
@@ -304,6 +330,10 @@ else:
 # %% answer="db2"
 
 # %% answer="dhpreact"
+
+# %% [raw] end="1b"
+
+# %% [raw] begin="1c"
 
 # %% [markdown]
 # ### 1c. Batch normalization
@@ -332,6 +362,10 @@ else:
 
 # %% answer="dhprebn"
 
+# %% [raw] end="1c"
+
+# %% [raw] begin="1d"
+
 # %% [markdown]
 # ### 1d. The first layer and the embedding table
 #
@@ -355,6 +389,8 @@ else:
 
 # %% answer="dC"
 
+# %% [raw] end="1d"
+
 # %% [markdown]
 # ## Exercise 2: the cross-entropy loss in one step
 #
@@ -376,6 +412,8 @@ else:
 # each row sums to zero (the picture above shows one dark cell per row, at the target).
 
 # %% answer="ex2_dlogits"
+
+# %% [raw] begin="ex3"
 
 # %% [markdown]
 # ## Exercise 3: batch normalization in one step
@@ -406,6 +444,10 @@ else:
 dhpreact = hpreact.grad.clone()  # autograd's: exercise 3 does not depend on exercise 1
 
 # %% answer="ex3_dhprebn"
+
+# %% [raw] end="ex3"
+
+# %% [raw] begin="ex4"
 
 # %% [markdown]
 # ## Exercise 4: train with your own backward pass
@@ -448,6 +490,8 @@ def fused_forward(params, X, Y=None, bnstats=None):
 # with networks and batches of other sizes), and no autograd. Each gradient starts as
 # `None`, which the check below reports as not attempted.
 
+# %% [raw] end="ex4"
+
 # %% answer="ex4_backward"
 
 # %% locked="setup_ex4_check"
@@ -460,6 +504,8 @@ loss_autograd.backward()  # autograd's gradients, only to check yours
 with torch.no_grad():
     grads = manual_backward(params, {k: v.detach() for k, v in cache.items()}, Ytr[ix]) or {}
 check_ex4 = SelfCheck(n=batch_size, exercise=4, namespace=globals(), course=COURSE)
+
+# %% [raw] begin="ex4_checks"
 
 # %% graded="ex4_dC"
 check_ex4("dC", grads.get("C"), leaves["C"])
@@ -482,12 +528,16 @@ check_ex4("dbngain", grads.get("bngain"), leaves["bngain"])
 # %% graded="ex4_dbnbias"
 check_ex4("dbnbias", grads.get("bnbias"), leaves["bnbias"])
 
+# %% [raw] end="ex4_checks"
+
 # %% graded="ex4_training"
 # 50 SGD steps with your gradients and with autograd's, from the same start on the same batches
 g = torch.Generator().manual_seed(SEED + 1)
 batches = [(Xtr[ix], Ytr[ix]) for ix in
            (torch.randint(0, Xtr.shape[0], (batch_size,), generator=g) for _ in range(50))]
 check_ex4.training(fused_forward, manual_backward, init_params(200, torch.float64, g), batches, lr=0.1)
+
+# %% [raw] begin="training"
 
 # %% [markdown]
 # ### Training
@@ -499,6 +549,8 @@ check_ex4.training(fused_forward, manual_backward, init_params(200, torch.float6
 # steps (about a minute on one CPU thread). With the lecture's `names.txt` the full run reaches a loss of about 2.07
 # on the training set and 2.11 on the validation set, the same as with autograd; other
 # word lists give other numbers.
+
+# %% [raw] end="training"
 
 # %%
 FULL_RUN = False  # True: the lecture's 200,000 steps
@@ -539,6 +591,8 @@ else:
     plt.ylabel(f"log10 loss, mean of {window} steps")
     plt.show()
 
+# %% [raw] begin="calibrate"
+
 # %% [markdown]
 # ### Batch normalization after training
 #
@@ -554,6 +608,10 @@ else:
         _, cache = fused_forward(params, Xtr)
     bnstats = cache["bnmeani"], cache["bnvar"]
     print(f"batch normalization calibrated on {len(Xtr)} training examples")
+
+# %% [raw] end="calibrate"
+
+# %% [raw] begin="evaluate"
 
 # %% locked="train_evaluate"
 if lossi is None:
@@ -584,6 +642,10 @@ else:
     for _ in range(20):
         print(sample(g))
 
+# %% [raw] end="evaluate"
+
+# %% [raw] begin="takeaway"
+
 # %% [markdown]
 # ## What to take away
 #
@@ -600,3 +662,5 @@ else:
 #   same variance (biased or unbiased) in training and at inference.
 #
 # In practice you will keep using autograd, but now you know what it does.
+
+# %% [raw] end="takeaway"
