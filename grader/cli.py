@@ -197,21 +197,23 @@ def course():
               help="DIRECTORY is a course written by course init: rewrite its source notebook, data and hidden "
                    "suite from its own course.yml (after changing points or exercises) and run nbgrader "
                    "generate_assignment again.")
-def course_init(directory, course_file, course_id, exchange, update):
+@click.option("--variant", help="Grade this variant of the exercise (`backprop-ninja variants` lists them), or "
+                                 "from-salt: one drawn from the new course's secret salt.")
+def course_init(directory, course_file, course_id, exchange, update, variant):
     """Write an nbgrader course in DIRECTORY: source notebook, hidden suite, course.yml, nbgrader_config.py."""
     from grader.lms.course_init import InitError, default_course, init
     from grader.lms.course_init import update as refresh
 
     try:
         if update:
-            if course_file or course_id or exchange:
+            if course_file or course_id or exchange or variant:
                 raise click.UsageError("--update reads DIRECTORY's own course.yml and nbgrader_config.py: "
-                                       "edit those instead of passing --course, --course-id or --exchange")
+                                       "edit those instead of passing --course, --course-id, --exchange or --variant")
             for line in refresh(directory):
                 click.echo(f"updated {line}")
             return
         config = _load_course(course_file or default_course())
-        written = init(config, directory, course_id=course_id, exchange=exchange)
+        written = init(config, directory, course_id=course_id, exchange=exchange, variant=variant)
     except InitError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {len(written)} files in {directory}/ (a fresh secret salt is in its course.yml)")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import exercise as exercises
+from grader.exercises import choice
 from grader.sandbox.jail import REQUIRED_BY_DEFAULT, WALLS
 
 
@@ -204,7 +205,11 @@ def parse(raw, path: Path) -> Course:
     for key in ("course_id", "assignment", "notebook", "secret_salt", "points"):
         if key not in raw:
             raise CourseError(f"{where}: {key}: missing")
-    spec = _text(f"{where}: exercise", raw.get("exercise", exercises.DEFAULT))
+    salt = _text(f"{where}: secret_salt", raw["secret_salt"])
+    try:  # a name, or {name, variant}: a variant named or drawn from the salt
+        spec = choice.spec(raw.get("exercise", exercises.DEFAULT), salt)
+    except exercises.ExerciseError as exc:
+        raise CourseError(f"{where}: exercise: {exc}") from None
     module, _, attribute = spec.rpartition(":")
     if module.endswith(".py"):  # a file beside course.yml
         spec = f"{(path.parent / module).resolve()}:{attribute}"
@@ -233,7 +238,7 @@ def parse(raw, path: Path) -> Course:
         course_id=_text(f"{where}: course_id", raw["course_id"]),
         assignment=_text(f"{where}: assignment", raw["assignment"]),
         notebook=_text(f"{where}: notebook", raw["notebook"]),
-        secret_salt=_text(f"{where}: secret_salt", raw["secret_salt"]),
+        secret_salt=salt,
         points={g: float(v) for g, v in points.items()},
         data=data,
         solutions=solutions,

@@ -20,12 +20,16 @@ import shutil
 from pathlib import Path
 
 from grader import material
+from grader.exercise import ATOMIC, FAMILIES, FUSED, Exercise
+from grader.exercise import load as load_exercise
+from grader.exercises import choice
 from grader.exercises.makemore_mlp.answers import grade_cell_id
 
 SOLVED = material.SOLVED
 COURSE_FILE = "course.yml"
 CONFIG_FILE = "nbgrader_config.py"
 INSTALL_CELL = "setup_install"
+MISTAKES_FILE = "known_mistakes.yml"
 
 CONFIG = '''\
 # Written by `backprop-ninja course init`. nbgrader runs this course; backprop-ninja grades it.
@@ -95,13 +99,14 @@ def material_root(course) -> Path:
     return course.root if (course.root / SOLVED).is_file() else material.root()
 
 
-def _source_notebook(solved: Path, course, kept: frozenset[str] = frozenset()):
-    """The solved notebook with every grade cell worth this course's points (none: not graded; the grade
-    cells `kept` stay grade cells, worth 0), its first cell installing what course.yml's `solutions` says."""
+def _source_notebook(solved, course, kept: frozenset[str] = frozenset()):
+    """The solved notebook (a path, or the notebook itself) with every grade cell worth this course's points
+    (none: not graded; the grade cells `kept` stay grade cells, worth 0), its first cell installing what
+    course.yml's `solutions` says."""
     import nbformat
 
     points = course.points
-    nb = nbformat.read(solved, as_version=4)
+    nb = nbformat.read(solved, as_version=4) if isinstance(solved, Path) else solved
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL:
             cell.source = material.install_cell(course.solutions)
@@ -124,8 +129,9 @@ def _write_material(course, target: Path, kept: frozenset[str] = frozenset()) ->
     import nbformat
 
     root = material_root(course)
+    variant = variant_of(course.exercise)
     solved = root / SOLVED
-    if not solved.is_file():
+    if variant is None and not solved.is_file():
         raise InitError(f"{solved}: the solved notebook is missing (reinstall backprop-ninja)")
     suite = root / course.autotests if root == course.root else root / "autotests"
     if not suite.is_dir():
@@ -140,6 +146,8 @@ def _write_material(course, target: Path, kept: frozenset[str] = frozenset()) ->
                             f"assignment and in {root / material.ASSIGNMENT})")
     source = target / "source" / course.assignment
     source.mkdir(parents=True, exist_ok=True)
+    if variant is not None:
+        solved = variant_notebooks(variant, course)[0]
     nbformat.write(_source_notebook(solved, course, kept), source / course.notebook)
     if data is not None:
         if data.resolve() != (source / course.data).resolve():
@@ -150,10 +158,138 @@ def _write_material(course, target: Path, kept: frozenset[str] = frozenset()) ->
     if suite.resolve() != (target / course.autotests).resolve():
         shutil.rmtree(target / "autotests", ignore_errors=True)
         shutil.copytree(suite, target / "autotests", ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    if variant is not None:
+        catalogue = target / "autotests" / MISTAKES_FILE
+        catalogue.write_text(known_mistakes(catalogue.read_text(encoding="utf-8"), course.exercise), encoding="utf-8")
 
 
-def init(course, target: Path, *, course_id: str | None = None, exchange: Path | None = None) -> list[Path]:
-    """Write the course directory; refuse to touch one that already has files (nothing is overwritten)."""
+# ---------------------------------------------------------------------------------------------
+# A variant of the exercise
+
+def variant_of(exercise: Exercise) -> tuple[str, str] | None:
+    """(family, variant) for an exercise loaded as `family/variant`, other than a family's own exercise
+    (the lecture's network is its family's registered exercise, with its committed notebooks)."""
+    family, slash, name = exercise.name.partition("/")
+    return (family, name) if slash and family in FAMILIES else None
+
+
+def variant_notebooks(variant: tuple[str, str], course):
+    """(solved, students') notebooks of a variant, generated from the lecture's prose source and the
+    variant's differences. The generator and the reference answers it composes live in the checkout's
+    solutions/, which the wheel does not carry."""
+    try:
+        from solutions import variant_notebooks as generator
+    except ImportError:
+        raise InitError(f"{'/'.join(variant)}: a variant's notebooks are generated from the reference answers in "
+                        "a checkout's solutions/: run course init from a checkout of backprop-ninja") from None
+    return generator.build(variant[1], course)
+
+
+def _variant(course, text: str, variant: str | None, salt: str) -> tuple[str, str] | None:
+    """The (family, variant) the new course grades: --variant's, else course.yml's own `exercise:` setting
+    (a `from-salt` one drawn again with the new salt), else None (not a variant)."""
+    import yaml
+
+    if variant is None:
+        setting = (yaml.safe_load(text) or {}).get("exercise")
+        if not isinstance(setting, dict):
+            return variant_of(course.exercise)
+        family, variant = setting.get("name"), setting.get("variant")
+    else:
+        family = course.exercise.name.partition("/")[0]
+    try:
+        spec = choice.spec({"name": family, "variant": variant}, salt)
+    except choice.ExerciseError as exc:
+        raise InitError(str(exc)) from None
+    return tuple(spec.split("/", 1))
+
+
+def variant_points(points: dict[str, float], lecture: Exercise, exercise: Exercise) -> dict[str, float]:
+    """The points of a variant's grade ids, from course.yml's for its exercise's: a grade id both share keeps
+    its points, a new one takes those of the first graded answer of the same kind in the same part (a new
+    atomic gradient what the lecture's atomic gradients are worth, exercise 3's fused step what the lecture's
+    is worth)."""
+    by_kind = {}
+    for answer in lecture.answers:
+        if answer.grade_id in points:
+            by_kind.setdefault((answer.kind, answer.part), points[answer.grade_id])
+    out = {}
+    for grade_id in exercise.grade_ids:
+        answer = exercise.by_grade_id.get(grade_id)
+        value = points.get(grade_id, by_kind.get((answer.kind, answer.part)) if answer else None)
+        if value is not None:
+            out[grade_id] = value
+    return out
+
+
+def _with_variant(course, family: str, variant: str):
+    import dataclasses
+
+    exercise = load_exercise(f"{family}/{variant}")
+    lecture = load_exercise(family)
+    return dataclasses.replace(course, exercise=exercise, points=variant_points(course.points, lecture, exercise))
+
+
+def _named_variant(text: str, family: str, variant: str, points: dict[str, float], drawn: bool) -> str:
+    """course.yml's text naming the variant and giving the points of its grade ids (comments elsewhere kept)."""
+    why = "drawn from this course's secret_salt by course init --variant from-salt" if drawn else "course init --variant"
+    setting = (f"# The variant of the exercise this course grades ({why}); `backprop-ninja variants` lists them.\n"
+               f"exercise: {{name: {family}, variant: {variant}}}\n")
+    text = re.sub(r"(?m)^exercise:.*\n(?:[ \t]+.*\n)*", "", text)
+    block = "points:\n" + "".join(f"  {g}: {v:g}\n" for g, v in points.items())
+    text, found = re.subn(r"(?m)^points:.*\n(?:[ \t]+.*\n)*", lambda _: block, text)
+    if not found:
+        text += block
+    return text.rstrip("\n") + "\n" + setting
+
+
+def _steps_reached(exercise: Exercise, grade_id: str) -> dict[str, str]:
+    """The forward steps whose backward an answer's formula goes through: the steps reading its tensor (an
+    atomic gradient), or every step from its tensor to where the fused block ends (its sink, or the loss)."""
+    answer = exercise.by_grade_id[grade_id]
+    network = exercise.network
+    if answer.kind == ATOMIC:
+        return {c: network.step[c].code for c in network.consumers(answer.source)}
+    end = answer.sink or network.loss
+    reached, names = {}, {answer.source}
+    for step in network.steps:
+        if names & set(step.inputs):
+            reached[step.name] = step.code
+            names.add(step.name)
+        if step.name == end:
+            break
+    return reached
+
+
+def known_mistakes(text: str, exercise: Exercise) -> str:
+    """The hidden suite's catalogue of named mistakes (keyed by grade id) kept for a variant: a grade id's
+    entries stay only where the variant's answer goes back through the very steps the lecture's does (the
+    cross-entropy's, the output layer's under a plain hidden layer, batch norm's), so each entry's formula is
+    still the mistake it names; elsewhere (dh under a residual block, dembcat after layer norm) it is dropped.
+    Works on the text so that the file's comments stay."""
+    family = exercise.name.partition("/")[0]
+    lecture = load_exercise(family)
+    blocks = re.split(r"(?m)^(?=[A-Za-z_]\w*:)", text)
+    kept = []
+    for block in blocks:
+        grade_id = block.split(":", 1)[0] if re.match(r"[A-Za-z_]\w*:", block) else None
+        if grade_id is None:
+            kept.append(block)
+        elif grade_id in exercise.by_grade_id and grade_id in lecture.by_grade_id \
+                and exercise.by_grade_id[grade_id].kind in (ATOMIC, FUSED) \
+                and _steps_reached(exercise, grade_id) == _steps_reached(lecture, grade_id):
+            kept.append(block)
+    return "".join(kept)
+
+
+def init(course, target: Path, *, course_id: str | None = None, exchange: Path | None = None,
+         variant: str | None = None) -> list[Path]:
+    """Write the course directory; refuse to touch one that already has files (nothing is overwritten).
+
+    `variant` (a variant's name or `from-salt`) makes the course grade that variant of course.yml's
+    exercise; course.yml's own `exercise: {name, variant: from-salt}` does the same. Either way the variant
+    is drawn with the new course's fresh salt, and its course.yml names it outright (with the points of
+    its grade ids), so that the notebook written here and the exercise graded can never drift apart."""
     target = Path(target).resolve()
     if target.exists() and any(target.iterdir()):
         raise InitError(f"{target} is not empty: choose a new folder (nothing there is overwritten), or "
@@ -163,10 +299,15 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
         raise InitError(f"course id {course_id!r}: use letters, digits, '.', '_' and '-' (nbgrader names "
                         "folders after it)")
     exchange = Path(exchange).resolve() if exchange is not None else target / "exchange"
+    salt = secrets.token_hex(16)
+    text = course.path.read_text(encoding="utf-8")
+    chosen = _variant(course, text, variant, salt)
+    if chosen is not None:
+        course = _with_variant(course, *chosen)
+        text = _named_variant(text, *chosen, course.points, drawn=variant == choice.FROM_SALT)
     target.mkdir(parents=True, exist_ok=True)
     _write_material(course, target)
-    text = course.path.read_text(encoding="utf-8")
-    text = re.sub(r"(?m)^secret_salt:.*$", f"secret_salt: {secrets.token_hex(16)}", text)
+    text = re.sub(r"(?m)^secret_salt:.*$", f"secret_salt: {salt}", text)
     text = re.sub(r"(?m)^course_id:.*$", f"course_id: {course_id}", text)
     text = re.sub(r"(?m)^autotests:.*\n", "", text) + "autotests: autotests\n"
     (target / COURSE_FILE).write_text(text, encoding="utf-8")
