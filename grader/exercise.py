@@ -280,6 +280,11 @@ class Exercise:
     an explicit generator, so a seed reproduces them; `hidden` says, for configuration `index` of
     `count`, which drawn sizes it accepts and which init options it uses (a configuration with a tiny
     activation variance, say); `given`: every name an answer cell may read besides gradients.
+    `demo`: where the class `backprop-ninja demo` simulates is, as `module:attribute` (empty: the
+    exercise has none): student -> "solved" (the reference answers), None (the released stubs) or
+    {grade id: answer cell} (the reference answers elsewhere). Named, not held, so that its answer
+    cells, some close to the references, are imported by the demo alone, never by the sandboxed child
+    or the student package.
     """
 
     name: str
@@ -297,6 +302,7 @@ class Exercise:
     assignment: str
     notebook: str
     settings: Mapping[str, object] = field(default_factory=dict)
+    demo: str = ""
 
     # ----------------------------------------------------------------------- derived
     @property

@@ -21,4 +21,5 @@ EXERCISE = Exercise(
     hidden=model.hidden,
     assignment="backprop_ninja",
     notebook="backprop_ninja.ipynb",
+    demo="grader.exercises.makemore_mlp.demo:CLASS",
 )
