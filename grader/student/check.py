@@ -36,7 +36,7 @@ from grader.judge.exam import CHAIN, LOCAL, case_of, checks, prepare
 from grader.sandbox import static_check
 
 # Float64 rounding is ~1e-16, so these only absorb a different order of operations; float32 noise on
-# gradients that are zero in exact arithmetic (the makemore MLP's dlogit_maxes and db1) reaches ~1e-8,
+# gradients that are zero in exact arithmetic (a softmax's shift, a bias before a batch norm) reaches ~1e-8,
 # hence its looser atol. Float64 answers use the course's tolerance (the grader's); these are the defaults.
 TOLERANCES = {torch.float64: (1e-5, 1e-8), torch.float32: (1e-4, 1e-6)}
 # The self-check's own batches: public, unlike the grader's, and drawn like them (sizes unlike the
@@ -114,11 +114,11 @@ def _listen() -> None:
 
 class SelfCheck:
     """`check = SelfCheck(n=n, namespace=globals(), course=COURSE)` once, then
-    `check("dprobs", dprobs, probs)` after each answer; the checks of a part whose answers share a
+    `check("dx", dx, x)` after each answer; the checks of a part whose answers share a
     gradient's name with another part's (a function's, say) are `SelfCheck(..., part=4)`. `course` holds
     course.yml's public settings (tolerance, allow, hints, and `exercise`, the name course.yml gives
     it), which the notebook's generator writes into the notebook; `exercise`, an Exercise value, takes
-    precedence over that name (default: the makemore MLP). grader 0.1's notebooks pass the part as
+    precedence over that name (default: grader.exercise.DEFAULT). grader 0.1's notebooks pass the part as
     `exercise=4`, which still works."""
 
     def __init__(self, n: int | None = None, exercise: Exercise | int | None = None, namespace: dict | None = None,
@@ -145,7 +145,7 @@ class SelfCheck:
 
     def grade_ids(self, name: str) -> tuple[str, ...]:
         """The grade ids a check of `name` may be about. The notebook passes the variable's name, which
-        answers of several parts share (the makemore MLP's `dlogits` is exercise 1's and exercise 2's); a
+        answers of several parts share (a fused answer assigns the variable of an atomic one); a
         check made for one part looks for the answer there whose gradient is `name`."""
         answers = self.exercise.answers
         if self.part is not None:
