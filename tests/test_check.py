@@ -255,11 +255,12 @@ def test_a_part_given_by_keyword_is_the_same_check_as_grader_01s_exercise_keywor
     assert len(lines) == 1 and next(iter(lines)).endswith(" — stuck? " + POINTER.format("ex4_dC")), lines
 
 
-def test_the_exercise_comes_from_the_value_given_or_the_name_the_course_settings_give():
+def test_the_exercise_is_the_one_named_or_the_one_the_course_settings_name():
     from grader.exercise import ExerciseError, load
 
     makemore = load("makemore-mlp")
-    assert SelfCheck(exercise=makemore).exercise is makemore
+    named = SelfCheck(exercise="grader.exercises.makemore_mlp:EXERCISE", course={"exercise": "no-such-exercise"})
+    assert named.exercise is makemore and named.spec == "grader.exercises.makemore_mlp:EXERCISE"
     assert SelfCheck(course={"exercise": "makemore-mlp"}).exercise is makemore
     assert SelfCheck().exercise is makemore
     with pytest.raises(ExerciseError, match="no-such-exercise"):

@@ -28,7 +28,7 @@ import traceback
 import torch
 
 from grader.course import Tolerance
-from grader.exercise import ATOMIC, DEFAULT, FUNCTION, NAMESPACE, Answer, Exercise, load
+from grader.exercise import ATOMIC, DEFAULT, FUNCTION, NAMESPACE, Answer, load
 from grader.judge.compare import BLANK, SQUEEZABLE, compare, judge
 from grader.judge.configs import Config, generate
 from grader.judge.diagnose import name as name_mistake
@@ -43,15 +43,15 @@ TOLERANCES = {torch.float64: (1e-5, 1e-8), torch.float32: (1e-4, 1e-6)}
 # lecture's, each configuration as the exercise's hidden ones are).
 SALT = "backprop-ninja self-check"
 
-# exercise name -> its self-check cases, built once per notebook (several SelfChecks share them).
+# exercise spec -> its self-check cases, built once per notebook (several SelfChecks share them).
 _CASES: dict[str, tuple] = {}
 
 
-def own_cases(exercise: Exercise) -> tuple:
-    if exercise.name not in _CASES:
+def own_cases(spec: str) -> tuple:
+    if spec not in _CASES:
         torch.set_num_threads(1)
-        _CASES[exercise.name] = tuple(prepare(config) for config in generate(SALT, 2) if config.scored)
-    return _CASES[exercise.name]
+        _CASES[spec] = tuple(prepare(config) for config in generate(SALT, 2) if config.scored)
+    return _CASES[spec]
 
 
 class _Ran:
@@ -116,17 +116,20 @@ class SelfCheck:
     """`check = SelfCheck(n=n, namespace=globals(), course=COURSE)` once, then
     `check("dx", dx, x)` after each answer; the checks of a part whose answers share a
     gradient's name with another part's (a function's, say) are `SelfCheck(..., part=4)`. `course` holds
-    course.yml's public settings (tolerance, allow, hints, and `exercise`, the name course.yml gives
-    it), which the notebook's generator writes into the notebook; `exercise`, an Exercise value, takes
-    precedence over that name (default: grader.exercise.DEFAULT). grader 0.1's notebooks pass the part as
+    course.yml's public settings (tolerance, allow, hints, and `exercise`), which the notebook's
+    generator writes into the notebook. The exercise is named as course.yml names it (a registered name
+    or module:attribute, see grader.exercise.load), by `exercise` or else by the settings' `exercise`
+    (default: grader.exercise.DEFAULT): a name, not a value, because the grader's configurations, which
+    the self-check builds too, carry their exercise by name. grader 0.1's notebooks pass the part as
     `exercise=4`, which still works."""
 
-    def __init__(self, n: int | None = None, exercise: Exercise | int | None = None, namespace: dict | None = None,
+    def __init__(self, n: int | None = None, exercise: str | int | None = None, namespace: dict | None = None,
                  course: dict | None = None, *, part: int | None = None):
         course = course or {}
         if isinstance(exercise, int):
             exercise, part = None, exercise
-        self.exercise = exercise or load(course.get("exercise", DEFAULT))
+        self.spec = exercise or course.get("exercise", DEFAULT)
+        self.exercise = load(self.spec)
         self.n = n
         self.part = part
         self.namespace = namespace
@@ -241,7 +244,7 @@ class SelfCheck:
         outcomes: dict = {}
         ns = {"__builtins__": builtins, **NAMESPACE}
         defined = (self.namespace or {}).get(function.name)
-        for case in own_cases(self.exercise):
+        for case in own_cases(self.spec):
             try:
                 if source is not None:
                     exec(compile(source, filename, "exec"), ns)
@@ -307,10 +310,10 @@ class SelfCheck:
         if function:
             ran = self._function_outcomes(answer, source)
             outcomes = {case: per[answer.variable] for case, per in ran.items()}
-            failure = judge(outcomes, own_cases(self.exercise), answer, CHAIN, self.tolerance, hints=self.hints)
+            failure = judge(outcomes, own_cases(self.spec), answer, CHAIN, self.tolerance, hints=self.hints)
             return None if failure is None else f"WRONG: {failure.feedback}"
         notebook = self.notebook_case()
-        cases = (*own_cases(self.exercise), *([notebook] if notebook is not None else []))
+        cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
                                  self.tolerance, hints=self.hints) for check in checks(answer)}
         if failures[CHAIN] is not None:
