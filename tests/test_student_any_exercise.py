@@ -39,7 +39,7 @@ TINY = Exercise(
     name="tiny-relu", title="One linear layer and a ReLU", network=NETWORK,
     answers=(*atomic_answers(NETWORK, ("da", "dh", "dW", "db"), 1), *function_answers(FIT)),
     functions=(FIT,), training=Training("fit_training", FIT), lecture=Sizes(m=5, d=3, k=2),
-    ranges={"m": (6, 12), "d": (4, 8), "k": (2, 4)}, init=init, batch=batch,
+    ranges={"m": (8, 14), "d": (4, 8), "k": (2, 5)}, init=init, batch=batch,
     sizes_of=lambda v: Sizes(m=v["x"].shape[0], d=v["W"].shape[0], k=v["W"].shape[1]),
     hidden=lambda index, count, sizes: {}, assignment="tiny", notebook="tiny.ipynb",
 )
