@@ -29,12 +29,15 @@ def _file(module: str) -> Path | None:
 
 
 def registered_exercises() -> tuple[str, ...]:
-    """The modules of the exercises grader/exercise.py registers by name (BUILTIN): the self-check loads
-    the course's exercise by its name, an import that no source spells out."""
-    for node in ast.walk(ast.parse(_file("grader.exercise").read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "BUILTIN" for t in node.targets):
-            return tuple(spec.partition(":")[0] for spec in ast.literal_eval(node.value).values())
-    raise SystemExit("grader/exercise.py registers no exercise (BUILTIN): the self-check could load none")
+    """The modules grader/exercise.py names in strings (`"grader.exercises.x:EXERCISE"`): its registry of
+    exercises, which the self-check loads by the course's name for one, an import no source spells out."""
+    strings = (n.value for n in ast.walk(ast.parse(_file("grader.exercise").read_text(encoding="utf-8")))
+               if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    modules = tuple(m for m in dict.fromkeys(s.partition(":")[0] for s in strings)
+                    if m.startswith("grader.") and _file(m) is not None)
+    if not modules:
+        raise SystemExit("grader/exercise.py registers no exercise: the self-check could load none")
+    return modules
 
 
 def imported_modules() -> list[str]:
