@@ -318,6 +318,11 @@ class Exercise:
     `count`, which drawn sizes it accepts and which init options it uses (a configuration with a tiny
     activation variance, say); `given`: every name an answer cell may read besides gradients;
     `mistakes`: what the exercise knows of its students' mistakes, for naming them in feedback.
+    `demo`: where the class `backprop-ninja demo` simulates is, as `module:attribute` (empty: the
+    exercise has none): student -> "solved" (the reference answers), None (the released stubs) or
+    {grade id: answer cell} (the reference answers elsewhere). Named, not held, so that its answer
+    cells, some close to the references, are imported by the demo alone, never by the sandboxed child
+    or the student package.
     """
 
     name: str
@@ -336,6 +341,7 @@ class Exercise:
     notebook: str
     settings: Mapping[str, object] = field(default_factory=dict)
     mistakes: Mistakes = field(default_factory=Mistakes)
+    demo: str = ""
 
     # ----------------------------------------------------------------------- derived
     @property

@@ -23,4 +23,5 @@ EXERCISE = Exercise(
     assignment="backprop_ninja",
     notebook="backprop_ninja.ipynb",
     mistakes=MISTAKES,
+    demo="grader.exercises.makemore_mlp.demo:CLASS",
 )
