@@ -72,7 +72,7 @@ from nbgrader.preprocessors import (
 
 from grader import course as course_config
 from grader import material
-from grader.exercise import FUNCTION, Exercise, Function
+from grader.exercise import DEFAULT, FUNCTION, Exercise, Function
 from grader.exercises.makemore_mlp import EXERCISE
 from grader.exercises.makemore_mlp.answers import grade_cell_id
 from grader.student.solution import BEGIN_SOLUTION, END_SOLUTION
@@ -113,8 +113,11 @@ def release_path(course) -> Path:
 def public_settings(course) -> dict:
     """What the self-check needs from course.yml to give the grader's verdicts (never the salt)."""
     allow = {k: list(getattr(course.allow, k)) for k in ("torch", "functional", "builtins")}
-    return {"tolerance": [course.tolerance.rtol, course.tolerance.atol], "allow": allow,
-            "hints": course.feedback.hints}
+    settings = {"tolerance": [course.tolerance.rtol, course.tolerance.atol], "allow": allow,
+                "hints": course.feedback.hints}
+    if course.exercise.name != DEFAULT:  # the self-check loads the exercise course.yml names (a variant's)
+        settings["exercise"] = course.exercise.name
+    return settings
 
 
 # ---------------------------------------------------------------------------------------------

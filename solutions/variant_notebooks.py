@@ -12,6 +12,7 @@ as the lecture's (solutions.make_notebooks.build).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import textwrap
@@ -288,4 +289,5 @@ def build(name: str, course):
     """(solved notebook, students' notebook) of variant `name`, for `course` (its points, data and
     self-check settings), with the same builder and release as the lecture's."""
     exercise = load(f"makemore-mlp/{name}")
+    course = dataclasses.replace(course, exercise=exercise)  # its self-check checks the variant
     return make_notebooks.build(exercise, make_notebooks.PROSE, references.cells(name), course, text=source(name))
