@@ -226,6 +226,9 @@ class Training:
 
     grade_id: str
     function: Function
+    # The data of `steps` steps, each tensor stacked along a first dimension of `steps`, drawn from the
+    # generator; None: the exercise's `batch`, once per step.
+    batches: Callable[[Sizes, torch.Generator, int], dict[str, torch.Tensor]] | None = None
 
 
 class Sizes(Mapping):
