@@ -52,7 +52,7 @@ COURSE_FILE = ROOT / "course.yml"
 COURSE = load(COURSE_FILE)
 ASSIGNMENT = COURSE.assignment
 STUB = ROOT / "assignments" / ASSIGNMENT / COURSE.notebook
-PROBE = prepare(next(c for c in generate("any salt: the probe is public", 4) if not c.scored))
+PROBE = prepare(next(c for c in generate("makemore-mlp", "any salt: the probe is public", 4) if not c.scored))
 MARKUP = "<script>alert('ben')</script>"
 
 BEN = {
