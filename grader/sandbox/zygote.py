@@ -52,12 +52,18 @@ class Refused(ProtocolError):
     """The fork server would not fork a child: it could not import the exercise the child grades."""
 
 
+def _module_of(spec: str):
+    """The imported module an exercise's spec string names as `module:attribute`; None for a registered
+    name (a module of the grader package) or a module not imported."""
+    return sys.modules.get(spec.partition(":")[0]) if ":" in spec else None
+
+
 def _search_path(spec: str) -> str | None:
     """The folder a `module:attribute` exercise this process imported was found in, for the server to
     search: it runs isolated (`-I`, no working directory or PYTHONPATH on its path), so a course's own
-    exercise module, or a test's, is not on its path otherwise. None for a registered name (a module of
-    the grader package) or a module this process has not imported."""
-    module = sys.modules.get(spec.partition(":")[0]) if ":" in spec else None
+    exercise module, or a test's, is not on its path otherwise. None for a registered name or a module
+    this process has not imported."""
+    module = _module_of(spec)
     origin = getattr(module, "__file__", None)
     if not origin:
         return None
@@ -225,7 +231,7 @@ def _load_exercise(spec: str, path: str | None) -> str | None:
         return None
     import torch
 
-    from grader.exercise import BUILTIN, load
+    from grader.exercise import load
     from grader.sandbox import protocol
 
     if path is not None and path not in sys.path:
@@ -240,7 +246,8 @@ def _load_exercise(spec: str, path: str | None) -> str | None:
         return f"the exercise {spec!r} cannot be loaded for the sandbox: {type(exc).__name__}: {exc}"
     if len(os.listdir("/proc/self/task")) != 1:
         return f"importing the exercise {spec!r} started a thread, and a fork would copy it mid-work"
-    top = sys.modules[BUILTIN.get(spec, spec).partition(":")[0].partition(".")[0]]
+    module = _module_of(spec)
+    top = sys.modules[module.__name__.partition(".")[0]] if module is not None else None
     _exercise_folders.update(os.path.realpath(p) for p in getattr(top, "__path__", ()))
     _exercises.add(spec)
     _prepare_landlock()
