@@ -8,14 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
-
 import tinynet
+import torch
+from tinynet.solution import CELLS
+
 from grader.exercise import ATOMIC
 from grader.judge.configs import generate
 from grader.judge.exam import CHAIN, LOCAL, prepare, prepare_training
 from grader.sandbox import parent as sandbox
-from tinynet.solution import CELLS
 
 SPEC = "tinynet:EXERCISE"
 EXERCISE = tinynet.EXERCISE

@@ -128,5 +128,5 @@ def prepare_training(config: Config, steps: int, lr: float) -> Training:
         grads = torch.autograd.grad(loss, [leaves[k] for k in network.parameters])
         seconds += time.perf_counter() - started
         losses.append(loss.detach())
-        current = sgd(current, {k: g.detach() for k, g in zip(network.parameters, grads)}, lr)
+        current = sgd(current, {k: g.detach() for k, g in zip(network.parameters, grads, strict=True)}, lr)
     return Training(config, params, data, lr, torch.stack(losses), current, seconds / steps)

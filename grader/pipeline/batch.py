@@ -46,7 +46,8 @@ class Grader:
         self.course = course
         self.jobs = max(1, jobs)
         self.evidence = evidence
-        self.cases = [prepare(config) for config in generate(course.exercise_spec, course.secret_salt, course.configurations)]
+        configs = generate(course.exercise_spec, course.secret_salt, course.configurations)
+        self.cases = [prepare(config) for config in configs]
         self.training = prepare_training(self.cases[0].config, course.exercise4.trajectory_steps,
                                          course.exercise4.learning_rate)
         self.allow = static_check.Allow().extended(course.allow.torch, course.allow.functional,

@@ -22,11 +22,10 @@ from pathlib import Path
 
 import torch
 
-from grader.sandbox import jail
-from grader.sandbox import protocol
-from grader.sandbox import zygote
 from grader.exercise import ATOMIC, FUNCTION, Exercise
 from grader.judge.exam import CHAIN, LOCAL, Case, Training
+from grader.sandbox import jail, protocol, zygote
+
 
 @dataclass
 class Outcome:
@@ -358,7 +357,8 @@ def _detail(header: dict) -> dict:
     return {k: header[k] for k in DETAIL_KEYS if k in header}
 
 
-def _evidence(header: dict, exercise: Exercise, training: Training | None) -> list[tuple[tuple[str, str, str], str, str]]:
+def _evidence(header: dict, exercise: Exercise,
+              training: Training | None) -> list[tuple[tuple[str, str, str], str, str]]:
     """The outcomes a child's evidence message names, with its kind ("autograd" or "forbidden-call") and
     text. The child names the cell it ran (a function's cell answers several grade ids, and its
     training run the training check); a message naming nothing known names nothing."""
@@ -448,7 +448,7 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
             replies = header.get("answers")
             if header.get("op") != "answers" or not isinstance(replies, list) or len(replies) != len(requests):
                 raise protocol.ProtocolError("the answers arrived for requests that were not made")
-            for index, ((grade_id, case), reply) in enumerate(zip(requests, replies)):
+            for index, ((grade_id, case), reply) in enumerate(zip(requests, replies, strict=True)):
                 reply = reply if isinstance(reply, dict) else {}
                 answer = tensors.get(f"answer{index}")
                 keep(grade_id, case, check, _outcome(reply, {} if answer is None else {"answer": answer}))

@@ -207,8 +207,7 @@ def _warm_up() -> None:
     import grader.sandbox.autograd_watch  # noqa: F401
     import grader.sandbox.child
     import grader.sandbox.jail  # noqa: F401
-    from grader.sandbox import protocol
-    from grader.sandbox import seccomp
+    from grader.sandbox import protocol, seccomp
 
     torch.set_num_threads(1)
     protocol.encode({}, {"values": torch.linspace(-1, 1, 6, dtype=torch.float64)})
@@ -298,9 +297,7 @@ def _child(config: dict, env: dict, fds: list[int], control: socket.socket) -> N
         os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
         os.environ.clear()
         os.environ.update(env)
-        from grader.sandbox import child
-        from grader.sandbox import jail
-        from grader.sandbox import protocol
+        from grader.sandbox import child, jail, protocol
 
         try:
             report = {"process": "separate process, own session, forked from a fresh fork server that never "
