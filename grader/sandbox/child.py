@@ -265,7 +265,7 @@ class Session:
     def timer(self, cell: str) -> Iterator[_Run]:
         """Run the body (the cell's code) under the per-cell time limit and in inference mode, entered
         afresh for each cell; whatever it raises becomes the run's `failed` reply. A cell that ran out
-        of time is marked, never to run again (see `ran_out`)."""
+        of time is marked, never to run again (see `code`)."""
         run = _Run()
         self.announce()
         signal.setitimer(signal.ITIMER_REAL, self.cell_timeout)
