@@ -36,6 +36,7 @@ class Case:
 
     @property
     def n(self) -> int:
+        """The size named `n`: hidden suites written for grader 0.1 read it (new code reads `sizes`)."""
         return self.config.sizes.n
 
     @property

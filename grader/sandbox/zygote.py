@@ -225,7 +225,9 @@ _exercise_folders: set[str] = set()
 def _load_exercise(spec: str, path: str | None) -> str | None:
     """Import the exercise a child is to grade, and run its forward pass once on the lecture's sizes
     (what it loads lazily then would be an audited step in the child, reported against a cell);
-    None when it is ready, else why it cannot be. Its modules join what Landlock lets a child read."""
+    None when it is ready, else why it cannot be. Its modules join what Landlock lets a child read.
+    An exercise is the course's code, trusted as the grader's, and holds no secret: the salt, the
+    configurations and the oracle's values never reach the server."""
     if spec in _exercises:
         return None
     import torch
