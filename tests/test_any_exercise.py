@@ -5,6 +5,7 @@ file and nothing else beside it.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,11 @@ def test_the_child_reads_the_exercise_module_and_nothing_beside_it(cases):
 def test_an_exercise_the_fork_server_cannot_import_stops_the_batch_as_an_environment_error():
     with pytest.raises(sandbox.SandboxUnavailable, match="no_such_exercise_module"):
         sandbox.preflight(LIMITS, "no_such_exercise_module:EXERCISE")
+
+
+def test_ranges_that_admit_no_configuration_stop_with_a_message(monkeypatch):
+    """Two sizes drawn from one value can never differ: the exercise is at fault, and says so."""
+    narrow = dataclasses.replace(EXERCISE, ranges={"n": (9, 10), "d_in": (9, 10), "d_out": (2, 10)})
+    monkeypatch.setattr(tinynet, "NARROW", narrow, raising=False)
+    with pytest.raises(ValueError, match="no sizes drawn from its ranges in 10000 tries suit configuration 1 of 4"):
+        generate("tinynet:NARROW", "salt", 4)

@@ -16,6 +16,9 @@ from grader.exercise import Exercise, Sizes, load
 # The probe's seed is public (the lecture's): its job, catching hard-coded lecture sizes, needs no
 # secret, and so whatever is drawn from it (the feedback page's pictures) shows nothing hidden.
 PROBE_SEED = 2147483647
+# Draws before an exercise's ranges are taken to admit no configuration (an exercise's mistake, which
+# must stop the grader with a message rather than hang it); a workable exercise needs a handful.
+MAX_DRAWS = 10_000
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ def _drawn(exercise: Exercise, rng: random.Random, index: int, count: int) -> tu
     """Sizes all different from one another and from every lecture size, that the exercise accepts for
     configuration `index` of `count`, with the init options it gives them."""
     lecture = set(exercise.lecture.values())
-    while True:
+    for _ in range(MAX_DRAWS):
         picked = {k: rng.randrange(*bounds) for k, bounds in exercise.ranges.items()}
         values = list(picked.values())
         if len(set(values)) < len(values) or lecture.intersection(values):
@@ -55,6 +58,9 @@ def _drawn(exercise: Exercise, rng: random.Random, index: int, count: int) -> tu
         options = exercise.hidden(index, count, sizes)
         if options is not None:
             return sizes, options
+    raise ValueError(f"exercise {exercise.name}: no sizes drawn from its ranges in {MAX_DRAWS} tries suit "
+                     f"configuration {index + 1} of {count} (all different, none a lecture size, and accepted "
+                     "by its `hidden`)")
 
 
 def generate(exercise: str, salt: str, count: int) -> list[Config]:
