@@ -220,7 +220,16 @@ class _Run:
 
 class Session:
     """One submission in the child: the parent's messages, each handled by the method `OPS` names, and
-    the answer cells they ask to run. Nothing here compares or scores."""
+    the answer cells they ask to run. Nothing here compares or scores.
+
+        cells {exercise, cells, cell_timeout, announce_every}   the exercise's spec string and the cells
+        case {case, sizes} + the forward pass's tensors          one configuration, as a cell sees it
+        upstream {case, check} + gradients                       random ones, or a true one revealed
+        run_many {check, requests: [[grade_id, case], ...]}  ->  answers {answers} + answer0, answer1, ...
+        train {lr} + parameters and each data tensor per step  ->  trained {status, ...} + losses, parameters
+        bye                                                  ->  bye
+
+    and, unasked, `started` as a cell starts and `evidence` of what a cell did beside tensor math."""
 
     def __init__(self, rfd: int, wfd: int):
         self.wfd = wfd
