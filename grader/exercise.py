@@ -39,6 +39,11 @@ ATOMIC = "atomic"  # assigns one gradient from the upstream gradients it is give
 FUSED = "fused"  # assigns one gradient through a whole block: from the loss, or from `sink`'s gradient
 FUNCTION = "function"  # a key of the dict a function defined by the cell returns
 
+# The two ways an answer is run and checked: CHAIN with every upstream gradient it reads at its true
+# value, LOCAL with random ones (see `Answer.local_upstream`). A leaf's words, since the sandbox sends
+# them to the child and the judge keys its comparisons on them.
+CHAIN, LOCAL = "chain", "local"
+
 # What a step's code may call besides its inputs; the same names every answer cell is given.
 NAMESPACE = {"torch": torch, "F": F}
 

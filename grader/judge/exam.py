@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from grader.exercise import ATOMIC, FUSED, Answer, Exercise, load
+from grader.exercise import ATOMIC, CHAIN, FUSED, LOCAL, Answer, Exercise, load
 from grader.judge.configs import Config
 from grader.judge.oracle import block_vjp, chain_gradients, local_vjp
-
-CHAIN, LOCAL = "chain", "local"
 
 
 def checks(answer: Answer) -> tuple[str, ...]:

@@ -22,8 +22,7 @@ from pathlib import Path
 
 import torch
 
-from grader.exercise import ATOMIC, FUNCTION, Exercise
-from grader.judge.exam import CHAIN, LOCAL, Case, Training
+from grader.exercise import ATOMIC, CHAIN, FUNCTION, LOCAL, Exercise
 from grader.sandbox import jail, protocol, zygote
 
 
@@ -358,7 +357,7 @@ def _detail(header: dict) -> dict:
 
 
 def _evidence(header: dict, exercise: Exercise,
-              training: Training | None) -> list[tuple[tuple[str, str, str], str, str]]:
+              training) -> list[tuple[tuple[str, str, str], str, str]]:
     """The outcomes a child's evidence message names, with its kind ("autograd" or "forbidden-call") and
     text. The child names the cell it ran (a function's cell answers several grade ids, and its
     training run the training check); a message naming nothing known names nothing."""
@@ -391,9 +390,13 @@ def _outcome(header: dict, tensors: dict) -> Outcome:
     return Outcome(status, detail, tensor)
 
 
-def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Training | None = None) -> Attempt:
+def run(cells: dict[str, str], cases: list, limits: Limits, training=None) -> Attempt:
     """Grade-free execution of one submission's answer cells in a fresh child process, on every case
-    (all of one exercise: the one their configurations name)."""
+    (all of one exercise: the one their configurations name), and the training check if `training`.
+
+    `cases` and `training` are the judge's (grader.judge.exam's Case and Training), read here only for
+    what goes to the child and what names each outcome: the sandbox sits below the judge and imports
+    nothing of it."""
     exercise, spec = cases[0].exercise, cases[0].config.exercise
     schedule = Schedule.of(exercise)
     attempt = Attempt()
@@ -431,14 +434,14 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
                 else:
                     return header, tensors
 
-        def keep(grade_id: str, case: Case, check: str, outcome: Outcome) -> None:
+        def keep(grade_id: str, case, check: str, outcome: Outcome) -> None:
             expected = case.expected(exercise.by_grade_id[grade_id], CHAIN).numel()
             if outcome.tensor is not None and outcome.tensor.numel() > OVERSIZE * max(expected, 1):
                 outcome = Outcome("unsendable", {"error": f"{outcome.tensor.numel()} elements, where the gradient "
                                                           f"has {expected}: far too large to be a gradient here"})
             attempt.outcomes[(grade_id, check, case.config.name)] = outcome
 
-        def ask(check: str, requests: list[tuple[str, Case]], label: str) -> None:
+        def ask(check: str, requests: list[tuple[str, object]], label: str) -> None:
             """Requests that reveal nothing to one another, in one exchange: the child runs them all."""
             if not requests:
                 return
