@@ -150,3 +150,11 @@ def test_ranges_that_admit_no_configuration_stop_with_a_message(monkeypatch):
     monkeypatch.setattr(tinynet, "NARROW", narrow, raising=False)
     with pytest.raises(ValueError, match="no sizes drawn from its ranges in 10000 tries suit configuration 1 of 4"):
         generate("tinynet:NARROW", "salt", 4)
+
+
+def test_an_exercise_without_a_training_check_has_none_to_prepare(cases):
+    config = dataclasses.replace(cases[0].config, exercise="tinynet:UNTRAINED")
+    assert prepare_training(config, 4, 0.1) is None
+    attempt = sandbox.run(CELLS, [prepare(config)], LIMITS, None)
+    assert attempt.error is None and attempt.outcomes[("dW", CHAIN, config.name)].status == "tensor"
+    assert not any(grade_id == "tiny_training" for grade_id, _, _ in attempt.outcomes)

@@ -113,8 +113,11 @@ def _training_data(exercise: Exercise, sizes, g: torch.Generator, steps: int) ->
     return {k: torch.stack([batch[k] for batch in drawn]) for k in exercise.network.data}
 
 
-def prepare_training(config: Config, steps: int, lr: float) -> Training:
+def prepare_training(config: Config, steps: int, lr: float) -> Training | None:
+    """None for an exercise with no whole-run check."""
     exercise = load(config.exercise)
+    if exercise.training is None:
+        return None
     network = exercise.network
     g = torch.Generator().manual_seed(config.seed + 1)
     params = exercise.init(config.sizes, g, torch.float64, **config.init_options)

@@ -3,6 +3,8 @@ outside the grader package, as a course's own exercise would, and names nothing 
 grading it proves the engine works from what an Exercise declares."""
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from grader.exercise import (
@@ -63,3 +65,6 @@ EXERCISE = Exercise(
     assignment="tinynet",
     notebook="tinynet.ipynb",
 )
+
+# The same exercise with no whole-run check: an exercise need not have one.
+UNTRAINED = dataclasses.replace(EXERCISE, training=None)
