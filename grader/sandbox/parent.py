@@ -398,7 +398,7 @@ def run(cells: dict[str, str], cases: list, limits: Limits, training=None) -> At
     what goes to the child and what names each outcome: the sandbox sits below the judge and imports
     nothing of it."""
     exercise, spec = cases[0].exercise, cases[0].config.exercise
-    schedule = Schedule.of(exercise)
+    schedule, answers = Schedule.of(exercise), exercise.by_grade_id
     attempt = Attempt()
     started = time.monotonic()
     child = None
@@ -435,7 +435,7 @@ def run(cells: dict[str, str], cases: list, limits: Limits, training=None) -> At
                     return header, tensors
 
         def keep(grade_id: str, case, check: str, outcome: Outcome) -> None:
-            expected = case.expected(exercise.by_grade_id[grade_id], CHAIN).numel()
+            expected = case.expected(answers[grade_id], CHAIN).numel()
             if outcome.tensor is not None and outcome.tensor.numel() > OVERSIZE * max(expected, 1):
                 outcome = Outcome("unsendable", {"error": f"{outcome.tensor.numel()} elements, where the gradient "
                                                           f"has {expected}: far too large to be a gradient here"})
@@ -464,12 +464,12 @@ def run(cells: dict[str, str], cases: list, limits: Limits, training=None) -> At
         ask(LOCAL, [(grade_id, case) for case in cases for grade_id in schedule.local],
             "(one of those run with random upstream gradients)")
         ask(CHAIN, [(grade_id, case) for case in cases for grade_id in schedule.at_once],
-            ", ".join(dict.fromkeys(exercise.by_grade_id[g].cell_id for g in schedule.at_once)))
+            ", ".join(dict.fromkeys(answers[g].cell_id for g in schedule.at_once)))
         # One step of the chain on every case at a time: a case's truth is revealed only once every
         # case has answered, and goes out with the next step's request.
         for grade_id in schedule.one_by_one:
             ask(CHAIN, [(grade_id, case) for case in cases], grade_id)
-            answer = exercise.by_grade_id[grade_id]
+            answer = answers[grade_id]
             if answer.kind == ATOMIC:
                 for case in cases:
                     child.send({"op": "upstream", "case": case.config.name, "check": CHAIN},
