@@ -45,6 +45,11 @@ ATOMIC = "atomic"  # assigns one gradient from the upstream gradients it is give
 FUSED = "fused"  # assigns one gradient through a whole block: from the loss, or from `sink`'s gradient
 FUNCTION = "function"  # a key of the dict a function defined by the cell returns
 
+# The two ways an answer is run and checked: CHAIN with every upstream gradient it reads at its true
+# value, LOCAL with random ones (see `Answer.local_upstream`). A leaf's words, since the sandbox sends
+# them to the child and the judge keys its comparisons on them.
+CHAIN, LOCAL = "chain", "local"
+
 # What a step's code may call besides its inputs; the same names every answer cell is given.
 NAMESPACE = {"torch": torch, "F": F}
 
@@ -234,6 +239,9 @@ class Training:
 
     grade_id: str
     function: Function
+    # The data of `steps` steps, each tensor stacked along a first dimension of `steps`, drawn from the
+    # generator; None: the exercise's `batch`, once per step.
+    batches: Callable[[Sizes, torch.Generator, int], dict[str, torch.Tensor]] | None = None
 
 
 @dataclass(frozen=True)

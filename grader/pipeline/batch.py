@@ -46,7 +46,8 @@ class Grader:
         self.course = course
         self.jobs = max(1, jobs)
         self.evidence = evidence
-        self.cases = [prepare(config) for config in generate(course.secret_salt, course.configurations)]
+        configs = generate(course.exercise_spec, course.secret_salt, course.configurations)
+        self.cases = [prepare(config) for config in configs]
         self.training = prepare_training(self.cases[0].config, course.exercise4.trajectory_steps,
                                          course.exercise4.learning_rate)
         self.allow = static_check.Allow().extended(course.allow.torch, course.allow.functional,
@@ -62,7 +63,7 @@ class Grader:
             hide=tuple(str(p) for p in hidden), require=course.sandbox.require)
         # One child walled in and probed before any student code runs: a sandbox that cannot start or
         # lacks a required wall stops the batch here (sandbox.SandboxUnavailable), not as a 0 each.
-        self.isolation = sandbox.preflight(self.limits)
+        self.isolation = sandbox.preflight(self.limits, course.exercise_spec)
         if not gc.isenabled():
             # The grade command paused collection while it started. What is in memory now (torch,
             # nbformat, pytest, the oracle values) lives as long as the batch: frozen, it is no longer

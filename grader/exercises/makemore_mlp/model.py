@@ -104,6 +104,14 @@ def batch(sizes: Sizes, generator: torch.Generator) -> dict[str, torch.Tensor]:
     return {"Xb": Xb, "Yb": Yb}
 
 
+def training_batches(sizes: Sizes, generator: torch.Generator, steps: int) -> dict[str, torch.Tensor]:
+    """The training check's batches as the course has always drawn them (every index and target
+    uniform, nothing forced), so that the losses its feedback quotes stay the same."""
+    Xb = torch.randint(0, sizes.vocab, (steps, sizes.n, sizes.block_size), generator=generator)
+    Yb = torch.randint(0, sizes.vocab, (steps, sizes.n), generator=generator)
+    return {"Xb": Xb, "Yb": Yb}
+
+
 def sizes_of(values) -> Sizes:
     """The sizes of a notebook's own tensors (the self-check builds its cases from them)."""
     C, Xb, W1 = values["C"], values["Xb"], values["W1"]
