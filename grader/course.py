@@ -12,7 +12,6 @@ from grader import exercise as exercises
 from grader.exercises import choice
 from grader.sandbox.jail import REQUIRED_BY_DEFAULT, WALLS
 
-
 # gated: the released notebook installs the whole package, whose `solution` command shows a reference once
 # the student's cell holds an attempt (self-learners); off: only the self-check, no reference anywhere.
 SOLUTIONS = ("gated", "off")

@@ -88,13 +88,13 @@ def _answers(grade_ids) -> str:
 
 @functools.cache
 def lecture_sections() -> dict[str, str]:
-    return {name: body for name, body in _BEGIN.findall(make_notebooks.PROSE.read_text(encoding="utf-8"))}
+    return dict(_BEGIN.findall(make_notebooks.PROSE.read_text(encoding="utf-8")))
 
 
 @functools.cache
 def variant_sections() -> dict[str, str]:
     parts = _SECTION.split(VARIANT_PROSE.read_text(encoding="utf-8"))
-    return {name: body.strip("\n") + "\n\n" for name, body in zip(parts[1::2], parts[2::2])}
+    return {name: body.strip("\n") + "\n\n" for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
 def _init_lines(v: Variant) -> str:
@@ -110,7 +110,8 @@ def _init_lines(v: Variant) -> str:
     ]
     if v.norm.parameters:
         gain_name, bias_name = v.norm.parameters
-        entries += [(f'"{gain_name}"', "randn(1, n_hidden) * 0.1 + 1.0"), (f'"{bias_name}"', "randn(1, n_hidden) * 0.1")]
+        entries += [(f'"{gain_name}"', "randn(1, n_hidden) * 0.1 + 1.0"),
+                    (f'"{bias_name}"', "randn(1, n_hidden) * 0.1")]
     if v.residual:
         entries += [('"W3"', f"randn(n_hidden, n_hidden) * {gain} / n_hidden**0.5 * 0.5",
                      "half the hidden layer's gain: the branch adds to h"),

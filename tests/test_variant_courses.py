@@ -178,19 +178,23 @@ def _init(tmp_path: Path, *args: str) -> tuple[Path, course_config.Course]:
 
 @pytest.mark.slow
 def test_course_init_from_salt_names_the_variant_its_fresh_salt_draws(tmp_path):
-    """Two courses initialised from a course.yml saying `from-salt` get fresh salts, and each the variant its
-    own salt draws, named outright in its course.yml."""
+    """Two courses initialised from a course.yml saying `from-salt` (its points given to grade ids every
+    variant has, and so to the drawn variant's by kind) get fresh salts, and each the variant its own salt
+    draws, named outright in its course.yml; so does --variant from-salt."""
     template = tmp_path / "template.yml"
-    text = (ROOT / "course.yml").read_text(encoding="utf-8") + "exercise: {name: makemore-mlp, variant: from-salt}\n"
-    template.write_text(text, encoding="utf-8")
+    shared = ("dlogprobs", "ex2_dlogits", "ex4_dC", "ex4_training")
+    raw = _course_yml("a template's salt", {"name": "makemore-mlp", "variant": choice.FROM_SALT})
+    template.write_text(yaml.safe_dump({**raw, "points": {g: COURSE.points[g] for g in shared}}), encoding="utf-8")
     drawn = []
-    for index in range(2):
-        target, course = _init(tmp_path / str(index), "--course", str(template))
+    for index, how in enumerate((("--course", str(template)), ("--course", str(template)), ("--variant", "from-salt"))):
+        target, course = _init(tmp_path / str(index), *how)
         setting = yaml.safe_load((target / "course.yml").read_text())["exercise"]
         assert setting == {"name": "makemore-mlp", "variant": variants.from_salt(course.secret_salt)}
         assert course.exercise.name == f"makemore-mlp/{setting['variant']}"
-        drawn.append((course.secret_salt, setting["variant"]))
-    assert drawn[0][0] != drawn[1][0]
+        # Exercise 3 has points only where the template gave exercise 3 some (the third, the package's).
+        assert {g for g in course.exercise.grade_ids if not g.startswith("ex3_")} <= set(course.points)
+        drawn.append(course.secret_salt)
+    assert len(set(drawn)) == 3
 
 
 def test_course_init_refuses_an_unknown_variant_in_one_line(tmp_path):

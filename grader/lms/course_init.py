@@ -185,15 +185,16 @@ def variant_notebooks(variant: tuple[str, str], course):
     return generator.build(variant[1], course)
 
 
-def _variant(course, text: str, variant: str | None, salt: str) -> tuple[str, str] | None:
-    """The (family, variant) the new course grades: --variant's, else course.yml's own `exercise:` setting
-    (a `from-salt` one drawn again with the new salt), else None (not a variant)."""
+def _variant(course, text: str, variant: str | None, salt: str) -> tuple[str, str, bool] | None:
+    """(family, variant, drawn from the salt) for the new course: --variant's, else course.yml's own
+    `exercise:` setting (a `from-salt` one drawn again with the new salt), else None (not a variant)."""
     import yaml
 
     if variant is None:
         setting = (yaml.safe_load(text) or {}).get("exercise")
         if not isinstance(setting, dict):
-            return variant_of(course.exercise)
+            named = variant_of(course.exercise)
+            return None if named is None else (*named, False)
         family, variant = setting.get("name"), setting.get("variant")
     else:
         family = course.exercise.name.partition("/")[0]
@@ -201,7 +202,8 @@ def _variant(course, text: str, variant: str | None, salt: str) -> tuple[str, st
         spec = choice.spec({"name": family, "variant": variant}, salt)
     except choice.ExerciseError as exc:
         raise InitError(str(exc)) from None
-    return tuple(spec.split("/", 1))
+    family, name = spec.split("/", 1)
+    return family, name, variant == choice.FROM_SALT
 
 
 def variant_points(points: dict[str, float], lecture: Exercise, exercise: Exercise) -> dict[str, float]:
@@ -225,14 +227,15 @@ def variant_points(points: dict[str, float], lecture: Exercise, exercise: Exerci
 def _with_variant(course, family: str, variant: str):
     import dataclasses
 
-    exercise = load_exercise(f"{family}/{variant}")
-    lecture = load_exercise(family)
-    return dataclasses.replace(course, exercise=exercise, points=variant_points(course.points, lecture, exercise))
+    spec = f"{family}/{variant}"
+    exercise, lecture = load_exercise(spec), load_exercise(family)
+    return dataclasses.replace(course, exercise=exercise, exercise_spec=spec,
+                               points=variant_points(course.points, lecture, exercise))
 
 
-def _named_variant(text: str, family: str, variant: str, points: dict[str, float], drawn: bool) -> str:
+def _named_variant(text: str, family: str, variant: str, drawn: bool, points: dict[str, float]) -> str:
     """course.yml's text naming the variant and giving the points of its grade ids (comments elsewhere kept)."""
-    why = "drawn from this course's secret_salt by course init --variant from-salt" if drawn else "course init --variant"
+    why = "drawn from this course's secret_salt by course init" if drawn else "course init --variant"
     setting = (f"# The variant of the exercise this course grades ({why}); `backprop-ninja variants` lists them.\n"
                f"exercise: {{name: {family}, variant: {variant}}}\n")
     text = re.sub(r"(?m)^exercise:.*\n(?:[ \t]+.*\n)*", "", text)
@@ -303,8 +306,8 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
     text = course.path.read_text(encoding="utf-8")
     chosen = _variant(course, text, variant, salt)
     if chosen is not None:
-        course = _with_variant(course, *chosen)
-        text = _named_variant(text, *chosen, course.points, drawn=variant == choice.FROM_SALT)
+        course = _with_variant(course, *chosen[:2])
+        text = _named_variant(text, *chosen, course.points)
     target.mkdir(parents=True, exist_ok=True)
     _write_material(course, target)
     text = re.sub(r"(?m)^secret_salt:.*$", f"secret_salt: {salt}", text)
