@@ -276,7 +276,7 @@ def build(name: str) -> Exercise:
         network=network,
         answers=answers,
         functions=(backward,),
-        training=Training(EX4_TRAINING, backward),
+        training=Training(EX4_TRAINING, backward, EXERCISE.training.batches),
         lecture=EXERCISE.lecture,
         ranges=EXERCISE.ranges,
         init=functools.partial(init, variant),
