@@ -47,7 +47,7 @@ from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, 
 from grader.judge.compare import compare
 from grader.judge.configs import generate
 from grader.judge.exam import checks, prepare
-from grader.pipeline.extract import read as read_notebook
+from grader.extract import read as read_notebook
 from helpers.children import alive_with, kill_siblings, tracked_children
 from helpers.notebooks import markdown_cell, reference_sources, submission, write
 from helpers.paths import COURSE_FILE, ROOT

@@ -16,7 +16,7 @@ from grader.judge import suite
 from grader.judge.compare import compare
 from grader.judge.configs import generate
 from grader.judge.exam import CHAIN, LOCAL, checks, prepare, prepare_training
-from grader.pipeline import extract
+from grader import extract
 from grader.sandbox import parent as sandbox
 from helpers.notebooks import reference_sources
 from helpers.paths import COURSE, ROOT

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader.judge import suite
-from grader.pipeline import extract
+from grader import extract
 from grader.sandbox import parent as sandbox
 
 TOY_CONFTEST = '''

@@ -207,7 +207,7 @@ def _configurations(cases, wrong_on) -> str:
     if len(wrong_on) == len(scored) or not wrong_on:
         return ""
     unusual = wrong_on[0].exercise.mistakes.unusual
-    if unusual and all(c.config.w1_scale != 1.0 for c in wrong_on):
+    if unusual and all(c.config.options for c in wrong_on):
         return f"; right on every configuration except the one {unusual}"
     # The hidden configurations' sizes are not shown: only that they differ.
     return f"; right on {len(scored) - len(wrong_on)} of the {len(scored)} hidden configurations and wrong on the others"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from grader.judge.exam import Case, Training
-from grader.pipeline.extract import Submission
+from grader.extract import Submission
 from grader.sandbox.parent import Attempt
 
 PASSED, WRONG, ERROR = "passed", "wrong", "error"

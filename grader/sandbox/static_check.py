@@ -16,7 +16,7 @@ Accepted node types (anything else is refused), and why each is safe:
   cell it writes to the namespace's `__annotations__`.)
 - If, IfExp, For, While, Assert: control flow over checked expressions. A loop that never ends is the
   sandbox's per-cell time limit's business; `assert` only raises.
-- FunctionDef, Lambda, Return, arguments, arg: helpers such as exercise 4's `manual_backward`. No
+- FunctionDef, Lambda, Return, arguments, arg: helpers, and a cell whose answer is a function. No
   decorators (a decorator calls anything on the function), no annotations or defaults that are not
   checked expressions, no parameter named like a module or a builtin.
 - With, withitem: exactly `with torch.no_grad():`, with no `as`; it switches autograd off, never on.

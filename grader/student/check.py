@@ -50,7 +50,7 @@ _CASES: dict[str, tuple] = {}
 def own_cases(spec: str) -> tuple:
     if spec not in _CASES:
         torch.set_num_threads(1)
-        _CASES[spec] = tuple(prepare(config) for config in generate(SALT, 2) if config.scored)
+        _CASES[spec] = tuple(prepare(config) for config in generate(spec, SALT, 2) if config.scored)
     return _CASES[spec]
 
 
@@ -200,8 +200,9 @@ class SelfCheck:
             return None
         params = {p: ns[p].detach().to(torch.float64) for p in network.parameters}
         data = {k: ns[k] for k in network.data}
-        config = Config("your notebook's batch", self.exercise.sizes_of({**params, **data}), 0, scored=False)
-        return case_of(config, params, *data.values(), torch.Generator().manual_seed(0))
+        config = Config(self.spec, "your notebook's batch", self.exercise.sizes_of({**params, **data}), 0,
+                        scored=False)
+        return case_of(config, params, data, torch.Generator().manual_seed(0))
 
     # --- running the cell the way the grader's sandbox does -----------------------------------------
 

@@ -104,9 +104,9 @@ def find_solved(solved: Path | None, course) -> Path:
 
 def _reference_cell(path: Path, cell_id: str) -> str:
     """The solved notebook's answer cell `cell_id`; unreadable, missing or duplicated stops here."""
-    from grader.pipeline.extract import read
+    from grader.extract import read
 
-    submission = read(path.stem, path)
+    submission = read(path.stem, path, (cell_id,))
     if submission.error:
         raise SolutionError(f"{path}: {submission.error}")
     if cell_id in submission.problems:
@@ -312,7 +312,7 @@ def render(ref: Reference) -> str:
 
 def refusal(exercise: Exercise, answer: Answer, notebook: Path) -> str | None:
     """Why the notebook's answer cell opens no reference (None: it holds an attempt)."""
-    from grader.pipeline.extract import read
+    from grader.extract import read
 
     submission = read(notebook.stem, notebook)
     if submission.error:
