@@ -208,9 +208,9 @@ def _variant(course, text: str, variant: str | None, salt: str) -> tuple[str, st
 
 def variant_points(points: dict[str, float], lecture: Exercise, exercise: Exercise) -> dict[str, float]:
     """The points of a variant's grade ids, from course.yml's for its exercise's: a grade id both share keeps
-    its points, a new one takes those of the first graded answer of the same kind in the same part (a new
-    atomic gradient what the lecture's atomic gradients are worth, exercise 3's fused step what the lecture's
-    is worth)."""
+    its points, a new one takes those of the first graded answer of the same kind in the same part of the
+    family's own exercise (a new atomic gradient is worth what its atomic gradients are, a fused step what
+    its fused step in that part is)."""
     by_kind = {}
     for answer in lecture.answers:
         if answer.grade_id in points:
@@ -266,10 +266,10 @@ def _steps_reached(exercise: Exercise, grade_id: str) -> dict[str, str]:
 
 def known_mistakes(text: str, exercise: Exercise) -> str:
     """The hidden suite's catalogue of named mistakes (keyed by grade id) kept for a variant: a grade id's
-    entries stay only where the variant's answer goes back through the very steps the lecture's does (the
-    cross-entropy's, the output layer's under a plain hidden layer, batch norm's), so each entry's formula is
-    still the mistake it names; elsewhere (dh under a residual block, dembcat after layer norm) it is dropped.
-    Works on the text so that the file's comments stay."""
+    entries stay only where the variant's answer goes back through the very steps (same names, same code)
+    as the family's own exercise's, so each entry's formula is still the mistake it names; an answer whose
+    tensor feeds other steps in the variant, or a renamed one, loses its entries. Works on the text so that
+    the file's comments stay."""
     family = exercise.name.partition("/")[0]
     lecture = load_exercise(family)
     blocks = re.split(r"(?m)^(?=[A-Za-z_]\w*:)", text)
