@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import os
 import re
 import shutil
 import subprocess
@@ -30,6 +29,7 @@ from grader.exercises.makemore_mlp.answers import (
     grade_cell_id,
 )
 from grader.exercises.makemore_mlp.model import LECTURE, PARAMETERS, init_params
+from helpers.notebooks import execute
 from solutions import make_notebooks, reference
 
 ROOT = make_notebooks.ROOT
@@ -175,15 +175,7 @@ def test_nbgrader_releases_exactly_the_stub(tmp_path):
 
 
 def _execute(nb, workdir):
-    from nbclient import NotebookClient
-
-    shutil.copytree(ROOT / STUB_PATH.parent, workdir)
-    nb = nbformat.from_dict(nb)
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    client = NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
-                            resources={"metadata": {"path": str(workdir)}})
-    client.execute(env={**os.environ, "PYTHONPATH": path})
-    return nb
+    return execute(nb, workdir, ROOT / STUB_PATH.parent, ROOT)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from grader.exercises import choice
 from grader.exercises.makemore_mlp import variants
 from grader.exercises.makemore_mlp.answers import grade_cell_id
 from grader.lms import course_init
+from helpers.notebooks import execute
 from solutions import make_notebooks, mutants, variant_notebooks
 
 torch.set_num_threads(1)
@@ -110,6 +112,40 @@ def test_each_variants_init_and_fused_forward_are_the_exercises(name):
 
 def test_the_lecture_variant_is_the_lecture_notebook():
     assert variant_notebooks.source(variants.LECTURE_VARIANT) == make_notebooks.PROSE.read_text(encoding="utf-8")
+
+
+def _stdout(cell) -> str:
+    return "".join(o.text for o in cell.get("outputs", []) if o.output_type == "stream" and o.name == "stdout")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["relu-layernorm-residual", "gelu-none", "sigmoid-batchnorm"])
+def test_run_all_on_a_variants_notebooks_checks_every_answer_and_trains(name, tmp_path):
+    """Run All, as a student would: no error and nothing on stderr; the solved notebook's self-checks (the
+    variant's own, through COURSE's exercise) all pass and it trains; the stub's are all not attempted."""
+    solved, student = variant_notebooks.build(name, COURSE)
+    folder = ROOT / make_notebooks.release_path(COURSE).parent
+    runs = {kind: execute(nb, tmp_path / kind, folder, ROOT) for kind, nb in (("solved", solved), ("stub", student))}
+    exercise = load(f"makemore-mlp/{name}")
+    for kind, nb in runs.items():
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                assert output.output_type != "error", f"{kind} {cell.id}: {output.get('ename')}: {output.get('evalue')}"
+                assert output.get("name") != "stderr", f"{kind} {cell.id} wrote to stderr: {output.text}"
+        checks = {cell.id: _stdout(cell).strip() for cell in nb.cells if cell.id.startswith("check_")}
+        assert set(checks) == {grade_cell_id(g) for g in exercise.grade_ids}
+        for cell_id, line in checks.items():
+            if kind == "stub":
+                assert line.endswith("not attempted yet"), (cell_id, line)
+            else:
+                assert "WRONG" not in line and "not attempted" not in line and line, (cell_id, line)
+    assert "50 steps match autograd" in _check_output(runs["solved"], exercise.training.grade_id)
+    evaluated = _stdout(next(c for c in runs["solved"].cells if c.id == "train_evaluate"))
+    assert re.search(r"^train loss \d", evaluated, re.M), evaluated
+
+
+def _check_output(nb, grade_id: str) -> str:
+    return _stdout(next(c for c in nb.cells if c.id == grade_cell_id(grade_id)))
 
 
 # --- known mistakes and points ---------------------------------------------------------------------

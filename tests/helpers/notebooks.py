@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -73,3 +74,17 @@ def fingerprint(root: Path) -> dict[str, tuple[str, int]]:
         result[p.relative_to(root).as_posix() if p != root else p.name] = (
             hashlib.sha256(p.read_bytes()).hexdigest(), stat.st_mtime_ns)
     return result
+
+
+def execute(nb, workdir: Path, folder: Path, root: Path):
+    """Run All on a copy of `nb` in a copy of the assignment `folder` (its data beside it), as a student
+    would, with `root` (the checkout) importable; errors stay in the cells' outputs."""
+    from nbclient import NotebookClient
+
+    shutil.copytree(folder, workdir)
+    nb = nbformat.from_dict(nb)
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
+    client = NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
+                            resources={"metadata": {"path": str(workdir)}})
+    client.execute(env={**os.environ, "PYTHONPATH": path})
+    return nb
