@@ -239,6 +239,15 @@ def test_course_init_refuses_an_unknown_variant_in_one_line(tmp_path):
     assert "Traceback" not in run.stderr and not (tmp_path / "c").exists()
 
 
+def test_without_a_checkouts_references_course_init_variant_says_so_in_one_line(tmp_path):
+    """An installed package has no solutions/ to compose a variant's notebooks from: one line, no folder."""
+    run = subprocess.run([sys.executable, "-c", "import sys; sys.modules['solutions'] = None; "
+                          "from grader.cli import main; main()", "course", "init", str(tmp_path / "c"),
+                          "--variant", "relu-none"], capture_output=True, text=True)
+    assert run.returncode != 0 and "run course init from a checkout" in run.stderr, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and not (tmp_path / "c").exists()
+
+
 # --- end to end: course init --variant, then the grader --------------------------------------------
 
 def _submission(student, cells: dict[str, str], path: Path) -> None:

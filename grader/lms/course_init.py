@@ -144,10 +144,10 @@ def _write_material(course, target: Path, kept: frozenset[str] = frozenset()) ->
         if data is None:
             raise InitError(f"{course.data}: the data file named in course.yml is missing (looked beside the "
                             f"assignment and in {root / material.ASSIGNMENT})")
+    if variant is not None:  # before anything is written: a variant that cannot be generated leaves no folder
+        solved = variant_notebooks(variant, course)[0]
     source = target / "source" / course.assignment
     source.mkdir(parents=True, exist_ok=True)
-    if variant is not None:
-        solved = variant_notebooks(variant, course)[0]
     nbformat.write(_source_notebook(solved, course, kept), source / course.notebook)
     if data is not None:
         if data.resolve() != (source / course.data).resolve():
@@ -308,8 +308,7 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
     if chosen is not None:
         course = _with_variant(course, *chosen[:2])
         text = _named_variant(text, *chosen, course.points)
-    target.mkdir(parents=True, exist_ok=True)
-    _write_material(course, target)
+    _write_material(course, target)  # makes the folder
     text = re.sub(r"(?m)^secret_salt:.*$", f"secret_salt: {salt}", text)
     text = re.sub(r"(?m)^course_id:.*$", f"course_id: {course_id}", text)
     text = re.sub(r"(?m)^autotests:.*\n", "", text) + "autotests: autotests\n"
