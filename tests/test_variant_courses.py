@@ -233,6 +233,20 @@ def test_course_init_from_salt_names_the_variant_its_fresh_salt_draws(tmp_path):
     assert len(set(drawn)) == 3
 
 
+@pytest.mark.slow
+def test_course_init_update_rewrites_a_variant_course_from_its_own_course_yml(tmp_path):
+    target, course = _init(tmp_path, "--variant", "gelu-layernorm")
+    text = (target / "course.yml").read_text(encoding="utf-8")
+    (target / "course.yml").write_text(text.replace("  dlnvar: 1\n", "  dlnvar: 5\n"), encoding="utf-8")
+    run = _cli("course", "init", "--update", str(target))
+    assert run.returncode == 0, run.stderr[-2000:]
+    nb = nbformat.read(target / "source" / course.assignment / course.notebook, as_version=4)
+    points = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"].get("points") for c in nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade")}
+    assert points[grade_cell_id("dlnvar")] == 5 and points[grade_cell_id("dlnmean")] == 1
+    assert set(yaml.safe_load((target / "autotests" / "known_mistakes.yml").read_text())) == _kept("gelu-layernorm")
+
+
 def test_course_init_refuses_an_unknown_variant_in_one_line(tmp_path):
     run = _cli("course", "init", str(tmp_path / "c"), "--variant", "relu-batchnorm-twice")
     assert run.returncode != 0 and "unknown variant 'relu-batchnorm-twice'" in run.stderr
