@@ -180,10 +180,11 @@ def variant_name(name: str) -> str:
     return bare
 
 
-def has_batch_norm(name: str) -> bool:
+def normalization(name: str) -> str:
+    """`batchnorm`, `layernorm` or `none`: whether training statistics need calibrating."""
     from grader.exercises.makemore_mlp.variants import parse
 
-    return parse(name).norm.name == "batchnorm"
+    return parse(name).norm.name
 
 
 def define_variant(ns: dict, name: str) -> None:
@@ -264,13 +265,13 @@ def train_and_report(cells: dict[str, str], args, data_file: str | None, variant
         raise RuntimeError(f"the notebook's train_loop ran {len(ns['lossi'])} steps, not --steps {args.steps}")
     print(f"  {args.steps} steps in {train_seconds:.1f} s ({train_seconds / args.steps * 1e3:.3f} ms/step)")
 
-    if variant is None or has_batch_norm(variant):
+    norm = "batchnorm" if variant is None else normalization(variant)
+    if norm == "batchnorm":
         print("\nloss, batch norm calibrated on the training set")
         run_cell(cells, "train_calibrate", ns, quiet=True)
     else:
         print("\nloss, nothing to calibrate: "
-              + ("layer norm's statistics are each example's own" if "layernorm" in variant
-                 else "no normalization"))
+              + ("layer norm's statistics are each example's own" if norm == "layernorm" else "no normalization"))
         ns["bnstats"] = None
     printed = run_cell(cells, "train_evaluate", ns)
     loss = {split: float(value) for split, value in re.findall(r"^(train|val) loss (\S+)$", printed, re.M)}
