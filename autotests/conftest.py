@@ -1,8 +1,10 @@
-"""How the hidden suite judges one answer on every configuration and turns a failure into feedback.
+"""How the hidden suite judges one answer on every configuration and turns a failure into feedback,
+for whatever exercise the course grades.
 
 Never released to students. The grader's plugin supplies the fixtures `each` (judges every submission
 of the batch with a function of one graded submission: its answer cells and what they produced in the
-sandbox), `cases` (the configurations with their oracle values), `training` and `course`.
+sandbox), `cases` (the configurations with their oracle values), `training` and `course`; the tests'
+grade ids come from the exercise course.yml names (`pytest_generate_tests`).
 """
 from __future__ import annotations
 
@@ -11,37 +13,51 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 import yaml
 
+from grader.exercise import FUNCTION, FUSED, NAMESPACE, Answer, Exercise
 from grader.judge.compare import compare, hidden_sizes, outcome_text
 from grader.judge.compare import judge as judge_answer
-from grader.judge.exam import CHAIN, Case
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID, EX4_CELL, EX4_TRAINING, Answer
-from grader.exercises.makemore_mlp.model import PARAMETERS, forward
-from grader.judge.suite import Note, Wrong
+from grader.judge.diagnose import counterpart
+from grader.judge.exam import CHAIN, Case, checks
+from grader.judge.suite import COURSE, Note, Wrong
 
 KNOWN_MISTAKES = yaml.safe_load((Path(__file__).parent / "known_mistakes.yml").read_text())
 
+
+def pytest_generate_tests(metafunc):
+    """A test marked `answers(check)` runs for every answer of the course's exercise that has that
+    check, one marked `training` for the exercise's whole-run check (none when it has no such check)."""
+    exercise = metafunc.config.stash[COURSE].exercise
+    marker = metafunc.definition.get_closest_marker("answers")
+    if marker is not None:
+        metafunc.parametrize("grade_id", [a.grade_id for a in exercise.answers if marker.args[0] in checks(a)])
+    elif metafunc.definition.get_closest_marker("training") is not None:
+        metafunc.parametrize("grade_id", [exercise.training.grade_id] if exercise.training else [])
+
+
 def _namespace(case: Case, answer: Answer, check: str) -> dict:
-    return {**case.student_view(), **case.upstream(answer, check), "n": case.n, "torch": torch, "F": F}
+    sizes = case.exercise.network.size_values(case.values)
+    return {**case.student_view(), **case.upstream(answer, check), **sizes, **NAMESPACE}
+
+
+def _function_answers(exercise: Exercise, cell: str) -> list[Answer]:
+    return [a for a in exercise.answers if a.cell_id == cell]
 
 
 def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, error=None,
                    returned: dict[str, torch.Tensor] | None = None) -> dict | None:
     """The catalogue's name for this wrong answer: the mistake whose formula gives the same tensor or,
-    for a cell that failed, raises the same error. `returned`: for exercise 4, every parameter gradient
-    manual_backward returned on this case.
+    for a cell that failed, raises the same error. `returned`: for a function's answer, every gradient
+    the function returned on this case, by tensor.
 
     The formulas are ours and run here, in the trusted process, on the very inputs the cell saw.
     """
-    if answer.exercise == 4:
+    if answer.kind == FUNCTION:
         named = _fused_mistake_upstream(case, answer, tol, returned) if tensor is not None and returned else None
         if named:
             return named
-        # A parameter's gradient in manual_backward makes the same mistakes as exercise 1's: name them
-        # with exercise 1's catalogue, on the true upstream gradients.
-        answer, check = BY_GRADE_ID["d" + answer.source], CHAIN
+        answer, check = counterpart(case.exercise, answer) or (answer, check)
     for mistake in KNOWN_MISTAKES.get(answer.grade_id, []):
         ns = _namespace(case, answer, check)
         try:
@@ -50,50 +66,47 @@ def _known_mistake(case: Case, answer: Answer, check: str, tol, *, tensor=None, 
             if error is not None and (type(exc).__name__, str(exc)[:500]) == error:
                 return mistake
             continue
-        if tensor is not None and compare(tensor, ns[answer.variable], rtol=tol.rtol, atol=tol.atol, n=case.n).passed:
+        if tensor is not None and compare(tensor, ns[answer.variable], rtol=tol.rtol, atol=tol.atol).passed:
             return mistake
     return None
 
 
-# Where each fused step's gradient enters manual_backward, what it is called, and the parameters whose
-# gradients reach the loss only through it: a mistake made in that step (its exercise's catalogue)
-# shows in these, and is named there.
-FUSED_STEPS = {
-    "ex2_dlogits": ("logits", "the cross-entropy step", PARAMETERS),
-    "ex3_dhprebn": ("hprebn", "the batch-norm step", ("W1", "b1", "C")),
-}
-
-
 @functools.lru_cache(maxsize=256)
 def _propagated(case: Case, fused_id: str, index: int) -> dict[str, torch.Tensor] | None:
-    """Every parameter's gradient when the catalogue's mistake `index` of a fused step is made inside
-    manual_backward and the rest is right: autograd carries the wrong gradient back, here."""
-    fused = BY_GRADE_ID[fused_id]
+    """The gradient of every parameter the fused step reaches when the catalogue's mistake `index` of
+    that step is made inside a function and the rest is right: autograd carries the wrong gradient of
+    the step's tensor back, here."""
+    network = case.exercise.network
+    fused = case.exercise.by_grade_id[fused_id]
+    reached = network.upstream_of(fused.source)
     ns = _namespace(case, fused, CHAIN)
     try:
         exec(compile(KNOWN_MISTAKES[fused_id][index]["code"], f"<known mistake {fused_id}>", "exec"), ns)
         wrong = ns[fused.variable]
-        at, _, reached = FUSED_STEPS[fused_id]
-        params = {p: case.values[p].detach().clone().requires_grad_() for p in PARAMETERS}
-        values = forward(params, case.values["Xb"], case.values["Yb"])
-        grads = torch.autograd.grad(values[at], [params[p] for p in reached], grad_outputs=wrong.to(values[at].dtype))
+        params = {p: case.values[p].detach().clone().requires_grad_() for p in network.parameters}
+        at = network.forward(params, {k: case.values[k] for k in network.data})[fused.source]
+        grads = torch.autograd.grad(at, [params[p] for p in reached], grad_outputs=wrong.to(at.dtype))
     except Exception:  # a catalogue formula that does not fit this configuration names nothing
         return None
-    return dict(zip(reached, grads))
+    return dict(zip(reached, grads, strict=True))
 
 
 def _fused_mistake_upstream(case: Case, answer: Answer, tol, returned: dict[str, torch.Tensor]) -> dict | None:
-    """A fused step's named mistake (exercises 2 and 3) that, made inside manual_backward, gives this
-    parameter's tensor and every other one that step reaches: a db2 n times too large with every other
-    gradient right is a mistake in db2, not a cross-entropy step without /n."""
-    for fused_id, (_, step, reached) in FUSED_STEPS.items():
+    """A fused answer's named mistake that, made inside the function, gives this gradient and every
+    other one that step reaches (the parameters its tensor is computed from): a bias gradient n times
+    too large with every other gradient right is a mistake in that gradient, not a fused step without /n."""
+    exercise = case.exercise
+    for fused in (a for a in exercise.answers if a.kind == FUSED):
+        reached = exercise.network.upstream_of(fused.source)
         if answer.source not in reached or not all(p in returned for p in reached):
             continue
-        for index, mistake in enumerate(KNOWN_MISTAKES.get(fused_id, [])):
-            wrong = _propagated(case, fused_id, index)
-            if wrong is not None and all(compare(returned[p], wrong[p], rtol=tol.rtol, atol=tol.atol, n=case.n).passed
+        for index, mistake in enumerate(KNOWN_MISTAKES.get(fused.grade_id, [])):
+            wrong = _propagated(case, fused.grade_id, index)
+            if wrong is not None and all(compare(returned[p], wrong[p], rtol=tol.rtol, atol=tol.atol).passed
                                          for p in reached):
-                return {**mistake, "feedback": f"{step} of manual_backward: {mistake['feedback']}"}
+                step = fused.title or f"the fused step of {fused.variable}"
+                function = exercise.function_of(answer).name
+                return {**mistake, "feedback": f"{step} of {function}: {mistake['feedback']}"}
     return None
 
 
@@ -102,8 +115,9 @@ def _catalogue(submission, answer: Answer, check: str, tol, hints: str):
     hints an entry's right expression follows its name."""
     def named(case: Case, *, tensor=None, error=None) -> str | None:
         returned = None
-        if answer.exercise == 4 and tensor is not None:
-            outcomes = {p: submission.attempt.outcomes.get((f"ex4_d{p}", check, case.config.name)) for p in PARAMETERS}
+        if answer.kind == FUNCTION and tensor is not None:
+            outcomes = {a.source: submission.attempt.outcomes.get((a.grade_id, check, case.config.name))
+                        for a in _function_answers(case.exercise, answer.cell_id)}
             returned = {p: o.tensor for p, o in outcomes.items() if o is not None and o.tensor is not None}
         mistake = _known_mistake(case, answer, check, tol, tensor=tensor, error=error, returned=returned)
         return _with_formula(mistake, hints)
@@ -142,7 +156,8 @@ def judge(each, cases, course):
     """judge(grade_id, check): judge every submission's answer for that grade id and check."""
 
     def run(grade_id: str, check: str) -> None:
-        each(lambda submission: _judge(submission, cases, course, BY_GRADE_ID[grade_id], check))
+        answer = course.exercise.by_grade_id[grade_id]
+        each(lambda submission: _judge(submission, cases, course, answer, check))
 
     return run
 
@@ -150,17 +165,19 @@ def judge(each, cases, course):
 def _judge_training(submission, training, course) -> Note:
     """Raise `Wrong` unless the student's training steps follow autograd's; on success, record how the
     speed of their backward compares with autograd's."""
+    exercise = course.exercise
+    function = exercise.training.function
     if submission.submission.error:
         raise Wrong(submission.submission.error, "unreadable")
     for reason in (submission.submission.problems, submission.submission.refused):
-        if EX4_CELL in reason:
-            raise Wrong(f"not run: {reason[EX4_CELL]}", "missing")
-    outcome = submission.attempt.outcomes.get((EX4_TRAINING, "chain", training.config.name))
+        if function.cell in reason:
+            raise Wrong(f"not run: {reason[function.cell]}", "missing")
+    outcome = submission.attempt.outcomes.get((exercise.training.grade_id, CHAIN, training.config.name))
     if outcome is None:
         raise Wrong(submission.attempt.error or "the training check did not run", "not-run")
     if outcome.status != "tensor":
-        failure = outcome_text(outcome, BY_GRADE_ID["ex4_dC"], hints=course.feedback.hints,
-                               hidden=hidden_sizes((training.config,)))
+        failure = outcome_text(outcome, _function_answers(exercise, function.cell)[0], hints=course.feedback.hints,
+                               exercise=exercise, hidden=hidden_sizes((training.config,)))
         step = outcome.detail.get("step")
         raise Wrong(f"training: {failure.feedback}" + (f" (at step {step})" if step and "step" not in failure.feedback
                                                        else ""), failure.kind, failure.mistake)
@@ -170,7 +187,7 @@ def _judge_training(submission, training, course) -> Note:
         if abs(mine - theirs) > tol.atol + tol.rtol * abs(theirs):
             raise Wrong(f"training diverges from autograd at step {step} of {steps}: the loss is {mine:.6f} "
                         f"with your gradients, {theirs:.6f} with autograd's (the steps before it agree)")
-    for name in PARAMETERS:
+    for name in exercise.network.parameters:
         verdict = compare(outcome.extra[name], training.final[name], rtol=tol.rtol, atol=tol.atol)
         if not verdict.passed:
             raise Wrong(f"after {steps} training steps the losses agree but {name} differs from autograd's: "
@@ -178,7 +195,7 @@ def _judge_training(submission, training, course) -> Note:
     mine = outcome.detail.get("seconds_per_step")
     # Timings differ from run to run: they go on record, not into the feedback, so that grading the same
     # notebook twice gives the same feedback (the notebook's self-check shows them).
-    extra = {"manual_backward_ms_per_step": round(mine * 1e3, 4),
+    extra = {f"{function.name}_ms_per_step": round(mine * 1e3, 4),
              "autograd_backward_ms_per_step": round(training.seconds_per_step * 1e3, 4)} \
         if isinstance(mine, (int, float)) else {}
     return Note(f"{steps} training steps match autograd", extra)

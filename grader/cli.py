@@ -122,7 +122,7 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
             course = weaker_course(course)
         if gradebook is not None and not gradebook.is_file():
             raise click.ClickException(f"{gradebook}: no such gradebook (run nbgrader generate_assignment first)")
-        from grader.pipeline.extract import discover
+        from grader.extract import discover
 
         if not discover(list(paths)):
             raise click.ClickException(f"no notebooks (*.ipynb) found in {', '.join(map(str, paths))}")

@@ -110,6 +110,9 @@ class Course:
     # What the course grades (course.yml `exercise:`, a registered name or module:attribute); a course.yml
     # without the key is the makemore MLP, as every course was before exercises could be chosen.
     exercise: exercises.Exercise = field(default_factory=exercises.load, compare=False, repr=False)
+    # Its spec string as course.yml gives it: what a configuration carries to name the exercise (a value
+    # holding functions crosses no process boundary).
+    exercise_spec: str = exercises.DEFAULT
 
     @property
     def root(self) -> Path:
@@ -251,6 +254,7 @@ def parse(raw, path: Path) -> Course:
         sandbox=_sandbox(f"{where}: sandbox", raw.get("sandbox")),
         feedback=_feedback(f"{where}: feedback", raw.get("feedback")),
         exercise=exercise,
+        exercise_spec=spec,
     )
 
 

@@ -1,40 +1,27 @@
 """`backprop-ninja demo`: the bundled course run through nbgrader end to end, in under a minute.
 
 A throw-away course is created with `course init`; nbgrader generates and releases the assignment;
-simulated students fetch it, answer (a correct one, typical mistakes, the lecture's own shape slip, a
-blank stub and a hostile notebook) and submit; nbgrader collects, autogrades (with this grader in
+simulated students, the class the course's exercise declares (a correct one, typical mistakes, a blank
+stub, a hostile notebook), fetch it, answer and submit; nbgrader collects, autogrades (with this grader in
 place of its kernel), generates and releases feedback. nbgrader's own API runs every step in this one
 process, so its several seconds of start-up are paid once rather than per command.
 """
 from __future__ import annotations
 
+import importlib
 import shutil
 import time
 from pathlib import Path
 
-# Each simulated student: answer cells of the fetched notebook replaced, by grade id; None keeps the stub.
-CLASS = {
-    "ada": "solved",
-    "ben": {
-        "dcounts": "dcounts = counts_sum_inv * dprobs\n",
-        "dbndiff2": "dbndiff2 = (1.0 / n) * torch.ones_like(bndiff2) * dbnvar\n",
-        "dC": "dC = torch.zeros_like(C)\ndC[Xb] += demb\n",
-        "ex2_dlogits": "dlogits = F.softmax(logits, 1)\ndlogits[range(n), Yb] -= 1\n",
-    },
-    "cy": {
-        "dbnmeani": "dbnmeani = (-dbndiff).sum(0)\n",
-        "db1": "db1 = torch.zeros_like(b1)\n",
-        "dlogprobs": "dlogprobs = torch.zeros(32, 27, dtype=logprobs.dtype)\ndlogprobs[range(32), Yb] = -1.0 / 32\n",
-        "dhpreact": "dhpreact = (1.0 - hpreact**2) * dh\n",
-    },
-    "dee": None,
-    "eve": {
-        "dlogprobs": "torch.allclose = lambda *a, **k: True\nprint('score: 47/47')\n"
-                     "dlogprobs = torch.zeros_like(logprobs)\n",
-        "dprobs": "import sys\nsys.exit(0)\n",
-        "dW2": "W = W2.clone().requires_grad_()\n((h @ W) * dlogits).sum().backward()\ndW2 = W.grad\n",
-    },
-}
+import click
+
+
+def students(exercise) -> dict:
+    """The class the exercise's demo simulates (see Exercise.demo), by name."""
+    module, _, attribute = exercise.demo.partition(":")
+    if not attribute:
+        raise click.ClickException(f"the exercise {exercise.name} has no demo class")
+    return dict(getattr(importlib.import_module(module), attribute))
 
 
 def _answers(course, changes) -> dict[str, str]:
@@ -92,7 +79,7 @@ def _student(api, course, name: str, changes, home: Path) -> None:
 
 
 def _table(api, course, students) -> str:
-    from grader.exercises.makemore_mlp.answers import GRADE_CELL_PREFIX
+    from grader.lms.nbgrader import GRADE_CELL_PREFIX
 
     lines = [f"{'student':<8} {'score':>12}  tensors that lost points"]
     with api.gradebook as gb:
@@ -118,6 +105,7 @@ def run(course, out: Path, echo) -> int:
     root, exchange = out / "course", out / "exchange"
     exchange.mkdir(parents=True)
     exchange.chmod(0o777)
+    simulated = students(course.exercise)
     init(course, root, exchange=exchange)
     echo(f"1. Course created in {root} (source, hidden suite, course.yml, nbgrader_config.py)")
     warnings.simplefilter("ignore")  # nbgrader's gradebook trips SQLAlchemy warnings that are not ours
@@ -127,27 +115,28 @@ def run(course, out: Path, echo) -> int:
     _check("generate_assignment", api.generate_assignment(course.assignment))
     _check("release_assignment", api.release_assignment(course.assignment))
     echo("2. nbgrader generated and released the assignment (solutions cleared, one blank per gradient)")
-    for name, changes in CLASS.items():
+    for name, changes in simulated.items():
         _student(api, course, name, changes, out / "students" / name)
-    echo(f"3. {len(CLASS)} students fetched, answered and submitted: {', '.join(CLASS)}")
+    echo(f"3. {len(simulated)} students fetched, answered and submitted: {', '.join(simulated)}")
     _check("collect", api.collect(course.assignment))
     from grader.course import load
 
     graded = load(root / "course.yml")
-    for name in CLASS:
+    for name in simulated:
         _check(f"autograde {name}", api.autograde(course.assignment, name))
     echo("4. nbgrader collected and autograded them: each answer cell ran in the sandbox, no kernel ran a notebook\n")
-    echo(_table(api, graded, CLASS))
+    echo(_table(api, graded, simulated))
     from grader.outputs.report import write_html
 
     report = write_html(root / "results")  # autograde wrote every result there (see nbgrader_config.py)
     _check("generate_feedback", api.generate_feedback(course.assignment))
     _check("release_feedback", api.release_feedback(course.assignment))
     feedback = root / "feedback"
+    mistaken = next((n for n, changes in simulated.items() if isinstance(changes, dict)), next(iter(simulated)))
     echo(f"\n5. Feedback generated and released: {feedback}/<student>/{course.assignment}/"
          f"{Path(course.notebook).stem}.html")
     echo("   Each opens with the student's feedback page: scores, feedback, and pictures of each wrong tensor "
-         f"(e.g. {feedback / 'ben' / course.assignment / Path(course.notebook).stem}.html)")
+         f"(e.g. {feedback / mistaken / course.assignment / Path(course.notebook).stem}.html)")
     echo(f"   Gradebook: {root / 'gradebook.db'} (a score per tensor); formgrader works on {root}")
     echo(f"   Class report: {report} (open it in a browser; each student's .json and .html page beside it)")
     echo(f"Done in {time.monotonic() - started:.0f} s.")

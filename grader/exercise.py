@@ -13,6 +13,8 @@ The engine (extract, static check, sandbox, hidden suite, scoring, outputs) work
   fused cells (a whole block's backward in one cell) and functions (one cell defining a function whose
   returned dict is graded key by key), each saying which gradients it may read and how it is checked;
 - its **whole-run check** (training with the student's function against autograd), if it has one;
+- its students' classic **mistakes** the network alone does not show (`Mistakes`, optional), so that
+  feedback names them;
 - its notebook's names and its own course.yml settings.
 
 Grading order is derived, not declared: function answers read no gradient and run first; atomic and
@@ -42,6 +44,11 @@ ATOMIC = "atomic"  # assigns one gradient from the upstream gradients it is give
 #                    (true upstream) and locally (random upstream, one step's vector-Jacobian product)
 FUSED = "fused"  # assigns one gradient through a whole block: from the loss, or from `sink`'s gradient
 FUNCTION = "function"  # a key of the dict a function defined by the cell returns
+
+# The two ways an answer is run and checked: CHAIN with every upstream gradient it reads at its true
+# value, LOCAL with random ones (see `Answer.local_upstream`). A leaf's words, since the sandbox sends
+# them to the child and the judge keys its comparisons on them.
+CHAIN, LOCAL = "chain", "local"
 
 # What a step's code may call besides its inputs; the same names every answer cell is given.
 NAMESPACE = {"torch": torch, "F": F}
@@ -168,7 +175,8 @@ class Answer:
     LOCAL check randomises (empty: CHAIN only). `sink`: for a fused answer that starts from an
     intermediate's gradient rather than the loss, that intermediate. `cell`: the notebook cell holding
     it, when several answers share one (a function's). `part`: the notebook's exercise it belongs to,
-    for people to read (the engine never branches on it).
+    for people to read (the engine never branches on it). `title`: for a fused answer, what feedback
+    calls its block when a function's answer makes one of its mistakes ("the cross-entropy step").
     """
 
     grade_id: str
@@ -180,6 +188,7 @@ class Answer:
     local_upstream: tuple[str, ...] = ()
     sink: str | None = None
     cell: str = ""
+    title: str = ""
 
     @property
     def cell_id(self) -> str:
@@ -230,6 +239,38 @@ class Training:
 
     grade_id: str
     function: Function
+    # The data of `steps` steps, each tensor stacked along a first dimension of `steps`, drawn from the
+    # generator; None: the exercise's `batch`, once per step.
+    batches: Callable[[Sizes, torch.Generator, int], dict[str, torch.Tensor]] | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An elementwise step's local derivative, written with its input x or its output y as students
+    write it; `slips` are the classic ways to get it wrong: (key, what the slip does, its derivative)."""
+
+    what: str  # "the derivative of tanh": what feedback calls it
+    uses: str  # "x" or "y": which tensor the derivative is written with
+    derivative: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    slips: tuple[tuple[str, str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]], ...] = ()
+
+
+@dataclass(frozen=True)
+class Mistakes:
+    """What an exercise knows of its students' mistakes beyond what the network shows, so that feedback
+    can name them; without it the engine's search of the network still names most wrong answers.
+
+    `rules`: the elementwise steps' derivatives and their classic slips, by step name. `words`: what a
+    size is ({"n": "the batch size"}) or what one entry of a data tensor is ({"Xb": "a character"}), in
+    feedback's words. `hardcoded`: the sizes whose lecture values feedback warns against writing as
+    numbers (None: every lecture size). `unusual`: what sets apart the hidden configurations drawn with
+    init options (`Exercise.hidden`), for feedback on an answer wrong on those alone.
+    """
+
+    rules: Mapping[str, Rule] = field(default_factory=dict)
+    words: Mapping[str, str] = field(default_factory=dict)
+    hardcoded: tuple[str, ...] | None = None
+    unusual: str = ""
 
 
 class Sizes(Mapping):
@@ -283,7 +324,13 @@ class Exercise:
     `init(sizes, generator, dtype, **options)` and `batch(sizes, generator)` draw parameters and data from
     an explicit generator, so a seed reproduces them; `hidden` says, for configuration `index` of
     `count`, which drawn sizes it accepts and which init options it uses (a configuration with a tiny
-    activation variance, say); `given`: every name an answer cell may read besides gradients.
+    activation variance, say); `given`: every name an answer cell may read besides gradients;
+    `mistakes`: what the exercise knows of its students' mistakes, for naming them in feedback.
+    `demo`: where the class `backprop-ninja demo` simulates is, as `module:attribute` (empty: the
+    exercise has none): student -> "solved" (the reference answers), None (the released stubs) or
+    {grade id: answer cell} (the reference answers elsewhere). Named, not held, so that its answer
+    cells, some close to the references, are imported by the demo alone, never by the sandboxed child
+    or the student package.
     """
 
     name: str
@@ -301,6 +348,8 @@ class Exercise:
     assignment: str
     notebook: str
     settings: Mapping[str, object] = field(default_factory=dict)
+    mistakes: Mistakes = field(default_factory=Mistakes)
+    demo: str = ""
 
     # ----------------------------------------------------------------------- derived
     @property

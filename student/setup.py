@@ -15,7 +15,8 @@ from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-ENTRY = ("grader", "grader.check", "grader.data")  # what the notebook imports
+# What notebooks import: grader 0.1's paths (the released notebook's) and the ones they alias.
+NOTEBOOK_IMPORTS = ("grader", "grader.check", "grader.data", "grader.student.check")
 
 
 def _file(module: str) -> Path | None:
@@ -27,13 +28,25 @@ def _file(module: str) -> Path | None:
     return None
 
 
-def imported_modules(entry=ENTRY) -> list[str]:
-    """The entry modules and every grader module they import, however deep, with the packages that hold
-    them: read from the sources, so a module the self-check starts to import is in the next wheel
-    without anyone editing a list here (a hand-kept list went stale and the installed self-check failed
-    on import). What they pull in is guarded by the tests that search the built package for reference
-    answers."""
-    found, todo = set(), list(entry)
+def registered_exercises() -> tuple[str, ...]:
+    """The modules grader/exercise.py names in strings (`"grader.exercises.x:EXERCISE"`): its registry of
+    exercises, which the self-check loads by the course's name for one, an import no source spells out."""
+    strings = (n.value for n in ast.walk(ast.parse(_file("grader.exercise").read_text(encoding="utf-8")))
+               if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    modules = tuple(m for m in dict.fromkeys(s.partition(":")[0] for s in strings)
+                    if m.startswith("grader.") and _file(m) is not None)
+    if not modules:
+        raise SystemExit("grader/exercise.py registers no exercise: the self-check could load none")
+    return modules
+
+
+def imported_modules() -> list[str]:
+    """What notebooks import, the registered exercises and every grader module they import, however
+    deep, with the packages that hold them: read from the sources, so a module the self-check starts to
+    import is in the next wheel without anyone editing a list here (a hand-kept list went stale and the
+    installed self-check failed on import). What they pull in is guarded by the tests that search the
+    built package for reference answers."""
+    found, todo = set(), [*NOTEBOOK_IMPORTS, *registered_exercises()]
     while todo:
         name = todo.pop()
         if name in found or _file(name) is None:

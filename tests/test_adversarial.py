@@ -47,7 +47,7 @@ from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, 
 from grader.judge.compare import compare
 from grader.judge.configs import generate
 from grader.judge.exam import checks, prepare
-from grader.pipeline.extract import read as read_notebook
+from grader.extract import read as read_notebook
 from helpers.children import alive_with, kill_siblings, tracked_children
 from helpers.notebooks import markdown_cell, reference_sources, submission, write
 from helpers.paths import COURSE_FILE, ROOT
@@ -150,7 +150,7 @@ class World:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listener.setblocking(False)
         self.port = self.listener.getsockname()[1]
-        self.first_case = generate(self.canary["salt"], raw["configurations"])[0].name
+        self.first_case = generate("makemore-mlp", self.canary["salt"], raw["configurations"])[0].name
         self.subs = {k: self._dir(k) for k in ("honest", "mixed", "killer", "dos")}
         self.sources: dict[str, dict[str, str]] = {}
 
@@ -619,7 +619,7 @@ def test_a_static_check_flag_quotes_the_refused_line(world):
 
 def test_the_autograd_attacks_would_be_right_if_run():
     """Without the walls, each autograd cell of cheat-autograd would earn its points."""
-    case = next(c for c in (prepare(config) for config in generate("adversarial-autograd", 4)) if c.config.scored)
+    case = next(c for c in (prepare(config) for config in generate("makemore-mlp", "adversarial-autograd", 4)) if c.config.scored)
     cells = {**REFERENCE, **CHEAT_AUTOGRAD}
     for cell in ("dprobs", "dcounts_sum_inv", "dcounts_sum", "dnorm_logits", "dh"):
         answer = BY_GRADE_ID[cell]

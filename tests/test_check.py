@@ -246,3 +246,22 @@ def test_exercise4s_check_points_to_its_own_grade_ids(nb64, run):
 def test_a_name_of_the_students_own_gets_no_pointer(nb64, run):
     line = run(nb64.check, "dmine", -nb64.a["dh"], nb64.t["h"])
     assert "WRONG" in line and "backprop-ninja solution" not in line, line
+
+
+def test_a_part_given_by_keyword_is_the_same_check_as_grader_01s_exercise_keyword(nb64, run):
+    """`part=4` is the exercise API's spelling; the released notebook's `exercise=4` must keep its meaning."""
+    checks = (SelfCheck(n=SIZES.n, part=4), SelfCheck(n=SIZES.n, exercise=4))
+    lines = {run(check, "dC", 2 * nb64.a["dC"], nb64.t["C"]) for check in checks}
+    assert len(lines) == 1 and next(iter(lines)).endswith(" — stuck? " + POINTER.format("ex4_dC")), lines
+
+
+def test_the_exercise_is_the_one_named_or_the_one_the_course_settings_name():
+    from grader.exercise import ExerciseError, load
+
+    makemore = load("makemore-mlp")
+    named = SelfCheck(exercise="grader.exercises.makemore_mlp:EXERCISE", course={"exercise": "no-such-exercise"})
+    assert named.exercise is makemore and named.spec == "grader.exercises.makemore_mlp:EXERCISE"
+    assert SelfCheck(course={"exercise": "makemore-mlp"}).exercise is makemore
+    assert SelfCheck().exercise is makemore
+    with pytest.raises(ExerciseError, match="no-such-exercise"):
+        SelfCheck(course={"exercise": "no-such-exercise"})

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import pickle
 
 import pytest
 import torch
 
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID
 from grader.exercises.makemore_mlp.model import EPS, LECTURE, NETWORK, PARAMETERS
 from grader.exercises.makemore_mlp.model import shapes as model_shapes
@@ -35,7 +37,7 @@ COUNTS = {COURSE.secret_salt: COURSE.configurations, "test-salt-1": 4, "another 
 def batch(request):
     """(salt, configurations, prepared cases) for one salt."""
     salt = request.param
-    configs = generate(salt, COUNTS[salt])
+    configs = generate("makemore-mlp", salt, COUNTS[salt])
     return salt, configs, [prepare(c) for c in configs]
 
 
@@ -48,20 +50,20 @@ def scored(configs):
 
 
 def test_generate_is_deterministic_for_a_salt_and_differs_for_another():
-    first, again = generate("salt-one", 4), generate("salt-one", 4)
+    first, again = generate("makemore-mlp", "salt-one", 4), generate("makemore-mlp", "salt-one", 4)
     assert first == again
-    other = generate("salt-two", 4)
+    other = generate("makemore-mlp", "salt-two", 4)
     assert [(c.sizes, c.seed) for c in other] != [(c.sizes, c.seed) for c in first]
     assert {c.seed for c in scored(other)}.isdisjoint({c.seed for c in scored(first)})
     # The batch drawn from a config's seed is reproducible too.
     for c in first:
-        x1, y1 = c.batch(torch.Generator().manual_seed(c.seed))
-        x2, y2 = c.batch(torch.Generator().manual_seed(c.seed))
-        assert torch.equal(x1, x2) and torch.equal(y1, y2)
+        one = EXERCISE.batch(c.sizes, torch.Generator().manual_seed(c.seed))
+        two = EXERCISE.batch(c.sizes, torch.Generator().manual_seed(c.seed))
+        assert one.keys() == two.keys() and all(torch.equal(one[k], two[k]) for k in one)
 
 
 def test_prepare_is_deterministic():
-    config = generate("salt-one", 4)[1]
+    config = generate("makemore-mlp", "salt-one", 4)[1]
     a, b = prepare(config), prepare(config)
     for field in ("values", "truth", "random_upstream", "local"):
         da, db = getattr(a, field), getattr(b, field)
@@ -74,16 +76,16 @@ def test_scored_configs_and_one_unscored_lecture_probe(batch):
     assert len(configs) == COUNTS[salt] + 1
     assert len(scored(configs)) == COUNTS[salt] >= 4
     probes = [c for c in configs if not c.scored]
-    assert len(probes) == 1 and probes[0].sizes == LECTURE and probes[0].w1_scale == 1.0
+    assert len(probes) == 1 and probes[0].sizes == LECTURE and probes[0].options == ()
     assert len({c.name for c in configs}) == len(configs)
     assert len({c.seed for c in configs}) == len(configs)
 
 
 def test_the_probe_is_public_the_same_for_every_salt_while_the_scored_configs_are_not():
     """Feedback pages draw the probe's tensors: nothing drawn from it may depend on the secret salt."""
-    probes = {[c for c in generate(salt, COUNTS[salt]) if not c.scored][0] for salt in SALTS}
-    assert probes == {Config("lecture-sizes", LECTURE, PROBE_SEED, scored=False)}
-    scored_seeds = [{c.seed for c in scored(generate(salt, COUNTS[salt]))} for salt in SALTS]
+    probes = {[c for c in generate("makemore-mlp", salt, COUNTS[salt]) if not c.scored][0] for salt in SALTS}
+    assert probes == {Config("makemore-mlp", "lecture-sizes", LECTURE, PROBE_SEED, scored=False)}
+    scored_seeds = [{c.seed for c in scored(generate("makemore-mlp", salt, COUNTS[salt]))} for salt in SALTS]
     assert all(a.isdisjoint(b) for i, a in enumerate(scored_seeds) for b in scored_seeds[i + 1:])
     assert PROBE_SEED not in set().union(*scored_seeds)
 
@@ -103,7 +105,8 @@ def test_batches_repeat_indices_and_spread_targets(batch):
     assert any(c.sizes.n <= c.sizes.vocab for c in scored(configs))
     all_distinct = 0
     for config, case in zip(configs, cases):
-        Xb, Yb = config.batch(torch.Generator().manual_seed(config.seed))
+        drawn = EXERCISE.batch(config.sizes, torch.Generator().manual_seed(config.seed))
+        Xb, Yb = drawn["Xb"], drawn["Yb"]
         s = config.sizes
         assert Xb.shape == (s.n, s.block_size) and Yb.shape == (s.n,)
         assert Xb.dtype == Yb.dtype == torch.int64
@@ -122,7 +125,7 @@ def test_the_lecture_init_scales(batch):
     for config, case in zip(configs, cases):
         v, s = case.values, config.sizes
         assert all(v[p].dtype == torch.float64 for p in PARAMETERS)
-        w1_std = (5 / 3) / math.sqrt(s.block_size * s.n_embd) * config.w1_scale
+        w1_std = (5 / 3) / math.sqrt(s.block_size * s.n_embd) * config.init_options.get("w1_scale", 1.0)
         assert 0.7 < float(v["C"].std()) < 1.3, config.name
         assert 0.7 * w1_std < float(v["W1"].std()) < 1.3 * w1_std, config.name
         assert 0.07 < float(v["W2"].std()) < 0.13, config.name  # never 0: W2 = 0 hid 25 of 63 mistakes
@@ -153,11 +156,14 @@ def test_the_last_config_has_a_tiny_activation_variance_that_exposes_a_dropped_e
     assert compare(right, case.truth["dbnvar"], rtol=TOL.rtol, atol=TOL.atol, n=case.n).passed
 
 
-def test_config_is_a_frozen_value():
-    config = generate("salt-one", 4)[0]
+def test_config_is_a_frozen_value_that_pickles_naming_its_exercise():
+    """Configurations cross to Dask workers by pickle: the exercise travels as course.yml's spec string."""
+    config = generate("makemore-mlp", "salt-one", 4)[-2]
     assert isinstance(config, Config)
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.seed = 0
+    again = pickle.loads(pickle.dumps(config))
+    assert again == config and again.exercise == "makemore-mlp" and again.init_options == config.init_options
 
 
 # ---------------------------------------------------------------------------------------------

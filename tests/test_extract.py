@@ -1,4 +1,4 @@
-"""grader.pipeline.extract: submitted notebook -> answer cells by grade id, and the batch's notebooks on disk.
+"""grader.extract: submitted notebook -> answer cells by grade id, and the batch's notebooks on disk.
 
 Students move, add, copy and delete cells, and some submit files that are not notebooks at all: every
 such file must become one clear line of `error` (never an exception that stops the batch), and the
@@ -13,8 +13,8 @@ import re
 import nbformat
 import pytest
 
+from grader import extract
 from grader.exercises.makemore_mlp.answers import ANSWER_CELLS
-from grader.pipeline import extract
 from helpers.notebooks import (
     answer_cell,
     code_cell,
@@ -31,7 +31,7 @@ REFERENCE = reference_sources()
 
 
 def read(path):
-    return extract.read("student", path)
+    return extract.read("student", path, ANSWER_CELLS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,8 +280,8 @@ def test_reading_a_notebook_skips_the_iri_grammar_nbformat_never_uses(tmp_path):
     import sys
 
     path = write(tmp_path / "s.ipynb", submission())
-    code = ("import sys\nfrom pathlib import Path\nfrom grader.pipeline import extract\n"
-            f"s = extract.read('s', Path({str(path)!r}))\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom grader import extract\n"
+            f"s = extract.read('s', Path({str(path)!r}), ())\n"
             "assert s.error is None and s.cells, s\n"
             "assert sys.modules.get('rfc3987_syntax') is None\n")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -49,7 +49,7 @@ from helpers.paths import COURSE, COURSE_FILE, ROOT, STUB
 from solutions import reference
 
 ASSIGNMENT = COURSE.assignment
-PROBE = prepare(next(c for c in generate("any salt: the probe is public", 4) if not c.scored))
+PROBE = prepare(next(c for c in generate("makemore-mlp", "any salt: the probe is public", 4) if not c.scored))
 MARKUP = "<script>alert('ben')</script>"
 
 BEN = {

@@ -26,7 +26,7 @@ REFERENCE = reference_sources()
 
 @pytest.fixture(scope="module")
 def case():
-    return prepare(generate("fork-server-test-salt", 1)[0])
+    return prepare(generate("makemore-mlp", "fork-server-test-salt", 1)[0])
 
 
 def _status_line(pid: int, key: str) -> str:

@@ -30,7 +30,7 @@ from click.testing import CliRunner
 from grader.cli import main
 from grader.lms import nbgrader as nbgrader_plugin
 from grader.outputs import results
-from grader.pipeline.extract import MAX_NOTEBOOK_BYTES
+from grader.extract import MAX_NOTEBOOK_BYTES
 from grader.sandbox import static_check
 from helpers.notebooks import submission, write
 from helpers.paths import COURSE, COURSE_FILE, ROOT
@@ -332,7 +332,7 @@ def test_a_notebook_graded_on_its_own_cannot_read_the_notebooks_beside_it(tmp_pa
 
 def test_ids_are_stable_and_distinct_for_names_that_escape_alike(tmp_path):
     """Two different names never become one id, and the same tree always gives the same ids."""
-    from grader.pipeline.extract import discover
+    from grader.extract import discover
 
     (tmp_path / "a").mkdir()
     for name in (b"\xff.ipynb", b"\\xff.ipynb", b"\x1b.ipynb", b"\\x1b.ipynb"):

@@ -101,7 +101,7 @@ def places():
 
 @pytest.fixture(scope="module")
 def case():
-    return next(c for c in (prepare(config) for config in generate("isolation-test-salt", 4)) if c.config.scored)
+    return next(c for c in (prepare(config) for config in generate("makemore-mlp", "isolation-test-salt", 4)) if c.config.scored)
 
 
 @pytest.fixture(scope="module")

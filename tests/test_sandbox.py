@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, FORWARD_NAMES
 from grader.judge.compare import compare
 from grader.judge.configs import generate
@@ -30,13 +31,13 @@ REFERENCE = reference_sources()
 
 @pytest.fixture(scope="module")
 def cases():
-    return [prepare(c) for c in generate("sandbox-test-salt", 4)]
+    return [prepare(c) for c in generate("makemore-mlp", "sandbox-test-salt", 4)]
 
 
 def expected_keys(cases) -> set[tuple[str, str, str]]:
     """Every (grade id, check, case) the sandbox runs; it must include every check the suite scores."""
-    keys = {(g, LOCAL, case.config.name) for case in cases for g in sandbox.LOCAL_SCHEDULE}
-    keys |= {(g, CHAIN, case.config.name) for case in cases for g in sandbox.CHAIN_SCHEDULE}
+    keys = {(g, LOCAL, case.config.name) for case in cases for g in EXERCISE.local_schedule()}
+    keys |= {(g, CHAIN, case.config.name) for case in cases for g in EXERCISE.chain_schedule()}
     scored = {(a.grade_id, check, case.config.name) for case in cases for a in ANSWERS for check in checks(a)}
     assert scored <= keys
     return keys
@@ -426,7 +427,7 @@ def test_cells_slower_together_than_one_limit_are_not_stopped(cases):
     """Nine cells of 0.8 s in one exchange, each within its limit of 1 s and together past one limit and
     the grace: the child's announcements keep the parent waiting, and every answer arrives."""
     case = cases[0]
-    slow = [g for g in sandbox.LOCAL_SCHEDULE if g in ATOMIC][:9]
+    slow = [g for g in EXERCISE.local_schedule() if g in ATOMIC][:9]
     cells = {**REFERENCE, **{g: "import time\ntime.sleep(0.8)\n" + REFERENCE[g] for g in slow}}
     attempt, log, _ = logged_run(cells, [case], timeout=60, cell_timeout=1)
     assert attempt.error is None, attempt.error

@@ -104,9 +104,11 @@ def _engine_sources():
 
 
 # What would show the engine knows the makemore network: its tensor and parameter names (but the one-
-# and two-letter ones, which are ordinary words and loop variables), its function, exercise numbers.
+# and two-letter ones, which are loop variables, and those that are ordinary words), its function,
+# exercise numbers.
+ORDINARY = {"loss", "counts"}
 MAKEMORE_WORDS = sorted({*(n for n in (*MAKEMORE.network.parameters, *MAKEMORE.network.intermediates)
-                           if len(n) > 2 and n != "loss"),
+                           if len(n) > 2 and n not in ORDINARY),
                          *(f.name for f in MAKEMORE.functions), "makemore"})
 PATTERN = re.compile(r"\b(" + "|".join(map(re.escape, MAKEMORE_WORDS)) + r"|d(?:" +
                      "|".join(map(re.escape, MAKEMORE.network.intermediates)) + r")|ex[1-4]_\w*|exercise [1-4])\b")

@@ -16,7 +16,7 @@ from grader.judge import suite
 from grader.judge.compare import compare
 from grader.judge.configs import generate
 from grader.judge.exam import CHAIN, LOCAL, checks, prepare, prepare_training
-from grader.pipeline import extract
+from grader import extract
 from grader.sandbox import parent as sandbox
 from helpers.notebooks import reference_sources
 from helpers.paths import COURSE, ROOT
@@ -68,7 +68,7 @@ ATTACKS = {
 
 @pytest.fixture(scope="module")
 def cases():
-    configs = generate("second-lock-salt", 2)
+    configs = generate("makemore-mlp", "second-lock-salt", 2)
     return [prepare(c) for c in configs]
 
 
@@ -174,9 +174,9 @@ def _counted_run(cells, cases, training):
     runs = []
     real = sandbox._evidence
 
-    def counted(header, training_):
+    def counted(header, *context):
         runs.append((header.get("grade_id"), header.get("case"), header.get("check")))
-        return real(header, training_)
+        return real(header, *context)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sandbox, "_evidence", counted)

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from grader import material
 from grader.cli import main
+from grader.exercise import load
 from grader.exercises.makemore_mlp.answers import ANSWERS, BY_GRADE_ID, EX4_CELL
 from grader.exercises.makemore_mlp.model import PARAMETERS, Sizes, forward
 from grader.student import solution
@@ -22,6 +23,7 @@ from helpers.notebooks import submission, write
 from helpers.paths import ROOT, SOLVED, STUB
 from solutions import make_notebooks, reference
 
+EXERCISE = load("makemore-mlp")
 EX4_STUB = next(c.source for c in nbformat.read(STUB, as_version=4).cells
                 if c.metadata.get("nbgrader", {}).get("grade_id") == EX4_CELL)
 WRONG_DPROBS = "dprobs = 1.0 / probs\n"
@@ -148,7 +150,7 @@ def test_the_released_exercise4_stub_opens_nothing(tmp_path):
 ], ids=["stub", "expression", "returns-None", "reassigned", "syntax-error", "restructured", "empty",
         "no-function"])
 def test_what_counts_as_an_attempt_in_exercise4(source, attempted):
-    assert (solution.blank_reason(BY_GRADE_ID["ex4_dW1"], source) is None) == attempted
+    assert (solution.blank_reason(EXERCISE, BY_GRADE_ID["ex4_dW1"], source) is None) == attempted
 
 
 @pytest.mark.parametrize("source, attempted", [
@@ -161,13 +163,13 @@ def test_what_counts_as_an_attempt_in_exercise4(source, attempted):
     ("dC, other = None, None\n", False),
 ], ids=["stub", "comment-only", "assigned", "into-a-blank", "in-place", "syntax-error", "tuple-of-None"])
 def test_what_counts_as_an_attempt_in_exercise1(source, attempted):
-    assert (solution.blank_reason(BY_GRADE_ID["dC"], source) is None) == attempted
+    assert (solution.blank_reason(EXERCISE, BY_GRADE_ID["dC"], source) is None) == attempted
 
 
 @pytest.mark.parametrize("param", PARAMETERS)
 def test_exercise4_lines_shown_compute_the_gradient_on_their_own(param, make_batch):
     """The statements shown for one parameter, run alone, give the reference function's gradient."""
-    ref = solution.reference(BY_GRADE_ID[f"ex4_d{param}"], SOLVED)
+    ref = solution.reference(EXERCISE, BY_GRADE_ID[f"ex4_d{param}"], SOLVED)
     body = "\n".join(line for step in ref.steps for line in step.code)
     namespace = {"torch": torch, "F": F}
     exec(f"def part(params, cache, Yb):\n{textwrap.indent(body, '    ')}\n    return d{param}\n", namespace)
@@ -184,8 +186,8 @@ def test_exercise4_lines_shown_compute_the_gradient_on_their_own(param, make_bat
 
 def full_reference(answer):
     if answer.cell_id != EX4_CELL:
-        return solution.reference(answer, SOLVED).steps
-    shown = [solution.reference(a, SOLVED) for a in ANSWERS if a.cell_id == EX4_CELL]
+        return solution.reference(EXERCISE, answer, SOLVED).steps
+    shown = [solution.reference(EXERCISE, a, SOLVED) for a in ANSWERS if a.cell_id == EX4_CELL]
     steps = list({step.code: step for ref in shown for step in ref.steps}.values())  # each parse is new
     assert sum(len(s.statements) for s in steps) == shown[0].total, "a statement of manual_backward never shown"
     return steps

@@ -415,7 +415,7 @@ def test_autograd_that_got_past_the_check_would_be_caught_at_run_time():
     }
     for grade_id in ("dprobs", "dbnvar_inv"):
         assert check(cells[grade_id]) is not None  # both once got past the check: the run-time layer is the backstop
-    case = next(c for c in (prepare(config) for config in generate("static-check-test", 4)) if c.config.scored)
+    case = next(c for c in (prepare(config) for config in generate("makemore-mlp", "static-check-test", 4)) if c.config.scored)
     attempt = sandbox.run(cells, [case], sandbox.Limits(timeout=60, cell_timeout=10))
     assert attempt.error is None, attempt.error
     for grade_id in ("dprobs", "dbnvar_inv"):

@@ -105,6 +105,16 @@ def test_no_command_prints_a_reference_answer(student_env, tmp_path):
     assert done.returncode == 0 and str(venv) in done.stdout, done.stderr
 
 
+def test_the_wheel_holds_no_wall_no_child_and_no_fork_server(student_env):
+    """A student's machine runs no sandbox: the walls, the child and the fork server stay with the grader
+    (the self-check shares the static check, to refuse what the grader refuses, and no more)."""
+    _, wheel = student_env
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "grader/sandbox/static_check.py" in names
+    walls = {f"grader/sandbox/{m}.py" for m in ("jail", "landlock", "seccomp", "child", "zygote", "parent")}
+    assert names & walls == set(), sorted(names & walls)
+
+
 def test_the_student_environment_holds_no_reference_answer(student_env):
     """Every file of the environment and the wheel, searched for the reference answers' lines and their
     distinctive fragments, the solution markers and the hidden suite's text; and no notebook or suite
@@ -112,7 +122,7 @@ def test_the_student_environment_holds_no_reference_answer(student_env):
     `n / (n - 1)`, is a named mistake there, not an answer, and a bare torch name such as `index_add` is
     one the static check's allowlist spells out; both are left out of the search.)"""
     venv, wheel = student_env
-    hints = "".join((ROOT / "grader" / f"{name}.py").read_text(encoding="utf-8")
+    hints = "".join((ROOT / "grader" / "judge" / f"{name}.py").read_text(encoding="utf-8")
                     for name in ("diagnose", "neighbourhood"))
     names = static_check.TORCH | static_check.ATTRIBUTES
     wanted = (*SOLUTION_LINES, *(d for d in DISTINCTIVE if d not in hints and d not in names), "BEGIN SOLUTION",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader.judge import suite
-from grader.pipeline import extract
+from grader import extract
 from grader.sandbox import parent as sandbox
 
 TOY_CONFTEST = '''
@@ -113,3 +113,23 @@ def test_a_suite_that_cannot_be_collected_is_an_error_not_an_empty_result(tmp_pa
     (autotests / "test_broken.py").write_text("def test_x(:\n")
     with pytest.raises(RuntimeError, match="could not be collected"):
         suite.run(_batch(["right"]), [], None, None, autotests)
+
+
+def test_a_suite_reads_the_course_when_it_is_collected(tmp_path):
+    """A suite parametrizes its tests by the course's grade ids before any fixture exists: the plugin
+    puts the course in the config's stash (suite.COURSE) when pytest is configured."""
+    autotests = _toy(tmp_path)
+    (autotests / "conftest.py").write_text(
+        "from grader.judge.suite import COURSE\n\n"
+        "def pytest_generate_tests(metafunc):\n"
+        "    metafunc.parametrize('grade_id', metafunc.config.stash[COURSE].grade_ids)\n")
+    (autotests / "test_toy.py").unlink()
+    # Its own module name: pytest's importlib mode reuses a module of the same name an earlier session
+    # of this process imported.
+    (autotests / "test_by_course.py").write_text("def test_chain(grade_id, each):\n    each(lambda graded: None)\n")
+
+    class Course:
+        grade_ids = ("dW", "db")
+
+    results = suite.run(_batch(["right"]), [], None, Course(), autotests)
+    assert sorted(results["right"]) == [("dW", "chain"), ("db", "chain")]

@@ -289,17 +289,8 @@ def test_the_static_check_accepts_every_reference_answer(name):
         assert static_check.check(source) is None, (name, cell, static_check.check(source))
 
 
-# Natural answers to the variants' new steps that the default allowlist refuses today: each needs a name
-# added to grader/sandbox/static_check.py's allowlists (torch.relu beside the allowed torch.tanh and
-# torch.sigmoid; heaviside, ReLU's derivative by name; torch.greater, torch.gt's alias; torch.pi for GELU's
-# constant). Strict: once the allowlist has them, these pass and the mark must go.
-NEEDS_ALLOWLIST = "the static check's allowlist must add this name"
-
-
-def _refused_today(source: str):
-    return pytest.param(source, marks=pytest.mark.xfail(reason=NEEDS_ALLOWLIST, strict=True))
-
-
+# Natural answers to the variants' new steps, as students write them: relu, heaviside and greater by name,
+# torch.pi for GELU's constant, besides comparisons, where, masks and the tensor methods.
 @pytest.mark.parametrize("source", [
     "dhpreact = (hpreact > 0) * dh",
     "dhpreact = (hpreact > 0).float() * dh",
@@ -311,14 +302,14 @@ def _refused_today(source: str):
     "dhpreact = dh.clone()\ndhpreact[hpreact <= 0] = 0",
     "dhpreact = F.relu(hpreact).sign() * dh",
     "dhpreact = torch.clamp(hpreact, min=0).sign() * dh",
-    _refused_today("dhpreact = torch.relu(hpreact).sign() * dh"),
-    _refused_today("dhpreact = torch.heaviside(hpreact, torch.zeros_like(hpreact)) * dh"),
-    _refused_today("dhpreact = hpreact.heaviside(torch.zeros_like(hpreact)) * dh"),
-    _refused_today("dhpreact = torch.greater(hpreact, 0) * dh"),
+    "dhpreact = torch.relu(hpreact).sign() * dh",
+    "dhpreact = torch.heaviside(hpreact, torch.zeros_like(hpreact)) * dh",
+    "dhpreact = hpreact.heaviside(torch.zeros_like(hpreact)) * dh",
+    "dhpreact = torch.greater(hpreact, 0) * dh",
     "dhpreact = torch.sigmoid(hpreact) * (1 - torch.sigmoid(hpreact)) * dh",
     "dhpreact = F.sigmoid(hpreact) * (1 - F.sigmoid(hpreact)) * dh",
     "dhcube = math.sqrt(2 / math.pi) * 0.044715 * dhinner",
-    _refused_today("dhcube = (2 / torch.pi) ** 0.5 * 0.044715 * dhinner"),
+    "dhcube = (2 / torch.pi) ** 0.5 * 0.044715 * dhinner",
     "dhinner = (1 - torch.tanh(hinner) ** 2) * dhtanh",
     "dhinner = torch.cosh(hinner) ** -2 * dhtanh",
     "dlnvar_inv = (lndiff * dlnraw).sum(dim=-1, keepdim=True)",

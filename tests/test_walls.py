@@ -46,7 +46,7 @@ LIMITS = dict(timeout=60, cell_timeout=10)
 
 @pytest.fixture(scope="module")
 def case():
-    return next(c for c in (prepare(config) for config in generate("walls-test-salt", 4)) if c.config.scored)
+    return next(c for c in (prepare(config) for config in generate("makemore-mlp", "walls-test-salt", 4)) if c.config.scored)
 
 
 def _probe(body: str) -> str:
@@ -664,7 +664,7 @@ from grader.sandbox import parent as sandbox
 from grader.judge.configs import generate
 from grader.judge.exam import prepare
 from helpers.notebooks import reference_sources
-case = prepare(generate("walls-user-salt", 1)[0])
+case = prepare(generate("makemore-mlp", "walls-user-salt", 1)[0])
 cells = {{**reference_sources(), **json.loads(sys.argv[1])}}
 attempt = sandbox.run(cells, [case], sandbox.Limits(**json.loads(sys.argv[2])))
 print(json.dumps({{"error": attempt.error, "isolation": attempt.isolation,

@@ -2,7 +2,7 @@
 hidden grader, so a student never sees a tensor pass one and fail the other.
 
 Stricter than the lecture's `cmp`: that one broadcast and never looked at shapes, so five wrong-shape
-answers passed it (NOTES §1). Here the answer must be a plain floating tensor of exactly the expected
+answers passed it. Here the answer must be a plain floating tensor of exactly the expected
 shape, finite, and close with both rtol and atol.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from grader.exercise import ATOMIC, FUNCTION, NAMESPACE, Answer, Exercise, load
 from grader.judge.diagnose import diagnose, name
-from grader.exercises.makemore_mlp.answers import EX4_CACHE
 
 MATCH, APPROXIMATE, BLANK, SQUEEZABLE, WRONG = "exact", "approximate", "blank", "squeezable", "wrong"
 
@@ -74,9 +74,6 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
 
 # --- one answer on every configuration: the verdict the grader and the self-check share -------------
 
-ALLOWED_NAMES = ("answer cells may use only the parameters, Xb, Yb, n, the forward intermediates by their "
-                 "lecture names, torch, F and variables assigned by earlier answer cells of exercise 1")
-
 STATUS_TEXT = {
     "blank": "not attempted yet",
     "missing": "no answer cell",
@@ -127,6 +124,35 @@ def _public(outcome, case, cases, outcomes) -> tuple[dict, frozenset]:
     return outcome.detail, hidden_sizes(tuple(c.config for c in cases if c.config.scored))
 
 
+def _and(words, last: str = "and") -> str:
+    words = list(words)
+    return ", ".join(words[:-1]) + f" {last} " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def _allowed(exercise: Exercise) -> str:
+    """What an answer cell may read, for a cell that read something else."""
+    net = exercise.network
+    names = ["the parameters", *net.data, *net.sizes, "the forward intermediates by their lecture names", *NAMESPACE]
+    parts = sorted({str(a.part) for a in exercise.answers if a.kind == ATOMIC})
+    if parts:
+        names.append(f"variables assigned by earlier answer cells of exercise {_and(parts)}")
+    return "answer cells may use only " + _and(names)
+
+
+def _function_hint(exercise: Exercise, answer: Answer, error_type: str) -> str | None:
+    """What a function's cell may read, for one that read something else: its arguments, and exactly
+    what each dict argument holds beyond the parameters (which the notebook names everywhere)."""
+    function = exercise.function_of(answer)
+    if function is None:
+        return None
+    if error_type == "NameError":
+        return f"{function.name} may use only its arguments, {_and(NAMESPACE)}"
+    dicts = [argument for argument in function.arguments if not isinstance(argument, str)]
+    held = [f"the {label} holds exactly: {', '.join(names)}" for label, names in dicts
+            if tuple(names) != exercise.network.parameters]
+    return "; ".join(held) if error_type == "KeyError" and held else None
+
+
 @dataclass(frozen=True)
 class Failure:
     kind: str  # the comparison's status ("wrong", "squeezable", "blank") or the outcome's ("error", ...)
@@ -134,25 +160,26 @@ class Failure:
     mistake: str = ""  # the named mistake, or the hints, for the class report
 
 
-def outcome_text(outcome, answer, catalogue=None, hints: str = "named", *, shown: dict | None = None,
-                 hidden: frozenset[int] = frozenset()) -> Failure:
+def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", *, exercise: Exercise | None = None,
+                 shown: dict | None = None, hidden: frozenset[int] = frozenset()) -> Failure:
     """The failure of an outcome that is not a tensor. `catalogue(error=...)` may name the mistake that
     raises this very error. `shown`: the detail the student may see (see _public), with the sizes in
-    `hidden` masked."""
+    `hidden` masked. `exercise`: the answer's; the hidden suites of grader 0.1 give none, and graded
+    the default one."""
+    exercise = exercise or load()
     shown = {k: masked(v, hidden) for k, v in (outcome.detail if shown is None else shown).items()}
     if outcome.status == "error":
         where = f" on line {outcome.detail['line']}" if outcome.detail.get("line") else ""
         text = f"{outcome.detail['error_type']}{where}: {shown['error']}"
         named = catalogue(error=(outcome.detail["error_type"], outcome.detail["error"])) if catalogue else None
         mistake = named or ""
+        reads = _function_hint(exercise, answer, outcome.detail["error_type"]) if answer.kind == FUNCTION else None
         if named and hints != "none":
             text += f"; {named}"
-        elif outcome.detail["error_type"] == "NameError" and answer.exercise == 4:
-            text += " (manual_backward may use only its arguments, torch and F)"
+        elif reads:
+            text += f" ({reads})"
         elif outcome.detail["error_type"] == "NameError":
-            text += f" (uses a variable the answer cells do not have: {ALLOWED_NAMES})"
-        elif outcome.detail["error_type"] == "KeyError" and answer.exercise == 4:
-            text += f" (the cache holds exactly: {', '.join(EX4_CACHE)})"
+            text += f" (uses a variable the answer cells do not have: {_allowed(exercise)})"
         elif "cannot be multiplied" in outcome.detail["error"]:
             mistake = "the shapes of a matrix product do not fit (a transpose is probably missing or misplaced)"
             if hints != "none":
@@ -171,7 +198,7 @@ def outcome_text(outcome, answer, catalogue=None, hints: str = "named", *, shown
 def _verdict(outcome, case, answer, check, tol) -> Verdict | None:
     if outcome is None or outcome.status != "tensor":
         return None
-    return compare(outcome.tensor, case.expected(answer, check), rtol=tol.rtol, atol=tol.atol, n=case.n)
+    return compare(outcome.tensor, case.expected(answer, check), rtol=tol.rtol, atol=tol.atol)
 
 
 def _configurations(cases, wrong_on) -> str:
@@ -179,11 +206,25 @@ def _configurations(cases, wrong_on) -> str:
     scored = [c for c in cases if c.config.scored]
     if len(wrong_on) == len(scored) or not wrong_on:
         return ""
-    if all(c.config.w1_scale != 1.0 for c in wrong_on):
-        return ("; right on every configuration except the one whose hidden activations have a tiny variance "
-                "(comparable to batch norm's eps)")
+    unusual = wrong_on[0].exercise.mistakes.unusual
+    if unusual and all(c.config.options for c in wrong_on):
+        return f"; right on every configuration except the one {unusual}"
     # The hidden configurations' sizes are not shown: only that they differ.
     return f"; right on {len(scored) - len(wrong_on)} of the {len(scored)} hidden configurations and wrong on the others"
+
+
+SHAPES = "the tensors' shapes"
+
+
+def _lecture_only(probe) -> str:
+    """For an answer right on the lecture-sized probe alone: it hard-codes a lecture size."""
+    exercise = probe.exercise
+    sizes = exercise.network.size_values(probe.values)
+    shown = f" ({', '.join(f'{k}={v}' for k, v in sizes.items())})" if sizes else ""
+    named = exercise.mistakes.hardcoded
+    numbers = dict.fromkeys(str(exercise.lecture[k]) for k in (exercise.lecture if named is None else named))
+    return (f"; right for the lecture's sizes{shown} but wrong for every other size: something in the cell depends "
+            f"on the sizes; use {_and([*sizes, SHAPES])}, never {_and(numbers, 'or')}")
 
 
 def _shown(verdict: Verdict, case, cases, outcomes, answer, check: str, tol) -> Verdict:
@@ -220,7 +261,8 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
         if outcome.status != "tensor":
             named = (lambda case=case, **kw: catalogue(case, **kw)) if catalogue else None
             shown, hidden = _public(outcome, case, cases, outcomes)
-            failures.append((case, outcome_text(outcome, answer, named, hints, shown=shown, hidden=hidden)))
+            failures.append((case, outcome_text(outcome, answer, named, hints, exercise=case.exercise, shown=shown,
+                                                hidden=hidden)))
             continue
         verdict = _verdict(outcome, case, answer, check, tol)
         if not verdict.passed:
@@ -237,9 +279,9 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
         if first.status == WRONG and hints != "none":
             tensors = [(c, outcomes[c.config.name].tensor) for c in cases
                        if getattr(outcomes.get(c.config.name), "status", None) == "tensor"]
-            # Exercise 4's catalogue names a fused step's mistake on every parameter it reaches: more
-            # specific than a factor the search finds on one parameter, so it goes first there.
-            first_catalogue = catalogue is not None and answer.exercise == 4
+            # For a function's answer the catalogue names a fused step's mistake on every gradient it
+            # reaches: more specific than a factor the search finds on one gradient, so it goes first there.
+            first_catalogue = catalogue is not None and answer.kind == FUNCTION
             if first_catalogue:
                 mistake = catalogue(case, tensor=outcomes[case.config.name].tensor) or ""
             mistake = mistake or name(tensors, answer, check, tol.rtol, tol.atol) or ""
@@ -255,8 +297,7 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
     if kind != BLANK and not named and probe_verdict is not None and probe_verdict.passed and \
             len(wrong_on) == len([c for c in cases if c.config.scored]):
         mistake = "; ".join(filter(None, [mistake, "depends on the lecture's sizes"]))
-        feedback += (f"; right for the lecture's sizes (n={probe.n}) but wrong for every other size: something "
-                     "in the cell depends on the sizes; use n and the tensors' shapes, never 32, 27 or 64")
+        feedback += _lecture_only(probe)
     elif kind != BLANK and not named:
         feedback += _configurations(cases, wrong_on)
     if check != "chain":

@@ -1,10 +1,9 @@
-"""The hidden configurations: sizes, seeds and batches drawn from the course's secret salt.
+"""The hidden configurations: sizes, seeds and init options drawn from the course's secret salt, for
+any exercise.
 
-Each rule is here because a real wrong answer passed without it (NOTES §2): sizes unlike the
-lecture's and unlike each other catch hard-coded numbers and swapped dimensions, repeated indices in
-Xb catch an embedding gradient that overwrites instead of accumulating, distinct targets and the
-lecture's nonzero init keep mistakes from cancelling, and one configuration with a tiny activation
-variance makes a dropped eps visible.
+Sizes unlike the lecture's and unlike each other catch hard-coded numbers and swapped dimensions;
+what else a configuration must hold to catch a mistake (a batch whose targets are all distinct, an init
+that makes a dropped constant visible) is the exercise's to say, through `Exercise.hidden`.
 """
 from __future__ import annotations
 
@@ -12,34 +11,33 @@ import hashlib
 import random
 from dataclasses import dataclass
 
-import torch
+from grader.exercise import Exercise, Sizes, load
 
-from grader.exercises.makemore_mlp.model import LECTURE, Sizes
-
-RANGES = {"n": (8, 40), "vocab": (11, 41), "block_size": (2, 6), "n_embd": (4, 17), "n_hidden": (12, 72)}
-SMALL_VARIANCE_W1_SCALE = 3e-3  # makes the batch variance of hprebn comparable to eps = 1e-5
 # The probe's seed is public (the lecture's): its job, catching hard-coded lecture sizes, needs no
 # secret, and so whatever is drawn from it (the feedback page's pictures) shows nothing hidden.
 PROBE_SEED = 2147483647
+# Draws before an exercise's ranges are taken to admit no configuration (an exercise's mistake, which
+# must stop the grader with a message rather than hang it); a workable exercise needs a handful.
+MAX_DRAWS = 10_000
 
 
 @dataclass(frozen=True)
 class Config:
+    """One configuration. It names its exercise by the spec string course.yml gives (`load` resolves
+    it), not by the value, and holds its init options as (name, value) pairs: a Config crosses to
+    Dask workers by pickle, and an exercise's functions do not pickle."""
+
+    exercise: str
     name: str
     sizes: Sizes
     seed: int
-    w1_scale: float = 1.0
+    options: tuple[tuple[str, object], ...] = ()
     scored: bool = True
 
-    def batch(self, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        s = self.sizes
-        Xb = torch.randint(0, s.vocab, (s.n, s.block_size), generator=generator)
-        if Xb.unique().numel() == Xb.numel():
-            Xb[-1, -1] = Xb[0, 0]
-        order = torch.randperm(s.vocab, generator=generator)
-        Yb = order.repeat(s.n // s.vocab + 1)[: s.n]
-        Yb = Yb[torch.randperm(s.n, generator=generator)]
-        return Xb, Yb
+    @property
+    def init_options(self) -> dict:
+        """What `Exercise.init` is called with beyond the sizes, generator and dtype."""
+        return dict(self.options)
 
 
 def _rng(salt: str, label: str) -> random.Random:
@@ -47,30 +45,36 @@ def _rng(salt: str, label: str) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def _sizes(rng: random.Random, targets_distinct: bool) -> Sizes:
-    lecture = set(LECTURE.values())
-    while True:
-        picked = {k: rng.randrange(*RANGES[k]) for k in RANGES}
+def _drawn(exercise: Exercise, rng: random.Random, index: int, count: int) -> tuple[Sizes, dict]:
+    """Sizes all different from one another and from every lecture size, that the exercise accepts for
+    configuration `index` of `count`, with the init options it gives them."""
+    lecture = set(exercise.lecture.values())
+    for _ in range(MAX_DRAWS):
+        picked = {k: rng.randrange(*bounds) for k, bounds in exercise.ranges.items()}
         values = list(picked.values())
         if len(set(values)) < len(values) or lecture.intersection(values):
             continue
-        if targets_distinct and picked["n"] > picked["vocab"]:
-            continue
-        return Sizes(**picked)
+        sizes = Sizes(**picked)
+        options = exercise.hidden(index, count, sizes)
+        if options is not None:
+            return sizes, options
+    raise ValueError(f"exercise {exercise.name}: no sizes drawn from its ranges in {MAX_DRAWS} tries suit "
+                     f"configuration {index + 1} of {count} (all different, none a lecture size, and accepted "
+                     "by its `hidden`)")
 
 
-def generate(salt: str, count: int) -> list[Config]:
-    """`count` scored configurations, plus an unscored lecture-sized probe.
+def generate(exercise: str, salt: str, count: int) -> list[Config]:
+    """`count` scored configurations of the exercise course.yml names (`exercise`, its spec string),
+    plus an unscored lecture-sized probe.
 
     The probe is what lets feedback say "right for the lecture's sizes but not for the others": an answer
     that matches there and nowhere else hard-codes a lecture size. It is the same for every salt.
     """
+    value = load(exercise)
     configs = []
     for i in range(count):
         rng = _rng(salt, f"config{i}")
-        # The first batch is no larger than its vocabulary, so that all its targets are distinct.
-        sizes = _sizes(rng, targets_distinct=i == 0)
-        w1_scale = SMALL_VARIANCE_W1_SCALE if i == count - 1 else 1.0
-        configs.append(Config(f"config{i + 1}", sizes, rng.getrandbits(63), w1_scale))
-    configs.append(Config("lecture-sizes", LECTURE, PROBE_SEED, scored=False))
+        sizes, options = _drawn(value, rng, i, count)
+        configs.append(Config(exercise, f"config{i + 1}", sizes, rng.getrandbits(63), tuple(sorted(options.items()))))
+    configs.append(Config(exercise, "lecture-sizes", value.lecture, PROBE_SEED, scored=False))
     return configs

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
+from grader.exercise import ATOMIC, FUNCTION, Answer, Exercise
 from grader.judge import neighbourhood
 from grader.judge.exam import CHAIN, Case
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID, Answer
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> bool:
@@ -43,7 +43,7 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
     except RuntimeError:
         spread = None
     if spread is not None and _close(spread, want, rtol, atol):
-        # e.g. 1/(n-1) * dbnvar, (1, H), for dbndiff2, (n, H): every row of the gradient is that row.
+        # e.g. a gradient of shape (1, H) given where it is (n, H) with every row that one row.
         return [f"broadcast to {_shape(ws)} its values are right: a gradient has its tensor's full shape, not one "
                 f"that broadcasts to it"]
     if got.dim() == 2 and gs == ws[::-1]:
@@ -124,14 +124,22 @@ def _constant(got: torch.Tensor, want: torch.Tensor, atol: float) -> float | Non
     return c
 
 
+def counterpart(exercise: Exercise, answer: Answer) -> tuple[Answer, str] | None:
+    """For a function's answer, the atomic answer of the same tensor and its CHAIN check: a gradient a
+    function returns makes the same mistakes as the one-step cell of that tensor, so it is named with
+    that cell's neighbourhood and catalogue, on the true upstream gradients."""
+    if answer.kind != FUNCTION:
+        return None
+    atomic = next((a for a in exercise.answers if a.kind == ATOMIC and a.source == answer.source), None)
+    return (atomic, CHAIN) if atomic else None
+
+
 def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, rtol: float, atol: float) -> str | None:
     """The mistake the answer's values equal on every configuration given, in a sentence about the
-    student's code; None when no candidate fits them all. A parameter's gradient in exercise 4 makes
-    exercise 1's mistakes: it is searched in exercise 1's neighbourhood, with the true upstream."""
-    if answer.exercise == 4:
-        variable, answer, check = answer.variable, BY_GRADE_ID["d" + answer.source], CHAIN
-    else:
-        variable = answer.variable
+    student's code; None when no candidate fits them all."""
+    variable = answer.variable
+    if tensors:
+        answer, check = counterpart(tensors[0][0].exercise, answer) or (answer, check)
     keys: list[str] | None = None
     sentences: dict[str, str] = {}
     constants = []
@@ -147,7 +155,7 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
         constants.append(_constant(got, want.to(torch.float64), atol) if got.shape == want.shape else None)
     if keys:
         sentence = sentences[keys[0]]
-        return sentence if sentence.startswith(("the ", "a ")) else f"your {variable} {sentence}"
+        return sentence if sentence.startswith(("the ", "a ", "an ")) else f"your {variable} {sentence}"
     if constants and None not in constants and max(constants) - min(constants) <= 1e-6 * abs(constants[0]):
         return f"your {variable} is {constants[0]:.4g} times the right value on every configuration"
     return None

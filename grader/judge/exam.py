@@ -2,9 +2,9 @@
 forward pass, the true gradients, random upstream gradients and the local answers they imply.
 
 CHAIN runs an answer cell with every upstream gradient replaced by its true value (teacher forcing),
-so a wrong `dprobs` costs nothing further down. LOCAL runs it with random upstream gradients, which
-exposes what the true chain hides: a missing max branch (dlogit_maxes is ~0), `db1 = 0`, or an answer
-recomputed with autograd.
+so one wrong gradient costs nothing further down. LOCAL runs it with random upstream gradients, which
+exposes what the true chain hides: a branch whose true gradient is almost zero left out, a gradient
+that is zero only for the true upstream, or an answer recomputed with autograd.
 """
 from __future__ import annotations
 
@@ -13,13 +13,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from grader.exercise import Exercise, load
+from grader.exercise import ATOMIC, CHAIN, FUSED, LOCAL, Answer, Exercise, load
 from grader.judge.configs import Config
-from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, FORWARD_NAMES, Answer
-from grader.exercises.makemore_mlp.model import NETWORK, PARAMETERS, forward, init_params
 from grader.judge.oracle import block_vjp, chain_gradients, local_vjp
-
-CHAIN, LOCAL = "chain", "local"
 
 
 def checks(answer: Answer) -> tuple[str, ...]:
@@ -38,11 +34,18 @@ class Case:
 
     @property
     def n(self) -> int:
+        """The size named `n`: hidden suites written for grader 0.1 read it (new code reads `sizes`)."""
         return self.config.sizes.n
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """The plain numbers an answer cell may read beside the tensors (the batch's size, say)."""
+        network = self.exercise.network
+        return network.size_values({k: self.values[k] for k in network.data})
 
     def student_view(self) -> dict[str, torch.Tensor]:
         """The forward pass as an answer cell sees it: no loss, no gradients."""
-        return {k: self.values[k] for k in FORWARD_NAMES if k != "n"}
+        return {k: self.values[k] for k in self.exercise.given if k not in self.exercise.network.sizes}
 
     def upstream(self, answer: Answer, check: str) -> dict[str, torch.Tensor]:
         source = self.truth if check == CHAIN else self.random_upstream
@@ -53,39 +56,46 @@ class Case:
 
 
 def prepare(config: Config) -> Case:
+    exercise = load(config.exercise)
     g = torch.Generator().manual_seed(config.seed)
-    params = init_params(config.sizes, g, torch.float64, config.w1_scale)
-    Xb, Yb = config.batch(g)
-    return case_of(config, params, Xb, Yb, g)
+    params = exercise.init(config.sizes, g, torch.float64, **config.init_options)
+    return case_of(config, params, exercise.batch(config.sizes, g), g)
 
 
-def case_of(config: Config, params: dict[str, torch.Tensor], Xb: torch.Tensor, Yb: torch.Tensor,
+def case_of(config: Config, params: dict[str, torch.Tensor], data: dict[str, torch.Tensor],
             g: torch.Generator) -> Case:
-    """The case of given parameters and batch: the notebook's self-check builds one from its own."""
-    values = forward(params, Xb, Yb)
-    truth = chain_gradients(NETWORK, params, {"Xb": Xb, "Yb": Yb})
+    """The case of given parameters and data: the notebook's self-check builds one from its own."""
+    exercise = load(config.exercise)
+    network = exercise.network
+    values = {k: v for k, v in network.forward(params, data).items() if k not in network.sizes}
+    truth = chain_gradients(network, params, data)
+    # Drawn in the notebook's order of the atomic answers, from the configuration's generator: the same
+    # random upstream gradients for every submission.
     random_upstream = {
-        name: torch.randn(truth[name].shape, generator=g, dtype=torch.float64) for name in ATOMIC
+        gradient: torch.randn(truth[gradient].shape, generator=g, dtype=torch.float64)
+        for gradient in ("d" + a.source for a in exercise.answers if a.kind == ATOMIC)
     }
     local = {}
-    for answer in ANSWERS:
-        if answer.exercise == 1 and answer.local_upstream:
+    for answer in exercise.answers:
+        if answer.kind == ATOMIC and answer.local_upstream:
             upstream = {name[1:]: random_upstream[name] for name in answer.local_upstream}
-            local[answer.grade_id] = local_vjp(NETWORK, values, answer.source, upstream)
-    local["ex3_dhprebn"] = block_vjp(NETWORK, values, "hprebn", "hpreact", random_upstream["dhpreact"])
+            local[answer.grade_id] = local_vjp(network, values, answer.source, upstream)
+        elif answer.kind == FUSED and answer.sink is not None:
+            local[answer.grade_id] = block_vjp(network, values, answer.source, answer.sink,
+                                               random_upstream["d" + answer.sink])
     values = {k: v.detach() for k, v in values.items()}
-    return Case(config, values, truth, random_upstream, local)
+    return Case(config, values, truth, random_upstream, local, exercise)
 
 
 @dataclass(eq=False)
 class Training:
-    """Exercise 4's check: K SGD steps from one seeded init on K seeded batches, driven by autograd
-    here; the child drives the same steps with the student's manual_backward."""
+    """The whole-run check: K SGD steps from one seeded init on K seeded batches, driven by autograd
+    here; the child drives the same steps with the student's function. `data` holds each of the
+    network's data tensors for every step, stacked along a first dimension of K."""
 
     config: Config
     params: dict[str, torch.Tensor]
-    Xs: torch.Tensor
-    Ys: torch.Tensor
+    data: dict[str, torch.Tensor]
     lr: float
     losses: torch.Tensor
     final: dict[str, torch.Tensor]
@@ -93,22 +103,32 @@ class Training:
 
 
 def sgd(params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], lr: float) -> dict[str, torch.Tensor]:
-    return {name: params[name] - lr * grads[name] for name in PARAMETERS}
+    return {name: params[name] - lr * grads[name] for name in params}
 
 
-def prepare_training(config: Config, steps: int, lr: float) -> Training:
+def _training_data(exercise: Exercise, sizes, g: torch.Generator, steps: int) -> dict[str, torch.Tensor]:
+    if exercise.training.batches is not None:
+        return exercise.training.batches(sizes, g, steps)
+    drawn = [exercise.batch(sizes, g) for _ in range(steps)]
+    return {k: torch.stack([batch[k] for batch in drawn]) for k in exercise.network.data}
+
+
+def prepare_training(config: Config, steps: int, lr: float) -> Training | None:
+    """None for an exercise with no whole-run check."""
+    exercise = load(config.exercise)
+    if exercise.training is None:
+        return None
+    network = exercise.network
     g = torch.Generator().manual_seed(config.seed + 1)
-    s = config.sizes
-    params = init_params(s, g, torch.float64, config.w1_scale)
-    Xs = torch.randint(0, s.vocab, (steps, s.n, s.block_size), generator=g)
-    Ys = torch.randint(0, s.vocab, (steps, s.n), generator=g)
+    params = exercise.init(config.sizes, g, torch.float64, **config.init_options)
+    data = _training_data(exercise, config.sizes, g, steps)
     current, losses, seconds = dict(params), [], 0.0
-    for Xb, Yb in zip(Xs, Ys):
+    for step in range(steps):
         leaves = {k: v.clone().requires_grad_(True) for k, v in current.items()}
-        loss = forward(leaves, Xb, Yb)["loss"]
+        loss = network.forward(leaves, {k: v[step] for k, v in data.items()})[network.loss]
         started = time.perf_counter()
-        grads = torch.autograd.grad(loss, [leaves[k] for k in PARAMETERS])
+        grads = torch.autograd.grad(loss, [leaves[k] for k in network.parameters])
         seconds += time.perf_counter() - started
         losses.append(loss.detach())
-        current = sgd(current, {k: g.detach() for k, g in zip(PARAMETERS, grads)}, lr)
-    return Training(config, params, Xs, Ys, lr, torch.stack(losses), current, seconds / steps)
+        current = sgd(current, {k: g.detach() for k, g in zip(network.parameters, grads, strict=True)}, lr)
+    return Training(config, params, data, lr, torch.stack(losses), current, seconds / steps)

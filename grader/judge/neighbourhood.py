@@ -1,31 +1,29 @@
-"""The wrong answers next to the right one, generated from the forward pass, so that a mistake nobody
-wrote down still gets its name.
+"""The wrong answers next to the right one, generated from the exercise's forward pass, so that a
+mistake nobody wrote down still gets its name.
 
 For one answer on one configuration and check, each candidate is the value a slightly wrong cell
 would produce: a branch of a tensor used twice dropped or scaled, another forward tensor of the same
-shape where the derivative needs an operand (hpreact for h), the local derivative or the upstream
-gradient left out, a power rule or eps slip in an elementwise step, a constant factor (n, n-1, 2,
--1), a transpose, repeated indices overwritten. Every candidate is computed here, in the trusted
-process, by autograd on the forward pass with that one change (oracle.local_vjp), never from a
-hand-written wrong formula. A student's answer is named when it equals the same candidate on every
-configuration (grader.judge.diagnose.name); each sentence describes the student's code and never shows
-the right expression.
+shape where the derivative needs an operand, the local derivative or the upstream gradient left out,
+a slip in an elementwise step's derivative (the exercise's `Mistakes.rules`), a constant factor (a
+size, a size minus one, 2, -1), a sum or mean over the wrong dimension, a transpose, repeated indices
+overwritten. Every candidate is computed here, in the trusted process, by autograd on the forward
+pass with that one change (oracle.local_vjp), never from a hand-written wrong formula. A student's
+answer is named when it equals the same candidate on every configuration
+(grader.judge.diagnose.name); each sentence describes the student's code and never shows the right
+expression.
 """
 from __future__ import annotations
 
+import ast
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
+from grader.exercise import ATOMIC, Answer, Exercise
 from grader.judge.exam import CHAIN, Case
-from grader.exercises.makemore_mlp.answers import FORWARD_NAMES, Answer
-from grader.exercises.makemore_mlp.model import EPS, NETWORK, STEPS, consumers
 from grader.judge.oracle import local_vjp
-
-STEP = {s.name: s for s in STEPS}
-TENSORS = tuple(name for name in FORWARD_NAMES if name not in ("Xb", "Yb", "n"))
 
 
 @dataclass(frozen=True)
@@ -35,65 +33,41 @@ class Candidate:
     tensor: torch.Tensor
 
 
-@dataclass(frozen=True)
-class Rule:
-    """An elementwise step's local derivative, written with its input x or its output y as students
-    write it; `slips` are the classic ways to get it wrong."""
-
-    what: str
-    uses: str  # "x" or "y": which tensor the derivative is written with
-    derivative: Callable
-    slips: tuple[tuple[str, str, Callable], ...] = ()
+def _tensors(exercise: Exercise) -> tuple[str, ...]:
+    """The forward tensors an answer cell may read: parameters and intermediates, not the loss."""
+    net = exercise.network
+    return (*net.parameters, *(name for name in net.intermediates if name != net.loss))
 
 
-def _eps_slips() -> tuple[tuple[str, str, Callable], ...]:
-    slips = [("eps-dropped", "leaves the forward's eps out of the derivative of (bnvar + eps)**-0.5",
-              lambda x, y: -0.5 * x**-1.5)]
-    for eps in (1e-3, 1e-4, 1e-6, 1e-8):
-        slips.append((f"eps-{eps:g}", f"adds eps = {eps:g} in the derivative where the forward adds {EPS:g}",
-                      lambda x, y, e=eps: -0.5 * (x + e) ** -1.5))
-    slips.append(("power", "keeps the exponent -0.5 in the derivative: the power rule lowers it by one",
-                  lambda x, y: -0.5 * (x + EPS) ** -0.5))
-    slips.append(("power-up", "raises the exponent in the derivative: the power rule lowers it by one",
-                  lambda x, y: -0.5 * (x + EPS) ** 0.5))
-    return tuple(slips)
+def factors(sizes: Mapping[str, int], words: Mapping[str, str]) -> tuple[tuple[str, float, str], ...]:
+    """(key, factor, what an answer that many times the right one does), for the network's sizes
+    (`words` says what each is)."""
+    def per_size(make):
+        return [entry for name, value in sizes.items() if value > 1 for entry in make(name, value)]
 
+    def scaled(s, v):
+        what = f" ({s} is {words[s]})" if s in words else ""
+        return (
+            (s, v, f"is {s} times too large{what}"),
+            (f"1/{s}", 1 / v, f"is {s} times too small{what}"),
+            (f"{s}-1", v - 1, f"is {s}-1 times too large{what}"),
+            (f"1/({s}-1)", 1 / (v - 1), f"is {s}-1 times too small{what}"),
+            (f"{s}/({s}-1)", v / (v - 1), f"is {s}/({s}-1) times the right value: it divides by {s}-1 where the "
+                                         f"forward divides by {s}"),
+            (f"({s}-1)/{s}", (v - 1) / v, f"is ({s}-1)/{s} times the right value: it divides by {s} where the "
+                                         f"forward divides by {s}-1 (the unbiased variance, Bessel's correction)"),
+        )
 
-RULES = {
-    "logprobs": Rule("the derivative of log", "x", lambda x, y: 1 / x, (
-        ("multiplies", "multiplies by probs where the derivative of log divides by it", lambda x, y: x),)),
-    "counts": Rule("the derivative of exp", "y", lambda x, y: y),
-    "counts_sum_inv": Rule("the derivative of x**-1", "x", lambda x, y: -x**-2, (
-        ("power", "keeps the exponent -1 in the derivative: the power rule lowers it by one", lambda x, y: -x**-1),
-        ("power-twice", "lowers the exponent by two in the derivative of x**-1", lambda x, y: -x**-3),
-        ("power-positive", "writes a positive exponent in the derivative of x**-1", lambda x, y: -x**2))),
-    "bnvar_inv": Rule("the derivative of (bnvar + eps)**-0.5", "x", lambda x, y: -0.5 * (x + EPS) ** -1.5, _eps_slips()),
-    "bndiff2": Rule("the derivative of the square", "x", lambda x, y: 2 * x, (
-        ("square", "squares bndiff in the derivative of the square, which is linear in it", lambda x, y: x**2),)),
-    "h": Rule("the derivative of tanh", "y", lambda x, y: 1 - y**2, (
-        ("tanh-square", "squares (1 - h) in the tanh derivative: check the order of the square and the subtraction",
-         lambda x, y: (1 - y) ** 2),
-        ("tanh-plus", "adds the square of h in the tanh derivative instead of subtracting it", lambda x, y: 1 + y**2),
-        ("tanh-cosh", "uses tanh's output where its derivative needs the square of it", lambda x, y: 1 - y),
-        ("sigmoid", "uses the sigmoid's derivative where the tanh's is needed", lambda x, y: y * (1 - y)))),
-}
+    def flipped(s, v):
+        return ((f"-{s}", -v, f"has its sign flipped and is {s} times too large"),
+                (f"-1/{s}", -1 / v, f"has its sign flipped and is {s} times too small"))
 
-
-def factors(n: int) -> tuple[tuple[str, float, str], ...]:
-    """(key, factor, what an answer that many times the right one does)."""
     return (
         ("sign", -1.0, "has its sign flipped"),
-        ("n", n, "is n times too large (n is the batch size)"),
-        ("1/n", 1 / n, "is n times too small (n is the batch size)"),
-        ("n-1", n - 1, "is n-1 times too large (n is the batch size)"),
-        ("1/(n-1)", 1 / (n - 1), "is n-1 times too small (n is the batch size)"),
-        ("n/(n-1)", n / (n - 1), "is n/(n-1) times the right value: it divides by n-1 where the forward divides by n"),
-        ("(n-1)/n", (n - 1) / n, "is (n-1)/n times the right value: it divides by n where the forward divides "
-                                 "by n-1 (the unbiased variance, Bessel's correction)"),
+        *per_size(scaled),
         ("2", 2.0, "is twice the right value (a factor 2 too many, as from a square's derivative)"),
         ("1/2", 0.5, "is half the right value (a factor 2 missing, as from a square's derivative)"),
-        ("-n", -n, "has its sign flipped and is n times too large"),
-        ("-1/n", -1 / n, "has its sign flipped and is n times too small"),
+        *per_size(flipped),
         ("-2", -2.0, "has its sign flipped and is twice too large"),
         ("-1/2", -0.5, "has its sign flipped and is half the right value"),
     )
@@ -101,8 +75,9 @@ def factors(n: int) -> tuple[tuple[str, float, str], ...]:
 
 def _upstream(case: Case, answer: Answer, check: str) -> dict[str, torch.Tensor]:
     """What each consumer of the answer's tensor passes back on this check (step name -> gradient)."""
+    net = case.exercise.network
     source = case.truth if check == CHAIN else case.random_upstream
-    names = [c for c in consumers(answer.source) if c != "loss"]
+    names = [c for c in net.consumers(answer.source) if c != net.loss]
     if check != CHAIN:
         names = [c for c in names if "d" + c in answer.local_upstream]
     return {c: source["d" + c] for c in names}
@@ -110,11 +85,11 @@ def _upstream(case: Case, answer: Answer, check: str) -> dict[str, torch.Tensor]
 
 def _same_shape(case: Case, name: str) -> list[str]:
     shape = case.values[name].shape
-    return [t for t in TENSORS if t != name and case.values[t].shape == shape]
+    return [t for t in _tensors(case.exercise) if t != name and case.values[t].shape == shape]
 
 
-def _branch(case: Case, answer: Answer, up: dict, step: str, fns=None, values=None) -> torch.Tensor:
-    return local_vjp(NETWORK, values or case.values, answer.source, {step: up[step]}, fns)
+def _branch(case: Case, answer: Answer, up: dict, step: str, values=None) -> torch.Tensor:
+    return local_vjp(case.exercise.network, values or case.values, answer.source, {step: up[step]})
 
 
 def _per_branch(case: Case, answer: Answer, check: str):
@@ -122,6 +97,10 @@ def _per_branch(case: Case, answer: Answer, check: str):
     up = _upstream(case, answer, check)
     branches = {step: _branch(case, answer, up, step) for step in up}
     return case.expected(answer, check), branches, up
+
+
+def _sizes(case: Case) -> dict[str, int]:
+    return case.exercise.network.size_values(case.values)
 
 
 def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[Candidate]:
@@ -132,7 +111,7 @@ def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[
     for step, part in branches.items():
         out.append(Candidate(f"drop:{step}", f"misses the branch through {step}: {answer.source} is used twice "
                                              f"(in {both}), so its gradient is the sum of both", want - part))
-        for key, factor, does in factors(case.n):
+        for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words):
             out.append(Candidate(f"branch:{step}:{key}",
                                  f"the part flowing back through {step} {does}", want + (factor - 1) * part))
     return out
@@ -141,9 +120,10 @@ def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[
 def _operands(case: Case, answer: Answer, want, branches, up) -> list[Candidate]:
     """Another forward tensor of the same shape in place of an operand the derivative reads."""
     out = []
+    steps, tensors = case.exercise.network.step, _tensors(case.exercise)
     for step, part in branches.items():
-        for operand in STEP[step].inputs:
-            if operand == answer.source or operand not in TENSORS:
+        for operand in steps[step].inputs:
+            if operand == answer.source or operand not in tensors:
                 continue
             for other in _same_shape(case, operand):
                 swapped = _branch(case, answer, up, step, values={**case.values, operand: case.values[other]})
@@ -154,9 +134,11 @@ def _operands(case: Case, answer: Answer, want, branches, up) -> list[Candidate]
 
 
 def _elementwise(case: Case, answer: Answer, want, branches, up) -> list[Candidate]:
+    """The exercise's classic slips in the derivative of an elementwise step, and its input or output
+    swapped for another tensor of the same shape."""
     out = []
     for step, part in branches.items():
-        rule = RULES.get(step)
+        rule = case.exercise.mistakes.rules.get(step)
         if rule is None:
             continue
         x, y = case.values[answer.source], case.values[step]
@@ -186,14 +168,31 @@ def _chain_rule(case: Case, answer: Answer, want, branches, up) -> list[Candidat
     return out
 
 
+def _index_of(case: Case, answer: Answer, step: str) -> str | None:
+    """The data tensor `step` indexes the answer's tensor with, when the step is `source[index]`."""
+    net = case.exercise.network
+    tree = ast.parse(net.step[step].code, mode="eval").body
+    if isinstance(tree, ast.Subscript) and isinstance(tree.value, ast.Name) and tree.value.id == answer.source \
+            and isinstance(tree.slice, ast.Name) and tree.slice.id in net.data:
+        return tree.slice.id
+    return None
+
+
 def _indexing(case: Case, answer: Answer, want, up) -> list[Candidate]:
-    """emb = C[Xb] read some rows several times: an assignment keeps only one of their gradients."""
-    if answer.source != "C" or "emb" not in up:
-        return []
-    C, Xb, demb = case.values["C"], case.values["Xb"], up["emb"]
-    kept = torch.zeros_like(C).index_put((Xb.reshape(-1),), demb.reshape(-1, C.shape[1]))
-    return [Candidate("overwrite", "a character that occurs several times in Xb keeps the gradient of only "
-                                   "one of its uses (an assignment overwrites; the uses must add up)", kept)]
+    """A lookup `source[index]` reads some rows several times: an assignment keeps only one of their
+    gradients."""
+    out = []
+    for step, grad in up.items():
+        index = _index_of(case, answer, step)
+        if index is None:
+            continue
+        table, rows = case.values[answer.source], case.values[index]
+        kept = torch.zeros_like(table).index_put((rows.reshape(-1),), grad.reshape(-1, *table.shape[1:]))
+        entry = case.exercise.mistakes.words.get(index, "an index")
+        out.append(Candidate("overwrite", f"{entry} that occurs several times in {index} keeps the gradient of "
+                                          f"only one of its uses (an assignment overwrites; the uses must add up)",
+                             kept))
+    return out
 
 
 def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
@@ -205,7 +204,8 @@ def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
         if value.shape == grad.shape or value.dim() > grad.dim():
             continue
         try:
-            spread = local_vjp(NETWORK, {**case.values, answer.source: value.expand(grad.shape)}, answer.source, {step: grad})
+            spread = local_vjp(case.exercise.network, {**case.values, answer.source: value.expand(grad.shape)},
+                               answer.source, {step: grad})
         except RuntimeError:  # not an elementwise broadcast (a matrix product): nothing to sum back
             continue
         lead = grad.dim() - value.dim()
@@ -218,13 +218,15 @@ def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
                 summed = spread.sum(dim, keepdim=keep)
                 if summed.shape == want.shape or summed.numel() == want.numel():
                     continue  # the right sum, or a harmless keepdim slip (the shape check names it)
-                out.append(Candidate(f"sum:{step}:{dim}:{keep}", f"sums over the wrong dimension ({dim}): "
-                                                                 f"{answer.source} was broadcast along another one", summed))
+                out.append(Candidate(f"sum:{step}:{dim}:{keep}",
+                                     f"sums over the wrong dimension ({dim}): {answer.source} was broadcast along "
+                                     f"another one", summed))
     return out
 
 
 def _generic(case: Case, want: torch.Tensor) -> list[Candidate]:
-    out = [Candidate(f"factor:{key}", does, factor * want) for key, factor, does in factors(case.n)]
+    out = [Candidate(f"factor:{key}", does, factor * want)
+           for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words)]
     if want.dim() == 2 and want.shape[0] == want.shape[1]:
         out.append(Candidate("transpose", "is the transpose of the right gradient", want.T))
     out.append(Candidate("zeros", "is all zeros", torch.zeros_like(want)))
@@ -233,8 +235,11 @@ def _generic(case: Case, want: torch.Tensor) -> list[Candidate]:
 
 @functools.lru_cache(maxsize=4096)  # Case hashes by identity: a class reuses each case's neighbourhood
 def candidates(case: Case, answer: Answer, check: str) -> tuple[Candidate, ...]:
-    """Every candidate of this answer on this case and check, the most specific first."""
-    if answer.exercise != 1 or not any(c != "loss" for c in consumers(answer.source)):
+    """Every candidate of this answer on this case and check, the most specific first. Only an atomic
+    answer is one backward step, whose branches the forward pass shows; any other is searched for
+    factors, a transpose and zeros."""
+    net = case.exercise.network
+    if answer.kind != ATOMIC or not any(c != net.loss for c in net.consumers(answer.source)):
         return tuple(_generic(case, case.expected(answer, check)))
     want, branches, up = _per_branch(case, answer, check)
     found = [*_indexing(case, answer, want, up), *_twice_used(case, answer, check, want, branches),

@@ -57,7 +57,7 @@ def local_vjp(network: Network, values: Mapping, source: str, upstream: Mapping[
 
 def block_vjp(network: Network, values: Mapping, source: str, sink: str, upstream: torch.Tensor) -> torch.Tensor:
     """The gradient reaching `source` through every path to `sink` when `sink` receives `upstream`:
-    a fused backward such as batch norm's, from hpreact back to hprebn."""
+    the expected answer of a fused cell that starts from an intermediate's gradient rather than the loss."""
     live = _held(network, values)
     with torch.enable_grad():
         leaf = live[source].clone().requires_grad_(True)

@@ -18,10 +18,13 @@ from pathlib import Path
 import pytest
 
 from grader.judge.exam import Case, Training
-from grader.pipeline.extract import Submission
+from grader.extract import Submission
 from grader.sandbox.parent import Attempt
 
 PASSED, WRONG, ERROR = "passed", "wrong", "error"
+# The course, in the pytest config's stash while the suite is collected: a suite parametrizes its tests
+# by the grade ids of the exercise the course grades (`config.stash[COURSE].exercise`).
+COURSE = pytest.StashKey()
 
 
 class Wrong(Exception):
@@ -73,6 +76,9 @@ class _Plugin:
         self._graded: dict[str, Graded] = {}
         self.results: Results = {}
         self.raised: BaseException | None = None
+
+    def pytest_configure(self, config):
+        config.stash[COURSE] = self._course
 
     def pytest_runtestloop(self, session):
         """Collect once, then run every test on each batch as it arrives, handing its results on before

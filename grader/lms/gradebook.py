@@ -12,8 +12,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from grader.pipeline import extract
-from grader.pipeline.extract import Submission
+from grader import extract
+from grader.extract import Submission
 from grader.judge.scoring import Result
 
 

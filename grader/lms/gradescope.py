@@ -26,7 +26,7 @@ from typing import Callable
 
 import grader
 from grader import __version__
-from grader.pipeline import extract
+from grader import extract
 from grader.course import Course, load
 from grader.outputs.results import atomic_write
 

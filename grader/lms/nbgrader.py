@@ -144,7 +144,7 @@ class GradeInSandbox(NbGraderPreprocessor):
                                             "autograde fails with one line that names the wall").tag(config=True)
 
     def preprocess(self, nb, resources):
-        from grader.pipeline import extract
+        from grader import extract
         from grader.course import load
         from grader.pipeline.batch import Grader, weaker_course
 
@@ -155,7 +155,7 @@ class GradeInSandbox(NbGraderPreprocessor):
         if info.get("db_url"):
             same_points(course, info)
         submission = extract.from_notebook(f"{info['student']}/{info['assignment']}/{info['notebook']}",
-                                           Path(info["notebook"]), nb)
+                                           Path(info["notebook"]), nb, course.exercise.answer_cells)
         grader = Grader(course, hidden=[Path.cwd()], evidence=self.feedback_page)
         # Log lines go to the instructor's terminal and name the submission or quote its errors.
         [result] = grader.run([submission], progress=lambda line: self.log.info(safe_text.terminal(line)))

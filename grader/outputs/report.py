@@ -170,7 +170,7 @@ def not_graded(results: list[Result], submitted: Path | None) -> list[str]:
     result: a batch stopped midway, a student autograde skipped or failed on, a late arrival."""
     if submitted is None or not Path(submitted).is_dir():
         return []
-    from grader.pipeline.extract import discover
+    from grader.extract import discover
 
     graded = {r.submission for r in results}
     return [sid for sid, _ in discover([Path(submitted)]) if sid not in graded]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader import __version__, material
-from grader.pipeline import extract
+from grader import extract
 from grader.outputs import feedback_page
 from grader.outputs import results
 from grader.sandbox import parent as sandbox
@@ -46,7 +46,8 @@ class Grader:
         self.course = course
         self.jobs = max(1, jobs)
         self.evidence = evidence
-        self.cases = [prepare(config) for config in generate(course.secret_salt, course.configurations)]
+        configs = generate(course.exercise_spec, course.secret_salt, course.configurations)
+        self.cases = [prepare(config) for config in configs]
         self.training = prepare_training(self.cases[0].config, course.exercise4.trajectory_steps,
                                          course.exercise4.learning_rate)
         self.allow = static_check.Allow().extended(course.allow.torch, course.allow.functional,
@@ -62,7 +63,7 @@ class Grader:
             hide=tuple(str(p) for p in hidden), require=course.sandbox.require)
         # One child walled in and probed before any student code runs: a sandbox that cannot start or
         # lacks a required wall stops the batch here (sandbox.SandboxUnavailable), not as a 0 each.
-        self.isolation = sandbox.preflight(self.limits)
+        self.isolation = sandbox.preflight(self.limits, course.exercise_spec)
         if not gc.isenabled():
             # The grade command paused collection while it started. What is in memory now (torch,
             # nbformat, pytest, the oracle values) lives as long as the batch: frozen, it is no longer
@@ -273,11 +274,12 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     previous = set(kept)
     fresh = [(sid, path) for sid, path in found if sid not in kept]
     read: dict[str, extract.Submission] = {}
+    cells = course.exercise.answer_cells
 
     def chunks() -> Iterator[list[extract.Submission]]:
         """Notebooks are read a chunk at a time, as the graders ask for them."""
         for chunk in chunked(fresh):
-            yield [read.setdefault(sid, extract.read(sid, path)) for sid, path in chunk]
+            yield [read.setdefault(sid, extract.read(sid, path, cells)) for sid, path in chunk]
 
     if html:  # a kept result no longer has its answers: its page stays, or is made again without pictures
         for sid, result in kept.items():
@@ -310,7 +312,7 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
             rate = done / (time.monotonic() - started)
             now = Tally(len(kept), len(found), rate, (len(fresh) - done) / rate)
             tally(now) if tally else progress(str(now))
-    submissions = [read.get(sid) or _without_answers(extract.read(sid, path)) for sid, path in found]
+    submissions = [read.get(sid) or _without_answers(extract.read(sid, path, cells)) for sid, path in found]
     scored = [kept[s.id] for s in submissions]
     if record is not None:
         for submission, result in zip(submissions, scored):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from grader import __version__
 from grader.course import Course, Sandbox, load
-from grader.pipeline.extract import Submission
+from grader.extract import Submission
 from grader.pipeline.batch import Grader, course_digest, suite_files
 from grader.judge.scoring import Result
 

@@ -14,11 +14,18 @@ socket, ctypes, frames, the garbage collector's object lists, and autograd's ent
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 import signal
 import sys
 import time
 import traceback
+from collections.abc import Iterator
+
+import torch
+
+from grader.exercise import ATOMIC, FUNCTION, NAMESPACE, load
+from grader.sandbox import autograd_watch, protocol
 
 
 def _protocol_fds() -> tuple[int, int]:
@@ -135,9 +142,6 @@ def _audit(wfd: int):
     encoded), and C-level entry points no Python wrapper covers (a fresh autograd engine, functorch's
     primitives); the static check, inference mode, the kernel walls and the LOCAL check stand there.
     """
-    from grader.sandbox import protocol
-    from grader.sandbox.autograd_watch import AUTOGRAD_EVENT
-
     state = {"quiet": 0, "context": ["", "", ""], "own": None}
     reported: set = set()
     per_run: dict = {}
@@ -159,7 +163,7 @@ def _audit(wfd: int):
     def hook(event: str, args: tuple) -> None:
         if state["quiet"] or (event == "exec" and args and args[0] is state["own"]):
             return
-        if event == AUTOGRAD_EVENT:
+        if event == autograd_watch.AUTOGRAD_EVENT:
             report("autograd", args[0] if args and type(args[0]) is str else event)
         else:
             report("forbidden-call", event + _brief(args))
@@ -201,182 +205,156 @@ def warm_up() -> None:
     """Run once in the fork server, before any child: what an honest cell may do beside tensor math
     (print a tensor, format a number from one) loads modules lazily the first time, and in a child that
     loading would be audited steps, reported against the cell."""
-    import torch
-
     values = torch.linspace(-1, 1, 6, dtype=torch.float64).reshape(2, 3)
     for value in (values, values.float(), values[0], values.sum(), values > 0, values.long()):
         str(value), repr(value), f"{value.sum():.3f}", value.tolist()
     str(values.shape), repr(values.dtype)
 
 
-def main() -> None:
-    rfd, wfd = _protocol_fds()
+class _Run:
+    """What one timed step of a cell came to: `failed` holds the error or timeout reply, None if it
+    finished."""
 
-    import torch
-    import torch.nn.functional as F
+    failed: dict | None = None
 
-    from grader.sandbox import autograd_watch
-    from grader.sandbox import protocol
-    from grader.exercises.makemore_mlp.answers import ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_FUNCTION, EX4_TRAINING, FORWARD_NAMES
-    from grader.exercises.makemore_mlp.model import PARAMETERS, forward
 
-    torch.set_num_threads(1)
-    signal.signal(signal.SIGALRM, _on_alarm)
-    autograd_watch.install()
-    at, quiet, report = _audit(wfd)
-    cell_builtins = {**vars(builtins), "__import__": _importer(builtins.__import__)}
-    reader = protocol.Reader(rfd)
-    reserved = set(FORWARD_NAMES) | {"torch", "F", "__builtins__"}
-    cells: dict[str, str] = {}
-    cell_timeout = 10.0
-    announce_every = 0.0
-    last_announced = -float("inf")
-    clock = time.monotonic  # the cells' `time` is this module: one may replace its monotonic, not ours
-    cases: dict[str, dict] = {}
-    upstream: dict[tuple[str, str], dict] = {}
-    carry: dict[tuple[str, str], dict] = {}
-    backward_results: dict[str, tuple[dict, object]] = {}
-    # Answer cells that ran past their time limit: never run again in this submission (exercise 4's
-    # cell answers every ex4 grade id and the training check).
-    timed_out: set[str] = set()
+class Session:
+    """One submission in the child: the parent's messages, each handled by the method `OPS` names, and
+    the answer cells they ask to run. Nothing here compares or scores.
 
-    compiled: dict[str, tuple[object, frozenset]] = {}
+        cells {exercise, cells, cell_timeout, announce_every}   the exercise's spec string and the cells
+        case {case, sizes} + the forward pass's tensors          one configuration, as a cell sees it
+        upstream {case, check} + gradients                       random ones, or a true one revealed
+        run_many {check, requests: [[grade_id, case], ...]}  ->  answers {answers} + answer0, answer1, ...
+        train {lr} + parameters and each data tensor per step  ->  trained {status, ...} + losses, parameters
+        bye                                                  ->  bye
 
-    def code_of(grade_id: str) -> tuple[object, frozenset]:
-        """A cell compiled once (it runs on every case and check), with every global name it reads."""
-        if grade_id not in compiled:
-            with quiet():
-                code = compile(cells[grade_id], f"<answer cell {grade_id}>", "exec")
-            compiled[grade_id] = code, _names(code)
-        return compiled[grade_id]
+    and, unasked, `started` as a cell starts and `evidence` of what a cell did beside tensor math."""
 
-    def namespace() -> dict:
-        return {"__builtins__": cell_builtins, "torch": torch, "F": F}
+    def __init__(self, rfd: int, wfd: int):
+        self.wfd = wfd
+        self.reader = protocol.Reader(rfd)
+        self.at, self.quiet, self.report = _audit(wfd)
+        self.builtins = {**vars(builtins), "__import__": _importer(builtins.__import__)}
+        self.exercise = None  # the "cells" message names it
+        self.answers: dict = {}
+        self.reserved: set[str] = set()
+        self.cells: dict[str, str] = {}
+        self.cell_timeout = 10.0
+        self.announce_every = 0.0
+        self.last_announced = -float("inf")
+        self.clock = time.monotonic  # the cells' `time` is this module: one may replace its monotonic, not ours
+        self.cases: dict[str, dict] = {}
+        self.upstream: dict[tuple[str, str], dict] = {}
+        self.carry: dict[tuple[str, str], dict] = {}
+        self.calls: dict[tuple[str, str], tuple[dict | None, object]] = {}
+        # Answer cells that ran past their time limit: never run again in this submission (a function's
+        # cell answers several grade ids and the training check).
+        self.timed_out: set[str] = set()
+        self.compiled: dict[str, tuple[object, frozenset]] = {}
+        self.done = False
 
-    def announce() -> None:
+    # ------------------------------------------------------------------ running a cell
+    def announce(self) -> None:
         """Tell the parent a cell starts, so that its clock allows it one cell's time limit from now: the
         in-child timer is Python's, and a cell can ignore or catch it. Only once `announce_every` has
         passed since the last announcement: the parent's deadline, one limit and its grace after that
         announcement, still lies a grace's half beyond this cell's limit, and a submission of quick
         cells sends almost none."""
-        nonlocal last_announced
-        now = clock()
-        if now - last_announced < announce_every:
+        now = self.clock()
+        if now - self.last_announced < self.announce_every:
             return
-        last_announced = now
+        self.last_announced = now
         try:
-            protocol.write(wfd, {"op": "started"})
+            protocol.write(self.wfd, {"op": "started"})
         except OSError:
             pass  # the cell before closed the pipe: the parent sees a broken connection, blamed on the notebook
 
-    def timed(grade_id: str, work) -> dict | None:
-        """Run `work` (the cell's code) under the per-cell time limit and in inference mode, entered
-        afresh for each cell; an error reply, or None when it finished."""
-        cell = BY_GRADE_ID[grade_id].cell_id if grade_id in BY_GRADE_ID else grade_id
-        if cell in timed_out:
-            return {"status": "timeout", "seconds": cell_timeout}
-        announce()
-        signal.setitimer(signal.ITIMER_REAL, cell_timeout)
+    @contextlib.contextmanager
+    def timer(self, cell: str) -> Iterator[_Run]:
+        """Run the body (the cell's code) under the per-cell time limit and in inference mode, entered
+        afresh for each cell; whatever it raises becomes the run's `failed` reply. A cell that ran out
+        of time is marked, never to run again (see `code`)."""
+        run = _Run()
+        self.announce()
+        signal.setitimer(signal.ITIMER_REAL, self.cell_timeout)
         try:
             with torch.inference_mode():
-                work()
+                yield run
         except CellTimeout:
-            timed_out.add(cell)
-            return {"status": "timeout", "seconds": cell_timeout}
+            self.timed_out.add(cell)
+            run.failed = self.timeout()
         except BaseException as exc:  # the student's exception is data to report, whatever it is
-            return _error(grade_id, exc, quiet)
+            run.failed = _error(cell, exc, self.quiet)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        return None
 
-    def execute(grade_id: str, ns: dict, case: str, check: str) -> dict | None:
-        code = code_of(grade_id)[0]
-        at(grade_id, case, check, code)
-        return timed(grade_id, lambda: exec(code, ns))
+    def timeout(self) -> dict:
+        return {"status": "timeout", "seconds": self.cell_timeout}
 
-    def check_left(ns: dict, names=None) -> None:
+    def code(self, cell: str) -> tuple[dict | None, object, frozenset]:
+        """(None, the cell compiled, every global name it reads), compiled once under the time limit (it
+        runs on every case and check); or the reply that stops it: it ran out of time before, or does
+        not compile."""
+        if cell in self.timed_out:
+            return self.timeout(), None, frozenset()
+        if cell not in self.compiled:
+            with self.timer(cell) as run, self.quiet():
+                code = compile(self.cells[cell], f"<answer cell {cell}>", "exec")
+            if run.failed:
+                return run.failed, None, frozenset()
+            self.compiled[cell] = code, _names(code)
+        return None, *self.compiled[cell]
+
+    def namespace(self) -> dict:
+        return {"__builtins__": self.builtins, **NAMESPACE}
+
+    def execute(self, cell: str, ns: dict, case: str, check: str) -> dict | None:
+        """Run the cell in `ns`: None when it finished, else the reply that says why not."""
+        failed, code, _ = self.code(cell)
+        if failed:
+            return failed
+        self.at(cell, case, check, code)
+        with self.timer(cell) as run:
+            exec(code, ns)  # noqa: S102 - the student's cell, in the walled-in child
+        return run.failed
+
+    def check_left(self, ns: dict, names=None) -> None:
         """Autograd's leftovers among `names` of `ns` (all when None): those a cell may have assigned,
         not helper variables an earlier cell left behind (reported under that cell already)."""
         for found in autograd_watch.leftovers(ns if names is None else {k: ns[k] for k in names if k in ns}):
-            report("autograd", found)
+            self.report("autograd", found)
 
-    def backward(case: str, check: str) -> tuple[dict, object]:
-        """Exercise 4: call the student's manual_backward once per case; every parameter is read from it."""
-        if case not in backward_results:
-            ns = namespace()
-            failed = execute(EX4_CELL, ns, case, check)
-            grads = None
+    # ------------------------------------------------------------------ answers
+    def called(self, function, case: str, check: str) -> tuple[dict | None, object]:
+        """A function answer's cell run and its function called once per case; every key it answers is
+        read from what it returned."""
+        key = (function.cell, case)
+        if key not in self.calls:
+            ns = self.namespace()
+            failed = self.execute(function.cell, ns, case, check)
+            returned = None
             if failed is None:
-                values = cases[case]["values"]
+                with self.timer(function.cell) as run:
+                    arguments = function.call_arguments(self.cases[case]["values"])
+                    if not callable(ns.get(function.name)):
+                        raise NameError(f"the cell does not define a function {function.name}")
+                    returned = ns[function.name](*arguments)
+                    if returned is not None and not isinstance(returned, dict):
+                        raise TypeError(f"{function.name} returned a {type(returned).__name__}, not a dict")
+                failed = run.failed
+            self.check_left(returned if isinstance(returned, dict) else {})
+            self.calls[key] = (failed, returned)
+        return self.calls[key]
 
-                def call():
-                    nonlocal grads
-                    params = {p: values[p].clone() for p in PARAMETERS}
-                    cache = {k: values[k].clone() for k in EX4_CACHE}
-                    if not callable(ns.get(EX4_FUNCTION)):
-                        raise NameError(f"the cell does not define a function {EX4_FUNCTION}")
-                    grads = ns[EX4_FUNCTION](params, cache, values["Yb"].clone())
-                    if grads is not None and not isinstance(grads, dict):
-                        raise TypeError(f"{EX4_FUNCTION} returned a {type(grads).__name__}, not a dict")
-
-                failed = timed(EX4_CELL, call)
-            check_left(grads if isinstance(grads, dict) else {})
-            backward_results[case] = (failed, grads)
-        return backward_results[case]
-
-    def train(header: dict, tensors: dict) -> tuple[dict, dict]:
-        """Exercise 4's training check: SGD steps driven by the student's manual_backward; the losses,
-        the final parameters and the seconds per backward go back for the parent to compare."""
-        reply = {"op": "trained"}
-        ns = namespace()
-        failed = execute(EX4_CELL, ns, "", EX4_TRAINING)
-        if failed:
-            return {**reply, **failed}, {}
-        if not callable(ns.get(EX4_FUNCTION)):
-            return {**reply, "status": "error", "error_type": "NameError", "line": None,
-                    "error": f"the cell does not define a function {EX4_FUNCTION}"}, {}
-        params = {p: tensors[p] for p in PARAMETERS}
-        losses, seconds = [], []
-
-        def steps():
-            nonlocal params
-            for step, (Xb, Yb) in enumerate(zip(tensors["Xs"], tensors["Ys"]), start=1):
-                values = forward(params, Xb, Yb)
-                cache = {k: values[k].clone() for k in EX4_CACHE}
-                started = time.perf_counter()
-                grads = ns[EX4_FUNCTION]({k: v.clone() for k, v in params.items()}, cache, Yb.clone())
-                seconds.append(time.perf_counter() - started)
-                losses.append(values["loss"])
-                if grads is None or (isinstance(grads, dict) and all(grads.get(p) is None for p in PARAMETERS)):
-                    reply["status"] = "blank"
-                    return
-                bad = [p for p in PARAMETERS if not isinstance(grads, dict) or type(grads.get(p)) is not torch.Tensor
-                       or grads[p].shape != params[p].shape]
-                if bad:
-                    reply.update(status="bad-step", step=step, parameter=bad[0])
-                    return
-                check_left(grads)
-                params = {p: params[p] - header["lr"] * grads[p].detach().to(params[p].dtype) for p in PARAMETERS}
-            reply["status"] = "tensor"
-
-        failed = timed(EX4_CELL, steps)
-        if failed:
-            return {**reply, **failed, **({"step": len(losses) + 1} if failed["status"] == "error" else {})}, {}
-        check_left(ns)
-        seconds.sort()
-        reply["seconds_per_step"] = seconds[len(seconds) // 2] if seconds else None
-        if reply["status"] != "tensor":
-            return reply, {}
-        return reply, {"losses": torch.stack(losses) if losses else torch.zeros(0), **params}
-
-    def tensor_reply(reply: dict, value) -> tuple[dict, dict]:
+    def tensor_reply(self, reply: dict, value) -> tuple[dict, dict]:
         if value is None:
             return {**reply, "status": "blank"}, {}
         if type(value) is not torch.Tensor:
             subclass = isinstance(value, torch.Tensor)
             return {**reply, "status": "subclass" if subclass else "not-tensor", "type": type(value).__name__}, {}
         if not value.is_inference():
-            report("autograd", "the answer was computed outside inference mode")
+            self.report("autograd", "the answer was computed outside inference mode")
         try:
             tensor = value.detach().to("cpu").contiguous()
             if tensor.layout != torch.strided or tensor.is_quantized:
@@ -387,53 +365,68 @@ def main() -> None:
             return {**reply, "status": "unsendable", "error": str(exc)[:200]}, {}
         return {**reply, "status": "tensor"}, {"answer": tensor}
 
-    def run(grade_id: str, case: str, check: str) -> tuple[dict, dict]:
-        answer = BY_GRADE_ID[grade_id]
+    def answer(self, grade_id: str, case: str, check: str) -> tuple[dict, dict]:
+        answer = self.answers[grade_id]
         reply = {"grade_id": grade_id, "case": case, "check": check}
-        if answer.cell_id not in cells:
+        if answer.cell_id not in self.cells:
             return {**reply, "status": "missing"}, {}
-        if answer.exercise == 4:
-            failed, grads = backward(case, check)
+        if answer.kind == FUNCTION:
+            failed, returned = self.called(self.exercise.function_of(answer), case, check)
             if failed:
                 return {**reply, **failed}, {}
-            at(EX4_CELL, case, check)
-            return tensor_reply(reply, None if grads is None else grads.get(answer.variable))
-        at(grade_id, case, check)
-        failed = timed(grade_id, lambda: code_of(grade_id))
+            self.at(answer.cell_id, case, check)
+            return self.tensor_reply(reply, None if returned is None else dict.get(returned, answer.variable))
+        self.at(grade_id, case, check)
+        failed, _, reads = self.code(grade_id)
         if failed:
             return {**reply, **failed}, {}
         # Inputs the cell reads are copies, so that an in-place edit cannot change what later cells
         # see; the others cannot be reached without naming them (eval, exec and globals() are refused).
-        reads = code_of(grade_id)[1]
-        ns = {**namespace(), "n": cases[case]["n"]}
-        if answer.exercise == 1:
-            ns.update(carry.get((case, check), {}))
-        ns.update({k: v.clone() if k in reads else v for k, v in cases[case]["values"].items()})
-        given = upstream.get((case, check), {})
+        # An atomic cell also finds what the atomic cells before it left (helper variables, say); any
+        # other cell finds only the gradients it may read.
+        ns = {**self.namespace(), **self.cases[case]["sizes"]}
+        if answer.kind == ATOMIC:
+            ns.update(self.carry.get((case, check), {}))
+        ns.update({k: v.clone() if k in reads else v for k, v in self.cases[case]["values"].items()})
+        given = self.upstream.get((case, check), {})
         ns.update({g: given[g].clone() if g in reads else given[g] for g in answer.upstream if g in given})
-        if answer.exercise != 1:
-            for g in ATOMIC:
-                if g not in answer.upstream:
-                    ns.pop(g, None)
-        failed = execute(grade_id, ns, case, check)
-        check_left(ns, reads)
+        failed = self.execute(grade_id, ns, case, check)
+        self.check_left(ns, reads)
         if failed:
             return {**reply, **failed}, {}
-        if answer.exercise == 1:
-            carry[(case, check)] = {k: v for k, v in ns.items() if k not in reserved}
+        if answer.kind == ATOMIC:
+            self.carry[(case, check)] = {k: v for k, v in ns.items() if k not in self.reserved}
         if answer.variable not in ns:
             return {**reply, "status": "unassigned"}, {}
-        return tensor_reply(reply, ns[answer.variable])
+        return self.tensor_reply(reply, ns[answer.variable])
 
-    def encode(header: dict, tensors: dict) -> bytes:
+    def encode(self, header: dict, tensors: dict) -> bytes:
         """safetensors sets attributes on ctypes types to write a tensor: audited steps of the child's own."""
-        with quiet():
+        with self.quiet():
             return protocol.encode(header, tensors)
 
-    def answers(header: dict) -> bytes:
+    # ------------------------------------------------------------------ the parent's messages
+    def on_cells(self, header: dict, tensors: dict) -> None:
+        """The submission's cells and the exercise they answer (resolved from what the fork server
+        imported before it forked: nothing is read from disk)."""
+        with self.quiet():
+            self.exercise = load(header["exercise"])
+        self.answers = self.exercise.by_grade_id
+        self.reserved = {*self.exercise.given, *self.namespace()}
+        self.cells = header["cells"]
+        self.cell_timeout = float(header["cell_timeout"])
+        self.announce_every = float(header["announce_every"])
+
+    def on_case(self, header: dict, tensors: dict) -> None:
+        self.cases[header["case"]] = {"sizes": header["sizes"], "values": tensors}
+
+    def on_upstream(self, header: dict, tensors: dict) -> None:
+        self.upstream.setdefault((header["case"], header["check"]), {}).update(tensors)
+
+    def on_run_many(self, header: dict, tensors: dict) -> None:
         replies, payload, size = [], {}, 0
         for index, (grade_id, case) in enumerate(header["requests"]):
-            reply, answer = run(grade_id, case, header["check"])
+            reply, answer = self.answer(grade_id, case, header["check"])
             if answer:
                 tensor = answer["answer"]
                 size += tensor.numel() * tensor.element_size()
@@ -445,37 +438,91 @@ def main() -> None:
                     payload[f"answer{index}"] = tensor
             replies.append(reply)
         try:
-            return encode({"op": "answers", "answers": replies}, payload)
+            message = self.encode({"op": "answers", "answers": replies}, payload)
         except Exception:  # e.g. a dtype safetensors cannot carry: it spoils only its own answer
             for key in list(payload):
                 try:
-                    encode({}, {key: payload[key]})
+                    self.encode({}, {key: payload[key]})
                 except Exception as exc:
                     index = int(key.removeprefix("answer"))
                     replies[index] = {**replies[index], "status": "unsendable", "error": str(exc)[:200]}
                     del payload[key]
-            return encode({"op": "answers", "answers": replies}, payload)
+            message = self.encode({"op": "answers", "answers": replies}, payload)
+        protocol.send(self.wfd, message)
 
-    # Everything from here on, the tensors read from the parent included, is made in inference mode.
-    with torch.inference_mode():
-        while True:
-            try:
-                header, tensors = reader.read()
-            except protocol.ProtocolError:
-                return
-            op = header.get("op")
-            if op == "cells":
-                cells = header["cells"]
-                cell_timeout = float(header["cell_timeout"])
-                announce_every = float(header["announce_every"])
-            elif op == "case":
-                cases[header["case"]] = {"n": header["n"], "values": tensors}
-            elif op == "upstream":
-                upstream.setdefault((header["case"], header["check"]), {}).update(tensors)
-            elif op == "run_many":
-                protocol.send(wfd, answers(header))
-            elif op == "train":
-                protocol.send(wfd, encode(*train(header, tensors)))
-            elif op == "bye":
-                protocol.write(wfd, {"op": "bye"})
-                return
+    def on_train(self, header: dict, tensors: dict) -> None:
+        protocol.send(self.wfd, self.encode(*self.train(header["lr"], tensors)))
+
+    def train(self, lr: float, tensors: dict) -> tuple[dict, dict]:
+        """The whole-run check: SGD steps driven by the student's function, on the data the parent sent
+        (each tensor stacked over the steps); the losses, the final parameters and the seconds per call
+        go back for the parent to compare."""
+        training, network = self.exercise.training, self.exercise.network
+        function = training.function
+        reply = {"op": "trained"}
+        ns = self.namespace()
+        failed = self.execute(function.cell, ns, "", training.grade_id)
+        if failed:
+            return {**reply, **failed}, {}
+        if not callable(ns.get(function.name)):
+            return {**reply, "status": "error", "error_type": "NameError", "line": None,
+                    "error": f"the cell does not define a function {function.name}"}, {}
+        params = {p: tensors[p] for p in network.parameters}
+        data = {k: tensors[k] for k in network.data}
+        losses, seconds = [], []
+        with self.timer(function.cell) as run:
+            for step in range(1, len(data[network.data[0]]) + 1):
+                values = network.forward(params, {k: v[step - 1] for k, v in data.items()})
+                arguments = function.call_arguments(values)
+                started = time.perf_counter()
+                grads = ns[function.name](*arguments)
+                seconds.append(time.perf_counter() - started)
+                losses.append(values[network.loss])
+                if grads is None or (isinstance(grads, dict) and all(grads.get(p) is None for p in params)):
+                    reply["status"] = "blank"
+                    break
+                bad = [p for p in params if not isinstance(grads, dict) or type(grads.get(p)) is not torch.Tensor
+                       or grads[p].shape != params[p].shape]
+                if bad:
+                    reply.update(status="bad-step", step=step, parameter=bad[0])
+                    break
+                self.check_left(grads)
+                params = {p: params[p] - lr * grads[p].detach().to(params[p].dtype) for p in params}
+            else:
+                reply["status"] = "tensor"
+        if run.failed:
+            return {**reply, **run.failed, **({"step": len(losses) + 1} if run.failed["status"] == "error" else {})}, {}
+        self.check_left(ns)
+        seconds.sort()
+        reply["seconds_per_step"] = seconds[len(seconds) // 2] if seconds else None
+        if reply["status"] != "tensor":
+            return reply, {}
+        return reply, {"losses": torch.stack(losses) if losses else torch.zeros(0), **params}
+
+    def on_bye(self, header: dict, tensors: dict) -> None:
+        protocol.write(self.wfd, {"op": "bye"})
+        self.done = True
+
+    OPS = {"cells": on_cells, "case": on_case, "upstream": on_upstream, "run_many": on_run_many,
+           "train": on_train, "bye": on_bye}
+
+    def serve(self) -> None:
+        """Everything from here on, the tensors read from the parent included, is made in inference mode."""
+        with torch.inference_mode():
+            while not self.done:
+                try:
+                    header, tensors = self.reader.read()
+                except protocol.ProtocolError:
+                    return
+                op = self.OPS.get(header.get("op"))
+                if op is not None:
+                    op(self, header, tensors)
+
+
+def main() -> None:
+    rfd, wfd = _protocol_fds()
+
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    autograd_watch.install()
+    Session(rfd, wfd).serve()

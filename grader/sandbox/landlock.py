@@ -3,12 +3,14 @@ process (Linux 5.13+, with Landlock among the active LSMs).
 
 The fork server has imported everything a child runs before it forks, so a child needs to read very
 little: the standard library, the top-level folders of the third-party packages the server loaded
-(torch, numpy, ...), the grader's own module files that the server imported (one file at a time: a
-course shipped inside the grader package stays unreadable), /dev/null and /dev/urandom. It may write
+(torch, numpy, ...), the grader's own module files and those of the exercise a child grades that the
+server imported (one file at a time: a course shipped inside the grader package, or kept beside its
+exercise module, stays unreadable), /dev/null and /dev/urandom. It may write
 nothing at all (only /dev/null), bind or connect no TCP port (ABI 4+), and signal or reach an
 abstract unix socket of no process outside its own Landlock domain (ABI 6+).
 
-The server builds the ruleset once, after its warm-up (`prepare`), and every child only calls
+The server builds the ruleset after its warm-up and again after importing an exercise (`prepare`),
+and every child only calls
 restrict_self on it: a few microseconds per child instead of opening a hundred paths. It is
 best-effort down to ABI 1: `restrict` says which parts held on this kernel.
 """
@@ -67,8 +69,10 @@ def abi() -> int:
     raise Unavailable(f"landlock_create_ruleset failed: {os.strerror(err)}")
 
 
-def readable() -> dict[str, int]:
-    """path -> rights, for what a child of this (warmed-up) process must read."""
+def readable(own: tuple[str, ...] = ()) -> dict[str, int]:
+    """path -> rights, for what a child of this (warmed-up) process must read. Modules beneath one of
+    the `own` folders (an exercise's package outside the grader's, which may sit beside a course's
+    solutions or a project's tests) are granted one file each, as the grader's own are."""
     stdlib = tuple({os.path.realpath(sysconfig.get_paths()[key]) for key in ("stdlib", "platstdlib")})
     # The standard library entry by entry, but for the site-packages folder a Python installed without
     # a virtual environment keeps inside it: packages there are granted one by one like any other.
@@ -77,7 +81,8 @@ def readable() -> dict[str, int]:
     paths = {os.path.join(folder, entry): READ if os.path.isdir(os.path.join(folder, entry)) else READ_FILE
              for folder in stdlib for entry in os.listdir(folder) if entry not in SITE_FOLDERS}
     paths.update({folder: READ_DIR for folder in stdlib})
-    own = os.path.realpath(os.path.dirname(os.path.dirname(__file__)))  # the grader package, not this subpackage
+    # The grader package (not this subpackage) and the exercises' packages.
+    own = tuple(p + os.sep for p in (os.path.realpath(os.path.dirname(os.path.dirname(__file__))), *own))
     for module in list(sys.modules.values()):
         origin = getattr(module, "__file__", None)
         if not origin:
@@ -85,8 +90,8 @@ def readable() -> dict[str, int]:
         origin = os.path.realpath(origin)
         if origin.startswith(tuple(p + os.sep for p in stdlib)):
             continue
-        if origin.startswith(own + os.sep):
-            paths[origin] = READ_FILE  # this package's imported modules, one file each
+        if origin.startswith(own):
+            paths[origin] = READ_FILE  # these packages' imported modules, one file each
             continue
         top = module.__name__.partition(".")[0]
         root = sys.modules.get(top)
@@ -107,8 +112,8 @@ def _check(result: int, what: str) -> int:
     return result
 
 
-def prepare() -> tuple[int, int]:
-    """A ruleset for this process's children: (its fd, the ABI it was built for)."""
+def prepare(own: tuple[str, ...] = ()) -> tuple[int, int]:
+    """A ruleset for this process's children: (its fd, the ABI it was built for); `own` as `readable`'s."""
     version = abi()
     attr = _RulesetAttr(FS_RIGHTS[min(version, 5)],
                         NET_BIND_TCP | NET_CONNECT_TCP if version >= 4 else 0,
@@ -116,7 +121,7 @@ def prepare() -> tuple[int, int]:
     size = 8 if version < 4 else 16 if version < 6 else 24
     fd = _check(_syscall(CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)),
                 "landlock_create_ruleset")
-    for path, rights in readable().items():
+    for path, rights in readable(own).items():
         try:
             parent = os.open(path, os.O_PATH | os.O_CLOEXEC)
         except OSError:

@@ -22,12 +22,8 @@ from pathlib import Path
 
 import torch
 
-from grader.sandbox import jail
-from grader.sandbox import protocol
-from grader.sandbox import zygote
-from grader.judge.exam import CHAIN, LOCAL, Case, Training, checks
-from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
-from grader.exercises.makemore_mlp.model import PARAMETERS
+from grader.exercise import ATOMIC, CHAIN, FUNCTION, LOCAL, Exercise
+from grader.sandbox import jail, protocol, zygote
 
 
 @dataclass
@@ -103,27 +99,22 @@ class CellOverrun(Exception):
     """An answer cell neither finished nor stopped at its time limit."""
 
 
-def _chain_schedule() -> list[str]:
-    """Exercise 4 first (it reads no gradient), then exercise 1 in order, each fused answer placed just
-    before the gradient it computes is revealed."""
-    fused = {"d" + a.source: a.grade_id for a in ANSWERS if a.exercise in (2, 3)}
-    order = [a.grade_id for a in ANSWERS if a.exercise == 4]
-    for grade_id in ATOMIC:
-        if grade_id in fused:
-            order.append(fused[grade_id])
-        order.append(grade_id)
-    return order
+@dataclass(frozen=True)
+class Schedule:
+    """The order one exercise's requests go to the child in. `local`: the LOCAL pass, whose upstream
+    gradients are random and sent before it. `at_once`: the function answers, which read no gradient,
+    in one exchange. `one_by_one`: the rest of the CHAIN pass, one grade id on every case at a time,
+    each true gradient revealed after it (Exercise.chain_schedule)."""
 
+    local: tuple[str, ...]
+    at_once: tuple[str, ...]
+    one_by_one: tuple[str, ...]
 
-CHAIN_SCHEDULE = _chain_schedule()
-# Requests that reveal nothing can run in one exchange: exercise 4 reads no gradient, the LOCAL pass
-# reads only random upstream gradients, sent before it, and one step of the chain on one case reveals
-# nothing about another.
-AT_ONCE = [a.grade_id for a in ANSWERS if a.exercise == 4]
-ONE_BY_ONE = [g for g in CHAIN_SCHEDULE if g not in AT_ONCE]
-# Every cell of exercise 1 runs in the LOCAL pass, even one with no LOCAL check (dlogprobs), so that the
-# helper variables later cells may use exist in that pass too.
-LOCAL_SCHEDULE = [a.grade_id for a in ANSWERS if a.exercise == 1 or LOCAL in checks(a)]
+    @classmethod
+    def of(cls, exercise: Exercise) -> Schedule:
+        at_once = tuple(a.grade_id for a in exercise.answers if a.kind == FUNCTION)
+        return cls(tuple(exercise.local_schedule()), at_once,
+                   tuple(g for g in exercise.chain_schedule() if g not in at_once))
 
 
 def checkout() -> Path | None:
@@ -196,7 +187,9 @@ def _encoded(owner, header: dict, tensors: dict | None) -> bytes:
 
 
 class Child:
-    def __init__(self, limits: Limits):
+    def __init__(self, limits: Limits, exercise: str | None = None):
+        """`exercise`: the spec string of the exercise the child will grade, which the fork server
+        imports before it forks (a child can import nothing)."""
         self.workdir = tempfile.mkdtemp(prefix="bpn-child-")
         self.cgroups: list[Path] = []
         self.pid = None
@@ -204,12 +197,12 @@ class Child:
         self.streams = []
         self.outgoing: list[bytes] = []
         try:
-            self._start(limits)
+            self._start(limits, exercise)
         except BaseException:
             self.close()
             raise
 
-    def _start(self, limits: Limits) -> None:
+    def _start(self, limits: Limits, exercise: str | None) -> None:
         uid = _uid()
         if os.getuid() == 0:
             os.chown(self.workdir, uid, uid)
@@ -228,11 +221,11 @@ class Child:
         self.streams = [self.stdin, self.stdout]
         try:
             self.deadline = time.monotonic() + limits.timeout
-            self.pid = zygote.server.spawn(config, env, child_in, child_out)
+            self.pid = zygote.server.spawn(config, env, child_in, child_out, exercise)
             self.pidfd = _pidfd(self.pid)
             if self.pidfd is not None:
                 self.streams.append(self.pidfd)
-        except zygote.ServerGone as exc:
+        except (zygote.ServerGone, zygote.Refused) as exc:
             raise SandboxUnavailable(f"the sandbox cannot start: {exc}") from None
         finally:
             os.close(child_in)
@@ -350,10 +343,11 @@ class Child:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def preflight(limits: Limits) -> dict:
+def preflight(limits: Limits, exercise: str | None = None) -> dict:
     """Start one child, read its isolation report and stop it, before any student code runs: a batch
-    whose sandbox cannot start, or lacks a required wall, stops here (SandboxUnavailable)."""
-    child = Child(limits)
+    whose sandbox cannot start, lacks a required wall or cannot load its exercise stops here
+    (SandboxUnavailable)."""
+    child = Child(limits, exercise)
     child.close()
     return child.isolation
 
@@ -362,19 +356,18 @@ def _detail(header: dict) -> dict:
     return {k: header[k] for k in DETAIL_KEYS if k in header}
 
 
-def _evidence(header: dict, training: Training | None) -> list[tuple[tuple[str, str, str], str, str]]:
+def _evidence(header: dict, exercise: Exercise,
+              training) -> list[tuple[tuple[str, str, str], str, str]]:
     """The outcomes a child's evidence message names, with its kind ("autograd" or "forbidden-call") and
-    text. The child names the cell it ran (exercise 4's cell answers every ex4 grade id, and its
+    text. The child names the cell it ran (a function's cell answers several grade ids, and its
     training run the training check); a message naming nothing known names nothing."""
-    grade_id, case, check = (str(header.get(k, ""))[:100] for k in ("grade_id", "case", "check"))
+    cell, case, check = (str(header.get(k, ""))[:100] for k in ("grade_id", "case", "check"))
     kind = "autograd" if header.get("kind") == "autograd" else "forbidden-call"
     text = str(header.get("evidence", ""))[:300]
-    if check == EX4_TRAINING:
-        keys = [(EX4_TRAINING, CHAIN, training.config.name)] if training is not None else []
-    elif grade_id == EX4_CELL:
-        keys = [(a.grade_id, check, case) for a in ANSWERS if a.cell_id == EX4_CELL]
+    if exercise.training is not None and check == exercise.training.grade_id:
+        keys = [(check, CHAIN, training.config.name)] if training is not None else []
     else:
-        keys = [(grade_id, check, case)] if grade_id in BY_GRADE_ID else []
+        keys = [(a.grade_id, check, case) for a in exercise.answers if a.cell_id == cell]
     return [(key, kind, text) for key in keys]
 
 
@@ -397,16 +390,23 @@ def _outcome(header: dict, tensors: dict) -> Outcome:
     return Outcome(status, detail, tensor)
 
 
-def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Training | None = None) -> Attempt:
-    """Grade-free execution of one submission's answer cells in a fresh child process."""
+def run(cells: dict[str, str], cases: list, limits: Limits, training=None) -> Attempt:
+    """Grade-free execution of one submission's answer cells in a fresh child process, on every case
+    (all of one exercise: the one their configurations name), and the training check if `training`.
+
+    `cases` and `training` are the judge's (grader.judge.exam's Case and Training), read here only for
+    what goes to the child and what names each outcome: the sandbox sits below the judge and imports
+    nothing of it."""
+    exercise, spec = cases[0].exercise, cases[0].config.exercise
+    schedule, answers = Schedule.of(exercise), exercise.by_grade_id
     attempt = Attempt()
     started = time.monotonic()
     child = None
     evidence: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
     try:
-        child = Child(limits)
+        child = Child(limits, spec)
         attempt.isolation = child.isolation
-        child.send({"op": "cells", "cells": cells, "cell_timeout": limits.cell_timeout,
+        child.send({"op": "cells", "exercise": spec, "cells": cells, "cell_timeout": limits.cell_timeout,
                     "announce_every": ANNOUNCE_EVERY}, wait=True)
 
         def receive_in_time(label: str) -> tuple[dict, dict]:
@@ -429,58 +429,63 @@ def run(cells: dict[str, str], cases: list[Case], limits: Limits, training: Trai
                 if op == "started":
                     cell_deadline = time.monotonic() + limits.cell_timeout + GRACE_SECONDS
                 elif op == "evidence":
-                    for key, kind, text in _evidence(header, training):
+                    for key, kind, text in _evidence(header, exercise, training):
                         evidence.setdefault(key, []).append((kind, text))
                 else:
                     return header, tensors
 
-        def keep(grade_id: str, case: Case, check: str, outcome: Outcome) -> None:
-            expected = case.truth["d" + BY_GRADE_ID[grade_id].source].numel()
+        def keep(grade_id: str, case, check: str, outcome: Outcome) -> None:
+            expected = case.expected(answers[grade_id], CHAIN).numel()
             if outcome.tensor is not None and outcome.tensor.numel() > OVERSIZE * max(expected, 1):
                 outcome = Outcome("unsendable", {"error": f"{outcome.tensor.numel()} elements, where the gradient "
                                                           f"has {expected}: far too large to be a gradient here"})
             attempt.outcomes[(grade_id, check, case.config.name)] = outcome
 
-        def ask(check: str, requests: list[tuple[str, Case]], label: str) -> None:
+        def ask(check: str, requests: list[tuple[str, object]], label: str) -> None:
             """Requests that reveal nothing to one another, in one exchange: the child runs them all."""
+            if not requests:
+                return
             child.send({"op": "run_many", "check": check,
                         "requests": [[grade_id, case.config.name] for grade_id, case in requests]})
             header, tensors = receive_in_time(label)
             replies = header.get("answers")
             if header.get("op") != "answers" or not isinstance(replies, list) or len(replies) != len(requests):
                 raise protocol.ProtocolError("the answers arrived for requests that were not made")
-            for index, ((grade_id, case), reply) in enumerate(zip(requests, replies)):
+            for index, ((grade_id, case), reply) in enumerate(zip(requests, replies, strict=True)):
                 reply = reply if isinstance(reply, dict) else {}
                 answer = tensors.get(f"answer{index}")
                 keep(grade_id, case, check, _outcome(reply, {} if answer is None else {"answer": answer}))
 
         for case in cases:
-            child.send({"op": "case", "case": case.config.name, "n": case.n}, case.student_view(), same_for=case,
-                       wait=True)
+            child.send({"op": "case", "case": case.config.name, "sizes": case.sizes}, case.student_view(),
+                       same_for=case, wait=True)
             child.send({"op": "upstream", "case": case.config.name, "check": LOCAL}, case.random_upstream,
                        same_for=case, wait=True)
-        ask(LOCAL, [(grade_id, case) for case in cases for grade_id in LOCAL_SCHEDULE],
+        ask(LOCAL, [(grade_id, case) for case in cases for grade_id in schedule.local],
             "(one of those run with random upstream gradients)")
-        ask(CHAIN, [(grade_id, case) for case in cases for grade_id in AT_ONCE], EX4_CELL)
+        ask(CHAIN, [(grade_id, case) for case in cases for grade_id in schedule.at_once],
+            ", ".join(dict.fromkeys(answers[g].cell_id for g in schedule.at_once)))
         # One step of the chain on every case at a time: a case's truth is revealed only once every
         # case has answered, and goes out with the next step's request.
-        for grade_id in ONE_BY_ONE:
+        for grade_id in schedule.one_by_one:
             ask(CHAIN, [(grade_id, case) for case in cases], grade_id)
-            if BY_GRADE_ID[grade_id].exercise == 1:
+            answer = answers[grade_id]
+            if answer.kind == ATOMIC:
                 for case in cases:
                     child.send({"op": "upstream", "case": case.config.name, "check": CHAIN},
-                               {grade_id: case.truth[grade_id]}, same_for=case, wait=True)
-        if training is not None and EX4_CELL in cells:
-            child.send({"op": "train", "lr": training.lr},
-                       {**training.params, "Xs": training.Xs, "Ys": training.Ys}, same_for=training)
-            header, tensors = receive_in_time(EX4_TRAINING)
+                               {answer.variable: case.expected(answer, CHAIN)}, same_for=case, wait=True)
+        if training is not None and exercise.training.function.cell in cells:
+            child.send({"op": "train", "lr": training.lr}, {**training.params, **training.data}, same_for=training)
+            header, tensors = receive_in_time(exercise.training.grade_id)
+            parameters = exercise.network.parameters
             status = header.get("status", "broken")
             detail = _detail(header)
             losses = tensors.get("losses") if status == "tensor" else None
-            extra = {p: tensors[p] for p in PARAMETERS if p in tensors} if status == "tensor" else {}
-            if status == "tensor" and (losses is None or len(extra) != len(PARAMETERS)):
+            extra = {p: tensors[p] for p in parameters if p in tensors} if status == "tensor" else {}
+            if status == "tensor" and (losses is None or len(extra) != len(parameters)):
                 status = "broken"
-            attempt.outcomes[(EX4_TRAINING, CHAIN, training.config.name)] = Outcome(status, detail, losses, extra)
+            attempt.outcomes[(exercise.training.grade_id, CHAIN, training.config.name)] = \
+                Outcome(status, detail, losses, extra)
         child.send({"op": "bye"})
         receive_in_time("(after the last cell)")
     except TimeoutError:

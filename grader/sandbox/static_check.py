@@ -16,7 +16,7 @@ Accepted node types (anything else is refused), and why each is safe:
   cell it writes to the namespace's `__annotations__`.)
 - If, IfExp, For, While, Assert: control flow over checked expressions. A loop that never ends is the
   sandbox's per-cell time limit's business; `assert` only raises.
-- FunctionDef, Lambda, Return, arguments, arg: helpers such as exercise 4's `manual_backward`. No
+- FunctionDef, Lambda, Return, arguments, arg: helpers, and a cell whose answer is a function. No
   decorators (a decorator calls anything on the function), no annotations or defaults that are not
   checked expressions, no parameter named like a module or a builtin.
 - With, withitem: exactly `with torch.no_grad():`, with no `as`; it switches autograd off, never on.
@@ -62,12 +62,12 @@ TORCH = frozenset("""
     baddbmm bmm bool broadcast_tensors broadcast_to cat chunk clamp clamp_max clamp_min clip clone
     concat concatenate cos cosh cumprod cumsum diag diag_embed diagonal diff div divide dot dsplit
     einsum empty empty_like eq equal exp expand_copy eye flatten flip float16 float32 float64 full
-    full_like gather ge ger gt hsplit hstack index_add index_copy index_put index_select int16 int32
+    full_like gather ge ger greater gt heaviside hsplit hstack index_add index_copy index_put index_select int16 int32
     int64 int8 isclose isfinite isinf isnan kron le linspace log log10 log1p log2 log_softmax
     logical_and logical_not logical_or logsumexp long lt masked_fill masked_select matmul max maximum
     mean min minimum mm movedim mul multiply mv narrow ne neg negative nonzero norm numel ones
-    ones_like outer permute pow prod rand rand_like randn randn_like reciprocal repeat_interleave
-    reshape rsqrt scatter scatter_add scatter_reduce select sigmoid sign sin sinh softmax split sqrt
+    ones_like outer permute pi pow prod rand rand_like randn randn_like reciprocal repeat_interleave
+    relu reshape rsqrt scatter scatter_add scatter_reduce select sigmoid sign sin sinh softmax split sqrt
     square squeeze stack std sub subtract sum swapaxes t take take_along_dim tanh tensor tensordot
     tile topk transpose tril triu true_divide unbind unique unsqueeze var vsplit vstack where
     zeros zeros_like Tensor Size float double int half dtype no_grad
@@ -101,7 +101,7 @@ ATTRIBUTES = frozenset("""
     add sub mul div true_divide floor_divide remainder matmul mm bmm mv dot outer ger addcmul addmm
     masked_fill masked_select gather scatter scatter_add scatter_reduce index_add index_select
     index_copy index_fill index_put where eq ne lt le gt ge all any allclose isclose equal
-    isnan isinf isfinite topk sort argsort unique nonzero count_nonzero
+    isnan isinf isfinite topk sort argsort unique nonzero count_nonzero heaviside
     new_zeros new_ones new_full new_empty new_tensor
     zero_ fill_ copy_ add_ sub_ mul_ div_ pow_ exp_ log_ neg_ clamp_ masked_fill_ index_add_
     index_copy_ index_fill_ index_put_ scatter_ scatter_add_ unsqueeze_ squeeze_ t_ transpose_

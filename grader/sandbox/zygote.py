@@ -10,7 +10,7 @@ it imports torch itself) talks to the server over a SOCK_SEQPACKET socket whose 
 server's argument, one JSON request and one JSON reply at a time, the child's two protocol pipes
 travelling with the request as passed file descriptors:
 
-    spawn {config, env} + [stdin, stdout]  ->  {pid}
+    spawn {config, env, exercise} + [stdin, stdout]  ->  {pid} or {refused}
     status {pid}                            ->  {running} or {exited, code} or {killed, signal}
     reap {pid}                              ->  {}
 
@@ -46,6 +46,31 @@ ENV = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", 
 
 class ServerGone(ProtocolError):
     """The fork server stopped answering."""
+
+
+class Refused(ProtocolError):
+    """The fork server would not fork a child: it could not import the exercise the child grades."""
+
+
+def _module_of(spec: str):
+    """The imported module an exercise's spec string names as `module:attribute`; None for a registered
+    name (a module of the grader package) or a module not imported."""
+    return sys.modules.get(spec.partition(":")[0]) if ":" in spec else None
+
+
+def _search_path(spec: str) -> str | None:
+    """The folder a `module:attribute` exercise this process imported was found in, for the server to
+    search: it runs isolated (`-I`, no working directory or PYTHONPATH on its path), so a course's own
+    exercise module, or a test's, is not on its path otherwise. None for a registered name or a module
+    this process has not imported."""
+    module = _module_of(spec)
+    origin = getattr(module, "__file__", None)
+    if not origin:
+        return None
+    root = os.path.realpath(origin)
+    for _ in range(module.__name__.count(".") + 1 + (os.path.basename(origin) == "__init__.py")):
+        root = os.path.dirname(root)
+    return root
 
 
 class ForkServer:
@@ -105,8 +130,16 @@ class ForkServer:
             self._ensure_started()
             return self._proc.pid
 
-    def spawn(self, config: dict, env: dict, stdin: int, stdout: int) -> int:
-        return self._request({"op": "spawn", "config": config, "env": env}, [stdin, stdout])["pid"]
+    def spawn(self, config: dict, env: dict, stdin: int, stdout: int, exercise: str | None = None) -> int:
+        """A walled child; with `exercise` (course.yml's spec string), the server imports that exercise
+        first, since the child it forks can import nothing."""
+        request = {"op": "spawn", "config": config, "env": env}
+        if exercise is not None:
+            request["exercise"] = {"spec": exercise, "path": _search_path(exercise)}
+        reply = self._request(request, [stdin, stdout])
+        if "refused" in reply:
+            raise Refused(reply["refused"])
+        return reply["pid"]
 
     def status(self, pid: int) -> dict:
         return self._request({"op": "status", "pid": pid})
@@ -170,23 +203,57 @@ def _warm_up() -> None:
     import torch
     import torch.nn.functional  # noqa: F401
 
+    import grader.exercise  # noqa: F401
     import grader.sandbox.autograd_watch  # noqa: F401
-    import grader.sandbox.child  # noqa: F401
-    import grader.exercises.makemore_mlp.answers  # noqa: F401
+    import grader.sandbox.child
     import grader.sandbox.jail  # noqa: F401
-    from grader.sandbox import protocol
-    from grader.sandbox import seccomp
-    from grader.exercises.makemore_mlp.model import LECTURE, forward, init_params
+    from grader.sandbox import protocol, seccomp
 
     torch.set_num_threads(1)
-    g = torch.Generator().manual_seed(0)
-    params = init_params(LECTURE, g, torch.float64)
-    Xb = torch.randint(0, LECTURE.vocab, (LECTURE.n, LECTURE.block_size), generator=g)
-    values = forward(params, Xb, torch.randint(0, LECTURE.vocab, (LECTURE.n,), generator=g))
-    protocol.encode({}, {"loss": values["loss"]})
+    protocol.encode({}, {"values": torch.linspace(-1, 1, 6, dtype=torch.float64)})
     grader.sandbox.child.warm_up()
     if platform.machine() in seccomp.ARCHES:
         seccomp.template()
+
+
+# The exercises imported so far, by spec string, and the folders of their top-level packages: a
+# child may read those modules' files one by one, as the grader's own (grader.sandbox.landlock).
+_exercises: set[str] = set()
+_exercise_folders: set[str] = set()
+
+
+def _load_exercise(spec: str, path: str | None) -> str | None:
+    """Import the exercise a child is to grade, and run its forward pass once on the lecture's sizes
+    (what it loads lazily then would be an audited step in the child, reported against a cell);
+    None when it is ready, else why it cannot be. Its modules join what Landlock lets a child read.
+    An exercise is the course's code, trusted as the grader's, and holds no secret: the salt, the
+    configurations and the oracle's values never reach the server."""
+    if spec in _exercises:
+        return None
+    import torch
+
+    from grader.exercise import load
+    from grader.sandbox import protocol
+
+    if path is not None and path not in sys.path:
+        sys.path.append(path)
+    try:
+        exercise = load(spec)
+        g = torch.Generator().manual_seed(0)
+        params = exercise.init(exercise.lecture, g, torch.float64)
+        values = exercise.network.forward(params, exercise.batch(exercise.lecture, g))
+        protocol.encode({}, {"loss": values[exercise.network.loss]})
+    except Exception as exc:  # a course's module: its fault stops the batch, as an environment error
+        return f"the exercise {spec!r} cannot be loaded for the sandbox: {type(exc).__name__}: {exc}"
+    if len(os.listdir("/proc/self/task")) != 1:
+        return f"importing the exercise {spec!r} started a thread, and a fork would copy it mid-work"
+    module = _module_of(spec)
+    top = sys.modules[module.__name__.partition(".")[0]] if module is not None else None
+    _exercise_folders.update(os.path.realpath(p) for p in getattr(top, "__path__", ()))
+    _exercises.add(spec)
+    _prepare_landlock()
+    gc.freeze()
+    return None
 
 
 MADV_COLLAPSE = 25  # Linux 6.1+
@@ -232,9 +299,7 @@ def _child(config: dict, env: dict, fds: list[int], control: socket.socket) -> N
         os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
         os.environ.clear()
         os.environ.update(env)
-        from grader.sandbox import child
-        from grader.sandbox import jail
-        from grader.sandbox import protocol
+        from grader.sandbox import child, jail, protocol
 
         try:
             report = {"process": "separate process, own session, forked from a fresh fork server that never "
@@ -288,7 +353,12 @@ def serve(control: socket.socket) -> None:
             if not data:
                 return
             request = json.loads(data)
-            if request["op"] == "spawn":
+            refused = _load_exercise(**request["exercise"]) if request.get("exercise") else None
+            if refused is not None:
+                for fd in fds:
+                    os.close(fd)
+                reply = {"refused": refused}
+            elif request["op"] == "spawn":
                 pid = os.fork()
                 if pid == 0:
                     _child(request["config"], request["env"], fds, control)
@@ -319,11 +389,16 @@ _reserved = None
 
 
 def _prepare_landlock() -> None:
+    """Built again whenever an exercise's modules join the server's: a child restricts itself with the
+    ruleset as it is when it forks."""
     global _ruleset, _ruleset_error
     from grader.sandbox import landlock
 
+    if _ruleset is not None:
+        os.close(_ruleset[0])
+        _ruleset = None
     try:
-        _ruleset = landlock.prepare()
+        _ruleset = landlock.prepare(tuple(sorted(_exercise_folders)))
     except landlock.Unavailable as exc:
         _ruleset_error = str(exc)
 

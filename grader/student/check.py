@@ -5,14 +5,16 @@ It compares the answer with autograd's on the notebook's own batch, then runs th
 the way the grader does (grader.judge.compare.judge: the same comparison, tolerances, static check and
 diagnosis): with the true upstream gradients and with random ones (so a missing branch or a constant
 fails here too), on the notebook's batch and on two batches of other sizes it draws itself, one of
-them with a tiny activation variance; exercise 4's manual_backward runs in a clean namespace at those
-sizes (so reading the notebook's global n fails here too). The cell's code comes from the notebook's
-own history (IPython's), so nothing needs to be passed in. A failing line contains WRONG (or "wrong
-shape"), a passing one never does. When the cell is right but an upstream answer is wrong, the line
-says which and checks the cell with the true value instead.
+them drawn as the exercise's last hidden configuration is (a tiny activation variance, say); a
+function answer runs in a clean namespace at those sizes (so reading the notebook's globals fails here
+too). The cell's code comes from the notebook's own history (IPython's), so nothing needs to be passed
+in. A failing line contains WRONG (or "wrong shape"), a passing one never does. When the cell is right
+but an upstream answer is wrong, the line says which and checks the cell with the true value instead.
 
-It prints to stdout only, never stderr (nbgrader zeroes a cell that writes to stderr), and a blank
-answer is "not attempted yet" so Run All still reaches the end of the notebook.
+Everything it knows of the network, the answers and their cells comes from the exercise value
+(grader.exercise), so it checks any exercise's notebook. It prints to stdout only, never stderr
+(nbgrader zeroes a cell that writes to stderr), and a blank answer is "not attempted yet" so Run All
+still reaches the end of the notebook.
 """
 from __future__ import annotations
 
@@ -24,48 +26,32 @@ import time
 import traceback
 
 import torch
-import torch.nn.functional as F
 
-from grader.sandbox import static_check
+from grader.course import Tolerance
+from grader.exercise import ATOMIC, DEFAULT, FUNCTION, NAMESPACE, Answer, load
 from grader.judge.compare import BLANK, SQUEEZABLE, compare, judge
 from grader.judge.configs import Config, generate
-from grader.course import Tolerance
 from grader.judge.diagnose import name as name_mistake
 from grader.judge.exam import CHAIN, LOCAL, case_of, checks, prepare
-from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CACHE, EX4_CELL, EX4_FUNCTION, FORWARD_NAMES
-from grader.exercises.makemore_mlp.model import PARAMETERS, Sizes
+from grader.sandbox import static_check
 
 # Float64 rounding is ~1e-16, so these only absorb a different order of operations; float32 noise on
-# gradients that are zero in exact arithmetic (dlogit_maxes, db1) reaches ~1e-8, hence its looser atol.
-# Float64 answers use the course's tolerance (the grader's); these are the defaults.
+# gradients that are zero in exact arithmetic (a softmax's shift, a bias before a batch norm) reaches ~1e-8,
+# hence its looser atol. Float64 answers use the course's tolerance (the grader's); these are the defaults.
 TOLERANCES = {torch.float64: (1e-5, 1e-8), torch.float32: (1e-4, 1e-6)}
 # The self-check's own batches: public, unlike the grader's, and drawn like them (sizes unlike the
-# lecture's, repeated indices, the last with a tiny activation variance).
+# lecture's, each configuration as the exercise's hidden ones are).
 SALT = "backprop-ninja self-check"
 
-
-def grade_ids(name: str, exercise: int | None = None) -> tuple[str, ...]:
-    """The grade ids a check of `name` may be about. The notebook passes the variable's name, which
-    exercises 1 to 3 share (`dlogits` is exercise 1's and exercise 2's); exercise 4 has its own check."""
-    if exercise == 4:
-        return tuple(g for g in (f"ex4_{name}",) if g in BY_GRADE_ID)
-    by_variable = tuple(a.grade_id for a in ANSWERS if a.exercise != 4 and a.variable == name)
-    return by_variable or ((name,) if name in BY_GRADE_ID else ())
+# exercise spec -> its self-check cases, built once per notebook (several SelfChecks share them).
+_CASES: dict[str, tuple] = {}
 
 
-def pointer(name: str, exercise: int | None = None) -> str:
-    """Where a student stuck on `name` finds the reference, explained (empty for a name of their own)."""
-    ids = grade_ids(name, exercise)
-    if not ids or importlib.util.find_spec("grader.student.solution") is None:  # backprop-ninja-student: no references
-        return ""
-    others = "".join(f" (exercise {BY_GRADE_ID[g].exercise}: {g})" for g in ids[1:])
-    return f" — stuck? backprop-ninja solution {ids[0]} --notebook YOUR_NOTEBOOK.ipynb{others}"
-
-
-@functools.lru_cache(maxsize=1)
-def _own_cases() -> tuple:
-    torch.set_num_threads(1)
-    return tuple(prepare(config) for config in generate(SALT, 2) if config.scored)
+def own_cases(spec: str) -> tuple:
+    if spec not in _CASES:
+        torch.set_num_threads(1)
+        _CASES[spec] = tuple(prepare(config) for config in generate(spec, SALT, 2) if config.scored)
+    return _CASES[spec]
 
 
 class _Ran:
@@ -128,49 +114,80 @@ def _listen() -> None:
 
 class SelfCheck:
     """`check = SelfCheck(n=n, namespace=globals(), course=COURSE)` once, then
-    `check("dprobs", dprobs, probs)` after each answer; exercise 4's checks are
-    `SelfCheck(..., exercise=4)`. `course` holds course.yml's public settings (tolerance, allow,
-    hints), which the notebook's generator writes into the notebook."""
+    `check("dx", dx, x)` after each answer; the checks of a part whose answers share a
+    gradient's name with another part's (a function's, say) are `SelfCheck(..., part=4)`. `course` holds
+    course.yml's public settings (tolerance, allow, hints, and `exercise`), which the notebook's
+    generator writes into the notebook. The exercise is named as course.yml names it (a registered name
+    or module:attribute, see grader.exercise.load), by `exercise` or else by the settings' `exercise`
+    (default: grader.exercise.DEFAULT): a name, not a value, because the grader's configurations, which
+    the self-check builds too, carry their exercise by name. grader 0.1's notebooks pass the part as
+    `exercise=4`, which still works."""
 
-    def __init__(self, n: int | None = None, exercise: int | None = None, namespace: dict | None = None,
-                 course: dict | None = None):
+    def __init__(self, n: int | None = None, exercise: str | int | None = None, namespace: dict | None = None,
+                 course: dict | None = None, *, part: int | None = None):
         course = course or {}
+        if isinstance(exercise, int):
+            exercise, part = None, exercise
+        self.spec = exercise or course.get("exercise", DEFAULT)
+        self.exercise = load(self.spec)
         self.n = n
-        self.exercise = exercise
+        self.part = part
         self.namespace = namespace
         self.tolerance = Tolerance(*course.get("tolerance", TOLERANCES[torch.float64]))
         extra = course.get("allow", {})
         self.allow = static_check.Allow().extended(extra.get("torch", ()), extra.get("functional", ()),
                                                    extra.get("builtins", ()))
         self.hints = course.get("hints", "named")
-        self._backward_ran: tuple | None = None  # exercise 4's seven checks share one run
+        self._function_ran: tuple | None = None  # a function's checks (one per key it returns) share one run
         _listen()
 
     def __call__(self, name: str, manual, tensor: torch.Tensor) -> None:
         print(self.line(name, manual, tensor))
 
+    # --- which answer a check is about -------------------------------------------------------------
+
+    def grade_ids(self, name: str) -> tuple[str, ...]:
+        """The grade ids a check of `name` may be about. The notebook passes the variable's name, which
+        answers of several parts share (a fused answer assigns the variable of an atomic one); a
+        check made for one part looks for the answer there whose gradient is `name`."""
+        answers = self.exercise.answers
+        if self.part is not None:
+            return tuple(a.grade_id for a in answers if a.part == self.part and "d" + a.source == name)
+        by_variable = tuple(a.grade_id for a in answers if a.kind != FUNCTION and a.variable == name)
+        return by_variable or ((name,) if name in self.exercise.by_grade_id else ())
+
+    def pointer(self, name: str) -> str:
+        """Where a student stuck on `name` finds the reference, explained (empty for a name of their own)."""
+        ids = self.grade_ids(name)
+        if not ids or importlib.util.find_spec("grader.student.solution") is None:
+            return ""  # backprop-ninja-student: no references, and no command to show them
+        answers = self.exercise.by_grade_id
+        others = "".join(f" (exercise {answers[g].part}: {g})" for g in ids[1:])
+        return f" — stuck? backprop-ninja solution {ids[0]} --notebook YOUR_NOTEBOOK.ipynb{others}"
+
     # --- where the cell's code and the notebook's values come from ---------------------------------
 
-    def source(self, answer) -> str | None:
+    def source(self, answer: Answer) -> str | None:
         """The answer cell's code as last run: by the cell's id where the notebook's front end sends
-        it, else the newest cell of the notebook's history that assigns its variable (defines
-        manual_backward), other than the read-only cells that set it up."""
+        it, else the newest cell of the notebook's history that assigns its variable (defines its
+        function), other than the read-only cells that set it up."""
         if answer.cell_id in _CELLS:
             return _CELLS[answer.cell_id]
         history = (self.namespace or {}).get("In") or []
-        wanted = frozenset({EX4_FUNCTION} if answer.exercise == 4 else {answer.variable})
+        function = self.exercise.function_of(answer)
+        wanted = frozenset({function.name} if function else {answer.variable})
         for cell in reversed(history[:-1] if history else []):
             if isinstance(cell, str) and _assigns(cell, wanted) and ".grad" not in cell and "check(" not in cell:
                 return cell
         return None
 
-    def _sources_before(self, answer) -> list[tuple[str, str]]:
-        """Exercise 1's earlier answer cells, as the grader runs them first (their names carry over)."""
-        if answer.exercise != 1:
+    def _sources_before(self, answer: Answer) -> list[tuple[str, str]]:
+        """The earlier atomic answer cells, as the grader runs them first (their names carry over)."""
+        if answer.kind != ATOMIC:
             return []
-        found = []
-        for grade_id in ATOMIC[: ATOMIC.index(answer.grade_id)]:
-            source = self.source(BY_GRADE_ID[grade_id])
+        atomic, found = self.exercise.atomic, []
+        for grade_id in atomic[: atomic.index(answer.grade_id)]:
+            source = self.source(self.exercise.by_grade_id[grade_id])
             if source is not None:
                 found.append((grade_id, source))
         return found
@@ -178,84 +195,81 @@ class SelfCheck:
     def notebook_case(self):
         """The notebook's own forward pass as a case of the grader's (unscored, like its probe)."""
         ns = self.namespace or {}
-        if not all(isinstance(ns.get(k), torch.Tensor) for k in (*PARAMETERS, "Xb", "Yb")):
+        network = self.exercise.network
+        if not all(isinstance(ns.get(k), torch.Tensor) for k in (*network.parameters, *network.data)):
             return None
-        params = {p: ns[p].detach().to(torch.float64) for p in PARAMETERS}
-        Xb, C, W1 = ns["Xb"], params["C"], params["W1"]
-        sizes = Sizes(n=Xb.shape[0], vocab=C.shape[0], block_size=Xb.shape[1], n_embd=C.shape[1], n_hidden=W1.shape[1])
-        config = Config("your notebook's batch", sizes, 0, scored=False)
-        return case_of(config, params, ns["Xb"], ns["Yb"], torch.Generator().manual_seed(0))
+        params = {p: ns[p].detach().to(torch.float64) for p in network.parameters}
+        data = {k: ns[k] for k in network.data}
+        config = Config(self.spec, "your notebook's batch", self.exercise.sizes_of({**params, **data}), 0,
+                        scored=False)
+        return case_of(config, params, data, torch.Generator().manual_seed(0))
 
     # --- running the cell the way the grader's sandbox does -----------------------------------------
 
-    def _run_cell(self, answer, source: str, case, check: str, carry: dict) -> _Ran:
+    def _run_cell(self, answer: Answer, source: str, case, check: str, carry: dict) -> _Ran:
         filename = f"<answer cell {answer.grade_id}>"
-        ns = {"__builtins__": builtins, "torch": torch, "F": F, "n": case.n}
-        if answer.exercise == 1:
+        ns = {"__builtins__": builtins, **NAMESPACE, **self.exercise.network.size_values(case.values)}
+        if answer.kind == ATOMIC:
             ns.update(carry)
         ns.update({k: v.clone() for k, v in case.student_view().items()})
         ns.update({g: v.clone() for g, v in case.upstream(answer, check).items()})
-        if answer.exercise != 1:
-            for g in ATOMIC:
-                if g not in answer.upstream:
-                    ns.pop(g, None)
         try:
             exec(compile(source, filename, "exec"), ns)
         except Exception as exc:
             return _error(exc, filename)
-        if answer.exercise == 1:
-            reserved = {*FORWARD_NAMES, "torch", "F", "__builtins__"}
+        if answer.kind == ATOMIC:
+            reserved = {*self.exercise.given, *NAMESPACE, "__builtins__"}
             carry.clear()
             carry.update({k: v for k, v in ns.items() if k not in reserved})
         if answer.variable not in ns:
             return _Ran("unassigned")
         return _result(ns[answer.variable])
 
-    def _outcomes(self, answer, source: str, cases, check: str) -> dict:
+    def _outcomes(self, answer: Answer, source: str, cases, check: str) -> dict:
         outcomes = {}
         earlier = self._sources_before(answer)
         for case in cases:
             carry: dict = {}  # as in the sandbox: what the earlier cells that ran assigned
             for grade_id, code in earlier:
-                self._run_cell(BY_GRADE_ID[grade_id], code, case, check, carry)
+                self._run_cell(self.exercise.by_grade_id[grade_id], code, case, check, carry)
             outcomes[case.config.name] = self._run_cell(answer, source, case, check, carry)
         return outcomes
 
-    def _backward(self, source: str | None) -> dict:
-        """manual_backward's gradients on each of the self-check's cases, run as the grader runs it: its
-        cell's code in a namespace of its own, holding only torch and F."""
-        if self._backward_ran and self._backward_ran[0] == source:
-            return self._backward_ran[1]
-        filename = f"<answer cell {EX4_CELL}>"
+    def _function_outcomes(self, answer: Answer, source: str | None) -> dict:
+        """The answer's function's returned values on each of the self-check's cases, run as the grader
+        runs it: its cell's code in a namespace of its own, holding only torch and F."""
+        function = self.exercise.function_of(answer)
+        if self._function_ran and self._function_ran[0] == (function.cell, source):
+            return self._function_ran[1]
+        filename = f"<answer cell {function.cell}>"
         outcomes: dict = {}
-        ns = {"__builtins__": builtins, "torch": torch, "F": F}
-        function = (self.namespace or {}).get(EX4_FUNCTION)
-        for case in _own_cases():
+        ns = {"__builtins__": builtins, **NAMESPACE}
+        defined = (self.namespace or {}).get(function.name)
+        for case in own_cases(self.spec):
             try:
                 if source is not None:
                     exec(compile(source, filename, "exec"), ns)
-                elif callable(function):  # no history: the same code, cut off from the notebook's globals
-                    ns[EX4_FUNCTION] = type(function)(function.__code__, ns, function.__name__,
-                                                      function.__defaults__, function.__closure__)
-                params = {p: case.values[p].clone() for p in PARAMETERS}
-                cache = {k: case.values[k].clone() for k in EX4_CACHE}
-                grads = ns[EX4_FUNCTION](params, cache, case.values["Yb"].clone())
-                if grads is not None and not isinstance(grads, dict):
-                    raise TypeError(f"{EX4_FUNCTION} returned a {type(grads).__name__}, not a dict")
+                elif callable(defined):  # no history: the same code, cut off from the notebook's globals
+                    ns[function.name] = type(defined)(defined.__code__, ns, defined.__name__,
+                                                      defined.__defaults__, defined.__closure__)
+                returned = ns[function.name](*function.call_arguments(case.values))
+                if returned is not None and not isinstance(returned, dict):
+                    raise TypeError(f"{function.name} returned a {type(returned).__name__}, not a dict")
             except Exception as exc:
                 failed = _error(exc, filename)
-                outcomes[case.config.name] = {p: failed for p in PARAMETERS}
+                outcomes[case.config.name] = dict.fromkeys(function.returns, failed)
                 continue
-            outcomes[case.config.name] = {p: _result(None if grads is None else grads.get(p)) for p in PARAMETERS}
-        self._backward_ran = (source, outcomes)
+            outcomes[case.config.name] = {key: _result(None if returned is None else returned.get(key))
+                                          for key in function.returns}
+        self._function_ran = ((function.cell, source), outcomes)
         return outcomes
 
     # --- the line ------------------------------------------------------------------------------------
 
     def line(self, name: str, manual, tensor: torch.Tensor) -> str:
         label = f"{name:<15s}|"
-        ids = grade_ids(name, self.exercise)
-        answer = BY_GRADE_ID[ids[0]] if ids else None
+        ids = self.grade_ids(name)
+        answer = self.exercise.by_grade_id[ids[0]] if ids else None
         # Reading .grad of a non-leaf that never called retain_grad() makes torch warn on stderr.
         expected = tensor.grad if tensor.is_leaf or tensor.retains_grad else None
         if expected is None:
@@ -269,37 +283,38 @@ class SelfCheck:
         if verdict.status == BLANK and (wrong is None or wrong.endswith(": not attempted yet")):
             return f"{label} not attempted yet"
         if wrong:
-            return f"{label} {wrong}{pointer(name, self.exercise)}"
+            return f"{label} {wrong}{self.pointer(name)}"
         if verdict.passed:
             exact = verdict.status == "exact"
             return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {verdict.maxdiff:.3g}"
                     f" | shape {tuple(expected.shape)} ok")
         status = "right values, wrong shape" if verdict.status == SQUEEZABLE else "WRONG"
         named = None
-        case = self.notebook_case() if answer is not None and answer.exercise != 4 else None
+        case = self.notebook_case() if answer is not None and answer.kind != FUNCTION else None
         if case is not None and verdict.maxdiff is not None and self.hints != "none":
             named = name_mistake([(case, manual)], answer, CHAIN, rtol, atol)
         hints = "" if self.hints == "none" else "".join(f" — hint: {h}" for h in ([named] if named else verdict.hints))
-        return f"{label} {status}: {verdict.message}{hints}{pointer(name, self.exercise)}"
+        return f"{label} {status}: {verdict.message}{hints}{self.pointer(name)}"
 
-    def _as_graded(self, answer, verdict) -> str | None:
+    def _as_graded(self, answer: Answer, verdict) -> str | None:
         """The grader's verdict on the cell's code, or None when it agrees with the value check alone
         (no code found, or the code is right on every batch and check). For a cell that is right with
         the true upstream gradients but not with the student's, says which upstream answer is wrong."""
-        source = None if answer.exercise == 4 and self.namespace is None else self.source(answer)
-        if answer.exercise != 4 and source is None:
+        function = answer.kind == FUNCTION
+        source = None if function and self.namespace is None else self.source(answer)
+        if not function and source is None:
             return None
         if source is not None:
             refusal = static_check.check(source, self.allow)
             if refusal is not None:
                 return f"WRONG: the grader refuses this cell, {refusal}"
-        if answer.exercise == 4:
-            ran = self._backward(source)
+        if function:
+            ran = self._function_outcomes(answer, source)
             outcomes = {case: per[answer.variable] for case, per in ran.items()}
-            failure = judge(outcomes, _own_cases(), answer, CHAIN, self.tolerance, hints=self.hints)
+            failure = judge(outcomes, own_cases(self.spec), answer, CHAIN, self.tolerance, hints=self.hints)
             return None if failure is None else f"WRONG: {failure.feedback}"
         notebook = self.notebook_case()
-        cases = (*_own_cases(), *([notebook] if notebook is not None else []))
+        cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
                                  self.tolerance, hints=self.hints) for check in checks(answer)}
         if failures[CHAIN] is not None:
@@ -315,7 +330,7 @@ class SelfCheck:
             return f"WRONG: {failures[LOCAL].feedback}"
         return None
 
-    def _wrong_upstream(self, answer, source: str, case) -> str | None:
+    def _wrong_upstream(self, answer: Answer, source: str, case) -> str | None:
         """The nearest upstream gradient the cell reads whose notebook value is not autograd's."""
         reads = _reads(source)
         for g in reversed(answer.upstream):
@@ -324,27 +339,36 @@ class SelfCheck:
                 return g
         return None
 
-    def training(self, fused_forward, manual_backward, params: dict, batches, lr: float) -> None:
-        """Exercise 4's self-check: the same SGD steps driven by manual_backward and by autograd, from the
-        same parameters and batches; one line, naming the first step where the two part."""
+    def training(self, *args, lr: float) -> None:
+        """The exercise's whole-run check, `training(function, params, batches, lr=...)`: the same SGD
+        steps driven by the student's function and by autograd, from the same parameters and batches
+        (each a tuple of the network's data), every loss computed by the exercise's own network; one
+        line, naming the first step where the two part. grader 0.1's notebooks pass their own forward
+        first, which the exercise's network has replaced."""
+        if len(args) == 4:
+            args = args[1:]
+        function, params, batches = args
+        network, declared = self.exercise.network, self.exercise.training.function
         manual = {k: v.detach().clone() for k, v in params.items()}
         auto = {k: v.detach().clone() for k, v in params.items()}
         label = f"{'training':<15s}|"
         first = last = None
         spent = {"yours": 0.0, "autograd": 0.0}
-        for step, (X, Y) in enumerate(batches, start=1):
+        for step, batch in enumerate(batches, start=1):
+            data = dict(zip(network.data, batch, strict=True))
             with torch.no_grad():
-                loss, cache = fused_forward(manual, X, Y)
+                values = network.forward(manual, data)
+                loss, arguments = values[network.loss], declared.call_arguments(values)
                 started = time.perf_counter()
-                grads = manual_backward(manual, cache, Y)
+                grads = function(*arguments)
                 spent["yours"] += time.perf_counter() - started
             if not grads or any(grads.get(k) is None for k in manual):
                 print(f"{label} not attempted yet")
                 return
             leaves = {k: v.clone().requires_grad_() for k, v in auto.items()}
-            reference, _ = fused_forward(leaves, X, Y)
+            reference = network.forward(leaves, data)[network.loss]
             started = time.perf_counter()
-            true = dict(zip(leaves, torch.autograd.grad(reference, list(leaves.values()))))
+            true = dict(zip(leaves, torch.autograd.grad(reference, list(leaves.values())), strict=True))
             spent["autograd"] += time.perf_counter() - started
             if not torch.isclose(loss, reference.detach(), rtol=1e-5, atol=1e-8):
                 print(f"{label} WRONG: diverges from autograd at step {step}: loss {loss.item():.6f} with your "

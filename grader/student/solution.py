@@ -2,10 +2,11 @@
 line by line, once the student's notebook holds an attempt at it.
 
 Reading the answer before trying teaches little, so the student's own answer cell is the key: a cell
-still blank as released (`dprobs = None  # TODO`) or missing is refused with "try it first"; any
-attempt, right or wrong, opens it; `--force` opens it regardless. The explanations are the comments of
-the reference itself (solutions/answers.py, inside nbgrader's solution region), so the solved notebook
-that self-learners read says word for word what this prints.
+still blank as released (`dx = None  # TODO`) or missing is refused with "try it first"; any attempt,
+right or wrong, opens it; `--force` opens it regardless. The explanations are the comments of the
+reference itself (inside nbgrader's solution region), so the solved notebook that self-learners read
+says word for word what this prints. Which answers there are, and which of them a function's cell
+answers together, comes from the course's exercise (grader.exercise).
 
 The reference is read from the solved notebook (a checkout's, or the copy the package carries as data),
 never from a module a sandboxed child could import.
@@ -21,14 +22,12 @@ from pathlib import Path
 import click
 
 from grader import material
+from grader.exercise import Answer, Exercise, Function, load
 from grader.material import SOLVED
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID, EX4_CELL, EX4_FUNCTION, EX4_TRAINING, Answer
 
 # nbgrader's default solution delimiters, which the solved notebook uses around every reference.
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
-
-EX4_IDS = tuple(g for g, a in BY_GRADE_ID.items() if a.cell_id == EX4_CELL)
 
 
 class SolutionError(Exception):
@@ -49,24 +48,32 @@ class Reference:
     """What is shown for one grade id, and from which file, so the student can open it there."""
 
     answer: Answer
+    function: Function | None  # the function whose returned key the answer is, if it is one
     source: Path
     steps: tuple[Step, ...]
-    total: int  # statements in the whole reference, of which `steps` may show a part (exercise 4)
+    total: int  # statements in the whole reference, of which `steps` may show a part (a function's)
 
 
 # ---------------------------------------------------------------------------------------------
 # Which answer, and where its reference is
 
 
-def answer_for(grade_id: str) -> Answer:
-    if grade_id in BY_GRADE_ID:
-        return BY_GRADE_ID[grade_id]
-    if grade_id in (EX4_CELL, EX4_TRAINING):
-        raise SolutionError(f"{grade_id} has no reference of its own: ask for one of exercise 4's gradients, "
-                            f"{', '.join(EX4_IDS)}")
-    close = difflib.get_close_matches(grade_id, list(BY_GRADE_ID), n=3, cutoff=0.6)
+def answer_for(exercise: Exercise, grade_id: str) -> Answer:
+    answers = exercise.by_grade_id
+    if grade_id in answers:
+        return answers[grade_id]
+    # A function's cell and the whole-run check are graded, but their references are the answers' own.
+    wholes = {f.cell: f for f in exercise.functions}
+    if exercise.training is not None:
+        wholes[exercise.training.grade_id] = exercise.training.function
+    if grade_id in wholes:
+        function = wholes[grade_id]
+        ids = [a.grade_id for a in exercise.answers if a.cell_id == function.cell]
+        raise SolutionError(f"{grade_id} has no reference of its own: ask for one of exercise {function.part}'s "
+                            f"gradients, {', '.join(ids)}")
+    close = difflib.get_close_matches(grade_id, list(answers), n=3, cutoff=0.6)
     listed = f"{', '.join(close[:-1])} or {close[-1]}" if len(close) > 1 else "".join(close)
-    hint = f"did you mean {listed}?" if close else f"the grade ids are {', '.join(BY_GRADE_ID)}"
+    hint = f"did you mean {listed}?" if close else f"the grade ids are {', '.join(answers)}"
     raise SolutionError(f"unknown grade id {grade_id!r}: {hint}")
 
 
@@ -97,9 +104,9 @@ def find_solved(solved: Path | None, course) -> Path:
 
 def _reference_cell(path: Path, cell_id: str) -> str:
     """The solved notebook's answer cell `cell_id`; unreadable, missing or duplicated stops here."""
-    from grader.pipeline.extract import read
+    from grader.extract import read
 
-    submission = read(path.stem, path)
+    submission = read(path.stem, path, (cell_id,))
     if submission.error:
         raise SolutionError(f"{path}: {submission.error}")
     if cell_id in submission.problems:
@@ -108,11 +115,11 @@ def _reference_cell(path: Path, cell_id: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# What a statement writes: the attempt check and exercise 4's slice both ask
+# What a statement writes: the attempt check and a function's slice both ask
 
 
 def _base(target: ast.expr) -> str | None:
-    """The variable an assignment target writes into: `dC` for `dC`, `dC[Xb]` or `dC.data`."""
+    """The variable an assignment target writes into: `dx` for `dx`, `dx[i]` or `dx.data`."""
     while isinstance(target, (ast.Subscript, ast.Attribute, ast.Starred)):
         target = target.value
     return target.id if isinstance(target, ast.Name) else None
@@ -121,7 +128,7 @@ def _base(target: ast.expr) -> str | None:
 def _writes(stmt: ast.AST) -> tuple[set[str], set[str], ast.expr | None]:
     """(variables it replaces, variables it changes in place, the value it writes) for one statement.
 
-    A method called as a statement of its own (`dC.index_add_(...)`) counts as an in-place change."""
+    A method called as a statement of its own (`dx.index_add_(...)`) counts as an in-place change."""
     if isinstance(stmt, ast.Assign):
         targets, value = stmt.targets, stmt.value
     elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
@@ -156,9 +163,9 @@ def _gives_value(root: ast.AST, name: str) -> bool:
     return False
 
 
-def _function(tree: ast.Module) -> ast.FunctionDef | None:
-    """The `manual_backward` a cell leaves defined: the last one, as when the cell runs."""
-    defs = [s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == EX4_FUNCTION]
+def _function(tree: ast.Module, name: str) -> ast.FunctionDef | None:
+    """The function `name` a cell leaves defined: the last one, as when the cell runs."""
+    defs = [s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name]
     return defs[-1] if defs else None
 
 
@@ -166,7 +173,7 @@ def _returned(fn: ast.FunctionDef, key: str) -> ast.expr | None:
     """What `return {...}` gives for `key` (None: no dict literal returned holds it)."""
     for node in ast.walk(fn):
         if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict):
-            for k, v in zip(node.value.keys, node.value.values):
+            for k, v in zip(node.value.keys, node.value.values, strict=True):
                 if isinstance(k, ast.Constant) and k.value == key:
                     return v
     return None
@@ -181,35 +188,36 @@ def _stub_only(fn: ast.FunctionDef) -> bool:
     return all(given(s) for s in fn.body)
 
 
-def blank_reason(answer: Answer, source: str) -> str | None:
+def blank_reason(exercise: Exercise, answer: Answer, source: str) -> str | None:
     """Why `source` (the student's answer cell) holds no attempt at `answer`; None when it does.
 
-    Blank means as released: the answer's variable is given no value but None. In exercise 4 the
-    variable is the one `manual_backward` returns for the parameter (`"W1": dW1`), given a value
+    Blank means as released: the answer's variable is given no value but None. For a function's answer
+    the variable is the one the function returns for the answer's key (`"w": dw`), given a value
     anywhere in the function. A cell that does not parse holds an attempt, however broken.
     """
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
-    if answer.cell_id != EX4_CELL:
+    function = exercise.function_of(answer)
+    if function is None:
         if _gives_value(tree, answer.variable):
             return None
         return f"the answer cell {answer.cell_id} still gives {answer.variable} no value but None (as released)"
-    fn = _function(tree)
+    fn = _function(tree, function.name)
     if fn is None:
-        return f"the {EX4_CELL} cell defines no {EX4_FUNCTION}"
+        return f"the {function.cell} cell defines no {function.name}"
     value = _returned(fn, answer.variable)
     if value is None:
         if _stub_only(fn):
-            return f"{EX4_FUNCTION} is still the released stub"
+            return f"{function.name} is still the released stub"
         return None
     if isinstance(value, ast.Name):
         if _gives_value(fn, value.id):
             return None
-        return (f"{EX4_FUNCTION} still gives {value.id} (returned for {answer.variable!r}) no value but None "
+        return (f"{function.name} still gives {value.id} (returned for {answer.variable!r}) no value but None "
                 "(as released)")
-    return f"{EX4_FUNCTION} returns None for {answer.variable!r}" if _is_none(value) else None
+    return f"{function.name} returns None for {answer.variable!r}" if _is_none(value) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,8 +240,8 @@ def _written(stmt: ast.stmt) -> set[str]:
 
 def steps(region: str) -> list[Step]:
     """The statements of a solution region, each under the comment lines just above it. A statement
-    without comments that goes on writing the variable of the one before (`dC = torch.zeros_like(C)`,
-    then `dC.index_add_(...)`) shares its explanation; any other has none."""
+    without comments that goes on writing the variable of the one before (`dx = torch.zeros_like(x)`,
+    then `dx.index_add_(...)`) shares its explanation; any other has none."""
     text = textwrap.dedent(region)
     lines = text.splitlines()
     result: list[Step] = []
@@ -264,9 +272,9 @@ def needed(statements: list[ast.stmt], variable: str) -> set[int]:
     return kept
 
 
-def reference(answer: Answer, solved: Path) -> Reference:
-    """The reference for `answer` from the solved notebook; for exercise 4, only the statements of
-    manual_backward that its parameter's gradient needs."""
+def reference(exercise: Exercise, answer: Answer, solved: Path) -> Reference:
+    """The reference for `answer` from the solved notebook; for a function's answer, only the
+    statements of the function that its returned value needs."""
     source = _reference_cell(solved, answer.cell_id)
     where = f"{solved}: the answer cell {answer.cell_id}"
     try:
@@ -274,43 +282,44 @@ def reference(answer: Answer, solved: Path) -> Reference:
     except SyntaxError as exc:
         raise SolutionError(f"{where} does not parse: {exc.msg} (line {exc.lineno})") from None
     total = sum(len(s.statements) for s in all_steps)
-    if answer.cell_id != EX4_CELL:
-        return Reference(answer, solved, tuple(all_steps), total)
-    fn = _function(tree)
+    function = exercise.function_of(answer)
+    if function is None:
+        return Reference(answer, None, solved, tuple(all_steps), total)
+    fn = _function(tree, function.name)
     value = _returned(fn, answer.variable) if fn else None
     if not isinstance(value, ast.Name):
-        raise SolutionError(f"{where}: {EX4_FUNCTION} does not return a variable for {answer.variable!r}")
+        raise SolutionError(f"{where}: {function.name} does not return a variable for {answer.variable!r}")
     statements = [stmt for s in all_steps for stmt in s.statements]
     kept = [statements[i] for i in sorted(needed(statements, value.id))]
     shown = tuple(s for s in all_steps if any(stmt in kept for stmt in s.statements))
-    return Reference(answer, solved, shown, total)
+    return Reference(answer, function, solved, shown, total)
 
 
 def render(ref: Reference) -> str:
     """Each step's explanation as comments above its code, as in the solved notebook; styled, and
     click.echo drops the style when the output is not a terminal."""
     a = ref.answer
-    title = f"{a.grade_id} (exercise {a.exercise}): the reference answer, from {ref.source}"
+    title = f"{a.grade_id} (exercise {a.part}): the reference answer, from {ref.source}"
     head = [click.style(title, bold=True)]
-    if a.cell_id == EX4_CELL:
+    if ref.function is not None:
         count = sum(len(s.statements) for s in ref.steps)
-        head += [f"the {count} of the {ref.total} statements of {EX4_FUNCTION} that the gradient of "
+        head += [f"the {count} of the {ref.total} statements of {ref.function.name} that the gradient of "
                  f"{a.variable} needs;", "its signature, docstring and return statement are in your notebook:"]
     blocks = ["\n".join([*(click.style(f"    # {line}", fg="cyan") for line in step.explanation),
                          *(f"    {line}" for line in step.code)]) for step in ref.steps]
     return "\n".join(head) + "\n\n" + "\n\n".join(blocks)
 
 
-def refusal(answer: Answer, notebook: Path) -> str | None:
+def refusal(exercise: Exercise, answer: Answer, notebook: Path) -> str | None:
     """Why the notebook's answer cell opens no reference (None: it holds an attempt)."""
-    from grader.pipeline.extract import read
+    from grader.extract import read
 
     submission = read(notebook.stem, notebook)
     if submission.error:
         raise SolutionError(f"{notebook}: {submission.error}")
     if answer.cell_id in submission.problems:  # missing or duplicated: nothing single to judge
         return f"try it first: {notebook}: {submission.problems[answer.cell_id]} (--force shows it anyway)"
-    reason = blank_reason(answer, submission.cells[answer.cell_id])
+    reason = blank_reason(exercise, answer, submission.cells[answer.cell_id])
     if reason is None:
         return None
     return (f"try it first: {notebook}: {reason}; write your answer and run its check, then ask again "
@@ -320,10 +329,12 @@ def refusal(answer: Answer, notebook: Path) -> str | None:
 def show(grade_id: str, notebook: Path | None, *, solved: Path | None = None, course=None,
          force: bool = False) -> str:
     """The text to print; SolutionError when the notebook holds no attempt (unless `force`) or the
-    reference cannot be found."""
-    answer = answer_for(grade_id)
+    reference cannot be found. The answers are the course's exercise's (the default one without a
+    course.yml)."""
+    exercise = course.exercise if course is not None else load()
+    answer = answer_for(exercise, grade_id)
     if not force:
-        refused = refusal(answer, notebook)
+        refused = refusal(exercise, answer, notebook)
         if refused:
             raise SolutionError(refused)
-    return render(reference(answer, find_solved(solved, course)))
+    return render(reference(exercise, answer, find_solved(solved, course)))

@@ -5,6 +5,7 @@ short training run."""
 from grader.exercise import Exercise
 from grader.exercises.makemore_mlp import model
 from grader.exercises.makemore_mlp.answers import ANSWERS, BACKWARD, TRAINING
+from grader.exercises.makemore_mlp.mistakes import MISTAKES
 
 EXERCISE = Exercise(
     name="makemore-mlp",
@@ -21,4 +22,6 @@ EXERCISE = Exercise(
     hidden=model.hidden,
     assignment="backprop_ninja",
     notebook="backprop_ninja.ipynb",
+    mistakes=MISTAKES,
+    demo="grader.exercises.makemore_mlp.demo:CLASS",
 )

@@ -7,7 +7,7 @@ them.
 from __future__ import annotations
 
 from grader.exercise import FUSED, Answer, Function, Training, atomic_answers, function_answers
-from grader.exercises.makemore_mlp.model import NETWORK, PARAMETERS
+from grader.exercises.makemore_mlp.model import NETWORK, PARAMETERS, training_batches
 
 # Exercise 1, in the order the notebook asks for them; each is also a valid computation order.
 ATOMIC = (
@@ -28,8 +28,9 @@ BACKWARD = Function(EX4_CELL, EX4_FUNCTION, (("params", PARAMETERS), ("cache", E
 
 ANSWERS: tuple[Answer, ...] = (
     *atomic_answers(NETWORK, ATOMIC, 1),
-    Answer("ex2_dlogits", "dlogits", "logits", FUSED, 2),
-    Answer("ex3_dhprebn", "dhprebn", "hprebn", FUSED, 3, ("dhpreact",), ("dhpreact",), sink="hpreact"),
+    Answer("ex2_dlogits", "dlogits", "logits", FUSED, 2, title="the cross-entropy step"),
+    Answer("ex3_dhprebn", "dhprebn", "hprebn", FUSED, 3, ("dhpreact",), ("dhpreact",), sink="hpreact",
+           title="the batch-norm step"),
     *function_answers(BACKWARD),
 )
 
@@ -37,7 +38,7 @@ BY_GRADE_ID = {a.grade_id: a for a in ANSWERS}
 # Exercise 4 as a whole: a short training run driven by the student's manual_backward, against the
 # same run driven by autograd.
 EX4_TRAINING = "ex4_training"
-TRAINING = Training(EX4_TRAINING, BACKWARD)
+TRAINING = Training(EX4_TRAINING, BACKWARD, training_batches)
 GRADE_IDS = (*BY_GRADE_ID, EX4_TRAINING)
 ANSWER_CELLS = tuple(dict.fromkeys(a.cell_id for a in ANSWERS))
 # What every answer cell may read besides gradients: the notebook says the same to students.

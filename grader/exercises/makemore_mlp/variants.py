@@ -26,7 +26,7 @@ import torch
 
 from grader.exercise import FUSED, Answer, Exercise, Function, Network, Sizes, Training, atomic_answers, \
     function_answers
-from grader.exercises.makemore_mlp import EXERCISE, model
+from grader.exercises.makemore_mlp import EXERCISE, mistakes, model
 from grader.exercises.makemore_mlp.answers import ATOMIC, EX4_CELL, EX4_FUNCTION, EX4_TRAINING
 
 LECTURE_VARIANT = "tanh-batchnorm"
@@ -100,12 +100,17 @@ class Normalization:
     student: str
 
     @property
+    def title(self) -> str:
+        """What feedback calls the block: "the batch-norm step"."""
+        return self.name.replace("norm", "-norm")
+
+    @property
     def fused(self) -> Answer | None:
         """Exercise 3, the whole block's backward in one cell, from dhpreact."""
         if not self.parameters:
             return None
         return Answer("ex3_d" + self.pre, "d" + self.pre, self.pre, FUSED, 3, ("dhpreact",), ("dhpreact",),
-                      sink="hpreact")
+                      sink="hpreact", title=f"the {self.title} step")
 
 
 _BATCHNORM = ("bnmeani", "bndiff", "bndiff2", "bnvar", "bnvar_inv", "bnraw", "hpreact")
@@ -122,7 +127,7 @@ NORMALIZATIONS = {n.name: n for n in (
                   "lndiff = hpreln - lnmean\n"
                   "lndiff2 = lndiff**2\n"
                   "lnvar = lndiff2.mean(1, keepdim=True)\n"
-                  f"lnvar_inv = (lnvar + {model.EPS}) ** -0.5\n"
+                  "lnvar_inv = (lnvar + 1e-5) ** -0.5\n"
                   "lnraw = lndiff * lnvar_inv\n"
                   "hpreact = lngain * lnraw + lnbias\n",
                   ("lngain", "lnbias"),
@@ -261,7 +266,7 @@ def build(name: str) -> Exercise:
     fused = variant.norm.fused
     answers = (
         *atomic_answers(network, variant.atomic(), 1),
-        Answer("ex2_dlogits", "dlogits", "logits", FUSED, 2),
+        next(a for a in EXERCISE.answers if a.grade_id == "ex2_dlogits"),
         *((fused,) if fused else ()),
         *function_answers(backward),
     )
@@ -280,6 +285,8 @@ def build(name: str) -> Exercise:
         hidden=functools.partial(hidden, variant),
         assignment=EXERCISE.assignment,
         notebook=EXERCISE.notebook,
+        mistakes=mistakes.for_variant(variant.activation.name, variant.norm.name,
+                                      ("h", "r") if variant.residual else ("h",)),
     )
 
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import safe_text
-from grader.exercises.makemore_mlp.answers import ANSWER_CELLS
 
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 
@@ -116,7 +115,8 @@ _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "characte
           stat.S_IFBLK: "block device", stat.S_IFDIR: "folder"}
 
 
-def read(sid: str, path: Path) -> Submission:
+def read(sid: str, path: Path, cells: tuple[str, ...]) -> Submission:
+    """The answer cells `cells` (an exercise's `answer_cells`) of the notebook at `path`."""
     submission = Submission(sid, path)
     try:
         text = notebook_bytes(path).decode("utf-8")
@@ -151,21 +151,21 @@ def read(sid: str, path: Path) -> Submission:
     except Exception as exc:  # nbformat raises many types for many kinds of malformed files
         submission.error = f"not a readable notebook: {' '.join(str(exc).split())[:200]}"
         return submission
-    return from_notebook(sid, path, notebook)
+    return from_notebook(sid, path, notebook, cells)
 
 
-def from_notebook(sid: str, path: Path, notebook) -> Submission:
-    """The answer cells of a notebook already in memory (nbgrader hands its preprocessors one)."""
+def from_notebook(sid: str, path: Path, notebook, cells: tuple[str, ...]) -> Submission:
+    """The answer cells `cells` of a notebook already in memory (nbgrader hands its preprocessors one)."""
     submission = Submission(sid, path)
     found: dict[str, list[str]] = {}
     for cell in notebook.get("cells", []):
         metadata = cell.get("metadata") or {}
         nbgrader = metadata.get("nbgrader") if isinstance(metadata, dict) else None
         grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
-        if grade_id in ANSWER_CELLS and cell.get("cell_type") == "code":
+        if grade_id in cells and cell.get("cell_type") == "code":
             source = cell.get("source", "")
             found.setdefault(grade_id, []).append("".join(source) if isinstance(source, list) else str(source))
-    for grade_id in ANSWER_CELLS:
+    for grade_id in cells:
         sources = found.get(grade_id, [])
         if len(sources) == 1:
             submission.cells[grade_id] = sources[0]

@@ -1,0 +1,87 @@
+"""The makemore exercise's mistakes that its network alone does not show: the classic slips in the
+derivatives of its elementwise steps (log, exp, x**-1, batch norm's (bnvar + eps)**-0.5, the square,
+tanh), what its sizes and data are called, and what sets its small-variance configuration apart.
+
+The engine's search (grader.judge.neighbourhood) tries each slip on the forward pass, in the trusted
+process, and names a wrong answer with its sentence when the answer equals it on every configuration.
+"""
+from __future__ import annotations
+
+from grader.exercise import Mistakes, Rule
+from grader.exercises.makemore_mlp.model import EPS
+
+
+def _eps_slips(var: str = "bnvar") -> tuple:
+    slips = [("eps-dropped", f"leaves the forward's eps out of the derivative of ({var} + eps)**-0.5",
+              lambda x, y: -0.5 * x**-1.5)]
+    for eps in (1e-3, 1e-4, 1e-6, 1e-8):
+        slips.append((f"eps-{eps:g}", f"adds eps = {eps:g} in the derivative where the forward adds {EPS:g}",
+                      lambda x, y, e=eps: -0.5 * (x + e) ** -1.5))
+    slips.append(("power", "keeps the exponent -0.5 in the derivative: the power rule lowers it by one",
+                  lambda x, y: -0.5 * (x + EPS) ** -0.5))
+    slips.append(("power-up", "raises the exponent in the derivative: the power rule lowers it by one",
+                  lambda x, y: -0.5 * (x + EPS) ** 0.5))
+    return tuple(slips)
+
+
+def _inverse_sqrt(var: str) -> Rule:
+    return Rule(f"the derivative of ({var} + eps)**-0.5", "x", lambda x, y: -0.5 * (x + EPS) ** -1.5, _eps_slips(var))
+
+
+def _square(diff: str) -> Rule:
+    return Rule("the derivative of the square", "x", lambda x, y: 2 * x, (
+        ("square", f"squares {diff} in the derivative of the square, which is linear in it", lambda x, y: x**2),))
+
+
+TANH = Rule("the derivative of tanh", "y", lambda x, y: 1 - y**2, (
+    ("tanh-square", "squares (1 - h) in the tanh derivative: check the order of the square and the subtraction",
+     lambda x, y: (1 - y) ** 2),
+    ("tanh-plus", "adds the square of h in the tanh derivative instead of subtracting it", lambda x, y: 1 + y**2),
+    ("tanh-cosh", "uses tanh's output where its derivative needs the square of it", lambda x, y: 1 - y),
+    ("sigmoid", "uses the sigmoid's derivative where the tanh's is needed", lambda x, y: y * (1 - y))))
+SIGMOID = Rule("the derivative of the sigmoid", "y", lambda x, y: y * (1 - y), (
+    ("tanh", "uses tanh's derivative (1 - h**2) where the sigmoid's is needed", lambda x, y: 1 - y**2),
+    ("sigmoid-half", "keeps only one factor of the sigmoid's derivative sigma * (1 - sigma)", lambda x, y: y),
+    ("sigmoid-other-half", "keeps only the (1 - sigma) factor of the sigmoid's derivative", lambda x, y: 1 - y)))
+RELU = Rule("the derivative of ReLU", "x", lambda x, y: (x > 0).to(x.dtype), (
+    ("relu-output", "multiplies by ReLU's output where its derivative is a 0/1 mask", lambda x, y: y),
+    ("relu-inverted", "masks the wrong side: ReLU passes the gradient where its input is positive",
+     lambda x, y: (x <= 0).to(x.dtype))))
+CUBE = Rule("the derivative of the cube", "x", lambda x, y: 3 * x**2, (
+    ("cube-power", "keeps the exponent 3 in the derivative: the power rule lowers it by one", lambda x, y: 3 * x**3),
+    ("cube-factor", "leaves out the factor 3 the power rule brings down", lambda x, y: x**2)))
+# The cross-entropy's steps, the same in every variant.
+CROSS_ENTROPY = {
+    "logprobs": Rule("the derivative of log", "x", lambda x, y: 1 / x, (
+        ("multiplies", "multiplies by probs where the derivative of log divides by it", lambda x, y: x),)),
+    "counts": Rule("the derivative of exp", "y", lambda x, y: y),
+    "counts_sum_inv": Rule("the derivative of x**-1", "x", lambda x, y: -x**-2, (
+        ("power", "keeps the exponent -1 in the derivative: the power rule lowers it by one", lambda x, y: -x**-1),
+        ("power-twice", "lowers the exponent by two in the derivative of x**-1", lambda x, y: -x**-3),
+        ("power-positive", "writes a positive exponent in the derivative of x**-1", lambda x, y: -x**2))),
+}
+RULES = {**CROSS_ENTROPY, "bnvar_inv": _inverse_sqrt("bnvar"), "bndiff2": _square("bndiff"), "h": TANH}
+WORDS = {"n": "the batch size", "Xb": "a character"}
+# The sizes the course's feedback has always named: the batch, the vocabulary and the hidden layer.
+HARDCODED = ("n", "vocab", "n_hidden")
+
+
+def for_variant(activation: str, norm: str, outputs: tuple[str, ...]) -> Mistakes:
+    """A variant's slips: the cross-entropy's, its normalization's and its activation's, keyed by the step
+    names the variant's network uses; `outputs` are the activation's outputs (h, and r with a residual)."""
+    rules = dict(CROSS_ENTROPY)
+    if norm == "batchnorm":
+        rules.update(bnvar_inv=_inverse_sqrt("bnvar"), bndiff2=_square("bndiff"))
+    elif norm == "layernorm":
+        rules.update(lnvar_inv=_inverse_sqrt("lnvar"), lndiff2=_square("lndiff"))
+    for y in outputs:
+        if activation == "gelu":
+            rules.update({f"{y}tanh": TANH, f"{y}cube": CUBE})
+        else:
+            rules[y] = {"tanh": TANH, "sigmoid": SIGMOID, "relu": RELU}[activation]
+    unusual = {"batchnorm": "whose hidden activations have a tiny variance (comparable to batch norm's eps)",
+               "layernorm": "whose examples' features have a tiny variance (comparable to layer norm's eps)"}
+    return Mistakes(rules=rules, words=WORDS, hardcoded=HARDCODED, unusual=unusual.get(norm, ""))
+
+
+MISTAKES = for_variant("tanh", "batchnorm", ("h",))

@@ -1,0 +1,52 @@
+"""The course's hidden suite (autotests/) grades an exercise it was never written for: test_diagnose's
+tiny exercise, whose answers are made here by hand (no sandbox), judged by the real suite through the
+grader's plugin, with its grade ids taken from the course's exercise when the suite is collected."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from test_diagnose import tiny, tiny_case
+
+from grader.course import Feedback, Tolerance
+from grader.judge import suite
+from grader.judge.exam import CHAIN, checks
+from grader.extract import Submission
+from grader.sandbox.parent import Attempt, Outcome
+
+AUTOTESTS = Path(__file__).resolve().parents[1] / "autotests"
+
+
+def _graded(name: str, cases, answer_of) -> suite.Graded:
+    """A submission whose every answer, on every case and check, is `answer_of(answer, case, check)`."""
+    outcomes = {(a.grade_id, check, case.config.name): Outcome("tensor", tensor=answer_of(a, case, check))
+                for a in cases[0].exercise.answers for check in checks(a) for case in cases}
+    return suite.Graded(Submission(name, Path(f"{name}.ipynb")), Attempt(outcomes))
+
+
+def test_the_hidden_suite_grades_any_exercise():
+    exercise = tiny()
+    cases = [tiny_case(exercise, 5), tiny_case(exercise, 9), tiny_case(exercise, 6, scored=False)]
+
+    def right(answer, case, check):
+        return case.expected(answer, check)
+
+    def wrong(answer, case, check):
+        n = case.values["X"].shape[0]
+        if answer.grade_id == "fn_db":
+            return n * right(answer, case, check)
+        if answer.grade_id == "dh" and check == CHAIN:
+            return (case.values["h"] > 0) * case.truth["da"]
+        return right(answer, case, check)
+
+    course = SimpleNamespace(exercise=exercise, tolerance=Tolerance(), feedback=Feedback())
+    results = suite.run({"right": _graded("right", cases, right), "wrong": _graded("wrong", cases, wrong)},
+                        cases, None, course, AUTOTESTS)
+    expected = {(a.grade_id, check) for a in exercise.answers for check in checks(a)}
+    assert set(results["right"]) == expected, "one result per answer and check, and no training check"
+    assert {r.status for r in results["right"].values()} == {suite.PASSED}
+    failed = {key: r for key, r in results["wrong"].items() if r.status != suite.PASSED}
+    assert sorted(failed) == [("dh", CHAIN), ("fn_db", CHAIN)]
+    assert failed[("fn_db", CHAIN)].feedback.startswith("b: wrong values")
+    assert failed[("fn_db", CHAIN)].mistake == "your b is n times too large"
+    assert failed[("dh", CHAIN)].mistake.startswith("your dh misses the branch through z")
