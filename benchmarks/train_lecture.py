@@ -2,6 +2,8 @@
 
     python benchmarks/train_lecture.py                                  # the lecture's names.txt (default)
     python benchmarks/train_lecture.py --data words.txt                 # any file of one word per line
+    python benchmarks/train_lecture.py --variant relu-layernorm         # a variant of the network
+    python benchmarks/train_lecture.py --all-variants --steps 10000     # every variant, then one table
 
 It runs the solved notebook's own cells (solutions/backprop_ninja_solved.ipynb, found by their nbgrader
 grade ids), in this process and in one namespace, as Run All does with `FULL_RUN = True`:
@@ -14,6 +16,16 @@ assignment to an overridden name is removed and the name is set beforehand; noth
 Then it times a step of the notebook's `train` (manual backward) against the same loop driven by
 autograd (`loss.backward()` on `fused_forward` with leaves that require grad, same batches, same SGD
 schedule): alternating rounds of --timing-steps steps after a warm-up, median seconds per step.
+
+With --variant NAME (a name of grader.exercises.makemore_mlp.variants.NAMES, with or without its
+`makemore-mlp/`) the same cells run, the same loop, calibration, evaluation, sampling and timing, with
+three of the notebook's definitions replaced by the variant's: `init_params` (the exercise's `init`,
+the lecture's rules for the variant's pieces), `fused_forward` (the exercise's network, its forward
+values as the cache) and `manual_backward` (the variant's reference answer, solutions/variants.py).
+Batch norm's calibration cell runs only where the variant has batch norm: layer norm takes each
+example's statistics over its own features, so one example is normalized alone in training as in
+sampling, and without a normalization nothing depends on the batch. --all-variants runs every variant
+in turn and ends with one table.
 
 With --check-lecture the exit status is 1 unless train and val loss are within 0.01 of the lecture's
 (2.0705 / 2.1099 on names.txt, 200,000 steps).
@@ -155,6 +167,62 @@ def seconds_per_step(ns: dict, steps: int, rounds: int, warmup: int) -> tuple[di
 
 
 # ---------------------------------------------------------------------------------------------
+# A variant of the network in place of the notebook's
+
+
+def variant_name(name: str) -> str:
+    """`makemore-mlp/relu-layernorm` or `relu-layernorm` -> `relu-layernorm`; ValueError if unknown."""
+    from grader.exercises.makemore_mlp.variants import NAMES
+
+    bare = name.removeprefix("makemore-mlp/")
+    if bare not in NAMES:
+        raise ValueError(f"unknown variant {name!r}: one of {', '.join(NAMES)}")
+    return bare
+
+
+def normalization(name: str) -> str:
+    """`batchnorm`, `layernorm` or `none`: whether training statistics need calibrating."""
+    from grader.exercises.makemore_mlp.variants import parse
+
+    return parse(name).norm.name
+
+
+def define_variant(ns: dict, name: str) -> None:
+    """Set the notebook's `init_params`, `fused_forward` and `manual_backward`, with their signatures, to
+    variant `name`'s, so the notebook's own training, calibration, evaluation and sampling cells run it.
+
+    The forward is the exercise's network itself (the text the grader's oracle differentiates); its
+    values, every intermediate by name, are the cache. Calibrated batch-norm statistics replace the steps
+    `bnmeani` and `bnvar`, as the notebook's `bnstats` does."""
+    from grader.exercise import Sizes, Step, load
+    from grader.exercises.makemore_mlp.answers import EX4_CELL, EX4_FUNCTION
+    from solutions import variants as references
+
+    torch = ns["torch"]
+    exercise = load(f"makemore-mlp/{name}")
+    network = exercise.network
+
+    def init_params(n_hidden, dtype, g):
+        sizes = Sizes(**{**exercise.lecture, "vocab": ns["vocab_size"], "block_size": ns["block_size"],
+                         "n_embd": ns["n_embd"], "n_hidden": n_hidden})
+        return exercise.init(sizes, g, dtype)
+
+    def fused_forward(params, X, Y=None, bnstats=None):
+        # Without targets the loss steps still run (on dummy ones): the network computes the loss last.
+        targets = torch.zeros(X.shape[0], dtype=torch.long) if Y is None else Y
+        replace = None
+        if bnstats is not None:
+            replace = {step: Step(step, (), f"{step} calibrated on the training set", lambda value=value: value)
+                       for step, value in zip(("bnmeani", "bnvar"), bnstats)}
+        values = network.forward(params, {"Xb": X, "Yb": targets}, replace)
+        return (None if Y is None else values[network.loss]), values
+
+    cell = references.cells(name)[EX4_CELL]
+    manual_backward = references.run(cell, {"torch": torch, "F": ns["F"]}, EX4_CELL)[EX4_FUNCTION]
+    ns.update(init_params=init_params, fused_forward=fused_forward, manual_backward=manual_backward)
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def cpu_name() -> str:
@@ -165,12 +233,95 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def train_and_report(cells: dict[str, str], args, data_file: str | None, variant: str | None,
+                     compare: bool) -> dict | None:
+    """One run: the notebook's cells (with `variant`'s definitions in place of its own), training, losses
+    (against the lecture's if `compare`), samples and seconds per step, printed; returns the losses, the
+    timings and whether the losses are the lecture's; None if the backward returned no gradients."""
+    ns: dict = {"__name__": "__notebook__"}
+    run_cell(cells, "setup_imports", ns)
+    torch = ns["torch"]
+    print(f"machine: {cpu_name()}, {os.cpu_count()} cores; "
+          f"Python {platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} torch thread(s)")
+    print("\ndata:", data_file or "the lecture's names.txt shipped with the package (default)")
+    run_cell(cells, "setup_data", ns, DATA_FILE=data_file)
+    run_cell(cells, "setup_params", ns, quiet=True)
+    if variant is None:
+        run_cell(cells, "setup_ex4_forward", ns)
+        run_cell(cells, "ex4_backward", ns)
+    else:
+        define_variant(ns, variant)
+
+    half = args.steps // 2
+    print(f"\ntraining with manual_backward: {args.steps} steps, batch {ns['batch_size']}, n_hidden 200, "
+          f"lr 0.1 then 0.01 from step {half}, seed {ns['SEED']}")
+    start = time.perf_counter()
+    run_cell(cells, "train_loop", ns, max_steps=args.steps)
+    train_seconds = time.perf_counter() - start
+    if ns.get("lossi") is None:
+        print("the notebook's manual_backward returned no gradients: nothing to benchmark", file=sys.stderr)
+        return None
+    if len(ns["lossi"]) != args.steps:
+        raise RuntimeError(f"the notebook's train_loop ran {len(ns['lossi'])} steps, not --steps {args.steps}")
+    print(f"  {args.steps} steps in {train_seconds:.1f} s ({train_seconds / args.steps * 1e3:.3f} ms/step)")
+
+    norm = "batchnorm" if variant is None else normalization(variant)
+    if norm == "batchnorm":
+        print("\nloss, batch norm calibrated on the training set")
+        run_cell(cells, "train_calibrate", ns, quiet=True)
+    else:
+        print("\nloss, nothing to calibrate: "
+              + ("layer norm's statistics are each example's own" if norm == "layernorm" else "no normalization"))
+        ns["bnstats"] = None
+    printed = run_cell(cells, "train_evaluate", ns)
+    loss = {split: float(value) for split, value in re.findall(r"^(train|val) loss (\S+)$", printed, re.M)}
+    within = lecture_difference(loss) if compare else None
+
+    print("\n20 samples")
+    run_cell(cells, "train_sample", ns)
+
+    print(f"\nseconds per step: median of {args.timing_rounds} alternating rounds of {args.timing_steps} steps "
+          f"after {args.warmup} warm-up steps, same seed and batches")
+    times, last = seconds_per_step(ns, args.timing_steps, args.timing_rounds, args.warmup)
+    median = {kind: statistics.median(t) for kind, t in times.items()}
+    for kind, label in (("manual", "manual backward  "), ("autograd", "autograd backward")):
+        rounds = ", ".join(f"{t * 1e3:.3f}" for t in times[kind])
+        print(f"  {label} {median[kind]:.6f} s/step  (rounds, ms: {rounds}; last batch loss {last[kind]:.4f})")
+    print(f"  autograd / manual {median['autograd'] / median['manual']:.2f}x")
+    return {"first": 10 ** ns["lossi"][0], **loss, **median, "within": within}
+
+
+def lecture_difference(loss: dict) -> bool:
+    """Prints the difference from the lecture's losses; True if within the tolerance."""
+    diffs = {split: loss[split] - LECTURE_LOSS[split] for split in LECTURE_LOSS}
+    within = all(abs(d) <= LECTURE_TOLERANCE for d in diffs.values())
+    print(f"  lecture (names.txt): train {LECTURE_LOSS['train']:.4f}, val {LECTURE_LOSS['val']:.4f}; "
+          f"difference train {diffs['train']:+.4f}, val {diffs['val']:+.4f}: "
+          f"{'within' if within else 'NOT within'} {LECTURE_TOLERANCE}")
+    return within
+
+
+def table(results: dict[str, dict]) -> None:
+    """Every variant's losses and timings, as a Markdown table; a loss that did not fall is flagged."""
+    print("| variant | step-0 batch loss | train loss | val loss | manual s/step | autograd s/step "
+          "| autograd / manual |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, r in results.items():
+        flag = "" if r["train"] < r["first"] else " (loss did not fall)"
+        print(f"| {name}{flag} | {r['first']:.4f} | {r['train']:.4f} | {r['val']:.4f} | {r['manual']:.6f} | "
+              f"{r['autograd']:.6f} | {r['autograd'] / r['manual']:.2f}x |")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=None,
                         help="a file with one word per line (default: the lecture's names.txt "
                              "shipped with the package)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--variant", help="a variant of the network, e.g. relu-layernorm or "
+                                         "makemore-mlp/gelu-none-residual (default: the solved notebook's own)")
+    which.add_argument("--all-variants", action="store_true", help="every variant in turn, then one table")
     parser.add_argument("--steps", type=int, default=LECTURE_STEPS, help="training steps (default: %(default)s)")
     parser.add_argument("--timing-steps", type=int, default=2_000,
                         help="steps per timing round of each backward (default: %(default)s)")
@@ -191,62 +342,40 @@ def main(argv=None) -> int:
         parser.error(f"--data {args.data}: no such file")
 
     os.environ.setdefault("MPLBACKEND", "Agg")  # setup_imports imports pyplot; nothing is plotted
-    sys.path.insert(0, str(ROOT))  # the notebook imports the checkout's `grader`
+    sys.path.insert(0, str(ROOT))  # the notebook imports the checkout's `grader`, the variants `solutions`
+    from grader.exercises.makemore_mlp.variants import LECTURE_VARIANT, NAMES, describe
+
+    variants: list[str | None] = [None]
+    if args.all_variants:
+        variants = list(NAMES)
+    elif args.variant is not None:
+        try:
+            variants = [variant_name(args.variant)]
+        except ValueError as exc:
+            parser.error(str(exc))
+    if args.check_lecture and variants[0] not in (None, LECTURE_VARIANT):
+        parser.error("--check-lecture compares the lecture's network (tanh-batchnorm) only")
+
     started = time.perf_counter()
     cells = notebook_cells()
-    ns: dict = {"__name__": "__notebook__"}
-
-    print(f"backprop-ninja: exercise 4 of {NOTEBOOK.relative_to(ROOT)}, run in-process")
-    run_cell(cells, "setup_imports", ns)
-    torch = ns["torch"]
-    print(f"machine: {cpu_name()}, {os.cpu_count()} cores; "
-          f"Python {platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} torch thread(s)")
-    print("\ndata:", data_file or "the lecture's names.txt shipped with the package (default)")
-    run_cell(cells, "setup_data", ns, DATA_FILE=data_file)
-    run_cell(cells, "setup_params", ns, quiet=True)
-    run_cell(cells, "setup_ex4_forward", ns)
-    run_cell(cells, "ex4_backward", ns)
-
-    half = args.steps // 2
-    print(f"\ntraining with manual_backward: {args.steps} steps, batch {ns['batch_size']}, n_hidden 200, "
-          f"lr 0.1 then 0.01 from step {half}, seed {ns['SEED']}")
-    start = time.perf_counter()
-    run_cell(cells, "train_loop", ns, max_steps=args.steps)
-    train_seconds = time.perf_counter() - start
-    if ns.get("lossi") is None:
-        print("the notebook's manual_backward returned no gradients: nothing to benchmark", file=sys.stderr)
-        return 1
-    if len(ns["lossi"]) != args.steps:
-        raise RuntimeError(f"the notebook's train_loop ran {len(ns['lossi'])} steps, not --steps {args.steps}")
-    print(f"  {args.steps} steps in {train_seconds:.1f} s ({train_seconds / args.steps * 1e3:.3f} ms/step)")
-
-    print("\nloss, batch norm calibrated on the training set")
-    run_cell(cells, "train_calibrate", ns, quiet=True)
-    printed = run_cell(cells, "train_evaluate", ns)
-    loss = {split: float(value) for split, value in re.findall(r"^(train|val) loss (\S+)$", printed, re.M)}
-    within = None
     is_names_txt = data_file is None or Path(data_file).name == "names.txt"
-    if args.steps == LECTURE_STEPS and (is_names_txt or args.check_lecture):
-        diffs = {split: loss[split] - LECTURE_LOSS[split] for split in LECTURE_LOSS}
-        within = all(abs(d) <= LECTURE_TOLERANCE for d in diffs.values())
-        print(f"  lecture (names.txt): train {LECTURE_LOSS['train']:.4f}, val {LECTURE_LOSS['val']:.4f}; "
-              f"difference train {diffs['train']:+.4f}, val {diffs['val']:+.4f}: "
-              f"{'within' if within else 'NOT within'} {LECTURE_TOLERANCE}")
+    print(f"backprop-ninja: exercise 4 of {NOTEBOOK.relative_to(ROOT)}, run in-process")
+    results = {}
+    for variant in variants:
+        if variant is not None:
+            print(f"\n=== makemore-mlp/{variant}: {describe(variant)}")
+        compare = variant in (None, LECTURE_VARIANT) and args.steps == LECTURE_STEPS \
+            and (is_names_txt or args.check_lecture)
+        result = train_and_report(cells, args, data_file, variant, compare)
+        if result is None:
+            return 1
+        results[variant] = result
 
-    print("\n20 samples")
-    run_cell(cells, "train_sample", ns)
-
-    print(f"\nseconds per step: median of {args.timing_rounds} alternating rounds of {args.timing_steps} steps "
-          f"after {args.warmup} warm-up steps, same seed and batches")
-    times, last = seconds_per_step(ns, args.timing_steps, args.timing_rounds, args.warmup)
-    median = {kind: statistics.median(t) for kind, t in times.items()}
-    for kind, label in (("manual", "manual backward  "), ("autograd", "autograd backward")):
-        rounds = ", ".join(f"{t * 1e3:.3f}" for t in times[kind])
-        print(f"  {label} {median[kind]:.6f} s/step  (rounds, ms: {rounds}; last batch loss {last[kind]:.4f})")
-    print(f"  autograd / manual {median['autograd'] / median['manual']:.2f}x")
-
+    if args.all_variants:
+        print(f"\nevery variant, {args.steps} steps, data: {data_file or 'names.txt'}")
+        table(results)
     print(f"\ntotal {time.perf_counter() - started:.1f} s")
-    return 1 if args.check_lecture and not within else 0
+    return 1 if args.check_lecture and not results[variants[0]]["within"] else 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""benchmarks/train_lecture.py runs end to end on a tiny step count (its numbers are in benchmarks/README.md)."""
+"""benchmarks/train_lecture.py runs end to end on a tiny step count, for the notebook's network and for
+variants (its numbers are in benchmarks/README.md). That every variant's reference manual_backward
+follows autograd's SGD steps is proven without the script, by tests/test_variants.py."""
 from __future__ import annotations
 
 import re
@@ -25,18 +27,20 @@ def section(output: str, heading: str) -> list[str]:
     return body
 
 
-@pytest.mark.slow
-def test_train_lecture_prints_losses_samples_and_seconds_per_step(tmp_path):
-    # From another folder, on the default data: the script finds the notebook and the package itself.
-    run = subprocess.run([sys.executable, str(SCRIPT), "--steps", "200", "--timing-steps", "100",
+def train_lecture(cwd, *options: str) -> str:
+    """The script's output for a 200-step run with tiny timing rounds, checked as the user reads it: the
+    notebook's progress, train and val loss under `loss, ...`, 20 samples, both seconds per step, and
+    both timed loops ending on the same batch loss (the manual backward followed autograd's steps)."""
+    run = subprocess.run([sys.executable, str(SCRIPT), *options, "--steps", "200", "--timing-steps", "100",
                           "--timing-rounds", "1", "--warmup", "20"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                         cwd=cwd, capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
+    assert not run.stderr.strip(), run.stderr
     out = run.stdout
     assert "names.txt shipped with the package (default)" in out
     assert re.search(r"^  step +199/200: loss \d+\.\d{4}$", out, re.M)
 
-    losses = section(out, "loss, batch norm calibrated")
+    losses = section(out, "loss, ")
     assert [line.split()[0] for line in losses] == ["train", "val"]
     for line in losses:
         assert re.fullmatch(r"  (train|val) loss \d+\.\d{4}", line), line
@@ -47,10 +51,46 @@ def test_train_lecture_prints_losses_samples_and_seconds_per_step(tmp_path):
     assert all(re.fullmatch(r"  [a-z]*", s) for s in samples), samples
 
     timing = section(out, "seconds per step")
+    last = {}
     for kind in ("manual backward", "autograd backward"):
-        assert any(re.match(rf"  {kind} +\d+\.\d{{6}} s/step", line) for line in timing), (kind, timing)
+        match = next(filter(None, (re.match(rf"  {kind} +\d+\.\d{{6}} s/step .*last batch loss (\d+\.\d+)\)$",
+                                            line) for line in timing)), None)
+        assert match, (kind, timing)
+        last[kind] = match[1]
+    assert last["manual backward"] == last["autograd backward"], timing
     assert any(re.fullmatch(r"  autograd / manual \d+\.\d\dx", line) for line in timing), timing
-    assert not run.stderr.strip(), run.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_train_lecture_prints_losses_samples_and_seconds_per_step(tmp_path):
+    # From another folder, on the default data: the script finds the notebook and the package itself.
+    out = train_lecture(tmp_path)
+    assert "\nloss, batch norm calibrated on the training set\n" in out
+    assert "=== makemore-mlp/" not in out  # the notebook's own network, not a variant
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("variant", "calibration"), [
+    ("relu-layernorm", "loss, nothing to calibrate: layer norm's statistics are each example's own"),
+    ("makemore-mlp/gelu-none-residual", "loss, nothing to calibrate: no normalization"),
+    ("sigmoid-batchnorm", "loss, batch norm calibrated on the training set"),
+])
+def test_train_lecture_trains_a_variant(tmp_path, variant, calibration):
+    """A variant goes through the same cells: its own network, init and reference manual_backward, batch
+    norm's calibration only where it has batch norm."""
+    out = train_lecture(tmp_path, "--variant", variant)
+    name = variant.removeprefix("makemore-mlp/")
+    assert re.search(rf"^=== makemore-mlp/{name}: \S", out, re.M), out[:500]
+    assert f"\n{calibration}\n" in out
+
+
+def test_train_lecture_rejects_an_unknown_variant():
+    run = subprocess.run([sys.executable, str(SCRIPT), "--variant", "swish-batchnorm"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert "unknown variant 'swish-batchnorm'" in run.stderr and "relu-layernorm" in run.stderr
+    assert "Traceback" not in run.stderr
 
 
 def test_train_lecture_rejects_a_missing_data_file(tmp_path):
