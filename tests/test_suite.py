@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.judge import suite
 from grader import extract
+from grader.judge import suite
 from grader.sandbox import parent as sandbox
 
 TOY_CONFTEST = '''
