@@ -348,11 +348,11 @@ def sandbox_check(course_file):
     """Start one sandboxed child as `grade` would, print each wall and whether a probe saw it hold, and
     exit non-zero if a required one is missing."""
     from grader.sandbox import parent as box
-    from grader.sandbox.jail import REQUIRED_BY_DEFAULT, WALLS
+    from grader.sandbox.limits import WALLS
 
     if course_file is None and Path("course.yml").is_file():
         course_file = Path("course.yml")
-    require = _load_course(course_file).sandbox.require if course_file is not None else REQUIRED_BY_DEFAULT
+    require = (_load_course(course_file).limits if course_file is not None else box.Limits()).require
     try:
         isolation = box.preflight(box.Limits(require=()))
     except box.SandboxUnavailable as exc:

@@ -107,6 +107,16 @@ def test_no_command_prints_a_reference_answer(student_env, tmp_path):
     assert done.returncode == 0 and str(venv) in done.stdout, done.stderr
 
 
+def test_the_student_package_ships_no_sandbox(student_env):
+    """The self-check reads course.yml, whose limits and walls are plain values (grader.sandbox.limits):
+    none of the code that runs or walls in student code comes with them."""
+    _, wheel = student_env
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    assert "grader/sandbox/limits.py" in shipped and "grader/sandbox/static_check.py" in shipped
+    sandbox = {f"grader/sandbox/{name}.py" for name in ("jail", "landlock", "seccomp", "parent", "child", "zygote")}
+    assert shipped & sandbox == set()
+
+
 def test_the_student_environment_holds_no_reference_answer(student_env):
     """Every file of the environment and the wheel, searched for the reference answers' lines and their
     distinctive fragments, the solution markers and the hidden suite's text; and no notebook or suite
@@ -114,7 +124,7 @@ def test_the_student_environment_holds_no_reference_answer(student_env):
     `n / (n - 1)`, is a named mistake there, not an answer, and a bare torch name such as `index_add` is
     one the static check's allowlist spells out; both are left out of the search.)"""
     venv, wheel = student_env
-    hints = "".join((ROOT / "grader" / f"{name}.py").read_text(encoding="utf-8")
+    hints = "".join((ROOT / "grader" / "judge" / f"{name}.py").read_text(encoding="utf-8")
                     for name in ("diagnose", "neighbourhood"))
     names = static_check.TORCH | static_check.ATTRIBUTES
     wanted = (*SOLUTION_LINES, *(d for d in DISTINCTIVE if d not in hints and d not in names), "BEGIN SOLUTION",

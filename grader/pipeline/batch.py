@@ -28,7 +28,7 @@ from grader.sandbox import static_check
 from grader.judge import suite
 from grader.sandbox import zygote
 from grader.judge.configs import generate
-from grader.course import Course, Sandbox
+from grader.course import Course
 from grader.judge.exam import prepare, prepare_training
 
 
@@ -55,11 +55,7 @@ class Grader:
         # An installed package's copy of the course material (grader/material.py) too.
         hidden = [course.root, course.autotests_dir, *hidden, Path.home(), *filter(None, [sandbox.checkout()]),
                   *filter(Path.is_dir, [material.PACKAGED])]
-        limits = course.limits
-        self.limits = sandbox.Limits(
-            timeout=limits.timeout_seconds, cell_timeout=limits.cell_timeout_seconds, memory_mb=limits.memory_mb,
-            file_size_mb=limits.file_size_mb, processes=limits.processes,
-            hide=tuple(str(p) for p in hidden), require=course.sandbox.require)
+        self.limits = replace(course.limits, hide=tuple(str(p) for p in hidden))
         # One child walled in and probed before any student code runs: a sandbox that cannot start or
         # lacks a required wall stops the batch here (sandbox.SandboxUnavailable), not as a 0 each.
         self.isolation = sandbox.preflight(self.limits)
@@ -229,7 +225,7 @@ def weaker(isolation: dict) -> str:
 
 def weaker_course(course: Course) -> Course:
     """The course as --allow-weaker-sandbox grades it: no wall required, every missing one recorded."""
-    return replace(course, sandbox=Sandbox(require=()))
+    return replace(course, limits=replace(course.limits, require=()))
 
 
 @dataclass(frozen=True)

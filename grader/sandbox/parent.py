@@ -25,6 +25,7 @@ import torch
 from grader.sandbox import jail
 from grader.sandbox import protocol
 from grader.sandbox import zygote
+from grader.sandbox.limits import Limits
 from grader.judge.exam import CHAIN, LOCAL, Case, Training, checks
 from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
 from grader.exercises.makemore_mlp.model import PARAMETERS
@@ -52,21 +53,6 @@ class Attempt:
     error: str | None = None
     seconds: float = 0.0
     isolation: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Enforced from outside the student's code: by the parent's clock, by the walls grader.sandbox.jail raises
-    (resource limits, cgroups, namespaces, Landlock, seccomp), and by killing the child's whole process
-    group and cgroup. `require`: the walls without which a child refuses to run student code."""
-
-    timeout: float = 120.0
-    cell_timeout: float = 10.0
-    memory_mb: int = 2048
-    file_size_mb: int = 16
-    processes: int = 128
-    hide: tuple[str, ...] = ()
-    require: tuple[str, ...] = jail.REQUIRED_BY_DEFAULT
 
 
 class SandboxUnavailable(RuntimeError):
