@@ -130,7 +130,7 @@ class Grader:
             if judge.is_alive():
                 judge.join()
 
-    def _scored(self, graded: dict[str, suite.Graded], outcomes: suite.Results) -> list[scoring.Result]:
+    def _scored(self, graded: dict[str, suite.Graded], outcomes: suite.ItemResults) -> list[scoring.Result]:
         scored = []
         for sid, item in graded.items():
             submission, done = item.submission, item.attempt
