@@ -7,6 +7,7 @@ record identical scores by construction.
 """
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
