@@ -12,6 +12,7 @@ from click.core import ParameterSource
 
 from grader import __version__, safe_text
 from grader.sandbox.zygote import default_jobs
+from grader.vocabulary import Flag
 
 
 def _load_course(path: Path):
@@ -160,7 +161,7 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
             if record.recorded < len(pairs):
                 raise click.ClickException(f"{len(pairs) - record.recorded} submission(s) not recorded in the "
                                            "gradebook: see the lines above")
-        if any(f["kind"] == "grader-error" for r in results for f in r.flags):
+        if any(f["kind"] == Flag.GRADER_ERROR for r in results for f in r.flags):
             raise click.ClickException("the hidden suite failed on some tests: see the flags in the results")
     finally:
         gc.enable()
@@ -348,6 +349,7 @@ def sandbox_check(course_file):
     """Start one sandboxed child as `grade` would, print each wall and whether a probe saw it hold, and
     exit non-zero if a required one is missing."""
     from grader.sandbox import parent as box
+    from grader.sandbox import jail
     from grader.sandbox.limits import WALLS
 
     if course_file is None and Path("course.yml").is_file():
@@ -364,5 +366,5 @@ def sandbox_check(course_file):
     absent = [wall for wall in require if wall in isolation["missing"]]
     if absent:
         raise click.ClickException(f"required wall(s) missing: {', '.join(absent)}; "
-                                   + box.jail.HOW[absent[0]])
+                                   + jail.HOW[absent[0]])
     click.echo(f"every required wall holds ({', '.join(require) or 'none required'})")

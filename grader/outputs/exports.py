@@ -16,8 +16,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.outputs.report import grade_ids, load, mistake
-from grader.outputs.results import atomic_write, csv_text
+from grader.outputs.report import grade_ids, load
+from grader.files import atomic_write
+from grader.outputs.results import csv_text
 from grader.judge.scoring import Result
 
 FORMATS = ("grade-ids", "canvas")
@@ -45,7 +46,7 @@ def grade_id_rows(results: list[Result]) -> list[list[str]]:
     rows = [["submission", "grade_id", "score", "max_score", "status", "mistake", "feedback"]]
     for r in sorted(results, key=lambda r: r.submission):
         for t in sorted(r.tests, key=lambda t: order[t.name]):
-            rows.append([r.submission, t.name, f"{t.score:g}", f"{t.max_score:g}", t.verdict, mistake(t) or "",
+            rows.append([r.submission, t.name, f"{t.score:g}", f"{t.max_score:g}", t.verdict, t.mistake,
                          t.output])
     return rows
 

@@ -30,6 +30,7 @@ from grader.sandbox import zygote
 from grader.judge.configs import generate
 from grader.course import Course
 from grader.judge.exam import prepare, prepare_training
+from grader.vocabulary import Flag
 
 
 class Grader:
@@ -139,7 +140,7 @@ class Grader:
             result.isolation = done.isolation
             if done.error and not submission.error:
                 result.error = done.error
-                result.flags.append({"kind": "sandbox", "evidence": done.error})
+                result.flags.append({"kind": Flag.SANDBOX, "evidence": done.error})
             if self.evidence:
                 result.evidence = feedback_page.gather(result, done, self.cases, self.course.tolerance)
             scored.append(results.valid(result))

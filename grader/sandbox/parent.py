@@ -22,7 +22,6 @@ from pathlib import Path
 
 import torch
 
-from grader.sandbox import jail
 from grader.sandbox import protocol
 from grader.sandbox import zygote
 from grader.sandbox.limits import Limits
