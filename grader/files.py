@@ -1,4 +1,4 @@
-"""Writing a file so that a reader never sees half of it.
+"""Writing files other people and programs read: whole or not at all, and CSV a spreadsheet opens safely.
 
 Every file the grader hands to people or other programs (results, CSVs, pages, reports, autograded
 notebooks, the Gradescope zip, course.yml with its salt) is written to a temporary name beside it and
@@ -8,9 +8,13 @@ never readable by others, not even for a moment.
 """
 from __future__ import annotations
 
+import csv
+import io
 import os
 import tempfile
 from pathlib import Path
+
+from grader import safe_text
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -31,3 +35,24 @@ def atomic_write(path: Path, data: str | bytes, mode: int = SHARED) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _spreadsheet_safe(value) -> str:
+    """A spreadsheet runs a cell that starts like a formula: text a student controls (a folder name, an
+    error message their code raised) is written with a leading quote, which shows it as text."""
+    text = safe_text.visible(str(value))
+    if text.startswith(FORMULA_START):
+        try:
+            float(text)
+        except ValueError:
+            return "'" + text
+    return text
+
+
+def csv_text(rows) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows([[_spreadsheet_safe(cell) for cell in row] for row in rows])
+    return buffer.getvalue()

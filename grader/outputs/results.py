@@ -5,13 +5,11 @@ Every file is written whole or not at all (grader.files.atomic_write).
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 
 from grader import __version__, safe_text
-from grader.files import atomic_write
+from grader.files import atomic_write, csv_text
 from grader.judge.scoring import Result, TestScore
 from grader.vocabulary import Status, Verdict
 
@@ -94,27 +92,6 @@ def write_result(out: Path, result: Result) -> Path:
     path = result_path(out, result.submission)
     atomic_write(path, json.dumps(gradescope(result), indent=2) + "\n")
     return path
-
-
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _spreadsheet_safe(value) -> str:
-    """A spreadsheet runs a cell that starts like a formula: text a student controls (a folder name, an
-    error message their code raised) is written with a leading quote, which shows it as text."""
-    text = safe_text.visible(str(value))
-    if text.startswith(FORMULA_START):
-        try:
-            float(text)
-        except ValueError:
-            return "'" + text
-    return text
-
-
-def csv_text(rows) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer).writerows([[_spreadsheet_safe(cell) for cell in row] for row in rows])
-    return buffer.getvalue()
 
 
 def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str], name: str = "grades.csv") -> Path:
