@@ -23,15 +23,27 @@ def gradescope(result: Result) -> dict:
         "max_score": result.max_score,
         "output": summary,
         "execution_time": round(result.seconds, 3),
-        "tests": [
-            {"name": t.name, "score": t.score, "max_score": t.max_score, "status": t.status, "output": t.output,
-             "verdict": t.verdict, **({"extra_data": extra} if extra else {})}
-            for t, extra in ((t, {**t.extra, **({"mistake": t.mistake} if t.mistake else {})}) for t in result.tests)
-        ],
+        "tests": [_test_json(t) for t in result.tests],
         "flags": result.flags,
         "extra_data": {"submission": result.submission, "path": result.path, "grader_version": __version__,
                        "input_digest": result.digest, "isolation": result.isolation},
     }
+
+
+def _test_json(test: TestScore) -> dict:
+    """One test as Gradescope's schema has it, with its verdict beside its status, and its named mistake
+    in its extra_data with the measurements."""
+    extra = {**test.extra, **({"mistake": test.mistake} if test.mistake else {})}
+    return {"name": test.name, "score": test.score, "max_score": test.max_score, "status": test.status,
+            "output": test.output, "verdict": test.verdict, **({"extra_data": extra} if extra else {})}
+
+
+def _test(test: dict) -> TestScore:
+    """One test read back (see _test_json)."""
+    extra = dict(test.get("extra_data", {}))
+    mistake = extra.pop("mistake", "")
+    return TestScore(test["name"], test["score"], test["max_score"], _verdict(test), test["output"], extra,
+                     mistake if isinstance(mistake, str) else "")
 
 
 def _verdict(test: dict) -> Verdict:
@@ -44,13 +56,6 @@ def _verdict(test: dict) -> Verdict:
     if test["output"] == Status.BLANK.text:
         return Verdict.NOT_ATTEMPTED
     return Verdict.PARTIAL if test["score"] > 0 else Verdict.INCORRECT
-
-
-def _test(test: dict) -> TestScore:
-    extra = dict(test.get("extra_data", {}))
-    mistake = extra.pop("mistake", "")
-    return TestScore(test["name"], test["score"], test["max_score"], _verdict(test), test["output"], extra,
-                     mistake if isinstance(mistake, str) else "")
 
 
 def valid(result: Result) -> Result:
