@@ -603,7 +603,7 @@ def test_without_user_namespaces_the_default_walls_still_hold(tmp_path):
     walls = {line.split()[0]: line for line in done.stdout.splitlines()[:len(jail.WALLS)]}
     for wall in ("network", "ipc", "pid", "filesystem"):
         assert "missing: unshare refused" in walls[wall], walls[wall]
-    for wall in jail.REQUIRED_BY_DEFAULT:
+    for wall in sandbox.Limits().require:  # the walls required by default
         assert " in force: " in walls[wall], walls[wall]
 
 
