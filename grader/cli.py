@@ -124,8 +124,8 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
         zygote.start()  # its second of importing torch overlaps this process's own
         gc.disable()  # until the Grader freezes what start-up built (collecting it delayed the first result 0.3 s)
     try:
-        from grader.pipeline.batch import grade as run
         from grader.outputs.results import table
+        from grader.pipeline.batch import grade as run
 
         course = _load_course(course_file)
         if weaker:
@@ -184,8 +184,8 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
               type=click.Path(file_okay=False, path_type=Path), help="Where the demo writes what it produces.")
 def demo(course_file, out):
     """Run the bundled course through nbgrader: create, release, submit, autograde, feedback."""
-    from grader.lms.course_init import default_course
     from grader.demo import run
+    from grader.lms.course_init import default_course
 
     course = _load_course(course_file or default_course())
     sys.exit(run(course, out, echo=click.echo))
@@ -330,7 +330,8 @@ def report(results_dir, out, as_json, submitted):
                    "(default: the one beside RESULTS_DIR, if any; else the results themselves).")
 def export(results_dir, fmt, out, roster, column, course_file, gradebook):
     """Export a results folder for a spreadsheet or an LMS."""
-    from grader.outputs.exports import ExportError, export as run
+    from grader.outputs.exports import ExportError
+    from grader.outputs.exports import export as run
     from grader.outputs.report import ReportError
 
     course = _load_course(course_file) if course_file is not None else None
@@ -360,8 +361,8 @@ def sandbox():
 def sandbox_check(course_file):
     """Start one sandboxed child as `grade` would, print each wall and whether a probe saw it hold, and
     exit non-zero if a required one is missing."""
-    from grader.sandbox import parent as box
     from grader.sandbox import jail
+    from grader.sandbox import parent as box
     from grader.sandbox.limits import WALLS
 
     course_file = _here(course_file)

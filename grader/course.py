@@ -11,7 +11,6 @@ from pathlib import Path
 from grader import exercise as exercises
 from grader.sandbox.limits import REQUIRED_BY_DEFAULT, WALLS, Limits
 
-
 # gated: the released notebook installs the whole package, whose `solution` command shows a reference once
 # the student's cell holds an attempt (self-learners); off: only the self-check, no reference anywhere.
 SOLUTIONS = ("gated", "off")

@@ -40,7 +40,7 @@ class Status(_Worded):
     BROKEN = "broken", "the grading process sent a malformed answer"
     AUTOGRAD = "autograd", "autograd was used at run time, which an answer must not do: {evidence}"
     FORBIDDEN_CALL = "forbidden-call", "the cell did what no answer needs and the grader forbids: {evidence}"
-    BAD_STEP = "bad-step", "at training step {step}, manual_backward gave no tensor of the right shape for {parameter}"
+    BAD_STEP = "bad-step", "at training step {step}, {function} gave no tensor of the right shape for {parameter}"
 
 
 class Flag(_Worded):

@@ -43,7 +43,7 @@ import yaml
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL
+from grader.exercises.makemore_mlp.answers import ANSWER_CELLS, ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL
 from grader.extract import read as read_notebook
 from grader.judge.compare import compare
 from grader.judge.configs import generate
@@ -108,7 +108,8 @@ def _exec(code: str) -> str:
 
 
 def _stub_cells() -> dict[str, str]:
-    stub = read_notebook("stub", ROOT / "assignments" / RAW_COURSE["assignment"] / RAW_COURSE["notebook"])
+    stub = read_notebook("stub", ROOT / "assignments" / RAW_COURSE["assignment"] / RAW_COURSE["notebook"],
+                         ANSWER_CELLS)
     assert stub.error is None and not stub.problems
     return stub.cells
 

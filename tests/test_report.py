@@ -18,7 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.exercises.makemore_mlp.answers import GRADE_IDS, grade_cell_id
+from grader.exercise import grade_cell_id
+from grader.exercises.makemore_mlp.answers import GRADE_IDS
 from helpers.browser import assert_readable
 from helpers.notebooks import submission, write
 from helpers.paths import COURSE, COURSE_FILE, STUB

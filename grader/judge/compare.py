@@ -177,7 +177,9 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
     template = STATUS_TEXT.get(outcome.status, "unexpected result ({status})")
     kind = BLANK if outcome.status == "blank" else outcome.status
     detail = {k: "; ".join(masked(x, hidden) for x in v) if isinstance(v, list) else v for k, v in shown.items()}
-    return Failure(kind, template.format(variable=answer.variable, status=outcome.status, **detail))
+    function = exercise.function_of(answer)
+    return Failure(kind, template.format(variable=answer.variable, status=outcome.status,
+                                         function=function.name if function else "the function", **detail))
 
 
 def _verdict(outcome, case, answer, check, tol) -> Verdict | None:

@@ -16,7 +16,7 @@ Policy (course.yml `policy`):
   the cell does not compute this step of the chain rule from its own upstream gradients: a hard-coded
   zero (`db1 = torch.zeros_like(b1)`, right only because batch norm removes b1's effect), a path that
   skips an intermediate gradient, or an answer recomputed with autograd.
-- Right values in a shape that differs only by size-1 dimensions (the lecture's own `dbnmeani` of
+- Right values in a shape that differs only by size-1 dimensions (the lecture's own batch-norm mean gradient of
   shape (H,) for a (1, H) tensor): `squeezable_shape_credit` of the points, since broadcasting would
   turn it into a wrong-shaped gradient one step later.
 - Anything else: 0, with the feedback of the first configuration that failed.
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grader.exercise import DEFAULT
 from grader.judge.compare import SQUEEZABLE
 from grader.judge.exam import CHAIN, LOCAL
 from grader.judge.suite import ERROR, PASSED, ItemResult
@@ -64,6 +65,7 @@ class Result:
     seconds: float = 0.0
     isolation: dict = field(default_factory=dict)
     digest: str = ""  # of everything the result depends on: see grade.input_digest
+    exercise: str = DEFAULT  # what was graded, as course.yml names it: pages and reports order and head by it
     # What the feedback page draws (grader.outputs.feedback_page.gather), taken from the answers while they are
     # in memory; never written to a results file. None: not gathered (not asked for, or a kept result).
     evidence: dict | None = field(default=None, repr=False, compare=False)
@@ -104,7 +106,7 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
 
 
 def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Result:
-    result = Result(submission.id, str(submission.path), error=submission.error)
+    result = Result(submission.id, str(submission.path), error=submission.error, exercise=course.exercise_spec)
     for cell, refusal in submission.refused.items():
         result.flags.append({"kind": Flag.STATIC_CHECK, "cell": cell, "evidence": str(refusal)})
     for cell, found in submission.forged.items():

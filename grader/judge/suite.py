@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.judge.exam import Case, Training
 from grader.extract import Submission
+from grader.judge.exam import Case, Training
 from grader.sandbox.parent import Attempt
 
 PASSED, WRONG, ERROR = "passed", "wrong", "error"

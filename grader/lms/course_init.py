@@ -20,8 +20,8 @@ import shutil
 from pathlib import Path
 
 from grader import material
+from grader.exercise import grade_cell_id
 from grader.files import atomic_write
-from grader.exercises.makemore_mlp.answers import grade_cell_id
 
 SOLVED = material.SOLVED
 COURSE_FILE = "course.yml"
@@ -40,7 +40,7 @@ c.CourseDirectory.course_id = {course_id!r}
 # may write, e.g. `course init --exchange /srv/nbgrader/exchange` on a folder made with mode 1777.
 c.Exchange.root = {exchange!r}
 
-# The release keeps each answer cell's blank (`dlogprobs = None  # TODO`) so that Run All works:
+# The release keeps each answer cell's blank (`dX = None  # TODO`) so that Run All works:
 # nbgrader's default stub, `raise NotImplementedError()`, would stop at the first unanswered cell.
 c.ClearSolutions.code_stub = {{"python": ""}}
 

@@ -59,8 +59,15 @@ class Recorder:
 def _record(submission: Submission, result: Result, db_url: str, coursedir, log) -> bool:
     import nbformat
     from nbgrader.api import Gradebook, MissingEntry
-    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds,
-                                        LimitOutput, OverwriteKernelspec, SaveAutoGrades)
+    from nbgrader.preprocessors import (
+        AssignLatePenalties,
+        CheckCellMetadata,
+        ClearOutput,
+        DeduplicateIds,
+        LimitOutput,
+        OverwriteKernelspec,
+        SaveAutoGrades,
+    )
 
     from grader.lms.nbgrader import RestoreCells, fill_grade_cells, set_flagged
 

@@ -20,12 +20,11 @@ import tempfile
 import tomllib
 import traceback
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import grader
-from grader import __version__
-from grader import extract
+from grader import __version__, extract
 from grader.course import Course, load
 from grader.files import atomic_write
 

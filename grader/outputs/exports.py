@@ -18,7 +18,6 @@ import csv
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from grader.files import atomic_write, csv_text

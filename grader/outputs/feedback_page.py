@@ -24,15 +24,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from grader.exercise import Exercise
+from grader.exercise import load as load_exercise
 from grader.files import atomic_write
-from grader.outputs import results
 from grader.judge.compare import compare
 from grader.judge.exam import CHAIN, Case, checks
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID, EX4_TRAINING, GRADE_IDS
-from grader.exercises.makemore_mlp.model import LECTURE
+from grader.judge.scoring import Result
+from grader.outputs import results
 from grader.safe_text import html as escape
 from grader.sandbox.parent import Attempt
-from grader.judge.scoring import Result
 from grader.vocabulary import Flag, Status, Verdict, shape_text
 
 DRAWN, NO_TENSOR, MATCHES = "drawn", "no tensor", "matches"
@@ -64,7 +64,7 @@ def gather(result: Result, attempt: Attempt, cases: list[Case], tolerance) -> di
     probe = next(c for c in cases if not c.config.scored)
     found = {}
     for test in result.tests:
-        answer = BY_GRADE_ID.get(test.name)
+        answer = probe.exercise.by_grade_id.get(test.name)
         if answer is not None and test.score < test.max_score and test.verdict != Verdict.NOT_ATTEMPTED:
             found[test.name] = _on_probe(answer, attempt, probe, tolerance)
     return found
@@ -233,29 +233,25 @@ CSS = """
 }
 """
 
-EXERCISES = {1: "Exercise 1: one step at a time", 2: "Exercise 2: cross-entropy in one step",
-             3: "Exercise 3: batch norm in one step", 4: "Exercise 4: manual_backward and training"}
-HOWTO = (f"How to read the pictures: each one is a tensor seen from above, one square per entry (rows top to "
-         f"bottom, columns left to right). They come from one batch at the lecture's sizes (n={LECTURE.n}, "
-         f"vocab_size={LECTURE.vocab}, block_size={LECTURE.block_size}, n_embd={LECTURE.n_embd}, "
-         f"n_hidden={LECTURE.n_hidden}) drawn from a fixed public seed: the shapes of your notebook, other "
-         "numbers. Red is positive, blue negative, white zero, grey NaN or inf. Yours and the expected gradient "
-         "share one colour scale; the difference (yours − expected, purple to orange) has its own, so that "
-         "even a small difference shows.")
-
-
-def _exercise(grade_id: str) -> int:
-    return 4 if grade_id == EX4_TRAINING else BY_GRADE_ID[grade_id].exercise
+def _howto(exercise: Exercise) -> str:
+    sizes = ", ".join(f"{k}={v}" for k, v in exercise.lecture.items())
+    return ("How to read the pictures: each one is a tensor seen from above, one square per entry (rows top to "
+            f"bottom, columns left to right). They come from one batch at the lecture's sizes ({sizes}) drawn "
+            "from a fixed public seed: the shapes of your notebook, other numbers. Red is positive, blue negative, "
+            "white zero, grey NaN or inf. Yours and the expected gradient share one colour scale; the difference "
+            "(yours − expected, purple to orange) has its own, so that even a small difference shows.")
 
 
 def _rows(result: Result) -> str:
-    order = {g: i for i, g in enumerate(GRADE_IDS)}
+    exercise = load_exercise(result.exercise)
+    order = {g: i for i, g in enumerate(exercise.grade_ids)}
     tests = sorted(result.tests, key=lambda t: order.get(t.name, len(order)))
-    rows, exercise = [], None
+    rows, part = [], None
     for test in tests:
-        if test.name in order and _exercise(test.name) != exercise:
-            exercise = _exercise(test.name)
-            rows.append(f'<tr class="bpn-exercise"><th colspan="4">{escape(EXERCISES[exercise])}</th></tr>')
+        if test.name in order and exercise.part_of(test.name) != part:
+            part = exercise.part_of(test.name)
+            title = exercise.parts.get(part, f"Part {part}")
+            rows.append(f'<tr class="bpn-exercise"><th colspan="4">{escape(title)}</th></tr>')
         lines = "".join(f"<li>{escape(line)}</li>" for line in test.output.split("; "))
         status = test.verdict.css
         rows.append(f'<tr id="bpn-{escape(test.name)}"><td class="bpn-tensor"><code>{escape(test.name)}</code></td>'
@@ -272,10 +268,11 @@ def _shown(result: Result, test) -> str:
     """What goes under a row: its pictures, or why there are none, for a tensor that lost points."""
     if result.evidence is None or test.score >= test.max_score or test.verdict == Verdict.NOT_ATTEMPTED:
         return ""
-    if test.name == EX4_TRAINING and result.evidence:
+    exercise = load_exercise(result.exercise)
+    if exercise.training is not None and test.name == exercise.training.grade_id and result.evidence:
         return ('<p class="bpn-note">No picture: the training check runs on one of the grader\'s hidden '
-                "configurations, which this page does not show. A wrong gradient among the exercise 4 rows is the "
-                "usual cause.</p>")
+                "configurations, which this page does not show. A wrong gradient among the rows of the function "
+                "it trains with is the usual cause.</p>")
     evidence = result.evidence.get(test.name)
     return _pictures(evidence) if evidence is not None else ""
 
@@ -309,7 +306,7 @@ def fragment(result: Result) -> str:
                      "is being graded, and this page was made later, from the stored result. The scores and "
                      "feedback are complete.</p>")
     elif result.evidence:
-        parts.append(f'<p class="bpn-howto">{escape(HOWTO)}</p>')
+        parts.append(f'<p class="bpn-howto">{escape(_howto(load_exercise(result.exercise)))}</p>')
     parts += ["<h2>Tensors</h2>", _rows(result), _flags(result), "</div>"]
     return "".join(parts)
 

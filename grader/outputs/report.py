@@ -17,10 +17,10 @@ from collections import defaultdict
 from pathlib import Path
 
 from grader import safe_text
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID, GRADE_IDS
+from grader.exercise import load as load_exercise
 from grader.files import atomic_write
-from grader.outputs.results import load_result, result_path
 from grader.judge.scoring import Result
+from grader.outputs.results import load_result, result_path
 from grader.vocabulary import Verdict
 
 REPORT = "report.html"
@@ -58,9 +58,14 @@ def load(folder: Path, skip=()) -> list[Result]:
     return [found[sid] for sid in sorted(found)]
 
 
+def _exercise(results: list[Result]):
+    """The exercise a class's results are of (a folder holds one course's)."""
+    return load_exercise(results[0].exercise) if results else load_exercise()
+
+
 def grade_ids(results: list[Result]) -> list[str]:
     """The grade ids in the results, in the order the notebook asks for them (unknown ones last)."""
-    rank = {g: i for i, g in enumerate(GRADE_IDS)}
+    rank = {g: i for i, g in enumerate(_exercise(results).grade_ids)}
     seen = dict.fromkeys(t.name for r in results for t in r.tests)
     return sorted(seen, key=lambda g: rank.get(g, len(rank)))
 
@@ -81,14 +86,14 @@ def _distribution(results: list[Result]) -> list[dict]:
 
 
 def _per_grade_id(results: list[Result], ids: list[str]) -> list[dict]:
+    exercise = _exercise(results)
     rows = []
     for grade_id in ids:
         tests = [t for r in results for t in r.tests if t.name == grade_id]
         counts = {v: sum(t.verdict == v for t in tests) for v in VERDICTS}
-        answer = BY_GRADE_ID.get(grade_id)
         rows.append({
             "grade_id": grade_id,
-            "exercise": answer.exercise if answer else (4 if grade_id.startswith("ex4_") else None),
+            "exercise": exercise.part_of(grade_id),
             "max_score": max(t.max_score for t in tests),
             "mean_score": round(statistics.fmean(t.score for t in tests), 4),
             "graded": len(tests),

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from grader import __version__, safe_text
+from grader.exercise import DEFAULT
 from grader.files import atomic_write, csv_text
 from grader.judge.scoring import Result, TestScore
 from grader.vocabulary import Status, Verdict
@@ -25,7 +26,8 @@ def gradescope(result: Result) -> dict:
         "execution_time": round(result.seconds, 3),
         "tests": [_test_json(t) for t in result.tests],
         "flags": result.flags,
-        "extra_data": {"submission": result.submission, "path": result.path, "grader_version": __version__,
+        "extra_data": {"submission": result.submission, "path": result.path, "exercise": result.exercise,
+                       "grader_version": __version__,
                        "input_digest": result.digest, "isolation": result.isolation},
     }
 
@@ -80,7 +82,8 @@ def load_result(path: Path) -> Result | None:
         data = json.loads(path.read_text(encoding="utf-8"))
         extra = data["extra_data"]
         result = Result(extra["submission"], extra["path"], flags=data["flags"], seconds=data["execution_time"],
-                        isolation=extra["isolation"], digest=extra["input_digest"])
+                        isolation=extra["isolation"], digest=extra["input_digest"],
+                        exercise=extra.get("exercise", DEFAULT))  # results of grader 0.1: the makemore MLP
         result.tests = [_test(t) for t in data["tests"]]
         if data["output"] != f"{result.score:g} / {result.max_score:g}":
             result.error = data["output"]

@@ -18,18 +18,14 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader import __version__, material
-from grader import extract
-from grader.outputs import feedback_page
-from grader.outputs import results
-from grader.sandbox import parent as sandbox
-from grader.judge import scoring
-from grader.sandbox import static_check
-from grader.judge import suite
-from grader.sandbox import zygote
-from grader.judge.configs import generate
+from grader import __version__, extract, material
 from grader.course import Course
+from grader.judge import scoring, suite
+from grader.judge.configs import generate
 from grader.judge.exam import prepare, prepare_training
+from grader.outputs import feedback_page, results
+from grader.sandbox import parent as sandbox
+from grader.sandbox import static_check, zygote
 from grader.vocabulary import Flag
 
 

@@ -24,8 +24,17 @@ from pathlib import Path
 
 import torch
 
-from grader.exercise import FUSED, Answer, Exercise, Function, Network, Sizes, Training, atomic_answers, \
-    function_answers
+from grader.exercise import (
+    FUSED,
+    Answer,
+    Exercise,
+    Function,
+    Network,
+    Sizes,
+    Training,
+    atomic_answers,
+    function_answers,
+)
 from grader.exercises.makemore_mlp import EXERCISE, mistakes, model
 from grader.exercises.makemore_mlp.answers import ATOMIC, EX4_CELL, EX4_FUNCTION, EX4_TRAINING
 
