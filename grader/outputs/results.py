@@ -83,7 +83,7 @@ def load_result(path: Path) -> Result | None:
         extra = data["extra_data"]
         result = Result(extra["submission"], extra["path"], flags=data["flags"], seconds=data["execution_time"],
                         isolation=extra["isolation"], digest=extra["input_digest"],
-                        exercise=extra.get("exercise", DEFAULT))  # results of grader 0.1: the makemore MLP
+                        exercise=extra.get("exercise", DEFAULT))  # grader 0.1 graded one exercise, the default
         result.tests = [_test(t) for t in data["tests"]]
         if data["output"] != f"{result.score:g} / {result.max_score:g}":
             result.error = data["output"]
