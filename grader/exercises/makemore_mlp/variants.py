@@ -285,7 +285,7 @@ def build(name: str) -> Exercise:
         network=network,
         answers=answers,
         functions=(backward,),
-        training=Training(EX4_TRAINING, backward),
+        training=Training(EX4_TRAINING, backward, batches=EXERCISE.training.batches),
         lecture=EXERCISE.lecture,
         ranges=EXERCISE.ranges,
         init=functools.partial(init, variant),
@@ -294,6 +294,9 @@ def build(name: str) -> Exercise:
         hidden=functools.partial(hidden, variant),
         assignment=EXERCISE.assignment,
         notebook=EXERCISE.notebook,
+        parts={part: title for part, title in {
+            **EXERCISE.parts, 3: f"Exercise 3: {variant.norm.title.replace('-', ' ')} in one step"}.items()
+            if part != 3 or fused},
         mistakes=mistakes.for_variant(variant.activation.name, variant.norm.name,
                                       ("h", "r") if variant.residual else ("h",)),
     )
