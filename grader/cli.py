@@ -11,7 +11,20 @@ import click
 from click.core import ParameterSource
 
 from grader import __version__, safe_text
+from grader.outputs.exports import FORMATS
 from grader.sandbox.zygote import default_jobs
+from grader.vocabulary import Flag
+
+
+def course_option(help: str, default: str | None = None):
+    """The --course option every command that reads a course.yml takes, with this command's `help`."""
+    return click.option("--course", "course_file", default=default, show_default=default is not None,
+                        type=click.Path(dir_okay=False, path_type=Path), help=help)
+
+
+def _here(course_file: Path | None) -> Path | None:
+    """--course when given, else ./course.yml when there is one."""
+    return course_file if course_file is not None or not Path("course.yml").is_file() else Path("course.yml")
 
 
 def _load_course(path: Path):
@@ -83,8 +96,7 @@ def main():
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for one <submission>.json (Gradescope schema) per notebook, and grades.csv.")
-@click.option("--course", "course_file", default="course.yml", show_default=True,
-              type=click.Path(dir_okay=False, path_type=Path), help="The course's configuration.")
+@course_option("The course's configuration.", default="course.yml")
 @click.option("--jobs", "-j", default=default_jobs(), show_default="the cores", type=click.IntRange(1, 256),
               help="Submissions run side by side, each in its own sandboxed process (with --scheduler: on each "
                    "Dask worker, by default as many as it has threads).")
@@ -160,15 +172,14 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
             if record.recorded < len(pairs):
                 raise click.ClickException(f"{len(pairs) - record.recorded} submission(s) not recorded in the "
                                            "gradebook: see the lines above")
-        if any(f["kind"] == "grader-error" for r in results for f in r.flags):
+        if any(f["kind"] == Flag.GRADER_ERROR for r in results for f in r.flags):
             raise click.ClickException("the hidden suite failed on some tests: see the flags in the results")
     finally:
         gc.enable()
 
 
 @main.command()
-@click.option("--course", "course_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="The course's configuration (default: ./course.yml if any, else the package's template).")
+@course_option("The course's configuration (default: ./course.yml if any, else the package's template).")
 @click.option("--out", "out", default="demo-results", show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Where the demo writes what it produces.")
 def demo(course_file, out):
@@ -187,8 +198,7 @@ def course():
 
 @course.command("init")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--course", "course_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="The course.yml to start from (default: ./course.yml if any, else the package's template).")
+@course_option("The course.yml to start from (default: ./course.yml if any, else the package's template).")
 @click.option("--course-id", help="nbgrader's course id (default: course.yml's course_id).")
 @click.option("--exchange", type=click.Path(file_okay=False, path_type=Path),
               help="nbgrader's exchange folder (default: DIRECTORY/exchange; on a shared server, one every user "
@@ -229,16 +239,14 @@ def course_init(directory, course_file, course_id, exchange, update, variant):
 @click.option("--solved", type=click.Path(dir_okay=False, path_type=Path),
               help="The solved notebook (default: solutions/backprop_ninja_solved.ipynb beside course.yml, a "
                    "course directory's source notebook, or the checkout's).")
-@click.option("--course", "course_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="The course.yml beside which to look for the solved notebook (default: ./course.yml if any).")
+@course_option("The course.yml beside which to look for the solved notebook (default: ./course.yml if any).")
 def solution(grade_id, notebook, force, solved, course_file):
     """The reference answer for GRADE_ID, explained line by line, once NOTEBOOK holds your attempt at it."""
     from grader.student.solution import SolutionError, show
 
     if notebook is None and not force:
         raise click.UsageError("--notebook is required: the reference opens once it holds your attempt (or --force)")
-    if course_file is None and Path("course.yml").is_file():
-        course_file = Path("course.yml")
+    course_file = _here(course_file)
     course = _load_course(course_file) if course_file is not None else None
     try:
         text = show(grade_id, notebook, solved=solved, course=course, force=force)
@@ -261,8 +269,7 @@ def gradescope():
 
 
 @gradescope.command("build")
-@click.option("--course", "course_file", default="course.yml", show_default=True,
-              type=click.Path(dir_okay=False, path_type=Path), help="The course's configuration.")
+@course_option("The course's configuration.", default="course.yml")
 @click.option("--out", default="autograder.zip", show_default=True,
               type=click.Path(dir_okay=False, path_type=Path), help="The zip to upload to Gradescope.")
 def gradescope_build(course_file, out):
@@ -311,7 +318,7 @@ def report(results_dir, out, as_json, submitted):
 
 @main.command()
 @click.argument("results_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--format", "fmt", required=True, type=click.Choice(["grade-ids", "canvas"]),
+@click.option("--format", "fmt", required=True, type=click.Choice(FORMATS),
               help="grade-ids: one row per submission and grade id; canvas: a Canvas gradebook import.")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
               help="The CSV to write (default: grade_ids.csv or canvas.csv in RESULTS_DIR).")
@@ -319,8 +326,7 @@ def report(results_dir, out, as_json, submitted):
               help="canvas: a gradebook CSV exported from the Canvas course, to take each student's identity from.")
 @click.option("--column", help="canvas: the assignment's column (default: the roster's column for course.yml's "
                                "assignment with --course, else backprop-ninja).")
-@click.option("--course", "course_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="The course's configuration, for the default --column and the gradebook's assignment.")
+@course_option("The course's configuration, for the default --column and the gradebook's assignment.")
 @click.option("--gradebook", type=click.Path(dir_okay=False, path_type=Path),
               help="canvas: nbgrader's gradebook.db to take the totals from, a TA's manual scores included "
                    "(default: the one beside RESULTS_DIR, if any; else the results themselves).")
@@ -353,17 +359,16 @@ def sandbox():
 
 
 @sandbox.command("check")
-@click.option("--course", "course_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Check the walls this course.yml requires (default: ./course.yml if any, else the default walls).")
+@course_option("Check the walls this course.yml requires (default: ./course.yml if any, else the default walls).")
 def sandbox_check(course_file):
     """Start one sandboxed child as `grade` would, print each wall and whether a probe saw it hold, and
     exit non-zero if a required one is missing."""
+    from grader.sandbox import jail
     from grader.sandbox import parent as box
-    from grader.sandbox.jail import REQUIRED_BY_DEFAULT, WALLS
+    from grader.sandbox.limits import WALLS
 
-    if course_file is None and Path("course.yml").is_file():
-        course_file = Path("course.yml")
-    require = _load_course(course_file).sandbox.require if course_file is not None else REQUIRED_BY_DEFAULT
+    course_file = _here(course_file)
+    require = (_load_course(course_file).limits if course_file is not None else box.Limits()).require
     try:
         isolation = box.preflight(box.Limits(require=()))
     except box.SandboxUnavailable as exc:
@@ -375,5 +380,5 @@ def sandbox_check(course_file):
     absent = [wall for wall in require if wall in isolation["missing"]]
     if absent:
         raise click.ClickException(f"required wall(s) missing: {', '.join(absent)}; "
-                                   + box.jail.HOW[absent[0]])
+                                   + jail.HOW[absent[0]])
     click.echo(f"every required wall holds ({', '.join(require) or 'none required'})")

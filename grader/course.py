@@ -5,12 +5,12 @@ silently falling back to a default in the middle of grading a class.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from grader import exercise as exercises
 from grader.exercises import choice
-from grader.sandbox.jail import REQUIRED_BY_DEFAULT, WALLS
+from grader.sandbox.limits import REQUIRED_BY_DEFAULT, WALLS, Limits
 
 # gated: the released notebook installs the whole package, whose `solution` command shows a reference once
 # the student's cell holds an attempt (self-learners); off: only the self-check, no reference anywhere.
@@ -34,15 +34,6 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Limits:
-    timeout_seconds: float = 120.0
-    cell_timeout_seconds: float = 10.0
-    memory_mb: int = 2048
-    file_size_mb: int = 16
-    processes: int = 128
-
-
-@dataclass(frozen=True)
 class Exercise4:
     """The training check: this many SGD steps from one seeded init, student's backward vs autograd."""
 
@@ -57,13 +48,6 @@ class Extra:
     torch: tuple[str, ...] = ()
     functional: tuple[str, ...] = ()
     builtins: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    """The walls (grader.sandbox.jail.WALLS) without which grading refuses to run student code."""
-
-    require: tuple[str, ...] = REQUIRED_BY_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -102,10 +86,9 @@ class Course:
     autotests: str = "autotests"
     tolerance: Tolerance = field(default_factory=Tolerance)
     policy: Policy = field(default_factory=Policy)
-    limits: Limits = field(default_factory=Limits)
+    limits: Limits = field(default_factory=Limits)  # with the walls course.yml's sandbox.require lists
     allow: Extra = field(default_factory=Extra)
     exercise4: Exercise4 = field(default_factory=Exercise4)
-    sandbox: Sandbox = field(default_factory=Sandbox)
     feedback: Feedback = field(default_factory=Feedback)
     # What the course grades (course.yml `exercise:`, a registered name or module:attribute); a course.yml
     # without the key is the makemore MLP, as every course was before exercises could be chosen.
@@ -142,7 +125,9 @@ def _text(where: str, value) -> str:
     return value
 
 
-def _section(where: str, raw, cls, bounds: dict[str, tuple[float, float | None]]):
+def _section(where: str, raw, cls, bounds: dict[str, tuple[float, float | None]], fields: dict[str, str] | None = None):
+    """`raw` checked against `bounds` (course.yml key -> range) and made into a `cls`, whose field for a
+    key is the key itself or its name in `fields`."""
     if raw is None:
         return cls()
     if not isinstance(raw, dict):
@@ -153,11 +138,12 @@ def _section(where: str, raw, cls, bounds: dict[str, tuple[float, float | None]]
     values = {}
     for k, v in raw.items():
         number = _number(f"{where}.{k}", v, *bounds[k])
-        if isinstance(getattr(cls, k), int):
+        name = (fields or {}).get(k, k)
+        if isinstance(getattr(cls, name), int):
             if number != int(number):
                 raise CourseError(f"{where}.{k}: expected a whole number, got {v!r}")
             number = int(number)
-        values[k] = number
+        values[name] = number
     return cls(**values)
 
 
@@ -178,9 +164,11 @@ def _allow(where: str, raw) -> Extra:
     return Extra(**lists)
 
 
-def _sandbox(where: str, raw) -> Sandbox:
+def _walls(where: str, raw) -> tuple[str, ...]:
+    """course.yml's sandbox.require: the walls (grader.sandbox.limits.WALLS) without which grading
+    refuses to run student code."""
     if raw is None:
-        return Sandbox()
+        return REQUIRED_BY_DEFAULT
     if not isinstance(raw, dict):
         raise CourseError(f"{where}: expected a mapping with a require list")
     unknown = sorted(set(raw) - {"require"})
@@ -192,7 +180,13 @@ def _sandbox(where: str, raw) -> Sandbox:
     for wall in walls:
         if wall not in WALLS:
             raise CourseError(f"{where}.require: {wall}: unknown wall (known: {', '.join(WALLS)})")
-    return Sandbox(tuple(dict.fromkeys(walls)))
+    return tuple(dict.fromkeys(walls))
+
+
+# course.yml's limits, with their bounds; the two times carry their unit in course.yml only.
+LIMITS = {"timeout_seconds": (1.0, 86400.0), "cell_timeout_seconds": (0.1, 3600.0), "memory_mb": (1024, 1 << 20),
+          "file_size_mb": (1, 1 << 20), "processes": (16, 1 << 16)}
+LIMIT_FIELDS = {"timeout_seconds": "timeout", "cell_timeout_seconds": "cell_timeout"}
 
 
 def parse(raw, path: Path) -> Course:
@@ -250,12 +244,11 @@ def parse(raw, path: Path) -> Course:
                            {"rtol": (0.0, 1.0), "atol": (0.0, 1.0)}),
         policy=_section(f"{where}: policy", raw.get("policy"), Policy,
                         {"chain_only_credit": (0.0, 1.0), "squeezable_shape_credit": (0.0, 1.0)}),
-        limits=_section(f"{where}: limits", raw.get("limits"), Limits, {"timeout_seconds": (1.0, 86400.0), "cell_timeout_seconds": (0.1, 3600.0),
-                         "memory_mb": (1024, 1 << 20), "file_size_mb": (1, 1 << 20), "processes": (16, 1 << 16)}),
+        limits=replace(_section(f"{where}: limits", raw.get("limits"), Limits, LIMITS, LIMIT_FIELDS),
+                       require=_walls(f"{where}: sandbox", raw.get("sandbox"))),
         allow=_allow(f"{where}: allow", raw.get("allow")),
         exercise4=_section(f"{where}: exercise4", raw.get("exercise4"), Exercise4,
                            {"trajectory_steps": (1, 1000), "learning_rate": (1e-6, 10.0)}),
-        sandbox=_sandbox(f"{where}: sandbox", raw.get("sandbox")),
         feedback=_feedback(f"{where}: feedback", raw.get("feedback")),
         exercise=exercise,
         exercise_spec=spec,

@@ -350,6 +350,8 @@ class Exercise:
     settings: Mapping[str, object] = field(default_factory=dict)
     mistakes: Mistakes = field(default_factory=Mistakes)
     demo: str = ""
+    # The notebook's parts by number, as feedback pages and reports head them ("Exercise 1: ...").
+    parts: Mapping[int, str] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------- derived
     @property
@@ -373,6 +375,13 @@ class Exercise:
     def given(self) -> tuple[str, ...]:
         net = self.network
         return (*net.parameters, *(s for s in net.intermediates if s != net.loss), *net.data, *net.sizes)
+
+    def part_of(self, grade_id: str) -> int | None:
+        """The notebook part a grade id belongs to (a whole-run check, its function's), None if unknown."""
+        if self.training is not None and grade_id == self.training.grade_id:
+            return self.training.function.part
+        answer = self.by_grade_id.get(grade_id)
+        return answer.part if answer else None
 
     def function_of(self, answer: Answer) -> Function | None:
         return next((f for f in self.functions if f.cell == answer.cell_id), None)
@@ -408,6 +417,15 @@ def atomic_answers(network: Network, order: tuple[str, ...], part: int) -> tuple
 def function_answers(function: Function) -> tuple[Answer, ...]:
     return tuple(Answer(function.prefix + p, p, p, FUNCTION, function.part, cell=function.cell)
                  for p in function.returns)
+
+
+# nbgrader keeps a score per grade cell: each grade id's is the self-check cell after its answer, so the
+# gradebook holds a score per gradient. Its grade id is the answer's with this prefix, in every exercise.
+GRADE_CELL_PREFIX = "check_"
+
+
+def grade_cell_id(grade_id: str) -> str:
+    return GRADE_CELL_PREFIX + grade_id
 
 
 # Exercises shipped with the package, by the name course.yml uses.

@@ -72,9 +72,8 @@ from nbgrader.preprocessors import (
 
 from grader import course as course_config
 from grader import material
-from grader.exercise import DEFAULT, FUNCTION, Exercise, Function
+from grader.exercise import DEFAULT, FUNCTION, Exercise, Function, grade_cell_id
 from grader.exercises.makemore_mlp import EXERCISE
-from grader.exercises.makemore_mlp.answers import grade_cell_id
 from grader.student.solution import BEGIN_SOLUTION, END_SOLUTION
 from solutions import reference
 

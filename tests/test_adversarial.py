@@ -43,11 +43,12 @@ import yaml
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL
+from grader.exercises.makemore_mlp.answers import ANSWER_CELLS, ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL
+from grader.extract import read as read_notebook
 from grader.judge.compare import compare
 from grader.judge.configs import generate
-from grader.judge.exam import checks, prepare
-from grader.extract import read as read_notebook
+from grader.judge.exam import checks
+from helpers.cases import first_scored
 from helpers.children import alive_with, kill_siblings, tracked_children
 from helpers.notebooks import markdown_cell, reference_sources, submission, write
 from helpers.paths import COURSE_FILE, ROOT
@@ -107,7 +108,8 @@ def _exec(code: str) -> str:
 
 
 def _stub_cells() -> dict[str, str]:
-    stub = read_notebook("stub", ROOT / "assignments" / RAW_COURSE["assignment"] / RAW_COURSE["notebook"])
+    stub = read_notebook("stub", ROOT / "assignments" / RAW_COURSE["assignment"] / RAW_COURSE["notebook"],
+                         ANSWER_CELLS)
     assert stub.error is None and not stub.problems
     return stub.cells
 
@@ -619,7 +621,7 @@ def test_a_static_check_flag_quotes_the_refused_line(world):
 
 def test_the_autograd_attacks_would_be_right_if_run():
     """Without the walls, each autograd cell of cheat-autograd would earn its points."""
-    case = next(c for c in (prepare(config) for config in generate("makemore-mlp", "adversarial-autograd", 4)) if c.config.scored)
+    case = first_scored("adversarial-autograd")
     cells = {**REFERENCE, **CHEAT_AUTOGRAD}
     for cell in ("dprobs", "dcounts_sum_inv", "dcounts_sum", "dnorm_logits", "dh"):
         answer = BY_GRADE_ID[cell]

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 from test_diagnose import tiny, tiny_case
 
 from grader.course import Feedback, Tolerance
+from grader.extract import Submission
 from grader.judge import suite
 from grader.judge.exam import CHAIN, checks
-from grader.extract import Submission
 from grader.sandbox.parent import Attempt, Outcome
 
 AUTOTESTS = Path(__file__).resolve().parents[1] / "autotests"

@@ -62,9 +62,22 @@ def test_a_valid_file_loads_with_its_values(tmp_path):
     assert course.course_id == "test-course"
     assert course.configurations == 5
     assert course.policy.squeezable_shape_credit == 0.25
-    assert course.limits.timeout_seconds == 60.0
+    assert course.limits.timeout == 60.0
     assert course.points["ex3_dhprebn"] == 4.5
     assert course.max_score == 12.5
+
+
+def test_the_limits_and_required_walls_are_the_sandboxs_own_value(tmp_path):
+    """course.yml's limits (times with their unit) and sandbox.require fill the one Limits the sandbox
+    enforces; the course reader loads no wall itself (the student package ships without them)."""
+    from grader.sandbox.limits import REQUIRED_BY_DEFAULT, Limits
+
+    raw = changed(lambda r: r.update(limits={"timeout_seconds": 60, "cell_timeout_seconds": 2.5, "processes": 32},
+                                     sandbox={"require": ["seccomp", "landlock", "seccomp"]}))
+    course = load(write(tmp_path, raw))
+    assert course.limits == Limits(timeout=60.0, cell_timeout=2.5, processes=32, require=("seccomp", "landlock"))
+    assert isinstance(course.limits.processes, int)
+    assert load(write(tmp_path, VALID)).limits.require == REQUIRED_BY_DEFAULT
 
 
 def test_a_minimal_file_gets_the_defaults(tmp_path):
@@ -112,6 +125,8 @@ BAD = {
     "unknown policy key": (_set("policy", "late_penalty", value=0.1), "policy.late_penalty"),
     "policy credit above 1": (_set("policy", "chain_only_credit", value=2), "policy.chain_only_credit"),
     "unknown limits key": (_set("limits", "memory", value=2), "limits.memory"),
+    "limits time without its unit": (_set("limits", "timeout", value=60), "limits.timeout"),
+    "unknown wall": (_set("sandbox", value={"require": ["moat"]}), "sandbox.require"),
     "missing secret_salt": (_del("secret_salt"), "secret_salt"),
     "empty secret_salt": (_set("secret_salt", value=""), "secret_salt"),
     "null secret_salt": (_set("secret_salt", value=None), "secret_salt"),

@@ -148,9 +148,23 @@ def test_exporting_an_empty_folder_is_a_one_line_error(tmp_path):
 
 
 def test_text_a_student_controls_never_reaches_a_spreadsheet_as_a_formula(tmp_path):
-    from grader.outputs.results import csv_text
+    from grader.files import csv_text
 
     rows = [["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2", "0.5", "@SUM(A1)", "plain", "-cmd|' /C calc'!A0"]]
     parsed = next(csv.reader(io.StringIO(csv_text(rows))))
     assert parsed == ["'=HYPERLINK(\"http://x\",\"y\")", "'+1+1", "-2", "0.5", "'@SUM(A1)", "plain",
                       "'-cmd|' /C calc'!A0"]
+
+
+@pytest.mark.parametrize("fmt", ["grade-ids", "canvas"])
+def test_every_format_the_command_offers_is_written_under_its_default_name(graded, fmt):
+    """The command's --format choices are exports.FORMATS: one written without --out lands in the results
+    folder under its default name; a name that is not a format is refused before anything is read."""
+    from grader.outputs import exports
+
+    assert fmt in exports.FORMATS
+    done = CliRunner().invoke(main, ["export", str(graded), "--format", fmt])
+    assert done.exit_code == 0, done.output
+    assert done.output.strip().endswith(str(graded / exports.DEFAULT_NAMES[fmt]))
+    refused = CliRunner().invoke(main, ["export", str(graded), "--format", "moodle"])
+    assert refused.exit_code == 2 and "'moodle' is not one of 'grade-ids', 'canvas'" in refused.output

@@ -281,7 +281,7 @@ def test_reading_a_notebook_skips_the_iri_grammar_nbformat_never_uses(tmp_path):
 
     path = write(tmp_path / "s.ipynb", submission())
     code = ("import sys\nfrom pathlib import Path\nfrom grader import extract\n"
-            f"s = extract.read('s', Path({str(path)!r}), ())\n"
+            f"s = extract.read('s', Path({str(path)!r}), {ANSWER_CELLS!r})\n"
             "assert s.error is None and s.cells, s\n"
             "assert sys.modules.get('rfc3987_syntax') is None\n")
     subprocess.run([sys.executable, "-c", code], check=True)

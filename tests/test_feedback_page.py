@@ -40,8 +40,9 @@ from grader.exercises.makemore_mlp.answers import ANSWERS, GRADE_IDS
 from grader.judge import scoring
 from grader.judge.configs import generate
 from grader.judge.exam import prepare
-from grader.judge.scoring import CORRECT, INCORRECT, Result
+from grader.judge.scoring import Result
 from grader.outputs import feedback_page
+from grader.vocabulary import Verdict
 from helpers.browser import PHONE_WIDTH, assert_readable
 from helpers.nbgrader_course import Course, set_answers
 from helpers.notebooks import submission, write
@@ -236,14 +237,14 @@ def test_a_page_is_self_contained_and_has_a_row_per_tensor_as_in_the_result(with
         assert row.points == f"{test['score']:g} / {test['max_score']:g}", row.grade_id
         assert row.feedback == [" ".join(line.split()) for line in test["output"].split("; ")], row.grade_id
         if test["score"] >= test["max_score"]:
-            assert row.status == CORRECT and not row.figures and not row.notes, row.grade_id
+            assert row.status == Verdict.CORRECT and not row.figures and not row.notes, row.grade_id
         for png in row.images:
             assert png.startswith(b"\x89PNG\r\n\x1a\n")
 
 
 def test_a_wrong_tensor_shows_yours_expected_and_their_difference_from_the_public_probe(ben):
     row = ben.row("dcounts")
-    assert row.status == INCORRECT and row.figures == FIGURES
+    assert row.status == Verdict.INCORRECT and row.figures == FIGURES
     assert "the true upstream gradients" in row.notes[0]
     yours, expected, difference = (pixels(png) for png in row.images)
     rows, cols = PROBE.truth["dcounts"].shape
@@ -275,7 +276,7 @@ def test_a_wrong_shape_shows_only_yours_and_says_both_shapes(ben):
 
 def test_right_at_the_lectures_sizes_draws_nothing_and_says_so(ben):
     row = ben.row("dlogprobs")
-    assert row.status == INCORRECT and not row.figures
+    assert row.status == Verdict.INCORRECT and not row.figures
     assert any("Right on the lecture-sized batch" in note for note in row.notes)
 
 
@@ -314,7 +315,7 @@ def test_exercise_4_shows_the_parameters_gradient_and_no_hidden_training_run(ben
     row = ben.row("ex4_db2")
     assert row.figures == FIGURES
     training = ben.row("ex4_training")
-    assert training.status == INCORRECT and not training.figures
+    assert training.status == Verdict.INCORRECT and not training.figures
     assert any("hidden configurations" in note for note in training.notes)
 
 
@@ -378,7 +379,7 @@ def test_pages_read_well_on_a_laptop_and_a_phone(check_page, with_pages, sid, wi
 
 
 def _result(**evidence) -> Result:
-    tests = [scoring.TestScore(g, 0.0, 1.0, INCORRECT, f"{g}: wrong") for g in evidence]
+    tests = [scoring.TestScore(g, 0.0, 1.0, Verdict.INCORRECT, f"{g}: wrong") for g in evidence]
     return Result("<em>x</em>", "x.ipynb", tests=tests, evidence=evidence)
 
 

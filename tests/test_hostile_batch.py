@@ -28,9 +28,9 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli import main
+from grader.extract import MAX_NOTEBOOK_BYTES
 from grader.lms import nbgrader as nbgrader_plugin
 from grader.outputs import results
-from grader.extract import MAX_NOTEBOOK_BYTES
 from grader.sandbox import static_check
 from helpers.notebooks import submission, write
 from helpers.paths import COURSE, COURSE_FILE, ROOT

@@ -31,10 +31,10 @@ import torch
 
 from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
 from grader.judge.compare import compare
-from grader.judge.configs import generate
-from grader.judge.exam import CHAIN, LOCAL, checks, prepare
+from grader.judge.exam import CHAIN, LOCAL, checks
 from grader.sandbox import parent as sandbox
 from grader.sandbox import protocol
+from helpers.cases import first_scored
 from helpers.children import alive_with, kill_siblings, tracked_children
 from helpers.notebooks import reference_sources
 
@@ -101,7 +101,7 @@ def places():
 
 @pytest.fixture(scope="module")
 def case():
-    return next(c for c in (prepare(config) for config in generate("makemore-mlp", "isolation-test-salt", 4)) if c.config.scored)
+    return first_scored("isolation-test-salt")
 
 
 @pytest.fixture(scope="module")

@@ -15,16 +15,16 @@ import torch
 import torch.nn.functional as F
 
 from grader import course as course_config
-from grader.exercise import Sizes
+from grader.exercise import Sizes, grade_cell_id
 from grader.exercises.makemore_mlp import EXERCISE
-from grader.exercises.makemore_mlp.answers import grade_cell_id
 from solutions import make_notebooks, reference
 
 NETWORK = EXERCISE.network
 COURSE = course_config.load(make_notebooks.ROOT / "course.yml")
 PROSE = make_notebooks.PROSE.read_text()
 # The lecture's sizes, and small ones with a tiny activation variance (where batch norm's eps shows).
-CONFIGURATIONS = [(EXERCISE.lecture, {}), (Sizes(n=5, vocab=11, block_size=2, n_embd=4, n_hidden=12), {"w1_scale": 3e-3})]
+CONFIGURATIONS = [(EXERCISE.lecture, {}),
+                  (Sizes(n=5, vocab=11, block_size=2, n_embd=4, n_hidden=12), {"w1_scale": 3e-3})]
 
 
 @pytest.fixture(scope="module")
@@ -130,11 +130,14 @@ def replaced(old: str, new: str) -> str:
     (replaced('# %% graded="ex4_dW1"\n', '# %%\n'), r"self-checks: one per grade id: missing \['ex4_dW1'\]"),
     (replaced('# %% graded="ex4_dW1"\n', '# %% graded="ex4_dC"\n'),
      r"missing \['ex4_dW1'\], unknown or repeated \['ex4_dC'\]"),
-    (replaced("bnvar = ...  #", "bnvar = 1/(n-1)*bndiff2.sum(0, keepdim=True)  #"), r"network: expected `name = \.\.\.`"),
-    (replaced("bndiff = ...\nbndiff2 = ...\n", "bndiff2 = ...\nbndiff = ...\n"), r"network: .* found \[.*'bndiff2', 'bndiff'"),
+    (replaced("bnvar = ...  #", "bnvar = 1/(n-1)*bndiff2.sum(0, keepdim=True)  #"),
+     r"network: expected `name = \.\.\.`"),
+    (replaced("bndiff = ...\nbndiff2 = ...\n", "bndiff2 = ...\nbndiff = ...\n"),
+     r"network: .* found \[.*'bndiff2', 'bndiff'"),
     (replaced("COURSE = ...", "SETTINGS = ..."), r"setup_imports: nothing fills `SETTINGS = \.\.\.`"),
     (replaced('# %% answer="dh"\n', '# %% answer="dh"\ndh = None\n'), r"dh: an answer cell is written empty"),
-    (replaced('# %% locked="setup_data"\n', '# %% locked="setup_data" answer="dh"\n'), r"one role per cell, not locked and answer"),
+    (replaced('# %% locked="setup_data"\n', '# %% locked="setup_data" answer="dh"\n'),
+     r"one role per cell, not locked and answer"),
     (replaced('generated="install"\n', 'generated="imports"\n'), r'setup_install: the only generated cell'),
     (replaced('# %% locked="setup_install" generated="install"\n', '# %% generated="install"\n'),
      r"only a locked cell is generated"),

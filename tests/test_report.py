@@ -18,7 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.exercises.makemore_mlp.answers import GRADE_IDS, grade_cell_id
+from grader.exercise import grade_cell_id
+from grader.exercises.makemore_mlp.answers import GRADE_IDS
 from helpers.browser import assert_readable
 from helpers.notebooks import submission, write
 from helpers.paths import COURSE, COURSE_FILE, STUB
@@ -55,12 +56,15 @@ def results(out: Path) -> dict[str, dict]:
     return {sid: json.loads((out / f"{sid}.json").read_text(encoding="utf-8")) for sid in SUBMISSIONS}
 
 
+LABELS = {"correct": "full credit", "partial": "partial", "incorrect": "wrong", "not attempted": "blank"}
+
+
 def verdict(test: dict) -> str:
-    if test["score"] >= test["max_score"]:
-        return "full credit"
-    if test["output"] == "not attempted yet":
-        return "blank"
-    return "partial" if test["score"] > 0 else "wrong"
+    """The report's word for a test's stored verdict, which must agree with its score."""
+    full, some = test["score"] >= test["max_score"], test["score"] > 0
+    assert (test["verdict"] == "correct") == full and (test["verdict"] == "partial") == (some and not full), test
+    assert test["verdict"] != "not attempted" or test["output"] == "not attempted yet", test
+    return LABELS[test["verdict"]]
 
 
 class Page(HTMLParser):
@@ -269,8 +273,9 @@ def test_student_strings_are_escaped(page):
     assert "&lt;script&gt;alert(1)" in raw
     submissions = [r["submission"] for r in parsed.table("submissions")]
     assert submissions == SUBMISSIONS and f"{HOSTILE}/backprop_ninja" in submissions
-    # A student's own error text that looks like a named mistake is shown, as text.
-    assert any("<script>alert(2)</script>" in r["mistake"] for r in parsed.table("mistakes"))
+    # Named mistakes are what the suite recorded, never read out of feedback: a student's own error text
+    # that looks like one ("KeyError: 'x; <script>...'") is not listed as a mistake.
+    assert not any("alert(2)" in r["mistake"] for r in parsed.table("mistakes"))
 
 
 def test_long_tables_scroll_in_their_own_box(page):
@@ -293,6 +298,24 @@ def test_a_very_long_submission_id_scrolls_in_its_box_not_the_page(graded, page,
     done = CliRunner().invoke(main, ["report", str(tmp_path)])
     assert done.exit_code == 0, done.output
     assert_readable(check_page(tmp_path / "report.html"))
+
+
+def test_results_written_before_verdicts_were_stored_report_the_same(graded, as_json, tmp_path):
+    """A results folder from a grader that stored neither verdicts nor named mistakes: the verdicts are
+    the ones its grader decided (from the score, and the blank answer's fixed feedback), and no
+    mistake is guessed from the feedback's wording."""
+    old = tmp_path / "results"
+    for sid, result in results(graded).items():
+        for test in result["tests"]:
+            del test["verdict"]
+            test.get("extra_data", {}).pop("mistake", None)
+        (old / sid).parent.mkdir(parents=True, exist_ok=True)
+        (old / f"{sid}.json").write_text(json.dumps(result), encoding="utf-8")
+    done = CliRunner().invoke(main, ["report", str(old), "--json"])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    assert report["per_grade_id"] == as_json["per_grade_id"] and report["submissions"] == as_json["submissions"]
+    assert as_json["mistakes"] and report["mistakes"] == []
 
 
 def test_json_has_the_same_content(graded, page, as_json):

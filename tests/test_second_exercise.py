@@ -57,7 +57,7 @@ def graded(tmp_path_factory) -> dict[str, dict]:
     shutil.copytree(ROOT / "autotests", root / "autotests")
     (root / "autotests" / "known_mistakes.yml").write_text("{}\n")
     shutil.copy(TINY_FILE, root / "tiny_relu.py")
-    points = {grade_id: 1 for grade_id in TINY.grade_ids}
+    points = dict.fromkeys(TINY.grade_ids, 1)
     (root / "course.yml").write_text(yaml.safe_dump({
         "course_id": "tiny", "assignment": TINY.assignment, "notebook": TINY.notebook,
         "secret_salt": "a tiny course's salt", "points": points, "exercise": "tiny_relu.py:EXERCISE"}))

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from grader import extract
 from grader.exercises.makemore_mlp.answers import ANSWERS, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
 from grader.judge import suite
 from grader.judge.compare import compare
 from grader.judge.configs import generate
 from grader.judge.exam import CHAIN, LOCAL, checks, prepare, prepare_training
-from grader import extract
 from grader.sandbox import parent as sandbox
 from helpers.notebooks import reference_sources
 from helpers.paths import COURSE, ROOT

@@ -22,11 +22,11 @@ import yaml
 
 from grader.course import load
 from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
-from grader.judge.configs import generate
-from grader.judge.exam import CHAIN, LOCAL, prepare
+from grader.judge.exam import CHAIN, LOCAL
 from grader.sandbox import parent as sandbox
 from grader.sandbox import static_check
 from grader.sandbox.static_check import Allow, check, screen
+from helpers.cases import first_scored
 from helpers.paths import ROOT
 from solutions import reference
 
@@ -415,7 +415,7 @@ def test_autograd_that_got_past_the_check_would_be_caught_at_run_time():
     }
     for grade_id in ("dprobs", "dbnvar_inv"):
         assert check(cells[grade_id]) is not None  # both once got past the check: the run-time layer is the backstop
-    case = next(c for c in (prepare(config) for config in generate("makemore-mlp", "static-check-test", 4)) if c.config.scored)
+    case = first_scored("static-check-test")
     attempt = sandbox.run(cells, [case], sandbox.Limits(timeout=60, cell_timeout=10))
     assert attempt.error is None, attempt.error
     for grade_id in ("dprobs", "dbnvar_inv"):

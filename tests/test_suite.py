@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.judge import suite
 from grader import extract
+from grader.judge import suite
 from grader.sandbox import parent as sandbox
 
 TOY_CONFTEST = '''
@@ -93,6 +93,53 @@ def test_one_session_collects_once_and_judges_batch_after_batch(tmp_path):
     assert seen == [(["right", "wrong-1"], ["right", "wrong-1"]), (["noted"], ["noted"]),
                     (["wrong-2", "crash", "right-2"], ["crash", "right-2", "wrong-2"])]
     assert (autotests / "items.txt").read_text() == "3\n", "the suite was collected more than once"
+
+
+SHARED_CONFTEST = '''
+import pytest
+
+def _log(request, line):
+    with open(request.config.rootpath / "fixtures.log", "a") as f:
+        f.write(line + "\\n")
+
+@pytest.fixture(scope="session")
+def table(request):
+    _log(request, "session built")
+    yield []
+    _log(request, "session torn down")
+
+@pytest.fixture(scope="module")
+def per_module(request):
+    _log(request, "module built " + request.module.__name__.rsplit(".", 1)[-1])
+    yield
+    _log(request, "module torn down " + request.module.__name__.rsplit(".", 1)[-1])
+'''
+SHARED_SUITE = '''
+import pytest
+
+@pytest.mark.parametrize("grade_id", ["dprobs", "dcounts", "dh"])
+def test_chain(grade_id, each, table, per_module):
+    table.append(grade_id)
+    each(lambda graded: None)
+'''
+
+
+def test_session_and_module_fixtures_of_the_suite_are_built_once_for_the_whole_stream(tmp_path):
+    """A hidden suite may hold costly shared state (a catalogue, reference tensors) in a session-scoped
+    fixture: it is built once for every item of every batch, and torn down once, when the session ends."""
+    autotests = tmp_path / "autotests"
+    autotests.mkdir()
+    (autotests / "conftest.py").write_text(SHARED_CONFTEST)
+    (autotests / "test_shared.py").write_text(SHARED_SUITE)
+    (autotests / "pytest.ini").write_text("[pytest]\n")
+    seen = []
+    suite.run_batches(iter([_batch(["a", "b"]), _batch(["c"]), _batch(["d"])]), [], None, None, autotests,
+                      lambda batch, results: seen.append(sorted(results)))
+    assert seen == [["a", "b"], ["c"], ["d"]]
+    assert all(len(r) == 3 for r in suite.run(_batch(["e"]), [], None, None, autotests).values())
+    log = (autotests / "fixtures.log").read_text().splitlines()
+    once = ["session built", "module built test_shared", "module torn down test_shared", "session torn down"]
+    assert log == once + once, log  # two sessions: run_batches', then run's
 
 
 def test_what_stops_the_stream_is_raised_once_pytest_is_done(tmp_path):

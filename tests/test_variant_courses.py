@@ -20,10 +20,9 @@ import torch.nn.functional as F
 import yaml
 
 from grader import course as course_config
-from grader.exercise import FUNCTION, load
+from grader.exercise import FUNCTION, grade_cell_id, load
 from grader.exercises import choice
 from grader.exercises.makemore_mlp import variants
-from grader.exercises.makemore_mlp.answers import grade_cell_id
 from grader.lms import course_init
 from helpers.notebooks import execute
 from solutions import make_notebooks, mutants, variant_notebooks

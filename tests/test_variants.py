@@ -390,7 +390,8 @@ def test_a_mutants_submission_is_the_reference_but_its_cell():
     assert ".sum(0, keepdim=True)" in cells["dlnvar_inv"]
     assert corpus.graded_in(mutant) == ("dlnvar_inv",)
     ex4 = next(m for m in corpus.mutants("relu-layernorm") if m.cell == EX4_CELL)
-    assert corpus.graded_in(ex4) == tuple("ex4_d" + p for p in exercises.load("makemore-mlp/relu-layernorm").network.parameters)
+    parameters = exercises.load("makemore-mlp/relu-layernorm").network.parameters
+    assert corpus.graded_in(ex4) == tuple("ex4_d" + p for p in parameters)
 
 
 # --- choosing a variant ------------------------------------------------------------------------------

@@ -29,11 +29,11 @@ import pytest
 import grader
 from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
 from grader.judge.compare import compare
-from grader.judge.configs import generate
-from grader.judge.exam import CHAIN, prepare
+from grader.judge.exam import CHAIN
 from grader.sandbox import jail, landlock, seccomp, zygote
 from grader.sandbox import parent as sandbox
 from helpers import refuse as refuse_helper
+from helpers.cases import first_scored
 from helpers.notebooks import reference_sources
 from helpers.paths import ROOT, SOLVED
 
@@ -46,7 +46,7 @@ LIMITS = dict(timeout=60, cell_timeout=10)
 
 @pytest.fixture(scope="module")
 def case():
-    return next(c for c in (prepare(config) for config in generate("makemore-mlp", "walls-test-salt", 4)) if c.config.scored)
+    return first_scored("walls-test-salt")
 
 
 def _probe(body: str) -> str:
@@ -603,7 +603,7 @@ def test_without_user_namespaces_the_default_walls_still_hold(tmp_path):
     walls = {line.split()[0]: line for line in done.stdout.splitlines()[:len(jail.WALLS)]}
     for wall in ("network", "ipc", "pid", "filesystem"):
         assert "missing: unshare refused" in walls[wall], walls[wall]
-    for wall in jail.REQUIRED_BY_DEFAULT:
+    for wall in sandbox.Limits().require:  # the walls required by default
         assert " in force: " in walls[wall], walls[wall]
 
 

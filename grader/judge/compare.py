@@ -17,6 +17,7 @@ import torch
 
 from grader.exercise import ATOMIC, FUNCTION, NAMESPACE, Answer, Exercise, load
 from grader.judge.diagnose import diagnose, name
+from grader.vocabulary import Status, shape_text
 
 MATCH, APPROXIMATE, BLANK, SQUEEZABLE, WRONG = "exact", "approximate", "blank", "squeezable", "wrong"
 
@@ -31,10 +32,6 @@ class Verdict:
     @property
     def passed(self) -> bool:
         return self.status in (MATCH, APPROXIMATE)
-
-
-def _shape(t) -> str:
-    return str(tuple(t.shape))
 
 
 def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int | None = None) -> Verdict:
@@ -52,7 +49,7 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
     want = expected.detach().to(torch.float64)
     if got.shape != want.shape:
         hints = tuple(diagnose(got, want, rtol=rtol, atol=atol, n=n))
-        message = f"shape {_shape(got)}, expected {_shape(want)}"
+        message = f"shape {shape_text(got.shape)}, expected {shape_text(want.shape)}"
         if got.numel() == want.numel() and [s for s in got.shape if s != 1] == [s for s in want.shape if s != 1]:
             if torch.isfinite(got).all() and torch.allclose(got.reshape(want.shape), want, rtol=rtol, atol=atol):
                 return Verdict(SQUEEZABLE, message + ": right values, but a size-1 dimension is missing or extra", hints=hints)
@@ -74,19 +71,7 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
 
 # --- one answer on every configuration: the verdict the grader and the self-check share -------------
 
-STATUS_TEXT = {
-    "blank": "not attempted yet",
-    "missing": "no answer cell",
-    "timeout": "the cell ran past its time limit",
-    "unassigned": "the cell never assigns {variable}",
-    "not-tensor": "{variable} is a {type}, not a torch.Tensor",
-    "subclass": "{variable} is a {type}, a subclass of torch.Tensor: give a plain tensor",
-    "unsendable": "{variable} could not be read back: {error}",
-    "broken": "the grading process sent a malformed answer",
-    "autograd": "autograd was used at run time, which an answer must not do: {evidence}",
-    "forbidden-call": "the cell did what no answer needs and the grader forbids: {evidence}",
-    "bad-step": "at training step {step}, manual_backward gave no tensor of the right shape for {parameter}",
-}
+STATUS_TEXT = {status: status.text for status in Status if status.text}
 
 
 @functools.lru_cache(maxsize=64)
@@ -192,7 +177,9 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
     template = STATUS_TEXT.get(outcome.status, "unexpected result ({status})")
     kind = BLANK if outcome.status == "blank" else outcome.status
     detail = {k: "; ".join(masked(x, hidden) for x in v) if isinstance(v, list) else v for k, v in shown.items()}
-    return Failure(kind, template.format(variable=answer.variable, status=outcome.status, **detail))
+    function = exercise.function_of(answer)
+    return Failure(kind, template.format(variable=answer.variable, status=outcome.status,
+                                         function=function.name if function else "the function", **detail))
 
 
 def _verdict(outcome, case, answer, check, tol) -> Verdict | None:

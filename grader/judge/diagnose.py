@@ -12,14 +12,11 @@ import torch
 from grader.exercise import ATOMIC, FUNCTION, Answer, Exercise
 from grader.judge import neighbourhood
 from grader.judge.exam import CHAIN, Case
+from grader.vocabulary import shape_text as _shape
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> bool:
     return a.shape == b.shape and bool(torch.allclose(a, b, rtol=rtol, atol=atol))
-
-
-def _shape(shape) -> str:
-    return str(tuple(shape))
 
 
 def _not_summed(dims, summed: bool) -> str:

@@ -1,4 +1,14 @@
-"""Test results -> points and feedback per grade id, with the course's partial-credit policy.
+"""Test results -> points, verdict, feedback and named mistake per grade id, with the course's
+partial-credit policy, and the integrity flags an instructor reviews.
+
+The nouns of the data path, in the order a submission's answers pass through them:
+- Outcome (grader.sandbox.parent): what one answer cell produced on one configuration, a Status.
+- Attempt (grader.sandbox.parent): every Outcome of one submission's sandboxed run, with its error.
+- Graded (grader.judge.suite): a submission beside its Attempt, as the hidden suite receives it.
+- Verdict (grader.judge.compare): one tensor compared with the expected one on one configuration.
+- ItemResult (grader.judge.suite): one test's judgement (grade id and check) of one submission.
+- TestScore and Result (here): a grade id's points and vocabulary.Verdict, then a submission's
+  TestScores and Flags: what results files, pages, reports and gradebooks are written from.
 
 Policy (course.yml `policy`):
 - CHAIN and LOCAL both pass: full points.
@@ -6,7 +16,7 @@ Policy (course.yml `policy`):
   the cell does not compute this step of the chain rule from its own upstream gradients: a hard-coded
   zero (`db1 = torch.zeros_like(b1)`, right only because batch norm removes b1's effect), a path that
   skips an intermediate gradient, or an answer recomputed with autograd.
-- Right values in a shape that differs only by size-1 dimensions (the lecture's own `dbnmeani` of
+- Right values in a shape that differs only by size-1 dimensions (the lecture's own batch-norm mean gradient of
   shape (H,) for a (1, H) tensor): `squeezable_shape_credit` of the points, since broadcasting would
   turn it into a wrong-shaped gradient one step later.
 - Anything else: 0, with the feedback of the first configuration that failed.
@@ -15,23 +25,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grader.exercise import DEFAULT
 from grader.judge.compare import SQUEEZABLE
 from grader.judge.exam import CHAIN, LOCAL
 from grader.judge.suite import ERROR, PASSED, ItemResult
+from grader.vocabulary import Flag, Status, Verdict
 
-CORRECT, PARTIAL, INCORRECT, NOT_ATTEMPTED = "correct", "partial", "incorrect", "not attempted"
-# Outcomes an instructor should look at, whatever they scored.
-INTEGRITY = ("autograd", "forbidden-call", "timeout", "memory")
+# What a judged answer did that an instructor should look at, whatever it scored.
+INTEGRITY = (Flag.AUTOGRAD, Flag.FORBIDDEN_CALL, Flag.TIMEOUT, Flag.MEMORY)
 
 
 @dataclass
 class TestScore:
+    """One grade id of a submission. `verdict` and `mistake` are decided here and stored as they are, so
+    that what reads a result (report, exports, pages) never re-derives them from the feedback's wording;
+    `mistake` is the hidden suite's name for what is wrong ("" when it named none, or the answer is right)."""
+
     name: str
     score: float
     max_score: float
-    verdict: str
+    verdict: Verdict
     output: str
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)  # measurements for the record
+    mistake: str = ""
 
     @property
     def status(self) -> str:
@@ -44,11 +60,12 @@ class Result:
     submission: str
     path: str
     tests: list[TestScore] = field(default_factory=list)
-    flags: list[dict] = field(default_factory=list)
+    flags: list[dict] = field(default_factory=list)  # {"kind": a Flag, "evidence": ..., where it was seen}
     error: str | None = None
     seconds: float = 0.0
     isolation: dict = field(default_factory=dict)
     digest: str = ""  # of everything the result depends on: see grade.input_digest
+    exercise: str = DEFAULT  # what was graded, as course.yml names it: pages and reports order and head by it
     # What the feedback page draws (grader.outputs.feedback_page.gather), taken from the answers while they are
     # in memory; never written to a results file. None: not gathered (not asked for, or a kept result).
     evidence: dict | None = field(default=None, repr=False, compare=False)
@@ -63,49 +80,49 @@ class Result:
 
 
 def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResult | None, policy) -> TestScore:
-    def scored(fraction: float, verdict: str, output: str) -> TestScore:
+    def scored(fraction: float, verdict: Verdict, output: str) -> TestScore:
         return TestScore(grade_id, round(points * fraction, 6), points, verdict, output)
 
     if chain is None:
-        return scored(0.0, INCORRECT, "not graded: the hidden suite has no test for this grade id")
+        return scored(0.0, Verdict.INCORRECT, "not graded: the hidden suite has no test for this grade id")
     if ERROR in (chain.status, local.status if local else None):
         failed = chain if chain.status == ERROR else local
-        return scored(0.0, INCORRECT, failed.feedback)
+        return scored(0.0, Verdict.INCORRECT, failed.feedback)
     local_ok = local is None or local.status == PASSED
     if chain.status == PASSED and local_ok:
-        return scored(1.0, CORRECT, "; ".join(filter(None, ["correct on every configuration", chain.feedback])))
+        return scored(1.0, Verdict.CORRECT, "; ".join(filter(None, ["correct on every configuration", chain.feedback])))
     if chain.status == PASSED:
-        return scored(policy.chain_only_credit, PARTIAL,
+        return scored(policy.chain_only_credit, Verdict.PARTIAL,
                       "right value for this loss, but not this step of the chain rule: with other upstream "
                       "gradients it gives a different result, so it does not compute the gradient from its "
                       f"own upstream gradients (a hard-coded value, a skipped step, or autograd?). {local.feedback}")
     if chain.kind == SQUEEZABLE and (local_ok or local.kind == SQUEEZABLE):
-        return scored(policy.squeezable_shape_credit, PARTIAL,
+        return scored(policy.squeezable_shape_credit, Verdict.PARTIAL,
                       f"{chain.feedback}. Partial credit: the values are right, but a gradient must have exactly "
                       "its tensor's shape (broadcasting would spread a wrong shape one step later)")
-    if chain.kind == "blank":
-        return scored(0.0, NOT_ATTEMPTED, "not attempted yet")
-    return scored(0.0, INCORRECT, chain.feedback)
+    if chain.kind == Status.BLANK:
+        return scored(0.0, Verdict.NOT_ATTEMPTED, Status.BLANK.text)
+    return scored(0.0, Verdict.INCORRECT, chain.feedback)
 
 
 def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Result:
-    result = Result(submission.id, str(submission.path), error=submission.error)
+    result = Result(submission.id, str(submission.path), error=submission.error, exercise=course.exercise_spec)
     for cell, refusal in submission.refused.items():
-        result.flags.append({"kind": "static-check", "cell": cell, "evidence": str(refusal)})
+        result.flags.append({"kind": Flag.STATIC_CHECK, "cell": cell, "evidence": str(refusal)})
     for cell, found in submission.forged.items():
-        result.flags.append({"kind": "forged-output", "cell": cell, "evidence": str(found)})
+        result.flags.append({"kind": Flag.FORGED_OUTPUT, "cell": cell, "evidence": str(found)})
     for grade_id, points in course.points.items():
         chain, local = results.get((grade_id, CHAIN)), results.get((grade_id, LOCAL))
         test = _one(grade_id, points, chain, local, course.policy)
         result.tests.append(test)
         if chain is not None and chain.extra:
             test.extra = dict(chain.extra)
-        named = next((item.mistake for item in (chain, local) if item is not None and item.mistake), "")
-        if named and test.verdict != CORRECT:
-            test.extra["mistake"] = named
+        if test.verdict != Verdict.CORRECT:
+            test.mistake = next((item.mistake for item in (chain, local) if item is not None and item.mistake), "")
         for check, item in ((CHAIN, chain), (LOCAL, local)):
             if item is not None and item.status == ERROR:
-                result.flags.append({"kind": "grader-error", "grade_id": grade_id, "evidence": item.feedback})
+                result.flags.append({"kind": Flag.GRADER_ERROR, "grade_id": grade_id, "evidence": item.feedback})
             if item is not None and item.kind in INTEGRITY:
-                result.flags.append({"kind": item.kind, "grade_id": grade_id, "check": check, "evidence": item.feedback})
+                result.flags.append({"kind": Flag(item.kind), "grade_id": grade_id, "check": check,
+                                     "evidence": item.feedback})
     return result

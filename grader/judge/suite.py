@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.judge.exam import Case, Training
 from grader.extract import Submission
+from grader.judge.exam import Case, Training
 from grader.sandbox.parent import Attempt
 
 PASSED, WRONG, ERROR = "passed", "wrong", "error"
@@ -62,19 +62,19 @@ class ItemResult:
     mistake: str = ""
 
 
-Results = dict[str, dict[tuple[str, str], ItemResult]]
+ItemResults = dict[str, dict[tuple[str, str], ItemResult]]  # {submission id: {(grade_id, check): result}}
 
 
 class _Plugin:
     def __init__(self, batches: Iterable[dict[str, Graded]], cases: list[Case], training: Training, course,
-                 on_results: Callable[[dict[str, Graded], Results], None]):
+                 on_results: Callable[[dict[str, Graded], ItemResults], None]):
         self._batches = batches
         self._cases = cases
         self._training = training
         self._course = course
         self._on_results = on_results
         self._graded: dict[str, Graded] = {}
-        self.results: Results = {}
+        self.results: ItemResults = {}
         self.raised: BaseException | None = None
 
     def pytest_configure(self, config):
@@ -83,15 +83,22 @@ class _Plugin:
     def pytest_runtestloop(self, session):
         """Collect once, then run every test on each batch as it arrives, handing its results on before
         the next batch is asked for: one session however large the class, and memory for one batch.
-        Whatever stops the loop (Ctrl-C, a full disk) is kept and raised again once pytest has
-        finished, rather than being reported by pytest as its own failure."""
+        Each item runs with the item that follows it as pytest's `nextitem`, the last of a batch with the
+        first (of the next batch), so session- and module-scoped fixtures of the suite are built once,
+        not once per item; whatever is still set up when the stream ends is torn down by pytest as the
+        session finishes (knowing which batch is the last would hold each batch's results back until
+        the next one is ready). Whatever stops the loop (Ctrl-C, a full disk) is kept and raised again
+        once pytest has finished, rather than being reported by pytest as its own failure."""
         try:
             if session.testsfailed:
                 raise RuntimeError(f"the hidden suite could not be collected ({session.testsfailed} error(s))")
+            items = session.items
+            # A lone item followed by itself would keep its own function-scoped fixtures.
+            following = [*items[1:], items[0]] if len(items) > 1 else [None] * len(items)
             for graded in self._batches:
                 self._graded, self.results = graded, {}
-                for item in session.items:
-                    item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
+                for item, nextitem in zip(items, following):
+                    item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
                 self._on_results(graded, self.results)
         except BaseException as exc:  # noqa: B036 - re-raised by run_batches, once pytest is done
             self.raised = exc
@@ -154,7 +161,7 @@ class _Plugin:
 
 
 def run_batches(batches: Iterable[dict[str, Graded]], cases: list[Case], training: Training, course,
-                autotests: Path, on_results: Callable[[dict[str, Graded], Results], None]) -> None:
+                autotests: Path, on_results: Callable[[dict[str, Graded], ItemResults], None]) -> None:
     """One pytest session for every batch: `on_results(batch, results)` receives, batch by batch, the
     results of every test for every submission: {submission id: {(grade_id, check): result}}."""
     plugin = _Plugin(batches, cases, training, course, on_results)
@@ -170,8 +177,8 @@ def run_batches(batches: Iterable[dict[str, Graded]], cases: list[Case], trainin
         raise RuntimeError(f"the hidden suite in {autotests} did not run (pytest exit code {int(code)})")
 
 
-def run(graded: dict[str, Graded], cases: list[Case], training: Training, course, autotests: Path) -> Results:
+def run(graded: dict[str, Graded], cases: list[Case], training: Training, course, autotests: Path) -> ItemResults:
     """The results of one batch (see run_batches)."""
-    kept: list[Results] = []
+    kept: list[ItemResults] = []
     run_batches([graded], cases, training, course, autotests, lambda batch, results: kept.append(results))
     return kept[0]

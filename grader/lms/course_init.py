@@ -20,10 +20,10 @@ import shutil
 from pathlib import Path
 
 from grader import material
-from grader.exercise import ATOMIC, FAMILIES, FUSED, Exercise
+from grader.exercise import ATOMIC, FAMILIES, FUSED, Exercise, grade_cell_id
 from grader.exercise import load as load_exercise
 from grader.exercises import choice
-from grader.exercises.makemore_mlp.answers import grade_cell_id
+from grader.files import atomic_write
 
 SOLVED = material.SOLVED
 COURSE_FILE = "course.yml"
@@ -312,8 +312,7 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
     text = re.sub(r"(?m)^secret_salt:.*$", f"secret_salt: {salt}", text)
     text = re.sub(r"(?m)^course_id:.*$", f"course_id: {course_id}", text)
     text = re.sub(r"(?m)^autotests:.*\n", "", text) + "autotests: autotests\n"
-    (target / COURSE_FILE).write_text(text, encoding="utf-8")
-    os.chmod(target / COURSE_FILE, 0o600)  # the salt: the course's staff only
+    atomic_write(target / COURSE_FILE, text, mode=0o600)  # the salt: the course's staff only, from the start
     (target / CONFIG_FILE).write_text(
         CONFIG.format(course_id=course_id, course_file=COURSE_FILE, exchange=str(exchange), notebook=course.notebook),
         encoding="utf-8")

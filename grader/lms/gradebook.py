@@ -8,12 +8,12 @@ record identical scores by construction.
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
 from grader import extract
 from grader.extract import Submission
+from grader.files import atomic_write
 from grader.judge.scoring import Result
 
 
@@ -24,18 +24,7 @@ class GradebookError(Exception):
 def _write_notebook(nb, path: Path) -> None:
     import nbformat
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            nbformat.write(nb, f)
-        os.chmod(tmp, 0o444)  # as nbgrader leaves autograded notebooks
-        if path.exists():
-            os.chmod(path, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    atomic_write(path, nbformat.writes(nb), mode=0o444)  # read-only, as nbgrader leaves autograded notebooks
 
 
 class Recorder:
@@ -70,8 +59,15 @@ class Recorder:
 def _record(submission: Submission, result: Result, db_url: str, coursedir, log) -> bool:
     import nbformat
     from nbgrader.api import Gradebook, MissingEntry
-    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds,
-                                        LimitOutput, OverwriteKernelspec, SaveAutoGrades)
+    from nbgrader.preprocessors import (
+        AssignLatePenalties,
+        CheckCellMetadata,
+        ClearOutput,
+        DeduplicateIds,
+        LimitOutput,
+        OverwriteKernelspec,
+        SaveAutoGrades,
+    )
 
     from grader.lms.nbgrader import RestoreCells, fill_grade_cells, set_flagged
 

@@ -14,21 +14,19 @@ import importlib.metadata
 import importlib.resources
 import io
 import json
-import os
 import shutil
 import subprocess
 import tempfile
 import tomllib
 import traceback
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import grader
-from grader import __version__
-from grader import extract
+from grader import __version__, extract
 from grader.course import Course, load
-from grader.outputs.results import atomic_write
+from grader.files import atomic_write
 
 DISTRIBUTION = "backprop-ninja"
 SCRIPTS = ("setup.sh", "run_autograder")
@@ -137,11 +135,7 @@ def build(course: Course, out: Path) -> list[str]:
     setup = _template("setup.sh").replace("@TORCH@", _torch_requirement()).replace("@WHEEL@", wheel_name)
     files = {"setup.sh": setup, "run_autograder": _template("run_autograder"), "course.yml": _course_yml(course),
              wheel_name: wheel, **_files(course.autotests_dir, "autotests")}
-    data = _zip(files)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_name(f".{out.name}.partial")
-    partial.write_bytes(data)
-    os.replace(partial, out)
+    atomic_write(out, _zip(files))
     return list(files)
 
 
@@ -183,9 +177,12 @@ def _grade(notebook: Path, course_file: Path, log: Callable[[str], None]) -> dic
 
 
 def for_gradescope(result: dict, log: Callable[[str], None]) -> dict:
-    """A result of `backprop-ninja grade` as Gradescope takes it: at the top level only the keys its
-    specification names; the integrity flags and the maximum go to extra_data and the staff's log."""
+    """A result of `backprop-ninja grade` as Gradescope takes it: only the keys its specification names,
+    at the top level and in each test; the integrity flags and the maximum go to extra_data and the
+    staff's log, each test's verdict to its extra_data."""
     data = {k: v for k, v in result.items() if k not in ("flags", "max_score")}
+    data["tests"] = [{**{k: v for k, v in t.items() if k != "verdict"},
+                      "extra_data": {**t.get("extra_data", {}), "verdict": t["verdict"]}} for t in result["tests"]]
     data["extra_data"] = {**result.get("extra_data", {}), "max_score": result["max_score"], "flags": result["flags"]}
     for flag in result["flags"]:
         log(f"integrity flag ({flag['kind']}): {flag['evidence']}")

@@ -20,7 +20,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 from traitlets import Bool, Unicode
 
 from grader import safe_text
-from grader.exercises.makemore_mlp.answers import GRADE_CELL_PREFIX, grade_cell_id
+from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
 
 
 def fill_grade_cells(nb, result, page: bool = True) -> None:
@@ -166,8 +166,7 @@ class GradeInSandbox(NbGraderPreprocessor):
         if result.flags and info.get("db_url"):
             set_flagged(info["db_url"], info["notebook"], info["assignment"], info["student"])
         if self.results:
-            from grader.outputs import feedback_page
-            from grader.outputs import results
+            from grader.outputs import feedback_page, results
 
             results.write_result(Path(self.results), result)
             feedback_page.write(Path(self.results), result)

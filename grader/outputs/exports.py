@@ -8,6 +8,9 @@ Canvas finds a student by ID or SIS ID, never by name, so a row it cannot place 
 than a line on stderr: with a roster exported from the course's gradebook, rows carry the roster's
 own identity columns; without one, the submission's student id stands as the SIS Login ID. Totals come
 from nbgrader's gradebook when the course has one (a TA's manual scores count), else from results/.
+
+Importing this module is light, since the command line lists FORMATS in its help: reading results (which
+loads the exercise, and torch with it) is imported where it is done.
 """
 from __future__ import annotations
 
@@ -15,13 +18,15 @@ import csv
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from grader.outputs.report import grade_ids, load, mistake
-from grader.outputs.results import atomic_write, csv_text
-from grader.judge.scoring import Result
+from grader.files import atomic_write, csv_text
 
-FORMATS = ("grade-ids", "canvas")
-DEFAULT_NAMES = {"grade-ids": "grade_ids.csv", "canvas": "canvas.csv"}
+if TYPE_CHECKING:
+    from grader.judge.scoring import Result
+
+DEFAULT_NAMES = {"grade-ids": "grade_ids.csv", "canvas": "canvas.csv"}  # each format's file in the folder
+FORMATS = tuple(DEFAULT_NAMES)
 IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 # Roster columns a submission's student id is looked up in, most specific first.
 MATCH_ON = ("SIS Login ID", "SIS User ID", "ID")
@@ -41,11 +46,13 @@ def student_id(submission: str) -> str:
 def grade_id_rows(results: list[Result]) -> list[list[str]]:
     """submission, grade_id, score, max_score, status, mistake, feedback: by submission, then grade
     id in the exercise's order. status is the verdict: correct, partial, incorrect or not attempted."""
+    from grader.outputs.report import grade_ids
+
     order = {g: i for i, g in enumerate(grade_ids(results))}
     rows = [["submission", "grade_id", "score", "max_score", "status", "mistake", "feedback"]]
     for r in sorted(results, key=lambda r: r.submission):
         for t in sorted(r.tests, key=lambda t: order[t.name]):
-            rows.append([r.submission, t.name, f"{t.score:g}", f"{t.max_score:g}", t.verdict, mistake(t) or "",
+            rows.append([r.submission, t.name, f"{t.score:g}", f"{t.max_score:g}", t.verdict, t.mistake,
                          t.output])
     return rows
 
@@ -197,6 +204,8 @@ def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None 
            assignment: str | None = None) -> Path:
     """`backprop-ninja export`: write `fmt` for a results folder (default: a CSV in the folder); the
     Canvas import takes its totals from `gradebook` when given."""
+    from grader.outputs.report import load
+
     out = Path(out) if out is not None else Path(folder) / DEFAULT_NAMES[fmt]
     if fmt == "grade-ids":
         rows = grade_id_rows(load(folder, skip=[out]))

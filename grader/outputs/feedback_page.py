@@ -24,14 +24,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from grader.outputs import results
+from grader.exercise import Exercise
+from grader.exercise import load as load_exercise
+from grader.files import atomic_write
 from grader.judge.compare import compare
 from grader.judge.exam import CHAIN, Case, checks
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID, EX4_TRAINING, GRADE_IDS
-from grader.exercises.makemore_mlp.model import LECTURE
+from grader.judge.scoring import Result
+from grader.outputs import results
 from grader.safe_text import html as escape
 from grader.sandbox.parent import Attempt
-from grader.judge.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result
+from grader.vocabulary import Flag, Status, Verdict, shape_text
 
 DRAWN, NO_TENSOR, MATCHES = "drawn", "no tensor", "matches"
 # A heatmap fits in this box (pixels) at a whole number of pixels per entry, and neither side is
@@ -62,8 +64,8 @@ def gather(result: Result, attempt: Attempt, cases: list[Case], tolerance) -> di
     probe = next(c for c in cases if not c.config.scored)
     found = {}
     for test in result.tests:
-        answer = BY_GRADE_ID.get(test.name)
-        if answer is not None and test.score < test.max_score and test.verdict != NOT_ATTEMPTED:
+        answer = probe.exercise.by_grade_id.get(test.name)
+        if answer is not None and test.score < test.max_score and test.verdict != Verdict.NOT_ATTEMPTED:
             found[test.name] = _on_probe(answer, attempt, probe, tolerance)
     return found
 
@@ -71,7 +73,7 @@ def gather(result: Result, attempt: Attempt, cases: list[Case], tolerance) -> di
 def _on_probe(answer, attempt: Attempt, probe: Case, tol) -> Evidence:
     for check in checks(answer):
         outcome = attempt.outcomes.get((answer.grade_id, check, probe.config.name))
-        if outcome is None or outcome.status != "tensor":
+        if outcome is None or outcome.status != Status.TENSOR:
             return Evidence(NO_TENSOR, check)
         expected = probe.expected(answer, check)
         if not compare(outcome.tensor, expected, rtol=tol.rtol, atol=tol.atol, n=probe.n).passed:
@@ -90,7 +92,7 @@ def _grid(t: torch.Tensor):
     if t.is_complex():
         return None, "complex values cannot be drawn"
     if t.numel() == 0:
-        return None, f"shape {_shape(shape)} has no entries to draw"
+        return None, f"shape {shape_text(shape)} has no entries to draw"
     try:
         values = t.detach().to(torch.float64)
     except (RuntimeError, TypeError):
@@ -98,13 +100,13 @@ def _grid(t: torch.Tensor):
     if values.dim() == 0:
         grid, how = values.reshape(1, 1), "a single number"
     elif values.dim() == 1:
-        grid, how = values.reshape(1, -1), f"shape {_shape(shape)}, drawn as one row"
+        grid, how = values.reshape(1, -1), f"shape {shape_text(shape)}, drawn as one row"
     elif values.dim() == 2:
         grid, how = values, ""
     else:
         grid = values.reshape(shape[0], -1)
         blocks = " blocks of ".join(map(str, shape[1:]))
-        how = f"shape {_shape(shape)}, drawn as {shape[0]} rows of {blocks} side by side"
+        how = f"shape {shape_text(shape)}, drawn as {shape[0]} rows of {blocks} side by side"
     if max(grid.shape) > MAX_SIDE:
         return None, f"{grid.shape[0]} × {grid.shape[1]} entries are too many to draw"
     return grid.numpy(), how
@@ -154,10 +156,6 @@ def _figure(title: str, grid, half: float, cmap: str) -> str:
             f'</figure>')
 
 
-def _shape(shape: tuple) -> str:
-    return str(tuple(shape))
-
-
 def _pictures(evidence: Evidence) -> str:
     if evidence.kind == MATCHES:
         return ('<p class="bpn-note">Right on the lecture-sized batch, so there is no difference to draw: this '
@@ -171,7 +169,7 @@ def _pictures(evidence: Evidence) -> str:
     mine, theirs = tuple(evidence.yours.shape), tuple(evidence.expected.shape)
     figures = []
     if mine != theirs:
-        lines.append(f"Your tensor has shape {_shape(mine)}, the gradient {_shape(theirs)}: only yours is drawn.")
+        lines.append(f"Your tensor has shape {shape_text(mine)}, the gradient {shape_text(theirs)}: only yours is drawn.")
         if yours is not None:
             figures.append(_figure("yours", yours, _scale(yours), VALUES))
     elif yours is not None:
@@ -235,40 +233,27 @@ CSS = """
 }
 """
 
-STATUS_CLASS = {CORRECT: "correct", PARTIAL: "partial", INCORRECT: "incorrect", NOT_ATTEMPTED: "not-attempted"}
-EXERCISES = {1: "Exercise 1: one step at a time", 2: "Exercise 2: cross-entropy in one step",
-             3: "Exercise 3: batch norm in one step", 4: "Exercise 4: manual_backward and training"}
-FLAG_TEXT = {
-    "static-check": "an answer cell was not run: the static check refused it",
-    "forged-output": "an answer cell prints what looks like a grading result (it changes no score)",
-    "autograd": "autograd was used at run time",
-    "timeout": "a cell ran past its time limit",
-    "sandbox": "the grading process stopped",
-    "grader-error": "the grader itself failed on a test (not your fault: your instructor will look at it)",
-}
-HOWTO = (f"How to read the pictures: each one is a tensor seen from above, one square per entry (rows top to "
-         f"bottom, columns left to right). They come from one batch at the lecture's sizes (n={LECTURE.n}, "
-         f"vocab_size={LECTURE.vocab}, block_size={LECTURE.block_size}, n_embd={LECTURE.n_embd}, "
-         f"n_hidden={LECTURE.n_hidden}) drawn from a fixed public seed: the shapes of your notebook, other "
-         "numbers. Red is positive, blue negative, white zero, grey NaN or inf. Yours and the expected gradient "
-         "share one colour scale; the difference (yours − expected, purple to orange) has its own, so that "
-         "even a small difference shows.")
-
-
-def _exercise(grade_id: str) -> int:
-    return 4 if grade_id == EX4_TRAINING else BY_GRADE_ID[grade_id].exercise
+def _howto(exercise: Exercise) -> str:
+    sizes = ", ".join(f"{k}={v}" for k, v in exercise.lecture.items())
+    return ("How to read the pictures: each one is a tensor seen from above, one square per entry (rows top to "
+            f"bottom, columns left to right). They come from one batch at the lecture's sizes ({sizes}) drawn "
+            "from a fixed public seed: the shapes of your notebook, other numbers. Red is positive, blue negative, "
+            "white zero, grey NaN or inf. Yours and the expected gradient share one colour scale; the difference "
+            "(yours − expected, purple to orange) has its own, so that even a small difference shows.")
 
 
 def _rows(result: Result) -> str:
-    order = {g: i for i, g in enumerate(GRADE_IDS)}
+    exercise = load_exercise(result.exercise)
+    order = {g: i for i, g in enumerate(exercise.grade_ids)}
     tests = sorted(result.tests, key=lambda t: order.get(t.name, len(order)))
-    rows, exercise = [], None
+    rows, part = [], None
     for test in tests:
-        if test.name in order and _exercise(test.name) != exercise:
-            exercise = _exercise(test.name)
-            rows.append(f'<tr class="bpn-exercise"><th colspan="4">{escape(EXERCISES[exercise])}</th></tr>')
+        if test.name in order and exercise.part_of(test.name) != part:
+            part = exercise.part_of(test.name)
+            title = exercise.parts.get(part, f"Part {part}")
+            rows.append(f'<tr class="bpn-exercise"><th colspan="4">{escape(title)}</th></tr>')
         lines = "".join(f"<li>{escape(line)}</li>" for line in test.output.split("; "))
-        status = STATUS_CLASS.get(test.verdict, "incorrect")
+        status = test.verdict.css
         rows.append(f'<tr id="bpn-{escape(test.name)}"><td class="bpn-tensor"><code>{escape(test.name)}</code></td>'
                     f'<td class="bpn-status {status}">{escape(test.verdict)}</td>'
                     f'<td class="bpn-points">{test.score:g} / {test.max_score:g}</td><td><ul>{lines}</ul></td></tr>')
@@ -281,12 +266,13 @@ def _rows(result: Result) -> str:
 
 def _shown(result: Result, test) -> str:
     """What goes under a row: its pictures, or why there are none, for a tensor that lost points."""
-    if result.evidence is None or test.score >= test.max_score or test.verdict == NOT_ATTEMPTED:
+    if result.evidence is None or test.score >= test.max_score or test.verdict == Verdict.NOT_ATTEMPTED:
         return ""
-    if test.name == EX4_TRAINING and result.evidence:
+    exercise = load_exercise(result.exercise)
+    if exercise.training is not None and test.name == exercise.training.grade_id and result.evidence:
         return ('<p class="bpn-note">No picture: the training check runs on one of the grader\'s hidden '
-                "configurations, which this page does not show. A wrong gradient among the exercise 4 rows is the "
-                "usual cause.</p>")
+                "configurations, which this page does not show. A wrong gradient among the rows of the function "
+                "it trains with is the usual cause.</p>")
     evidence = result.evidence.get(test.name)
     return _pictures(evidence) if evidence is not None else ""
 
@@ -299,7 +285,7 @@ def _flags(result: Result) -> str:
         kind = str(flag.get("kind", ""))
         where = ", ".join(f"{key} {flag[key]}" for key in ("grade_id", "cell", "check") if key in flag)
         items.append(f"<li><b>{escape(kind)}</b>{' (' + escape(where) + ')' if where else ''}: "
-                     f"{escape(FLAG_TEXT.get(kind, 'flagged for your instructor'))}. "
+                     f"{escape(Flag.text_of(kind))}. "
                      f"<code>{escape(str(flag.get('evidence', '')))}</code></li>")
     return (f"<h2>Flags ({len(result.flags)})</h2><p>Your instructor sees these too.</p>"
             f'<ul class="bpn-flags">{"".join(items)}</ul>')
@@ -311,7 +297,7 @@ def fragment(result: Result) -> str:
     parts = [f"<style>{CSS}</style>", '<div id="bpn-feedback">',
              f"<h1>Feedback for {escape(result.submission)}</h1>",
              f'<p class="bpn-total">Total: {result.score:g} / {result.max_score:g}</p>']
-    counts = {v: sum(t.verdict == v for t in result.tests) for v in STATUS_CLASS}
+    counts = {v: sum(t.verdict == v for t in result.tests) for v in Verdict}
     parts.append("<p>" + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + "</p>")
     if result.error:
         parts.append(f'<p class="bpn-error"><b>Not graded:</b> {escape(result.error)}</p>')
@@ -320,7 +306,7 @@ def fragment(result: Result) -> str:
                      "is being graded, and this page was made later, from the stored result. The scores and "
                      "feedback are complete.</p>")
     elif result.evidence:
-        parts.append(f'<p class="bpn-howto">{escape(HOWTO)}</p>')
+        parts.append(f'<p class="bpn-howto">{escape(_howto(load_exercise(result.exercise)))}</p>')
     parts += ["<h2>Tensors</h2>", _rows(result), _flags(result), "</div>"]
     return "".join(parts)
 
@@ -346,7 +332,7 @@ def _stamp(out: Path, submission: str) -> str:
 def write(out: Path, result: Result) -> Path:
     """`<out>/<submission>.html`, beside the result file already written there."""
     path = page_path(out, result.submission)
-    results.atomic_write(path, page(result, _stamp(out, result.submission)))
+    atomic_write(path, page(result, _stamp(out, result.submission)))
     return path
 
 

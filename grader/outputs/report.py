@@ -12,20 +12,21 @@ import base64
 import html
 import io
 import json
-import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
 from grader import safe_text
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID, GRADE_IDS
-from grader.outputs.results import atomic_write, load_result, result_path
-from grader.judge.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result, TestScore
+from grader.exercise import load as load_exercise
+from grader.files import atomic_write
+from grader.judge.scoring import Result
+from grader.outputs.results import load_result, result_path
+from grader.vocabulary import Verdict
 
 REPORT = "report.html"
-VERDICTS = (CORRECT, PARTIAL, INCORRECT, NOT_ATTEMPTED)
-LABELS = {CORRECT: "full credit", PARTIAL: "partial", INCORRECT: "wrong", NOT_ATTEMPTED: "blank"}
-COLOURS = {CORRECT: "#2a9d8f", PARTIAL: "#e9c46a", INCORRECT: "#e76f51", NOT_ATTEMPTED: "#b8b8b8"}
+VERDICTS = tuple(Verdict)
+COLOURS = {Verdict.CORRECT: "#2a9d8f", Verdict.PARTIAL: "#e9c46a", Verdict.INCORRECT: "#e76f51",
+           Verdict.NOT_ATTEMPTED: "#b8b8b8"}
 SLOWEST = 5
 
 
@@ -57,45 +58,16 @@ def load(folder: Path, skip=()) -> list[Result]:
     return [found[sid] for sid in sorted(found)]
 
 
+def _exercise(results: list[Result]):
+    """The exercise a class's results are of (a folder holds one course's)."""
+    return load_exercise(results[0].exercise) if results else load_exercise()
+
+
 def grade_ids(results: list[Result]) -> list[str]:
     """The grade ids in the results, in the order the notebook asks for them (unknown ones last)."""
-    rank = {g: i for i, g in enumerate(GRADE_IDS)}
+    rank = {g: i for i, g in enumerate(_exercise(results).grade_ids)}
     seen = dict.fromkeys(t.name for r in results for t in r.tests)
     return sorted(seen, key=lambda g: rank.get(g, len(rank)))
-
-
-# Parts of generic hints that differ from student to student for the same mistake.
-_VARYING = (
-    (re.compile(r"right in \d+ of \d+ entries, wrong in \d+"), "right in some entries, wrong in others"),
-    (re.compile(r"off by a constant factor of [-+.\deE]+"), "off by a constant factor"),
-)
-_PARTIAL_NOTE = re.compile(r"\. Partial credit: .*\Z", re.S)
-_ERROR_HEAD = re.compile(r"(?<!\w)[A-Z]\w*(?:Error|Exception)(?: on line \d+)?: ")
-
-
-def mistake(test: TestScore) -> str | None:
-    """What the hidden suite named as this answer's mistake, or None when it named none.
-
-    The suite's own `mistake` record wins. Without it, the feedback says "<variable>: <what is wrong>;
-    <the mistake>" (or "<Error> on line N: <message>; <the mistake>"): the part after the first "; " is
-    the name, with the numbers that vary between students left out so equal mistakes group together.
-    """
-    named = test.extra.get("mistake")
-    if isinstance(named, str) and named.strip():
-        return named.strip()
-    if test.verdict in (CORRECT, NOT_ATTEMPTED):
-        return None
-    text = _PARTIAL_NOTE.sub("", test.output)
-    answer = BY_GRADE_ID.get(test.name)
-    head = re.search(rf"(?<!\w){re.escape(answer.variable)}: ", text) if answer else None
-    head = head or _ERROR_HEAD.search(text)
-    cut = text.find("; ", head.end()) if head else -1
-    if cut < 0:
-        return None
-    tail = text[cut + 2:].strip()
-    for pattern, replacement in _VARYING:
-        tail = pattern.sub(replacement, tail)
-    return tail or None
 
 
 def _percent(part: float, whole: float) -> float:
@@ -114,19 +86,19 @@ def _distribution(results: list[Result]) -> list[dict]:
 
 
 def _per_grade_id(results: list[Result], ids: list[str]) -> list[dict]:
+    exercise = _exercise(results)
     rows = []
     for grade_id in ids:
         tests = [t for r in results for t in r.tests if t.name == grade_id]
         counts = {v: sum(t.verdict == v for t in tests) for v in VERDICTS}
-        answer = BY_GRADE_ID.get(grade_id)
         rows.append({
             "grade_id": grade_id,
-            "exercise": answer.exercise if answer else (4 if grade_id.startswith("ex4_") else None),
+            "exercise": exercise.part_of(grade_id),
             "max_score": max(t.max_score for t in tests),
             "mean_score": round(statistics.fmean(t.score for t in tests), 4),
             "graded": len(tests),
-            **{LABELS[v].replace(" ", "_"): counts[v] for v in VERDICTS},
-            **{f"percent_{LABELS[v].replace(' ', '_')}": _percent(counts[v], len(tests)) for v in VERDICTS},
+            **{v.text.replace(" ", "_"): counts[v] for v in VERDICTS},
+            **{f"percent_{v.text.replace(' ', '_')}": _percent(counts[v], len(tests)) for v in VERDICTS},
         })
     return rows
 
@@ -150,9 +122,8 @@ def _mistakes(results: list[Result], ids: list[str]) -> list[dict]:
     who: dict[tuple[str, str], list[str]] = defaultdict(list)
     for r in results:
         for t in r.tests:
-            name = mistake(t)
-            if name:
-                who[(t.name, name)].append(r.submission)
+            if t.mistake.strip():
+                who[(t.name, t.mistake.strip())].append(r.submission)
     rank = {g: i for i, g in enumerate(ids)}
     order = sorted(who, key=lambda key: (-len(who[key]), rank[key[0]], key[1]))
     return [{"grade_id": g, "mistake": m, "count": len(who[(g, m)]), "submissions": sorted(who[(g, m)])}
@@ -206,7 +177,7 @@ def build(results: list[Result], folder: Path, submitted: Path | None = None) ->
         "times": {"mean": round(statistics.fmean(seconds), 3), "max": max(seconds), "total": round(sum(seconds), 3),
                   "slowest": [{"submission": r.submission, "seconds": r.seconds} for r in slowest]},
         "submissions": [{"submission": r.submission, "score": r.score, "max_score": r.max_score,
-                         **{LABELS[v].replace(" ", "_"): sum(t.verdict == v for t in r.tests) for v in VERDICTS},
+                         **{v.text.replace(" ", "_"): sum(t.verdict == v for t in r.tests) for v in VERDICTS},
                          "flags": len(r.flags), "error": r.error or ""} for r in results],
     }
 
@@ -227,7 +198,7 @@ def _histogram(report: dict) -> str:
     figure = Figure(figsize=(8, 3), dpi=100)
     ax = figure.add_subplot()
     ax.bar([b["from_percent"] for b in bins], [b["count"] for b in bins], width=10, align="edge",
-           color=COLOURS[CORRECT], edgecolor="white")
+           color=COLOURS[Verdict.CORRECT], edgecolor="white")
     ax.set_xlim(0, 100)
     ax.set_xticks(range(0, 101, 10))
     ax.set_xlabel(f"score, % of {report['max_score']:g} points")
@@ -246,9 +217,9 @@ def _tensor_chart(report: dict) -> str:
     x = range(len(rows))
     bottom = [0.0] * len(rows)
     for verdict in VERDICTS:
-        key = "percent_" + LABELS[verdict].replace(" ", "_")
+        key = "percent_" + verdict.text.replace(" ", "_")
         heights = [r[key] for r in rows]
-        ax.bar(x, heights, bottom=bottom, color=COLOURS[verdict], label=LABELS[verdict], width=0.8)
+        ax.bar(x, heights, bottom=bottom, color=COLOURS[verdict], label=verdict.text, width=0.8)
         bottom = [b + h for b, h in zip(bottom, heights)]
     steepest = (report["fall_off"] or {}).get("steepest_drop")
     if steepest:
@@ -339,14 +310,14 @@ def render(report: dict) -> str:
         sentences.append(f"{below} is the first tensor fewer than half the class got fully right.")
     fall_text = f"<p>{html.escape(' '.join(sentences))}</p>" if sentences else \
         _none("Full credit never drops from one tensor to the next.")
-    verdict_keys = [LABELS[v].replace(" ", "_") for v in VERDICTS]
+    verdict_keys = [v.text.replace(" ", "_") for v in VERDICTS]
     distribution = _table(
         ["score (% of maximum)", "points", "submissions"],
         [[f"{b['from_percent']}–{b['to_percent']}%",
           f"{top * b['from_percent'] / 100:.4g}–{top * b['to_percent'] / 100:.4g}", b["count"]]
          for b in report["distribution"]], numeric={2})
     tensors = _table(
-        ["#", "grade id", "exercise", "points", "mean", *(f"% {LABELS[v]}" for v in VERDICTS)],
+        ["#", "grade id", "exercise", "points", "mean", *(f"% {v.text}" for v in VERDICTS)],
         [[i + 1, r["grade_id"], r["exercise"] or "", r["max_score"], r["mean_score"],
           *(f"{r['percent_' + k]:g}%" for k in verdict_keys)] for i, r in enumerate(rows)],
         numeric={0, 3, 4, 5, 6, 7, 8},
@@ -366,7 +337,7 @@ def render(report: dict) -> str:
                                            "No submitted/ folder beside the results to compare with.")
     slowest = _table(["submission", "seconds"], [[s["submission"], s["seconds"]] for s in times["slowest"]],
                      numeric={1})
-    submissions = _table(["submission", "score", "max", *(LABELS[v] for v in VERDICTS), "flags", "error"],
+    submissions = _table(["submission", "score", "max", *(v.text for v in VERDICTS), "flags", "error"],
                          [[s["submission"], s["score"], s["max_score"], *(s[k] for k in verdict_keys), s["flags"],
                            s["error"]] for s in report["submissions"]], numeric={1, 2, 3, 4, 5, 6, 7})
     sections = [

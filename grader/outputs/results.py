@@ -1,64 +1,63 @@
 """Scores -> files and the terminal: a Gradescope results.json per submission, grades.csv for the
 class, and a table a TA can read.
 
-Every file is written to a temporary name and renamed into place, so a batch killed half-way leaves
-either the old file or the new one, never half of one.
+Every file is written whole or not at all (grader.files.atomic_write).
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from grader import __version__, safe_text
-from grader.judge.scoring import CORRECT, INCORRECT, NOT_ATTEMPTED, PARTIAL, Result, TestScore
-
-
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide results from the rest of the course staff
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+from grader.exercise import DEFAULT
+from grader.files import atomic_write, csv_text
+from grader.judge.scoring import Result, TestScore
+from grader.vocabulary import Status, Verdict
 
 
 def gradescope(result: Result) -> dict:
-    """The Gradescope results.json schema, plus the integrity flags and where the result came from."""
+    """The Gradescope results.json schema, plus the integrity flags, each test's verdict (its named
+    mistake in its extra_data) and where the result came from."""
     summary = result.error or f"{result.score:g} / {result.max_score:g}"
     return {
         "score": round(result.score, 6),
         "max_score": result.max_score,
         "output": summary,
         "execution_time": round(result.seconds, 3),
-        "tests": [
-            {"name": t.name, "score": t.score, "max_score": t.max_score, "status": t.status, "output": t.output,
-             **({"extra_data": t.extra} if t.extra else {})}
-            for t in result.tests
-        ],
+        "tests": [_test_json(t) for t in result.tests],
         "flags": result.flags,
-        "extra_data": {"submission": result.submission, "path": result.path, "grader_version": __version__,
+        "extra_data": {"submission": result.submission, "path": result.path, "exercise": result.exercise,
+                       "grader_version": __version__,
                        "input_digest": result.digest, "isolation": result.isolation},
     }
 
 
-def _verdict(test: dict) -> str:
+def _test_json(test: TestScore) -> dict:
+    """One test as Gradescope's schema has it, with its verdict beside its status, and its named mistake
+    in its extra_data with the measurements."""
+    extra = {**test.extra, **({"mistake": test.mistake} if test.mistake else {})}
+    return {"name": test.name, "score": test.score, "max_score": test.max_score, "status": test.status,
+            "output": test.output, "verdict": test.verdict, **({"extra_data": extra} if extra else {})}
+
+
+def _test(test: dict) -> TestScore:
+    """One test read back (see _test_json)."""
+    extra = dict(test.get("extra_data", {}))
+    mistake = extra.pop("mistake", "")
+    return TestScore(test["name"], test["score"], test["max_score"], _verdict(test), test["output"], extra,
+                     mistake if isinstance(mistake, str) else "")
+
+
+def _verdict(test: dict) -> Verdict:
+    """The test's stored verdict. A file written before verdicts were stored gets the one its grader
+    decided, from its score and the blank answer's fixed feedback."""
+    if "verdict" in test:
+        return Verdict(test["verdict"])
     if test["score"] >= test["max_score"]:
-        return CORRECT
-    if test["output"] == "not attempted yet":
-        return NOT_ATTEMPTED
-    return PARTIAL if test["score"] > 0 else INCORRECT
+        return Verdict.CORRECT
+    if test["output"] == Status.BLANK.text:
+        return Verdict.NOT_ATTEMPTED
+    return Verdict.PARTIAL if test["score"] > 0 else Verdict.INCORRECT
 
 
 def valid(result: Result) -> Result:
@@ -71,6 +70,7 @@ def valid(result: Result) -> Result:
     for test in result.tests:
         test.name, test.output, test.extra = safe_text.visible(test.name), safe_text.visible(test.output), \
             safe_text.data(test.extra)
+        test.mistake = safe_text.visible(test.mistake)
     return result
 
 
@@ -82,9 +82,9 @@ def load_result(path: Path) -> Result | None:
         data = json.loads(path.read_text(encoding="utf-8"))
         extra = data["extra_data"]
         result = Result(extra["submission"], extra["path"], flags=data["flags"], seconds=data["execution_time"],
-                        isolation=extra["isolation"], digest=extra["input_digest"])
-        result.tests = [TestScore(t["name"], t["score"], t["max_score"], _verdict(t), t["output"],
-                                  t.get("extra_data", {})) for t in data["tests"]]
+                        isolation=extra["isolation"], digest=extra["input_digest"],
+                        exercise=extra.get("exercise", DEFAULT))  # grader 0.1 graded one exercise, the default
+        result.tests = [_test(t) for t in data["tests"]]
         if data["output"] != f"{result.score:g} / {result.max_score:g}":
             result.error = data["output"]
         return valid(result)
@@ -100,27 +100,6 @@ def write_result(out: Path, result: Result) -> Path:
     path = result_path(out, result.submission)
     atomic_write(path, json.dumps(gradescope(result), indent=2) + "\n")
     return path
-
-
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _spreadsheet_safe(value) -> str:
-    """A spreadsheet runs a cell that starts like a formula: text a student controls (a folder name, an
-    error message their code raised) is written with a leading quote, which shows it as text."""
-    text = safe_text.visible(str(value))
-    if text.startswith(FORMULA_START):
-        try:
-            float(text)
-        except ValueError:
-            return "'" + text
-    return text
-
-
-def csv_text(rows) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer).writerows([[_spreadsheet_safe(cell) for cell in row] for row in rows])
-    return buffer.getvalue()
 
 
 def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str], name: str = "grades.csv") -> Path:
@@ -142,8 +121,9 @@ def table(results: list[Result]) -> str:
     width = max([len(name) for name in names] + [10])
     lines = [f"{'submission':<{width}}  {'score':>13}  right partial wrong blank  notes"]
     for name, r in zip(names, results):
-        counts = {v: sum(t.verdict == v for t in r.tests) for v in ("correct", "partial", "incorrect", "not attempted")}
+        counts = {v: sum(t.verdict == v for t in r.tests) for v in Verdict}
         note = safe_text.terminal(r.error) if r.error else (f"{len(r.flags)} flag(s)" if r.flags else "")
-        lines.append(f"{name:<{width}}  {r.score:>6g} / {r.max_score:<4g}  {counts['correct']:>5} "
-                     f"{counts['partial']:>7} {counts['incorrect']:>5} {counts['not attempted']:>5}  {note}")
+        lines.append(f"{name:<{width}}  {r.score:>6g} / {r.max_score:<4g}  {counts[Verdict.CORRECT]:>5} "
+                     f"{counts[Verdict.PARTIAL]:>7} {counts[Verdict.INCORRECT]:>5} {counts[Verdict.NOT_ATTEMPTED]:>5}  "
+                     f"{note}")
     return "\n".join(lines)

@@ -18,18 +18,15 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader import __version__, material
-from grader import extract
-from grader.outputs import feedback_page
-from grader.outputs import results
-from grader.sandbox import parent as sandbox
-from grader.judge import scoring
-from grader.sandbox import static_check
-from grader.judge import suite
-from grader.sandbox import zygote
+from grader import __version__, extract, material
+from grader.course import Course
+from grader.judge import scoring, suite
 from grader.judge.configs import generate
-from grader.course import Course, Sandbox
 from grader.judge.exam import prepare, prepare_training
+from grader.outputs import feedback_page, results
+from grader.sandbox import parent as sandbox
+from grader.sandbox import static_check, zygote
+from grader.vocabulary import Flag
 
 
 class Grader:
@@ -56,11 +53,7 @@ class Grader:
         # An installed package's copy of the course material (grader/material.py) too.
         hidden = [course.root, course.autotests_dir, *hidden, Path.home(), *filter(None, [sandbox.checkout()]),
                   *filter(Path.is_dir, [material.PACKAGED])]
-        limits = course.limits
-        self.limits = sandbox.Limits(
-            timeout=limits.timeout_seconds, cell_timeout=limits.cell_timeout_seconds, memory_mb=limits.memory_mb,
-            file_size_mb=limits.file_size_mb, processes=limits.processes,
-            hide=tuple(str(p) for p in hidden), require=course.sandbox.require)
+        self.limits = replace(course.limits, hide=tuple(str(p) for p in hidden))
         # One child walled in and probed before any student code runs: a sandbox that cannot start or
         # lacks a required wall stops the batch here (sandbox.SandboxUnavailable), not as a 0 each.
         self.isolation = sandbox.preflight(self.limits, course.exercise_spec)
@@ -135,7 +128,7 @@ class Grader:
             if judge.is_alive():
                 judge.join()
 
-    def _scored(self, graded: dict[str, suite.Graded], outcomes: suite.Results) -> list[scoring.Result]:
+    def _scored(self, graded: dict[str, suite.Graded], outcomes: suite.ItemResults) -> list[scoring.Result]:
         scored = []
         for sid, item in graded.items():
             submission, done = item.submission, item.attempt
@@ -144,7 +137,7 @@ class Grader:
             result.isolation = done.isolation
             if done.error and not submission.error:
                 result.error = done.error
-                result.flags.append({"kind": "sandbox", "evidence": done.error})
+                result.flags.append({"kind": Flag.SANDBOX, "evidence": done.error})
             if self.evidence:
                 result.evidence = feedback_page.gather(result, done, self.cases, self.course.tolerance)
             scored.append(results.valid(result))
@@ -230,7 +223,7 @@ def weaker(isolation: dict) -> str:
 
 def weaker_course(course: Course) -> Course:
     """The course as --allow-weaker-sandbox grades it: no wall required, every missing one recorded."""
-    return replace(course, sandbox=Sandbox(require=()))
+    return replace(course, limits=replace(course.limits, require=()))
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from grader import __version__
-from grader.course import Course, Sandbox, load
+from grader.course import Course, load
 from grader.extract import Submission
-from grader.pipeline.batch import Grader, course_digest, suite_files
 from grader.judge.scoring import Result
+from grader.pipeline.batch import Grader, course_digest, suite_files
 
 # Seconds to wait for the scheduler: long enough for a busy one, short enough that a typo is told at once.
 CONNECT_TIMEOUT = 5
@@ -43,7 +43,7 @@ class Bundle:
 
 def bundle(course: Course) -> Bundle:
     return Bundle(__version__, course_digest(course), course.path.read_bytes(), tuple(suite_files(course)),
-                  course.sandbox.require)
+                  course.limits.require)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,7 +65,8 @@ def _materialise(pack: Bundle, where: str) -> Course:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
     # The suite's folder name in course.yml is a path on the instructor's machine; here it is autotests/.
-    return replace(load(root / "course.yml"), autotests="autotests", sandbox=Sandbox(pack.require))
+    course = load(root / "course.yml")
+    return replace(course, autotests="autotests", limits=replace(course.limits, require=pack.require))
 
 
 @lru_cache(maxsize=2)

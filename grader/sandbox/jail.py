@@ -31,8 +31,8 @@ import select
 import signal
 import sys
 
-from grader.sandbox import landlock
-from grader.sandbox import seccomp
+from grader.sandbox import landlock, seccomp
+from grader.sandbox.limits import WALLS
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x08000000, 0x10000000
 CLONE_NEWPID = 0x20000000
@@ -46,10 +46,6 @@ STACK_BYTES = 64 << 20
 # World-writable places: covered, so that even without Landlock a child writes nowhere but its work dir.
 SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
-# Every wall, in the order it goes up; what a course may list in sandbox.require.
-WALLS = ("cgroup", "network", "ipc", "pid", "filesystem", "unprivileged", "limits", "landlock", "seccomp")
-# All that a current Linux gives a normal user who has no user namespaces.
-REQUIRED_BY_DEFAULT = ("unprivileged", "limits", "landlock", "seccomp")
 HOW = {
     "cgroup": "run the grader as root on a host with the cgroup v1 pids and memory controllers mounted under "
               "/sys/fs/cgroup",

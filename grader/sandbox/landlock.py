@@ -80,7 +80,7 @@ def readable(own: tuple[str, ...] = ()) -> dict[str, int]:
     # never contents, be listed.
     paths = {os.path.join(folder, entry): READ if os.path.isdir(os.path.join(folder, entry)) else READ_FILE
              for folder in stdlib for entry in os.listdir(folder) if entry not in SITE_FOLDERS}
-    paths.update({folder: READ_DIR for folder in stdlib})
+    paths.update(dict.fromkeys(stdlib, READ_DIR))
     # The grader package (not this subpackage) and the exercises' packages.
     own = tuple(p + os.sep for p in (os.path.realpath(os.path.dirname(os.path.dirname(__file__))), *own))
     for module in list(sys.modules.values()):

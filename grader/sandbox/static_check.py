@@ -169,7 +169,7 @@ class Allow:
     functional: frozenset = FUNCTIONAL
     builtins: frozenset = BUILTINS
 
-    def extended(self, torch=(), functional=(), builtins=()) -> "Allow":
+    def extended(self, torch=(), functional=(), builtins=()) -> Allow:
         return Allow(self.torch | set(torch), self.functional | set(functional), self.builtins | set(builtins))
 
 

@@ -314,7 +314,7 @@ def refusal(exercise: Exercise, answer: Answer, notebook: Path) -> str | None:
     """Why the notebook's answer cell opens no reference (None: it holds an attempt)."""
     from grader.extract import read
 
-    submission = read(notebook.stem, notebook)
+    submission = read(notebook.stem, notebook, exercise.answer_cells)
     if submission.error:
         raise SolutionError(f"{notebook}: {submission.error}")
     if answer.cell_id in submission.problems:  # missing or duplicated: nothing single to judge

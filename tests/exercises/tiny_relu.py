@@ -8,8 +8,17 @@ from __future__ import annotations
 
 import torch
 
-from grader.exercise import FUSED, Answer, Exercise, Function, Network, Sizes, Training, atomic_answers, \
-    function_answers
+from grader.exercise import (
+    FUSED,
+    Answer,
+    Exercise,
+    Function,
+    Network,
+    Sizes,
+    Training,
+    atomic_answers,
+    function_answers,
+)
 
 PARAMETERS = ("W", "b")
 

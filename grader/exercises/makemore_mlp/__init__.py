@@ -24,4 +24,6 @@ EXERCISE = Exercise(
     notebook="backprop_ninja.ipynb",
     mistakes=MISTAKES,
     demo="grader.exercises.makemore_mlp.demo:CLASS",
+    parts={1: "Exercise 1: one step at a time", 2: "Exercise 2: cross-entropy in one step",
+           3: "Exercise 3: batch norm in one step", 4: "Exercise 4: manual_backward and training"},
 )

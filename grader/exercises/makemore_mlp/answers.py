@@ -6,7 +6,16 @@ them.
 """
 from __future__ import annotations
 
-from grader.exercise import FUSED, Answer, Function, Training, atomic_answers, function_answers
+from grader.exercise import (  # noqa: F401 - grader 0.1's names
+    FUSED,
+    GRADE_CELL_PREFIX,
+    Answer,
+    Function,
+    Training,
+    atomic_answers,
+    function_answers,
+    grade_cell_id,
+)
 from grader.exercises.makemore_mlp.model import NETWORK, PARAMETERS, training_batches
 
 # Exercise 1, in the order the notebook asks for them; each is also a valid computation order.
@@ -43,11 +52,3 @@ GRADE_IDS = (*BY_GRADE_ID, EX4_TRAINING)
 ANSWER_CELLS = tuple(dict.fromkeys(a.cell_id for a in ANSWERS))
 # What every answer cell may read besides gradients: the notebook says the same to students.
 FORWARD_NAMES = (*PARAMETERS, *(name for name in NETWORK.intermediates if name != "loss"), "Xb", "Yb", "n")
-
-# nbgrader keeps a score per grade cell: each grade id's is the self-check cell after its answer, so
-# the gradebook holds a score per tensor. Its grade id is the answer's with this prefix.
-GRADE_CELL_PREFIX = "check_"
-
-
-def grade_cell_id(grade_id: str) -> str:
-    return GRADE_CELL_PREFIX + grade_id

@@ -24,8 +24,17 @@ from pathlib import Path
 
 import torch
 
-from grader.exercise import FUSED, Answer, Exercise, Function, Network, Sizes, Training, atomic_answers, \
-    function_answers
+from grader.exercise import (
+    FUSED,
+    Answer,
+    Exercise,
+    Function,
+    Network,
+    Sizes,
+    Training,
+    atomic_answers,
+    function_answers,
+)
 from grader.exercises.makemore_mlp import EXERCISE, mistakes, model
 from grader.exercises.makemore_mlp.answers import ATOMIC, EX4_CELL, EX4_FUNCTION, EX4_TRAINING
 
@@ -276,7 +285,7 @@ def build(name: str) -> Exercise:
         network=network,
         answers=answers,
         functions=(backward,),
-        training=Training(EX4_TRAINING, backward, EXERCISE.training.batches),
+        training=Training(EX4_TRAINING, backward, batches=EXERCISE.training.batches),
         lecture=EXERCISE.lecture,
         ranges=EXERCISE.ranges,
         init=functools.partial(init, variant),
@@ -285,6 +294,9 @@ def build(name: str) -> Exercise:
         hidden=functools.partial(hidden, variant),
         assignment=EXERCISE.assignment,
         notebook=EXERCISE.notebook,
+        parts={part: title for part, title in {
+            **EXERCISE.parts, 3: f"Exercise 3: {variant.norm.title.replace('-', ' ')} in one step"}.items()
+            if part != 3 or fused},
         mistakes=mistakes.for_variant(variant.activation.name, variant.norm.name,
                                       ("h", "r") if variant.residual else ("h",)),
     )
