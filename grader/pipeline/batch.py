@@ -103,7 +103,7 @@ class Grader:
                 chunk, running = ahead.popleft()
                 attempts = [future.result() for future in running]
                 start_next()
-                yield {s.id: suite.Graded(s, a) for s, a in zip(chunk, attempts)}
+                yield {s.id: suite.Graded(s, a) for s, a in zip(chunk, attempts, strict=True)}
 
         def session() -> None:
             try:
@@ -308,9 +308,9 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     submissions = [read.get(sid) or _without_answers(extract.read(sid, path, cells)) for sid, path in found]
     scored = [kept[s.id] for s in submissions]
     if record is not None:
-        for submission, result in zip(submissions, scored):
+        for submission, result in zip(submissions, scored, strict=True):
             if submission.id in previous:
                 record(submission, result)
     name = "grades.csv" if part is None else f"grades.shard-{part[0]}-of-{part[1]}.csv"
     results.write_grades_csv(out, scored, list(course.points), name)
-    return list(zip(submissions, scored))
+    return list(zip(submissions, scored, strict=True))
