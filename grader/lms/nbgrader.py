@@ -147,7 +147,8 @@ class GradeInSandbox(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         from grader import extract
         from grader.course import load
-        from grader.pipeline.batch import Grader, weaker_course
+        from grader.pipeline.batch import weaker_course
+        from grader.pipeline.grading import Grader
 
         info = resources["nbgrader"]
         course = load(self.course)
