@@ -31,8 +31,8 @@ import select
 import signal
 import sys
 
+from grader.limits import WALLS
 from grader.sandbox import landlock, seccomp
-from grader.sandbox.limits import WALLS
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x08000000, 0x10000000
 CLONE_NEWPID = 0x20000000
