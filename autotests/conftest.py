@@ -183,7 +183,7 @@ def _judge_training(submission, training, course) -> Note:
                                                        else ""), failure.kind, failure.mistake)
     tol = course.tolerance
     steps = len(training.losses)
-    for step, (mine, theirs) in enumerate(zip(outcome.tensor.tolist(), training.losses.tolist()), start=1):
+    for step, (mine, theirs) in enumerate(zip(outcome.tensor.tolist(), training.losses.tolist(), strict=True), start=1):
         if abs(mine - theirs) > tol.atol + tol.rtol * abs(theirs):
             raise Wrong(f"training diverges from autograd at step {step} of {steps}: the loss is {mine:.6f} "
                         f"with your gradients, {theirs:.6f} with autograd's (the steps before it agree)")

@@ -363,9 +363,9 @@ def sandbox():
 def sandbox_check(course_file):
     """Start one sandboxed child as `grade` would, print each wall and whether a probe saw it hold, and
     exit non-zero if a required one is missing."""
+    from grader.limits import WALLS
     from grader.sandbox import jail
     from grader.sandbox import parent as box
-    from grader.sandbox.limits import WALLS
 
     course_file = _here(course_file)
     require = (_load_course(course_file).limits if course_file is not None else box.Limits()).require

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from grader import exercise as exercises
 from grader.exercises import choice
-from grader.sandbox.limits import REQUIRED_BY_DEFAULT, WALLS, Limits
+from grader.limits import REQUIRED_BY_DEFAULT, WALLS, Limits
 
 # gated: the released notebook installs the whole package, whose `solution` command shows a reference once
 # the student's cell holds an attempt (self-learners); off: only the self-check, no reference anywhere.
@@ -165,7 +165,7 @@ def _allow(where: str, raw) -> Extra:
 
 
 def _walls(where: str, raw) -> tuple[str, ...]:
-    """course.yml's sandbox.require: the walls (grader.sandbox.limits.WALLS) without which grading
+    """course.yml's sandbox.require: the walls (grader.limits.WALLS) without which grading
     refuses to run student code."""
     if raw is None:
         return REQUIRED_BY_DEFAULT

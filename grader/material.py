@@ -30,7 +30,8 @@ STUDENT_PACKAGE = {"gated": "backprop-ninja", "off": "backprop-ninja-student"}
 def install_cell(solutions: str) -> str:
     """The notebook's first code cell: installs what it imports where it is missing (Colab, a JupyterHub
     image without it), and nothing where it is there."""
-    return (f"# Installs the course's self-check where it is missing (Colab, a JupyterHub image): {STUDENT_PACKAGE[solutions]}\n"
+    package = STUDENT_PACKAGE[solutions]
+    return (f"# Installs the course's self-check where it is missing (Colab, a JupyterHub image): {package}\n"
             "import importlib.util, subprocess, sys\n"
             "if importlib.util.find_spec('grader') is None:\n"
-            f"    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', {STUDENT_PACKAGE[solutions]!r}], check=True)")
+            f"    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', {package!r}], check=True)")

@@ -54,7 +54,8 @@ class Flag(_Worded):
     TIMEOUT = "timeout", "a cell ran past its time limit"
     MEMORY = "memory", "a cell ran into the sandbox's memory limit"
     SANDBOX = "sandbox", "the grading process stopped"
-    GRADER_ERROR = "grader-error", "the grader itself failed on a test (not your fault: your instructor will look at it)"
+    GRADER_ERROR = ("grader-error",
+                    "the grader itself failed on a test (not your fault: your instructor will look at it)")
 
     @classmethod
     def text_of(cls, kind: str) -> str:

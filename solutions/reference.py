@@ -21,7 +21,7 @@ _MARKER = re.compile(r"^# %% (\S+)\s*$", re.MULTILINE)
 def cells() -> dict[str, str]:
     """grade id -> the source of its reference answer cell."""
     parts = _MARKER.split(ANSWERS_FILE.read_text())
-    return {grade_id: body.strip() + "\n" for grade_id, body in zip(parts[1::2], parts[2::2])}
+    return {grade_id: body.strip() + "\n" for grade_id, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
 def namespace(values: dict[str, torch.Tensor]) -> dict:

@@ -36,7 +36,7 @@ INDENT = "    "
 def pieces() -> dict[str, str]:
     """`piece:key` -> the source of that cell of variant_pieces.py."""
     parts = reference._MARKER.split(PIECES_FILE.read_text())
-    return {key: body.strip() + "\n" for key, body in zip(parts[1::2], parts[2::2])}
+    return {key: body.strip() + "\n" for key, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
 def _piece(piece: str, key: str) -> str:

@@ -70,7 +70,7 @@ def test_a_valid_file_loads_with_its_values(tmp_path):
 def test_the_limits_and_required_walls_are_the_sandboxs_own_value(tmp_path):
     """course.yml's limits (times with their unit) and sandbox.require fill the one Limits the sandbox
     enforces; the course reader loads no wall itself (the student package ships without them)."""
-    from grader.sandbox.limits import REQUIRED_BY_DEFAULT, Limits
+    from grader.limits import REQUIRED_BY_DEFAULT, Limits
 
     raw = changed(lambda r: r.update(limits={"timeout_seconds": 60, "cell_timeout_seconds": 2.5, "processes": 32},
                                      sandbox={"require": ["seccomp", "landlock", "seccomp"]}))

@@ -106,11 +106,11 @@ def test_no_command_prints_a_reference_answer(student_env, tmp_path):
 
 
 def test_the_student_package_ships_no_sandbox(student_env):
-    """The self-check reads course.yml, whose limits and walls are plain values (grader.sandbox.limits):
+    """The self-check reads course.yml, whose limits and walls are plain values (grader.limits):
     none of the code that runs or walls in student code comes with them."""
     _, wheel = student_env
     shipped = set(zipfile.ZipFile(wheel).namelist())
-    assert "grader/sandbox/limits.py" in shipped and "grader/sandbox/static_check.py" in shipped
+    assert "grader/limits.py" in shipped and "grader/sandbox/static_check.py" in shipped
     sandbox = {f"grader/sandbox/{name}.py" for name in ("jail", "landlock", "seccomp", "parent", "child", "zygote")}
     assert shipped & sandbox == set()
 

@@ -52,7 +52,8 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
         message = f"shape {shape_text(got.shape)}, expected {shape_text(want.shape)}"
         if got.numel() == want.numel() and [s for s in got.shape if s != 1] == [s for s in want.shape if s != 1]:
             if torch.isfinite(got).all() and torch.allclose(got.reshape(want.shape), want, rtol=rtol, atol=atol):
-                return Verdict(SQUEEZABLE, message + ": right values, but a size-1 dimension is missing or extra", hints=hints)
+                return Verdict(SQUEEZABLE, message + ": right values, but a size-1 dimension is missing or extra",
+                               hints=hints)
         return Verdict(WRONG, message, hints=hints)
     # The right answers first, in as few tensor operations as possible: a class is hundreds of
     # thousands of comparisons. An answer equal or close to a finite expectation is finite.
@@ -104,7 +105,8 @@ def _public(outcome, case, cases, outcomes) -> tuple[dict, frozenset]:
     def where(o):
         return o.detail.get("error_type"), o.detail.get("line")
 
-    if outcome.status == "error" and public is not None and public.status == "error" and where(public) == where(outcome):
+    if (outcome.status == "error" and public is not None and public.status == "error"
+            and where(public) == where(outcome)):
         return {**outcome.detail, "error": public.detail["error"]}, frozenset()
     return outcome.detail, hidden_sizes(tuple(c.config for c in cases if c.config.scored))
 
@@ -197,7 +199,8 @@ def _configurations(cases, wrong_on) -> str:
     if unusual and all(c.config.options for c in wrong_on):
         return f"; right on every configuration except the one {unusual}"
     # The hidden configurations' sizes are not shown: only that they differ.
-    return f"; right on {len(scored) - len(wrong_on)} of the {len(scored)} hidden configurations and wrong on the others"
+    return (f"; right on {len(scored) - len(wrong_on)} of the {len(scored)} hidden configurations"
+            " and wrong on the others")
 
 
 SHAPES = "the tensors' shapes"

@@ -58,8 +58,8 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
         hints.append(f"summed over the wrong dimension: a gradient of shape {_shape(ws)} comes from a sum over "
                      f"dimension {ones_want[0]} (keepdim=True), not over dimension {ones_got[0]}")
     if len(gs) == len(ws):
-        for d, (g, w) in enumerate(zip(gs, ws)):
-            others_equal = all(a == b for i, (a, b) in enumerate(zip(gs, ws)) if i != d)
+        for d, (g, w) in enumerate(zip(gs, ws, strict=True)):
+            others_equal = all(a == b for i, (a, b) in enumerate(zip(gs, ws, strict=True)) if i != d)
             if w == 1 and g > 1 and others_equal:
                 summed = _close(got.sum(d, keepdim=True), want, rtol, atol)
                 hints.append(_not_summed(d, summed))
@@ -87,7 +87,8 @@ def where_wrong(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
         for axis, label in ((1, "rows"), (0, "columns")):
             bad = wrong.any(axis)
             if int(bad.sum()) < bad.numel() and wrong.shape[1 - axis] > 1:
-                return [f"wrong only in {label} {_indices(bad)} ({int(bad.sum())} of {bad.numel()}), right in the others"]
+                return [f"wrong only in {label} {_indices(bad)} ({int(bad.sum())} of {bad.numel()}),"
+                        " right in the others"]
     return [f"right in {total - count} of {total} entries, wrong in {count}"]
 
 
@@ -144,7 +145,8 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
         got = got.detach().to(torch.float64)
         fits = []
         for candidate in neighbourhood.candidates(case, answer, check):
-            if candidate.tensor.shape == got.shape and bool(torch.allclose(got, candidate.tensor, rtol=rtol, atol=atol)):
+            if (candidate.tensor.shape == got.shape
+                    and bool(torch.allclose(got, candidate.tensor, rtol=rtol, atol=atol))):
                 fits.append(candidate.key)
                 sentences.setdefault(candidate.key, candidate.sentence)
         keys = fits if keys is None else [k for k in keys if k in fits]

@@ -27,7 +27,7 @@ def chain_gradients(network: Network, params, data) -> dict[str, torch.Tensor]:
     values = network.forward(leaves, data)
     names = [*network.parameters, *(n for n in network.intermediates if n != network.loss)]
     grads = torch.autograd.grad(values[network.loss], [values[k] for k in names])
-    return {"d" + k: g.detach() for k, g in zip(names, grads)}
+    return {"d" + k: g.detach() for k, g in zip(names, grads, strict=True)}
 
 
 def local_vjp(network: Network, values: Mapping, source: str, upstream: Mapping[str, torch.Tensor],

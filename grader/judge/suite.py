@@ -97,7 +97,7 @@ class _Plugin:
             following = [*items[1:], items[0]] if len(items) > 1 else [None] * len(items)
             for graded in self._batches:
                 self._graded, self.results = graded, {}
-                for item, nextitem in zip(items, following):
+                for item, nextitem in zip(items, following, strict=True):
                     item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
                 self._on_results(graded, self.results)
         except BaseException as exc:  # noqa: B036 - re-raised by run_batches, once pytest is done

@@ -37,7 +37,8 @@ def fill_grade_cells(nb, result, page: bool = True) -> None:
         if test is None:
             text, score = f"{meta.get('grade_id')}: not a grade id backprop-ninja grades; 0 points\n", 0
         else:
-            text, score = f"{test.name}: {test.score:g} / {test.max_score:g} ({test.verdict}). {test.output}\n", test.score
+            text = f"{test.name}: {test.score:g} / {test.max_score:g} ({test.verdict}). {test.output}\n"
+            score = test.score
         cell.outputs = [
             nbformat.v4.new_output("stream", name="stdout", text=text),
             nbformat.v4.new_output("execute_result", data={"text/plain": f"{score:g}"}, execution_count=None),
@@ -146,7 +147,8 @@ class GradeInSandbox(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         from grader import extract
         from grader.course import load
-        from grader.pipeline.batch import Grader, weaker_course
+        from grader.pipeline.batch import weaker_course
+        from grader.pipeline.grading import Grader
 
         info = resources["nbgrader"]
         course = load(self.course)
@@ -221,7 +223,8 @@ LMS_NAMES = (
                               r"_(?P<file>.+)\.ipynb")),
     # Moodle: "<full name>_<participant id>_assignsubmission_file_" then the file (in a folder of that name,
     # or after it in one file name); the participant id is the grading worksheet's "Participant N".
-    ("Moodle", re.compile(r"(?P<full_name>[^/]+?)_(?P<lms_user_id>\d+)_assignsubmission_file_/?(?P<file>[^/]+)\.ipynb")),
+    ("Moodle", re.compile(r"(?P<full_name>[^/]+?)_(?P<lms_user_id>\d+)"
+                          r"_assignsubmission_file_/?(?P<file>[^/]+)\.ipynb")),
     # Anything else: <student>_<file>.ipynb
     ("", re.compile(r"(?P<student_id>[^_/]+)_(?P<file>[^/]+)\.ipynb")),
 )
@@ -256,7 +259,8 @@ class LmsCollector(FileNameCollectorPlugin):
     LMS's user id is recorded with the student in the gradebook (nbgrader's lms_user_id), so the Canvas
     export can find the student in the roster even where the login differs."""
 
-    notebook = Unicode("", help="The assignment's notebook, which every collected notebook is filed as").tag(config=True)
+    notebook = Unicode("", help="The assignment's notebook, which every collected notebook is filed as").tag(
+        config=True)
 
     def collect(self, submitted_file: str):
         if os.path.splitext(submitted_file)[1] not in self.valid_ext:

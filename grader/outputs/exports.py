@@ -210,7 +210,8 @@ def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None 
     if fmt == "grade-ids":
         rows = grade_id_rows(load(folder, skip=[out]))
     else:
-        grades = from_gradebook(gradebook, assignment) if gradebook is not None else from_results(load(folder, skip=[out]))
+        grades = (from_gradebook(gradebook, assignment) if gradebook is not None
+                  else from_results(load(folder, skip=[out])))
         rows = canvas_rows(grades, column, read_roster(roster) if roster is not None else None, warn)
     atomic_write(out, csv_text(rows))
     return out

@@ -169,7 +169,8 @@ def _pictures(evidence: Evidence) -> str:
     mine, theirs = tuple(evidence.yours.shape), tuple(evidence.expected.shape)
     figures = []
     if mine != theirs:
-        lines.append(f"Your tensor has shape {shape_text(mine)}, the gradient {shape_text(theirs)}: only yours is drawn.")
+        lines.append(f"Your tensor has shape {shape_text(mine)}, the gradient {shape_text(theirs)}:"
+                     " only yours is drawn.")
         if yours is not None:
             figures.append(_figure("yours", yours, _scale(yours), VALUES))
     elif yours is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import itertools
 import json
 import statistics
 from collections import defaultdict
@@ -107,7 +108,7 @@ def _fall_off(rows: list[dict]) -> dict | None:
     """Where the class falls off: the steepest drop in full credit from one tensor to the next, and
     the first tensor fewer than half the class got fully right."""
     steepest = None
-    for before, after in zip(rows, rows[1:]):
+    for before, after in itertools.pairwise(rows):
         drop = before["percent_full_credit"] - after["percent_full_credit"]
         if drop > 0 and (steepest is None or drop > steepest["drop"]):
             steepest = {"grade_id": after["grade_id"], "after": before["grade_id"], "drop": round(drop, 1),
@@ -220,7 +221,7 @@ def _tensor_chart(report: dict) -> str:
         key = "percent_" + verdict.text.replace(" ", "_")
         heights = [r[key] for r in rows]
         ax.bar(x, heights, bottom=bottom, color=COLOURS[verdict], label=verdict.text, width=0.8)
-        bottom = [b + h for b, h in zip(bottom, heights)]
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     steepest = (report["fall_off"] or {}).get("steepest_drop")
     if steepest:
         at = [r["grade_id"] for r in rows].index(steepest["grade_id"])

@@ -120,7 +120,7 @@ def table(results: list[Result]) -> str:
     names = [safe_text.terminal(r.submission) for r in results]
     width = max([len(name) for name in names] + [10])
     lines = [f"{'submission':<{width}}  {'score':>13}  right partial wrong blank  notes"]
-    for name, r in zip(names, results):
+    for name, r in zip(names, results, strict=True):
         counts = {v: sum(t.verdict == v for t in r.tests) for v in Verdict}
         note = safe_text.terminal(r.error) if r.error else (f"{len(r.flags)} flag(s)" if r.flags else "")
         lines.append(f"{name:<{width}}  {r.score:>6g} / {r.max_score:<4g}  {counts[Verdict.CORRECT]:>5} "

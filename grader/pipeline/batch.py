@@ -6,158 +6,18 @@ inputs of each configuration, the suite sees what the sandbox returned, scoring 
 """
 from __future__ import annotations
 
-import collections
-import gc
 import hashlib
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader import __version__, extract, material
+from grader import extract
 from grader.course import Course
-from grader.judge import scoring, suite
-from grader.judge.configs import generate
-from grader.judge.exam import prepare, prepare_training
+from grader.judge import scoring
 from grader.outputs import feedback_page, results
-from grader.sandbox import parent as sandbox
-from grader.sandbox import static_check, zygote
-from grader.vocabulary import Flag
-
-
-class Grader:
-    """One course's grading, ready to run: its configurations and oracle values are computed once,
-    before any student code exists in memory, then reused for every batch."""
-
-    def __init__(self, course: Course, hidden: list[Path], jobs: int = 1, evidence: bool = False):
-        """With `evidence`, each result also carries what its feedback page draws (result.evidence), taken
-        from the answers before run() drops them."""
-        import torch
-
-        zygote.start()  # the fork server imports torch while the oracle values are computed here
-        torch.set_num_threads(1)
-        self.course = course
-        self.jobs = max(1, jobs)
-        self.evidence = evidence
-        configs = generate(course.exercise_spec, course.secret_salt, course.configurations)
-        self.cases = [prepare(config) for config in configs]
-        self.training = prepare_training(self.cases[0].config, course.exercise4.trajectory_steps,
-                                         course.exercise4.learning_rate)
-        self.allow = static_check.Allow().extended(course.allow.torch, course.allow.functional,
-                                                   course.allow.builtins)
-        # The child must not read the course (solutions, hidden tests, salt), submissions or results.
-        # An installed package's copy of the course material (grader/material.py) too.
-        hidden = [course.root, course.autotests_dir, *hidden, Path.home(), *filter(None, [sandbox.checkout()]),
-                  *filter(Path.is_dir, [material.PACKAGED])]
-        self.limits = replace(course.limits, hide=tuple(str(p) for p in hidden))
-        # One child walled in and probed before any student code runs: a sandbox that cannot start or
-        # lacks a required wall stops the batch here (sandbox.SandboxUnavailable), not as a 0 each.
-        self.isolation = sandbox.preflight(self.limits, course.exercise_spec)
-        if not gc.isenabled():
-            # The grade command paused collection while it started. What is in memory now (torch,
-            # nbformat, pytest, the oracle values) lives as long as the batch: frozen, it is no longer
-            # walked by each full collection (0.15 s apiece, every 30 submissions). A process that
-            # makes Graders again and again (nbgrader's autograde) keeps collecting as usual.
-            gc.freeze()
-            gc.enable()
-
-    def _attempt(self, submission: extract.Submission, progress) -> sandbox.Attempt:
-        if submission.error:  # unreadable, or refused unopened: said here, once each, as it is recorded
-            progress(f"not graded {submission.id}: {submission.error}")
-            return sandbox.Attempt(error=submission.error)
-        runnable, submission.refused = static_check.screen(submission.cells, self.allow)
-        submission.forged = {cell: found for cell, source in runnable.items()
-                             if (found := static_check.forged_output(source)) is not None}
-        done = sandbox.run(runnable, self.cases, self.limits, self.training)
-        progress(f"ran {submission.id} in {done.seconds:.1f} s" + (f": {done.error}" if done.error else ""))
-        return done
-
-    def run(self, submissions: list[extract.Submission],
-            progress: Callable[[str], None] = lambda line: None) -> list[scoring.Result]:
-        with closing(self.stream([submissions], progress)) as results:
-            return next(results)
-
-    def stream(self, chunks: Iterable[list[extract.Submission]],
-               progress: Callable[[str], None] = lambda line: None) -> Iterator[list[scoring.Result]]:
-        """Each chunk's results, in order, judged by one pytest session for the whole stream (in a thread
-        of its own) while the sandbox already runs the next chunk.
-
-        When the caller stops (Ctrl-C, or it closes the stream), no new child starts and the running
-        ones finish and are cleaned up before this returns."""
-        handed: queue.Queue = queue.Queue()
-        stop = threading.Event()
-        pool = ThreadPoolExecutor(max_workers=self.jobs)
-        source, ahead = iter(chunks), collections.deque()
-
-        def start_next() -> None:
-            chunk = next(source, None)
-            if chunk is not None and not stop.is_set():
-                ahead.append((chunk, [pool.submit(self._attempt, s, progress) for s in chunk]))
-
-        def batches() -> Iterator[dict[str, suite.Graded]]:
-            while ahead and not stop.is_set():
-                chunk, running = ahead.popleft()
-                attempts = [future.result() for future in running]
-                start_next()
-                yield {s.id: suite.Graded(s, a) for s, a in zip(chunk, attempts)}
-
-        def session() -> None:
-            try:
-                suite.run_batches(batches(), self.cases, self.training, self.course, self.course.autotests_dir,
-                                  lambda graded, outcomes: handed.put(self._scored(graded, outcomes)))
-                handed.put(None)
-            except BaseException as exc:  # noqa: B036 - handed to the caller's thread, raised there
-                handed.put(exc)
-
-        judge = threading.Thread(target=session, name="hidden-suite", daemon=True)
-        try:
-            start_next()  # the sandbox starts on the first chunks while pytest collects the suite
-            start_next()
-            judge.start()
-            while (item := handed.get()) is not None:
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            stop.set()
-            pool.shutdown(wait=True, cancel_futures=True)
-            if judge.is_alive():
-                judge.join()
-
-    def _scored(self, graded: dict[str, suite.Graded], outcomes: suite.ItemResults) -> list[scoring.Result]:
-        scored = []
-        for sid, item in graded.items():
-            submission, done = item.submission, item.attempt
-            result = scoring.score(submission, outcomes.get(sid, {}), self.course)
-            result.seconds = done.seconds
-            result.isolation = done.isolation
-            if done.error and not submission.error:
-                result.error = done.error
-                result.flags.append({"kind": Flag.SANDBOX, "evidence": done.error})
-            if self.evidence:
-                result.evidence = feedback_page.gather(result, done, self.cases, self.course.tolerance)
-            scored.append(results.valid(result))
-        return scored
-
-
-def suite_files(course: Course) -> list[tuple[str, bytes]]:
-    """The hidden suite as (path inside it, content): what a course digest covers and what a Dask worker
-    on another machine receives in place of the folder."""
-    root = course.autotests_dir
-    return [(path.relative_to(root).as_posix(), path.read_bytes())
-            for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)]
-
-
-def course_digest(course: Course) -> str:
-    """Of what decides every grade besides the notebook: the grader's version, course.yml and the suite."""
-    digest = hashlib.sha256(f"{__version__}\0".encode() + course.path.read_bytes())
-    for name, content in suite_files(course):
-        digest.update(f"\0{name}\0".encode() + content)
-    return digest.hexdigest()
+from grader.pipeline.grading import Grader, course_digest
 
 
 def input_digest(path: Path, course_part: str) -> str:
@@ -308,9 +168,9 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     submissions = [read.get(sid) or _without_answers(extract.read(sid, path, cells)) for sid, path in found]
     scored = [kept[s.id] for s in submissions]
     if record is not None:
-        for submission, result in zip(submissions, scored):
+        for submission, result in zip(submissions, scored, strict=True):
             if submission.id in previous:
                 record(submission, result)
     name = "grades.csv" if part is None else f"grades.shard-{part[0]}-of-{part[1]}.csv"
     results.write_grades_csv(out, scored, list(course.points), name)
-    return list(zip(submissions, scored))
+    return list(zip(submissions, scored, strict=True))

@@ -24,7 +24,7 @@ from grader import __version__
 from grader.course import Course, load
 from grader.extract import Submission
 from grader.judge.scoring import Result
-from grader.pipeline.batch import Grader, course_digest, suite_files
+from grader.pipeline.grading import Grader, course_digest, suite_files
 
 # Seconds to wait for the scheduler: long enough for a busy one, short enough that a typo is told at once.
 CONNECT_TIMEOUT = 5

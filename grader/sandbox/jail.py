@@ -31,13 +31,14 @@ import select
 import signal
 import sys
 
+from grader.limits import WALLS
 from grader.sandbox import landlock, seccomp
-from grader.sandbox.limits import WALLS
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUSER = 0x00020000, 0x40000000, 0x08000000, 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_FS, SIGCHLD = 0x00000200, 17
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 47, 4
 CAPABILITY_VERSION_3 = 0x20080522
 PTRACE_PEEKDATA = 2
@@ -72,7 +73,9 @@ def _call(name: str, *args) -> None:
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda s: s.encode() if s is not None else None)
+    def enc(s: str | None) -> bytes | None:
+        return s.encode() if s is not None else None
+
     _call("mount", enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 
 from grader.exercise import ATOMIC, CHAIN, FUNCTION, LOCAL, Exercise
+from grader.limits import Limits
 from grader.sandbox import protocol, zygote
-from grader.sandbox.limits import Limits
 
 
 @dataclass

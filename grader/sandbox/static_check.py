@@ -12,8 +12,8 @@ Accepted node types (anything else is refused), and why each is safe:
   expression itself may run.
 - Assign, AugAssign, Delete, NamedExpr: bind, update or unbind a plain name or a subscript (del takes
   names only); never an attribute, never `torch`, `F`, `math`, `dict` or a builtin the cell may not
-  use, so no later line or cell runs something else under a trusted name. (An annotated assignment is refused: at the top of a
-  cell it writes to the namespace's `__annotations__`.)
+  use, so no later line or cell runs something else under a trusted name. (An annotated assignment is
+  refused: at the top of a cell it writes to the namespace's `__annotations__`.)
 - If, IfExp, For, While, Assert: control flow over checked expressions. A loop that never ends is the
   sandbox's per-cell time limit's business; `assert` only raises.
 - FunctionDef, Lambda, Return, arguments, arg: helpers, and a cell whose answer is a function. No

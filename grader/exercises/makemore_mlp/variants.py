@@ -171,7 +171,7 @@ class Variant:
     def branch(self) -> dict[str, str]:
         """The hidden layer's activation names -> the residual branch's."""
         a = self.activation
-        return dict(zip(("hpreact", *a.names("h")), ("rpreact", *a.names("r"))))
+        return dict(zip(("hpreact", *a.names("h")), ("rpreact", *a.names("r")), strict=True))
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -333,7 +333,7 @@ _SECTION = re.compile(r"^<!-- (\S+:\S+) -->$", re.MULTILINE)
 @functools.cache
 def _prose() -> dict[str, str]:
     parts = _SECTION.split(PROSE_FILE.read_text(encoding="utf-8"))
-    return {key: body.strip() + "\n" for key, body in zip(parts[1::2], parts[2::2])}
+    return {key: body.strip() + "\n" for key, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
 def prose(name: str) -> dict[str, str]:
