@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -22,19 +23,28 @@ os.umask(_UMASK)
 SHARED = 0o666 & ~_UMASK
 
 
+# Held while a file is written: Ctrl-C (or a TERM) in the middle of one would leave its temporary file
+# behind, and arrives instead the moment the file is in place.
+HELD = {signal.SIGINT, signal.SIGTERM}
+
+
 def atomic_write(path: Path, data: str | bytes, mode: int = SHARED) -> None:
     """Write `data` (text as UTF-8, line endings as they are) to `path`, creating its folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)  # mkstemp's 0600 would hide results from the rest of the course staff
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), mode)  # mkstemp's 0600 would hide results from the rest of the course staff
+                f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
