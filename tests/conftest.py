@@ -20,16 +20,22 @@ collect_ignore = ["golden"]
 # Tiny tensors: intra-op threads only cost time here (measured ~25x slower with 2 threads than with 1).
 torch.set_num_threads(1)
 
-FAST = "not slow"
+FAST = "not slow and not exhaustive"
+# Every mutant of every variant graded end to end (~10 minutes on 2 cores): only when asked for by marker
+# (`-m exhaustive`), since CI's whole run must stay within its time budget.
+ALL_BUT_EXHAUSTIVE = "not exhaustive"
 _CUT = pytest.StashKey[bool]()
+
+
+def _chooses_by_marker(config: pytest.Config) -> bool:
+    return bool(config.option.markexpr) or any(arg == "-m" or arg.startswith("--markexpr")
+                                               for arg in config.invocation_params.args)
 
 
 def _runs_everything(config: pytest.Config) -> bool:
     """CI runs every test; so does a run that chooses by marker (`-m`, even `-m ""`) or names what to run
     (a file, a folder, `file::test`): only a plain local `python -m pytest` is cut to the fast tier."""
-    return (os.environ.get("CI", "").lower() in ("1", "true", "yes")
-            or bool(config.option.markexpr)
-            or any(arg == "-m" or arg.startswith("--markexpr") for arg in config.invocation_params.args)
+    return (os.environ.get("CI", "").lower() in ("1", "true", "yes") or _chooses_by_marker(config)
             or config.args_source is pytest.Config.ArgsSource.ARGS)
 
 
@@ -39,11 +45,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_CUT] = not _runs_everything(config)
     if config.stash[_CUT]:
         config.option.markexpr = FAST
+    elif not _chooses_by_marker(config):
+        config.option.markexpr = ALL_BUT_EXHAUSTIVE
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     if config.stash[_CUT]:
         return "slow tests left out (the local default): CI=true or -m '' runs them all, -m slow only them"
+    if not _chooses_by_marker(config):
+        return "every test but the exhaustive tier (every mutant of every variant): -m exhaustive runs it"
     return None
 
 
