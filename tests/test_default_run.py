@@ -31,7 +31,8 @@ def run(pytester, monkeypatch):
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # the installed plugins play no part here
     pytester.makeconftest(CONFTEST)
-    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["test_tiers.py"]\nmarkers = ["slow: slow", "exhaustive: exhaustive"]\n')
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["test_tiers.py"]\n'
+                               'markers = ["slow: slow", "exhaustive: exhaustive"]\n')
     pytester.makepyfile(test_tiers=TIERS)
 
     def selected(*args: str) -> tuple[list[str], str]:
