@@ -1,25 +1,25 @@
-"""The sandbox and the oracle's side grade any Exercise: tests/tinynet, a second exercise outside the
-grader package that names nothing the engine knows, runs through the same configurations, cases,
-fork server, child and reveal order as the makemore course, and the child may read its module's own
-file and nothing else beside it.
+"""The sandbox and the oracle's side grade any Exercise: tests/exercises/tiny_relu.py, a second exercise
+outside the grader package that names nothing the engine knows, named by module as a course names one on
+its import path, runs through the same configurations, cases, fork server, child and reveal order as the
+makemore course, and the child may read its module's own file and nothing else beside it.
 """
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
+import exercises.tiny_relu as tiny
 import pytest
-import tinynet
 import torch
-from tinynet.solution import CELLS
+from exercises.tiny_relu_solution import CELLS
 
 from grader.exercise import ATOMIC
 from grader.judge.configs import generate
 from grader.judge.exam import CHAIN, LOCAL, prepare, prepare_training
 from grader.sandbox import parent as sandbox
 
-SPEC = "tinynet:EXERCISE"
-EXERCISE = tinynet.EXERCISE
+SPEC = "exercises.tiny_relu:EXERCISE"
+EXERCISE = tiny.EXERCISE
 LIMITS = sandbox.Limits(timeout=60, cell_timeout=10)
 
 
@@ -54,11 +54,12 @@ def reference_run(cases, training):
 
 
 def test_the_configurations_follow_the_exercise(cases):
-    """Its ranges, its refusals (more rows than inputs) and its init options, in a config that names it."""
+    """Its ranges, its refusals (more rows than the vocabulary) and its init options, in a config that
+    names it."""
     for case in cases:
         assert case.exercise is EXERCISE and case.config.exercise == SPEC
     scored = [c.config for c in cases if c.config.scored]
-    assert all(c.sizes.n > c.sizes.d_in for c in scored)
+    assert all(c.sizes.n > c.sizes.vocab for c in scored)
     assert [c.init_options for c in scored] == [{}, {}, {}, {"scale": 0.5}]
     assert [c.config.sizes for c in cases if not c.config.scored] == [EXERCISE.lecture]
 
@@ -74,15 +75,15 @@ def test_every_reference_answer_comes_back_right(reference_run, cases):
         for grade_id in case.local:
             outcome = attempt.outcomes[(grade_id, LOCAL, case.config.name)]
             assert torch.allclose(outcome.tensor, case.expected(EXERCISE.by_grade_id[grade_id], LOCAL)), grade_id
-    assert set(cases[0].local) == {"dhpre", "dW", "db"}  # dh's only consumer is the loss: CHAIN only
+    assert set(cases[0].local) == {"da", "dh", "db", "dW", "de", "dE"}  # dz's only consumer is the loss: CHAIN only
 
 
 def test_the_training_run_matches_autograd(reference_run, training):
     attempt, _ = reference_run
-    outcome = attempt.outcomes[("tiny_training", CHAIN, training.config.name)]
+    outcome = attempt.outcomes[("fit_training", CHAIN, training.config.name)]
     assert outcome.status == "tensor", outcome
     assert torch.allclose(outcome.tensor, training.losses)
-    assert set(outcome.extra) == {"W", "b"}
+    assert set(outcome.extra) == {"E", "W", "b"}
     assert all(torch.allclose(outcome.extra[p], training.final[p]) for p in outcome.extra)
 
 
@@ -107,12 +108,12 @@ def test_a_true_gradient_is_revealed_only_after_every_case_answered_it(reference
 
 
 def test_a_cell_reads_only_the_gradients_it_is_given(cases):
-    """The fused cell computes dhpre from the loss: dh, which the atomic cells before it assign, is not
-    in its namespace; and a wrong atomic answer comes back as computed, to be judged in the parent."""
-    cells = {**CELLS, "fused_dhpre": "dhpre = dh * (hpre > 0)\n", "dW": "dW = X.T @ dhpre * 2\n"}
+    """The fused cell computes dh from the loss: da and dz, which the atomic cells before it assign, are
+    not in its namespace; and a wrong atomic answer comes back as computed, to be judged in the parent."""
+    cells = {**CELLS, "fused_dh": "dh = (h > 0).to(h.dtype) * da + dz\n", "dW": "dW = e.T @ dh * 2\n"}
     attempt = sandbox.run(cells, cases[:1], LIMITS)
     name = cases[0].config.name
-    fused = attempt.outcomes[("fused_dhpre", CHAIN, name)]
+    fused = attempt.outcomes[("fused_dh", CHAIN, name)]
     assert fused.status == "error" and fused.detail["error_type"] == "NameError", fused
     wrong = attempt.outcomes[("dW", CHAIN, name)]
     assert wrong.status == "tensor"
@@ -122,7 +123,7 @@ def test_a_cell_reads_only_the_gradients_it_is_given(cases):
 def test_the_child_reads_the_exercise_module_and_nothing_beside_it(cases):
     """Landlock grants the exercise's imported module files one by one: the module the fork server
     imported is readable, the solution beside it and the tests folder are not."""
-    folder = Path(tinynet.__file__).resolve().parent
+    folder = Path(tiny.__file__).resolve().parent
     probe = ("ok = []\n"
              "for path in {paths!r}:\n"
              "    try:\n"
@@ -130,11 +131,11 @@ def test_the_child_reads_the_exercise_module_and_nothing_beside_it(cases):
              "        ok.append(1.0)\n"
              "    except PermissionError:\n"
              "        ok.append(0.0)\n"
-             "dh = torch.tensor(ok)\n")
-    paths = [str(folder / "__init__.py"), str(folder / "solution.py"), str(folder.parent / "conftest.py")]
-    attempt = sandbox.run({**CELLS, "dh": probe.format(paths=paths)}, cases[:1], LIMITS)
+             "dz = torch.tensor(ok)\n")
+    paths = [tiny.__file__, str(folder / "tiny_relu_solution.py"), str(folder.parent / "conftest.py")]
+    attempt = sandbox.run({**CELLS, "dz": probe.format(paths=paths)}, cases[:1], LIMITS)
     assert attempt.isolation["walls"]["landlock"].startswith("in force"), attempt.isolation["walls"]
-    outcome = attempt.outcomes[("dh", CHAIN, cases[0].config.name)]
+    outcome = attempt.outcomes[("dz", CHAIN, cases[0].config.name)]
     assert outcome.status == "forbidden-call"  # open() is reported; what the cell found is kept beside
     assert outcome.answered.tensor.tolist() == [1.0, 0.0, 0.0]
 
@@ -146,15 +147,15 @@ def test_an_exercise_the_fork_server_cannot_import_stops_the_batch_as_an_environ
 
 def test_ranges_that_admit_no_configuration_stop_with_a_message(monkeypatch):
     """Two sizes drawn from one value can never differ: the exercise is at fault, and says so."""
-    narrow = dataclasses.replace(EXERCISE, ranges={"n": (9, 10), "d_in": (9, 10), "d_out": (2, 10)})
-    monkeypatch.setattr(tinynet, "NARROW", narrow, raising=False)
+    narrow = dataclasses.replace(EXERCISE, ranges={**EXERCISE.ranges, "n": (9, 10), "vocab": (9, 10)})
+    monkeypatch.setattr(tiny, "NARROW", narrow, raising=False)
     with pytest.raises(ValueError, match="no sizes drawn from its ranges in 10000 tries suit configuration 1 of 4"):
-        generate("tinynet:NARROW", "salt", 4)
+        generate("exercises.tiny_relu:NARROW", "salt", 4)
 
 
 def test_an_exercise_without_a_training_check_has_none_to_prepare(cases):
-    config = dataclasses.replace(cases[0].config, exercise="tinynet:UNTRAINED")
+    config = dataclasses.replace(cases[0].config, exercise="exercises.tiny_relu:UNTRAINED")
     assert prepare_training(config, 4, 0.1) is None
     attempt = sandbox.run(CELLS, [prepare(config)], LIMITS, None)
     assert attempt.error is None and attempt.outcomes[("dW", CHAIN, config.name)].status == "tensor"
-    assert not any(grade_id == "tiny_training" for grade_id, _, _ in attempt.outcomes)
+    assert not any(grade_id == "fit_training" for grade_id, _, _ in attempt.outcomes)

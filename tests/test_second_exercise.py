@@ -1,6 +1,7 @@
-"""The engine grades any exercise: a second one (tests/exercises/tiny_relu.py, one linear layer and a
-ReLU) is graded end to end by the unchanged grader (the CLI, the sandbox with every wall, the hidden
-suite, scoring and outputs), and nothing in the engine's packages names the makemore network.
+"""The engine grades any exercise: a second one (tests/exercises/tiny_relu.py, a lookup, a linear layer
+and a ReLU), kept beside course.yml and named there by its file's path, is graded end to end by the
+unchanged grader (the CLI, the sandbox with every wall, the hidden suite, scoring and outputs), and
+nothing in the engine's packages names the makemore network.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from exercises.tiny_relu_solution import CELLS
 
 from grader.exercise import load
 from grader.exercises.makemore_mlp import EXERCISE as MAKEMORE
@@ -22,11 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY_FILE = Path(__file__).with_name("exercises") / "tiny_relu.py"
 TINY = load(f"{TINY_FILE}:EXERCISE")
 ENGINE = ("sandbox", "judge", "pipeline", "outputs", "lms", "student")
-
-
-def _tiny_module():
-    return sys.modules[next(name for name, module in sys.modules.items()
-                            if getattr(module, "EXERCISE", None) is TINY)]
 
 
 def _notebook(cells: dict[str, str], path: Path) -> None:
@@ -42,12 +39,13 @@ def _notebook(cells: dict[str, str], path: Path) -> None:
 
 # One wrong answer per atomic cell: each must lose credit on its own test and on no other.
 WRONG = {
-    "ddiff2": "ddiff2 = torch.ones_like(diff2)\n",
-    "ddiff": "ddiff = diff * ddiff2\n",
-    "dh": "dh = -ddiff\n",
-    "dz": "dz = dh.clone()\n",
-    "dW": "dW = x.T @ dz * 2\n",
-    "db": "db = dz.sum(0) / n\n",
+    "dz": "dz = (z - Y) / n\n",
+    "da": "da = -dz\n",
+    "dh": "dh = (h > 0).to(h.dtype) * da\n",
+    "db": "db = dh.sum(0) / n\n",
+    "dW": "dW = e.T @ dh * 2\n",
+    "de": "de = dh @ W.T / n\n",
+    "dE": "dE = torch.zeros_like(E)\ndE[X] = de\n",
 }
 
 
@@ -61,15 +59,14 @@ def graded(tmp_path_factory) -> dict[str, dict]:
     (root / "course.yml").write_text(yaml.safe_dump({
         "course_id": "tiny", "assignment": TINY.assignment, "notebook": TINY.notebook,
         "secret_salt": "a tiny course's salt", "points": points, "exercise": "tiny_relu.py:EXERCISE"}))
-    reference = _tiny_module().REFERENCE
     submissions = root / "submissions"
-    _notebook(reference, submissions / "reference.ipynb")
+    _notebook(CELLS, submissions / "reference.ipynb")
     blank = {cell: f"{TINY.by_grade_id[cell].variable if cell in TINY.by_grade_id else 'x'} = None\n"
              for cell in TINY.answer_cells}
-    blank["fit_backward"] = "def backward(params, cache, y):\n    return {'W': None, 'b': None}\n"
+    blank["fit_backward"] = "def backward(params, cache, X, Y):\n    return {'E': None, 'W': None, 'b': None}\n"
     _notebook(blank, submissions / "blank.ipynb")
     for grade_id, code in WRONG.items():
-        _notebook({**reference, grade_id: code}, submissions / f"wrong-{grade_id}.ipynb")
+        _notebook({**CELLS, grade_id: code}, submissions / f"wrong-{grade_id}.ipynb")
     run = subprocess.run([sys.executable, "-c", "from grader.cli import main; main()", "grade", str(submissions),
                           "--out", str(root / "results"), "--course", str(root / "course.yml")],
                          capture_output=True, text=True, cwd=root)
