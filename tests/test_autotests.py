@@ -1,12 +1,14 @@
-"""The course's hidden suite (autotests/) grades an exercise it was never written for: test_diagnose's
-tiny exercise, whose answers are made here by hand (no sandbox), judged by the real suite through the
-grader's plugin, with its grade ids taken from the course's exercise when the suite is collected."""
+"""The course's hidden suite (autotests/) grades an exercise it was never written for: the tests' tiny
+exercise without its whole-run check, whose answers are made here by hand (no sandbox), judged by the
+real suite through the grader's plugin, with its grade ids taken from the course's exercise when the
+suite is collected."""
 from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
 
-from test_diagnose import tiny, tiny_case
+from exercises.tiny_relu import UNTRAINED
+from test_diagnose import tiny_cases
 
 from grader.course import Feedback, Tolerance
 from grader.extract import Submission
@@ -25,15 +27,15 @@ def _graded(name: str, cases, answer_of) -> suite.Graded:
 
 
 def test_the_hidden_suite_grades_any_exercise():
-    exercise = tiny()
-    cases = [tiny_case(exercise, 5), tiny_case(exercise, 9), tiny_case(exercise, 6, scored=False)]
+    exercise = UNTRAINED
+    cases = tiny_cases(exercise)
 
     def right(answer, case, check):
         return case.expected(answer, check)
 
     def wrong(answer, case, check):
         n = case.values["X"].shape[0]
-        if answer.grade_id == "fn_db":
+        if answer.grade_id == "fit_db":
             return n * right(answer, case, check)
         if answer.grade_id == "dh" and check == CHAIN:
             return (case.values["h"] > 0) * case.truth["da"]
@@ -46,7 +48,7 @@ def test_the_hidden_suite_grades_any_exercise():
     assert set(results["right"]) == expected, "one result per answer and check, and no training check"
     assert {r.status for r in results["right"].values()} == {suite.PASSED}
     failed = {key: r for key, r in results["wrong"].items() if r.status != suite.PASSED}
-    assert sorted(failed) == [("dh", CHAIN), ("fn_db", CHAIN)]
-    assert failed[("fn_db", CHAIN)].feedback.startswith("b: wrong values")
-    assert failed[("fn_db", CHAIN)].mistake == "your b is n times too large"
+    assert sorted(failed) == [("dh", CHAIN), ("fit_db", CHAIN)]
+    assert failed[("fit_db", CHAIN)].feedback.startswith("b: wrong values")
+    assert failed[("fit_db", CHAIN)].mistake == "your b is n times too large"
     assert failed[("dh", CHAIN)].mistake.startswith("your dh misses the branch through z")

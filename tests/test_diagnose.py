@@ -1,14 +1,17 @@
 """grader.judge.diagnose on synthetic tensors: each hint it claims to give, and no hint that would mislead;
-and the search of the neighbourhood on a tiny exercise of its own, which the engine was never written for."""
+and the search of the neighbourhood on the tests' tiny exercise (tests/exercises/tiny_relu.py), which the
+engine was never written for."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
 import torch
+from exercises.tiny_relu import EXERCISE
 
-from grader.exercise import Exercise, Function, Mistakes, Network, Rule, Sizes, atomic_answers, function_answers
+from grader.exercise import Exercise, Mistakes, Rule, Sizes
 from grader.judge.compare import judge, outcome_text
 from grader.judge.diagnose import diagnose, name
 from grader.judge.exam import CHAIN, Case
@@ -175,27 +178,13 @@ def test_an_answer_that_only_broadcasts_to_the_gradient_says_its_values_are_righ
 
 # --- any exercise: the search works from a network it was never written for ------------------------
 
-TINY = Network.parse("""
-e = E[X]
-h = e @ W + b
-a = torch.relu(h)
-z = a + h * h
-loss = (z * Y).sum() / n
-""", parameters=("E", "W", "b"), data=("X", "Y"), sizes={"n": "X.shape[0]"})
-# The whole backward pass as one function, `backward(params, cache, X, Y)`, graded per parameter.
-BACKWARD = Function("backward", "backward", (("params", TINY.parameters), ("cache", ("e", "h")), "X", "Y"),
-                    TINY.parameters, "fn_d", 2)
-TINY_ANSWERS = (*atomic_answers(TINY, ("dz", "da", "dh", "db", "dW", "de", "dE"), 1), *function_answers(BACKWARD))
 RELU = Rule("the derivative of relu", "x", lambda x, y: (x > 0).to(x.dtype), (
     ("output", "uses relu's output where its derivative needs a step", lambda x, y: y),))
-LECTURE = Sizes(n=6, vocab=7, dim=3, hidden=4)
 
 
 def tiny(mistakes: Mistakes | None = None) -> Exercise:
-    return Exercise(name="tiny", title="a lookup, a linear layer and a ReLU", network=TINY, answers=TINY_ANSWERS,
-                    functions=(BACKWARD,), training=None, lecture=LECTURE, ranges={}, init=None, batch=None,
-                    sizes_of=None, hidden=None, assignment="tiny", notebook="tiny.ipynb",
-                    mistakes=mistakes or Mistakes())
+    """The tiny exercise, knowing of its students' mistakes only `mistakes`."""
+    return dataclasses.replace(EXERCISE, mistakes=mistakes or Mistakes())
 
 
 @dataclass(frozen=True)
@@ -206,28 +195,31 @@ class Conf:
 
 
 def tiny_case(exercise: Exercise, n: int, scored: bool = True) -> Case:
-    """A configuration of the tiny exercise, its index repeated, with its random upstream gradients and
-    the one-step answers they imply (what the LOCAL check compares with)."""
+    """A configuration of the tiny exercise at the lecture's sizes but `n` rows, with its random upstream
+    gradients and the one-step answers they imply (what the LOCAL check compares with)."""
     g = torch.Generator().manual_seed(n)
-    params = {name: torch.randn(*shape, generator=g, dtype=torch.float64)
-              for name, shape in (("E", (7, 3)), ("W", (3, 4)), ("b", (4,)))}
-    X = torch.randint(0, 7, (n,), generator=g)
-    X[-1] = X[0]
-    data = {"X": X, "Y": torch.randn(n, 4, generator=g, dtype=torch.float64)}
-    values = {k: v.detach() for k, v in TINY.forward(params, data).items() if k not in TINY.sizes}
-    truth = chain_gradients(TINY, params, data)
+    sizes = Sizes(**{**exercise.lecture, "n": n})
+    network = exercise.network
+    params, data = exercise.init(sizes, g), exercise.batch(sizes, g)
+    values = {k: v.detach() for k, v in network.forward(params, data).items() if k not in network.sizes}
+    truth = chain_gradients(network, params, data)
     random = {k: torch.randn(v.shape, generator=g, dtype=torch.float64) for k, v in truth.items()}
-    local = {a.grade_id: local_vjp(TINY, values, a.source, {u[1:]: random[u] for u in a.local_upstream})
+    local = {a.grade_id: local_vjp(network, values, a.source, {u[1:]: random[u] for u in a.local_upstream})
              for a in exercise.answers if a.local_upstream}
-    config = Conf(f"n{n}", Sizes(n=n, vocab=7, dim=3, hidden=4), scored)
-    return Case(config, values, truth, random, local, exercise)
+    return Case(Conf(f"n{n}", sizes, scored), values, truth, random, local, exercise)
+
+
+def tiny_cases(exercise: Exercise) -> list[Case]:
+    """Two configurations with more rows than the vocabulary (so that an index repeats), as the hidden
+    ones have, and the unscored lecture-sized probe."""
+    return [tiny_case(exercise, 9), tiny_case(exercise, 11), tiny_case(exercise, exercise.lecture.n, scored=False)]
 
 
 def named(exercise: Exercise, grade_id: str, wrong) -> str | None:
     """The name `name` gives the answer `wrong(values, truth, n)` on two configurations."""
     answer = exercise.by_grade_id[grade_id]
     tensors = [(case, wrong(case.values, case.truth, case.values["X"].shape[0]))
-               for case in (tiny_case(exercise, 5), tiny_case(exercise, 9))]
+               for case in tiny_cases(exercise) if case.config.scored]
     return name(tensors, answer, CHAIN, RTOL, ATOL)
 
 
@@ -256,7 +248,7 @@ def test_an_overwriting_lookup_gradient_is_named_from_the_step_s_code():
 
 def test_an_elementwise_slip_is_named_only_with_the_exercise_s_rule():
     def output_slope(v, t, n):
-        return v["a"] * t["da"] + 2 * v["h"] * t["dz"]
+        return v["a"] * t["da"] + t["dz"]
 
     assert named(tiny(Mistakes(rules={"a": RELU})), "dh", output_slope) == \
         "your dh uses relu's output where its derivative needs a step"
@@ -266,7 +258,7 @@ def test_an_elementwise_slip_is_named_only_with_the_exercise_s_rule():
 def test_what_an_answer_cell_may_read_comes_from_the_network():
     outcome = SimpleNamespace(status="error", detail={"error_type": "NameError", "error": "name 'V' is not defined",
                                                       "line": 1})
-    failure = outcome_text(outcome, TINY_ANSWERS[0], exercise=tiny())
+    failure = outcome_text(outcome, tiny().answers[0], exercise=tiny())
     assert failure.feedback == (
         "NameError on line 1: name 'V' is not defined (uses a variable the answer cells do not have: answer cells "
         "may use only the parameters, X, Y, n, the forward intermediates by their lecture names, torch, F and "
@@ -275,18 +267,18 @@ def test_what_an_answer_cell_may_read_comes_from_the_network():
 
 def test_an_answer_right_on_the_lecture_s_sizes_alone_is_told_the_lecture_s_numbers():
     exercise = tiny()
-    cases = [tiny_case(exercise, 5), tiny_case(exercise, 9), tiny_case(exercise, 6, scored=False)]
+    cases = tiny_cases(exercise)
     answer = exercise.by_grade_id["db"]
-    outcomes = {c.config.name: SimpleNamespace(status="tensor", tensor=c.truth["db"] * c.values["X"].shape[0] / 6,
+    outcomes = {c.config.name: SimpleNamespace(status="tensor", tensor=c.truth["db"] * c.values["X"].shape[0] / 8,
                                                detail={}) for c in cases}
     failure = judge(outcomes, cases, answer, CHAIN, SimpleNamespace(rtol=RTOL, atol=ATOL))
     assert failure.feedback.endswith(
-        "; right for the lecture's sizes (n=6) but wrong for every other size: something in the cell depends on "
-        "the sizes; use n and the tensors' shapes, never 6, 7, 3 or 4")
+        "; right for the lecture's sizes (n=8) but wrong for every other size: something in the cell depends on "
+        "the sizes; use n and the tensors' shapes, never 8, 5, 3 or 4")
 
 
 def test_a_function_s_answer_is_named_with_its_tensor_s_one_step_cell():
-    assert named(tiny(), "fn_db", lambda v, t, n: n * t["db"]) == "your b is n times too large"
+    assert named(tiny(), "fit_db", lambda v, t, n: n * t["db"]) == "your b is n times too large"
 
 
 @pytest.mark.parametrize("error_type, error, hint", [
@@ -294,5 +286,5 @@ def test_a_function_s_answer_is_named_with_its_tensor_s_one_step_cell():
     ("KeyError", "'a'", "the cache holds exactly: e, h")])
 def test_what_a_function_may_read_comes_from_its_declared_arguments(error_type, error, hint):
     outcome = SimpleNamespace(status="error", detail={"error_type": error_type, "error": error, "line": 2})
-    failure = outcome_text(outcome, tiny().by_grade_id["fn_dW"], exercise=tiny())
+    failure = outcome_text(outcome, tiny().by_grade_id["fit_dW"], exercise=tiny())
     assert failure.feedback == f"{error_type} on line 2: {error} ({hint})"
