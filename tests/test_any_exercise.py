@@ -6,6 +6,7 @@ makemore course, and the child may read its module's own file and nothing else b
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import exercises.tiny_relu as tiny
@@ -17,6 +18,7 @@ from grader.exercise import ATOMIC
 from grader.judge.configs import generate
 from grader.judge.exam import CHAIN, LOCAL, prepare, prepare_training
 from grader.sandbox import parent as sandbox
+from helpers.paths import ROOT, outside_tmp
 
 SPEC = "exercises.tiny_relu:EXERCISE"
 EXERCISE = tiny.EXERCISE
@@ -120,10 +122,19 @@ def test_a_cell_reads_only_the_gradients_it_is_given(cases):
     assert not torch.allclose(wrong.tensor, cases[0].expected(EXERCISE.by_grade_id["dW"], CHAIN))
 
 
-def test_the_child_reads_the_exercise_module_and_nothing_beside_it(cases):
-    """Landlock grants the exercise's imported module files one by one: the module the fork server
-    imported is readable, the solution beside it and the tests folder are not."""
-    folder = Path(tiny.__file__).resolve().parent
+@pytest.mark.parametrize("named_by", ["module", "path"])
+def test_the_child_reads_the_exercise_module_and_nothing_beside_it(cases, named_by, request):
+    """Landlock grants the exercise's imported module files one by one, whether course.yml names it by
+    module or by its file's path (a course's own, kept beside course.yml): the file the fork server
+    imported is readable, the solution beside it and the folder's other files are not."""
+    exercise = Path(tiny.__file__)
+    solution = exercise.with_name("tiny_relu_solution.py")
+    if named_by == "module":
+        case, other = cases[0], exercise.parent.parent / "conftest.py"
+    else:
+        course = outside_tmp(request, "bpn-course-")
+        exercise, solution, other = (Path(shutil.copy(f, course)) for f in (exercise, solution, ROOT / "course.yml"))
+        case = prepare(dataclasses.replace(cases[0].config, exercise=f"{exercise}:EXERCISE"))
     probe = ("ok = []\n"
              "for path in {paths!r}:\n"
              "    try:\n"
@@ -132,10 +143,11 @@ def test_the_child_reads_the_exercise_module_and_nothing_beside_it(cases):
              "    except PermissionError:\n"
              "        ok.append(0.0)\n"
              "dz = torch.tensor(ok)\n")
-    paths = [tiny.__file__, str(folder / "tiny_relu_solution.py"), str(folder.parent / "conftest.py")]
-    attempt = sandbox.run({**CELLS, "dz": probe.format(paths=paths)}, cases[:1], LIMITS)
+    attempt = sandbox.run({**CELLS, "dz": probe.format(paths=[str(exercise), str(solution), str(other)])}, [case],
+                          LIMITS)
+    assert attempt.error is None, attempt.error
     assert attempt.isolation["walls"]["landlock"].startswith("in force"), attempt.isolation["walls"]
-    outcome = attempt.outcomes[("dz", CHAIN, cases[0].config.name)]
+    outcome = attempt.outcomes[("dz", CHAIN, case.config.name)]
     assert outcome.status == "forbidden-call"  # open() is reported; what the cell found is kept beside
     assert outcome.answered.tensor.tolist() == [1.0, 0.0, 0.0]
 

@@ -21,7 +21,6 @@ import shutil
 import stat
 import string
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,7 @@ from grader.lms import nbgrader as nbgrader_plugin
 from grader.outputs import results
 from grader.sandbox import static_check
 from helpers.notebooks import submission, write
-from helpers.paths import COURSE, COURSE_FILE, ROOT
+from helpers.paths import COURSE, COURSE_FILE, ROOT, outside_tmp
 
 NOTEBOOK = COURSE.notebook
 STEM = NOTEBOOK.removesuffix(".ipynb")
@@ -300,15 +299,8 @@ def test_a_notebook_graded_on_its_own_cannot_read_the_notebooks_beside_it(tmp_pa
     child's Landlock rules make every path outside the Python install unreadable; the audit hook also
     keeps whatever the probe saw out of its feedback. test_walls proves the read itself fails.
     """
-    # Where a course keeps its submissions: not /tmp or a home folder (the child never sees those), and
-    # world-traversable, so that no permission keeps the probe out either.
-    where = next((d for d in ("/srv", "/mnt", "/opt") if os.access(d, os.W_OK | os.X_OK)), None)
-    if where is None:
-        pytest.skip("no folder outside /tmp and home to write in")
-    base = Path(tempfile.mkdtemp(prefix="bpn-beside-", dir=where))
-    request.addfinalizer(lambda: shutil.rmtree(base))
-    base.chmod(0o755)
-    folder = base / "submitted"
+    # World-traversable, so that no permission keeps the probe out either.
+    folder = outside_tmp(request, "bpn-beside-") / "submitted"
     folder.mkdir(mode=0o755)
     canary = _canary()
     classmate = folder / "classmate.ipynb"
