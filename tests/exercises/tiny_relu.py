@@ -1,6 +1,6 @@
-"""A second exercise, as small as one can be and still have every kind of answer and every kind of
-mistake the engine names: a lookup, one linear layer and a ReLU with a skip around it, regressed onto
-targets with a squared error.
+"""A second exercise, as small as one can be and still have every kind of answer and the mistakes the
+tests need the engine to name: a lookup, one linear layer and a ReLU with a skip around it, regressed
+onto targets with a squared error.
 
 It lives outside the grader package, as a course's own exercise would, and names nothing the engine
 knows: grading it proves the engine works from what an Exercise declares. The tests load it both ways
