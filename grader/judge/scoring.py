@@ -5,7 +5,7 @@ The nouns of the data path, in the order a submission's answers pass through the
 - Outcome (grader.sandbox.parent): what one answer cell produced on one configuration, a Status.
 - Attempt (grader.sandbox.parent): every Outcome of one submission's sandboxed run, with its error.
 - Graded (grader.judge.suite): a submission beside its Attempt, as the hidden suite receives it.
-- Verdict (grader.judge.compare): one tensor compared with the expected one on one configuration.
+- Comparison (grader.judge.compare): one tensor compared with the expected one on one configuration.
 - ItemResult (grader.judge.suite): one test's judgement (grade id and check) of one submission.
 - TestScore and Result (here): a grade id's points and vocabulary.Verdict, then a submission's
   TestScores and Flags: what results files, pages, reports and gradebooks are written from.
