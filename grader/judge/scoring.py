@@ -26,10 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from grader.exercise import DEFAULT
-from grader.judge.compare import SQUEEZABLE
 from grader.judge.exam import CHAIN, LOCAL
 from grader.judge.suite import ERROR, PASSED, ItemResult
-from grader.vocabulary import Flag, Status, Verdict
+from grader.vocabulary import Flag, Match, Status, Verdict
 
 # What a judged answer did that an instructor should look at, whatever it scored.
 INTEGRITY = (Flag.AUTOGRAD, Flag.FORBIDDEN_CALL, Flag.TIMEOUT, Flag.MEMORY)
@@ -96,7 +95,7 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
                       "right value for this loss, but not this step of the chain rule: with other upstream "
                       "gradients it gives a different result, so it does not compute the gradient from its "
                       f"own upstream gradients (a hard-coded value, a skipped step, or autograd?). {local.feedback}")
-    if chain.kind == SQUEEZABLE and (local_ok or local.kind == SQUEEZABLE):
+    if chain.kind == Match.SQUEEZABLE and (local_ok or local.kind == Match.SQUEEZABLE):
         return scored(policy.squeezable_shape_credit, Verdict.PARTIAL,
                       f"{chain.feedback}. Partial credit: the values are right, but a gradient must have exactly "
                       "its tensor's shape (broadcasting would spread a wrong shape one step later)")

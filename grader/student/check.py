@@ -29,11 +29,12 @@ import torch
 
 from grader.course import Tolerance
 from grader.exercise import ATOMIC, DEFAULT, FUNCTION, NAMESPACE, Answer, load
-from grader.judge.compare import BLANK, SQUEEZABLE, compare, judge
+from grader.judge.compare import compare, judge
 from grader.judge.configs import Config, generate
 from grader.judge.diagnose import name as name_mistake
 from grader.judge.exam import CHAIN, LOCAL, case_of, checks, prepare
 from grader.sandbox import static_check
+from grader.vocabulary import Match
 
 # Float64 rounding is ~1e-16, so these only absorb a different order of operations; float32 noise on
 # gradients that are zero in exact arithmetic (a softmax's shift, a bias before a batch norm) reaches ~1e-8,
@@ -280,15 +281,15 @@ class SelfCheck:
         # A blank whose cell holds more than the blank (an attempt that raised here) is judged as the
         # grader judges it: by running the cell.
         wrong = self._as_graded(answer, comparison) if answer is not None else None
-        if comparison.status == BLANK and (wrong is None or wrong.endswith(": not attempted yet")):
+        if comparison.status == Match.BLANK and (wrong is None or wrong.endswith(": not attempted yet")):
             return f"{label} not attempted yet"
         if wrong:
             return f"{label} {wrong}{self.pointer(name)}"
         if comparison.passed:
-            exact = comparison.status == "exact"
+            exact = comparison.status == Match.EXACT
             return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {comparison.maxdiff:.3g}"
                     f" | shape {tuple(expected.shape)} ok")
-        status = "right values, wrong shape" if comparison.status == SQUEEZABLE else "WRONG"
+        status = "right values, wrong shape" if comparison.status == Match.SQUEEZABLE else "WRONG"
         named = None
         case = self.notebook_case() if answer is not None and answer.kind != FUNCTION else None
         if case is not None and comparison.maxdiff is not None and self.hints != "none":
@@ -319,7 +320,7 @@ class SelfCheck:
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
                                  self.tolerance, hints=self.hints) for check in checks(answer)}
         if failures[CHAIN] is not None:
-            return f"{'right values, wrong shape' if failures[CHAIN].kind == SQUEEZABLE else 'WRONG'}: " \
+            return f"{'right values, wrong shape' if failures[CHAIN].kind == Match.SQUEEZABLE else 'WRONG'}: " \
                    f"{failures[CHAIN].feedback}"
         if not comparison.passed and notebook is not None:
             upstream = self._wrong_upstream(answer, source, notebook)
