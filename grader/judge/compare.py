@@ -37,6 +37,9 @@ class Comparison:
 
 
 def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int | None = None) -> Comparison:
+    """`n` is accepted and never read: grader 0.1's hidden suite, which existing courses still run,
+    passes the batch size, once read by the hint for a factor of n (which now needs every configuration,
+    see diagnose.diagnose)."""
     if answer is None:
         return Comparison(Match.BLANK, "not attempted yet")
     if type(answer) is not torch.Tensor:
@@ -51,7 +54,7 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
     got = answer.detach().to(torch.float64)
     want = expected.detach().to(torch.float64)
     if got.shape != want.shape:
-        hints = tuple(diagnose(got, want, rtol=rtol, atol=atol, n=n))
+        hints = tuple(diagnose(got, want, rtol=rtol, atol=atol))
         message = f"shape {shape_text(got.shape)}, expected {shape_text(want.shape)}"
         if got.numel() == want.numel() and [s for s in got.shape if s != 1] == [s for s in want.shape if s != 1]:
             if torch.isfinite(got).all() and torch.allclose(got.reshape(want.shape), want, rtol=rtol, atol=atol):
@@ -69,7 +72,7 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
         kinds = "NaN" if torch.isnan(got).any() else "inf"
         return Comparison(Match.WRONG, f"contains {kinds} ({bad} of {got.numel()} entries are not finite)")
     maxdiff = (got - want).abs().max().item() if got.numel() else 0.0
-    hints = tuple(diagnose(got, want, rtol=rtol, atol=atol, n=n))
+    hints = tuple(diagnose(got, want, rtol=rtol, atol=atol))
     return Comparison(Match.WRONG, f"wrong values (max abs diff {maxdiff:.3g})", maxdiff, hints)
 
 

@@ -122,7 +122,8 @@ class SelfCheck:
     or module:attribute, see grader.exercise.load), by `exercise` or else by the settings' `exercise`
     (default: grader.exercise.DEFAULT): a name, not a value, because the grader's configurations, which
     the self-check builds too, carry their exercise by name. grader 0.1's notebooks pass the part as
-    `exercise=4`, which still works."""
+    `exercise=4`, which still works. `n`, the batch size every notebook passes, is accepted and not
+    needed: the sizes are read from the tensors."""
 
     def __init__(self, n: int | None = None, exercise: str | int | None = None, namespace: dict | None = None,
                  course: dict | None = None, *, part: int | None = None):
@@ -131,7 +132,6 @@ class SelfCheck:
             exercise, part = None, exercise
         self.spec = exercise or course.get("exercise", DEFAULT)
         self.exercise = load(self.spec)
-        self.n = n
         self.part = part
         self.namespace = namespace
         self.tolerance = Tolerance(*course.get("tolerance", TOLERANCES[torch.float64]))
@@ -277,7 +277,7 @@ class SelfCheck:
             return f"{label} no autograd gradient on {name}: run the forward and loss.backward() cells first"
         rtol, atol = (self.tolerance.rtol, self.tolerance.atol) if expected.dtype == torch.float64 else \
             TOLERANCES.get(expected.dtype, TOLERANCES[torch.float32])
-        comparison = compare(manual, expected, rtol=rtol, atol=atol, n=self.n)
+        comparison = compare(manual, expected, rtol=rtol, atol=atol)
         # A blank whose cell holds more than the blank (an attempt that raised here) is judged as the
         # grader judges it: by running the cell.
         wrong = self._as_graded(answer, comparison) if answer is not None else None
