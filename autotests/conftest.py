@@ -188,10 +188,10 @@ def _judge_training(submission, training, course) -> Note:
             raise Wrong(f"training diverges from autograd at step {step} of {steps}: the loss is {mine:.6f} "
                         f"with your gradients, {theirs:.6f} with autograd's (the steps before it agree)")
     for name in exercise.network.parameters:
-        verdict = compare(outcome.extra[name], training.final[name], rtol=tol.rtol, atol=tol.atol)
-        if not verdict.passed:
+        comparison = compare(outcome.extra[name], training.final[name], rtol=tol.rtol, atol=tol.atol)
+        if not comparison.passed:
             raise Wrong(f"after {steps} training steps the losses agree but {name} differs from autograd's: "
-                        f"{verdict.message}")
+                        f"{comparison.message}")
     mine = outcome.detail.get("seconds_per_step")
     # Timings differ from run to run: they go on record, not into the feedback, so that grading the same
     # notebook twice gives the same feedback (the notebook's self-check shows them).

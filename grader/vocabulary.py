@@ -1,6 +1,7 @@
 """The words the grader's stages pass to each other and show people, each defined once with its text.
 
 - Status: what an answer cell produced on one configuration, as the sandboxed child reports it.
+- Match: how a tensor it produced compares with the expected one there.
 - Flag: an integrity flag, something an instructor should look at whatever it scored.
 - Verdict: how one grade id of a submission was judged, as results files store it.
 
@@ -41,6 +42,22 @@ class Status(_Worded):
     AUTOGRAD = "autograd", "autograd was used at run time, which an answer must not do: {evidence}"
     FORBIDDEN_CALL = "forbidden-call", "the cell did what no answer needs and the grader forbids: {evidence}"
     BAD_STEP = "bad-step", "at training step {step}, {function} gave no tensor of the right shape for {parameter}"
+
+
+class Match(StrEnum):
+    """How an answer compares with its expected tensor on one configuration (grader.judge.compare). A
+    failed answer's kind, as the hidden suite reports it, is one of these or the Status of a cell that
+    gave no tensor; the grader's policy and the self-check's line each turn on it."""
+
+    EXACT = "exact"
+    APPROXIMATE = "approximate"
+    SQUEEZABLE = "squeezable"  # the right values in a shape that differs only by size-1 dimensions
+    WRONG = "wrong"
+    BLANK = "blank"  # no answer at all (None); the same word as Status.BLANK, so scoring reads either as one
+
+    @property
+    def passed(self) -> bool:
+        return self in (Match.EXACT, Match.APPROXIMATE)
 
 
 class Flag(_Worded):

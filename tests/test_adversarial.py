@@ -628,9 +628,8 @@ def test_the_autograd_attacks_would_be_right_if_run():
         for check in checks(answer):
             ns = {**case.student_view(), **case.upstream(answer, check), "n": case.n, "torch": torch, "F": F}
             exec(compile(cells[cell], f"<attack {cell}>", "exec"), ns)
-            verdict = compare(ns[answer.variable].detach(), case.expected(answer, check),
-                              rtol=1e-5, atol=1e-8, n=case.n)
-            assert verdict.passed, (cell, check, verdict.message)
+            comparison = compare(ns[answer.variable].detach(), case.expected(answer, check), rtol=1e-5, atol=1e-8)
+            assert comparison.passed, (cell, check, comparison.message)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -148,12 +148,12 @@ def test_the_last_config_has_a_tiny_activation_variance_that_exposes_a_dropped_e
         assert 1e-2 < float(k.values["bnvar"].min()) and float(k.values["bnvar"].max()) < 100, c.name
     # A dropped eps is wrong by far more than the course tolerance there.
     dropped = -0.5 * bnvar**-1.5 * case.truth["dbnvar_inv"]
-    verdict = compare(dropped, case.truth["dbnvar"], rtol=TOL.rtol, atol=TOL.atol, n=case.n)
-    assert not verdict.passed
+    comparison = compare(dropped, case.truth["dbnvar"], rtol=TOL.rtol, atol=TOL.atol)
+    assert not comparison.passed
     assert not torch.allclose(dropped, case.truth["dbnvar"], rtol=100 * TOL.rtol, atol=100 * TOL.atol)
     # ... while the right formula passes.
     right = -0.5 * (bnvar + EPS) ** -1.5 * case.truth["dbnvar_inv"]
-    assert compare(right, case.truth["dbnvar"], rtol=TOL.rtol, atol=TOL.atol, n=case.n).passed
+    assert compare(right, case.truth["dbnvar"], rtol=TOL.rtol, atol=TOL.atol).passed
 
 
 def test_config_is_a_frozen_value_that_pickles_naming_its_exercise():
@@ -217,8 +217,8 @@ def test_the_reference_answer_passes_the_local_check_on_every_config(batch):
             got = reference.run_cell(answer.cell_id, ns)[answer.variable]
             expected = case.expected(answer, LOCAL)
             assert expected is case.local[grade_id]
-            verdict = compare(got, expected, rtol=TOL.rtol, atol=TOL.atol, n=case.n)
-            assert verdict.passed, (case.config.name, grade_id, verdict.message)
+            comparison = compare(got, expected, rtol=TOL.rtol, atol=TOL.atol)
+            assert comparison.passed, (case.config.name, grade_id, comparison.message)
 
 
 def test_the_local_check_is_not_the_chain_check(batch):

@@ -208,7 +208,7 @@ def _right(attempt, case, grade_id, check):
     if outcome.status != "tensor":
         return False
     expected = case.expected(BY_GRADE_ID[grade_id], check)
-    return compare(outcome.tensor, expected, rtol=1e-5, atol=1e-8, n=case.n).passed
+    return compare(outcome.tensor, expected, rtol=1e-5, atol=1e-8).passed
 
 
 def test_the_probing_child_finished_and_the_reference_cells_after_the_probes_are_right(walls, case):

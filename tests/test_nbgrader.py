@@ -580,6 +580,20 @@ def test_the_per_grade_id_export_has_the_gradebooks_scores(course, gradebook):
             assert float(row[gid]) == pytest.approx(EXPECTED[student][gid]), (student, gid)
 
 
+def test_a_per_grade_id_export_stopped_half_way_leaves_the_previous_one(course):
+    """The disk fills up half-way through the export (a file size limit, as `prlimit` sets it): the command
+    fails, and the previous export is there whole, with nothing half-written beside it."""
+    again = Course(course.tmp, COURSE.course_id, ASSIGNMENT, name="course-disk-full")
+    shutil.copytree(course.dir, again.dir)
+    path = again.dir / "per_grade_id.csv"
+    before = path.read_bytes()
+    done = again.run(["prlimit", f"--fsize={len(before) // 2}", "nbgrader", "export",
+                      "--exporter=grader.lms.nbgrader.PerGradeIdExport", f"--to={path.name}"], again.dir)
+    assert done.returncode != 0 and "File too large" in done.stderr, str(done)
+    assert path.read_bytes() == before
+    assert [p.name for p in again.dir.iterdir() if p.name.startswith(f".{path.name}")] == []
+
+
 # ---------------------------------------------------------------------------------------------
 # zip_collect
 

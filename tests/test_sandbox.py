@@ -54,9 +54,8 @@ def right(attempt, case, grade_id: str, check: str) -> bool:
         return False
     if not has_expectation(case, grade_id, check):
         return True
-    verdict = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol, atol=TOL.atol,
-                      n=case.n)
-    return verdict.passed
+    comparison = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol, atol=TOL.atol)
+    return comparison.passed
 
 
 def logged_run(cells, cases, **limits):
@@ -105,9 +104,9 @@ def test_the_reference_answers_match_every_expectation(reference_run, cases):
         assert type(outcome.tensor) is torch.Tensor
         if not has_expectation(case, grade_id, check):
             continue
-        verdict = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol, atol=TOL.atol,
-                          n=case.n)
-        assert verdict.passed, (grade_id, check, name, verdict.message)
+        comparison = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol,
+                             atol=TOL.atol)
+        assert comparison.passed, (grade_id, check, name, comparison.message)
     assert 0 < attempt.seconds < 60
 
 
@@ -437,9 +436,9 @@ def test_cells_slower_together_than_one_limit_are_not_stopped(cases):
             assert outcome.status == "forbidden-call" and "import('time')" in outcome.detail["evidence"]
             outcome = outcome.answered
         if has_expectation(case, grade_id, check):
-            verdict = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol,
-                              atol=TOL.atol, n=case.n)
-            assert verdict.passed, (grade_id, check)
+            comparison = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol,
+                                 atol=TOL.atol)
+            assert comparison.passed, (grade_id, check)
 
 
 # Exceptions whose message would run the student's code after the cell's timer stopped: a __str__ that

@@ -149,8 +149,8 @@ def test_the_reference_cells_beside_the_attacks_are_right_and_unreported(attacke
         assert outcome.status == "tensor", (grade_id, check, name, outcome)
         if check == CHAIN or grade_id in case.local:
             tol = COURSE.tolerance
-            assert compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=tol.rtol, atol=tol.atol,
-                           n=case.n).passed
+            assert compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=tol.rtol,
+                           atol=tol.atol).passed
             checked += 1
     assert checked > 20
 

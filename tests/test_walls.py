@@ -74,7 +74,7 @@ def _report(attempt, grade_id: str, case) -> dict:
 def _right(attempt, case, grade_id: str) -> bool:
     outcome = attempt.outcomes[(grade_id, CHAIN, case.config.name)]
     expected = case.expected(BY_GRADE_ID[grade_id], CHAIN)
-    return outcome.status == "tensor" and compare(outcome.tensor, expected, rtol=1e-5, atol=1e-8, n=case.n).passed
+    return outcome.status == "tensor" and compare(outcome.tensor, expected, rtol=1e-5, atol=1e-8).passed
 
 
 def _run(probes: dict[str, str], case, **limits) -> tuple[sandbox.Attempt, dict[str, dict]]:

@@ -100,7 +100,7 @@ def value_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
     return where_wrong(got, want, rtol, atol)
 
 
-def diagnose(got: torch.Tensor, want: torch.Tensor, *, rtol: float, atol: float, n: int | None = None) -> list[str]:
+def diagnose(got: torch.Tensor, want: torch.Tensor, *, rtol: float, atol: float) -> list[str]:
     """Hints for a wrong answer on one configuration; `got` and `want` are float64 and `got` is finite
     when shapes agree. A constant factor is not claimed here: one configuration cannot tell a factor
     of n from any other number, so `name` looks for it on every configuration."""

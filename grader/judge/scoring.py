@@ -5,7 +5,7 @@ The nouns of the data path, in the order a submission's answers pass through the
 - Outcome (grader.sandbox.parent): what one answer cell produced on one configuration, a Status.
 - Attempt (grader.sandbox.parent): every Outcome of one submission's sandboxed run, with its error.
 - Graded (grader.judge.suite): a submission beside its Attempt, as the hidden suite receives it.
-- Verdict (grader.judge.compare): one tensor compared with the expected one on one configuration.
+- Comparison (grader.judge.compare): one tensor compared with the expected one on one configuration.
 - ItemResult (grader.judge.suite): one test's judgement (grade id and check) of one submission.
 - TestScore and Result (here): a grade id's points and vocabulary.Verdict, then a submission's
   TestScores and Flags: what results files, pages, reports and gradebooks are written from.
@@ -26,10 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from grader.exercise import DEFAULT
-from grader.judge.compare import SQUEEZABLE
 from grader.judge.exam import CHAIN, LOCAL
 from grader.judge.suite import ERROR, PASSED, ItemResult
-from grader.vocabulary import Flag, Status, Verdict
+from grader.vocabulary import Flag, Match, Status, Verdict
 
 # What a judged answer did that an instructor should look at, whatever it scored.
 INTEGRITY = (Flag.AUTOGRAD, Flag.FORBIDDEN_CALL, Flag.TIMEOUT, Flag.MEMORY)
@@ -96,7 +95,7 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
                       "right value for this loss, but not this step of the chain rule: with other upstream "
                       "gradients it gives a different result, so it does not compute the gradient from its "
                       f"own upstream gradients (a hard-coded value, a skipped step, or autograd?). {local.feedback}")
-    if chain.kind == SQUEEZABLE and (local_ok or local.kind == SQUEEZABLE):
+    if chain.kind == Match.SQUEEZABLE and (local_ok or local.kind == Match.SQUEEZABLE):
         return scored(policy.squeezable_shape_credit, Verdict.PARTIAL,
                       f"{chain.feedback}. Partial credit: the values are right, but a gradient must have exactly "
                       "its tensor's shape (broadcasting would spread a wrong shape one step later)")

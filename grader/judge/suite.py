@@ -20,6 +20,7 @@ import pytest
 from grader.extract import Submission
 from grader.judge.exam import Case, Training
 from grader.sandbox.parent import Attempt
+from grader.vocabulary import Match
 
 PASSED, WRONG, ERROR = "passed", "wrong", "error"
 # The course, in the pytest config's stash while the suite is collected: a suite parametrizes its tests
@@ -28,10 +29,11 @@ COURSE = pytest.StashKey()
 
 
 class Wrong(Exception):
-    """A wrong answer. `kind` is the comparison's status (e.g. "wrong", "squeezable", "blank"); `mistake`
-    names the mistake when the suite recognised it (for the class report)."""
+    """A wrong answer. `kind` is the comparison's Match (wrong, squeezable) or why the cell gave no tensor
+    to compare (its Status, "memory", "not-run"); `mistake` names the mistake when the suite recognised it
+    (for the class report)."""
 
-    def __init__(self, feedback: str, kind: str = WRONG, mistake: str = ""):
+    def __init__(self, feedback: str, kind: str = Match.WRONG, mistake: str = ""):
         super().__init__(feedback)
         self.feedback = feedback
         self.kind = kind

@@ -9,7 +9,6 @@ grade cells, which OverwriteCells restores) it never runs, and cannot change a s
 """
 from __future__ import annotations
 
-import csv
 import os
 import re
 from pathlib import Path
@@ -21,6 +20,7 @@ from traitlets import Bool, Unicode
 
 from grader import safe_text
 from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
+from grader.files import atomic_write, csv_text
 
 
 def fill_grade_cells(nb, result, page: bool = True) -> None:
@@ -178,7 +178,8 @@ class GradeInSandbox(NbGraderPreprocessor):
 
 class PerGradeIdExport(ExportPlugin):
     """`nbgrader export --exporter=grader.lms.nbgrader.PerGradeIdExport`: one row per student and
-    assignment, one column per grade id (nbgrader's own CSV has only totals)."""
+    assignment, one column per grade id (nbgrader's own CSV has only totals). Written as the grader's
+    grades.csv is, whole or not at all: an export stopped half-way leaves the previous one to upload."""
 
     def export(self, gradebook) -> None:
         path = self.to or "grades_per_grade_id.csv"
@@ -201,12 +202,10 @@ class PerGradeIdExport(ExportPlugin):
                         row[grade.name] = grade.score
                 rows.append(row)
         columns = [g.removeprefix(GRADE_CELL_PREFIX) for g in grade_ids]
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f)
-            writer.writerow(["assignment", "student_id", "score", "max_score", *columns])
-            for row in rows:
-                writer.writerow([row["assignment"], row["student_id"], f"{row['score']:g}", f"{row['max_score']:g}",
-                                 *(f"{row[g]:g}" if g in row else "" for g in grade_ids)])
+        table = [["assignment", "student_id", "score", "max_score", *columns]]
+        table += [[row["assignment"], row["student_id"], f"{row['score']:g}", f"{row['max_score']:g}",
+                   *(f"{row[g]:g}" if g in row else "" for g in grade_ids)] for row in rows]
+        atomic_write(Path(path), csv_text(table))
         self.log.info("wrote %s", path)
 
 

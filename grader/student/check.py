@@ -29,11 +29,12 @@ import torch
 
 from grader.course import Tolerance
 from grader.exercise import ATOMIC, DEFAULT, FUNCTION, NAMESPACE, Answer, load
-from grader.judge.compare import BLANK, SQUEEZABLE, compare, judge
+from grader.judge.compare import compare, judge
 from grader.judge.configs import Config, generate
 from grader.judge.diagnose import name as name_mistake
 from grader.judge.exam import CHAIN, LOCAL, case_of, checks, prepare
 from grader.sandbox import static_check
+from grader.vocabulary import Match
 
 # Float64 rounding is ~1e-16, so these only absorb a different order of operations; float32 noise on
 # gradients that are zero in exact arithmetic (a softmax's shift, a bias before a batch norm) reaches ~1e-8,
@@ -121,7 +122,8 @@ class SelfCheck:
     or module:attribute, see grader.exercise.load), by `exercise` or else by the settings' `exercise`
     (default: grader.exercise.DEFAULT): a name, not a value, because the grader's configurations, which
     the self-check builds too, carry their exercise by name. grader 0.1's notebooks pass the part as
-    `exercise=4`, which still works."""
+    `exercise=4`, which still works. `n`, the batch size every notebook passes, is accepted and not
+    needed: the sizes are read from the tensors."""
 
     def __init__(self, n: int | None = None, exercise: str | int | None = None, namespace: dict | None = None,
                  course: dict | None = None, *, part: int | None = None):
@@ -130,7 +132,6 @@ class SelfCheck:
             exercise, part = None, exercise
         self.spec = exercise or course.get("exercise", DEFAULT)
         self.exercise = load(self.spec)
-        self.n = n
         self.part = part
         self.namespace = namespace
         self.tolerance = Tolerance(*course.get("tolerance", TOLERANCES[torch.float64]))
@@ -276,27 +277,28 @@ class SelfCheck:
             return f"{label} no autograd gradient on {name}: run the forward and loss.backward() cells first"
         rtol, atol = (self.tolerance.rtol, self.tolerance.atol) if expected.dtype == torch.float64 else \
             TOLERANCES.get(expected.dtype, TOLERANCES[torch.float32])
-        verdict = compare(manual, expected, rtol=rtol, atol=atol, n=self.n)
+        comparison = compare(manual, expected, rtol=rtol, atol=atol)
         # A blank whose cell holds more than the blank (an attempt that raised here) is judged as the
         # grader judges it: by running the cell.
-        wrong = self._as_graded(answer, verdict) if answer is not None else None
-        if verdict.status == BLANK and (wrong is None or wrong.endswith(": not attempted yet")):
+        wrong = self._as_graded(answer, comparison) if answer is not None else None
+        if comparison.status == Match.BLANK and (wrong is None or wrong.endswith(": not attempted yet")):
             return f"{label} not attempted yet"
         if wrong:
             return f"{label} {wrong}{self.pointer(name)}"
-        if verdict.passed:
-            exact = verdict.status == "exact"
-            return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {verdict.maxdiff:.3g}"
+        if comparison.passed:
+            exact = comparison.status == Match.EXACT
+            return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {comparison.maxdiff:.3g}"
                     f" | shape {tuple(expected.shape)} ok")
-        status = "right values, wrong shape" if verdict.status == SQUEEZABLE else "WRONG"
+        status = "right values, wrong shape" if comparison.status == Match.SQUEEZABLE else "WRONG"
         named = None
         case = self.notebook_case() if answer is not None and answer.kind != FUNCTION else None
-        if case is not None and verdict.maxdiff is not None and self.hints != "none":
+        if case is not None and comparison.maxdiff is not None and self.hints != "none":
             named = name_mistake([(case, manual)], answer, CHAIN, rtol, atol)
-        hints = "" if self.hints == "none" else "".join(f" — hint: {h}" for h in ([named] if named else verdict.hints))
-        return f"{label} {status}: {verdict.message}{hints}{self.pointer(name)}"
+        hints = "" if self.hints == "none" else \
+            "".join(f" — hint: {h}" for h in ([named] if named else comparison.hints))
+        return f"{label} {status}: {comparison.message}{hints}{self.pointer(name)}"
 
-    def _as_graded(self, answer: Answer, verdict) -> str | None:
+    def _as_graded(self, answer: Answer, comparison) -> str | None:
         """The grader's verdict on the cell's code, or None when it agrees with the value check alone
         (no code found, or the code is right on every batch and check). For a cell that is right with
         the true upstream gradients but not with the student's, says which upstream answer is wrong."""
@@ -318,9 +320,9 @@ class SelfCheck:
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
                                  self.tolerance, hints=self.hints) for check in checks(answer)}
         if failures[CHAIN] is not None:
-            return f"{'right values, wrong shape' if failures[CHAIN].kind == SQUEEZABLE else 'WRONG'}: " \
+            return f"{'right values, wrong shape' if failures[CHAIN].kind == Match.SQUEEZABLE else 'WRONG'}: " \
                    f"{failures[CHAIN].feedback}"
-        if not verdict.passed and notebook is not None:
+        if not comparison.passed and notebook is not None:
             upstream = self._wrong_upstream(answer, source, notebook)
             if upstream:
                 note = f"{upstream} above is wrong; with the true {upstream} this cell is right"
