@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from grader import __version__, safe_text
+from grader import __version__, extract, safe_text
 from grader.outputs.exports import FORMATS
 from grader.sandbox.zygote import default_jobs
 from grader.vocabulary import Flag
@@ -90,6 +90,7 @@ class Report:
 @click.version_option(__version__, prog_name="backprop-ninja")
 def main():
     """Backpropagation by hand through an MLP language model: exercises, self-checks and a hidden grader."""
+    extract.skip_iri_parser()
 
 
 @main.command()

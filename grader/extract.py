@@ -18,6 +18,14 @@ from grader import safe_text
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 
 
+def skip_iri_parser() -> None:
+    """Called before anything in this process imports nbformat. nbformat validates with jsonschema but
+    checks no string format; importing jsonschema imports its optional "iri" format checker, which
+    compiles that grammar's parser (0.7-1.7 s, in every command that reads or writes a notebook) unless
+    its module is known to be missing."""
+    sys.modules.setdefault("rfc3987_syntax", None)
+
+
 @dataclass
 class Submission:
     id: str
@@ -135,10 +143,7 @@ def read(sid: str, path: Path, cells: tuple[str, ...]) -> Submission:
     except OSError as exc:
         submission.error = f"not a readable notebook: {exc.strerror}"
         return submission
-    # nbformat validates with jsonschema but checks no string format. Importing jsonschema imports its
-    # optional "iri" format checker, which builds a parser for that grammar (0.7 s at the start of every
-    # batch) unless its module is known to be missing.
-    sys.modules.setdefault("rfc3987_syntax", None)
+    skip_iri_parser()
     import nbformat
 
     try:

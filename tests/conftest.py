@@ -11,19 +11,17 @@ import torch
 
 from grader.exercises.makemore_mlp.model import INTERMEDIATES, forward, init_params
 
-# `check_page` (helpers/browser.py) for every module, one browser for the whole session; `pytester` for
+# `check_page` (helpers/browser.py) for every module, one browser for the whole session; every variant's
+# course made from the start of the session (helpers/variant_courses.py); `pytester` for
 # tests/test_default_run.py, which runs this file on a suite of its own.
-pytest_plugins = ["helpers.browser", "pytester"]
+pytest_plugins = ["helpers.browser", "helpers.variant_courses", "pytester"]
 # The hidden suite of grader 0.1, frozen for tests/test_old_suite.py: a suite it runs, not tests of this one.
 collect_ignore = ["golden"]
 
 # Tiny tensors: intra-op threads only cost time here (measured ~25x slower with 2 threads than with 1).
 torch.set_num_threads(1)
 
-FAST = "not slow and not exhaustive"
-# Every mutant of every variant graded end to end (~10 minutes on 2 cores): only when asked for by marker
-# (`-m exhaustive`), since CI's whole run must stay within its time budget.
-ALL_BUT_EXHAUSTIVE = "not exhaustive"
+FAST = "not slow"
 _CUT = pytest.StashKey[bool]()
 
 
@@ -45,15 +43,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_CUT] = not _runs_everything(config)
     if config.stash[_CUT]:
         config.option.markexpr = FAST
-    elif not _chooses_by_marker(config):
-        config.option.markexpr = ALL_BUT_EXHAUSTIVE
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     if config.stash[_CUT]:
         return "slow tests left out (the local default): CI=true or -m '' runs them all, -m slow only them"
-    if not _chooses_by_marker(config):
-        return "every test but the exhaustive tier (every mutant of every variant): -m exhaustive runs it"
     return None
 
 

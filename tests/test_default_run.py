@@ -1,6 +1,5 @@
 """Which tests a run selects (tests/conftest.py): a plain local `python -m pytest` leaves out the slow
-tier; CI, any `-m` and any named file or test run what was asked for, but the exhaustive tier only by
-its marker. Run in process by pytester on a
+tier; CI, any `-m` and any named file or test run what was asked for. Run in process by pytester on a
 file of one test per tier, under this suite's own conftest.py."""
 from __future__ import annotations
 
@@ -18,10 +17,6 @@ def test_slow():
 
 def test_fast():
     pass
-
-@pytest.mark.exhaustive
-def test_exhaustive():
-    pass
 """
 
 
@@ -32,7 +27,7 @@ def run(pytester, monkeypatch):
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # the installed plugins play no part here
     pytester.makeconftest(CONFTEST)
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\ntestpaths = ["test_tiers.py"]\n'
-                               'markers = ["slow: slow", "exhaustive: exhaustive"]\n')
+                               'markers = ["slow: slow"]\n')
     pytester.makepyfile(test_tiers=TIERS)
 
     def selected(*args: str) -> tuple[list[str], str]:
@@ -44,7 +39,7 @@ def run(pytester, monkeypatch):
 def test_a_plain_local_run_leaves_out_the_slow_tier_and_says_so(run):
     names, out = run()
     assert names == ["test_fast"]
-    assert "1/3 tests collected (2 deselected)" in out
+    assert "1/2 tests collected (1 deselected)" in out
 
 
 def test_the_header_says_what_was_left_out(pytester, run):
@@ -57,16 +52,10 @@ def test_a_marker_or_a_named_file_or_test_runs_what_was_asked(run, args):
     assert "test_slow" in run(*args)[0]
 
 
-def test_ci_runs_everything_but_the_exhaustive_tier(run, monkeypatch):
+def test_ci_runs_everything(run, monkeypatch):
     monkeypatch.setenv("CI", "true")
     assert run()[0] == ["test_fast", "test_slow"]
     assert run("test_tiers.py")[0] == ["test_fast", "test_slow"]
-
-
-def test_the_exhaustive_tier_runs_when_its_marker_is_asked_for(run, monkeypatch):
-    assert run("-m", "exhaustive")[0] == ["test_exhaustive"]
-    monkeypatch.setenv("CI", "true")
-    assert run("-m", "")[0] == ["test_exhaustive", "test_fast", "test_slow"]
 
 
 def test_minus_m_slow_runs_only_the_slow_tier(run):

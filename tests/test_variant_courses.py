@@ -1,13 +1,13 @@
 """Every makemore variant as a course: its notebooks come from the lecture's prose source and the variant's
 differences and explain its own derivatives; `course init --variant` writes a course for it (course.yml
 naming it, its notebook, its points, the known mistakes still right for it); a `from-salt` course draws its
-variant from its salt; and, end to end, the grader gives its solved notebook full marks, its stub 0, and each
-mutant of its reference answers (solutions/mutants.py) less on exactly the tensors its cell answers.
+variant from its salt; and, end to end for every variant, its solved and stub notebooks run clean as a
+student runs them, and the grader gives the solved notebook full marks, the stub 0, and each mutant of its
+reference answers (solutions/mutants.py) less on exactly the tensors its cell answers.
 """
 from __future__ import annotations
 
 import ast
-import json
 import re
 import subprocess
 import sys
@@ -24,7 +24,7 @@ from grader.exercise import FUNCTION, grade_cell_id, load
 from grader.exercises import choice
 from grader.exercises.makemore_mlp import variants
 from grader.lms import course_init
-from helpers.notebooks import execute
+from helpers import variant_courses
 from solutions import make_notebooks, mutants, variant_notebooks
 
 torch.set_num_threads(1)
@@ -32,11 +32,10 @@ torch.set_num_threads(1)
 ROOT = make_notebooks.ROOT
 NAMES = tuple(n for n in variants.NAMES if n != variants.LECTURE_VARIANT)
 COURSE = course_config.load(ROOT / "course.yml")
-CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
 
 
 def _cli(*args, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run([*variant_courses.CLI, *args], capture_output=True, text=True, cwd=cwd)
 
 
 def _markdown(nb) -> str:
@@ -111,40 +110,6 @@ def test_each_variants_init_and_fused_forward_are_the_exercises(name):
 
 def test_the_lecture_variant_is_the_lecture_notebook():
     assert variant_notebooks.source(variants.LECTURE_VARIANT) == make_notebooks.PROSE.read_text(encoding="utf-8")
-
-
-def _stdout(cell) -> str:
-    return "".join(o.text for o in cell.get("outputs", []) if o.output_type == "stream" and o.name == "stdout")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["relu-layernorm-residual", "gelu-none", "sigmoid-batchnorm"])
-def test_run_all_on_a_variants_notebooks_checks_every_answer_and_trains(name, tmp_path):
-    """Run All, as a student would: no error and nothing on stderr; the solved notebook's self-checks (the
-    variant's own, through COURSE's exercise) all pass and it trains; the stub's are all not attempted."""
-    solved, student = variant_notebooks.build(name, COURSE)
-    folder = ROOT / make_notebooks.release_path(COURSE).parent
-    runs = {kind: execute(nb, tmp_path / kind, folder, ROOT) for kind, nb in (("solved", solved), ("stub", student))}
-    exercise = load(f"makemore-mlp/{name}")
-    for kind, nb in runs.items():
-        for cell in nb.cells:
-            for output in cell.get("outputs", []):
-                assert output.output_type != "error", f"{kind} {cell.id}: {output.get('ename')}: {output.get('evalue')}"
-                assert output.get("name") != "stderr", f"{kind} {cell.id} wrote to stderr: {output.text}"
-        checks = {cell.id: _stdout(cell).strip() for cell in nb.cells if cell.id.startswith("check_")}
-        assert set(checks) == {grade_cell_id(g) for g in exercise.grade_ids}
-        for cell_id, line in checks.items():
-            if kind == "stub":
-                assert line.endswith("not attempted yet"), (cell_id, line)
-            else:
-                assert "WRONG" not in line and "not attempted" not in line and line, (cell_id, line)
-    assert "50 steps match autograd" in _check_output(runs["solved"], exercise.training.grade_id)
-    evaluated = _stdout(next(c for c in runs["solved"].cells if c.id == "train_evaluate"))
-    assert re.search(r"^train loss \d", evaluated, re.M), evaluated
-
-
-def _check_output(nb, grade_id: str) -> str:
-    return _stdout(next(c for c in nb.cells if c.id == grade_cell_id(grade_id)))
 
 
 # --- known mistakes and points ---------------------------------------------------------------------
@@ -261,73 +226,63 @@ def test_without_a_checkouts_references_course_init_variant_says_so_in_one_line(
     assert len(run.stderr.strip().splitlines()) == 1 and not (tmp_path / "c").exists()
 
 
-# --- end to end: course init --variant, then the grader --------------------------------------------
-
-def _submission(student, cells: dict[str, str], path: Path) -> None:
-    """The released notebook's answer cells alone, `cells` written in: what the grader reads of a
-    submission, without the prose it never reads (a class of mutants is graded in a fraction of the time)."""
-    nb = nbformat.from_dict(json.loads(json.dumps(student)))
-    nb.cells = [cell for cell in nb.cells if cell.id in cells]
-    for cell in nb.cells:
-        cell.source = cells[cell.id]
-    nbformat.write(nb, path)
-
-
-def _grade(name: str, tmp_path: Path, every_mutant: bool) -> tuple[course_config.Course, dict, dict]:
-    """course init --variant, then one `backprop-ninja grade` batch: the solved notebook, the stub and the
-    mutants (all of them, or the first of each cell's)."""
-    target, course = _init(tmp_path, "--variant", name)
-    assert course.exercise is load(f"makemore-mlp/{name}")
-    solved = nbformat.read(target / "source" / course.assignment / course.notebook, as_version=4)
-    student = make_notebooks.release(solved)
-    submissions = tmp_path / "submissions"
-    submissions.mkdir()
-    nbformat.write(solved, submissions / "solved.ipynb")
-    nbformat.write(student, submissions / "stub.ipynb")
-    found, seen = {}, set()
-    for (stem, cells), mutant in zip(mutants.submissions(name).items(), mutants.mutants(name), strict=True):
-        if not every_mutant and mutant.cell in seen:
-            continue
-        seen.add(mutant.cell)
-        found[stem] = mutant
-        _submission(student, cells, submissions / f"{stem}.ipynb")
-    run = _cli("grade", str(submissions), "--out", str(tmp_path / "results"), "--course", str(target / "course.yml"),
-               cwd=target)
-    assert run.returncode == 0, run.stderr[-2000:]
-    results = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "results").glob("*.json")}
-    return course, results, found
-
+# --- end to end, every variant: course init --variant, Run All, the grader (helpers/variant_courses.py) ---
 
 def _lost(result: dict) -> set[str]:
     return {t["name"] for t in result["tests"] if t["score"] < t["max_score"]}
 
 
-def _check(name: str, course, results: dict, found: dict) -> None:
-    exercise = course.exercise
+def _stdout(cell) -> str:
+    return "".join(o.text for o in cell.get("outputs", []) if o.output_type == "stream" and o.name == "stdout")
+
+
+def _check_runs(exercise, ran: dict[str, nbformat.NotebookNode]) -> None:
+    """Run All, as a student would: no error and nothing on stderr; the solved notebook's self-checks (the
+    variant's own) all pass and it trains; the stub's are all not attempted."""
+    for kind, nb in ran.items():
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                assert output.output_type != "error", f"{kind} {cell.id}: {output.get('ename')}: {output.get('evalue')}"
+                assert output.get("name") != "stderr", f"{kind} {cell.id} wrote to stderr: {output.text}"
+        checks = {cell.id: _stdout(cell).strip() for cell in nb.cells if cell.id.startswith("check_")}
+        assert set(checks) == {grade_cell_id(g) for g in exercise.grade_ids}
+        for cell_id, line in checks.items():
+            if kind == "stub":
+                assert line.endswith("not attempted yet"), (cell_id, line)
+            else:
+                assert "WRONG" not in line and "not attempted" not in line and line, (cell_id, line)
+    solved = {cell.id: _stdout(cell) for cell in ran["solved"].cells}
+    assert "50 steps match autograd" in solved[grade_cell_id(exercise.training.grade_id)]
+    assert re.search(r"^train loss \d", solved["train_evaluate"], re.M), solved["train_evaluate"]
+
+
+def _check_grades(outcome: variant_courses.Outcome) -> None:
+    """Full marks for the solved notebook, 0 for the stub, and each mutant less on exactly the grade ids its
+    cell answers (a function's mistake: on the gradients it reaches and the training run it drives)."""
+    exercise, results = outcome.course.exercise, outcome.results
     solved, stub = results["solved"], results["stub"]
-    assert solved["score"] == solved["max_score"] == course.max_score, _lost(solved)
+    assert solved["score"] == solved["max_score"] == outcome.course.max_score, _lost(solved)
     assert stub["score"] == 0, [t for t in stub["tests"] if t["score"]]
     training = {exercise.training.grade_id} if exercise.training else set()
     wrong = []
-    for stem, mutant in found.items():
+    for stem, mutant in outcome.mutants.items():
         own = set(mutants.graded_in(mutant))
         lost = _lost(results[stem])
         function = exercise.by_grade_id[next(iter(own))].kind == FUNCTION
-        # A function's mistake spoils the gradients it reaches and the training run it drives; any other
-        # answer's loses exactly its own.
         right = bool(lost) and lost <= own | training if function else lost == own
         if not right:
             wrong.append(f"{stem}: lost {sorted(lost)}, expected {sorted(own)}")
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.parametrize("name", ["relu-layernorm-residual", "sigmoid-none"])
-def test_a_variant_course_grades_its_solved_notebook_full_its_stub_zero_and_each_cells_mistake_on_its_own(
-        name, tmp_path):
-    _check(name, *_grade(name, tmp_path, every_mutant=False))
-
-
-@pytest.mark.exhaustive
-@pytest.mark.parametrize("name", NAMES)
-def test_every_mutant_of_every_variant_loses_credit_on_exactly_its_tensors(name, tmp_path):
-    _check(name, *_grade(name, tmp_path, every_mutant=True))
+@pytest.mark.slow
+@pytest.mark.parametrize("name", variants.NAMES)  # the lecture's network too: a variant like any other
+def test_every_variant_course(name, variant_course_outcome):
+    """`course init --variant NAME` gives a course whose solved notebook runs clean, passes every self-check
+    and trains, whose stub runs clean and says every answer is not attempted yet, and which the grader marks
+    full for the solved notebook, 0 for the stub and, for every generated mutant of its reference answers,
+    less on exactly that mutant's tensors."""
+    outcome = variant_course_outcome
+    assert outcome.course.exercise is load(f"makemore-mlp/{name}")
+    _check_runs(outcome.course.exercise, outcome.ran)
+    _check_grades(outcome)

@@ -1,0 +1,142 @@
+"""Every variant of the network as a course, end to end: `course init --variant`, Run All on its solved and
+stub notebooks, and one `backprop-ninja grade` batch of the solved notebook, the stub and every mutant of its
+reference answers (solutions/mutants.py). tests/test_variant_courses.py checks what each run gave.
+
+That is the longest part of the suite (24 courses, about 2,700 graded mutants, 48 notebooks run), and all of
+it is subprocesses: so it starts with the session, one variant at a time at a lower CPU priority, and runs
+beside the rest of the suite on whatever the other tests leave of the machine; once the suite reaches the
+variant tests, which wait for it, a second variant runs beside the first. The tests run what a user runs,
+through the CLI; only the order of the work is the suite's. (tests/conftest.py loads this module as a
+plugin.)
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import course as course_config
+from solutions import make_notebooks, mutants
+
+CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
+TEST = "test_every_variant_course"  # the test (by its name) each course is for, parametrized by variant name
+RUN_ALL_TIMEOUT = 600  # for a cell, and for a kernel to start on a machine the other tests keep busy
+# Run All reads every eighth word of the course's data: the notebook's code is the same for any list of
+# words, and evaluating and calibrating on the whole of names.txt would be most of each variant's run.
+# (The lecture's notebook runs on all of it in tests/test_notebooks.py.)
+DATA_STRIDE = 8
+# Beside the other tests, the courses take what the machine has left: the other tests keep their timing.
+NICE = [nice, "-n", "10"] if (nice := shutil.which("nice")) else []
+
+
+@dataclass
+class Outcome:
+    """What one variant's course gave: its course.yml, the grader's results by submission stem, the mutant
+    each mutant's stem stands for, and its solved and stub notebooks after Run All."""
+
+    course: course_config.Course
+    results: dict[str, dict]
+    mutants: dict[str, mutants.Mutant]
+    ran: dict[str, nbformat.NotebookNode]
+
+
+def _run(command: list[str], what: str, cwd: Path | None = None) -> None:
+    run = subprocess.run([*NICE, *command], capture_output=True, text=True, cwd=cwd)
+    assert run.returncode == 0, f"{what}: {run.stderr[-2000:]}"
+
+
+def _submission(student, cells: dict[str, str], path: Path) -> None:
+    """The released notebook's answer cells alone, `cells` written in: what the grader reads of a
+    submission, without the prose it never reads (a class of mutants is graded in a fraction of the time)."""
+    nb = nbformat.from_dict(json.loads(json.dumps(student)))
+    nb.cells = [cell for cell in nb.cells if cell.id in cells]
+    for cell in nb.cells:
+        cell.source = cells[cell.id]
+    nbformat.write(nb, path)
+
+
+def _run_all(notebooks: dict[str, nbformat.NotebookNode], course, folder: Path, workdir: Path) -> dict:
+    """Run All on each notebook (kind -> notebook) beside the course's data, as a student runs the notebook
+    nbgrader released: `jupyter execute`, each in a fresh kernel, errors left in the cells."""
+    here = workdir / "run-all"
+    shutil.copytree(folder, here)
+    data = here / course.data
+    data.write_text("\n".join(data.read_text(encoding="utf-8").splitlines()[::DATA_STRIDE]) + "\n", encoding="utf-8")
+    paths = {kind: here / f"{kind}.ipynb" for kind in notebooks}
+    for kind, nb in notebooks.items():
+        nbformat.write(nb, paths[kind])
+    _run([sys.executable, "-m", "jupyter", "execute", "--inplace", "--allow-errors", f"--timeout={RUN_ALL_TIMEOUT}",
+          f"--startup_timeout={RUN_ALL_TIMEOUT}", *map(str, paths.values())], "Run All")
+    return {kind: nbformat.read(path, as_version=4) for kind, path in paths.items()}
+
+
+def variant_course(name: str, workdir: Path) -> Outcome:
+    """course init --variant; one `backprop-ninja grade` batch of the course's solved notebook, the stub
+    nbgrader would release from it, and every generated mutant; then Run All on the solved notebook and
+    the stub. Each step a process on one core."""
+    target = workdir / "course"
+    _run([*CLI, "course", "init", str(target), "--variant", name], "course init")
+    course = course_config.load(target / "course.yml")
+    folder = target / "source" / course.assignment
+    solved = nbformat.read(folder / course.notebook, as_version=4)
+    student = make_notebooks.release(solved)
+    submissions = workdir / "submissions"
+    submissions.mkdir()
+    nbformat.write(solved, submissions / "solved.ipynb")
+    nbformat.write(student, submissions / "stub.ipynb")
+    corpus = mutants.submissions(name)
+    for stem, cells in corpus.items():
+        _submission(student, cells, submissions / f"{stem}.ipynb")
+    _run([*CLI, "grade", str(submissions), "--out", str(workdir / "results"), "--course", str(target / "course.yml"),
+          "--jobs", "1"], "backprop-ninja grade", cwd=target)
+    results = {p.stem: json.loads(p.read_text()) for p in (workdir / "results").glob("*.json")}
+    ran = _run_all({"solved": solved, "stub": student}, course, folder, workdir)
+    return Outcome(course, results, dict(zip(corpus, mutants.mutants(name), strict=True)), ran)
+
+
+class _Courses:
+    """The selected variants' courses, made in the order of their tests by two threads that share `slots`:
+    one at first, two once a test waits."""
+
+    def __init__(self, names: list[str], workdir):
+        self.slots = threading.Semaphore(1)
+        self.widened = False
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="variant-course")
+        self.futures: dict[str, Future] = {name: self.pool.submit(self._made, name, workdir(name)) for name in names}
+
+    def _made(self, name: str, workdir: Path) -> Outcome:
+        with self.slots:
+            return variant_course(name, workdir)
+
+    def outcome(self, name: str) -> Outcome:
+        if not self.widened:
+            self.widened = True
+            self.slots.release()
+        return self.futures[name].result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _variant_courses_started(request, tmp_path_factory):
+    """Starts the courses of the selected variant tests (none when none is selected) before the first test."""
+    names = [item.callspec.params["name"] for item in request.session.items if item.originalname == TEST]
+    courses = _Courses(names, tmp_path_factory.mktemp) if names else None
+    yield courses
+    if courses is not None:
+        courses.close()
+
+
+@pytest.fixture
+def variant_course_outcome(request, _variant_courses_started) -> Outcome:
+    """The outcome of the course of the requesting test's variant (its `name` parameter)."""
+    return _variant_courses_started.outcome(request.node.callspec.params["name"])
