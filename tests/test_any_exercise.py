@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import tempfile
 from pathlib import Path
 
 import exercises.tiny_relu as tiny
@@ -130,6 +131,8 @@ def test_the_child_reads_the_exercise_module_and_nothing_beside_it(cases, named_
     exercise = Path(tiny.__file__)
     solution = exercise.with_name("tiny_relu_solution.py")
     if named_by == "module":
+        if exercise.is_relative_to(tempfile.gettempdir()):
+            pytest.skip("a checkout under /tmp: the child's /tmp is its own, empty, whatever Landlock grants")
         case, other = cases[0], exercise.parent.parent / "conftest.py"
     else:
         course = outside_tmp(request, "bpn-course-")

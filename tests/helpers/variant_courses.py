@@ -12,6 +12,7 @@ plugin.)
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -48,8 +49,10 @@ class Outcome:
     ran: dict[str, nbformat.NotebookNode]
 
 
-def _run(command: list[str], what: str, cwd: Path | None = None) -> None:
-    run = subprocess.run([*NICE, *command], capture_output=True, text=True, cwd=cwd)
+def _run(command: list[str], what: str, cwd: Path, env: dict[str, str]) -> None:
+    """The command in `cwd` with `env`, both given: the other tests change this process's own (chdir,
+    setenv) while the courses are made."""
+    run = subprocess.run([*NICE, *command], capture_output=True, text=True, cwd=cwd, env=env)
     assert run.returncode == 0, f"{what}: {run.stderr[-2000:]}"
 
 
@@ -63,7 +66,7 @@ def _submission(student, cells: dict[str, str], path: Path) -> None:
     nbformat.write(nb, path)
 
 
-def _run_all(notebooks: dict[str, nbformat.NotebookNode], course, folder: Path, workdir: Path) -> dict:
+def _run_all(notebooks: dict[str, nbformat.NotebookNode], course, folder: Path, workdir: Path, env) -> dict:
     """Run All on each notebook (kind -> notebook) beside the course's data, as a student runs the notebook
     nbgrader released: `jupyter execute`, each in a fresh kernel, errors left in the cells."""
     here = workdir / "run-all"
@@ -74,16 +77,17 @@ def _run_all(notebooks: dict[str, nbformat.NotebookNode], course, folder: Path, 
     for kind, nb in notebooks.items():
         nbformat.write(nb, paths[kind])
     _run([sys.executable, "-m", "jupyter", "execute", "--inplace", "--allow-errors", f"--timeout={RUN_ALL_TIMEOUT}",
-          f"--startup_timeout={RUN_ALL_TIMEOUT}", *map(str, paths.values())], "Run All")
+          f"--startup_timeout={RUN_ALL_TIMEOUT}", *map(str, paths.values())], "Run All", here, env)
     return {kind: nbformat.read(path, as_version=4) for kind, path in paths.items()}
 
 
-def variant_course(name: str, workdir: Path) -> Outcome:
-    """course init --variant; one `backprop-ninja grade` batch of the course's solved notebook, the stub
-    nbgrader would release from it, and every generated mutant; then Run All on the solved notebook and
-    the stub. Each step a process on one core."""
+def variant_course(name: str, workdir: Path, env: dict[str, str]) -> Outcome:
+    """course init --variant (from the checkout, whose solutions/ it composes the notebooks from); one
+    `backprop-ninja grade` batch of the course's solved notebook, the stub nbgrader would release from it,
+    and every generated mutant; then Run All on the solved notebook and the stub. Each step a process on
+    one core."""
     target = workdir / "course"
-    _run([*CLI, "course", "init", str(target), "--variant", name], "course init")
+    _run([*CLI, "course", "init", str(target), "--variant", name], "course init", make_notebooks.ROOT, env)
     course = course_config.load(target / "course.yml")
     folder = target / "source" / course.assignment
     solved = nbformat.read(folder / course.notebook, as_version=4)
@@ -96,17 +100,19 @@ def variant_course(name: str, workdir: Path) -> Outcome:
     for stem, cells in corpus.items():
         _submission(student, cells, submissions / f"{stem}.ipynb")
     _run([*CLI, "grade", str(submissions), "--out", str(workdir / "results"), "--course", str(target / "course.yml"),
-          "--jobs", "1"], "backprop-ninja grade", cwd=target)
+          "--jobs", "1"], "backprop-ninja grade", target, env)
     results = {p.stem: json.loads(p.read_text()) for p in (workdir / "results").glob("*.json")}
-    ran = _run_all({"solved": solved, "stub": student}, course, folder, workdir)
+    ran = _run_all({"solved": solved, "stub": student}, course, folder, workdir, env)
     return Outcome(course, results, dict(zip(corpus, mutants.mutants(name), strict=True)), ran)
 
 
 class _Courses:
     """The selected variants' courses, made in the order of their tests by two threads that share `slots`:
-    one at first, two once a test waits."""
+    one at first, two once a test waits. Each course's processes get the environment this process had
+    when the session started."""
 
     def __init__(self, names: list[str], workdir):
+        self.env = dict(os.environ)
         self.slots = threading.Semaphore(1)
         self.widened = False
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="variant-course")
@@ -114,7 +120,7 @@ class _Courses:
 
     def _made(self, name: str, workdir: Path) -> Outcome:
         with self.slots:
-            return variant_course(name, workdir)
+            return variant_course(name, workdir, self.env)
 
     def outcome(self, name: str) -> Outcome:
         if not self.widened:
