@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader import __version__
+
 PACKAGED = Path(__file__).resolve().parent / "course_data"
 ASSIGNMENT = Path("assignments") / "backprop_ninja"
 SOLVED = Path("solutions") / "backprop_ninja_solved.ipynb"
@@ -29,9 +31,14 @@ STUDENT_PACKAGE = {"gated": "backprop-ninja", "off": "backprop-ninja-student"}
 
 def install_cell(solutions: str) -> str:
     """The notebook's first code cell: installs what it imports where it is missing (Colab, a JupyterHub
-    image without it), and nothing where it is there."""
-    package = STUDENT_PACKAGE[solutions]
+    image without it), and nothing where it is there. The package is pinned to the grader that made the
+    notebook, so a student's self-check never runs other rules than the grader that will mark it;
+    matplotlib (for the notebook's plots) is installed apart, only where missing, so the student package
+    stays a few hundred kB beside torch."""
+    package = f"{STUDENT_PACKAGE[solutions]}=={__version__}"
     return (f"# Installs the course's self-check where it is missing (Colab, a JupyterHub image): {package}\n"
             "import importlib.util, subprocess, sys\n"
-            "if importlib.util.find_spec('grader') is None:\n"
-            f"    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', {package!r}], check=True)")
+            f"needed = {{'grader': {package!r}, 'matplotlib': 'matplotlib'}}\n"
+            "missing = [package for module, package in needed.items() if importlib.util.find_spec(module) is None]\n"
+            "if missing:\n"
+            "    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', *missing], check=True)")

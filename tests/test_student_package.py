@@ -9,6 +9,7 @@ The environment takes torch, numpy and matplotlib from this Python's site-packag
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import nbformat
 import pytest
 from test_nbgrader import DISTINCTIVE, KNOWN_MISTAKES, SOLUTION_LINES
 
-from grader import material
+from grader import __version__, material
 from grader.lms.course_init import INSTALL_CELL
 from grader.sandbox import static_check
 from helpers.paths import COURSE, ROOT, STUB
@@ -89,10 +90,39 @@ def test_the_first_cell_installs_the_student_package_in_a_graded_course():
 
     nb = _source_notebook(ROOT / material.SOLVED, dataclasses.replace(COURSE, solutions="off"))
     (install,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL]
-    assert "'backprop-ninja-student'" in install.source and "'backprop-ninja'" not in install.source
+    assert f"'backprop-ninja-student=={__version__}'" in install.source and "'backprop-ninja=" not in install.source
     gated = _source_notebook(ROOT / material.SOLVED, COURSE)
-    assert "'backprop-ninja'" in next(c.source for c in gated.cells
-                                      if c.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL)
+    assert f"'backprop-ninja=={__version__}'" in next(c.source for c in gated.cells
+                                                      if c.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL)
+
+
+def test_the_install_cell_installs_the_pinned_student_package_and_nothing_heavy(student_env, tmp_path):
+    """A fresh environment without `grader` (a hub image or Colab), the package index standing in as a folder
+    holding the student wheel: the released notebook's first cell installs that very version, and the wheel
+    asks for nothing beyond torch and numpy (matplotlib only where the notebook finds it missing)."""
+    _, wheel = student_env
+    requires = [line for line in zipfile.ZipFile(wheel).read(
+        next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("METADATA"))).decode().splitlines()
+        if line.startswith("Requires-Dist:")]
+    assert sorted(re.match(r"Requires-Dist: ([\w-]+)", r)[1] for r in requires) == ["numpy", "torch"], requires
+    assert wheel.stat().st_size < 400_000
+    venv = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=600)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})["purelib"]
+    (site / "dependencies.pth").write_text(base + "\n")  # pip, torch, numpy, matplotlib: already there
+    nb = nbformat.read(STUB, as_version=4)
+    (install,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL]
+    source = material.install_cell("off")
+    done = subprocess.run([python, "-c", source], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1",
+                               "PIP_FIND_LINKS": str(wheel.parent), "PIP_CONFIG_FILE": "/dev/null"})
+    assert done.returncode == 0, done.stderr
+    version = run(venv, "from importlib.metadata import version; print(version('backprop-ninja-student'))", tmp_path)
+    assert version.stdout.strip() == __version__, version.stderr
+    assert "pip" in install.source and f"=={__version__}" in install.source
 
 
 def test_no_command_prints_a_reference_answer(student_env, tmp_path):
