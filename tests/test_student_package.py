@@ -43,16 +43,22 @@ def student_env(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(src / "student"), "--no-deps", "--no-build-isolation",
                     "--no-index", "-q", "-w", str(tmp / "dist")], check=True, capture_output=True, timeout=600)
     (wheel,) = (tmp / "dist").glob("backprop_ninja_student-*.whl")
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=600)
-    python = venv / "bin" / "python"
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})["purelib"]
-    (site / "dependencies.pth").write_text(base + "\n")  # torch, numpy, matplotlib
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
-                    str(wheel)], check=True, capture_output=True, timeout=600)
+    venv = fresh_venv(tmp / "venv")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--no-deps",
+                    "--no-index", "-q", str(wheel)], check=True, capture_output=True, timeout=600)
     return venv, wheel
+
+
+def fresh_venv(venv: Path) -> Path:
+    """A virtual environment with neither package, which finds pip, torch, numpy and matplotlib in this
+    Python's site-packages through a path file."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=600)
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(subprocess.run([venv / "bin" / "python", "-c", purelib], capture_output=True, text=True,
+                               check=True).stdout.strip())
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})["purelib"]
+    (site / "dependencies.pth").write_text(base + "\n")
+    return venv
 
 
 def run(venv: Path, code: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -106,18 +112,12 @@ def test_the_install_cell_installs_the_pinned_student_package_and_nothing_heavy(
         if line.startswith("Requires-Dist:")]
     assert sorted(re.match(r"Requires-Dist: ([\w-]+)", r)[1] for r in requires) == ["numpy", "torch"], requires
     assert wheel.stat().st_size < 400_000
-    venv = tmp_path / "fresh"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=600)
-    python = venv / "bin" / "python"
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})["purelib"]
-    (site / "dependencies.pth").write_text(base + "\n")  # pip, torch, numpy, matplotlib: already there
+    venv = fresh_venv(tmp_path / "fresh")
     nb = nbformat.read(STUB, as_version=4)
     (install,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL]
     source = material.install_cell("off")
-    done = subprocess.run([python, "-c", source], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1",
+    done = subprocess.run([venv / "bin" / "python", "-c", source], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1",
                                "PIP_FIND_LINKS": str(wheel.parent), "PIP_CONFIG_FILE": "/dev/null"})
     assert done.returncode == 0, done.stderr
     version = run(venv, "from importlib.metadata import version; print(version('backprop-ninja-student'))", tmp_path)
