@@ -123,18 +123,21 @@ def render(name_: str, tensor: str, contributions: Sequence[Contribution], *, co
     uses = len(contributions)
     for i, c in enumerate(contributions):
         first = i == 0 or overwrite
+        value = c.value
+        # A first use that is the upstream gradient itself (or a view of it) is copied, so that the +=
+        # below cannot change the upstream gradient through it.
+        copied = c.index is None and i == 0 and uses > 1 and not overwrite and \
+            _is_view_of_gradient(ast.parse(value, mode="eval").body, {"d" + c.consumer})
+        if copied:
+            value = f"{value}.clone()"
         if comments:
-            text = f"{c.line}: {c.why}."
+            text = f"{c.line}: {c.why}" + (" (a copy, for the += below)." if copied else ".")
             if uses > 1:
                 ordinal = _ORDINALS[i] if i < len(_ORDINALS) else f"Use {i + 1}"
                 text = (f"{tensor} is used {_TIMES.get(uses, f'{uses} times')}. " if i == 0 else "") + \
                     f"{ordinal} use, {text}"
             lines += _comment(text)
         if c.index is None:
-            value = c.value
-            if first and i == 0 and uses > 1 and not overwrite and \
-                    _is_view_of_gradient(ast.parse(value, mode="eval").body, {"d" + tensor} | {"d" + c.consumer}):
-                value = f"{value}.clone()"
             lines.append(f"{name_} = {value}" if first else f"{name_} += {value}")
         elif first:
             lines += [f"{name_} = torch.zeros_like({tensor})", f"{name_}[{c.index}] = {c.value}"]
@@ -360,10 +363,13 @@ class Derivation:
             return node
         x = name(tensor)
         values, targets = self.values(node), self.values(x)
-        if all(isinstance(v, torch.Tensor) and v.shape == t.shape and v.is_floating_point()
+        if all(isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() >= t.numel()
                for v, t in zip(values, targets, strict=True)):
             return node
-        return self.full_like(g, x).node()
+        full = self.full_like(g, x).node()
+        if self.runs(full) and self.shapes(full) == self.shapes(x):
+            return full
+        return node
 
     def contributions(self, step) -> list[tuple[_Found, Contribution]]:
         self.line = f"{step.name} = {step.code}"
@@ -375,8 +381,8 @@ class Derivation:
             if f.index is None and self.shapes(value) != self.shapes(name(f.tensor)):
                 raise DeriveError(f"line `{self.line}`: the gradient of {f.tensor} comes out with shape "
                                   f"{self.shapes(value)[0]}, not {self.shapes(name(f.tensor))[0]}")
-            said = [w for w in f.why if w and w != rules.PASS_THROUGH]
-            why = "; ".join(said or [rules.PASS_THROUGH])
+            said = [w for w in f.why if w and w not in rules.PASS_THROUGH]
+            why = "; ".join(said or [w for w in f.why if w][:1])
             found.append((f, Contribution(step.name, self.line, why, code(value),
                                           None if f.index is None else subscript(f.index))))
         return found
@@ -447,10 +453,14 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
         slips.append(("overwrite", "assigns each use's gradient with = where they must add up (+=): only the last "
                                    "one is left", "", render(gradient_name, tensor, contributions, comments=False,
                                                              overwrite=True)))
-    negated = tuple(Contribution(c.consumer, c.line, c.why, f"-({c.value})", c.index) for c in contributions)
+    negated = tuple(Contribution(c.consumer, c.line, c.why, _negated(c.value), c.index) for c in contributions)
     slips.append(("sign", "has the wrong sign", "", render(gradient_name, tensor, negated, comments=False)))
     return Gradient(gradient_name, tensor, contributions, _reads(plain, gradient_name),
                     _kept(d, gradient_name, plain, slips))
+
+
+def _negated(value: str) -> str:
+    return ast.unparse(ast.UnaryOp(ast.USub(), ast.parse(value, mode="eval").body))
 
 
 def _rename(value: str, old: str, new: str) -> str:

@@ -11,6 +11,7 @@ every edge, from the shapes.
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -193,17 +194,18 @@ def _dims_words(dims: tuple[int, ...]) -> str:
 
 # ------------------------------------------------------------------------------------------ the rules
 
-# An addition's explanation, left out of a comment that has anything else to say.
-PASS_THROUGH = "an addition hands its gradient unchanged to each term"
+# Explanations left out of a comment that has anything else to say.
+ADDITION, COPY = "an addition hands its gradient unchanged to each term", "local derivative 1"
+PASS_THROUGH = (ADDITION, COPY)
 
 
 def add(site: Site, op: Op) -> list[Edge]:
-    return [Edge(x, site.g, PASS_THROUGH) for x in op.operands]
+    return [Edge(x, site.g, ADDITION) for x in op.operands]
 
 
 def sub(site: Site, op: Op) -> list[Edge]:
     a, b = op.operands
-    return [Edge(a, site.g, PASS_THROUGH),
+    return [Edge(a, site.g, COPY),
             Edge(b, -site.g, "local derivative -1",
                  (("sub-sign", "keeps the plus sign where the subtracted term's local derivative is -1", site.g),))]
 
@@ -225,8 +227,29 @@ def mul(site: Site, op: Op) -> list[Edge]:
         if not ctx.is_scalar(x) and ctx.same_shape(x, other):
             slips.append(("mul-operand", f"multiplies by {_words(x)} where the product's derivative is the other "
                                          f"factor, {_words(other)}", _local(x, ctx) * g))
+        bessel = _bessel(other, ctx)
+        if bessel is not None:
+            slips.append(("bessel", f"divides by {code(bessel[1])} where the unbiased variance divides by "
+                                    f"{code(bessel[1])} - 1 (Bessel's correction)", _local(bessel[0], ctx) * g))
         edges.append(Edge(x, _local(other, ctx) * g, f"local derivative {_words(other)}", tuple(slips)))
     return edges
+
+
+def _bessel(factor: ast.expr, ctx) -> tuple[ast.expr, ast.Name] | None:
+    """A constant factor such as 1 / (n - 1) rewritten with the size where the forward subtracts one (the
+    factor of a biased variance), and that size; None when the factor has no `size - 1`."""
+    found = []
+
+    class Drop(ast.NodeTransformer):
+        def visit_BinOp(self, node):
+            if isinstance(node.op, ast.Sub) and isinstance(node.left, ast.Name) and node.left.id in ctx.sizes \
+                    and isinstance(node.right, ast.Constant) and node.right.value == 1:
+                found.append(node.left)
+                return node.left
+            return self.generic_visit(node)
+
+    rewritten = Drop().visit(copy.deepcopy(factor))
+    return (rewritten, found[0]) if found else None
 
 
 def div(site: Site, op: Op) -> list[Edge]:
