@@ -1,0 +1,53 @@
+"""Reference answers derived, not written: a forward pass, one named intermediate per line, becomes the
+backward cells a student writes (a rule per operation, sums over broadcast dimensions, `+=` where a
+tensor is read twice, each line under a comment in the lecture's words), and every rule's classic
+slips become the mistakes feedback names and the mutants the tests grade.
+
+    gradients = derive.for_exercise(exercise)      # or derive.derive(network, configurations)
+    for g in gradients:
+        print(g.source)                            # the cell, explained
+        for slip in g.slips():                     # slip.name, slip.sentence, slip.code
+            ...
+
+An operation without a rule raises `DeriveError` naming the line.
+"""
+from __future__ import annotations
+
+import random
+
+import torch
+
+from grader.derive.engine import Configuration, Contribution, DeriveError, Gradient, Slip, derive
+from grader.derive.rules import GRAMMAR
+from grader.exercise import Exercise, Sizes
+
+__all__ = ["GRAMMAR", "Configuration", "Contribution", "DeriveError", "Gradient", "Slip", "configurations", "derive",
+           "for_exercise"]
+
+
+def _other_sizes(exercise: Exercise, seed: int) -> Sizes:
+    """Sizes unlike the lecture's and unlike each other where the ranges allow (a structural constant
+    keeps its value), so that a shape that follows a size is told apart from a constant one."""
+    rng = random.Random(f"derive {exercise.name} {seed}")
+    for _ in range(200):
+        drawn = {k: rng.randrange(*exercise.ranges[k]) if k in exercise.ranges else v
+                 for k, v in exercise.lecture.items()}
+        free = [drawn[k] for k in exercise.ranges if k in drawn]
+        if len(set(free)) == len(free) and not any(drawn[k] == exercise.lecture[k] for k in exercise.ranges):
+            return Sizes(**drawn)
+    return Sizes(**drawn)
+
+
+def configurations(exercise: Exercise, count: int = 2) -> tuple[Configuration, ...]:
+    """The lecture's sizes and `count - 1` others, drawn in float64 from the exercise's own init and batch."""
+    found = []
+    for index in range(count):
+        sizes = exercise.lecture if index == 0 else _other_sizes(exercise, index)
+        generator = torch.Generator().manual_seed(index)
+        inputs = {**exercise.init(sizes, generator, torch.float64), **exercise.batch(sizes, generator)}
+        found.append(Configuration(inputs, sizes))
+    return tuple(found)
+
+
+def for_exercise(exercise: Exercise) -> tuple[Gradient, ...]:
+    return derive(exercise.network, configurations(exercise))

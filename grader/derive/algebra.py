@@ -1,0 +1,135 @@
+"""Gradient expressions as Python syntax trees, kept in the form a student writes them.
+
+A gradient is built by multiplying local derivatives into an upstream gradient; written naively that
+gives `1 * (-1 * (1 / n * dloss))`. `Product` keeps a numeric coefficient, the factors and the divisors
+apart, so that the printed code folds constants (`-1 / n`), puts scalar factors first and the upstream
+gradient last (`1 / (n - 1) * torch.ones_like(bndiff2) * dbnvar`), and never multiplies by 1.
+`ast.unparse` does the parenthesising, so the printed code always means what the tree means.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+
+
+class Literal(float):
+    """A float constant printed as the forward pass wrote it (`1e-5`, not `1e-05`), so that a derived
+    answer quotes the forward's constants verbatim."""
+
+    def __new__(cls, value: float, text: str):
+        self = super().__new__(cls, value)
+        self.text = text
+        return self
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __reduce__(self):
+        return Literal, (float(self), self.text)
+
+
+def parse(code: str) -> ast.expr:
+    """One forward expression, its float constants kept as written."""
+    tree = ast.parse(code, mode="eval").body
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and type(node.value) is float:
+            node.value = Literal(node.value, ast.get_source_segment(code, node) or repr(node.value))
+    return tree
+
+
+def number(value: float) -> ast.expr:
+    """A numeric constant as a student writes it: 2 rather than 2.0."""
+    if isinstance(value, float) and not isinstance(value, Literal) and value.is_integer() and abs(value) < 1e15:
+        value = int(value)
+    return ast.Constant(value)
+
+
+def name(identifier: str) -> ast.Name:
+    return ast.Name(identifier, ast.Load())
+
+
+def call(obj: ast.expr, method: str, *args: ast.expr, **kwargs: ast.expr) -> ast.Call:
+    return ast.Call(ast.Attribute(obj, method, ast.Load()), list(args),
+                    [ast.keyword(k, v) for k, v in kwargs.items()])
+
+
+def template(text: str, **nodes: ast.expr | Product) -> ast.expr:
+    """`text` parsed, each `_name` in it replaced by `nodes["_name"[1:]]` (placeholders start with an
+    underscore, which no tensor of a forward pass is expected to)."""
+    tree = ast.parse(text, mode="eval").body
+
+    class Substitute(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id.startswith("_") and node.id[1:] in nodes:
+                value = nodes[node.id[1:]]
+                return value.node() if isinstance(value, Product) else value
+            return node
+
+    return Substitute().visit(tree)
+
+
+def code(node: ast.expr) -> str:
+    return ast.unparse(node)
+
+
+def subscript(node: ast.expr) -> str:
+    """An index as it is written between brackets: `range(n), Yb`, not `(range(n), Yb)`."""
+    if isinstance(node, ast.Tuple) and node.elts:
+        return ", ".join(code(e) for e in node.elts)
+    return code(node)
+
+
+@dataclass(frozen=True)
+class Product:
+    """coef * factors[0] * factors[1] * ... / divisors[0] / ...; `scalars` marks the factors that are
+    plain numbers (sizes, constants), printed first."""
+
+    coef: float = 1
+    factors: tuple[ast.expr, ...] = ()
+    divisors: tuple[ast.expr, ...] = ()
+    scalars: tuple[bool, ...] = ()
+
+    @classmethod
+    def of(cls, node: ast.expr, scalar: bool = False) -> Product:
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return cls(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = cls.of(node.operand, scalar)
+            return cls(-inner.coef, inner.factors, inner.divisors, inner.scalars)
+        return cls(1, (node,), (), (scalar,))
+
+    @property
+    def constant(self) -> float | None:
+        """Its value when it is a plain number (the loss's gradient, 1, times constants)."""
+        return self.coef if not self.factors and not self.divisors else None
+
+    def __mul__(self, other: Product) -> Product:
+        """`self` (a local derivative) times `other` (an upstream gradient): scalars first, in order."""
+        pairs = [*zip(self.factors, self.scalars, strict=True), *zip(other.factors, other.scalars, strict=True)]
+        pairs.sort(key=lambda pair: not pair[1])
+        coef = self.coef * other.coef
+        return Product(coef, tuple(p[0] for p in pairs), self.divisors + other.divisors, tuple(p[1] for p in pairs))
+
+    def __neg__(self) -> Product:
+        return Product(-self.coef, self.factors, self.divisors, self.scalars)
+
+    def divided(self, divisor: ast.expr) -> Product:
+        return Product(self.coef, self.factors, (*self.divisors, divisor), self.scalars)
+
+    def node(self) -> ast.expr:
+        parts = [copy.deepcopy(f) for f in self.factors]
+        coef = self.coef
+        if parts and coef == -1:
+            parts[0] = ast.UnaryOp(ast.USub(), parts[0])
+        elif not parts or coef != 1:
+            parts.insert(0, number(coef))
+        expr = parts[0]
+        for part in parts[1:]:
+            expr = ast.BinOp(expr, ast.Mult(), part)
+        for divisor in self.divisors:
+            expr = ast.BinOp(expr, ast.Div(), copy.deepcopy(divisor))
+        return expr
+
+    def code(self) -> str:
+        return code(self.node())

@@ -1,0 +1,507 @@
+"""The derivation: every line of a forward pass, differentiated backwards with the rule table, into the
+gradient cells a student writes, and the slips of each.
+
+Shapes are decided on concrete configurations, not guessed: every sub-expression of a line, and every
+gradient expression built for it, is evaluated on each configuration given (the lecture's sizes and
+another with different sizes), so a sum over a broadcast dimension is written where a dimension is 1 on
+every configuration and larger in the gradient, and a size is written by its name (`n`) where it equals
+that size on every configuration. Upstream gradients are random tensors of the right shapes there.
+"""
+from __future__ import annotations
+
+import ast
+import math
+import textwrap
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from grader.derive import rules
+from grader.derive.algebra import Product, call, code, name, number, parse, subscript
+from grader.exercise import NAMESPACE, Network
+
+# Where a derived gradient counts as unchanged by a slip: what the grader accepts (course.yml's default).
+TOLERANCE = dict(rtol=1e-5, atol=1e-8)
+WIDTH = 110
+# Reading these from a tensor gives no gradient (a shape, the argmax, a detached copy, ...).
+_CONSTANT_ATTRIBUTES = {"shape", "indices", "dtype", "device", "ndim"}
+_CONSTANT_CALLS = {"argmax", "argmin", "detach", "size", "numel", "dim", "one_hot", "zeros_like", "ones_like",
+                   "long", "int", "bool", "sign", "randn_like", "rand_like", "tril", "triu", "ones", "zeros"}
+_VIEWS = {"view", "reshape", "transpose", "permute", "squeeze", "unsqueeze", "flatten", "expand", "narrow", "select"}
+_ORDINALS = ("First", "Second", "Third", "Fourth", "Fifth", "Sixth")
+_TIMES = {2: "twice", 3: "three times", 4: "four times"}
+
+
+class DeriveError(ValueError):
+    """A forward line the rules cannot differentiate; the message names the line and what to change."""
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One concrete forward pass to decide shapes on: the parameters and the data, and what the sizes
+    are called (an exercise's `Sizes`), for the comments' shapes."""
+
+    inputs: Mapping[str, torch.Tensor]
+    sizes: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """What one line that reads the tensor adds to its gradient: `value`, or, when `index` is set, the
+    value of `tensor[index]` only (the rest of the tensor receives nothing from this line)."""
+
+    consumer: str
+    line: str
+    why: str
+    value: str
+    index: str | None = None
+
+
+@dataclass(frozen=True)
+class Slip:
+    """A classic mistake in one gradient: its stable `name` (`tanh-input`), a `sentence` that continues
+    "your dX ...", the line whose contribution it changes, and the whole cell written with it."""
+
+    gradient: str
+    name: str
+    sentence: str
+    consumer: str
+    code: str
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """The gradient of one tensor (`name` is `d` + `tensor`), as the cell a student writes: one
+    contribution per line that reads the tensor (the first assigns, later ones add), each under a
+    comment that explains it."""
+
+    name: str
+    tensor: str
+    contributions: tuple[Contribution, ...]
+    reads: tuple[str, ...]
+    _slips: tuple[Slip, ...] = ()
+
+    @property
+    def source(self) -> str:
+        """The cell: every statement under the comment that explains it."""
+        return render(self.name, self.tensor, self.contributions, comments=True)
+
+    @property
+    def code(self) -> str:
+        """The cell without its comments."""
+        return render(self.name, self.tensor, self.contributions, comments=False)
+
+    def slips(self) -> tuple[Slip, ...]:
+        """Every classic mistake in this gradient that changes its value or shape on some configuration,
+        each made once and alone."""
+        return self._slips
+
+
+def _is_view_of_gradient(node: ast.expr, gradients: set[str]) -> bool:
+    while True:
+        if isinstance(node, ast.Name):
+            return node.id in gradients
+        if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS:
+            node = node.func.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        else:
+            return False
+
+
+def _comment(text: str) -> list[str]:
+    return ["# " + line for line in textwrap.wrap(text, WIDTH - 2, break_long_words=False, break_on_hyphens=False)]
+
+
+def render(name_: str, tensor: str, contributions: Sequence[Contribution], *, comments: bool,
+           overwrite: bool = False) -> str:
+    """The statements of a gradient cell; `overwrite` writes every contribution with = (a slip)."""
+    lines = []
+    uses = len(contributions)
+    for i, c in enumerate(contributions):
+        first = i == 0 or overwrite
+        value = c.value
+        # A first use that is the upstream gradient itself (or a view of it) is copied, so that the +=
+        # below cannot change the upstream gradient through it.
+        copied = c.index is None and i == 0 and uses > 1 and not overwrite and \
+            _is_view_of_gradient(ast.parse(value, mode="eval").body, {"d" + c.consumer})
+        if copied:
+            value = f"{value}.clone()"
+        if comments:
+            text = f"{c.line}: {c.why}" + (" (a copy, for the += below)." if copied else ".")
+            if uses > 1:
+                ordinal = _ORDINALS[i] if i < len(_ORDINALS) else f"Use {i + 1}"
+                text = (f"{tensor} is used {_TIMES.get(uses, f'{uses} times')}. " if i == 0 else "") + \
+                    f"{ordinal} use, {text}"
+            lines += _comment(text)
+        if c.index is None:
+            lines.append(f"{name_} = {value}" if first else f"{name_} += {value}")
+        elif first:
+            lines += [f"{name_} = torch.zeros_like({tensor})", f"{name_}[{c.index}] = {c.value}"]
+        else:
+            lines.append(f"{name_}[{c.index}] += {c.value}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class _Found:
+    tensor: str
+    g: Product
+    why: tuple[str, ...]
+    slips: list[tuple[str, str, Product, ast.expr | None]]
+    index: ast.expr | None
+
+
+class Derivation:
+    """The rules' view of one network on its configurations (see rules.Site)."""
+
+    def __init__(self, network: Network, configurations: Sequence[Configuration]):
+        if not configurations:
+            raise ValueError("derive needs at least one configuration to decide shapes on")
+        self.network = network
+        self.line = ""
+        self.namespaces = []
+        self.words = []
+        generator = torch.Generator().manual_seed(0)
+        for configuration in configurations:
+            params = {k: v.detach().clone().requires_grad_(v.is_floating_point())
+                      for k, v in configuration.inputs.items() if k in network.parameters}
+            data = {k: configuration.inputs[k] for k in network.data}
+            with torch.enable_grad():
+                values = network.forward(params, data)
+            if not self.namespaces:
+                self.diff = {k for k, v in values.items() if isinstance(v, torch.Tensor) and v.requires_grad
+                             and k != network.loss}
+            namespace = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+            for k in self.diff:
+                namespace["d" + k] = torch.randn(values[k].shape, generator=generator, dtype=values[k].dtype)
+            namespace.update(NAMESPACE)
+            self.namespaces.append(namespace)
+            self.words.append({**configuration.sizes, **network.size_values(data)})
+        self.sizes = tuple(network.sizes)
+        self._values: dict[str, list] = {}
+
+    # ------------------------------------------------------------------ what the rules ask
+    def values(self, node: ast.expr) -> list:
+        text = code(node)
+        if text not in self._values:
+            compiled = compile(text, "<derive>", "eval")
+            self._values[text] = [eval(compiled, dict(ns)) for ns in self.namespaces]  # noqa: S307
+        return self._values[text]
+
+    def shapes(self, node: ast.expr) -> list[tuple[int, ...]]:
+        return [tuple(v.shape) if isinstance(v, torch.Tensor) else () for v in self.values(node)]
+
+    def runs(self, node: ast.expr) -> bool:
+        try:
+            self.values(node)
+        except Exception:  # noqa: BLE001 - any failure means this spelling does not run
+            return False
+        return True
+
+    def constant(self, node: ast.expr):
+        return self.values(node)[0]
+
+    def is_scalar(self, node: ast.expr) -> bool:
+        return not self.is_diff(node) and all(isinstance(v, (int, float)) for v in self.values(node))
+
+    def same_shape(self, a: ast.expr, b: ast.expr) -> bool:
+        return self.shapes(a) == self.shapes(b)
+
+    def is_diff(self, node: ast.expr) -> bool:
+        """Whether a gradient flows into `node` from the loss: it reads a differentiable tensor other than
+        through a shape, an argmax, a comparison or a detached copy."""
+        if isinstance(node, ast.Name):
+            return node.id in self.diff
+        if isinstance(node, ast.Compare) or (isinstance(node, ast.Attribute) and node.attr in _CONSTANT_ATTRIBUTES):
+            return False
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _CONSTANT_CALLS:
+            return False
+        return any(self.is_diff(child) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
+
+    def is_index_tensor(self, node: ast.expr) -> bool:
+        value = self.values(node)[0]
+        return isinstance(value, torch.Tensor) and not value.is_floating_point() and value.ndim > 0
+
+    def full(self, g: Product, site: rules.Site) -> Product:
+        """`g` as a tensor of the operation's output shape (a rule that reshapes, indexes or multiplies
+        matrices needs every entry)."""
+        if self.shapes(g.node()) == self.shapes(site.node):
+            return g
+        return self.full_like(g, site.out)
+
+    def full_like(self, g: Product, x: ast.expr) -> Product:
+        return Product.of(call(name("torch"), "ones_like", x)) * g
+
+    def count(self, x: ast.expr, dims: tuple[int, ...]) -> ast.expr:
+        """How many entries of `x` lie along `dims`, as code: a size's name where it is one on every
+        configuration, else read from x's shape."""
+        shapes = self.shapes(x)
+        counts = [math.prod(shape[d] for d in dims) for shape in shapes]
+        for size in self.sizes:
+            if all(words[size] == c for words, c in zip(self.words, counts, strict=True)):
+                return name(size)
+        if len(dims) == len(shapes[0]) and len(dims) > 1:
+            return call(x, "numel")
+        node = None
+        for d in dims:
+            part = ast.Subscript(ast.Attribute(x, "shape", ast.Load()), number(d), ast.Load())
+            node = part if node is None else ast.BinOp(node, ast.Mult(), part)
+        return node
+
+    def shape_of_code(self, x: ast.expr) -> ast.expr:
+        return ast.Attribute(x, "shape", ast.Load())
+
+    def shape_words(self, node: ast.expr, transposed: bool = False) -> str:
+        """`node`'s shape in the sizes' names: (n, n_hidden)."""
+        shapes = self.shapes(node)
+        dims = [self._dim_words([s[d] for s in shapes]) for d in range(len(shapes[0]))]
+        if transposed and len(dims) >= 2:
+            dims[-2], dims[-1] = dims[-1], dims[-2]
+        return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+    def _dim_words(self, values: list[int]) -> str:
+        for size in self.words[0]:
+            if all(words[size] == v for words, v in zip(self.words, values, strict=True)):
+                return size
+        for a in self.words[0]:
+            for b in self.words[0]:
+                if all(w[a] * w[b] == v for w, v in zip(self.words, values, strict=True)):
+                    return f"{a}*{b}"
+        return str(values[0]) if len(set(values)) == 1 else "?"
+
+    def no_rule(self, node: ast.expr, what: str = "") -> DeriveError:
+        detail = f" ({what})" if what else ""
+        return DeriveError(f"line `{self.line}`: no backward rule for `{code(node)}`{detail}; the grammar is "
+                           + "; ".join(rules.GRAMMAR))
+
+    # ------------------------------------------------------------------ the walk
+    def unbroadcast(self, g: Product, child: ast.expr) -> tuple[Product, str, list[tuple[str, str, Product]]]:
+        """`g` summed over the dimensions `child` was broadcast along, why, and the slips of that sum."""
+        gs, cs = self.shapes(g.node()), self.shapes(child)
+        if gs == cs:
+            return g, "", []
+        lead = {len(a) - len(b) for a, b in zip(gs, cs, strict=True)}
+        if len(lead) != 1:
+            return g, "", []
+        (lead,) = lead
+        if lead < 0:
+            return g, "", []
+        keep = tuple(d for d in range(len(cs[0]))
+                     if all(c[d] == 1 for c in cs) and any(s[lead + d] != 1 for s in gs))
+        if not lead and not keep:
+            return g, "", []
+        node = g.node()
+        what = code(child)
+        shape = self.shape_words(child)
+        slips = [("broadcast-no-sum", f"leaves out the sum over the dimension {what} {shape} was broadcast along",
+                  g)]
+        whys = []
+        if lead:
+            dims = tuple(range(lead))
+            node = call(node, "sum", rules._dims_code(dims))
+            whys.append(f"{what} {shape} was broadcast over {rules._dims_words(dims)} of the gradient: sum over it")
+            if not keep and len(gs[0]) == 2:
+                slips.append(("broadcast-wrong-dim", f"sums over dim 1 where {what} was broadcast over dim 0",
+                              Product.of(call(g.node(), "sum", number(1)))))
+        if keep:
+            summed = node
+            node = call(summed, "sum", rules._dims_code(keep), keepdim=ast.Constant(True))
+            whys.append(f"{what} {shape} was broadcast over {rules._dims_words(keep)}: sum over it, keepdim=True "
+                        f"keeps its shape")
+            slips.append(("broadcast-keepdim", f"sums without keepdim=True, which loses {what}'s shape {shape}",
+                          Product.of(call(summed, "sum", rules._dims_code(keep)))))
+            others = tuple(d for d in range(len(cs[0])) if d not in keep and any(s[lead + d] != 1 for s in gs))
+            if others:
+                slips.append(("broadcast-wrong-dim", f"sums over {rules._dims_words(others)} where {what} was "
+                                                     f"broadcast over {rules._dims_words(keep)}",
+                              Product.of(call(summed, "sum", rules._dims_code(others), keepdim=ast.Constant(True)))))
+        return Product.of(node), "; ".join(whys), slips
+
+    def walk(self, node: ast.expr, out: ast.expr, g: Product, why: tuple[str, ...],
+             slips: list, index: ast.expr | None = None) -> Iterator[_Found]:
+        if isinstance(node, ast.Name):
+            if node.id in self.diff:
+                yield _Found(node.id, g, why, slips, index)
+            return
+        if not self.is_diff(node):
+            return
+        op = rules.classify(node)
+        if op is None or op.kind not in rules.RULES:
+            raise self.no_rule(node)
+        rule = rules.RULES[op.kind]
+        edges = rule(rules.Site(node, out, g, self), op)
+        for k, edge in enumerate(edges):
+            if not self.is_diff(edge.child):
+                continue
+            child_g, child_why, sum_slips = self.unbroadcast(edge.g, edge.child)
+            carried = []
+            for key, sentence, alt, _ in slips:
+                try:
+                    alt_edge = rule(rules.Site(node, out, alt, self), op)[k]
+                    carried.append((key, sentence, self.unbroadcast(alt_edge.g, edge.child)[0], alt_edge.index))
+                except Exception:  # noqa: BLE001,S112 - a slip that cannot be carried down is no slip here
+                    continue
+            for key, sentence, alt in edge.slips:
+                try:
+                    carried.append((key, sentence, self.unbroadcast(alt, edge.child)[0], edge.index))
+                except Exception:  # noqa: BLE001,S112
+                    continue
+            carried += [(key, sentence, alt, edge.index) for key, sentence, alt in sum_slips]
+            carried += list(edge.index_slips)
+            whys = (*why, edge.why, *((child_why,) if child_why else ()))
+            yield from self.walk(edge.child, edge.child, child_g, whys, carried, edge.index)
+
+    def finish(self, g: Product, tensor: str, index: ast.expr | None) -> ast.expr:
+        """The contribution's value as code: a gradient broadcast smaller than the tensor (a sum's) spelled
+        out at the tensor's shape, so that later lines can add to it."""
+        node = g.node()
+        if index is not None:
+            return node
+        x = name(tensor)
+        values, targets = self.values(node), self.values(x)
+        if all(isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() >= t.numel()
+               for v, t in zip(values, targets, strict=True)):
+            return node
+        full = self.full_like(g, x).node()
+        if self.runs(full) and self.shapes(full) == self.shapes(x):
+            return full
+        return node
+
+    def contributions(self, step) -> list[tuple[_Found, Contribution]]:
+        self.line = f"{step.name} = {step.code}"
+        root = parse(step.code)
+        upstream = Product(1) if step.name == self.network.loss else Product.of(name("d" + step.name))
+        found = []
+        for f in self.walk(root, name(step.name), upstream, (), []):
+            value = self.finish(f.g, f.tensor, f.index)
+            if f.index is None and self.shapes(value) != self.shapes(name(f.tensor)):
+                raise DeriveError(f"line `{self.line}`: the gradient of {f.tensor} comes out with shape "
+                                  f"{self.shapes(value)[0]}, not {self.shapes(name(f.tensor))[0]}")
+            said = [w for w in f.why if w and w not in rules.PASS_THROUGH]
+            why = "; ".join(said or [w for w in f.why if w][:1])
+            found.append((f, Contribution(step.name, self.line, why, code(value),
+                                          None if f.index is None else subscript(f.index))))
+        return found
+
+
+def derive(network: Network, configurations: Sequence[Configuration]) -> tuple[Gradient, ...]:
+    """Every parameter's and intermediate's gradient, in the order a student computes them: backwards
+    from the loss, each as soon as every line that reads its tensor has been differentiated."""
+    d = Derivation(network, configurations)
+    per_step = {}
+    for step in network.steps:
+        per_step[step.name] = d.contributions(step)
+    readers: dict[str, int] = {}
+    for step in network.steps:
+        for found, _ in per_step[step.name]:
+            readers.setdefault(found.tensor, 0)
+        for tensor in dict.fromkeys(f.tensor for f, _ in per_step[step.name]):
+            readers[tensor] += 1
+    gathered: dict[str, list] = {}
+    gradients = []
+    for step in reversed(network.steps):
+        for found, contribution in per_step[step.name]:
+            gathered.setdefault(found.tensor, []).append((found, contribution))
+        for tensor in dict.fromkeys(f.tensor for f, _ in per_step[step.name]):
+            readers[tensor] -= 1
+            if readers[tensor] == 0:
+                gradients.append(_gradient(d, tensor, gathered[tensor]))
+    return tuple(gradients)
+
+
+def _reads(source: str, own: str) -> tuple[str, ...]:
+    tree = ast.parse(source)
+    loaded = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    return tuple(dict.fromkeys(n for n in loaded if n != own and n not in NAMESPACE and n != "range"))
+
+
+def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution]]) -> Gradient:
+    gradient_name = "d" + tensor
+    contributions = tuple(c for _, c in found)
+    plain = render(gradient_name, tensor, contributions, comments=False)
+    slips: list[tuple[str, str, str, str]] = []  # (name, sentence, consumer, code)
+    for i, (f, c) in enumerate(found):
+        for key, sentence, alt, index in f.slips:
+            try:
+                value = code(d.finish(alt, tensor, index))
+            except Exception:  # noqa: BLE001,S112 - a slip that does not run is no slip
+                continue
+            changed = Contribution(c.consumer, c.line, c.why, value, None if index is None else subscript(index))
+            slips.append((key, sentence, c.consumer,
+                          render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
+                                 comments=False)))
+        if c.consumer != d.network.loss:
+            upstream = "d" + c.consumer
+            replaced = _rename(c.value, upstream, c.consumer)
+            if replaced != c.value:
+                changed = Contribution(c.consumer, c.line, c.why, replaced, c.index)
+                slips.append(("forward-value", f"uses {c.consumer}, the forward value, where the upstream gradient "
+                                               f"{upstream} is needed", c.consumer,
+                              render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
+                                     comments=False)))
+    uses = len(contributions)
+    if uses > 1:
+        for i, c in enumerate(contributions):
+            slips.append(("missed-branch", f"leaves out the path through {c.consumer}: {tensor} is used "
+                                           f"{_TIMES.get(uses, f'{uses} times')} and its gradient adds up every use",
+                          c.consumer, render(gradient_name, tensor, contributions[:i] + contributions[i + 1:],
+                                             comments=False)))
+        slips.append(("overwrite", "assigns each use's gradient with = where they must add up (+=): only the last "
+                                   "one is left", "", render(gradient_name, tensor, contributions, comments=False,
+                                                             overwrite=True)))
+    negated = tuple(Contribution(c.consumer, c.line, c.why, _negated(c.value), c.index) for c in contributions)
+    slips.append(("sign", "has the wrong sign", "", render(gradient_name, tensor, negated, comments=False)))
+    return Gradient(gradient_name, tensor, contributions, _reads(plain, gradient_name),
+                    _kept(d, gradient_name, plain, slips))
+
+
+def _negated(value: str) -> str:
+    return ast.unparse(ast.UnaryOp(ast.USub(), ast.parse(value, mode="eval").body))
+
+
+def _rename(value: str, old: str, new: str) -> str:
+    tree = ast.parse(value, mode="eval")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == old:
+            node.id = new
+    return ast.unparse(tree) if any(isinstance(n, ast.Name) and n.id == new for n in ast.walk(tree)) else value
+
+
+def _run(d: Derivation, source: str, gradient_name: str) -> list[torch.Tensor]:
+    compiled = compile(source, f"<{gradient_name}>", "exec")
+    out = []
+    for namespace in d.namespaces:
+        ns = dict(namespace)
+        ns.pop(gradient_name, None)
+        exec(compiled, ns)  # noqa: S102 - derived code, run on the derivation's own tensors
+        out.append(ns[gradient_name])
+    return out
+
+
+def _kept(d: Derivation, gradient_name: str, plain: str, slips) -> tuple[Slip, ...]:
+    """The slips that change the gradient (its values beyond the grader's tolerance, or its shape) on
+    some configuration, each value once."""
+    reference = _run(d, plain, gradient_name)
+    kept, seen = [], []
+    for key, sentence, consumer, source in slips:
+        try:
+            values = _run(d, source, gradient_name)
+        except Exception:  # noqa: BLE001,S112 - a slip that does not run is no slip
+            continue
+        if not all(isinstance(v, torch.Tensor) for v in values):
+            continue
+        if all(_same(v, r) for v, r in zip(values, reference, strict=True)):
+            continue
+        if any(all(_same(v, s) for v, s in zip(values, other, strict=True)) for other in seen):
+            continue
+        seen.append(values)
+        kept.append(Slip(gradient_name, key, sentence, consumer, source))
+    return tuple(kept)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a.to(b.dtype), b, **TOLERANCE))

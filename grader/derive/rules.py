@@ -1,0 +1,700 @@
+"""The vector-Jacobian rules, one per operation the forward grammar accepts, each with its classic slips.
+
+A rule receives a `Site`: one operation of a forward line (`node`), what names its output (`out`: the
+line's own name when the operation is the whole line, so that tanh's derivative is written with `h`),
+the gradient reaching that output (`g`) and the derivation's `ctx` (shapes, sizes, words). It returns
+an `Edge` per operand: the gradient that operand receives, why in the lecture's words, and the slips a
+student makes there, each as a stable name, a sentence that continues "your dX ..." and the wrong
+gradient. Sums over broadcast dimensions are not the rules' business: the derivation adds them after
+every edge, from the shapes.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from grader.derive.algebra import Product, call, code, number, subscript, template
+
+# The derivation the rules ask about shapes, sizes and words (engine.Derivation, which imports this
+# module: named here only in words, so the package has no import cycle).
+Derivation = Any
+
+
+@dataclass(frozen=True)
+class Site:
+    node: ast.expr
+    out: ast.expr
+    g: Product
+    ctx: Any
+
+    @property
+    def y(self) -> str:
+        return code(self.out)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """`child` receives `g`. `index`: `child` (a name) receives `g` only at `child[index]` (the
+    statement form `dx[range(n), Yb] = ...`), the rest of it nothing."""
+
+    child: ast.expr
+    g: Product
+    why: str
+    slips: tuple[tuple[str, str, Product], ...] = ()
+    index: ast.expr | None = None
+    # The slips written as whole statements (an index written with = where repeats must add up).
+    index_slips: tuple[tuple[str, str, Product, ast.expr], ...] = field(default=())
+
+
+# ------------------------------------------------------------------------------------------ matching
+
+@dataclass(frozen=True)
+class Op:
+    """One operation: its rule's name, the operand(s) and the other arguments."""
+
+    kind: str
+    operands: tuple[ast.expr, ...]
+    args: tuple[ast.expr, ...] = ()
+    kwargs: dict = field(default_factory=dict)
+
+
+_MODULES = ("torch", "F")
+# Functions and methods by the rule that differentiates them.
+_CALLS = {
+    "tanh": "tanh", "sigmoid": "sigmoid", "relu": "relu", "gelu": "gelu", "exp": "exp", "log": "log",
+    "sqrt": "sqrt", "softmax": "softmax", "log_softmax": "log_softmax", "sum": "sum", "mean": "mean",
+    "var": "var", "std": "std", "view": "reshape", "reshape": "reshape", "flatten": "reshape",
+    "unsqueeze": "reshape", "squeeze": "reshape", "transpose": "transpose", "permute": "permute",
+    "cat": "cat", "stack": "stack", "masked_fill": "masked_fill", "where": "where",
+    "cross_entropy": "cross_entropy", "clone": "identity", "contiguous": "identity", "pow": "pow",
+    "matmul": "matmul",
+}
+
+
+def classify(node: ast.expr) -> Op | None:
+    """The operation `node` is, or None when no rule has it."""
+    if isinstance(node, ast.BinOp):
+        kind = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
+                ast.MatMult: "matmul"}.get(type(node.op))
+        return Op(kind, (node.left, node.right)) if kind else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return Op("neg" if isinstance(node.op, ast.USub) else "identity", (node.operand,))
+    if isinstance(node, ast.Attribute):
+        if node.attr in ("T", "mT"):
+            return Op(node.attr, (node.value,))
+        if node.attr == "values" and _is_max(node.value):
+            return _max(node.value)
+        return None
+    if isinstance(node, ast.Subscript):
+        if _is_max(node.value) and isinstance(node.slice, ast.Constant) and node.slice.value == 0:
+            return _max(node.value)
+        return Op("index", (node.value,), (node.slice,))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        function = node.func.attr
+        kwargs = {k.arg: k.value for k in node.keywords}
+        module = isinstance(node.func.value, ast.Name) and node.func.value.id in _MODULES
+        if function == "max" and not node.args[1:] and not (module and len(node.args) > 1) and "dim" not in kwargs:
+            # x.max() / torch.max(x): the largest entry of the whole tensor (with a dim, .values says which)
+            operand = node.args[0] if module else node.func.value
+            return Op("max", (operand,))
+        if function not in _CALLS:
+            return None
+        args = tuple(node.args)
+        if function in ("cat", "stack"):
+            if not module or not args or not isinstance(args[0], (ast.List, ast.Tuple)):
+                return None
+            return Op(function, tuple(args[0].elts), args[1:], kwargs)
+        if function == "where":
+            return Op("where", (args[1], args[2]), (args[0],), kwargs) if module and len(args) == 3 else None
+        if function == "cross_entropy":
+            return Op("cross_entropy", (args[0],), args[1:], kwargs) if module else None
+        if function == "matmul":
+            return Op("matmul", (args[0], args[1])) if module and len(args) == 2 else None
+        if module:
+            return Op(_CALLS[function], (args[0],), args[1:], kwargs) if args else None
+        return Op(_CALLS[function], (node.func.value,), args, kwargs)
+    return None
+
+
+def _is_max(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "max"
+
+
+def _max(node: ast.Call) -> Op:
+    module = isinstance(node.func.value, ast.Name) and node.func.value.id in _MODULES
+    args = tuple(node.args[1:] if module else node.args)
+    operand = node.args[0] if module else node.func.value
+    return Op("max", (operand,), args, {k.arg: k.value for k in node.keywords})
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+def _t(ctx: Derivation, node: ast.expr) -> ast.expr:
+    """The transpose of a matrix (`W.T`) or of a batch of them."""
+    if all(len(s) == 2 for s in ctx.shapes(node)):
+        return ast.Attribute(node, "T", ast.Load())
+    return call(node, "transpose", number(-2), number(-1))
+
+
+def _local(node: ast.expr, ctx: Derivation) -> Product:
+    return Product.of(node, scalar=ctx.is_scalar(node))
+
+
+def _words(node: ast.expr) -> str:
+    return code(node)
+
+
+def _dim_arg(op: Op, position: int = 0, keyword: str = "dim"):
+    if len(op.args) > position:
+        return op.args[position]
+    return op.kwargs.get(keyword)
+
+
+def _keepdim(ctx: Derivation, op: Op, position: int = 1) -> bool:
+    node = op.args[position] if len(op.args) > position else op.kwargs.get("keepdim")
+    return bool(ctx.constant(node)) if node is not None else False
+
+
+def _reduced(ctx: Derivation, op: Op, x: ast.expr) -> tuple[int, ...]:
+    """The dimensions a reduction's `dim` argument names, as non-negative numbers (all of them if none)."""
+    rank = len(ctx.shapes(x)[0])
+    dim = _dim_arg(op)
+    if dim is None:
+        return tuple(range(rank))
+    value = ctx.constant(dim)
+    dims = value if isinstance(value, (tuple, list)) else (value,)
+    return tuple(sorted(d % rank for d in dims))
+
+
+def _expand(ctx: Derivation, site: Site, dims: tuple[int, ...], keepdim: bool) -> Product:
+    """The gradient of a reduction's output put back where the reduced dimensions were: unsqueezed when
+    the forward dropped them (unless they lead, where broadcasting aligns them anyway)."""
+    g = site.g
+    if keepdim or g.constant is not None:
+        return g
+    rank = len(ctx.shapes(site.node)[0])
+    if len(ctx.shapes(g.node())[0]) < rank or dims == tuple(range(len(dims))):
+        return g
+    node = g.node()
+    for d in dims:
+        node = call(node, "unsqueeze", number(d))
+    return Product.of(node)
+
+
+def _dims_code(dims: tuple[int, ...]) -> ast.expr:
+    return number(dims[0]) if len(dims) == 1 else ast.Tuple([number(d) for d in dims], ast.Load())
+
+
+def _dims_words(dims: tuple[int, ...]) -> str:
+    return f"dim {dims[0]}" if len(dims) == 1 else "dims " + ", ".join(map(str, dims))
+
+
+# ------------------------------------------------------------------------------------------ the rules
+
+# Explanations left out of a comment that has anything else to say.
+ADDITION, COPY = "an addition hands its gradient unchanged to each term", "local derivative 1"
+PASS_THROUGH = (ADDITION, COPY)
+
+
+def add(site: Site, op: Op) -> list[Edge]:
+    return [Edge(x, site.g, ADDITION) for x in op.operands]
+
+
+def sub(site: Site, op: Op) -> list[Edge]:
+    a, b = op.operands
+    return [Edge(a, site.g, COPY),
+            Edge(b, -site.g, "local derivative -1",
+                 (("sub-sign", "keeps the plus sign where the subtracted term's local derivative is -1", site.g),))]
+
+
+def neg(site: Site, op: Op) -> list[Edge]:
+    return [Edge(op.operands[0], -site.g, "local derivative -1",
+                 (("neg-sign", "drops the minus sign of the forward's negation", site.g),))]
+
+
+def identity(site: Site, op: Op) -> list[Edge]:
+    return [Edge(op.operands[0], site.g, "a copy passes its gradient unchanged")]
+
+
+def mul(site: Site, op: Op) -> list[Edge]:
+    ctx, g = site.ctx, site.g
+    edges = []
+    for x, other in (op.operands, op.operands[::-1]):
+        slips = [("mul-local", f"leaves out the local derivative {_words(other)} of the product", g)]
+        if not ctx.is_scalar(x) and ctx.same_shape(x, other):
+            slips.append(("mul-operand", f"multiplies by {_words(x)} where the product's derivative is the other "
+                                         f"factor, {_words(other)}", _local(x, ctx) * g))
+        bessel = _bessel(other, ctx)
+        if bessel is not None:
+            slips.append(("bessel", f"divides by {code(bessel[1])} where the unbiased variance divides by "
+                                    f"{code(bessel[1])} - 1 (Bessel's correction)", _local(bessel[0], ctx) * g))
+        edges.append(Edge(x, _local(other, ctx) * g, f"local derivative {_words(other)}", tuple(slips)))
+    return edges
+
+
+def _bessel(factor: ast.expr, ctx) -> tuple[ast.expr, ast.Name] | None:
+    """A constant factor such as 1 / (n - 1) rewritten with the size where the forward subtracts one (the
+    factor of a biased variance), and that size; None when the factor has no `size - 1`."""
+    found = []
+
+    class Drop(ast.NodeTransformer):
+        def visit_BinOp(self, node):
+            if isinstance(node.op, ast.Sub) and isinstance(node.left, ast.Name) and node.left.id in ctx.sizes \
+                    and isinstance(node.right, ast.Constant) and node.right.value == 1:
+                found.append(node.left)
+                return node.left
+            return self.generic_visit(node)
+
+    rewritten = Drop().visit(copy.deepcopy(factor))
+    return (rewritten, found[0]) if found else None
+
+
+def div(site: Site, op: Op) -> list[Edge]:
+    ctx, g = site.ctx, site.g
+    a, b = op.operands
+    to_a = g.divided(b)
+    numerator = _local(a, ctx)
+    squared = ast.BinOp(b, ast.Pow(), number(2))
+    to_b = -(numerator * g).divided(squared)
+    return [
+        Edge(a, to_a, f"local derivative 1/{_words(b)}",
+             (("div-multiplies", f"multiplies by {_words(b)} where the quotient's derivative divides by it",
+               _local(b, ctx) * g),)),
+        Edge(b, to_b, f"d (a/x)/dx = -a/x**2 with x = {_words(b)}",
+             (("div-square", f"divides by {_words(b)} where the derivative of a quotient divides by its square",
+               -(numerator * g).divided(b)),)),
+    ]
+
+
+def power(site: Site, op: Op) -> list[Edge]:
+    ctx, g = site.ctx, site.g
+    x, exponent = op.operands[0], (op.operands[1] if len(op.operands) > 1 else op.args[0])
+    if ctx.is_diff(exponent):
+        raise ctx.no_rule(site.node, "a power whose exponent is a tensor")
+    p = ctx.constant(exponent)
+    if isinstance(p, (int, float)) and not isinstance(p, bool):
+        def local(power_of: float, factor: float) -> Product:
+            if power_of == 0:
+                return Product(factor)
+            base = x if power_of == 1 else ast.BinOp(x, ast.Pow(), number(power_of))
+            return Product(factor) * _local(base, ctx)
+
+        right = local(_lower(p), p)
+        slips = [("power-exponent", f"keeps the exponent {p} in the derivative: the power rule lowers it by one",
+                  local(p, p) * g)]
+        if p not in (1, -1):
+            slips.append(("power-factor", f"leaves out the factor {p} that the power rule brings down",
+                          local(_lower(p), 1) * g))
+        why = f"the power rule, d x**{p}/dx = {_power_words(p)}" + ("" if isinstance(x, ast.Name) else
+                                                                    f" with x = {_words(x)}")
+    else:
+        right = _local(exponent, ctx) * Product.of(
+            ast.BinOp(x, ast.Pow(), ast.BinOp(exponent, ast.Sub(), number(1))))
+        slips = []
+        why = f"the power rule, d x**p/dx = p * x**(p - 1) with p = {_words(exponent)}"
+    return [Edge(x, right * g, why, tuple(slips))]
+
+
+def _power_words(p: float) -> str:
+    lowered = _lower(p)
+    power = "" if lowered == 0 else "x" if lowered == 1 else f"x**{lowered}"
+    if not power:
+        return str(p)
+    return power if p == 1 else f"-{power}" if p == -1 else f"{p} * {power}"
+
+
+def _lower(p: float) -> float:
+    lowered = p - 1
+    return int(lowered) if float(lowered).is_integer() else lowered
+
+
+def matmul(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    a, b = op.operands
+    if any(len(s) < 2 for s in (*ctx.shapes(a), *ctx.shapes(b))):
+        raise ctx.no_rule(site.node, "a matrix product with a 1-D operand (write it with a 2-D one)")
+    g = ctx.full(site.g, site)
+    gn = g.node()
+    shape = ctx.shape_words
+    upstream = code(gn) if isinstance(gn, ast.Name) else "the gradient"
+    to_a = Product.of(ast.BinOp(gn, ast.MatMult(), _t(ctx, b)))
+    to_b = Product.of(ast.BinOp(_t(ctx, a), ast.MatMult(), gn))
+    return [
+        Edge(a, to_a, f"the product of {upstream} {shape(site.node)} and {_words(b)}.T {shape(b, True)} that has "
+                      f"{_words(a)}'s shape {shape(a)}",
+             (("matmul-transpose", f"multiplies by {_words(b)} where the shape rule needs its transpose",
+               Product.of(ast.BinOp(gn, ast.MatMult(), b))),
+              ("matmul-order", "multiplies in the wrong order, which gives the transpose of the gradient",
+               Product.of(ast.BinOp(b, ast.MatMult(), _t(ctx, gn)))))),
+        Edge(b, to_b, f"{_words(a)}.T {shape(a, True)} @ {upstream} {shape(site.node)} has {_words(b)}'s shape "
+                      f"{shape(b)}: the product sums over the rows that shared {_words(b)}",
+             (("matmul-transpose", f"multiplies by {_words(a)} where the shape rule needs its transpose",
+               Product.of(ast.BinOp(a, ast.MatMult(), gn))),
+              ("matmul-order", "multiplies in the wrong order, which gives the transpose of the gradient",
+               Product.of(ast.BinOp(_t(ctx, gn), ast.MatMult(), a))))),
+    ]
+
+
+def _elementwise(what: str, local: str, why: str, slips: tuple[tuple[str, str, str], ...]) -> Callable:
+    """A rule for `y = f(x)` elementwise: `local` (a template on _x and _y) is its derivative; each slip's
+    sentence may name {x} and {y}."""
+    def rule(site: Site, op: Op) -> list[Edge]:
+        x = op.operands[0]
+        ctx = site.ctx
+
+        def times_g(text: str) -> Product:
+            return _local(template(text, x=x, y=site.out), ctx) * site.g
+
+        words = {"x": _words(x), "y": site.y}
+        return [Edge(x, times_g(local), why.format(**words),
+                     tuple((key, sentence.format(**words), times_g(text)) for key, sentence, text in slips))]
+    rule.what = what
+    return rule
+
+
+_SQRT_2_PI = 0.3989422804014327  # 1 / sqrt(2 pi)
+_GELU_C = 0.7978845608028654  # sqrt(2 / pi)
+RULES_ELEMENTWISE = {
+    "tanh": _elementwise(
+        "tanh", "1 - _y**2", "d tanh(x)/dx = 1 - tanh(x)**2, written with the output {y}",
+        (("tanh-input", "uses {x} where the derivative of tanh needs {y}, its output", "1 - _x**2"),
+         ("tanh-square", "squares (1 - {y}) in the derivative of tanh: the square belongs to {y} alone", "(1 - _y)**2"),
+         ("tanh-no-square", "uses {y} where the derivative of tanh needs its square", "1 - _y"))),
+    "sigmoid": _elementwise(
+        "sigmoid", "_y * (1 - _y)", "d sigmoid(x)/dx = sigmoid(x) * (1 - sigmoid(x)), written with the output {y}",
+        (("sigmoid-input", "uses {x} where the derivative of the sigmoid needs {y}, its output", "_x * (1 - _x)"),
+         ("sigmoid-half", "keeps only one factor of the sigmoid's derivative {y} * (1 - {y})", "_y"))),
+    "relu": _elementwise(
+        "relu", "(_x > 0)", "ReLU passes the gradient where its input {x} is positive and stops it elsewhere",
+        (("relu-output", "multiplies by ReLU's output {y} where its derivative is a 0/1 mask", "_y"),
+         ("relu-inverted", "masks the wrong side: ReLU passes the gradient where its input is positive",
+          "(_x <= 0)"))),
+    "exp": _elementwise(
+        "exp", "_y", "d exp(x)/dx = exp(x), which is the output {y} itself",
+        (("exp-input", "uses {x} where the derivative of exp is exp itself, {y}", "_x"),)),
+    "log": _elementwise(
+        "log", "1 / _x", "d log(x)/dx = 1/x, with x = {x}",
+        (("log-multiplies", "multiplies by {x} where the derivative of log divides by it", "_x"),
+         ("log-output", "divides by {y}, the output, where the derivative of log divides by its input {x}",
+          "1 / _y"))),
+    "sqrt": _elementwise(
+        "sqrt", "0.5 / _y", "d sqrt(x)/dx = 0.5 / sqrt(x), written with the output {y}",
+        (("sqrt-input", "divides by {x} where the derivative of sqrt divides by its output {y}", "0.5 / _x"),
+         ("sqrt-factor", "leaves out the factor 0.5 of the derivative of sqrt", "1 / _y"))),
+}
+
+
+def gelu(site: Site, op: Op) -> list[Edge]:
+    x = op.operands[0]
+    ctx = site.ctx
+    approximate = op.kwargs.get("approximate")
+    if approximate is not None and ctx.constant(approximate) == "tanh":
+        t = f"torch.tanh({_GELU_C} * (_x + 0.044715 * _x**3))"
+        local = f"0.5 * (1 + {t}) + 0.5 * _x * (1 - {t}**2) * {_GELU_C} * (1 + 3 * 0.044715 * _x**2)"
+        half = f"0.5 * (1 + {t})"
+        why = "the tanh approximation of GELU, 0.5 x (1 + t), differentiated through x and through t"
+    else:
+        local = f"0.5 * (1 + torch.erf(_x * {2 ** -0.5})) + _x * {_SQRT_2_PI} * torch.exp(-0.5 * _x**2)"
+        half = f"0.5 * (1 + torch.erf(_x * {2 ** -0.5}))"
+        why = "GELU is x * Phi(x): its derivative is Phi(x) + x * phi(x), the normal CDF and density"
+    right = Product.of(template(local, x=x)) * site.g
+    one_term = Product.of(template(half, x=x)) * site.g
+    return [Edge(x, right, why, (("gelu-one-term", "keeps only the first term of the product rule of GELU, "
+                                                   "x times a function of x", one_term),))]
+
+
+def softmax(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    x = op.operands[0]
+    dim = _dim_arg(op)
+    g = ctx.full(site.g, site)
+    y = site.out
+    right = template("_y * (_g - (_y * _g).sum(_d, keepdim=True))", y=y, g=g, d=dim)
+    return [Edge(x, Product.of(right), f"softmax's Jacobian: y * (g - (y * g).sum) with y = {site.y}, summed over "
+                                        f"dim {code(dim)}: every output of a row depends on every input of it",
+                 (("softmax-no-sum", "leaves out softmax's sum term: every output of a row depends on every input",
+                   Product.of(y) * g),
+                  ("softmax-elementwise", "treats softmax as elementwise, y * (1 - y)",
+                   Product.of(template("_y * (1 - _y)", y=y)) * g)))]
+
+
+def log_softmax(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    x = op.operands[0]
+    dim = _dim_arg(op)
+    g = ctx.full(site.g, site)
+    right = template("_g - _y.exp() * _g.sum(_d, keepdim=True)", y=site.out, g=g, d=dim)
+    return [Edge(x, Product.of(right), f"log_softmax's Jacobian: g - softmax * (the sum of g over dim {code(dim)})",
+                 (("log-softmax-no-sum", "leaves out the softmax term of log_softmax's derivative", g),))]
+
+
+def reduce_sum(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    x = op.operands[0]
+    dims = _reduced(ctx, op, x)
+    g = _expand(ctx, site, dims, _keepdim(ctx, op))
+    count = ctx.count(x, dims)
+    return [Edge(x, g, "a sum hands its gradient to every entry it summed (broadcast)",
+                 (("sum-mean", f"divides by {code(count)} as for a mean: a sum's local derivative is 1",
+                   g.divided(count)),))]
+
+
+def mean(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    x = op.operands[0]
+    dims = _reduced(ctx, op, x)
+    g = _expand(ctx, site, dims, _keepdim(ctx, op))
+    count = ctx.count(x, dims)
+    return [Edge(x, g.divided(count), f"a mean hands each entry its gradient divided by {code(count)}, the count "
+                                      "averaged",
+                 (("mean-count", f"leaves out the mean's 1/{code(count)}", g),))]
+
+
+def _correction(ctx: Derivation, op: Op) -> int:
+    if "correction" in op.kwargs:
+        return int(ctx.constant(op.kwargs["correction"]))
+    if "unbiased" in op.kwargs:
+        return int(bool(ctx.constant(op.kwargs["unbiased"])))
+    return 1
+
+
+def var_std(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    x = op.operands[0]
+    dims = _reduced(ctx, op, x)
+    keepdim = _keepdim(ctx, op)
+    g = _expand(ctx, site, dims, keepdim)
+    count = ctx.count(x, dims)
+    correction = _correction(ctx, op)
+    dims_node = _dims_code(dims)
+    centred = template("_x - _x.mean(_d, keepdim=True)", x=x, d=dims_node)
+
+    def divisor(c: int) -> ast.expr:
+        return count if c == 0 else ast.BinOp(count, ast.Sub(), number(c))
+
+    other = 0 if correction else 1
+    if op.kind == "var":
+        def local(c: int) -> Product:
+            return (Product(2) * Product.of(centred)).divided(divisor(c))
+        why = f"the variance's derivative, 2 (x - mean) / ({code(divisor(correction))})"
+    else:
+        y = site.out if keepdim else _expand(ctx, Site(site.node, site.out, Product.of(site.out), ctx), dims,
+                                              False).node()
+
+        def local(c: int) -> Product:
+            return Product.of(centred).divided(ast.BinOp(divisor(c), ast.Mult(), y))
+        why = f"the standard deviation's derivative, (x - mean) / (({code(divisor(correction))}) * std), " \
+              f"written with the output {site.y}"
+    bessel = ("divides by {0} where the unbiased variance divides by {0} - 1 (Bessel's correction)" if correction
+              else "divides by {0} - 1 where the biased variance divides by {0}").format(code(count))
+    return [Edge(x, local(correction) * g, why, (("bessel", bessel, local(other) * g),))]
+
+
+def reduce_max(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    x = op.operands[0]
+    if not op.args and "dim" not in op.kwargs:
+        return [Edge(x, Product.of(ast.Compare(x, [ast.Eq()], [site.out])) * site.g,
+                     "only the largest entry moved the max: it gets the gradient, the others nothing",
+                     (("max-everywhere", "hands the max's gradient to every entry where only the largest chose it",
+                       ctx.full_like(site.g, x)),))]
+    dims = _reduced(ctx, op, x)
+    g = _expand(ctx, site, dims, _keepdim(ctx, op))
+    (d,) = dims
+    rank = len(ctx.shapes(x)[0])
+    if d == rank - 1:
+        mask = template("F.one_hot(_x.max(_d).indices, num_classes=_x.shape[_d])", x=x, d=number(d))
+    else:
+        mask = template("(_x == _x.max(_d, keepdim=True).values)", x=x, d=number(d))
+    return [Edge(x, Product.of(mask) * g, f"the max of each slice along dim {d} is one of its entries: the argmax "
+                                          "gets the gradient, the other entries nothing",
+                 (("max-everywhere", f"hands the max's gradient to every entry along dim {d} where only the largest "
+                                     "(the argmax) chose it", ctx.full_like(g, x)),))]
+
+
+def reshape(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    x = op.operands[0]
+    method = "reshape" if op.kind == "reshape" and _method(site.node) == "reshape" else "view"
+    shape = ctx.shape_of_code(x)
+    g = ctx.full(site.g, site).node()
+    right = call(g, method, shape)
+    if not ctx.runs(right):
+        right = call(g, "reshape", shape)
+    return [Edge(x, Product.of(right), f"{_method(site.node)} only relabels the same numbers: view the gradient "
+                                        f"back to {_words(x)}'s shape")]
+
+
+def _method(node: ast.expr) -> str:
+    return node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else ""
+
+
+def transpose(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    x = op.operands[0]
+    g = ctx.full(site.g, site).node()
+    if op.kind == "T":
+        right, why = ast.Attribute(g, "T", ast.Load()), "a transpose's gradient is the gradient transposed back"
+    elif op.kind == "mT":
+        right, why = ast.Attribute(g, "mT", ast.Load()), "a transpose's gradient is the gradient transposed back"
+    else:
+        right = call(g, "transpose", *op.args)
+        why = f"swapping dims {code(op.args[0])} and {code(op.args[1])} back gives the gradient {_words(x)}'s layout"
+    missing = ("transpose-missing", "leaves the gradient in the output's layout: transpose it back", Product.of(g))
+    return [Edge(x, Product.of(right), why, (missing,))]
+
+
+def permute(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    x = op.operands[0]
+    order = ctx.constant(op.args[0]) if len(op.args) == 1 else tuple(ctx.constant(a) for a in op.args)
+    rank = len(order)
+    order = [o % rank for o in order]
+    inverse = [order.index(i) for i in range(rank)]
+    g = ctx.full(site.g, site).node()
+    right = call(g, "permute", *(number(i) for i in inverse))
+    return [Edge(x, Product.of(right), f"the inverse permutation {tuple(inverse)} puts the gradient back in "
+                                        f"{_words(x)}'s layout",
+                 (("permute-same", "permutes the gradient with the forward's order instead of its inverse",
+                   Product.of(call(g, "permute", *(number(i) for i in order)))),))]
+
+
+def cat(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    dim = _dim_arg(op)
+    d = ctx.constant(dim) if dim is not None else 0
+    g = ctx.full(site.g, site).node()
+    rank = len(ctx.shapes(site.node)[0])
+    d %= rank
+    edges, start = [], None
+    for piece in op.operands:
+        width = ctx.count(piece, (d,))
+        stop = width if start is None else ast.BinOp(start, ast.Add(), width)
+        part = ast.Slice(start, stop, None)
+        index = ast.Tuple([*(ast.Slice() for _ in range(d)), part], ast.Load()) if d else part
+        edges.append(Edge(piece, Product.of(ast.Subscript(g, index, ast.Load())),
+                          f"torch.cat put {_words(piece)} at positions {code(part)} of dim {d}: its gradient is that "
+                          "slice of the gradient"))
+        start = stop
+    return edges
+
+
+def stack(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    dim = _dim_arg(op)
+    d = ctx.constant(dim) % len(ctx.shapes(site.node)[0]) if dim is not None else 0
+    g = ctx.full(site.g, site).node()
+    edges = []
+    for i, piece in enumerate(op.operands):
+        index = ast.Tuple([*(ast.Slice() for _ in range(d)), number(i)], ast.Load()) if d else number(i)
+        edges.append(Edge(piece, Product.of(ast.Subscript(g, index, ast.Load())),
+                          f"torch.stack put {_words(piece)} at index {i} of dim {d}: its gradient is that part of "
+                          "the gradient"))
+    return edges
+
+
+def masked_fill(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    x = op.operands[0]
+    mask = op.args[0] if op.args else op.kwargs["mask"]
+    g = ctx.full(site.g, site)
+    right = call(g.node(), "masked_fill", mask, number(0))
+    return [Edge(x, Product.of(right), f"the entries masked_fill overwrote are constants: no gradient reaches "
+                                        f"{_words(x)} there (masked with {code(mask)})",
+                 (("mask-forgotten", f"lets the gradient through where the mask {code(mask)} replaced the entries",
+                   g),))]
+
+
+def where(site: Site, op: Op) -> list[Edge]:
+    a, b = op.operands
+    (condition,) = op.args
+    g = site.g.node()
+    to_a = template("torch.where(_c, _g, 0.0)", c=condition, g=g)
+    to_b = template("torch.where(_c, 0.0, _g)", c=condition, g=g)
+    return [Edge(a, Product.of(to_a), f"torch.where took {_words(a)} where {code(condition)} holds: the gradient "
+                                      "goes there, zero elsewhere",
+                 (("where-swapped", "takes the gradient where the condition fails instead of where it holds",
+                   Product.of(to_b)),)),
+            Edge(b, Product.of(to_b), f"torch.where took {_words(b)} where {code(condition)} fails: the gradient "
+                                      "goes there, zero elsewhere",
+                 (("where-swapped", "takes the gradient where the condition holds instead of where it fails",
+                   Product.of(to_a)),))]
+
+
+def cross_entropy(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    logits = op.operands[0]
+    target = op.args[0] if op.args else op.kwargs["target"]
+    if any(len(s) != 2 for s in ctx.shapes(logits)) or "reduction" in op.kwargs or len(op.args) > 1:
+        raise ctx.no_rule(site.node, "cross_entropy other than the mean over (n, classes) logits")
+    rows = ctx.count(logits, (0,))
+    probs = template("F.softmax(_x, 1)", x=logits)
+    one_hot = template("F.one_hot(_t, num_classes=_x.shape[1])", t=target, x=logits)
+    right = Product.of(ast.BinOp(probs, ast.Sub(), one_hot)).divided(rows) * site.g
+    return [Edge(logits, right, f"the mean of -log softmax(logits)[target]: (softmax - one_hot(target)) / "
+                                f"{code(rows)}, the examples averaged",
+                 (("ce-mean", f"leaves out the 1/{code(rows)} of the mean over the examples",
+                   Product.of(ast.BinOp(probs, ast.Sub(), one_hot)) * site.g),
+                  ("ce-one-hot", "leaves out the -1 at each row's target",
+                   Product.of(probs).divided(rows) * site.g)))]
+
+
+def index(site: Site, op: Op) -> list[Edge]:
+    ctx = site.ctx
+    x = op.operands[0]
+    (selector,) = op.args
+    parts = selector.elts if isinstance(selector, ast.Tuple) else [selector]
+    tensors = [p for p in parts if ctx.is_index_tensor(p)]
+    if len(parts) == 1 and tensors:
+        # An embedding lookup: rows of x copied, a row as often as the index names it.
+        idx = parts[0]
+        rank = len(ctx.shapes(x)[0])
+        flat_index = idx if len(ctx.shapes(idx)[0]) == 1 else call(idx, "view", number(-1))
+        g = ctx.full(site.g, site).node()
+        trailing = [template("_x.shape[_d]", x=x, d=number(d)) for d in range(1, rank)]
+        rows = call(g, "view", number(-1), *trailing)
+        right = template("torch.zeros_like(_x).index_add(0, _i, _g)", x=x, i=flat_index, g=rows)
+        return [Edge(x, Product.of(right),
+                     f"the lookup copies a row of {_words(x)} for every entry of {code(idx)}: add each gradient "
+                     "back into its row (index_add), so a repeated index sums all its uses", (),
+                     index_slips=(("index-overwrite", f"writes each row with = where a repeated index of {code(idx)} "
+                                                      "must add up all its uses (index_add)", site.g, selector),))]
+    if not isinstance(x, ast.Name):
+        raise ctx.no_rule(site.node, "indexing an expression (name it on a line of its own)")
+    unique = all(not ctx.is_index_tensor(p) for p in parts) or (
+        len(tensors) == 1 and any(_is_range(p) for p in parts))
+    if unique:
+        return [Edge(x, site.g, f"only the entries {code(x)}[{subscript(selector)}] were read: they get the "
+                                "gradient, every other entry nothing", index=selector)]
+    right = template("torch.zeros_like(_x).index_put(_i, _g, accumulate=True)", x=x,
+                     i=ast.Tuple(list(parts), ast.Load()), g=ctx.full(site.g, site))
+    return [Edge(x, Product.of(right), f"the entries {code(x)}[{subscript(selector)}] were read, a repeated one "
+                                       "once per use: index_put with accumulate=True adds them up")]
+
+
+def _is_range(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and code(node.func) in ("range", "torch.arange")
+
+
+RULES: dict[str, Callable[[Site, Op], list[Edge]]] = {
+    "add": add, "sub": sub, "neg": neg, "identity": identity, "mul": mul, "div": div, "pow": power,
+    "matmul": matmul, **RULES_ELEMENTWISE, "gelu": gelu, "softmax": softmax, "log_softmax": log_softmax,
+    "sum": reduce_sum, "mean": mean, "var": var_std, "std": var_std, "max": reduce_max, "reshape": reshape,
+    "T": transpose, "mT": transpose, "transpose": transpose, "permute": permute, "cat": cat, "stack": stack,
+    "masked_fill": masked_fill, "where": where, "cross_entropy": cross_entropy, "index": index,
+}
+
+# What `exercise check` and the README list as the grammar.
+GRAMMAR = (
+    "a + b, a - b, -a, a * b, a / b, a ** p (p a number or a size), a @ b (2-D or batched)",
+    "torch.tanh, torch.sigmoid, torch.relu, F.gelu (exact or approximate='tanh'), .exp(), .log(), .sqrt()",
+    "F.softmax / F.log_softmax over a dim",
+    ".sum, .mean, .var, .std (dims, keepdim, correction), .max() and .max(dim, keepdim).values",
+    ".view, .reshape, .flatten, .unsqueeze, .squeeze, .T, .transpose, .permute",
+    "x[Xb] (an embedding lookup), x[range(n), Yb], x[:, t] and other indexing",
+    "torch.cat, torch.stack, .masked_fill(mask, value), torch.where(cond, a, b)",
+    "F.cross_entropy(logits, targets)",
+)
