@@ -355,6 +355,27 @@ def export(results_dir, fmt, out, roster, column, course_file, gradebook):
 
 
 @main.group()
+def exercise():
+    """Exercises of a course's own: a forward pass becomes a graded backprop exercise."""
+
+
+@exercise.command("check")
+@click.argument("spec")
+def exercise_check(spec):
+    """Load SPEC (path/to/file.py[:ATTRIBUTE], module:ATTRIBUTE or a built-in name), validate it, draw its
+    hidden sizes, run its forward pass and print the reference answers derived from it."""
+    from grader.lms.exercise_check import CheckError, check
+
+    if ":" not in spec and spec.endswith(".py"):
+        spec += ":EXERCISE"
+    try:
+        lines = list(check(spec))  # all or nothing: a problem is the only line printed
+    except CheckError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo("\n".join(lines))
+
+
+@main.group()
 def sandbox():
     """The sandbox that runs student code: which of its walls this machine can raise."""
 

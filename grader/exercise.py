@@ -483,7 +483,80 @@ def load(spec: str = DEFAULT) -> Exercise:
         raise ExerciseError(f"exercise {spec!r} cannot be loaded: {exc}") from None
     if not isinstance(value, Exercise):
         raise ExerciseError(f"exercise {spec!r} is a {type(value).__name__}, not a grader.exercise.Exercise")
+    found = problems(value)
+    if found:
+        where = _where(module_name, found[0][1])
+        more = f" (and {len(found) - 1} more problem(s): run `backprop-ninja exercise check`)" if len(found) > 1 else ""
+        raise ExerciseError(f"exercise {spec!r}{where}: {found[0][0]}{more}")
     return value
+
+
+def _where(module_name: str, name: str) -> str:
+    """`, line N of FILE`: the first line of the exercise's file that spells `name` as a string or a
+    name, so that an error about a name points at the line to fix; empty where none does."""
+    try:
+        path = Path(_module(module_name).__file__)
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (ImportError, OSError, TypeError, AttributeError):
+        return ""
+    spelled = (f'"{name}"', f"'{name}'", f"{name} =")
+    line = next((i for i, text in enumerate(lines, 1) if any(s in text for s in spelled)), None)
+    return f", line {line} of {path}" if line else ""
+
+
+def problems(exercise: Exercise) -> list[tuple[str, str]]:
+    """What makes an exercise ungradable that its declaration alone shows, as (message with its fix, the
+    name the message is about): found when it is loaded, so that a typo in an answer order is a line of
+    the exercise's file named at `course init`, never a KeyError half-way through grading a class."""
+    import difflib
+
+    net = exercise.network
+    tensors = {*net.parameters, *net.intermediates}
+    found: list[tuple[str, str]] = []
+
+    def unknown(name: str, what: str, among) -> None:
+        if any(name == about for _, about in found):
+            return  # a misspelt answer is one problem, not one more for every later cell that reads it
+        close = difflib.get_close_matches(name, sorted(among), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        found.append((f"{what} {name!r}: no such {'gradient' if name.startswith('d') else 'name'} in the "
+                      f"network{hint}", name))
+
+    if net.loss not in net.intermediates:
+        found.append((f"the loss {net.loss!r} is no step of the network: its last line must assign it", net.loss))
+    seen: set[str] = set()
+    for answer in exercise.answers:
+        if answer.grade_id in seen or (exercise.training and answer.grade_id == exercise.training.grade_id):
+            found.append((f"grade id {answer.grade_id!r} is used twice: each answer needs its own", answer.grade_id))
+        seen.add(answer.grade_id)
+        if answer.source not in tensors:
+            unknown(answer.grade_id if answer.kind == ATOMIC else answer.source, "answer", {f"d{t}" for t in tensors}
+                    if answer.kind == ATOMIC else tensors)
+            continue
+        for upstream in answer.upstream:
+            if upstream[1:] not in tensors:
+                unknown(upstream, f"{answer.grade_id} reads", {f"d{t}" for t in tensors})
+    order = {a.source: i for i, a in enumerate(a for a in exercise.answers if a.kind == ATOMIC)}
+    for answer in (a for a in exercise.answers if a.kind == ATOMIC and a.source in tensors):
+        late = [c for c in net.consumers(answer.source) if c != net.loss and order.get(c, -1) > order[answer.source]]
+        if late:
+            found.append((f"{answer.grade_id} comes before d{late[0]}, which it needs ({late[0]} reads "
+                          f"{answer.source}): put it after d{late[0]} in the answer order", answer.grade_id))
+    for function in exercise.functions:
+        for name in function.returns:
+            if name not in tensors:
+                unknown(name, f"{function.name} returns", tensors)
+    if exercise.training and exercise.training.function not in exercise.functions:
+        found.append((f"the training check's function {exercise.training.function.name!r} is not among the "
+                      "exercise's functions", exercise.training.function.name))
+    for key, bounds in exercise.ranges.items():
+        if key not in exercise.lecture:
+            found.append((f"size {key!r} has a range but no lecture value: give it one in the lecture sizes", key))
+        elif (len(bounds) != 2 or not all(isinstance(b, int) for b in bounds) or bounds[0] >= bounds[1]
+              or not set(range(*bounds)) - set(exercise.lecture.values())):
+            found.append((f"size {key!r}: its range {tuple(bounds)} is (low, high) with high excluded and must "
+                          "hold a value unlike every lecture size", key))
+    return found
 
 
 def __getattr__(name: str):

@@ -217,7 +217,7 @@ def _lecture_only(probe) -> str:
     sizes = exercise.network.size_values(probe.values)
     shown = f" ({', '.join(f'{k}={v}' for k, v in sizes.items())})" if sizes else ""
     named = exercise.mistakes.hardcoded
-    numbers = dict.fromkeys(str(exercise.lecture[k]) for k in (exercise.lecture if named is None else named))
+    numbers = dict.fromkeys(str(exercise.lecture[k]) for k in (exercise.ranges if named is None else named))
     return (f"; right for the lecture's sizes{shown} but wrong for every other size: something in the cell depends "
             f"on the sizes; use {_and([*sizes, SHAPES])}, never {_and(numbers, 'or')}")
 

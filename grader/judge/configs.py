@@ -47,14 +47,17 @@ def _rng(salt: str, label: str) -> random.Random:
 
 def _drawn(exercise: Exercise, rng: random.Random, index: int, count: int) -> tuple[Sizes, dict]:
     """Sizes all different from one another and from every lecture size, that the exercise accepts for
-    configuration `index` of `count`, with the init options it gives them."""
+    configuration `index` of `count`, with the init options it gives them. A lecture size without a range
+    is a structural constant (a WaveNet's context of 8, halved three times): every configuration keeps it,
+    and no drawn size equals it, so a cell that writes it where a drawn size belongs still fails."""
     lecture = set(exercise.lecture.values())
+    constants = {k: v for k, v in exercise.lecture.items() if k not in exercise.ranges}
     for _ in range(MAX_DRAWS):
         picked = {k: rng.randrange(*bounds) for k, bounds in exercise.ranges.items()}
         values = list(picked.values())
         if len(set(values)) < len(values) or lecture.intersection(values):
             continue
-        sizes = Sizes(**picked)
+        sizes = Sizes(**picked, **constants)
         options = exercise.hidden(index, count, sizes)
         if options is not None:
             return sizes, options

@@ -1,0 +1,67 @@
+"""`backprop-ninja exercise check`: what an instructor runs on an exercise file before making a course of
+it. Everything a class would otherwise find at grading time is tried here, once: the declaration
+(`exercise.load` refuses one that names a tensor the network lacks or orders answers so a cell would need a
+gradient not yet computed), the hidden draws (four configurations from a throw-away salt, so ranges that
+admit none are said now), the forward pass at every drawn size, and the reference answers derived from
+the forward lines (an operation without a rule is named with its line), each shown as the solved notebook
+will hold it, with how many wrong variants of it the rule table makes.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from grader import derive
+from grader import exercise as ex
+from grader.judge import configs
+
+# Enough configurations to find ranges that admit too few sizes, as a course's default count would.
+TRIAL_CONFIGURATIONS = 4
+
+
+class CheckError(ValueError):
+    """The exercise cannot become a course; the message names the line or the setting and the fix."""
+
+
+def check(spec: str) -> Iterator[str]:
+    """The report's lines, in the order an instructor reads them; CheckError at the first problem."""
+    torch.set_num_threads(1)
+    try:
+        exercise = ex.load(spec)
+    except ex.ExerciseError as exc:
+        raise CheckError(str(exc)) from None
+    net = exercise.network
+    yield f"{exercise.name}: {exercise.title}"
+    yield (f"network: {len(net.steps)} steps; parameters {', '.join(net.parameters)}; data {', '.join(net.data)}; "
+           f"loss {net.loss}")
+    yield "sizes: " + ", ".join(
+        f"{k}={v} (hidden {exercise.ranges[k][0]}..{exercise.ranges[k][1] - 1})" if k in exercise.ranges
+        else f"{k}={v} (constant)" for k, v in exercise.lecture.items())
+    kinds = [a.kind for a in exercise.answers]
+    training = f", training check {exercise.training.grade_id}" if exercise.training else ""
+    yield (f"answers: {kinds.count(ex.ATOMIC)} atomic, {kinds.count(ex.FUSED)} fused, "
+           f"{kinds.count(ex.FUNCTION)} from functions{training}")
+    try:
+        drawn = configs.generate(spec, "exercise check", TRIAL_CONFIGURATIONS)
+    except ValueError as exc:
+        raise CheckError(f"{exc}: widen the ranges or loosen `hidden`") from None
+    for config in drawn:
+        generator = torch.Generator().manual_seed(config.seed)
+        try:
+            params = exercise.init(config.sizes, generator, torch.float64, **config.init_options)
+            values = net.forward(params, exercise.batch(config.sizes, generator))
+        except Exception as exc:  # noqa: BLE001 - the instructor's code, reported in one line
+            raise CheckError(f"the forward pass fails at {config.sizes}: {type(exc).__name__}: {exc}") from None
+        if values[net.loss].dim() != 0:
+            raise CheckError(f"the loss {net.loss!r} has shape {tuple(values[net.loss].shape)}: it must be a scalar")
+    yield "hidden configurations (from a trial salt): " + "; ".join(str(c.sizes) for c in drawn[:-1])
+    try:
+        gradients = derive.for_exercise(exercise)
+    except derive.DeriveError as exc:
+        raise CheckError(str(exc)) from None
+    slips = sum(len(g.slips()) for g in gradients)
+    yield f"derived: {len(gradients)} reference answers, {slips} mutants from the rule table's slips"
+    for gradient in gradients:
+        yield ""
+        yield from gradient.source.rstrip("\n").splitlines()

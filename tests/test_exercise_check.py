@@ -1,0 +1,98 @@
+"""`backprop-ninja exercise check` and the checks `exercise.load` makes: an instructor's slip in an exercise
+file is one line naming the line to fix, at load, never a KeyError at grading time."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader import exercise as ex
+from grader.cli import main
+from grader.judge import configs
+from helpers.paths import ROOT
+
+TINY = ROOT / "tests" / "exercises" / "tiny_relu.py"
+ORDER = '("dz", "da", "dh", "db", "dW", "de", "dE")'
+
+
+def tiny(tmp_path: Path, *changes: tuple[str, str]) -> Path:
+    """tiny_relu.py with some of its text replaced, as an instructor's edited copy."""
+    text = TINY.read_text(encoding="utf-8")
+    for old, new in changes:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / "mine.py"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def check(spec) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["exercise", "check", str(spec)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+def test_a_good_exercise_prints_its_sizes_answers_and_derived_references():
+    code, out = check(TINY)
+    assert code == 0, out
+    assert "sizes: n=8 (hidden 6..29)" in out
+    assert "answers: 7 atomic, 1 fused, 3 from functions, training check fit_training" in out
+    assert "derived: 7 reference answers" in out and "mutants" in out
+    assert "dE = torch.zeros_like(E).index_add(0, X" in out, out
+
+
+def test_the_command_works_as_a_user_runs_it():
+    done = subprocess.run([sys.executable, "-c", "from grader.cli import main; main()", "exercise", "check",
+                           "makemore-mlp/relu-none"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "dhpreact = " in done.stdout and "17 reference answers" in done.stdout
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ((ORDER, '("dz", "da", "dhh", "db", "dW", "de", "dE")'), "answer 'dhh': no such gradient in the network "
+                                                               "(did you mean dh?)"),
+    ((ORDER, '("dz", "dh", "da", "db", "dW", "de", "dE")'), "dh comes before da, which it needs (a reads h): "
+                                                             "put it after da in the answer order"),
+    (('"fused_dh", "dh", "h"', '"fused_dh", "dh", "hh"'), "answer 'hh': no such name in the network "
+                                                          "(did you mean h?)"),
+    (('"dim": (2, 10)', '"dim": (3, 4)'), "size 'dim': its range (3, 4) is (low, high) with high excluded and must "
+                                          "hold a value unlike every lecture size"),
+])
+def test_a_slip_in_the_declaration_is_one_line_naming_its_line_and_the_fix(tmp_path, change, says):
+    path = tiny(tmp_path, change)
+    code, out = check(path)
+    assert code == 1 and out.count("\n") == 1, out
+    assert f"line {line_of(path, change[1])} of {path}" in out and says in out, out
+    assert "Traceback" not in out
+
+
+def test_an_operation_without_a_rule_names_its_line(tmp_path):
+    path = tiny(tmp_path, ("z = a + h", "z = a + torch.cumsum(h, 1)"))
+    code, out = check(path)
+    assert code == 1 and out.count("\n") == 1 and "cumsum" in out, out
+
+
+def test_a_forward_pass_that_fails_is_one_line(tmp_path):
+    path = tiny(tmp_path, ("h = e @ W + b", "h = e @ W.T + b"))
+    code, out = check(path)
+    assert code == 1 and out.count("\n") == 1 and "the forward pass fails at Sizes(" in out, out
+
+
+def test_a_size_without_a_range_is_a_structural_constant(tmp_path):
+    """A lecture size with no range keeps its value in every hidden configuration, and no drawn size
+    takes it, so a cell that writes that number for a drawn size still fails somewhere."""
+    path = tiny(tmp_path, ('"dim": (2, 10), ', ""))
+    spec = f"{path}:EXERCISE"
+    drawn = configs.generate(spec, "some salt", 6)
+    assert all(c.sizes.dim == 3 for c in drawn)
+    assert all(3 not in (c.sizes.n, c.sizes.vocab, c.sizes.hidden) for c in drawn[:-1])
+    code, out = check(path)
+    assert code == 0 and "dim=3 (constant)" in out, out
+    assert ex.problems(ex.load(spec)) == []
