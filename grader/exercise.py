@@ -93,7 +93,7 @@ class Network:
     """The forward pass as steps, parsed from the notebook's own lines.
 
     `sizes` are the names a step (and an answer cell) may read as plain numbers, each computed from the
-    data (`n` from the batch); `loss` is the step whose gradient is 1.
+    shape of a data tensor or a parameter (`n` from the batch); `loss` is the step whose gradient is 1.
     """
 
     parameters: tuple[str, ...]
@@ -118,7 +118,7 @@ class Network:
                 raise ValueError(f"not a step (name = expression): {line!r}")
             steps.append(_step(name, code, known))
             known.add(name)
-        size_steps = {k: _step(k, v, set(data)) for k, v in sizes.items()}
+        size_steps = {k: _step(k, v, {*parameters, *data}) for k, v in sizes.items()}
         network = cls(tuple(parameters), tuple(data), sizes, tuple(steps), loss)
         object.__setattr__(network, "_size_steps", size_steps)
         return network
@@ -139,15 +139,16 @@ class Network:
         """The steps that read `name` directly: the upstream gradients its one-step backward combines."""
         return tuple(step.name for step in self.steps if name in step.inputs)
 
-    def size_values(self, data: Mapping[str, torch.Tensor]) -> dict[str, int]:
-        return {k: int(s.fn(*(data[i] for i in s.inputs))) for k, s in self._size_steps.items()}
+    def size_values(self, values: Mapping[str, torch.Tensor]) -> dict[str, int]:
+        """The sizes, read from the shapes of the parameters and data in `values` (more may be there)."""
+        return {k: int(s.fn(*(values[i] for i in s.inputs))) for k, s in self._size_steps.items()}
 
     def forward(self, params: Mapping[str, torch.Tensor], data: Mapping[str, torch.Tensor],
                 replace: Mapping[str, Step] | None = None) -> dict[str, torch.Tensor]:
         """Every value of the forward pass (parameters, data, sizes, intermediates) by name; `replace`
         swaps some steps for others of the same name."""
         values = {**params, **data}
-        values.update(self.size_values(data))
+        values.update(self.size_values(values))
         for step in self.steps:
             step = (replace or {}).get(step.name, step)
             values[step.name] = step.fn(*(values[i] for i in step.inputs))
@@ -429,7 +430,8 @@ def grade_cell_id(grade_id: str) -> str:
 
 
 # Exercises shipped with the package, by the name course.yml uses.
-BUILTIN = {"makemore-mlp": "grader.exercises.makemore_mlp:EXERCISE"}
+BUILTIN = {"makemore-mlp": "grader.exercises.makemore_mlp:EXERCISE",
+           "wavenet": "grader.exercises.gallery.wavenet:EXERCISE"}
 DEFAULT = "makemore-mlp"
 # Exercises with variants: `family/variant` is built by the module's `variant(name)`; the module also
 # lists its `NAMES` and can draw one `from_salt(salt)` and `describe(name)` it.
@@ -479,7 +481,7 @@ def load(spec: str = DEFAULT) -> Exercise:
                             "or give module:attribute or path/to/file.py:attribute")
     try:
         value = getattr(_module(module_name), attribute)
-    except (ImportError, AttributeError, OSError, SyntaxError) as exc:
+    except Exception as exc:  # noqa: BLE001 - an exercise file is the instructor's code: any fault, one line
         raise ExerciseError(f"exercise {spec!r} cannot be loaded: {exc}") from None
     if not isinstance(value, Exercise):
         raise ExerciseError(f"exercise {spec!r} is a {type(value).__name__}, not a grader.exercise.Exercise")

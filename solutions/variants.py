@@ -167,7 +167,7 @@ def cells(name: str) -> dict[str, str]:
 def namespace(name: str, values: dict[str, torch.Tensor]) -> dict:
     """What an answer cell may read: the forward pass, the sizes, torch and F."""
     network = load(f"makemore-mlp/{name}").network
-    return {**values, **network.size_values({k: values[k] for k in network.data}), "torch": torch, "F": F}
+    return {**values, **network.size_values(values), "torch": torch, "F": F}
 
 
 def run(source: str, ns: dict, label: str) -> dict:

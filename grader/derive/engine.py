@@ -180,7 +180,7 @@ class Derivation:
                 namespace["d" + k] = torch.randn(values[k].shape, generator=generator, dtype=values[k].dtype)
             namespace.update(NAMESPACE)
             self.namespaces.append(namespace)
-            self.words.append({**configuration.sizes, **network.size_values(data)})
+            self.words.append({**configuration.sizes, **network.size_values(values)})
         self.sizes = tuple(network.sizes)
         self._values: dict[str, list] = {}
 

@@ -41,7 +41,7 @@ class Case:
     def sizes(self) -> dict[str, int]:
         """The plain numbers an answer cell may read beside the tensors (the batch's size, say)."""
         network = self.exercise.network
-        return network.size_values({k: self.values[k] for k in network.data})
+        return network.size_values(self.values)
 
     def student_view(self) -> dict[str, torch.Tensor]:
         """The forward pass as an answer cell sees it: no loss, no gradients."""

@@ -17,7 +17,7 @@ from grader.exercise import Network
 def _held(network: Network, values: Mapping) -> dict:
     """`values` detached, with the network's sizes (plain numbers some steps read) added back."""
     held = {k: v.detach() for k, v in values.items() if isinstance(v, torch.Tensor)}
-    held.update(network.size_values({k: held[k] for k in network.data}))
+    held.update(network.size_values(held))
     return held
 
 

@@ -1,0 +1,219 @@
+"""An exercise in one short file: the instructor writes what only they know, everything else is derived.
+
+    from grader.define import exercise
+
+    EXERCISE = exercise(
+        name="tiny", title="A lookup, a linear layer and a ReLU",
+        sizes={"n": (8, (6, 30)), "vocab": (5, (2, 12)), "dim": 3, "hidden": (4, (2, 10))},
+        parameters='''
+            E = randn(vocab, dim)
+            W = randn(dim, hidden) / dim**0.5
+            b = randn(hidden) * 0.1
+        ''',
+        data='''
+            X = randint(vocab, (n,))
+            Y = randn(n, hidden)
+        ''',
+        forward='''
+            e = E[X]
+            h = e @ W + b
+            a = torch.relu(h)
+            loss = ((a - Y) ** 2).sum() / n
+        ''',
+    )
+
+`sizes`: each name's lecture value and the range hidden configurations draw it from, `(low, high)` with
+high excluded; a bare number is a structural constant (a context of 8 halved three times), kept in every
+configuration. `parameters` and `data`: one `name = expression` a line, in the sizes, with `randn`,
+`rand`, `randint(high, shape)`, `ones`, `zeros` drawing from the configuration's own generator (so a seed
+reproduces it), `torch`, `F` and `math`. `forward`: one named intermediate a line, as the notebook writes
+it; the last is the loss.
+
+Derived: the answer cells (a gradient for every parameter and intermediate the loss depends on, in the
+order a student backpropagates: a tensor once every step that reads it is done), their grade ids
+(`d<name>`), one point each, what each may read, `sizes_of` (from the tensors' shapes), the sizes a cell
+may read as numbers (those the forward lines use, each read from a tensor's shape), and a batch whose index
+data repeats an index (so a lookup's gradient that overwrites instead of accumulating fails). Optional:
+`fused` blocks ({"dlogits": "loss"}: one cell from the loss back to logits; {"dhprebn": "hpreact"}: from
+dhpreact back to hprebn), `backward` (a whole-backward function graded per parameter, with a training
+check), `points`, `parts` (titles), `mistakes`.
+"""
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Mapping
+
+import torch
+import torch.nn.functional as F
+
+from grader import exercise as ex
+
+# What a parameter's or a data tensor's expression may call besides the sizes.
+DRAWS = ("randn", "rand", "randint", "ones", "zeros")
+
+
+class DefinitionError(ValueError):
+    """The short form does not make an exercise; the message names the line and the fix."""
+
+
+def _lines(text: str, what: str) -> list[tuple[str, str]]:
+    pairs = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, _, code = (part.strip() for part in line.partition("="))
+        if not name.isidentifier() or not code:
+            raise DefinitionError(f"{what}: `{line}` is not `name = expression`")
+        pairs.append((name, code))
+    if not pairs:
+        raise DefinitionError(f"{what}: no `name = expression` line")
+    return pairs
+
+
+def _namespace(sizes: Mapping[str, int], generator: torch.Generator, dtype: torch.dtype) -> dict:
+    def shape(args):
+        return args[0] if len(args) == 1 and isinstance(args[0], tuple | list) else args
+
+    return {
+        **sizes, "torch": torch, "F": F, "math": math,
+        "randn": lambda *s: torch.randn(*shape(s), generator=generator, dtype=dtype),
+        "rand": lambda *s: torch.rand(*shape(s), generator=generator, dtype=dtype),
+        "randint": lambda high, s: torch.randint(0, high, tuple(s), generator=generator),
+        "ones": lambda *s: torch.ones(*shape(s), dtype=dtype),
+        "zeros": lambda *s: torch.zeros(*shape(s), dtype=dtype),
+    }
+
+
+def _evaluate(pairs, sizes, generator, dtype, what: str) -> dict[str, torch.Tensor]:
+    values: dict[str, torch.Tensor] = {}
+    for name, code in pairs:
+        try:
+            values[name] = eval(compile(code, f"<{what} {name}>", "eval"),  # noqa: S307 - the instructor's file
+                                {"__builtins__": {}}, {**_namespace(sizes, generator, dtype), **values})
+        except Exception as exc:  # noqa: BLE001 - any fault of the instructor's line, named
+            raise DefinitionError(f"{what}: `{name} = {code}` fails at {dict(sizes)}: {type(exc).__name__}: {exc}") \
+                from None
+    return values
+
+
+def _order(network: ex.Network) -> tuple[str, ...]:
+    """Gradients in the order a student backpropagates: walking the lines from the loss back, a tensor's
+    gradient comes once the last step that reads it (in that walk) has its own, in the order the line
+    reads its inputs: dlogprobs, dprobs, dcounts_sum_inv, dcounts_sum, dcounts, ... as the lecture asks."""
+    steps = network.steps
+    done, order = {network.loss}, []
+    for step in reversed(steps):
+        if step.name not in done:
+            continue
+        read = sorted((n for n in ast.walk(ast.parse(step.code, mode="eval")) if isinstance(n, ast.Name)),
+                      key=lambda n: n.col_offset)
+        for name in dict.fromkeys(n.id for n in read):
+            if name in done or name not in {*network.parameters, *network.intermediates}:
+                continue
+            if all(c in done for c in network.consumers(name)):
+                done.add(name)
+                order.append("d" + name)
+    return tuple(order)
+
+
+def _dimensions(named: Mapping[str, tuple[torch.Tensor, ...]], sizes: tuple[Mapping[str, int], ...]):
+    """Each size's first (tensor, dimension) whose length is that size in every trial configuration."""
+    found = {}
+    for size in sizes[0]:
+        for tensor, trials in named.items():
+            match = next((d for d in range(trials[0].dim())
+                          if all(t.shape[d] == s[size] for t, s in zip(trials, sizes, strict=True))), None)
+            if match is not None:
+                found[size] = (tensor, match)
+                break
+    return found
+
+
+def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tuple[int, int]]], parameters: str,
+             data: str, forward: str, fused: Mapping[str, str] | None = None, backward: bool = False,
+             points: Mapping[str, float] | None = None, parts: Mapping[int, str] | None = None,
+             mistakes: ex.Mistakes | None = None, assignment: str | None = None) -> ex.Exercise:
+    lecture = {k: v[0] if isinstance(v, tuple) else v for k, v in sizes.items()}
+    ranges = {k: tuple(v[1]) for k, v in sizes.items() if isinstance(v, tuple)}
+    param_lines, data_lines = _lines(parameters, "parameters"), _lines(data, "data")
+    param_names, data_names = tuple(n for n, _ in param_lines), tuple(n for n, _ in data_lines)
+
+    # Two trial draws, the lecture's sizes and each range's next value, tell which dimension is which size.
+    other = {k: (ranges[k][0] if ranges[k][0] not in lecture.values() else ranges[k][1] - 1) if k in ranges else v
+             for k, v in lecture.items()}
+    trials = []
+    for trial in (lecture, other):
+        generator = torch.Generator().manual_seed(0)
+        trials.append({**_evaluate(param_lines, trial, generator, torch.float64, "parameters"),
+                       **_evaluate(data_lines, trial, generator, torch.float64, "data")})
+    dims = _dimensions({n: tuple(t[n] for t in trials) for n in (*data_names, *param_names)}, (lecture, other))
+    missing = sorted(set(lecture) - set(dims))
+    if missing:
+        raise DefinitionError(f"sizes: {', '.join(missing)} is no dimension of any parameter or data tensor, so "
+                              "a notebook's tensors cannot say it: drop it or use it in a shape")
+    forward_names = {node.id for line in _lines(forward, "forward")
+                     for node in ast.walk(ast.parse(line[1], mode="eval")) if isinstance(node, ast.Name)}
+    try:
+        network = ex.Network.parse(forward, parameters=param_names, data=data_names,
+                                   sizes={k: f"{dims[k][0]}.shape[{dims[k][1]}]" for k in lecture
+                                          if k in forward_names},
+                                   loss=_lines(forward, "forward")[-1][0])
+    except (ValueError, SyntaxError) as exc:
+        raise DefinitionError(f"forward: {exc}") from None
+
+    lookups = {node.slice.id for step in network.steps for node in ast.walk(ast.parse(step.code, mode="eval"))
+               if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+               and node.value.id in param_names and isinstance(node.slice, ast.Name) and node.slice.id in data_names}
+
+    def init(sizes: ex.Sizes, generator: torch.Generator, dtype=torch.float64) -> dict[str, torch.Tensor]:
+        return _evaluate(param_lines, sizes, generator, dtype, "parameters")
+
+    def batch(sizes: ex.Sizes, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        values = _evaluate(data_lines, sizes, generator, torch.float64, "data")
+        for index in lookups:  # a repeated index: a lookup's gradient must accumulate
+            flat = values[index].view(-1)
+            if flat.numel() > 1 and flat.unique().numel() == flat.numel():
+                flat[-1] = flat[0]
+        return values
+
+    def sizes_of(values: Mapping[str, torch.Tensor]) -> ex.Sizes:
+        return ex.Sizes(**{k: values[t].shape[d] for k, (t, d) in dims.items()})
+
+    order = _order(network)
+    answers = list(ex.atomic_answers(network, order, 1))
+    functions, training = (), None
+    for part, (gradient, sink) in enumerate((fused or {}).items(), 2):
+        if gradient not in order:
+            raise DefinitionError(f"fused: {gradient} is no gradient of the exercise (they are {', '.join(order)})")
+        block = () if sink == network.loss else (f"d{sink}",)
+        answers.append(ex.Answer(f"ex{part}_{gradient}", gradient, gradient[1:], ex.FUSED, part, block, block,
+                                 sink=None if sink == network.loss else sink))
+    if backward:
+        part = len(fused or {}) + 2
+        cache = tuple(s for s in network.intermediates if s != network.loss)
+        function = ex.Function(f"ex{part}_backward", "manual_backward", (("params", param_names), ("cache", cache),
+                               *data_names), param_names, f"ex{part}_d", part)
+        functions, training = (function,), ex.Training(f"ex{part}_training", function)
+        answers += ex.function_answers(function)
+    titles = {1: "one step at a time", **{p: f"{g} in one step" for p, g in enumerate(fused or {}, 2)}}
+    if backward:
+        titles[len(fused or {}) + 2] = "manual_backward and training"
+    grade_ids = [a.grade_id for a in answers] + ([training.grade_id] if training else [])
+    unknown = sorted(set(points or {}) - set(grade_ids))
+    if unknown:
+        raise DefinitionError(f"points: {', '.join(unknown)} is no grade id (they are {', '.join(grade_ids)})")
+    value = ex.Exercise(
+        name=name, title=title, network=network, answers=tuple(answers), functions=functions, training=training,
+        lecture=ex.Sizes(**lecture), ranges=ranges, init=init, batch=batch, sizes_of=sizes_of,
+        hidden=lambda index, count, sizes: {}, assignment=assignment or name.replace("-", "_"),
+        notebook=f"{assignment or name.replace('-', '_')}.ipynb",
+        settings={"points": {g: (points or {}).get(g, 1) for g in grade_ids}},
+        mistakes=mistakes or ex.Mistakes(),
+        parts={p: f"Exercise {p}: {t}" for p, t in (parts or titles).items()},
+    )
+    found = ex.problems(value)
+    if found:
+        raise DefinitionError(found[0][0])
+    return value

@@ -1,0 +1,96 @@
+"""The short form of an exercise (grader/define.py): what it derives from the instructor's few lines."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grader import derive
+from grader import exercise as ex
+from grader.define import DefinitionError, exercise
+from helpers.paths import ROOT
+
+FORWARD = """
+e = E[X]
+h = e @ W + b
+a = torch.relu(h)
+z = a + h
+loss = ((z - Y) ** 2).sum() / n
+"""
+PARAMETERS = """
+E = randn(vocab, dim)
+W = randn(dim, hidden) / dim ** 0.5
+b = randn(hidden) * 0.1
+"""
+DATA = """
+X = randint(vocab, (n,))
+Y = randn(n, hidden)
+"""
+SIZES = {"n": (8, (6, 30)), "vocab": (5, (2, 12)), "dim": 3, "hidden": (4, (2, 10))}
+
+
+def tiny(**changes):
+    return exercise(**{"name": "tiny", "title": "tiny", "sizes": SIZES, "parameters": PARAMETERS, "data": DATA,
+                       "forward": FORWARD, **changes})
+
+
+def test_the_answers_come_in_the_order_a_student_backpropagates():
+    value = tiny(fused={"dh": "z"}, backward=True)
+    assert value.atomic == ("dz", "da", "dh", "de", "dW", "db", "dE")
+    assert [a.grade_id for a in value.answers if a.kind == ex.FUSED] == ["ex2_dh"]
+    assert value.by_grade_id["ex2_dh"].upstream == ("dz",) and value.by_grade_id["ex2_dh"].sink == "z"
+    assert value.training.grade_id == "ex3_training"
+    assert [a.grade_id for a in value.answers if a.kind == ex.FUNCTION] == ["ex3_dE", "ex3_dW", "ex3_db"]
+    assert value.parts[3] == "Exercise 3: manual_backward and training"
+
+
+def test_sizes_draws_and_the_lookup_repeat_an_index():
+    value = tiny()
+    assert dict(value.ranges) == {"n": (6, 30), "vocab": (2, 12), "hidden": (2, 10)}
+    assert value.network.sizes == {"n": "X.shape[0]"}
+    generator = torch.Generator().manual_seed(3)
+    sizes = ex.Sizes(n=4, vocab=50, dim=3, hidden=2)
+    data = value.batch(sizes, generator)
+    assert data["X"].unique().numel() < 4, "an index repeats, so an overwriting lookup gradient fails"
+    params = value.init(sizes, generator, torch.float64)
+    assert value.sizes_of({**params, **data}) == sizes
+    assert params["W"].dtype == torch.float64 and params["W"].shape == (3, 2)
+
+
+def test_every_derived_answer_equals_autograd():
+    value = tiny()
+    config = derive.configurations(value)[1]
+    params = {k: v.clone().requires_grad_() for k, v in config.inputs.items() if k in value.network.parameters}
+    data = {k: v for k, v in config.inputs.items() if k in value.network.data}
+    values = value.network.forward(params, data)
+    for v in values.values():
+        if isinstance(v, torch.Tensor) and v.requires_grad:
+            v.retain_grad()
+    values["loss"].backward()
+    namespace = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+    namespace.update(torch=torch, F=torch.nn.functional)
+    for gradient in derive.for_exercise(value):
+        exec(gradient.code, namespace)  # noqa: S102 - the derived reference, in the test
+        assert torch.allclose(namespace[gradient.name], values[gradient.name[1:]].grad), gradient.name
+
+
+@pytest.mark.parametrize(("changes", "says"), [
+    ({"forward": FORWARD.replace("a + h", "a + q")}, "reads q, which nothing before it defines"),
+    ({"parameters": PARAMETERS.replace("randn(hidden)", "randn(hiden)")}, "`b = randn(hiden) * 0.1` fails"),
+    ({"sizes": {**SIZES, "extra": (7, (2, 9))}}, "extra is no dimension of any parameter or data tensor"),
+    ({"fused": {"dq": "z"}}, "fused: dq is no gradient of the exercise"),
+    ({"points": {"dQ": 2}}, "points: dQ is no grade id"),
+    ({"data": "X randint(vocab, (n,))"}, "is not `name = expression`"),
+])
+def test_a_slip_is_one_clear_error(changes, says):
+    with pytest.raises(DefinitionError, match=None) as caught:
+        tiny(**changes)
+    assert says in str(caught.value), caught.value
+
+
+def test_the_gallery_wavenet_is_one_short_file_with_no_reference_answer():
+    path = ROOT / "grader" / "exercises" / "gallery" / "wavenet.py"
+    assert len(path.read_text().splitlines()) <= 60
+    value = ex.load("wavenet")
+    assert value.lecture["block"] == 8 and "block" not in value.ranges
+    assert len(value.atomic) == len(value.network.parameters) + len(value.network.intermediates) - 1
+    assert ex.problems(value) == []
