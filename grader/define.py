@@ -58,15 +58,10 @@ class DefinitionError(ValueError):
 
 
 def _lines(text: str, what: str) -> list[tuple[str, str]]:
-    pairs = []
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        name, _, code = (part.strip() for part in line.partition("="))
-        if not name.isidentifier() or not code:
-            raise DefinitionError(f"{what}: `{line}` is not `name = expression`")
-        pairs.append((name, code))
+    try:
+        pairs = ex.assignments(text)
+    except ValueError as exc:
+        raise DefinitionError(f"{what}: {exc}") from None
     if not pairs:
         raise DefinitionError(f"{what}: no `name = expression` line")
     return pairs

@@ -88,6 +88,20 @@ def _bind(name: str, code: str, inputs: tuple[str, ...]) -> Callable[..., torch.
     return namespace[name]
 
 
+def assignments(text: str) -> list[tuple[str, str]]:
+    """(name, expression) for each non-blank line `name = expression` of `text`; comments are allowed."""
+    pairs = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, _, code = (part.strip() for part in line.partition("="))
+        if not name.isidentifier() or not code:
+            raise ValueError(f"not a step (name = expression): {line!r}")
+        pairs.append((name, code))
+    return pairs
+
+
 @dataclass(frozen=True)
 class Network:
     """The forward pass as steps, parsed from the notebook's own lines.
@@ -109,13 +123,7 @@ class Network:
         sizes = dict(sizes or {})
         known = {*parameters, *data, *sizes}
         steps = []
-        for line in text.splitlines():
-            line = line.split("#", 1)[0].strip()
-            if not line:
-                continue
-            name, _, code = (part.strip() for part in line.partition("="))
-            if not name.isidentifier() or not code:
-                raise ValueError(f"not a step (name = expression): {line!r}")
+        for name, code in assignments(text):
             steps.append(_step(name, code, known))
             known.add(name)
         size_steps = {k: _step(k, v, {*parameters, *data}) for k, v in sizes.items()}

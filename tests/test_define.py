@@ -79,7 +79,7 @@ def test_every_derived_answer_equals_autograd():
     ({"sizes": {**SIZES, "extra": (7, (2, 9))}}, "extra is no dimension of any parameter or data tensor"),
     ({"fused": {"dq": "z"}}, "fused: dq is no gradient of the exercise"),
     ({"points": {"dQ": 2}}, "points: dQ is no grade id"),
-    ({"data": "X randint(vocab, (n,))"}, "is not `name = expression`"),
+    ({"data": "X randint(vocab, (n,))"}, "data: not a step (name = expression)"),
 ])
 def test_a_slip_is_one_clear_error(changes, says):
     with pytest.raises(DefinitionError, match=None) as caught:
