@@ -8,7 +8,7 @@ section's variant text once for every variant, with `{{key}}` where the variant'
 module decides per variant which sections change (a ReLU variant keeps the lecture's batch-norm group, a
 layer-norm one its tanh bullet), fills the keys from the variant's pieces (its network, answers, init,
 fused forward, and the piece texts of variant_prose.md), and hands the composed text to the same builder
-as the lecture's (solutions.make_notebooks.build).
+as the lecture's (solutions.notebooks.build).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import textwrap
 
 from grader.exercise import load
 from grader.exercises.makemore_mlp.variants import LECTURE_VARIANT, Variant, parse, prose
+from grader.lms import notebooks
 from solutions import make_notebooks
 from solutions import variants as references
 
@@ -252,7 +253,7 @@ def _replaced(name: str) -> dict[str, str | None]:
 def _fill(text: str, values: dict[str, str], where: str) -> str:
     def key(match: re.Match) -> str:
         if match[1] not in values:
-            raise make_notebooks.ProseError(f"{VARIANT_PROSE}: {where}: nothing fills {{{{{match[1]}}}}}")
+            raise notebooks.ProseError(f"{VARIANT_PROSE}: {where}: nothing fills {{{{{match[1]}}}}}")
         return values[match[1]]
 
     return _KEY.sub(key, text)
@@ -278,7 +279,7 @@ def source(name: str) -> str:
         body = match[2].strip("\n") + "\n\n"
         for old, new in EDITS[match[1]]:
             if body.count(old) != 1:
-                raise make_notebooks.ProseError(f"{make_notebooks.PROSE}: section {match[1]}: the edit of {old!r} "
+                raise notebooks.ProseError(f"{make_notebooks.PROSE}: section {match[1]}: the edit of {old!r} "
                                                 "no longer finds its text once")
             body = body.replace(old, _fill(new, values, match[1]))
         return body
@@ -291,4 +292,4 @@ def build(name: str, course):
     self-check settings), with the same builder and release as the lecture's."""
     exercise = load(f"makemore-mlp/{name}")
     course = dataclasses.replace(course, exercise=exercise)  # its self-check checks the variant
-    return make_notebooks.build(exercise, make_notebooks.PROSE, references.cells(name), course, text=source(name))
+    return notebooks.build(exercise, make_notebooks.PROSE, references.cells(name), course, text=source(name))

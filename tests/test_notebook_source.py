@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from grader import course as course_config
 from grader.exercise import Sizes, grade_cell_id
 from grader.exercises.makemore_mlp import EXERCISE
+from grader.lms import notebooks
 from solutions import make_notebooks, reference
 
 NETWORK = EXERCISE.network
@@ -29,7 +30,7 @@ CONFIGURATIONS = [(EXERCISE.lecture, {}),
 
 @pytest.fixture(scope="module")
 def solved():
-    return make_notebooks.solved_notebook(EXERCISE, make_notebooks.PROSE, reference.cells(), COURSE)
+    return notebooks.solved_notebook(EXERCISE, make_notebooks.PROSE, reference.cells(), COURSE)
 
 
 def code(nb, cell_id: str) -> str:
@@ -114,7 +115,7 @@ def test_no_raw_cell_and_no_unfilled_line_reaches_the_notebook(solved):
 def build_from(tmp_path, prose: str):
     path = tmp_path / "notebook.py"
     path.write_text(prose)
-    return make_notebooks.solved_notebook(EXERCISE, path, reference.cells(), COURSE)
+    return notebooks.solved_notebook(EXERCISE, path, reference.cells(), COURSE)
 
 
 def replaced(old: str, new: str) -> str:
@@ -146,7 +147,7 @@ def replaced(old: str, new: str) -> str:
         "step-written-out", "steps-swapped", "unknown-fill", "answer-written", "two-roles", "unknown-generated",
         "generated-editable", "misspelt-role"])
 def test_a_prose_source_that_does_not_fit_the_exercise_is_refused(tmp_path, prose, message):
-    with pytest.raises(make_notebooks.ProseError, match=message):
+    with pytest.raises(notebooks.ProseError, match=message):
         build_from(tmp_path, prose)
 
 
@@ -154,8 +155,8 @@ def test_the_prose_source_alone_changes_the_notebook(tmp_path):
     """What the prose says reaches both notebooks unchanged: a changed sentence is the only change."""
     sentence = "Finally we draw one batch of `n = 32` examples."
     nb = build_from(tmp_path, replaced(sentence, "Finally we draw a batch."))
-    fresh = make_notebooks.solved_notebook(EXERCISE, make_notebooks.PROSE, reference.cells(), COURSE)
+    fresh = notebooks.solved_notebook(EXERCISE, make_notebooks.PROSE, reference.cells(), COURSE)
     changed = [new.id for old, new in zip(fresh.cells, nb.cells) if old != new]
     assert len(nb.cells) == len(fresh.cells) and changed == ["cell-6"]
     assert nb.cells[6].source.endswith("Finally we draw a batch.")
-    nbformat.validate(make_notebooks.release(nb))
+    nbformat.validate(notebooks.release(nb))

@@ -29,12 +29,13 @@ from grader.exercises.makemore_mlp.answers import (
     grade_cell_id,
 )
 from grader.exercises.makemore_mlp.model import LECTURE, PARAMETERS, init_params
+from grader.lms import notebooks
 from helpers.notebooks import execute
 from solutions import make_notebooks, reference
 
 ROOT = make_notebooks.ROOT
 SOLVED_PATH = make_notebooks.SOLVED
-STUB_PATH = make_notebooks.release_path(course_config.load(ROOT / "course.yml"))
+STUB_PATH = notebooks.release_path(course_config.load(ROOT / "course.yml"))
 SOLVED = nbformat.read(ROOT / SOLVED_PATH, as_version=4)
 STUB = nbformat.read(ROOT / STUB_PATH, as_version=4)
 
@@ -162,7 +163,7 @@ def test_nbgrader_releases_exactly_the_stub(tmp_path):
     source = tmp_path / "source" / STUB_PATH.parent.name / STUB_PATH.name
     source.parent.mkdir(parents=True)
     shutil.copy(ROOT / SOLVED_PATH, source)
-    settings = "".join(f"c.ClearSolutions.{k} = {v!r}\n" for k, v in make_notebooks.CLEAR_SOLUTIONS.items())
+    settings = "".join(f"c.ClearSolutions.{k} = {v!r}\n" for k, v in notebooks.CLEAR_SOLUTIONS.items())
     (tmp_path / "nbgrader_config.py").write_text(f'c = get_config()\nc.CourseDirectory.root = "."\n{settings}')
     subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", STUB_PATH.parent.name, "--no-db"],
                    cwd=tmp_path, check=True, capture_output=True)

@@ -22,6 +22,7 @@ import yaml
 
 from grader.exercises.makemore_mlp.answers import ATOMIC, BY_GRADE_ID, EX4_CELL
 from grader.exercises.makemore_mlp.model import LECTURE, forward, init_params
+from grader.lms import notebooks
 from grader.pipeline.batch import grade
 from grader.student.check import SelfCheck
 from helpers.paths import COURSE, ROOT
@@ -59,7 +60,7 @@ class Notebook:
 
     def __init__(self, state):
         self.ns = {**state, "In": [""]}
-        self.ns["check"] = SelfCheck(n=state["n"], namespace=self.ns, course=make_notebooks.public_settings(COURSE))
+        self.ns["check"] = SelfCheck(n=state["n"], namespace=self.ns, course=notebooks.public_settings(COURSE))
 
     def execute(self, source: str):
         self.ns["In"].append(source)
@@ -148,7 +149,7 @@ def test_the_course_allowlist_reaches_the_self_check(state, capfd):
     line = Notebook(state).run_to("dh", {"dh": code}, capfd)
     assert "WRONG" in line and "torch.inner is not tensor math this exercise allows" in line, line
     nb = Notebook(state)
-    settings = make_notebooks.public_settings(COURSE)
+    settings = notebooks.public_settings(COURSE)
     nb.ns["check"] = SelfCheck(n=state["n"], namespace=nb.ns,
                                course={**settings, "allow": {**settings["allow"], "torch": ["inner"]}})
     line = nb.run_to("dh", {"dh": code}, capfd)
@@ -200,7 +201,7 @@ def test_the_issues_disagreements_agree_in_the_notebook_and_in_the_grader(tmp_pa
     solved = nbformat.read(ROOT / make_notebooks.SOLVED, as_version=4)
     nb = _with_answers(solved, DISAGREEMENTS)
     workdir = tmp_path / "assignment"
-    shutil.copytree(ROOT / make_notebooks.release_path(COURSE).parent, workdir)
+    shutil.copytree(ROOT / notebooks.release_path(COURSE).parent, workdir)
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
                    resources={"metadata": {"path": str(workdir)}}).execute(env={**os.environ, "PYTHONPATH": path})

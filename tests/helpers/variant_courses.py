@@ -25,6 +25,7 @@ import nbformat
 import pytest
 
 from grader import course as course_config
+from grader.lms import notebooks
 from solutions import make_notebooks, mutants
 
 CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
@@ -91,7 +92,7 @@ def variant_course(name: str, workdir: Path, env: dict[str, str]) -> Outcome:
     course = course_config.load(target / "course.yml")
     folder = target / "source" / course.assignment
     solved = nbformat.read(folder / course.notebook, as_version=4)
-    student = make_notebooks.release(solved)
+    student = notebooks.release(solved)
     submissions = workdir / "submissions"
     submissions.mkdir()
     nbformat.write(solved, submissions / "solved.ipynb")
