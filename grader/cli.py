@@ -210,23 +210,28 @@ def course():
                    "generate_assignment again.")
 @click.option("--variant", help="Grade this variant of the exercise (`backprop-ninja variants` lists them), or "
                                  "from-salt: one drawn from the new course's secret salt.")
-def course_init(directory, course_file, course_id, exchange, update, variant):
+@click.option("--exercise", "exercise_file", metavar="FILE[:ATTRIBUTE]",
+              help="Grade an exercise of your own (ATTRIBUTE defaults to EXERCISE): the file is copied into the "
+                   "course, its notebooks and reference answers are derived from its forward pass.")
+def course_init(directory, course_file, course_id, exchange, update, variant, exercise_file):
     """Write an nbgrader course in DIRECTORY: source notebook, hidden suite, course.yml, nbgrader_config.py."""
     from grader.lms.course_init import InitError, default_course, init
     from grader.lms.course_init import update as refresh
 
     try:
         if update:
-            if course_file or course_id or exchange or variant:
+            if course_file or course_id or exchange or variant or exercise_file:
                 raise click.UsageError("--update reads DIRECTORY's own course.yml and nbgrader_config.py: "
                                        "edit those instead of passing --course, --course-id, --exchange or --variant")
             for line in refresh(directory):
                 click.echo(f"updated {line}")
             return
         config = _load_course(course_file or default_course())
-        written = init(config, directory, course_id=course_id, exchange=exchange, variant=variant)
+        written = init(config, directory, course_id=course_id, exchange=exchange, variant=variant,
+                       exercise=exercise_file)
     except InitError as exc:
         raise click.ClickException(str(exc)) from None
+    config = _load_course(Path(directory) / "course.yml")  # its own assignment, for an exercise of its own
     click.echo(f"wrote {len(written)} files in {directory}/ (a fresh secret salt is in its course.yml)")
     click.echo(f"next: cd {directory} && nbgrader generate_assignment {config.assignment} && "
                f"nbgrader release_assignment {config.assignment}")

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 from grader import material
-from grader.exercise import ATOMIC, FAMILIES, FUSED, Exercise, grade_cell_id
+from grader.exercise import ATOMIC, DEFAULT, FAMILIES, FUSED, Exercise, grade_cell_id
 from grader.exercise import load as load_exercise
 from grader.exercises import choice
 from grader.files import atomic_write
@@ -144,11 +144,16 @@ def _write_material(course, target: Path, kept: frozenset[str] = frozenset()) ->
         if data is None:
             raise InitError(f"{course.data}: the data file named in course.yml is missing (looked beside the "
                             f"assignment and in {root / material.ASSIGNMENT})")
+    own = own_file(course)
     if variant is not None:  # before anything is written: a variant that cannot be generated leaves no folder
         solved = variant_notebooks(variant, course)[0]
+    elif course.exercise.name != DEFAULT:
+        solved = generated_notebooks(course)[0]
     source = target / "source" / course.assignment
     source.mkdir(parents=True, exist_ok=True)
     nbformat.write(_source_notebook(solved, course, kept), source / course.notebook)
+    if own is not None and own.resolve() != (source / own.name).resolve():
+        shutil.copy(own, source / own.name)  # the student's self-check loads it beside the notebook
     if data is not None:
         if data.resolve() != (source / course.data).resolve():
             shutil.copy(data, source / course.data)
@@ -158,9 +163,49 @@ def _write_material(course, target: Path, kept: frozenset[str] = frozenset()) ->
     if suite.resolve() != (target / course.autotests).resolve():
         shutil.rmtree(target / "autotests", ignore_errors=True)
         shutil.copytree(suite, target / "autotests", ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    catalogue = target / "autotests" / MISTAKES_FILE
     if variant is not None:
-        catalogue = target / "autotests" / MISTAKES_FILE
         catalogue.write_text(known_mistakes(catalogue.read_text(encoding="utf-8"), course.exercise), encoding="utf-8")
+    elif course.exercise.name != DEFAULT:  # the lecture's catalogue names the lecture's tensors: none of its own
+        catalogue.write_text("# Named mistakes of this course's own exercise, by grade id (none yet): the "
+                             "rule table's slips are named without a list.\n{}\n", encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# An exercise of the course's own
+
+def own_file(course) -> Path | None:
+    """The course's own exercise file (course.yml `exercise: file.py:ATTRIBUTE`), None for any other."""
+    module = course.exercise_spec.rpartition(":")[0]
+    return Path(module) if module.endswith(".py") else None
+
+
+def generated_notebooks(course):
+    """(solved, students') notebooks of an exercise with no notebooks of its own: its prose made from the
+    exercise, its references derived from its forward lines."""
+    from grader import derive
+    from grader.lms import notebooks, skeleton
+
+    try:
+        return notebooks.build(course.exercise, Path(course.exercise.name), skeleton.references(course.exercise),
+                               course, text=skeleton.prose(course.exercise))
+    except (derive.DeriveError, notebooks.ProseError) as exc:
+        raise InitError(f"exercise {course.exercise.name}: {exc}") from None
+
+
+def _own_course_text(text: str, exercise_file: Path, attribute: str, exercise: Exercise) -> str:
+    """course.yml's text for a course of its own exercise: the copied file named, its assignment and
+    notebook, every grade id worth the exercise's points (one each unless it says), no lecture data."""
+    points = dict(exercise.settings.get("points", {})) or dict.fromkeys(exercise.grade_ids, 1)
+    for key, value in (("assignment", exercise.assignment), ("notebook", exercise.notebook), ("data", "null")):
+        text = re.sub(rf"(?m)^{key}:.*$", f"{key}: {value}", text)
+    text = re.sub(r"(?m)^exercise:.*\n(?:[ \t]+.*\n)*", "", text)
+    block = "points:\n" + "".join(f"  {g}: {v:g}\n" for g, v in points.items())
+    text, found = re.subn(r"(?m)^points:.*\n(?:[ \t]+.*\n)*", lambda _: block, text)
+    if not found:
+        text += block
+    return (text.rstrip("\n") + "\n# The exercise this course grades: a file of its own, beside this one "
+            f"(course init --exercise).\nexercise: {exercise_file.name}:{attribute}\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,7 +331,7 @@ def known_mistakes(text: str, exercise: Exercise) -> str:
 
 
 def init(course, target: Path, *, course_id: str | None = None, exchange: Path | None = None,
-         variant: str | None = None) -> list[Path]:
+         variant: str | None = None, exercise: str | None = None) -> list[Path]:
     """Write the course directory; refuse to touch one that already has files (nothing is overwritten).
 
     `variant` (a variant's name or `from-salt`) makes the course grade that variant of course.yml's
@@ -304,7 +349,11 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
     exchange = Path(exchange).resolve() if exchange is not None else target / "exchange"
     salt = secrets.token_hex(16)
     text = course.path.read_text(encoding="utf-8")
-    chosen = _variant(course, text, variant, salt)
+    if exercise is not None:
+        if variant is not None:
+            raise InitError("--exercise and --variant: a variant is of the built-in exercise; give one or the other")
+        course, text = _own_exercise(course, text, exercise, target)
+    chosen = None if exercise is not None else _variant(course, text, variant, salt)
     if chosen is not None:
         course = _with_variant(course, *chosen[:2])
         text = _named_variant(text, *chosen, course.points)
@@ -318,6 +367,36 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
         encoding="utf-8")
     exchange.mkdir(parents=True, exist_ok=True)
     return sorted(p for p in target.rglob("*") if p.is_file())
+
+
+def _own_exercise(course, text: str, spec: str, target: Path):
+    """The course for FILE[:ATTRIBUTE] (`--exercise`), checked before anything is written, with the
+    course.yml text that names its copy in `target`."""
+    import dataclasses
+
+    from grader.course import CourseError
+    from grader.course import load as load_course
+
+    path, _, attribute = spec.partition(":")
+    path, attribute = Path(path), attribute or "EXERCISE"
+    if path.suffix != ".py" or not path.is_file():
+        raise InitError(f"--exercise {spec}: give the path of an exercise file, FILE.py[:ATTRIBUTE]")
+    try:
+        value = load_exercise(f"{path.resolve()}:{attribute}")
+    except Exception as exc:  # noqa: BLE001 - the instructor's file: its fault in one line
+        raise InitError(str(exc)) from None
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy(path, target / path.name)
+    text = _own_course_text(text, path, attribute, value)
+    staged = target / ".course.yml.init"
+    staged.write_text(text, encoding="utf-8")
+    try:
+        loaded = load_course(staged)
+    except CourseError as exc:
+        raise InitError(str(exc)) from None
+    finally:
+        staged.unlink()
+    return dataclasses.replace(loaded, path=course.path), text
 
 
 def update(target: Path, log=print) -> list[str]:

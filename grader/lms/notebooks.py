@@ -111,8 +111,15 @@ def public_settings(course) -> dict:
     settings = {"tolerance": [course.tolerance.rtol, course.tolerance.atol], "allow": allow,
                 "hints": course.feedback.hints}
     if course.exercise.name != DEFAULT:  # the self-check loads the exercise course.yml names (a variant's)
-        settings["exercise"] = course.exercise.name
+        settings["exercise"] = notebook_spec(course.exercise_spec)
     return settings
+
+
+def notebook_spec(spec: str) -> str:
+    """The exercise's spec as the student's notebook loads it: a course's own exercise file is released
+    beside the notebook, so its path is its name there; any other spec is the same everywhere."""
+    module, _, attribute = spec.rpartition(":")
+    return f"{Path(module).name}:{attribute}" if module.endswith(".py") else spec
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """A fork server for sandboxed children: it pays `import torch` once, then forks one walled child per
 submission, so a child starts in milliseconds instead of a second.
 
-It is started as a fresh interpreter (`python -I -m grader.sandbox.zygote`), never forked from the grader, so
-no configuration, oracle value or other submission is ever in its memory, and so in none of its
-children's. It stays single-threaded (OMP_NUM_THREADS=1 before torch loads), which makes fork safe.
+It is started as a fresh interpreter (`python -I`, importing this very grader package: START), never
+forked from the grader, so no configuration, oracle value or other submission is ever in its memory, and
+so in none of its children's. It stays single-threaded (OMP_NUM_THREADS=1 before torch loads), which makes fork safe.
 
 Both ends are here. The grader's end (ForkServer; no torch, so the grader can start the server before
 it imports torch itself) talks to the server over a SOCK_SEQPACKET socket whose fd number is the
@@ -73,6 +73,13 @@ def _search_path(spec: str) -> str | None:
     return root
 
 
+# The server imports the very grader package this process imported: isolated (`-I`), a fresh interpreter
+# would find whichever one its site-packages names, and a grader run from a checkout on PYTHONPATH would
+# then grade with another version's sandbox.
+_PACKAGES = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+START = f"import sys; sys.path.insert(0, {_PACKAGES!r}); from grader.sandbox.zygote import main; main()"
+
+
 class ForkServer:
     """The grader's end: one per grading process, started on first use and again whenever it has died,
     shared by the threads that run submissions side by side."""
@@ -97,7 +104,7 @@ class ForkServer:
         try:
             # In a process group of its own: Ctrl-C reaches the grader, which then stops it in order.
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "grader.sandbox.zygote", str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                [sys.executable, "-I", "-c", START, str(theirs.fileno())], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env, cwd="/",
                 pass_fds=(theirs.fileno(),), process_group=0)
         finally:

@@ -1,0 +1,164 @@
+"""The notebook of an exercise that has no prose of its own: a prose source (in the percent format
+grader/lms/notebooks.py builds from) made from the exercise itself, and its reference answers derived
+from the forward lines (grader/derive), so that a forward pass alone becomes a course.
+
+The notebook draws the parameters and a batch from the exercise at its lecture sizes with one seeded
+generator, runs the forward lines (the network's own steps, filled in by the builder), keeps autograd's
+gradients for the self-check, then asks for every answer in the exercise's order, each under the forward
+line it backpropagates through. Its self-check loads the exercise by the spec the course gives it
+(`COURSE["exercise"]`): a course's own exercise file is released beside the notebook, which it may be,
+since it holds no answer.
+"""
+from __future__ import annotations
+
+from grader import derive
+from grader.exercise import ATOMIC, FUNCTION, FUSED, Exercise, Function
+
+SEED = 2147483647
+
+
+def _markdown(text: str) -> str:
+    return "# %% [markdown]\n" + "\n".join(f"# {line}".rstrip() for line in text.strip("\n").splitlines()) + "\n"
+
+
+def _code(text: str, **metadata: str) -> str:
+    marker = " ".join(f'{k}="{v}"' for k, v in metadata.items())
+    return f"# %% {marker}".rstrip() + "\n" + text.strip("\n") + "\n"
+
+
+def _names(names) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def prose(exercise: Exercise) -> str:
+    """The percent-format source of the exercise's notebook."""
+    net = exercise.network
+    comma = "," if len(net.data) == 1 else ""  # a tuple of one
+    cells = [_markdown(f"""# {exercise.title}
+
+Write the backward pass of this network by hand, one gradient at a time, and check each against
+PyTorch's autograd. Each answer cell starts as `dX = None  # TODO`: replace `None` by your expression
+(as many lines as you like). The read-only cell after it prints one line: a match, or `WRONG` and
+what is wrong; an answer still `None` is "not attempted yet", so *Run All* works at any time.
+
+**Rules** (the grader enforces them: it runs your answer cells again, on networks of other sizes)
+
+- An answer cell may read the parameters and data ({_names((*net.parameters, *net.data))}), the sizes
+  {_names(net.sizes) or "(none)"}, the forward pass's intermediates by their names below, `torch` and
+  `F`, and the gradients assigned by earlier answer cells of the same exercise.
+- No autograd in answer cells: no `.backward()`, `torch.autograd`, `requires_grad` or `.grad`.
+- No hard-coded sizes: take them from a size above or from a tensor's shape."""),
+             _code("", locked="setup_install", generated="install"),
+             _code("""import torch
+import torch.nn.functional as F
+
+from grader.check import SelfCheck
+from grader.exercise import load
+
+torch.set_num_threads(1)  # the tensors here are tiny: one thread is many times faster than several
+# The course's tolerances, allowlist, hints and exercise: the self-check gives the grader's verdicts
+COURSE = ...
+EXERCISE = load(COURSE["exercise"])""", locked="setup_imports"),
+             _markdown(f"""## The parameters and a batch
+
+Drawn at the lecture's sizes ({", ".join(f"{k} = {v}" for k, v in exercise.lecture.items())}) from one
+seeded generator, in double precision, so that rounding can never be mistaken for a mistake."""),
+             _code(f"""g = torch.Generator().manual_seed({SEED})
+params = EXERCISE.init(EXERCISE.lecture, g, torch.float64)
+batch = EXERCISE.batch(EXERCISE.lecture, g)
+{", ".join(net.parameters)} = ({", ".join(f'params["{p}"]' for p in net.parameters)})
+{", ".join(net.data)}{comma} = ({", ".join(f'batch["{d}"]' for d in net.data)}{comma})
+for p in params.values():
+    p.requires_grad = True
+{"".join(f"{k} = {v}" + chr(10) for k, v in net.sizes.items())}""", locked="setup_params"),
+             _markdown("""## The forward pass
+
+One named intermediate per line: each has a gradient for you to compute. `retain_grad()` keeps
+autograd's gradient of every intermediate, so that the self-check can compare yours with it."""),
+             _code("\n".join(f"{s.name} = ..." for s in net.steps) + f"""
+
+# Autograd's gradients, to check yours against
+for t in [{", ".join(s.name for s in net.steps if s.name != net.loss)}]:
+    t.retain_grad()
+{net.loss}.backward()
+check = SelfCheck(namespace=globals(), course=COURSE)
+print(f"loss {{{net.loss}.item():.4f}}")""", locked="setup_forward")]
+    steps = net.step
+    for part, title in sorted(exercise.parts.items()):
+        answers = [a for a in exercise.answers if a.part == part]
+        cells.append(_markdown(f"## {title}"))
+        function = next((f for f in exercise.functions if f.part == part), None)
+        if function is not None:
+            cells += _function_cells(exercise, function)
+            continue
+        for answer in answers:
+            if answer.kind == ATOMIC:
+                readers = [steps[c] for c in net.consumers(answer.source)]
+                lines = "\n".join(f"    {s.name} = {s.code}" for s in readers)
+                cells.append(_markdown(f"`{answer.variable}`: `{answer.source}` is read by\n\n{lines}"))
+            elif answer.kind == FUSED:
+                start = f"`d{answer.sink}`" if answer.sink else f"the loss `{net.loss}`"
+                cells.append(_markdown(f"`{answer.variable}` in one cell, from {start} back to `{answer.source}`, "
+                                       "without the atomic steps in between."))
+            cells.append(_code("", answer=answer.cell_id))
+    return "\n".join(cells)
+
+
+def _function_cells(exercise: Exercise, function: Function) -> list[str]:
+    net = exercise.network
+    cache = dict(a for a in function.arguments if not isinstance(a, str))["cache"]
+    arguments = ", ".join(a if isinstance(a, str) else a[0] for a in function.arguments)
+    part = function.part
+    cells = [_markdown(f"""Write `{function.name}({arguments})`: it returns the gradient of the loss with
+respect to every parameter, as a dict keyed by the parameter's name. `params` and `cache` are dicts of
+the parameters and of the forward pass's intermediates; it may use only its arguments, `torch` and `F`
+(the grader calls it with networks of other sizes), and no autograd."""),
+             _code("", answer=function.cell),
+             _code(f"""leaves = {{k: p.detach().clone().requires_grad_() for k, p in params.items()}}
+values = EXERCISE.network.forward(leaves, batch)
+values[EXERCISE.network.loss].backward()  # autograd's gradients, only to check yours
+cache = {{k: values[k].detach() for k in {tuple(cache)!r}}}
+with torch.no_grad():
+    grads = {function.name}({{k: p.detach() for k, p in leaves.items()}}, cache, {", ".join(net.data)}) or {{}}
+check_ex{part} = SelfCheck(namespace=globals(), course=COURSE, part={part})""", locked=f"setup_ex{part}_check")]
+    for name in function.returns:
+        cells.append(_code(f'check_ex{part}("d{name}", grads.get("{name}"), leaves["{name}"])',
+                           graded=f"{function.prefix}{name}"))
+    if exercise.training is not None and exercise.training.function == function:
+        cells.append(_code(f"""# 50 SGD steps with your gradients and autograd's, from one start on the same batches
+g = torch.Generator().manual_seed({SEED} + 1)
+start = EXERCISE.init(EXERCISE.lecture, g, torch.float64)
+batches = [tuple(EXERCISE.batch(EXERCISE.lecture, g).values()) for _ in range(50)]
+check_ex{part}.training({function.name}, start, batches, lr=0.1)""", graded=exercise.training.grade_id))
+    return cells
+
+
+def references(exercise: Exercise) -> dict[str, str]:
+    """Each answer cell's reference, derived: an atomic cell's explained gradient; a fused cell's, every
+    gradient from its start back to its own, in order; a function's, all of them inside its body."""
+    gradients = derive.for_exercise(exercise)
+    by_name = {g.name: g for g in gradients}
+    order = [g.name for g in gradients]
+    cells = {a.cell_id: by_name[a.variable].source for a in exercise.answers if a.kind == ATOMIC}
+    for answer in (a for a in exercise.answers if a.kind == FUSED):
+        start = order.index(f"d{answer.sink}") + 1 if answer.sink else 0
+        cells[answer.cell_id] = "".join(by_name[n].code for n in order[start:order.index(answer.variable) + 1])
+    for function in exercise.functions:
+        cells[function.cell] = _function_reference(exercise, function, gradients)
+    assert not {a.cell_id for a in exercise.answers if a.kind == FUNCTION} - set(cells)
+    return cells
+
+
+def _function_reference(exercise: Exercise, function: Function, gradients) -> str:
+    net = exercise.network
+    cache = dict(a for a in function.arguments if not isinstance(a, str))["cache"]
+    arguments = ", ".join(a if isinstance(a, str) else a[0] for a in function.arguments)
+    body = [f"{p} = params['{p}']" for p in net.parameters] + [f"{c} = cache['{c}']" for c in cache]
+    body += [f"{k} = {v}" for k, v in net.sizes.items()]
+    for gradient in gradients:
+        body += gradient.code.rstrip("\n").splitlines()
+    returned = ", ".join(f"'{r}': d{r}" for r in function.returns)
+    lines = [f"def {function.name}({arguments}):",
+             '    """The gradient of the loss with respect to every parameter."""',
+             *(f"    {line}" for line in body), f"    return {{{returned}}}"]
+    return "\n".join(lines) + "\n"
