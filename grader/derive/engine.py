@@ -163,7 +163,11 @@ class Derivation:
             raise ValueError("derive needs at least one configuration to decide shapes on")
         self.network = network
         self.line = ""
+        # Each configuration's forward values, and each gradient once derived (so that a choice such as
+        # view or reshape is made on the layout the derived cells really give); `noise`: random upstream
+        # gradients, on which a slip must show too (a sign slip in a gradient that is ~0, say).
         self.namespaces = []
+        self.noise = []
         self.words = []
         generator = torch.Generator().manual_seed(0)
         for configuration in configurations:
@@ -176,10 +180,10 @@ class Derivation:
                 self.diff = {k for k, v in values.items() if isinstance(v, torch.Tensor) and v.requires_grad
                              and k != network.loss}
             namespace = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
-            for k in self.diff:
-                namespace["d" + k] = torch.randn(values[k].shape, generator=generator, dtype=values[k].dtype)
             namespace.update(NAMESPACE)
             self.namespaces.append(namespace)
+            self.noise.append({"d" + k: torch.randn(values[k].shape, generator=generator, dtype=values[k].dtype)
+                               for k in self.diff})
             self.words.append({**configuration.sizes, **network.size_values(data)})
         self.sizes = tuple(network.sizes)
         self._values: dict[str, list] = {}
@@ -392,24 +396,27 @@ def derive(network: Network, configurations: Sequence[Configuration]) -> tuple[G
     """Every parameter's and intermediate's gradient, in the order a student computes them: backwards
     from the loss, each as soon as every line that reads its tensor has been differentiated."""
     d = Derivation(network, configurations)
-    per_step = {}
-    for step in network.steps:
-        per_step[step.name] = d.contributions(step)
     readers: dict[str, int] = {}
     for step in network.steps:
-        for found, _ in per_step[step.name]:
-            readers.setdefault(found.tensor, 0)
-        for tensor in dict.fromkeys(f.tensor for f, _ in per_step[step.name]):
-            readers[tensor] += 1
+        for tensor in step.inputs:
+            if tensor in d.diff:
+                readers[tensor] = readers.get(tensor, 0) + 1
     gathered: dict[str, list] = {}
     gradients = []
     for step in reversed(network.steps):
-        for found, contribution in per_step[step.name]:
-            gathered.setdefault(found.tensor, []).append((found, contribution))
-        for tensor in dict.fromkeys(f.tensor for f, _ in per_step[step.name]):
+        found = d.contributions(step)
+        for f, contribution in found:
+            gathered.setdefault(f.tensor, []).append((f, contribution))
+        for tensor in step.inputs:
+            if tensor not in d.diff:
+                continue
             readers[tensor] -= 1
-            if readers[tensor] == 0:
-                gradients.append(_gradient(d, tensor, gathered[tensor]))
+            if readers[tensor] == 0 and tensor in gathered:
+                gradient = _gradient(d, tensor, gathered[tensor])
+                for namespace, value in zip(d.namespaces, _run(d.namespaces, gradient.code, gradient.name),
+                                            strict=True):
+                    namespace[gradient.name] = value
+                gradients.append(gradient)
     return tuple(gradients)
 
 
@@ -471,10 +478,10 @@ def _rename(value: str, old: str, new: str) -> str:
     return ast.unparse(tree) if any(isinstance(n, ast.Name) and n.id == new for n in ast.walk(tree)) else value
 
 
-def _run(d: Derivation, source: str, gradient_name: str) -> list[torch.Tensor]:
+def _run(namespaces: Sequence[dict], source: str, gradient_name: str) -> list[torch.Tensor]:
     compiled = compile(source, f"<{gradient_name}>", "exec")
     out = []
-    for namespace in d.namespaces:
+    for namespace in namespaces:
         ns = dict(namespace)
         ns.pop(gradient_name, None)
         exec(compiled, ns)  # noqa: S102 - derived code, run on the derivation's own tensors
@@ -485,11 +492,12 @@ def _run(d: Derivation, source: str, gradient_name: str) -> list[torch.Tensor]:
 def _kept(d: Derivation, gradient_name: str, plain: str, slips) -> tuple[Slip, ...]:
     """The slips that change the gradient (its values beyond the grader's tolerance, or its shape) on
     some configuration, each value once."""
-    reference = _run(d, plain, gradient_name)
+    namespaces = [*d.namespaces, *({**ns, **noise} for ns, noise in zip(d.namespaces, d.noise, strict=True))]
+    reference = _run(namespaces, plain, gradient_name)
     kept, seen = [], []
     for key, sentence, consumer, source in slips:
         try:
-            values = _run(d, source, gradient_name)
+            values = _run(namespaces, source, gradient_name)
         except Exception:  # noqa: BLE001,S112 - a slip that does not run is no slip
             continue
         if not all(isinstance(v, torch.Tensor) for v in values):

@@ -508,7 +508,7 @@ def reduce_max(site: Site, op: Op) -> list[Edge]:
     if d == rank - 1:
         mask = template("F.one_hot(_x.max(_d).indices, num_classes=_x.shape[_d])", x=x, d=number(d))
     else:
-        mask = template("(_x == _x.max(_d, keepdim=True).values)", x=x, d=number(d))
+        mask = template("torch.zeros_like(_x).scatter(_d, _x.max(_d, keepdim=True).indices, 1.0)", x=x, d=number(d))
     return [Edge(x, Product.of(mask) * g, f"the max of each slice along dim {d} is one of its entries: the argmax "
                                           "gets the gradient, the other entries nothing",
                  (("max-everywhere", f"hands the max's gradient to every entry along dim {d} where only the largest "
@@ -647,7 +647,7 @@ def index(site: Site, op: Op) -> list[Edge]:
     x = op.operands[0]
     (selector,) = op.args
     parts = selector.elts if isinstance(selector, ast.Tuple) else [selector]
-    tensors = [p for p in parts if ctx.is_index_tensor(p)]
+    tensors = [p for p in parts if not isinstance(p, ast.Slice) and ctx.is_index_tensor(p)]
     if len(parts) == 1 and tensors:
         # An embedding lookup: rows of x copied, a row as often as the index names it.
         idx = parts[0]
@@ -656,6 +656,8 @@ def index(site: Site, op: Op) -> list[Edge]:
         g = ctx.full(site.g, site).node()
         trailing = [template("_x.shape[_d]", x=x, d=number(d)) for d in range(1, rank)]
         rows = call(g, "view", number(-1), *trailing)
+        if not ctx.runs(rows):
+            rows = call(g, "reshape", number(-1), *trailing)
         right = template("torch.zeros_like(_x).index_add(0, _i, _g)", x=x, i=flat_index, g=rows)
         return [Edge(x, Product.of(right),
                      f"the lookup copies a row of {_words(x)} for every entry of {code(idx)}: add each gradient "
@@ -664,7 +666,7 @@ def index(site: Site, op: Op) -> list[Edge]:
                                                       "must add up all its uses (index_add)", site.g, selector),))]
     if not isinstance(x, ast.Name):
         raise ctx.no_rule(site.node, "indexing an expression (name it on a line of its own)")
-    unique = all(not ctx.is_index_tensor(p) for p in parts) or (
+    unique = not tensors or (
         len(tensors) == 1 and any(_is_range(p) for p in parts))
     if unique:
         return [Edge(x, site.g, f"only the entries {code(x)}[{subscript(selector)}] were read: they get the "
