@@ -187,7 +187,7 @@ def forward_passes(draw):
     the grammar on earlier tensors, every tensor reaching the loss. Shapes are tuples of size names or 1;
     `pos` marks tensors that are positive (what log, sqrt, division and negative powers may take)."""
     params = {"W0": ("a", "b"), "g0": (1, "b"), "C0": ("c", "a")}
-    data = {"X": ("n", "a"), "I": ("n", 2), "M": ("n", "b")}
+    data = {"X": ("n", "a"), "I": ("n", 2), "M": ("n", "b"), "T": ("n",)}
     pool = {"x0": (("n", "b"), False)}
     lines = ["x0 = X @ W0 + g0"]
     unused = {"x0"}
@@ -198,7 +198,7 @@ def forward_passes(draw):
         shape, pos = pool[name]
         two = [n for n, (s, _) in pool.items() if s == shape]
         kind = draw(st.sampled_from(["unary", "binary", "broadcast", "reduce", "matmul", "shape", "softmax",
-                                     "cat", "mask", "power", "embed", "index"]))
+                                     "cat", "mask", "power", "embed", "index", "batched", "whole", "ce"]))
         new_pos = False
         if kind == "unary":
             fn = draw(st.sampled_from(["torch.tanh({})", "torch.sigmoid({})", "torch.relu({})", "F.gelu({})",
@@ -239,10 +239,10 @@ def forward_passes(draw):
             code = f"{name} @ {pname}" + (f" + B{k}" if bias else "")
             new_shape = (shape[0], params[pname][1])
         elif kind == "shape" and len(shape) == 2:
-            fn = draw(st.sampled_from(["{}.T", "{}.transpose(0, 1)", "{}.view(-1)", "{}.unsqueeze(0)",
+            fn = draw(st.sampled_from(["{}.T", "{}.transpose(0, 1)", "{}.flatten()", "{}.unsqueeze(0)",
                                        "{}.reshape({}.shape[1], {}.shape[0])"]))
             code = fn.format(name, name, name)
-            new_shape = {"{}.view(-1)": ("flat",), "{}.unsqueeze(0)": (1, *shape)}.get(fn, shape[::-1])
+            new_shape = {"{}.flatten()": ("flat",), "{}.unsqueeze(0)": (1, *shape)}.get(fn, shape[::-1])
             new_pos = pos
         elif kind == "softmax" and len(shape) == 2:
             fn = draw(st.sampled_from(["F.softmax({}, 1)", "F.log_softmax({}, 1)", "F.softmax({}, dim=0)"]))
@@ -268,6 +268,24 @@ def forward_passes(draw):
             code = draw(st.sampled_from([f"{name}[:, 0]", f"{name}[range({name}.shape[0]), 0]"]
                                         + ([f"{name}[1:]"] if shape[0] != 1 else [])))
             new_shape = {f"{name}[:, 0]": (shape[0],), f"{name}[1:]": ("m1", shape[1])}.get(code, (shape[0],))
+        elif kind == "batched" and len(shape) == 3:
+            three = [n for n in two if n != name] or [name]
+            options = ["{x}.permute(2, 0, 1)", "{x}.transpose(1, 2)", "{x}.sum(0)", "{x}.mean((0, 1), keepdim=True)",
+                       "{x} @ {y}.transpose(1, 2)"] + (["{x} @ P{k}"] if shape[2] in DIMS else [])
+            fn = draw(st.sampled_from(options))
+            code = fn.format(x=name, y=draw(st.sampled_from(three)), k=k)
+            if fn == "{x} @ P{k}":
+                params[f"P{k}"] = (shape[2], draw(st.sampled_from(DIMS[1:])))
+            new_shape = {"{x}.permute(2, 0, 1)": (shape[2], shape[0], shape[1]),
+                         "{x}.transpose(1, 2)": (shape[0], shape[2], shape[1]), "{x}.sum(0)": shape[1:],
+                         "{x}.mean((0, 1), keepdim=True)": (1, 1, shape[2]),
+                         "{x} @ {y}.transpose(1, 2)": (shape[0], shape[1], shape[1]),
+                         "{x} @ P{k}": (shape[0], shape[1], params.get(f"P{k}", (0, 0))[1])}[fn]
+        elif kind == "whole" and shape:
+            fn = draw(st.sampled_from(["{}.sum()", "{}.mean()"] + (["{}.std()", "{}.var()"] if len(shape) > 1 else [])))
+            code, new_shape = fn.format(name), ()
+        elif kind == "ce" and shape == ("n", "b"):
+            code, new_shape = f"F.cross_entropy({name}, T)", ()
         else:
             continue
         lines.append(f"{out} = {code}")
@@ -299,8 +317,9 @@ def _draw_inputs(lines, params, data, sizes: dict, seed: int) -> dict:
     inputs["X"] = torch.randn(sizes["n"], sizes["a"], generator=generator, dtype=torch.float64)
     inputs["I"] = torch.randint(0, sizes["c"], (sizes["n"], 2), generator=generator)
     inputs["M"] = torch.randn(sizes["n"], sizes["b"], generator=generator, dtype=torch.float64)
-    head = _network("\n".join(lines[:-1]), tuple(params), ("X", "I", "M"))
-    values = head.forward({k: inputs[k] for k in params}, {k: inputs[k] for k in ("X", "I", "M")})
+    inputs["T"] = torch.randint(0, sizes["b"], (sizes["n"],), generator=generator)
+    head = _network("\n".join(lines[:-1]), tuple(params), ("X", "I", "M", "T"))
+    values = head.forward({k: inputs[k] for k in params}, {k: inputs[k] for k in ("X", "I", "M", "T")})
     for weight, (_, name) in ((k, v) for k, v in data.items() if k.startswith("R")):
         inputs[weight] = torch.randn(values[name].shape, generator=generator, dtype=torch.float64)
     return inputs

@@ -92,6 +92,8 @@ class Product:
 
     @classmethod
     def of(cls, node: ast.expr, scalar: bool = False) -> Product:
+        if isinstance(node, ast.Constant) and isinstance(node.value, Literal):
+            return cls(1, (node,), (), (True,))  # the forward's constant, quoted as written, not folded
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
             return cls(node.value)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):

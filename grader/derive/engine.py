@@ -359,15 +359,17 @@ class Derivation:
             whys = (*why, edge.why, *((child_why,) if child_why else ()))
             yield from self.walk(edge.child, edge.child, child_g, whys, carried, edge.index)
 
-    def finish(self, g: Product, tensor: str, index: ast.expr | None) -> ast.expr:
+    def finish(self, g: Product, tensor: str, index: ast.expr | None, slip: bool = False) -> ast.expr:
         """The contribution's value as code: a gradient broadcast smaller than the tensor (a sum's) spelled
-        out at the tensor's shape, so that later lines can add to it."""
+        out at the tensor's shape, so that later lines can add to it. A slip keeps a wrong shape of as many
+        entries (a lost keepdim is its mistake)."""
         node = g.node()
         if index is not None:
             return node
         x = name(tensor)
         values, targets = self.values(node), self.values(x)
-        if all(isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() >= t.numel()
+        if all(isinstance(v, torch.Tensor) and v.is_floating_point()
+               and (v.shape == t.shape or (slip and v.numel() >= t.numel()))
                for v, t in zip(values, targets, strict=True)):
             return node
         full = self.full_like(g, x).node()
@@ -385,11 +387,34 @@ class Derivation:
             if f.index is None and self.shapes(value) != self.shapes(name(f.tensor)):
                 raise DeriveError(f"line `{self.line}`: the gradient of {f.tensor} comes out with shape "
                                   f"{self.shapes(value)[0]}, not {self.shapes(name(f.tensor))[0]}")
-            said = [w for w in f.why if w and w not in rules.PASS_THROUGH]
+            said = _merge_locals([w for w in f.why if w and w not in rules.PASS_THROUGH])
             why = "; ".join(said or [w for w in f.why if w][:1])
             found.append((f, Contribution(step.name, self.line, why, code(value),
                                           None if f.index is None else subscript(f.index))))
         return found
+
+
+def _merge_locals(whys: list[str]) -> list[str]:
+    """Consecutive "local derivative a", "local derivative b" (products nested in one line) said once, as
+    the product the student writes: "local derivative b * a"."""
+    merged: list[str] = []
+    for why in whys:
+        if why.startswith(rules.LOCAL) and merged and merged[-1].startswith(rules.LOCAL):
+            parts = [p for p in (why[len(rules.LOCAL):], merged[-1][len(rules.LOCAL):]) if p != "-1"]
+            sign = "-" if len(parts) == 1 else ""
+            merged[-1] = rules.LOCAL + sign + " * ".join(f"({p})" if _loose(p) or sign else p for p in parts)
+        else:
+            merged.append(why)
+    return merged
+
+
+def _loose(text: str) -> bool:
+    """Whether `text` needs parentheses as a factor."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub))
 
 
 def derive(network: Network, configurations: Sequence[Configuration]) -> tuple[Gradient, ...]:
@@ -434,7 +459,7 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
     for i, (f, c) in enumerate(found):
         for key, sentence, alt, index in f.slips:
             try:
-                value = code(d.finish(alt, tensor, index))
+                value = code(d.finish(alt, tensor, index, slip=True))
             except Exception:  # noqa: BLE001,S112 - a slip that does not run is no slip
                 continue
             changed = Contribution(c.consumer, c.line, c.why, value, None if index is None else subscript(index))

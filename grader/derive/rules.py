@@ -197,6 +197,7 @@ def _dims_words(dims: tuple[int, ...]) -> str:
 # Explanations left out of a comment that has anything else to say.
 ADDITION, COPY = "an addition hands its gradient unchanged to each term", "local derivative 1"
 PASS_THROUGH = (ADDITION, COPY)
+LOCAL = "local derivative "
 
 
 def add(site: Site, op: Op) -> list[Edge]:
@@ -231,7 +232,7 @@ def mul(site: Site, op: Op) -> list[Edge]:
         if bessel is not None:
             slips.append(("bessel", f"divides by {code(bessel[1])} where the unbiased variance divides by "
                                     f"{code(bessel[1])} - 1 (Bessel's correction)", _local(bessel[0], ctx) * g))
-        edges.append(Edge(x, _local(other, ctx) * g, f"local derivative {_words(other)}", tuple(slips)))
+        edges.append(Edge(x, _local(other, ctx) * g, LOCAL + _words(other), tuple(slips)))
     return edges
 
 
