@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from grader import derive
+from grader.derive import rules
 from grader.exercise import Network, Sizes, load
 from grader.exercises.makemore_mlp import variants
 from grader.judge import oracle
@@ -95,6 +96,7 @@ def test_every_slip_changes_its_own_gradient(name):
     for gradient in gradients:
         names = [s.name for s in gradient.slips()]
         assert all(s.sentence and s.gradient == gradient.name for s in gradient.slips())
+        assert set(names) <= set(rules.SLIPS), set(names) - set(rules.SLIPS)
         for slip in gradient.slips():
             differs = False
             for case in cases:
@@ -142,6 +144,15 @@ def test_every_statement_is_explained():
                 if not line.startswith("#") and not line.startswith(f"{gradient.name}[") and \
                         not line.endswith("zeros_like(" + gradient.tensor + ")"):
                     assert lines[i - 1].startswith("#"), (gradient.name, line)
+
+
+def test_the_corpus_changes_one_cell_per_mutant():
+    gradients = _derived("tiny-relu")
+    reference = {g.name: g.source for g in gradients}
+    mutants = list(derive.corpus(gradients))
+    assert len(mutants) == sum(len(g.slips()) for g in gradients)
+    for slip, cells in mutants:
+        assert [k for k in cells if cells[k] != reference[k]] == [slip.gradient]
 
 
 def test_the_lecture_slips_are_named():
@@ -316,6 +327,7 @@ def _draw_inputs(lines, params, data, sizes: dict, seed: int) -> dict:
     inputs = {k: torch.randn(concrete(s), generator=generator, dtype=torch.float64) for k, s in params.items()}
     inputs["X"] = torch.randn(sizes["n"], sizes["a"], generator=generator, dtype=torch.float64)
     inputs["I"] = torch.randint(0, sizes["c"], (sizes["n"], 2), generator=generator)
+    inputs["I"][:2] = torch.tensor([[0], [1]])  # two rows apart in every column: a lookup's std is never 0
     inputs["M"] = torch.randn(sizes["n"], sizes["b"], generator=generator, dtype=torch.float64)
     inputs["T"] = torch.randint(0, sizes["b"], (sizes["n"],), generator=generator)
     head = _network("\n".join(lines[:-1]), tuple(params), ("X", "I", "M", "T"))

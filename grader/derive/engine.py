@@ -98,10 +98,12 @@ class Gradient:
         return self._slips
 
 
-def _is_view_of_gradient(node: ast.expr, gradients: set[str]) -> bool:
+def _is_view_of_name(node: ast.expr) -> bool:
+    """Whether `node` shares the memory of a tensor that has a name (an upstream gradient, a forward
+    value): a += into it would change that tensor."""
     while True:
         if isinstance(node, ast.Name):
-            return node.id in gradients
+            return True
         if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
             node = node.value
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS:
@@ -124,10 +126,10 @@ def render(name_: str, tensor: str, contributions: Sequence[Contribution], *, co
     for i, c in enumerate(contributions):
         first = i == 0 or overwrite
         value = c.value
-        # A first use that is the upstream gradient itself (or a view of it) is copied, so that the +=
-        # below cannot change the upstream gradient through it.
+        # A first use that is the upstream gradient itself (or a view of it, or of any named tensor) is
+        # copied, so that the += below cannot change that tensor through it.
         copied = c.index is None and i == 0 and uses > 1 and not overwrite and \
-            _is_view_of_gradient(ast.parse(value, mode="eval").body, {"d" + c.consumer})
+            _is_view_of_name(ast.parse(value, mode="eval").body)
         if copied:
             value = f"{value}.clone()"
         if comments:
@@ -168,6 +170,7 @@ class Derivation:
         # gradients, on which a slip must show too (a sign slip in a gradient that is ~0, say).
         self.namespaces = []
         self.noise = []
+        self.true = []  # autograd's gradients, which every derived one must equal
         self.words = []
         generator = torch.Generator().manual_seed(0)
         for configuration in configurations:
@@ -179,6 +182,9 @@ class Derivation:
             if not self.namespaces:
                 self.diff = {k for k, v in values.items() if isinstance(v, torch.Tensor) and v.requires_grad
                              and k != network.loss}
+            names = sorted(self.diff)
+            grads = torch.autograd.grad(values[network.loss], [values[k] for k in names], allow_unused=True)
+            self.true.append({"d" + k: g for k, g in zip(names, grads, strict=True)})
             namespace = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
             namespace.update(NAMESPACE)
             self.namespaces.append(namespace)
@@ -244,6 +250,8 @@ class Derivation:
         """How many entries of `x` lie along `dims`, as code: a size's name where it is one on every
         configuration, else read from x's shape."""
         shapes = self.shapes(x)
+        if not dims:
+            return number(1)
         counts = [math.prod(shape[d] for d in dims) for shape in shapes]
         for size in self.sizes:
             if all(words[size] == c for words, c in zip(self.words, counts, strict=True)):
@@ -438,8 +446,15 @@ def derive(network: Network, configurations: Sequence[Configuration]) -> tuple[G
             readers[tensor] -= 1
             if readers[tensor] == 0 and tensor in gathered:
                 gradient = _gradient(d, tensor, gathered[tensor])
-                for namespace, value in zip(d.namespaces, _run(d.namespaces, gradient.code, gradient.name),
-                                            strict=True):
+                for namespace, true, value in zip(d.namespaces, d.true,
+                                                  _run(d.namespaces, gradient.code, gradient.name), strict=True):
+                    expected = true[gradient.name]
+                    # A configuration where autograd itself has no finite gradient (a std of 0) proves nothing.
+                    if expected is None or (torch.isfinite(expected).all()
+                                            and not torch.allclose(value, expected, rtol=1e-6, atol=1e-9)):
+                        raise DeriveError(f"the derived {gradient.name} differs from autograd's (a rule of the "
+                                          f"derivation is wrong: please report it with the forward pass):\n"
+                                          f"{gradient.code}")
                     namespace[gradient.name] = value
                 gradients.append(gradient)
     return tuple(gradients)
@@ -507,7 +522,10 @@ def _run(namespaces: Sequence[dict], source: str, gradient_name: str) -> list[to
     compiled = compile(source, f"<{gradient_name}>", "exec")
     out = []
     for namespace in namespaces:
+        # Copies: a slip may write into a tensor it reads (a += into a view of a forward value).
         ns = dict(namespace)
+        ns.update({k: namespace[k].clone() for k in compiled.co_names
+                   if isinstance(namespace.get(k), torch.Tensor)})
         ns.pop(gradient_name, None)
         exec(compiled, ns)  # noqa: S102 - derived code, run on the derivation's own tensors
         out.append(ns[gradient_name])

@@ -438,9 +438,9 @@ def reduce_sum(site: Site, op: Op) -> list[Edge]:
     dims = _reduced(ctx, op, x)
     g = _expand(ctx, site, dims, _keepdim(ctx, op))
     count = ctx.count(x, dims)
-    return [Edge(x, g, "a sum hands its gradient to every entry it summed (broadcast)",
-                 (("sum-mean", f"divides by {code(count)} as for a mean: a sum's local derivative is 1",
-                   g.divided(count)),))]
+    slips = (("sum-mean", f"divides by {code(count)} as for a mean: a sum's local derivative is 1",
+              g.divided(count)),) if dims else ()
+    return [Edge(x, g, "a sum hands its gradient to every entry it summed (broadcast)", slips)]
 
 
 def mean(site: Site, op: Op) -> list[Edge]:
@@ -701,3 +701,28 @@ GRAMMAR = (
     "torch.cat, torch.stack, .masked_fill(mask, value), torch.where(cond, a, b)",
     "F.cross_entropy(logits, targets)",
 )
+
+# Every slip by its stable name, and the kind of classic mistake it is (feedback and the blind
+# measurement of issue 25 count them by these).
+TRANSPOSE, BROADCAST, KEEPDIM, DIMENSION, SIGN, FACTOR, BRANCH, FORWARD, INPUT, LOCAL_RULE = (
+    "missing transpose or wrong operand order", "missing sum over a broadcast dimension", "lost keepdim",
+    "wrong dimension", "sign", "a factor of a size", "a missed branch of a reused tensor",
+    "the forward value used for the gradient", "a derivative written through the input instead of the output",
+    "a slip in the local derivative")
+SLIPS = {
+    "matmul-transpose": TRANSPOSE, "matmul-order": TRANSPOSE, "transpose-missing": TRANSPOSE,
+    "permute-same": TRANSPOSE,
+    "broadcast-no-sum": BROADCAST, "broadcast-keepdim": KEEPDIM, "broadcast-wrong-dim": DIMENSION,
+    "sign": SIGN, "sub-sign": SIGN, "neg-sign": SIGN, "where-swapped": SIGN,
+    "mean-count": FACTOR, "sum-mean": FACTOR, "bessel": FACTOR, "ce-mean": FACTOR, "power-factor": FACTOR,
+    "sqrt-factor": FACTOR,
+    "missed-branch": BRANCH, "overwrite": BRANCH, "index-overwrite": BRANCH, "mask-forgotten": BRANCH,
+    "forward-value": FORWARD,
+    "tanh-input": INPUT, "sigmoid-input": INPUT, "exp-input": INPUT, "sqrt-input": INPUT, "log-output": INPUT,
+    "mul-local": LOCAL_RULE, "mul-operand": LOCAL_RULE, "div-multiplies": LOCAL_RULE, "div-square": LOCAL_RULE,
+    "power-exponent": LOCAL_RULE, "tanh-square": LOCAL_RULE, "tanh-no-square": LOCAL_RULE,
+    "sigmoid-half": LOCAL_RULE, "relu-output": LOCAL_RULE, "relu-inverted": LOCAL_RULE,
+    "log-multiplies": LOCAL_RULE, "gelu-one-term": LOCAL_RULE, "softmax-no-sum": LOCAL_RULE,
+    "softmax-elementwise": LOCAL_RULE, "log-softmax-no-sum": LOCAL_RULE, "max-everywhere": LOCAL_RULE,
+    "ce-one-hot": LOCAL_RULE,
+}
