@@ -365,10 +365,10 @@ def _derived_equal_autograd(drawn):
 _SETTINGS = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@settings(max_examples=12, derandomize=True, **_SETTINGS)
+@settings(max_examples=6, derandomize=True, **_SETTINGS)
 @given(forward_passes())
 def test_random_forward_passes_equal_autograd(drawn):
-    """A dozen forward passes, the same ones every run."""
+    """Six forward passes, the same ones every run (the slow tier draws new ones)."""
     _derived_equal_autograd(drawn)
 
 
