@@ -169,6 +169,7 @@ def test_the_lecture_slips_are_named():
     assert "log-multiplies" in slips["dprobs"]
     assert "exp-input" in slips["dnorm_logits"]
     assert "power-exponent" in slips["dcounts_sum"]
+    assert {"eps-dropped", "power-exponent", "power-raised"} <= slips["dbnvar"]
     residual = {g.name: {s.name for s in g.slips()} for g in _derived("relu-none-residual")}
     assert "matmul-transpose" in residual["dh"]  # W3 is square: W3 in place of W3.T runs, and is wrong
     assert {"relu-output", "relu-inverted"} <= residual["dhpreact"]

@@ -507,15 +507,16 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
 
 
 def _negated(value: str) -> str:
-    return ast.unparse(ast.UnaryOp(ast.USub(), ast.parse(value, mode="eval").body))
+    """`-value`, its constants as written (the tree is parsed keeping them)."""
+    return code(ast.UnaryOp(ast.USub(), parse(value)))
 
 
 def _rename(value: str, old: str, new: str) -> str:
-    tree = ast.parse(value, mode="eval")
+    tree = parse(value)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id == old:
             node.id = new
-    return ast.unparse(tree) if any(isinstance(n, ast.Name) and n.id == new for n in ast.walk(tree)) else value
+    return code(tree)
 
 
 def _run(namespaces: Sequence[dict], source: str, gradient_name: str) -> list[torch.Tensor]:

@@ -277,18 +277,23 @@ def power(site: Site, op: Op) -> list[Edge]:
         raise ctx.no_rule(site.node, "a power whose exponent is a tensor")
     p = ctx.constant(exponent)
     if isinstance(p, (int, float)) and not isinstance(p, bool):
-        def local(power_of: float, factor: float) -> Product:
+        def local(power_of: float, factor: float, base: ast.expr = x) -> Product:
             if power_of == 0:
                 return Product(factor)
-            base = x if power_of == 1 else ast.BinOp(x, ast.Pow(), number(power_of))
-            return Product(factor) * _local(base, ctx)
+            raised = base if power_of == 1 else ast.BinOp(base, ast.Pow(), number(power_of))
+            return Product(factor) * _local(raised, ctx)
 
         right = local(_lower(p), p)
         slips = [("power-exponent", f"keeps the exponent {p} in the derivative: the power rule lowers it by one",
-                  local(p, p) * g)]
+                  local(p, p) * g),
+                 ("power-raised", f"raises the exponent {p} in the derivative: the power rule lowers it by one",
+                  local(p + 1, p) * g)]
         if p not in (1, -1):
             slips.append(("power-factor", f"leaves out the factor {p} that the power rule brings down",
                           local(_lower(p), 1) * g))
+        if isinstance(x, ast.BinOp) and isinstance(x.op, ast.Add) and isinstance(x.right, ast.Constant):
+            slips.append(("eps-dropped", f"leaves the forward's {code(x.right)} out of the derivative of "
+                                         f"({code(x)})**{p}", local(_lower(p), p, x.left) * g))
         why = f"the power rule, d x**{p}/dx = {_power_words(p)}" + ("" if isinstance(x, ast.Name) else
                                                                     f" with x = {_words(x)}")
     else:
@@ -363,11 +368,14 @@ RULES_ELEMENTWISE = {
         "tanh", "1 - _y**2", "d tanh(x)/dx = 1 - tanh(x)**2, written with the output {y}",
         (("tanh-input", "uses {x} where the derivative of tanh needs {y}, its output", "1 - _x**2"),
          ("tanh-square", "squares (1 - {y}) in the derivative of tanh: the square belongs to {y} alone", "(1 - _y)**2"),
-         ("tanh-no-square", "uses {y} where the derivative of tanh needs its square", "1 - _y"))),
+         ("tanh-no-square", "uses {y} where the derivative of tanh needs its square", "1 - _y"),
+         ("tanh-plus", "adds the square of {y} in the derivative of tanh instead of subtracting it", "1 + _y**2"),
+         ("tanh-sigmoid", "uses the sigmoid's derivative {y} * (1 - {y}) where tanh's is needed", "_y * (1 - _y)"))),
     "sigmoid": _elementwise(
         "sigmoid", "_y * (1 - _y)", "d sigmoid(x)/dx = sigmoid(x) * (1 - sigmoid(x)), written with the output {y}",
         (("sigmoid-input", "uses {x} where the derivative of the sigmoid needs {y}, its output", "_x * (1 - _x)"),
-         ("sigmoid-half", "keeps only one factor of the sigmoid's derivative {y} * (1 - {y})", "_y"))),
+         ("sigmoid-half", "keeps only one factor of the sigmoid's derivative {y} * (1 - {y})", "_y"),
+         ("sigmoid-tanh", "uses tanh's derivative (1 - {y}**2) where the sigmoid's is needed", "1 - _y**2"))),
     "relu": _elementwise(
         "relu", "(_x > 0)", "ReLU passes the gradient where its input {x} is positive and stops it elsewhere",
         (("relu-output", "multiplies by ReLU's output {y} where its derivative is a 0/1 mask", "_y"),
@@ -720,8 +728,9 @@ SLIPS = {
     "forward-value": FORWARD,
     "tanh-input": INPUT, "sigmoid-input": INPUT, "exp-input": INPUT, "sqrt-input": INPUT, "log-output": INPUT,
     "mul-local": LOCAL_RULE, "mul-operand": LOCAL_RULE, "div-multiplies": LOCAL_RULE, "div-square": LOCAL_RULE,
-    "power-exponent": LOCAL_RULE, "tanh-square": LOCAL_RULE, "tanh-no-square": LOCAL_RULE,
-    "sigmoid-half": LOCAL_RULE, "relu-output": LOCAL_RULE, "relu-inverted": LOCAL_RULE,
+    "power-exponent": LOCAL_RULE, "power-raised": LOCAL_RULE, "eps-dropped": LOCAL_RULE, "tanh-square": LOCAL_RULE,
+    "tanh-no-square": LOCAL_RULE, "tanh-plus": LOCAL_RULE, "tanh-sigmoid": LOCAL_RULE, "sigmoid-half": LOCAL_RULE,
+    "sigmoid-tanh": LOCAL_RULE, "relu-output": LOCAL_RULE, "relu-inverted": LOCAL_RULE,
     "log-multiplies": LOCAL_RULE, "gelu-one-term": LOCAL_RULE, "softmax-no-sum": LOCAL_RULE,
     "softmax-elementwise": LOCAL_RULE, "log-softmax-no-sum": LOCAL_RULE, "max-everywhere": LOCAL_RULE,
     "ce-one-hot": LOCAL_RULE,
