@@ -19,7 +19,6 @@ from grader import derive
 from grader.derive import rules
 from grader.exercise import Network, Sizes, load
 from grader.exercises.makemore_mlp import variants
-from grader.judge import oracle
 
 torch.set_num_threads(1)
 sys.path.insert(0, str(Path(__file__).parent))
@@ -39,10 +38,15 @@ def _derived(name: str) -> tuple[derive.Gradient, ...]:
 
 
 def _forward(network: Network, inputs) -> tuple[dict, dict]:
-    params = {k: v for k, v in inputs.items() if k in network.parameters}
+    """The forward values and autograd's gradient of every tensor the loss depends on (a mask has none)."""
+    params = {k: v.detach().clone().requires_grad_(True) for k, v in inputs.items() if k in network.parameters}
     data = {k: v for k, v in inputs.items() if k in network.data}
-    values = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in network.forward(params, data).items()}
-    return values, oracle.chain_gradients(network, params, data)
+    graph = network.forward(params, data)
+    names = [k for k in (*network.parameters, *network.intermediates)
+             if k != network.loss and isinstance(graph[k], torch.Tensor) and graph[k].requires_grad]
+    grads = torch.autograd.grad(graph[network.loss], [graph[k] for k in names])
+    values = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in graph.items()}
+    return values, {"d" + k: g for k, g in zip(names, grads, strict=True)}
 
 
 def _run_all(gradients, values) -> dict:
@@ -186,6 +190,80 @@ def test_an_operation_without_a_rule_names_its_line():
         derive.derive(network, [derive.Configuration(inputs, Sizes(n=5))])
 
 
+# ------------------------------------------------------------------------------- networks of the gallery to come
+
+# An attention head (batched matmuls, a causal mask, softmax), an unrolled RNN (a hidden state read by the
+# next step, slices of the embedding) and a WaveNet block (a flatten of consecutive pairs, batch norm over
+# two dims of a 3-D tensor): the networks issue 24's gallery names, written as an instructor would.
+GALLERY_NETWORKS = {
+"attention": ("""
+emb = C[Xb]
+q = emb @ Wq
+k = emb @ Wk
+v = emb @ Wv
+scores = q @ k.transpose(1, 2) * q.shape[-1] ** -0.5
+tril = torch.tril(torch.ones(T, T))
+masked = scores.masked_fill(tril == 0, float('-inf'))
+att = F.softmax(masked, dim=-1)
+out = att @ v
+last = out[:, -1]
+logits = last @ Wo + bo
+loss = F.cross_entropy(logits, Yb)
+""", {"C": ("V", "E"), "Wq": ("E", "H"), "Wk": ("E", "H"), "Wv": ("E", "H"), "Wo": ("H", "V"), "bo": ("V",)}),
+"rnn": ("""
+emb = C[Xb]
+h1 = torch.tanh(emb[:, 0] @ Wx + h0 @ Wh + bh)
+h2 = torch.tanh(emb[:, 1] @ Wx + h1 @ Wh + bh)
+h3 = torch.tanh(emb[:, 2] @ Wx + h2 @ Wh + bh)
+logits = h3 @ Wy + by
+loss = F.cross_entropy(logits, Yb)
+""", {"C": ("V", "E"), "Wx": ("E", "H"), "Wh": ("H", "H"), "h0": (1, "H"), "bh": ("H",), "Wy": ("H", "V"),
+      "by": ("V",)}),
+"wavenet": ("""
+emb = C[Xb]
+x1 = emb.view(emb.shape[0], emb.shape[1] // 2, -1)
+h1 = x1 @ W1
+m1 = h1.mean((0, 1), keepdim=True)
+v1 = h1.var((0, 1), keepdim=True, unbiased=False)
+r1 = (h1 - m1) / (v1 + 1e-5) ** 0.5
+y1 = g1 * r1 + b1
+t1 = torch.tanh(y1)
+x2 = t1.view(t1.shape[0], -1)
+logits = x2 @ W2 + b2
+loss = F.cross_entropy(logits, Yb)
+""", {"C": ("V", "E"), "W1": ("2E", "H"), "g1": (1, 1, "H"), "b1": (1, 1, "H"), "W2": ("TH", "V"), "b2": ("V",)}),
+}
+GALLERY_STEPS = {"attention": 5, "rnn": 3, "wavenet": 4}
+
+
+def _gallery_inputs(shapes: dict, sizes: dict, seed: int, steps: int) -> dict:
+    generator = torch.Generator().manual_seed(seed)
+    dims = {**sizes, "2E": 2 * sizes["E"], "TH": (steps // 2) * sizes["H"]}
+    inputs = {k: 0.5 * torch.randn(*[dims[d] if isinstance(d, str) else d for d in shape], generator=generator,
+                                   dtype=torch.float64) for k, shape in shapes.items()}
+    inputs["Xb"] = torch.randint(0, sizes["V"], (sizes["n"], steps), generator=generator)
+    inputs["Yb"] = torch.randint(0, sizes["V"], (sizes["n"],), generator=generator)
+    return inputs
+
+
+@pytest.mark.parametrize("name", list(GALLERY_NETWORKS))
+def test_the_gallery_networks_derive_and_equal_autograd(name):
+    text, shapes = GALLERY_NETWORKS[name]
+    steps = GALLERY_STEPS[name]
+    network = Network.parse(text, parameters=tuple(shapes), data=("Xb", "Yb"),
+                            sizes={"n": "Xb.shape[0]", "T": "Xb.shape[1]"})
+    sizes = (dict(n=6, V=7, E=3, H=4), dict(n=9, V=5, E=4, H=2), dict(n=5, V=8, E=2, H=3))
+    gradients = derive.derive(network, [derive.Configuration(_gallery_inputs(shapes, s, i, steps), Sizes(**s))
+                                        for i, s in enumerate(sizes[:2])])
+    values, true = _forward(network, _gallery_inputs(shapes, sizes[2], 7, steps))
+    namespace = _run_all(gradients, values)
+    assert {g.name for g in gradients} == {"d" + k for k in (*shapes, *network.intermediates)
+                                          if k not in ("loss", "tril")}
+    for gradient in gradients:
+        assert torch.allclose(namespace[gradient.name], true[gradient.name], **TOL), gradient.name
+        assert gradient.slips()
+
+
 # ------------------------------------------------------------------------------- random forward passes
 
 # Symbolic sizes: each configuration gives them different values.
@@ -203,6 +281,7 @@ def forward_passes(draw):
     pool = {"x0": (("n", "b"), False)}
     lines = ["x0 = X @ W0 + g0"]
     unused = {"x0"}
+    sparse = set()
     count = draw(st.integers(3, 9))
     for k in range(1, count + 1):
         out = f"x{k}"
@@ -219,6 +298,8 @@ def forward_passes(draw):
             code = fn.format(name)
             new_pos = fn in ("torch.sigmoid({})", "torch.tanh({}).exp()", "{}.exp()", "{}.sqrt()") or (
                 pos and fn == "{}.clone()")
+            if fn == "torch.relu({})":
+                sparse.add(out)  # a row of ReLUs all off has a standard deviation of 0: no std over it
             new_shape = shape
         elif kind == "binary":
             other = draw(st.sampled_from(two))
@@ -228,7 +309,7 @@ def forward_passes(draw):
             new_pos = op in "*/+" and pos and pool[other][1]
         elif kind == "broadcast" and len(shape) == 2:
             axis = draw(st.integers(0, 1))
-            statistics = ["sum", "mean"] + (["std", "var"] if shape[axis] != 1 else [])
+            statistics = ["sum", "mean"] + (["std", "var"] if shape[axis] != 1 and name not in sparse else [])
             reduced = f"{name}.{draw(st.sampled_from(statistics))}({axis}, keepdim=True)"
             op = draw(st.sampled_from(["-", "*", "+"]))
             code, new_shape = f"{name} {op} {reduced}", shape
@@ -237,7 +318,7 @@ def forward_passes(draw):
             keep = draw(st.booleans())
             fn = draw(st.sampled_from(["sum", "mean", "var", "std", "max"]))
             code = f"{name}.{fn}({axis}, keepdim={keep})" + (".values" if fn == "max" else "")
-            if fn in ("var", "std") and shape[axis] == 1:
+            if fn in ("var", "std") and (shape[axis] == 1 or name in sparse):
                 continue
             new_shape = tuple(1 if i == axis else s for i, s in enumerate(shape)) if keep else \
                 tuple(s for i, s in enumerate(shape) if i != axis)
@@ -294,7 +375,8 @@ def forward_passes(draw):
                          "{x} @ {y}.transpose(1, 2)": (shape[0], shape[1], shape[1]),
                          "{x} @ P{k}": (shape[0], shape[1], params.get(f"P{k}", (0, 0))[1])}[fn]
         elif kind == "whole" and shape:
-            fn = draw(st.sampled_from(["{}.sum()", "{}.mean()"] + (["{}.std()", "{}.var()"] if len(shape) > 1 else [])))
+            spread = ["{}.std()", "{}.var()"] if len(shape) > 1 and name not in sparse else []
+            fn = draw(st.sampled_from(["{}.sum()", "{}.mean()", *spread]))
             code, new_shape = fn.format(name), ()
         elif kind == "ce" and shape == ("n", "b"):
             code, new_shape = f"F.cross_entropy({name}, T)", ()
