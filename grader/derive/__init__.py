@@ -14,15 +14,16 @@ An operation without a rule raises `DeriveError` naming the line.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 
 import torch
 
 from grader.derive.engine import Configuration, Contribution, DeriveError, Gradient, Slip, derive
-from grader.derive.rules import GRAMMAR
+from grader.derive.rules import GRAMMAR, SLIPS
 from grader.exercise import Exercise, Sizes
 
-__all__ = ["GRAMMAR", "Configuration", "Contribution", "DeriveError", "Gradient", "Slip", "configurations", "derive",
-           "for_exercise"]
+__all__ = ["GRAMMAR", "SLIPS", "Configuration", "Contribution", "DeriveError", "Gradient", "Slip", "configurations",
+           "corpus", "derive", "for_exercise"]
 
 
 def _other_sizes(exercise: Exercise, seed: int) -> Sizes:
@@ -51,3 +52,13 @@ def configurations(exercise: Exercise, count: int = 2) -> tuple[Configuration, .
 
 def for_exercise(exercise: Exercise) -> tuple[Gradient, ...]:
     return derive(exercise.network, configurations(exercise))
+
+
+def corpus(gradients: tuple[Gradient, ...]) -> Iterator[tuple[Slip, dict[str, str]]]:
+    """The mutant corpus: for every slip, the answer cells (gradient name -> code) of a notebook that
+    makes that one mistake and answers every other gradient as derived. Each cell reads its upstream
+    gradients as given, so the mutant loses credit on the slip's gradient alone."""
+    reference = {g.name: g.source for g in gradients}
+    for gradient in gradients:
+        for slip in gradient.slips():
+            yield slip, {**reference, gradient.name: slip.code}

@@ -35,7 +35,18 @@ def parse(code: str) -> ast.expr:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and type(node.value) is float:
             node.value = Literal(node.value, ast.get_source_segment(code, node) or repr(node.value))
-    return tree
+
+    class Negative(ast.NodeTransformer):
+        """-1.5 as one constant, as it was written (ast.unparse would write the unary minus as (-1.5))."""
+
+        def visit_UnaryOp(self, node):
+            self.generic_visit(node)
+            if isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+                    and isinstance(node.operand.value, Literal):
+                return ast.Constant(Literal(-node.operand.value, "-" + node.operand.value.text))
+            return node
+
+    return Negative().visit(tree)
 
 
 def number(value: float) -> ast.expr:
@@ -92,6 +103,8 @@ class Product:
 
     @classmethod
     def of(cls, node: ast.expr, scalar: bool = False) -> Product:
+        if isinstance(node, ast.Constant) and isinstance(node.value, Literal):
+            return cls(1, (node,), (), (True,))  # the forward's constant, quoted as written, not folded
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
             return cls(node.value)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):

@@ -98,10 +98,12 @@ class Gradient:
         return self._slips
 
 
-def _is_view_of_gradient(node: ast.expr, gradients: set[str]) -> bool:
+def _is_view_of_name(node: ast.expr) -> bool:
+    """Whether `node` shares the memory of a tensor that has a name (an upstream gradient, a forward
+    value): a += into it would change that tensor."""
     while True:
         if isinstance(node, ast.Name):
-            return node.id in gradients
+            return True
         if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
             node = node.value
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS:
@@ -124,10 +126,10 @@ def render(name_: str, tensor: str, contributions: Sequence[Contribution], *, co
     for i, c in enumerate(contributions):
         first = i == 0 or overwrite
         value = c.value
-        # A first use that is the upstream gradient itself (or a view of it) is copied, so that the +=
-        # below cannot change the upstream gradient through it.
+        # A first use that is the upstream gradient itself (or a view of it, or of any named tensor) is
+        # copied, so that the += below cannot change that tensor through it.
         copied = c.index is None and i == 0 and uses > 1 and not overwrite and \
-            _is_view_of_gradient(ast.parse(value, mode="eval").body, {"d" + c.consumer})
+            _is_view_of_name(ast.parse(value, mode="eval").body)
         if copied:
             value = f"{value}.clone()"
         if comments:
@@ -163,7 +165,12 @@ class Derivation:
             raise ValueError("derive needs at least one configuration to decide shapes on")
         self.network = network
         self.line = ""
+        # Each configuration's forward values, and each gradient once derived (so that a choice such as
+        # view or reshape is made on the layout the derived cells really give); `noise`: random upstream
+        # gradients, on which a slip must show too (a sign slip in a gradient that is ~0, say).
         self.namespaces = []
+        self.noise = []
+        self.true = []  # autograd's gradients, which every derived one must equal
         self.words = []
         generator = torch.Generator().manual_seed(0)
         for configuration in configurations:
@@ -175,11 +182,14 @@ class Derivation:
             if not self.namespaces:
                 self.diff = {k for k, v in values.items() if isinstance(v, torch.Tensor) and v.requires_grad
                              and k != network.loss}
+            names = sorted(self.diff)
+            grads = torch.autograd.grad(values[network.loss], [values[k] for k in names], allow_unused=True)
+            self.true.append({"d" + k: g for k, g in zip(names, grads, strict=True)})
             namespace = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
-            for k in self.diff:
-                namespace["d" + k] = torch.randn(values[k].shape, generator=generator, dtype=values[k].dtype)
             namespace.update(NAMESPACE)
             self.namespaces.append(namespace)
+            self.noise.append({"d" + k: torch.randn(values[k].shape, generator=generator, dtype=values[k].dtype)
+                               for k in self.diff})
             self.words.append({**configuration.sizes, **network.size_values(values)})
         self.sizes = tuple(network.sizes)
         self._values: dict[str, list] = {}
@@ -240,6 +250,8 @@ class Derivation:
         """How many entries of `x` lie along `dims`, as code: a size's name where it is one on every
         configuration, else read from x's shape."""
         shapes = self.shapes(x)
+        if not dims:
+            return number(1)
         counts = [math.prod(shape[d] for d in dims) for shape in shapes]
         for size in self.sizes:
             if all(words[size] == c for words, c in zip(self.words, counts, strict=True)):
@@ -355,15 +367,17 @@ class Derivation:
             whys = (*why, edge.why, *((child_why,) if child_why else ()))
             yield from self.walk(edge.child, edge.child, child_g, whys, carried, edge.index)
 
-    def finish(self, g: Product, tensor: str, index: ast.expr | None) -> ast.expr:
+    def finish(self, g: Product, tensor: str, index: ast.expr | None, slip: bool = False) -> ast.expr:
         """The contribution's value as code: a gradient broadcast smaller than the tensor (a sum's) spelled
-        out at the tensor's shape, so that later lines can add to it."""
+        out at the tensor's shape, so that later lines can add to it. A slip keeps a wrong shape of as many
+        entries (a lost keepdim is its mistake)."""
         node = g.node()
         if index is not None:
             return node
         x = name(tensor)
         values, targets = self.values(node), self.values(x)
-        if all(isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() >= t.numel()
+        if all(isinstance(v, torch.Tensor) and v.is_floating_point()
+               and (v.shape == t.shape or (slip and v.numel() >= t.numel()))
                for v, t in zip(values, targets, strict=True)):
             return node
         full = self.full_like(g, x).node()
@@ -381,35 +395,68 @@ class Derivation:
             if f.index is None and self.shapes(value) != self.shapes(name(f.tensor)):
                 raise DeriveError(f"line `{self.line}`: the gradient of {f.tensor} comes out with shape "
                                   f"{self.shapes(value)[0]}, not {self.shapes(name(f.tensor))[0]}")
-            said = [w for w in f.why if w and w not in rules.PASS_THROUGH]
+            said = _merge_locals([w for w in f.why if w and w not in rules.PASS_THROUGH])
             why = "; ".join(said or [w for w in f.why if w][:1])
             found.append((f, Contribution(step.name, self.line, why, code(value),
                                           None if f.index is None else subscript(f.index))))
         return found
 
 
+def _merge_locals(whys: list[str]) -> list[str]:
+    """Consecutive "local derivative a", "local derivative b" (products nested in one line) said once, as
+    the product the student writes: "local derivative b * a"."""
+    merged: list[str] = []
+    for why in whys:
+        if why.startswith(rules.LOCAL) and merged and merged[-1].startswith(rules.LOCAL):
+            parts = [p for p in (why[len(rules.LOCAL):], merged[-1][len(rules.LOCAL):]) if p != "-1"]
+            sign = "-" if len(parts) == 1 else ""
+            merged[-1] = rules.LOCAL + sign + " * ".join(f"({p})" if _loose(p) or sign else p for p in parts)
+        else:
+            merged.append(why)
+    return merged
+
+
+def _loose(text: str) -> bool:
+    """Whether `text` needs parentheses as a factor."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    return isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub))
+
+
 def derive(network: Network, configurations: Sequence[Configuration]) -> tuple[Gradient, ...]:
     """Every parameter's and intermediate's gradient, in the order a student computes them: backwards
     from the loss, each as soon as every line that reads its tensor has been differentiated."""
     d = Derivation(network, configurations)
-    per_step = {}
-    for step in network.steps:
-        per_step[step.name] = d.contributions(step)
     readers: dict[str, int] = {}
     for step in network.steps:
-        for found, _ in per_step[step.name]:
-            readers.setdefault(found.tensor, 0)
-        for tensor in dict.fromkeys(f.tensor for f, _ in per_step[step.name]):
-            readers[tensor] += 1
+        for tensor in step.inputs:
+            if tensor in d.diff:
+                readers[tensor] = readers.get(tensor, 0) + 1
     gathered: dict[str, list] = {}
     gradients = []
     for step in reversed(network.steps):
-        for found, contribution in per_step[step.name]:
-            gathered.setdefault(found.tensor, []).append((found, contribution))
-        for tensor in dict.fromkeys(f.tensor for f, _ in per_step[step.name]):
+        found = d.contributions(step)
+        for f, contribution in found:
+            gathered.setdefault(f.tensor, []).append((f, contribution))
+        for tensor in step.inputs:
+            if tensor not in d.diff:
+                continue
             readers[tensor] -= 1
-            if readers[tensor] == 0:
-                gradients.append(_gradient(d, tensor, gathered[tensor]))
+            if readers[tensor] == 0 and tensor in gathered:
+                gradient = _gradient(d, tensor, gathered[tensor])
+                for namespace, true, value in zip(d.namespaces, d.true,
+                                                  _run(d.namespaces, gradient.code, gradient.name), strict=True):
+                    expected = true[gradient.name]
+                    # A configuration where autograd itself has no finite gradient (a std of 0) proves nothing.
+                    if expected is None or (torch.isfinite(expected).all()
+                                            and not torch.allclose(value, expected, rtol=1e-6, atol=1e-9)):
+                        raise DeriveError(f"the derived {gradient.name} differs from autograd's (a rule of the "
+                                          f"derivation is wrong: please report it with the forward pass):\n"
+                                          f"{gradient.code}")
+                    namespace[gradient.name] = value
+                gradients.append(gradient)
     return tuple(gradients)
 
 
@@ -427,7 +474,7 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
     for i, (f, c) in enumerate(found):
         for key, sentence, alt, index in f.slips:
             try:
-                value = code(d.finish(alt, tensor, index))
+                value = code(d.finish(alt, tensor, index, slip=True))
             except Exception:  # noqa: BLE001,S112 - a slip that does not run is no slip
                 continue
             changed = Contribution(c.consumer, c.line, c.why, value, None if index is None else subscript(index))
@@ -460,22 +507,26 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
 
 
 def _negated(value: str) -> str:
-    return ast.unparse(ast.UnaryOp(ast.USub(), ast.parse(value, mode="eval").body))
+    """`-value`, its constants as written (the tree is parsed keeping them)."""
+    return code(ast.UnaryOp(ast.USub(), parse(value)))
 
 
 def _rename(value: str, old: str, new: str) -> str:
-    tree = ast.parse(value, mode="eval")
+    tree = parse(value)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id == old:
             node.id = new
-    return ast.unparse(tree) if any(isinstance(n, ast.Name) and n.id == new for n in ast.walk(tree)) else value
+    return code(tree)
 
 
-def _run(d: Derivation, source: str, gradient_name: str) -> list[torch.Tensor]:
+def _run(namespaces: Sequence[dict], source: str, gradient_name: str) -> list[torch.Tensor]:
     compiled = compile(source, f"<{gradient_name}>", "exec")
     out = []
-    for namespace in d.namespaces:
+    for namespace in namespaces:
+        # Copies: a slip may write into a tensor it reads (a += into a view of a forward value).
         ns = dict(namespace)
+        ns.update({k: namespace[k].clone() for k in compiled.co_names
+                   if isinstance(namespace.get(k), torch.Tensor)})
         ns.pop(gradient_name, None)
         exec(compiled, ns)  # noqa: S102 - derived code, run on the derivation's own tensors
         out.append(ns[gradient_name])
@@ -485,11 +536,12 @@ def _run(d: Derivation, source: str, gradient_name: str) -> list[torch.Tensor]:
 def _kept(d: Derivation, gradient_name: str, plain: str, slips) -> tuple[Slip, ...]:
     """The slips that change the gradient (its values beyond the grader's tolerance, or its shape) on
     some configuration, each value once."""
-    reference = _run(d, plain, gradient_name)
+    namespaces = [*d.namespaces, *({**ns, **noise} for ns, noise in zip(d.namespaces, d.noise, strict=True))]
+    reference = _run(namespaces, plain, gradient_name)
     kept, seen = [], []
     for key, sentence, consumer, source in slips:
         try:
-            values = _run(d, source, gradient_name)
+            values = _run(namespaces, source, gradient_name)
         except Exception:  # noqa: BLE001,S112 - a slip that does not run is no slip
             continue
         if not all(isinstance(v, torch.Tensor) for v in values):

@@ -197,6 +197,7 @@ def _dims_words(dims: tuple[int, ...]) -> str:
 # Explanations left out of a comment that has anything else to say.
 ADDITION, COPY = "an addition hands its gradient unchanged to each term", "local derivative 1"
 PASS_THROUGH = (ADDITION, COPY)
+LOCAL = "local derivative "
 
 
 def add(site: Site, op: Op) -> list[Edge]:
@@ -231,7 +232,7 @@ def mul(site: Site, op: Op) -> list[Edge]:
         if bessel is not None:
             slips.append(("bessel", f"divides by {code(bessel[1])} where the unbiased variance divides by "
                                     f"{code(bessel[1])} - 1 (Bessel's correction)", _local(bessel[0], ctx) * g))
-        edges.append(Edge(x, _local(other, ctx) * g, f"local derivative {_words(other)}", tuple(slips)))
+        edges.append(Edge(x, _local(other, ctx) * g, LOCAL + _words(other), tuple(slips)))
     return edges
 
 
@@ -276,18 +277,23 @@ def power(site: Site, op: Op) -> list[Edge]:
         raise ctx.no_rule(site.node, "a power whose exponent is a tensor")
     p = ctx.constant(exponent)
     if isinstance(p, (int, float)) and not isinstance(p, bool):
-        def local(power_of: float, factor: float) -> Product:
+        def local(power_of: float, factor: float, base: ast.expr = x) -> Product:
             if power_of == 0:
                 return Product(factor)
-            base = x if power_of == 1 else ast.BinOp(x, ast.Pow(), number(power_of))
-            return Product(factor) * _local(base, ctx)
+            raised = base if power_of == 1 else ast.BinOp(base, ast.Pow(), number(power_of))
+            return Product(factor) * _local(raised, ctx)
 
         right = local(_lower(p), p)
         slips = [("power-exponent", f"keeps the exponent {p} in the derivative: the power rule lowers it by one",
-                  local(p, p) * g)]
+                  local(p, p) * g),
+                 ("power-raised", f"raises the exponent {p} in the derivative: the power rule lowers it by one",
+                  local(p + 1, p) * g)]
         if p not in (1, -1):
             slips.append(("power-factor", f"leaves out the factor {p} that the power rule brings down",
                           local(_lower(p), 1) * g))
+        if isinstance(x, ast.BinOp) and isinstance(x.op, ast.Add) and isinstance(x.right, ast.Constant):
+            slips.append(("eps-dropped", f"leaves the forward's {code(x.right)} out of the derivative of "
+                                         f"({code(x)})**{p}", local(_lower(p), p, x.left) * g))
         why = f"the power rule, d x**{p}/dx = {_power_words(p)}" + ("" if isinstance(x, ast.Name) else
                                                                     f" with x = {_words(x)}")
     else:
@@ -362,11 +368,14 @@ RULES_ELEMENTWISE = {
         "tanh", "1 - _y**2", "d tanh(x)/dx = 1 - tanh(x)**2, written with the output {y}",
         (("tanh-input", "uses {x} where the derivative of tanh needs {y}, its output", "1 - _x**2"),
          ("tanh-square", "squares (1 - {y}) in the derivative of tanh: the square belongs to {y} alone", "(1 - _y)**2"),
-         ("tanh-no-square", "uses {y} where the derivative of tanh needs its square", "1 - _y"))),
+         ("tanh-no-square", "uses {y} where the derivative of tanh needs its square", "1 - _y"),
+         ("tanh-plus", "adds the square of {y} in the derivative of tanh instead of subtracting it", "1 + _y**2"),
+         ("tanh-sigmoid", "uses the sigmoid's derivative {y} * (1 - {y}) where tanh's is needed", "_y * (1 - _y)"))),
     "sigmoid": _elementwise(
         "sigmoid", "_y * (1 - _y)", "d sigmoid(x)/dx = sigmoid(x) * (1 - sigmoid(x)), written with the output {y}",
         (("sigmoid-input", "uses {x} where the derivative of the sigmoid needs {y}, its output", "_x * (1 - _x)"),
-         ("sigmoid-half", "keeps only one factor of the sigmoid's derivative {y} * (1 - {y})", "_y"))),
+         ("sigmoid-half", "keeps only one factor of the sigmoid's derivative {y} * (1 - {y})", "_y"),
+         ("sigmoid-tanh", "uses tanh's derivative (1 - {y}**2) where the sigmoid's is needed", "1 - _y**2"))),
     "relu": _elementwise(
         "relu", "(_x > 0)", "ReLU passes the gradient where its input {x} is positive and stops it elsewhere",
         (("relu-output", "multiplies by ReLU's output {y} where its derivative is a 0/1 mask", "_y"),
@@ -437,9 +446,9 @@ def reduce_sum(site: Site, op: Op) -> list[Edge]:
     dims = _reduced(ctx, op, x)
     g = _expand(ctx, site, dims, _keepdim(ctx, op))
     count = ctx.count(x, dims)
-    return [Edge(x, g, "a sum hands its gradient to every entry it summed (broadcast)",
-                 (("sum-mean", f"divides by {code(count)} as for a mean: a sum's local derivative is 1",
-                   g.divided(count)),))]
+    slips = (("sum-mean", f"divides by {code(count)} as for a mean: a sum's local derivative is 1",
+              g.divided(count)),) if dims else ()
+    return [Edge(x, g, "a sum hands its gradient to every entry it summed (broadcast)", slips)]
 
 
 def mean(site: Site, op: Op) -> list[Edge]:
@@ -508,7 +517,7 @@ def reduce_max(site: Site, op: Op) -> list[Edge]:
     if d == rank - 1:
         mask = template("F.one_hot(_x.max(_d).indices, num_classes=_x.shape[_d])", x=x, d=number(d))
     else:
-        mask = template("(_x == _x.max(_d, keepdim=True).values)", x=x, d=number(d))
+        mask = template("torch.zeros_like(_x).scatter(_d, _x.max(_d, keepdim=True).indices, 1.0)", x=x, d=number(d))
     return [Edge(x, Product.of(mask) * g, f"the max of each slice along dim {d} is one of its entries: the argmax "
                                           "gets the gradient, the other entries nothing",
                  (("max-everywhere", f"hands the max's gradient to every entry along dim {d} where only the largest "
@@ -647,7 +656,7 @@ def index(site: Site, op: Op) -> list[Edge]:
     x = op.operands[0]
     (selector,) = op.args
     parts = selector.elts if isinstance(selector, ast.Tuple) else [selector]
-    tensors = [p for p in parts if ctx.is_index_tensor(p)]
+    tensors = [p for p in parts if not isinstance(p, ast.Slice) and ctx.is_index_tensor(p)]
     if len(parts) == 1 and tensors:
         # An embedding lookup: rows of x copied, a row as often as the index names it.
         idx = parts[0]
@@ -656,6 +665,8 @@ def index(site: Site, op: Op) -> list[Edge]:
         g = ctx.full(site.g, site).node()
         trailing = [template("_x.shape[_d]", x=x, d=number(d)) for d in range(1, rank)]
         rows = call(g, "view", number(-1), *trailing)
+        if not ctx.runs(rows):
+            rows = call(g, "reshape", number(-1), *trailing)
         right = template("torch.zeros_like(_x).index_add(0, _i, _g)", x=x, i=flat_index, g=rows)
         return [Edge(x, Product.of(right),
                      f"the lookup copies a row of {_words(x)} for every entry of {code(idx)}: add each gradient "
@@ -664,7 +675,7 @@ def index(site: Site, op: Op) -> list[Edge]:
                                                       "must add up all its uses (index_add)", site.g, selector),))]
     if not isinstance(x, ast.Name):
         raise ctx.no_rule(site.node, "indexing an expression (name it on a line of its own)")
-    unique = all(not ctx.is_index_tensor(p) for p in parts) or (
+    unique = not tensors or (
         len(tensors) == 1 and any(_is_range(p) for p in parts))
     if unique:
         return [Edge(x, site.g, f"only the entries {code(x)}[{subscript(selector)}] were read: they get the "
@@ -698,3 +709,29 @@ GRAMMAR = (
     "torch.cat, torch.stack, .masked_fill(mask, value), torch.where(cond, a, b)",
     "F.cross_entropy(logits, targets)",
 )
+
+# Every slip by its stable name, and the kind of classic mistake it is (feedback and the blind
+# measurement of issue 25 count them by these).
+TRANSPOSE, BROADCAST, KEEPDIM, DIMENSION, SIGN, FACTOR, BRANCH, FORWARD, INPUT, LOCAL_RULE = (
+    "missing transpose or wrong operand order", "missing sum over a broadcast dimension", "lost keepdim",
+    "wrong dimension", "sign", "a factor of a size", "a missed branch of a reused tensor",
+    "the forward value used for the gradient", "a derivative written through the input instead of the output",
+    "a slip in the local derivative")
+SLIPS = {
+    "matmul-transpose": TRANSPOSE, "matmul-order": TRANSPOSE, "transpose-missing": TRANSPOSE,
+    "permute-same": TRANSPOSE,
+    "broadcast-no-sum": BROADCAST, "broadcast-keepdim": KEEPDIM, "broadcast-wrong-dim": DIMENSION,
+    "sign": SIGN, "sub-sign": SIGN, "neg-sign": SIGN, "where-swapped": SIGN,
+    "mean-count": FACTOR, "sum-mean": FACTOR, "bessel": FACTOR, "ce-mean": FACTOR, "power-factor": FACTOR,
+    "sqrt-factor": FACTOR,
+    "missed-branch": BRANCH, "overwrite": BRANCH, "index-overwrite": BRANCH, "mask-forgotten": BRANCH,
+    "forward-value": FORWARD,
+    "tanh-input": INPUT, "sigmoid-input": INPUT, "exp-input": INPUT, "sqrt-input": INPUT, "log-output": INPUT,
+    "mul-local": LOCAL_RULE, "mul-operand": LOCAL_RULE, "div-multiplies": LOCAL_RULE, "div-square": LOCAL_RULE,
+    "power-exponent": LOCAL_RULE, "power-raised": LOCAL_RULE, "eps-dropped": LOCAL_RULE, "tanh-square": LOCAL_RULE,
+    "tanh-no-square": LOCAL_RULE, "tanh-plus": LOCAL_RULE, "tanh-sigmoid": LOCAL_RULE, "sigmoid-half": LOCAL_RULE,
+    "sigmoid-tanh": LOCAL_RULE, "relu-output": LOCAL_RULE, "relu-inverted": LOCAL_RULE,
+    "log-multiplies": LOCAL_RULE, "gelu-one-term": LOCAL_RULE, "softmax-no-sum": LOCAL_RULE,
+    "softmax-elementwise": LOCAL_RULE, "log-softmax-no-sum": LOCAL_RULE, "max-everywhere": LOCAL_RULE,
+    "ce-one-hot": LOCAL_RULE,
+}
