@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -417,16 +418,15 @@ class LmsCollector(FileNameCollectorPlugin):
         atomic_write(ledger_path, json.dumps(ledger, indent=1, sort_keys=True) + "\n")
 
     def _regrade(self, student: str) -> None:
-        """A new notebook for a student graded before: its autograded notebook (and feedback) go, so that
-        autograde and generate_feedback redo them."""
+        """A new notebook for a student graded before: their autograded and feedback folders go (nbgrader
+        redoes a student's assignment only when its folder is missing), so that autograde and
+        generate_feedback redo them; the gradebook keeps its entries until autograde replaces them."""
         coursedir = self._coursedir()
         for directory in (coursedir.autograded_directory, coursedir.feedback_directory):
             folder = Path(coursedir.format_path(directory, student, coursedir.assignment_id))
-            stem = Path(self.notebook).stem
-            for old in (folder / f"{stem}.ipynb", folder / f"{stem}.html"):
-                if old.is_file():
-                    old.unlink()
-                    self.log.warning("%s: a newer file; removed %s so that it is graded again", student, old)
+            if folder.is_dir():
+                shutil.rmtree(folder)
+                self.log.warning("%s: a newer file; removed %s so that it is graded again", student, folder)
 
     def _record(self, info: dict) -> None:
         """The LMS's id and the LMS's name of the student, in the gradebook generate_assignment made; a
