@@ -310,9 +310,9 @@ class LmsCollector(FileNameCollectorPlugin):
     Every notebook is filed as the assignment's notebook, whatever the student's file was called. Of a
     student's files in all the downloads (archive/ keeps them) only the newest is collected, and only when
     it is not the notebook collected already, so nbgrader never meets two files for one student, and a
-    second download collects only what is new. A student's newly collected notebook has its autograded
-    notebook removed, so the next `nbgrader autograde` grades it without --force (nbgrader's own test is
-    timestamps, which Canvas and Moodle names do not carry). A submission made through nbgrader's exchange
+    second download collects only what is new. A student whose notebook changed has their autograded and
+    feedback folders removed, so the next `nbgrader autograde` grades it without --force (nbgrader's own
+    test is timestamps, which Canvas and Moodle names do not carry). A submission made through nbgrader's exchange
     is never replaced by a file of a download. The LMS's user id is recorded with the student in the
     gradebook (nbgrader's lms_user_id), so the Canvas export places the student without a roster.
 
@@ -335,7 +335,7 @@ class LmsCollector(FileNameCollectorPlugin):
         if newest != submitted_file:
             self.log.warning("Skipped %s: %s's newer file is %s", submitted_file, student, os.path.basename(newest))
             return None
-        target = self._submitted(student)
+        target = self._submitted(student) / (self.notebook or Path(submitted_file).name)
         if (target.parent / "submission_secret.txt").exists():
             self.log.warning("Skipped %s: %s submitted through nbgrader's exchange; that submission stays (remove "
                              "%s to take the download's file instead)", submitted_file, student, target.parent)
@@ -399,8 +399,7 @@ class LmsCollector(FileNameCollectorPlugin):
 
     def _submitted(self, student: str) -> Path:
         coursedir = self._coursedir()
-        folder = coursedir.format_path(coursedir.submitted_directory, student, coursedir.assignment_id)
-        return Path(folder) / (self.notebook or "")
+        return Path(coursedir.format_path(coursedir.submitted_directory, student, coursedir.assignment_id))
 
     def _ledger(self) -> dict:
         try:
