@@ -107,3 +107,37 @@ def test_an_explicit_gradebook_and_none(course, tmp_path):
     assert json.loads(done.stdout)["submissions"][0]["score"] == 2.0  # ann, as graded
     done = run("report", str(alone), "--json", "--gradebook", str(course / final.GRADEBOOK))
     assert {s["submission"].split("/")[0]: s["score"] for s in json.loads(done.stdout)["submissions"]} == FINAL
+
+
+def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores():
+    """GradebookFeedback, given a notebook as autograde left it and the grade cells' scores as nbgrader's
+    GetGrades reads them from the gradebook: the page's total and rows are the gradebook's, the late
+    penalty is said, the grade cell's line says who set its score, and the pictures stay."""
+    import nbformat
+
+    from grader.lms.nbgrader import GradebookFeedback, add_feedback_page, fill_grade_cells
+    from grader.outputs import feedback_page
+
+    result = _result("ann")
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("", metadata={"nbgrader": {"grade": True, "grade_id": f"check_{name}",
+                                                             "points": POINTS[name]}}) for name in POINTS])
+    fill_grade_cells(nb, result, page=False)
+    add_feedback_page(nb, result)
+    picture = '<p class="bpn-note">a picture of dcounts</p>'
+    page = nb.cells[0].outputs[0]
+    page.data["text/html"] = page.data["text/html"].replace(
+        "</tbody>", f'<tr class="bpn-pictures" data-grade-id="dcounts"><td colspan="4">{picture}</td></tr></tbody>')
+    assert feedback_page.drawn_on(page.data["text/html"]) == {"dcounts": picture}
+    for cell in nb.cells[1:]:  # as GetGrades sets them: the TA gave dcounts half its point
+        name = cell.metadata.nbgrader["grade_id"].removeprefix("check_")
+        cell.metadata.nbgrader["score"] = 0.5 if name == "dcounts" else GRADED["ann"][name]
+    resources = {"nbgrader": {"notebook": NOTEBOOK, "assignment": ASSIGNMENT, "student": "ann", "late_penalty": 1.0}}
+    nb, _ = GradebookFeedback().preprocess(nb, resources)
+    html = nb.cells[0].outputs[0].data["text/html"]
+    assert '<p class="bpn-total">Total: 1.5 / 3 (after a late penalty of 1)</p>' in html
+    assert '<td class="bpn-points">0.5 / 1</td>' in html and picture in html
+    assert "your instructor set this score: 0.5 / 1 (the grader gave 0)" in html
+    dcounts = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "check_dcounts")
+    assert dcounts.outputs[0].text.startswith("dcounts: 0.5 / 1 (partial). your instructor set this score")
+    assert dcounts.outputs[1].data["text/plain"] == "0.5"
