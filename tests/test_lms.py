@@ -109,11 +109,17 @@ def test_zip_collect_takes_downloads_as_they_come(lms_course):
     _zip(archive / "moodle.zip", {
         "Ada Lovelace_4321_assignsubmission_file_/backprop_ninja.ipynb": "ada",
         "Ada Lovelace_4321_assignsubmission_file_/notes.ipynb": "ada's notes"})
+    # A Blackboard user with two attempts: the later one, with its time for nbgrader's late penalties.
+    _zip(archive / "blackboard.zip", {
+        "A1_bitdiddle_attempt_2026-11-30-15-04-05_backprop_ninja.ipynb": "ben, second attempt",
+        "A1_bitdiddle_attempt_2026-11-29-09-00-00_backprop_ninja.ipynb": "ben, first attempt"})
     first = _nbgrader(root, "zip_collect", ASSIGNMENT)
     assert first.returncode == 0 and "Traceback" not in first.stderr, first.stderr
     assert _mark(submitted / "canvas-101" / ASSIGNMENT / NOTEBOOK) == "john 101, resubmitted"
     assert _mark(submitted / "canvas-102" / ASSIGNMENT / NOTEBOOK) == "john 102, first"
     assert _mark(submitted / "moodle-4321" / ASSIGNMENT / NOTEBOOK) == "ada"
+    assert _mark(submitted / "bitdiddle" / ASSIGNMENT / NOTEBOOK) == "ben, second attempt"
+    assert (submitted / "bitdiddle" / ASSIGNMENT / "timestamp.txt").read_text().startswith("2026-11-30 15:04:05")
     assert _mark(exchange / NOTEBOOK) == "eve, through the exchange"
     assert "eve submitted through nbgrader's exchange" in first.stderr
     assert "Canvas marks canvas-101's submission late" in first.stderr
