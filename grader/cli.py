@@ -304,6 +304,16 @@ def gradescope_run(root):
     click.echo(f"score {result['score']:g}: {root / 'results' / 'results.json'}")
 
 
+def _gradebook(results_dir: Path, given: Path | None) -> Path | None:
+    """--gradebook, else nbgrader's beside RESULTS_DIR: the one source of scores (grader.outputs.final)."""
+    from grader.outputs.final import beside
+
+    gradebook = given or beside(results_dir)
+    if gradebook is not None:
+        click.echo(f"scores from the gradebook {gradebook}", err=True)
+    return gradebook
+
+
 @main.command()
 @click.argument("results_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
@@ -312,12 +322,16 @@ def gradescope_run(root):
 @click.option("--submitted", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="The folder of submitted notebooks, to list those without a result (default: submitted/ "
                    "beside RESULTS_DIR, as in an nbgrader course).")
-def report(results_dir, out, as_json, submitted):
+@click.option("--gradebook", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="nbgrader's gradebook.db to take the scores from, a TA's manual scores and late penalties "
+                   "included (default: the one beside RESULTS_DIR, if any; else the results themselves).")
+def report(results_dir, out, as_json, submitted, gradebook):
     """A class report of a results folder written by `grade --out`: one self-contained HTML page."""
     from grader.outputs.report import ReportError, run
 
+    gradebook = _gradebook(results_dir, gradebook)
     try:
-        run(results_dir, out, as_json, echo=click.echo, submitted=submitted)
+        run(results_dir, out, as_json, echo=click.echo, submitted=submitted, gradebook=gradebook)
     except (ReportError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -333,9 +347,9 @@ def report(results_dir, out, as_json, submitted):
 @click.option("--column", help="canvas: the assignment's column (default: the roster's column for course.yml's "
                                "assignment with --course, else backprop-ninja).")
 @course_option("The course's configuration, for the default --column and the gradebook's assignment.")
-@click.option("--gradebook", type=click.Path(dir_okay=False, path_type=Path),
-              help="canvas: nbgrader's gradebook.db to take the totals from, a TA's manual scores included "
-                   "(default: the one beside RESULTS_DIR, if any; else the results themselves).")
+@click.option("--gradebook", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="nbgrader's gradebook.db to take the scores from, a TA's manual scores and late penalties "
+                   "included (default: the one beside RESULTS_DIR, if any; else the results themselves).")
 def export(results_dir, fmt, out, roster, column, course_file, gradebook):
     """Export a results folder for a spreadsheet or an LMS."""
     from grader.outputs.exports import ExportError
@@ -345,11 +359,7 @@ def export(results_dir, fmt, out, roster, column, course_file, gradebook):
     course = _load_course(course_file) if course_file is not None else None
     if column is None:
         column = course.assignment if course is not None else "backprop-ninja"
-    beside = Path(results_dir).resolve().parent / "gradebook.db"
-    if gradebook is None and fmt == "canvas" and beside.is_file():
-        gradebook = beside
-    if gradebook is not None:
-        click.echo(f"totals from the gradebook {gradebook}", err=True)
+    gradebook = _gradebook(results_dir, gradebook)
     try:
         written = run(results_dir, fmt, out, roster, column,
                       warn=lambda line: click.echo(safe_text.terminal(line), err=True),

@@ -127,8 +127,21 @@ def test_canvas_says_when_the_roster_has_other_points_possible_or_no_such_column
             in done.stderr)
     done = export(str(graded), "--format", "canvas", "--roster", str(write_roster(tmp_path / "r.csv")),
                   "--column", "Backprop by hand", "--out", str(out))
-    assert "no column 'Backprop by hand' in the roster: Canvas will create a new assignment" in done.stderr
+    assert ("no column 'Backprop by hand' in the roster (its assignments: Quiz 1 (4410), backprop-ninja (4420)): "
+            "Canvas will create a new assignment" in done.stderr)
     assert read(out)[0][-1] == "Backprop by hand"
+
+
+@pytest.mark.parametrize("option", [["--course", str(COURSE_FILE)], ["--column", "4420"],
+                                    ["--column", "Backprop Ninja"]])
+def test_canvas_finds_the_rosters_column_however_the_course_spells_it(graded, tmp_path, option):
+    """course.yml's `backprop_ninja`, the assignment's Canvas id, or its name in other case all name the
+    roster's "backprop-ninja (4420)": an import under any other spelling would create a new assignment."""
+    out = tmp_path / "canvas.csv"
+    done = export(str(graded), "--format", "canvas", "--roster", str(write_roster(tmp_path / "r.csv")),
+                  "--out", str(out), *option)
+    assert done.exit_code == 0, done.output
+    assert read(out)[0][-1] == COLUMN and "no column" not in done.stderr
 
 
 def test_a_roster_that_is_not_a_canvas_export_is_a_one_line_error(graded, tmp_path):

@@ -1,14 +1,21 @@
-"""From a built wheel to a graded class, as a school runs it.
+"""A whole term, from a built wheel to a graded class, as a TA runs it.
 
 The wheel is built from the sources and installed into a fresh virtual environment, which takes torch,
 nbgrader and the other dependencies from this Python's site-packages but backprop-ninja only from the
-wheel (the test checks where `grader` is imported from). Three unix users, created here, share one
+wheel (the test checks where `grader` is imported from). Four unix users, created here, share one
 nbgrader exchange: the instructor runs `backprop-ninja course init` in their home, outside any checkout,
-then generate, release; two students fetch, answer and submit; the instructor collects, adds a Canvas
-and a Moodle download through zip_collect, autogrades, releases feedback, which the students fetch,
-overrides one score by hand as a TA would in formgrader, and exports to Canvas with a roster. Last, a
-changed course.yml (points, and one exercise dropped) is applied with `course init --update` and the
-class is autograded again. Every command runs as its user, with that user's HOME.
+then generate, release; three students fetch, answer and submit; the instructor collects, adds a Canvas
+download (two students of the same name, one of whom resubmitted late) and a Moodle one through
+zip_collect, autogrades, takes a second Canvas download (a resubmission) with zip_collect and autograde
+again, with no --force, sets one score by hand in the gradebook as a TA does in formgrader, generates
+and releases feedback to every student, which the students fetch, exports to Canvas with and without a
+roster, writes the report and the per-grade-id export. Last, a changed course.yml (points, and one
+exercise dropped) is applied with `course init --update` and the class is autograded again. Every
+command runs as its user, with that user's HOME.
+
+The `taught` fixture plays the term once and keeps every command (`outputs` by name) and the
+gradebook as it stood before the last change (`book`); each test reads one thing of it, so an assert
+for another part of the term is one more test.
 
 Needs root (useradd, runuser) and traverse permission on the folders holding this Python (/root here,
 mode 700: opened with o+x for the module and restored after).
@@ -40,21 +47,30 @@ from solutions import reference
 
 ASSIGNMENT, NOTEBOOK = COURSE.assignment, COURSE.notebook
 COURSE_ID = "ml101-fall"
-INSTRUCTOR, STUDENTS = "bpninst", ("bpnstud1", "bpnstud2")
+INSTRUCTOR, STUDENTS = "bpninst", ("bpnstud1", "bpnstud2", "bpnstud3")
 REFERENCE = reference.cells()
 MISTAKE = {"dcounts": "dcounts = counts_sum_inv * dprobs\n"}
-# A Canvas bulk download: carol submitted twice after the due date (Canvas numbers the second file -1);
-# her Canvas login differs from the roster's SIS login, so only her Canvas user id (5001) can place her.
-CANVAS = {"carolking_late_5001_900001_backprop_ninja.ipynb": {},
-          "carolking_late_5001_900002_backprop_ninja-1.ipynb": REFERENCE}
+ANSWERS = (REFERENCE, {**REFERENCE, **MISTAKE}, {})  # each student's: right, one mistake, nothing typed
+# A Canvas bulk download. Two Carol Kings (Canvas's first field is the run-together name): 5001 submitted
+# twice after the due date (Canvas numbers the second file -1), 5002 once, with a mistake. Neither Canvas
+# name is a login, so only the Canvas user id can place them.
+CANVAS = {"kingcarol_late_5001_900001_backprop_ninja.ipynb": {},
+          "kingcarol_late_5001_900002_backprop_ninja-1.ipynb": REFERENCE,
+          "kingcarol_5002_900003_backprop_ninja.ipynb": MISTAKE}
+# The second download, days later: 5002 resubmitted, right this time; 5001's file is there again.
+CANVAS_AGAIN = {"kingcarol_late_5001_900002_backprop_ninja-1.ipynb": REFERENCE,
+                "kingcarol_5002_900107_backprop_ninja.ipynb": REFERENCE}
 MOODLE = {"Dan Brown_7002_assignsubmission_file_/backprop_ninja.ipynb": REFERENCE}
-CANVAS_COLUMN = f"{ASSIGNMENT} (31337)"
+LMS_STUDENTS = ("canvas-5001", "canvas-5002", "moodle-7002")
+CANVAS_COLUMN = "Backprop Ninja (31337)"  # as Canvas names the assignment; course.yml says backprop_ninja
 ROSTER = [
     ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", CANVAS_COLUMN],
     ["    Points Possible", "", "", "", "", "50.00"],
     ["One, Student", "4001", "S4001", STUDENTS[0], "A", ""],
     ["Two, Student", "4002", "S4002", STUDENTS[1], "A", ""],
+    ["Three, Student", "4003", "S4003", STUDENTS[2], "A", ""],
     ["King, Carol", "5001", "S5001", "cking", "B", ""],
+    ["King, Carol", "5002", "S5002", "cking2", "B", ""],
     ["Student, Test", "9999", "", "", "", ""],
 ]
 OVERRIDE = ("check_dcounts", 0.5)  # the TA's manual score for student 2's dcounts
@@ -73,6 +89,7 @@ class World:
     exchange: Path
     commands: list[Command] = field(default_factory=list)
     outputs: dict[str, Command] = field(default_factory=dict)
+    book: dict[str, dict] = field(default_factory=dict)  # the gradebook once feedback and exports were made
 
     def home(self, user: str) -> Path:
         return Path(pwd.getpwnam(user).pw_dir)
@@ -136,6 +153,14 @@ def _answered(source: Path, answers: dict[str, str]) -> str:
     return nbformat.writes(nb)
 
 
+def _download(path: Path, released: Path, files: dict[str, dict[str, str]]) -> None:
+    """An LMS's bulk download, its files answered as `files` says, as the instructor saved it."""
+    with zipfile.ZipFile(path, "w") as z:
+        for name, answers in files.items():
+            z.writestr(name, _answered(released, answers))
+    _as_user(path.parent.parent, INSTRUCTOR)
+
+
 def _as_user(path: Path, user: str) -> None:
     entry = pwd.getpwnam(user)
     for p in [path, *path.rglob("*")] if path.is_dir() else [path]:
@@ -184,7 +209,7 @@ def taught(world):
                         "--exchange", str(w.exchange)], name="init")
     w.nbgrader(INSTRUCTOR, "generate_assignment", ASSIGNMENT, cwd=course)
     w.nbgrader(INSTRUCTOR, "release_assignment", ASSIGNMENT, cwd=course)
-    for student, answers in zip(STUDENTS, (REFERENCE, {**REFERENCE, **MISTAKE})):
+    for student, answers in zip(STUDENTS, ANSWERS):
         w.student(student, "fetch_assignment")
         fetched = w.home(student) / ASSIGNMENT / NOTEBOOK
         fetched.write_text(_answered(fetched, answers), encoding="utf-8")  # the student's own file, edited
@@ -194,36 +219,39 @@ def taught(world):
     archive = course / "downloaded" / ASSIGNMENT / "archive"
     archive.mkdir(parents=True)
     released = course / "release" / ASSIGNMENT / NOTEBOOK
-    with zipfile.ZipFile(archive / "canvas-submissions.zip", "w") as z:
-        for name, answers in CANVAS.items():
-            z.writestr(name, _answered(released, answers))
-    with zipfile.ZipFile(archive / "moodle-submissions.zip", "w") as z:
-        for name, answers in MOODLE.items():
-            z.writestr(name, _answered(released, answers))
-    _as_user(course / "downloaded", INSTRUCTOR)
+    _download(archive / "canvas-submissions.zip", released, CANVAS)
+    _download(archive / "moodle-submissions.zip", released, MOODLE)
     w.nbgrader(INSTRUCTOR, "zip_collect", ASSIGNMENT, cwd=course, name="zip_collect")
-
     w.nbgrader(INSTRUCTOR, "autograde", ASSIGNMENT, cwd=course, name="autograde")
-    w.nbgrader(INSTRUCTOR, "generate_feedback", ASSIGNMENT, cwd=course)
-    w.nbgrader(INSTRUCTOR, "release_feedback", ASSIGNMENT, "--CourseDirectory.student_id_exclude=carolking,moodle-7002",
-               cwd=course)
-    for student in STUDENTS:
-        w.student(student, "fetch_feedback")
+    _download(archive / "canvas-submissions-2.zip", released, CANVAS_AGAIN)  # kept beside the first
+    w.nbgrader(INSTRUCTOR, "zip_collect", ASSIGNMENT, cwd=course, name="zip_collect again")
+    w.nbgrader(INSTRUCTOR, "autograde", ASSIGNMENT, cwd=course, name="autograde again")
 
-    cell, score = OVERRIDE
+    cell, score = OVERRIDE  # as a TA sets it in formgrader: the manual score of one grade cell
     w.must(INSTRUCTOR, ["python", "-c", (
         "from nbgrader.api import Gradebook\n"
         "with Gradebook('sqlite:///gradebook.db') as gb:\n"
         f"    g = gb.find_grade({cell!r}, {Path(NOTEBOOK).stem!r}, {ASSIGNMENT!r}, {STUDENTS[1]!r})\n"
         f"    g.manual_score = {score}\n"
         "    gb.db.commit()\n")], cwd=course)
+    w.nbgrader(INSTRUCTOR, "generate_feedback", ASSIGNMENT, cwd=course)
+    w.nbgrader(INSTRUCTOR, "release_feedback", ASSIGNMENT, cwd=course, name="release_feedback")
+    for student in STUDENTS:
+        w.student(student, "fetch_feedback")
+
     roster = course / "canvas_gradebook.csv"
     with open(roster, "w", newline="", encoding="utf-8-sig") as f:
         csv.writer(f).writerows(ROSTER)
     _as_user(roster, INSTRUCTOR)
     w.must(INSTRUCTOR, ["backprop-ninja", "export", "results", "--format", "canvas", "--roster", roster.name,
                         "--course", "course.yml"], cwd=course, name="export")
+    w.must(INSTRUCTOR, ["backprop-ninja", "export", "results", "--format", "canvas", "--out", "no_roster.csv",
+                        "--course", "course.yml"], cwd=course, name="export without roster")
+    w.must(INSTRUCTOR, ["backprop-ninja", "export", "results", "--format", "grade-ids"], cwd=course,
+           name="grade-ids")
     w.must(INSTRUCTOR, ["backprop-ninja", "report", "results"], cwd=course, name="report")
+    w.must(INSTRUCTOR, ["backprop-ninja", "report", "results", "--json"], cwd=course, name="report json")
+    w.book = gradebook(course)
 
     # The instructor changes course.yml after the class was graded: dprobs is worth 3, ex4_training is dropped.
     raw = yaml.safe_load((course / "course.yml").read_text(encoding="utf-8"))
@@ -238,12 +266,31 @@ def taught(world):
 
 
 def gradebook(course: Path) -> dict[str, dict]:
+    """Each student's submission as the gradebook holds it: `total` is what the student ends with (nbgrader's
+    score less a late penalty), `dcounts` one tensor's score."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        return {s.student.id: {"score": s.score, "max_score": s.max_score, "lms_user_id": s.student.lms_user_id,
-                               "first_name": s.student.first_name}
+        return {s.student.id: {"total": s.score - s.late_submission_penalty, "score": s.score,
+                               "max_score": s.max_score, "lms_user_id": s.student.lms_user_id,
+                               "first_name": s.student.first_name, "last_name": s.student.last_name,
+                               "dcounts": gb.find_grade(OVERRIDE[0], Path(NOTEBOOK).stem, ASSIGNMENT,
+                                                        s.student.id).score}
                 for s in gb.assignment_submissions(ASSIGNMENT)}
+
+
+def _csv(path: Path) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
+
+
+def _feedback(w: World, student: str) -> str:
+    """The feedback page the student fetched (an exchange student), or the one the instructor hands back
+    through the LMS."""
+    if student in STUDENTS:
+        (page,) = (w.home(student) / ASSIGNMENT / "feedback").glob(f"*/{Path(NOTEBOOK).stem}.html")
+    else:
+        page = w.course / "feedback" / student / ASSIGNMENT / f"{Path(NOTEBOOK).stem}.html"
+    return page.read_text(encoding="utf-8")
 
 
 def test_every_command_succeeds_as_its_user(taught):
@@ -283,44 +330,98 @@ def test_each_students_submission_is_their_own_and_graded(taught):
     for student in STUDENTS:
         (folder,) = [p for p in inbound.iterdir() if p.name.startswith(f"{student}+{ASSIGNMENT}+")]
         assert (folder / NOTEBOOK).stat().st_uid == pwd.getpwnam(student).pw_uid
-    book = gradebook(taught.course)
+    book = taught.book
     assert book[STUDENTS[0]]["score"] == pytest.approx(book[STUDENTS[0]]["max_score"])
     assert book[STUDENTS[1]]["score"] < book[STUDENTS[1]]["max_score"]
+    assert book[STUDENTS[2]]["score"] == 0
 
 
-def test_zip_collect_files_canvas_and_moodle_downloads_with_their_lms_ids(taught):
-    book = gradebook(taught.course)
-    assert set(book) == {*STUDENTS, "carolking", "moodle-7002"}
-    assert book["carolking"]["lms_user_id"] == "5001"
-    assert book["carolking"]["score"] == pytest.approx(book["carolking"]["max_score"]), "the -1 resubmission wins"
+def test_zip_collect_takes_same_name_students_resubmissions_and_a_second_download(taught):
+    book = taught.book
+    assert set(book) == {*STUDENTS, *LMS_STUDENTS}
+    for student, user_id in (("canvas-5001", "5001"), ("canvas-5002", "5002")):  # both named kingcarol by Canvas
+        assert (book[student]["lms_user_id"], book[student]["last_name"]) == (user_id, "kingcarol")
+        assert book[student]["score"] == pytest.approx(book[student]["max_score"]), student
     assert (book["moodle-7002"]["lms_user_id"], book["moodle-7002"]["first_name"]) == ("7002", "Dan")
     assert book["moodle-7002"]["score"] == pytest.approx(book["moodle-7002"]["max_score"])
-    log = taught.outputs["zip_collect"].stderr
-    assert "resubmitted it as carolking_late_5001_900002_backprop_ninja-1.ipynb" in log
-    assert "Canvas marks carolking's submission late" in log
+    first = taught.outputs["zip_collect"].stderr
+    assert "canvas-5001's newer file is kingcarol_late_5001_900002_backprop_ninja-1.ipynb" in first
+    assert "Canvas marks canvas-5001's submission late" in first
+    again = taught.outputs["zip_collect again"].stderr
+    assert "already collected for canvas-5001" in again and "already collected for moodle-7002" in again
+    assert "canvas-5002: a newer file; removed" in again
+    regraded = taught.outputs["autograde again"].stderr
+    assert "canvas-5002" in regraded and f"Skipping existing assignment: {taught.course}/autograded/canvas-5001" \
+        in regraded, "only the new file is graded again"
 
 
-def test_students_fetch_their_feedback(taught):
+def test_feedback_is_released_to_every_student(taught):
     for student in STUDENTS:
         pages = list((taught.home(student) / ASSIGNMENT / "feedback").glob(f"*/{Path(NOTEBOOK).stem}.html"))
         assert len(pages) == 1, student
         assert pages[0].stat().st_uid == pwd.getpwnam(student).pw_uid
+    log = taught.outputs["release_feedback"].stderr
+    for student in LMS_STUDENTS:
+        page = taught.course / "feedback" / student / ASSIGNMENT / f"{Path(NOTEBOOK).stem}.html"
+        assert f"{student} was collected from an LMS download, not the exchange: hand back {page}" in log
+        assert page.is_file()
+
+
+def test_one_score_per_student_everywhere(taught):
+    """The gradebook's total (the TA's manual score in it) is the one the student's feedback shows, in
+    nbgrader's header and on the per-tensor page, and the one report, grade-ids and Canvas export say."""
+    import re
+
+    book, course = taught.book, taught.course
+    report = {s["submission"].split("/")[0]: s["score"] for s in json.loads(taught.outputs["report json"].stdout)
+              ["submissions"]}
+    grade_ids: dict[str, float] = {}
+    for row in _csv(course / "results" / "grade_ids.csv")[1:]:
+        grade_ids[row[0].split("/")[0]] = grade_ids.get(row[0].split("/")[0], 0.0) + float(row[2])
+    canvas = {row[1]: float(row[-1]) for row in _csv(course / "results" / "canvas.csv")[2:]}
+    ids = {STUDENTS[0]: "4001", STUDENTS[1]: "4002", STUDENTS[2]: "4003", "canvas-5001": "5001",
+           "canvas-5002": "5002"}
+    for student, entry in book.items():
+        total, top = entry["total"], entry["max_score"]
+        page = _feedback(taught, student)
+        assert f"(Score: {total:g} / {top:g})" in page, student  # nbgrader's header
+        assert re.findall(r'class="bpn-total">Total: ([\d.]+) / ', page) == [f"{total:g}"], student
+        assert report[student] == pytest.approx(total), student
+        assert grade_ids[student] == pytest.approx(total), student
+        if student in ids:
+            assert canvas[ids[student]] == pytest.approx(total), student
+    overridden = _feedback(taught, STUDENTS[1])
+    assert book[STUDENTS[1]]["dcounts"] == OVERRIDE[1]
+    assert f'<td class="bpn-points">{OVERRIDE[1]:g} / {COURSE.points["dcounts"]:g}</td>' in overridden
+    assert f"your instructor set this score: {OVERRIDE[1]:g} / {COURSE.points['dcounts']:g}" in overridden
+    assert "1 set by hand" in (course / "results" / "report.html").read_text(encoding="utf-8")
 
 
 def test_the_canvas_export_takes_the_gradebook_and_the_rosters_column(taught):
     command = taught.outputs["export"]
-    rows = list(csv.reader(io.StringIO((taught.course / "results" / "canvas.csv").read_text(encoding="utf-8"))))
-    header, points, *students = rows
-    assert header[-1] == CANVAS_COLUMN
+    header, points, *students = _csv(taught.course / "results" / "canvas.csv")
+    assert header[-1] == CANVAS_COLUMN, "course.yml's backprop_ninja names Canvas's Backprop Ninja (31337)"
     by_login = {row[3]: float(row[-1]) for row in students}
-    assert set(by_login) == {*STUDENTS, "cking"}, "carol is placed by her Canvas user id, not her login"
+    assert set(by_login) == {*STUDENTS, "cking", "cking2"}, "each Carol King is placed by her Canvas user id"
     max_score = COURSE.max_score
     assert float(points[-1]) == max_score
     assert by_login[STUDENTS[1]] == pytest.approx(max_score - COURSE.points["dcounts"] + OVERRIDE[1]), \
         "the TA's manual score counts"
-    assert by_login["cking"] == pytest.approx(max_score)
+    assert by_login["cking"] == by_login["cking2"] == pytest.approx(max_score)
     assert f"{CANVAS_COLUMN}: Canvas says 50 points possible, the course {max_score:g}" in command.stderr
     assert "moodle-7002 (gradebook): no student 'moodle-7002' in the roster" in command.stderr
+
+
+def test_the_canvas_export_without_a_roster_places_canvas_students_by_their_user_id(taught):
+    header, _, *rows = _csv(taught.course / "no_roster.csv")
+    assert header[-1] == ASSIGNMENT
+    by_id = {row[1]: row for row in rows if row[1]}
+    assert set(by_id) == {"5001", "5002"}
+    for row in by_id.values():
+        assert (row[0], row[3]) == ("kingcarol", ""), "a run-together Canvas name is no SIS login"
+    assert {row[3] for row in rows if not row[1]} == {*STUDENTS, "moodle-7002"}
+    assert f"no --roster: Canvas imports into the assignment named exactly {ASSIGNMENT!r}" in \
+        taught.outputs["export without roster"].stderr
 
 
 def test_the_report_finds_every_submission_graded(taught):

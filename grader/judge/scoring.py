@@ -68,10 +68,13 @@ class Result:
     # What the feedback page draws (grader.outputs.feedback_page.gather), taken from the answers while they are
     # in memory; never written to a results file. None: not gathered (not asked for, or a kept result).
     evidence: dict | None = field(default=None, repr=False, compare=False)
+    # Taken off the total, as nbgrader's gradebook holds it for a late submission (grader.outputs.final);
+    # the grader itself never sets one.
+    late_penalty: float = 0.0
 
     @property
     def score(self) -> float:
-        return sum(t.score for t in self.tests)
+        return sum(t.score for t in self.tests) - self.late_penalty
 
     @property
     def max_score(self) -> float:

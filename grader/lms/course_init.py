@@ -75,11 +75,25 @@ from grader.lms.nbgrader import feedback_templates  # noqa: E402
 c.GenerateFeedback.HTMLExporter.template_name = "backprop_ninja_feedback"
 for _key, _paths in feedback_templates().items():
     setattr(c.GenerateFeedback.HTMLExporter, _key, _paths)
+# The per-tensor page made again from the gradebook: a TA's manual score and a late penalty show there as in
+# nbgrader's own total, one score everywhere.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "grader.lms.nbgrader.GradebookFeedback",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
+# release_feedback releases to the students who submitted through the exchange and lists the pages of those
+# collected from LMS downloads (nbgrader's own stops at the first of them), to hand back through the LMS.
+c.ExchangeFactory.release_feedback = "grader.lms.nbgrader.ReleaseFeedback"
 
 # zip_collect: the files of Canvas, Moodle and Blackboard downloads (and <student>_<notebook>.ipynb), each
-# filed as this notebook; the LMS's user id is recorded with the student, for `backprop-ninja export`.
+# filed as this notebook; the LMS's user id is recorded with the student, for `backprop-ninja export`. Run it
+# again after each new download (keep the earlier zips in archive/): only what is new is collected, so
+# nbgrader's --force, which stops it re-extracting and re-filing, is on; the collector decides what is filed.
 c.ZipCollectApp.collector_plugin = "grader.lms.nbgrader.LmsCollector"
 c.LmsCollector.notebook = {notebook!r}
+c.ZipCollectApp.force = True
+c.ExtractorPlugin.force = True
 '''
 
 

@@ -9,11 +9,16 @@ grade cells, which OverwriteCells restores) it never runs, and cannot change a s
 """
 from __future__ import annotations
 
+import glob
+import hashlib
+import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import nbformat
+from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.plugins import ExportPlugin, FileNameCollectorPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 from traitlets import Bool, Unicode
@@ -37,8 +42,7 @@ def fill_grade_cells(nb, result, page: bool = True) -> None:
         if test is None:
             text, score = f"{meta.get('grade_id')}: not a grade id backprop-ninja grades; 0 points\n", 0
         else:
-            text = f"{test.name}: {test.score:g} / {test.max_score:g} ({test.verdict}). {test.output}\n"
-            score = test.score
+            text, score = _grade_cell_text(test), test.score
         cell.outputs = [
             nbformat.v4.new_output("stream", name="stdout", text=text),
             nbformat.v4.new_output("execute_result", data={"text/plain": f"{score:g}"}, execution_count=None),
@@ -48,15 +52,56 @@ def fill_grade_cells(nb, result, page: bool = True) -> None:
         add_feedback_page(nb, result)
 
 
+def _grade_cell_text(test) -> str:
+    return f"{test.name}: {test.score:g} / {test.max_score:g} ({test.verdict}). {test.output}\n"
+
+
+PAGE_KEY = "backprop_ninja_result"  # the feedback page cell's metadata: the result it was made from
+
+
 def add_feedback_page(nb, result) -> None:
     """The student's feedback page (grader.outputs.feedback_page) as the HTML output of a cell of its own at the
     top: nbgrader's generate_feedback keeps an HTML output as it is, and nbconvert shows no input for a
-    cell whose source is marked removed. A cell without nbgrader metadata is neither graded nor checked."""
+    cell whose source is marked removed. A cell without nbgrader metadata is neither graded nor checked.
+    The result rides in the cell's metadata, so that generate_feedback can make the page again with the
+    gradebook's scores (GradebookFeedback)."""
     from grader.outputs.feedback_page import fragment
+    from grader.outputs.results import gradescope
 
     output = nbformat.v4.new_output("display_data", data={"text/html": fragment(result)})
-    nb.cells.insert(0, nbformat.v4.new_code_cell("", metadata={"transient": {"remove_source": True}},
-                                                 outputs=[output]))
+    metadata = {"transient": {"remove_source": True}, PAGE_KEY: gradescope(result)}
+    nb.cells.insert(0, nbformat.v4.new_code_cell("", metadata=metadata, outputs=[output]))
+
+
+class GradebookFeedback(NbGraderPreprocessor):
+    """In `nbgrader generate_feedback`, after nbgrader's GetGrades: the feedback page and each grade cell's
+    line made again from the gradebook, so that a TA's manual score and a late penalty show on the
+    per-tensor page as in nbgrader's own header, one total (grader.outputs.final). The page made at
+    autograde time had the grader's scores only; its pictures are kept as they were drawn."""
+
+    def preprocess(self, nb, resources):
+        from grader.outputs import feedback_page, final
+        from grader.outputs.results import result_from_json
+
+        info = resources["nbgrader"]
+        page = next((c for c in nb.cells if PAGE_KEY in c.metadata), None)
+        if page is None:  # a notebook autograded before the page carried its result: left as it was
+            return nb, resources
+        grades = {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["score"] for c in nb.cells
+                  if c.metadata.get("nbgrader", {}).get("grade") and c.metadata.nbgrader.get("score") is not None}
+        result = final.adjust(result_from_json(page.metadata[PAGE_KEY]), grades, info.get("late_penalty") or 0.0)
+        old = "".join(o.get("data", {}).get("text/html", "") for o in page.outputs)
+        page.outputs = [nbformat.v4.new_output("display_data", data={
+            "text/html": feedback_page.fragment(result, drawn=feedback_page.drawn_on(old))})]
+        tests = {grade_cell_id(t.name): t for t in result.tests if final.overridden(t)}
+        for cell in nb.cells:
+            test = tests.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
+            for output in cell.outputs if test is not None else []:
+                if output.get("name") == "stdout":
+                    output.text = _grade_cell_text(test)
+                elif output.get("output_type") == "execute_result":
+                    output.data = {"text/plain": f"{test.score:g}"}
+        return nb, resources
 
 
 class RestoreCells(OverwriteCells):
@@ -211,12 +256,14 @@ class PerGradeIdExport(ExportPlugin):
 
 # The names each LMS gives a submitted file in its bulk download (the file part is the student's own file
 # name, which the LMS may have changed). Each gives nbgrader's student id and, where the LMS has one, its
-# own id of the student, which the Canvas export matches the roster's ID column on.
+# own id of the student, which the Canvas export places the student by.
 LMS_NAMES = (
-    # Canvas: <login>_[late_]<user id>_<submission id>_<file>[-N].ipynb; -N when the student's file name
-    # was already taken (a resubmission), LATE when submitted after the due date.
-    ("Canvas", re.compile(r"(?P<student_id>[^_/]+)_(?P<late>late_)?(?P<lms_user_id>\d+)_(?P<submission_id>\d+)_"
-                          r"(?P<file>.+?)(?:-(?P<resubmission>\d+))?\.ipynb")),
+    # Canvas: <name>_[LATE_]<user id>_<attachment id>_<file>[-N].ipynb. <name> is the surname and first name
+    # run together (two students may share it), so the student is known by the Canvas user id alone. -N
+    # when the student's file name was already taken (a resubmission); attachment ids only grow, so the
+    # file with the highest is the newest. LATE (Canvas writes it in either case) after the due date.
+    ("Canvas", re.compile(r"(?P<lms_name>[^_/]+)_(?:(?P<late>[Ll][Aa][Tt][Ee])_)?(?P<lms_user_id>\d+)_"
+                          r"(?P<attachment_id>\d+)_(?P<file>.+?)(?:-(?P<resubmission>\d+))?\.ipynb")),
     # Blackboard: <assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file>.ipynb
     ("Blackboard", re.compile(r".*_(?P<student_id>[^_/]+)_attempt_(?P<timestamp>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)"
                               r"_(?P<file>.+)\.ipynb")),
@@ -231,8 +278,9 @@ LMS_NAMES = (
 
 def lms_name(path: str) -> dict | None:
     """What a downloaded file's path says (its name, or its folder's and its own for Moodle): student_id,
-    lms, the LMS's user id (or None), resubmission number, late marker, timestamp; None when no LMS names
-    files so."""
+    lms, the LMS's user id (or None), the name the LMS gives the student (Moodle's full name, Canvas's
+    run-together one), resubmission number, late marker, timestamp, and `order`, which sorts a student's
+    files oldest first; None when no LMS names files so."""
     parts = path.replace(os.sep, "/").split("/")
     for lms, pattern in LMS_NAMES:
         found = pattern.fullmatch(parts[-1]) or (len(parts) > 1 and pattern.fullmatch("/".join(parts[-2:])))
@@ -244,19 +292,33 @@ def lms_name(path: str) -> dict | None:
         if stamp:
             day, clock = stamp[:10], stamp[11:].replace("-", ":")
             stamp = f"{day} {clock}"
+        resubmission = int(info.get("resubmission") or 0)
         return {"lms": lms, "student_id": student, "lms_user_id": info.get("lms_user_id"),
-                "resubmission": int(info.get("resubmission") or 0), "late": bool(info.get("late")),
-                "timestamp": stamp, "full_name": info.get("full_name")}
+                "resubmission": resubmission, "late": bool(info.get("late")), "timestamp": stamp,
+                "full_name": info.get("full_name"), "lms_name": info.get("lms_name"),
+                "order": (stamp or "", int(info.get("attachment_id") or 0), resubmission)}
     return None
 
 
+LEDGER = "collected.json"  # in downloaded/<assignment>/: which download file each student's notebook came from
+
+
 class LmsCollector(FileNameCollectorPlugin):
-    """`nbgrader zip_collect`'s collector for Canvas, Moodle and Blackboard downloads (see LMS_NAMES).
+    """`nbgrader zip_collect`'s collector for Canvas, Moodle and Blackboard downloads (see LMS_NAMES), which
+    an instructor runs again after each new download, with no --force.
 
     Every notebook is filed as the assignment's notebook, whatever the student's file was called. Of a
-    student's several Canvas files the highest resubmission wins (Canvas numbers them, with no time). The
-    LMS's user id is recorded with the student in the gradebook (nbgrader's lms_user_id), so the Canvas
-    export can find the student in the roster even where the login differs."""
+    student's files in all the downloads (archive/ keeps them) only the newest is collected, and only when
+    it is not the notebook collected already, so nbgrader never meets two files for one student, and a
+    second download collects only what is new. A student whose notebook changed has their autograded and
+    feedback folders removed, so the next `nbgrader autograde` grades it without --force (nbgrader's own
+    test is timestamps, which Canvas and Moodle names do not carry). A submission made through nbgrader's exchange
+    is never replaced by a file of a download. The LMS's user id is recorded with the student in the
+    gradebook (nbgrader's lms_user_id), so the Canvas export places the student without a roster.
+
+    course init sets ZipCollectApp.force: nbgrader's own zip_collect refuses to extract into a folder
+    extracted before and to file into a student's folder filed before; here the collector alone decides
+    what is filed."""
 
     notebook = Unicode("", help="The assignment's notebook, which every collected notebook is filed as").tag(
         config=True)
@@ -268,29 +330,148 @@ class LmsCollector(FileNameCollectorPlugin):
         if info is None:
             self.log.warning("Skipped %s: not a file name Canvas, Moodle or Blackboard gives", submitted_file)
             return None
-        newer = [p for p in Path(submitted_file).parent.glob("*.ipynb")
-                 if (other := lms_name(p.name)) and other["lms"] == info["lms"]
-                 and other["student_id"] == info["student_id"] and other["resubmission"] > info["resubmission"]]
-        if newer:
-            self.log.warning("Skipped %s: %s resubmitted it as %s", submitted_file, info["student_id"], newer[0].name)
+        student = info["student_id"]
+        newest = self._newest(submitted_file).get(student, submitted_file)
+        if newest != submitted_file:
+            self.log.warning("Skipped %s: %s's newer file is %s", submitted_file, student, os.path.basename(newest))
+            return None
+        target = self._submitted(student) / (self.notebook or Path(submitted_file).name)
+        if (target.parent / "submission_secret.txt").exists():
+            self.log.warning("Skipped %s: %s submitted through nbgrader's exchange; that submission stays (remove "
+                             "%s to take the download's file instead)", submitted_file, student, target.parent)
+            return None
+        digest = hashlib.sha256(Path(submitted_file).read_bytes()).hexdigest()
+        collected = self._ledger().get(student)
+        current = _digest(target)
+        if current == digest:
+            self.log.info("%s: already collected for %s", submitted_file, student)
+            return None
+        if collected and collected["sha256"] == current and tuple(collected["order"]) > info["order"]:
+            self.log.warning("Skipped %s: older than %s, collected for %s before", submitted_file,
+                             collected["file"], student)
             return None
         if info["late"]:
-            self.log.warning("%s: Canvas marks %s's submission late", submitted_file, info["student_id"])
+            self.log.warning("%s: Canvas marks %s's submission late", submitted_file, student)
+        if current is not None:
+            self._regrade(student)
         self._record(info)
-        found = {"student_id": info["student_id"], "file_id": self.notebook or Path(submitted_file).name}
+        self._note(student, submitted_file, info["order"], digest)
+        found = {"student_id": student, "file_id": self.notebook or Path(submitted_file).name}
         if info["timestamp"]:
             found["timestamp"] = info["timestamp"]
         return found
 
+    def _coursedir(self):
+        return self.parent.coursedir
+
+    def _step(self, step: str) -> Path:
+        """downloaded/<assignment>/<step> (a folder of zip_collect's, or "" for the folder holding them)."""
+        app = self.parent
+        return Path(app._format_collect_path(getattr(app, step) if step else ""))
+
+    def _newest(self, submitted_file: str) -> dict[str, str]:
+        """student id -> the newest of their files among everything extracted (computed once: zip_collect
+        passes the files one by one). Files with nothing to order them (two notebooks in one Moodle
+        submission) are taken in name order, the one named as the assignment's notebook last; the others
+        are said in the log."""
+        if getattr(self, "_plan", None) is None:
+            try:
+                root = self._step("extracted_directory")
+            except AttributeError:  # not inside zip_collect: only this file's folder is known
+                root = Path(submitted_file).parent
+            by_student: dict[str, list[tuple]] = {}
+            for path in sorted(str(p) for p in root.rglob("*.ipynb")):
+                info = lms_name(path)
+                if info is not None:
+                    key = (info["order"], Path(path).name == self.notebook, path)
+                    by_student.setdefault(info["student_id"], []).append(key)
+            self._plan = {}
+            for student, keys in by_student.items():
+                keys.sort()
+                self._plan[student] = keys[-1][2]
+                name = os.path.basename(keys[-1][2])  # the same file in two downloads is no tie
+                ties = [k[2] for k in keys[:-1] if k[0] == keys[-1][0] and os.path.basename(k[2]) != name]
+                if ties:
+                    self.log.warning("%s: several files with nothing to tell which is newer (%s); collected %s",
+                                     student, ", ".join(os.path.basename(t) for t in ties),
+                                     os.path.basename(keys[-1][2]))
+        return self._plan
+
+    def _submitted(self, student: str) -> Path:
+        coursedir = self._coursedir()
+        return Path(coursedir.format_path(coursedir.submitted_directory, student, coursedir.assignment_id))
+
+    def _ledger(self) -> dict:
+        try:
+            return json.loads((self._step("") / LEDGER).read_text(encoding="utf-8"))
+        except (OSError, ValueError, AttributeError):
+            return {}
+
+    def _note(self, student: str, path: str, order: tuple, digest: str) -> None:
+        try:
+            ledger_path = self._step("") / LEDGER
+        except AttributeError:
+            return
+        ledger = self._ledger()
+        ledger[student] = {"file": os.path.basename(path), "order": list(order), "sha256": digest}
+        atomic_write(ledger_path, json.dumps(ledger, indent=1, sort_keys=True) + "\n")
+
+    def _regrade(self, student: str) -> None:
+        """A new notebook for a student graded before: their autograded and feedback folders go (nbgrader
+        redoes a student's assignment only when its folder is missing), so that autograde and
+        generate_feedback redo them; the gradebook keeps its entries until autograde replaces them."""
+        coursedir = self._coursedir()
+        for directory in (coursedir.autograded_directory, coursedir.feedback_directory):
+            folder = Path(coursedir.format_path(directory, student, coursedir.assignment_id))
+            if folder.is_dir():
+                shutil.rmtree(folder)
+                self.log.warning("%s: a newer file; removed %s so that it is graded again", student, folder)
+
     def _record(self, info: dict) -> None:
-        """The LMS's id (and Moodle's full name) with the student, in the gradebook generate_assignment made."""
+        """The LMS's id and the LMS's name of the student, in the gradebook generate_assignment made; a
+        name already there (a roster imported with `nbgrader db student import`) is kept."""
         if not info["lms_user_id"] and not info["full_name"]:
             return
-        from nbgrader.api import Gradebook
+        from nbgrader.api import Gradebook, MissingEntry
 
         names = {}
-        if info["full_name"]:
-            first, _, last = info["full_name"].rpartition(" ")
-            names = {"first_name": first or last, "last_name": last if first else None}
-        with Gradebook(self.parent.coursedir.db_url) as gb:
+        with Gradebook(self._coursedir().db_url) as gb:
+            try:
+                known = gb.find_student(info["student_id"])
+                named = bool(known.first_name or known.last_name)
+            except MissingEntry:
+                named = False
+            if not named and info["full_name"]:
+                first, _, last = info["full_name"].rpartition(" ")
+                names = {"first_name": first or last, "last_name": last if first else None}
+            elif not named and info["lms_name"]:
+                names = {"last_name": info["lms_name"]}
             gb.update_or_create_student(info["student_id"], lms_user_id=info["lms_user_id"], **names)
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+class ReleaseFeedback(ExchangeReleaseFeedback):
+    """nbgrader's release_feedback, which releases to the students who submitted through the exchange and
+    names the others: nbgrader's own stops with a traceback at the first student collected from an LMS
+    download (such a submission has no timestamp.txt and no submission_secret.txt, and its student could
+    not fetch it anyway). Their feedback pages are listed, to hand back through the LMS."""
+
+    def copy_files(self):
+        excluded = set(filter(None, self.coursedir.student_id_exclude.split(",")))
+        for folder in sorted(Path(p) for p in glob.glob(self.src_path)):
+            student = folder.parent.name
+            if student in excluded or not any(folder.glob("*.html")):
+                continue
+            if not ((folder / "submission_secret.txt").is_file() and (folder / "timestamp.txt").is_file()):
+                excluded.add(student)
+                pages = ", ".join(str(p) for p in sorted(folder.glob("*.html")))
+                self.log.warning("%s was collected from an LMS download, not the exchange: hand back %s through "
+                                 "the LMS", student, pages)
+        self.coursedir.student_id_exclude = ",".join(sorted(excluded))
+        super().copy_files()

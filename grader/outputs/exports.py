@@ -6,8 +6,10 @@ SIS Login ID and Section identify the student, every further column is an assign
 creates one), and the second row of an export, "Points Possible", gives each assignment's points.
 Canvas finds a student by ID or SIS ID, never by name, so a row it cannot place is worth no more
 than a line on stderr: with a roster exported from the course's gradebook, rows carry the roster's
-own identity columns; without one, the submission's student id stands as the SIS Login ID. Totals come
-from nbgrader's gradebook when the course has one (a TA's manual scores count), else from results/.
+own identity columns; without one, a student collected from a Canvas download is placed by the Canvas
+user id its file name carried (the ID column), anyone else by their student id as the SIS Login ID.
+Totals come from nbgrader's gradebook when the course has one (a TA's manual scores and late penalties
+count, grader.outputs.final), else from results/.
 
 Importing this module is light, since the command line lists FORMATS in its help: reading results (which
 loads the exercise, and torch with it) is imported where it is done.
@@ -65,7 +67,8 @@ class Grade:
     source: str  # what a warning names: the submission id, or the gradebook's student
     score: float
     max_score: float
-    lms_user_id: str | None = None
+    canvas_id: str | None = None  # Canvas's user id (its gradebook's ID column), as zip_collect recorded it
+    name: str = ""  # the student's name as the gradebook has it
 
 
 def from_results(results: list[Result]) -> list[Grade]:
@@ -73,8 +76,9 @@ def from_results(results: list[Result]) -> list[Grade]:
 
 
 def from_gradebook(path: Path, assignment: str | None) -> list[Grade]:
-    """Each submission's total as nbgrader's gradebook holds it, a TA's manual score in formgrader
-    included, with the LMS user id zip_collect recorded for its student."""
+    """Each submission's total as nbgrader's gradebook holds it, a TA's manual score in formgrader and a
+    late penalty included, with the Canvas user id zip_collect recorded for its student (a Moodle
+    participant id, moodle-<id>'s, is no Canvas id)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     with Gradebook(f"sqlite:///{Path(path).resolve()}") as gb:
@@ -88,7 +92,9 @@ def from_gradebook(path: Path, assignment: str | None) -> list[Grade]:
             submissions = gb.assignment_submissions(assignment)
         except MissingEntry:
             raise ExportError(f"{path}: no assignment {assignment!r} in the gradebook ({', '.join(names)})") from None
-        grades = [Grade(s.student.id, f"{s.student.id} (gradebook)", s.score, s.max_score, s.student.lms_user_id)
+        grades = [Grade(s.student.id, f"{s.student.id} (gradebook)", s.score - (s.late_submission_penalty or 0.0),
+                        s.max_score, None if s.student.id.startswith("moodle-") else s.student.lms_user_id,
+                        " ".join(filter(None, (s.student.first_name, s.student.last_name))))
                   for s in submissions]
     if not grades:
         raise ExportError(f"{path}: no submission of {assignment} is graded in the gradebook yet")
@@ -104,12 +110,21 @@ class Roster:
     students: list[dict[str, str]]
 
     def column(self, name: str) -> str | None:
-        """The roster's own header for assignment `name`: Canvas writes "Name (id)", and an import under
-        any other header would create a new assignment."""
+        """The roster's own header for assignment `name`, which an import must spell exactly (any other
+        header creates a new assignment): Canvas writes "Name (id)", and `name` may be the id alone, or
+        the name in other case or with `_` for spaces (course.yml's `backprop_ninja` for "Backprop Ninja")."""
+        def plain(text: str) -> str:
+            return " ".join(re.sub(r"[_\-\s]+", " ", text).split()).casefold()
+
         for header in self.header:
-            if header == name or (header.startswith(f"{name} (") and re.fullmatch(r".* \(\d+\)", header)):
+            found = re.fullmatch(r"(.*) \((\d+)\)", header)
+            if header == name or (found and (name == found[2] or plain(found[1]) == plain(name))):
                 return header
-        return None
+        return next((h for h in self.header if h not in IDENTITY and plain(h) == plain(name)), None)
+
+    def assignments(self) -> list[str]:
+        """The roster's assignment columns (Canvas's "Name (id)")."""
+        return [h for h in self.header if re.fullmatch(r".* \(\d+\)", h)]
 
 
 def read_roster(path: Path) -> Roster:
@@ -131,10 +146,10 @@ def read_roster(path: Path) -> Roster:
 
 
 def _match(grades: list[Grade], roster: list[dict[str, str]]) -> dict[str, dict[str, str]]:
-    """student id -> roster row: by the LMS user id zip_collect recorded (Canvas's ID) first, then the
+    """student id -> roster row: by the Canvas user id zip_collect recorded (the ID column) first, then the
     student id in MATCH_ON's order (case-insensitive, as logins are); a row goes to one student only."""
     matched, taken = {}, set()
-    keys = [("ID", lambda g: g.lms_user_id)] + [(c, lambda g: g.student) for c in MATCH_ON]
+    keys = [("ID", lambda g: g.canvas_id)] + [(c, lambda g: g.student) for c in MATCH_ON]
     for column, key in keys:
         index = {}
         for row in roster:
@@ -154,7 +169,9 @@ def canvas_rows(grades: list[Grade], column: str, roster: Roster | None, warn=pr
     A student with several submissions keeps the highest score (said on stderr); with a roster, an
     unmatched submission and a student without one are each said on stderr and left out of the file,
     so the import neither guesses a student nor zeroes a grade. The roster's own column for the
-    assignment is used, and a Points Possible other than the course's is said on stderr.
+    assignment is used, and a Points Possible other than the course's is said on stderr. Without a
+    roster a student from a Canvas download is placed by their Canvas user id (ID), anyone else by their
+    student id as the SIS Login ID.
     """
     best: dict[str, Grade] = {}
     for g in sorted(grades, key=lambda g: g.source):
@@ -168,8 +185,8 @@ def canvas_rows(grades: list[Grade], column: str, roster: Roster | None, warn=pr
     if roster is not None:
         found = roster.column(column)
         if found is None:
-            warn(f"no column {column!r} in the roster: Canvas will create a new assignment (give --column as "
-                 "the roster names it, e.g. 'Name (12345)')")
+            warn(f"no column {column!r} in the roster (its assignments: {', '.join(roster.assignments()) or 'none'})"
+                 ": Canvas will create a new assignment (give --column as the roster names it, or its id)")
         else:
             column = found
             possible = roster.points.get(found, "")
@@ -182,8 +199,11 @@ def canvas_rows(grades: list[Grade], column: str, roster: Roster | None, warn=pr
                      "change one of them, or Canvas shows these scores out of its own points")
     rows = [[*IDENTITY, column], [f"    {POINTS_POSSIBLE}", "", "", "", "", f"{max_score:g}"]]
     if roster is None:
+        warn(f"no --roster: Canvas imports into the assignment named exactly {column!r}, creating it if the "
+             "course has none (give --roster to take the course's own column)")
         for student, g in sorted(best.items()):
-            rows.append([student, "", "", student, "", f"{g.score:g}"])
+            login = "" if g.canvas_id else student
+            rows.append([g.name or student, g.canvas_id or "", "", login, "", f"{g.score:g}"])
         return rows
     matched = _match(list(best.values()), roster.students)
     for student, g in sorted(best.items()):
@@ -202,13 +222,14 @@ def canvas_rows(grades: list[Grade], column: str, roster: Roster | None, warn=pr
 def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None = None,
            column: str = "backprop-ninja", warn=print, gradebook: Path | None = None,
            assignment: str | None = None) -> Path:
-    """`backprop-ninja export`: write `fmt` for a results folder (default: a CSV in the folder); the
-    Canvas import takes its totals from `gradebook` when given."""
+    """`backprop-ninja export`: write `fmt` for a results folder (default: a CSV in the folder), with the
+    scores `gradebook` holds when given (grader.outputs.final)."""
+    from grader.outputs import final
     from grader.outputs.report import load
 
     out = Path(out) if out is not None else Path(folder) / DEFAULT_NAMES[fmt]
     if fmt == "grade-ids":
-        rows = grade_id_rows(load(folder, skip=[out]))
+        rows = grade_id_rows(final.from_gradebook(load(folder, skip=[out]), gradebook))
     else:
         grades = (from_gradebook(gradebook, assignment) if gradebook is not None
                   else from_results(load(folder, skip=[out])))

@@ -18,7 +18,9 @@ import base64
 import hashlib
 import io
 import math
+import re
 from dataclasses import dataclass
+from html import unescape as escape_back
 from pathlib import Path
 
 import numpy as np
@@ -243,7 +245,7 @@ def _howto(exercise: Exercise) -> str:
             "(yours − expected, purple to orange) has its own, so that even a small difference shows.")
 
 
-def _rows(result: Result) -> str:
+def _rows(result: Result, drawn: dict[str, str] | None = None) -> str:
     exercise = load_exercise(result.exercise)
     order = {g: i for i, g in enumerate(exercise.grade_ids)}
     tests = sorted(result.tests, key=lambda t: order.get(t.name, len(order)))
@@ -258,16 +260,22 @@ def _rows(result: Result) -> str:
         rows.append(f'<tr id="bpn-{escape(test.name)}"><td class="bpn-tensor"><code>{escape(test.name)}</code></td>'
                     f'<td class="bpn-status {status}">{escape(test.verdict)}</td>'
                     f'<td class="bpn-points">{test.score:g} / {test.max_score:g}</td><td><ul>{lines}</ul></td></tr>')
-        shown = _shown(result, test)
+        shown = _shown(result, test, drawn)
         if shown:
-            rows.append(f'<tr class="bpn-pictures"><td colspan="4">{shown}</td></tr>')
+            rows.append(f'<tr class="bpn-pictures" data-grade-id="{escape(test.name)}"><td colspan="4">{shown}'
+                        "</td></tr>")
     head = "<thead><tr><th>tensor</th><th>status</th><th>points</th><th>feedback</th></tr></thead>"
     return f'<table>{head}<tbody>{"".join(rows)}</tbody></table>'
 
 
-def _shown(result: Result, test) -> str:
-    """What goes under a row: its pictures, or why there are none, for a tensor that lost points."""
-    if result.evidence is None or test.score >= test.max_score or test.verdict == Verdict.NOT_ATTEMPTED:
+def _shown(result: Result, test, drawn: dict[str, str] | None = None) -> str:
+    """What goes under a row: its pictures, or why there are none, for a tensor that lost points; from
+    `drawn` (grade id -> what a page made while grading showed there) when the page is made again."""
+    if test.score >= test.max_score or test.verdict == Verdict.NOT_ATTEMPTED:
+        return ""
+    if drawn is not None:
+        return drawn.get(test.name, "")
+    if result.evidence is None:
         return ""
     exercise = load_exercise(result.exercise)
     if exercise.training is not None and test.name == exercise.training.grade_id and result.evidence:
@@ -292,23 +300,33 @@ def _flags(result: Result) -> str:
             f'<ul class="bpn-flags">{"".join(items)}</ul>')
 
 
-def fragment(result: Result) -> str:
+def drawn_on(page: str) -> dict[str, str]:
+    """grade id -> what a page of fragment()'s shows under that tensor's row (its pictures), to make the page
+    again with other scores (fragment's `drawn`) once the answers that drew them are gone."""
+    return {escape_back(m[1]): m[2] for m in re.finditer(
+        r'<tr class="bpn-pictures" data-grade-id="([^"]*)"><td colspan="4">(.*?)</td></tr>', page, re.S)}
+
+
+def fragment(result: Result, drawn: dict[str, str] | None = None) -> str:
     """The page's content with its own styles, all scoped to one element: a page on its own, or an HTML
-    output inside nbgrader's feedback, whose styles it neither takes nor changes."""
+    output inside nbgrader's feedback, whose styles it neither takes nor changes. With `drawn` (see
+    drawn_on), the pictures are those, not drawn from the result's evidence."""
+    penalty = (f' (after a late penalty of {result.late_penalty:g})' if result.late_penalty else "")
     parts = [f"<style>{CSS}</style>", '<div id="bpn-feedback">',
              f"<h1>Feedback for {escape(result.submission)}</h1>",
-             f'<p class="bpn-total">Total: {result.score:g} / {result.max_score:g}</p>']
+             f'<p class="bpn-total">Total: {result.score:g} / {result.max_score:g}{penalty}</p>']
     counts = {v: sum(t.verdict == v for t in result.tests) for v in Verdict}
     parts.append("<p>" + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + "</p>")
     if result.error:
         parts.append(f'<p class="bpn-error"><b>Not graded:</b> {escape(result.error)}</p>')
-    if result.evidence is None:
+    pictures = bool(drawn) if drawn is not None else result.evidence
+    if result.evidence is None and drawn is None:
         parts.append('<p class="bpn-missing">This page has no pictures: they can only be drawn while your notebook '
                      "is being graded, and this page was made later, from the stored result. The scores and "
                      "feedback are complete.</p>")
-    elif result.evidence:
+    elif pictures:
         parts.append(f'<p class="bpn-howto">{escape(_howto(load_exercise(result.exercise)))}</p>')
-    parts += ["<h2>Tensors</h2>", _rows(result), _flags(result), "</div>"]
+    parts += ["<h2>Tensors</h2>", _rows(result, drawn), _flags(result), "</div>"]
     return "".join(parts)
 
 

@@ -21,6 +21,7 @@ from grader import safe_text
 from grader.exercise import load as load_exercise
 from grader.files import atomic_write
 from grader.judge.scoring import Result
+from grader.outputs import final
 from grader.outputs.results import load_result, result_path
 from grader.vocabulary import Verdict
 
@@ -154,8 +155,9 @@ def beside(folder: Path) -> Path | None:
     return submitted if submitted.is_dir() else None
 
 
-def build(results: list[Result], folder: Path, submitted: Path | None = None) -> dict:
-    """Everything the report shows, as plain data (the --json output, and what the page is drawn from)."""
+def build(results: list[Result], folder: Path, submitted: Path | None = None, gradebook: Path | None = None) -> dict:
+    """Everything the report shows, as plain data (the --json output, and what the page is drawn from);
+    `gradebook` is where the scores were taken from (grader.outputs.final), if any."""
     ids = grade_ids(results)
     scores = [r.score for r in results]
     seconds = [r.seconds for r in results]
@@ -163,6 +165,9 @@ def build(results: list[Result], folder: Path, submitted: Path | None = None) ->
     per_grade_id = _per_grade_id(results, ids)
     return {
         "results_dir": safe_text.visible(str(folder)),
+        "gradebook": str(gradebook) if gradebook is not None else None,
+        "overridden": sum(final.overridden(t) for r in results for t in r.tests),
+        "late_penalties": sum(bool(r.late_penalty) for r in results),
         "count": len(results),
         "max_score": statistics.mode(r.max_score for r in results),
         "score": {"mean": round(statistics.fmean(scores), 4), "median": statistics.median(scores),
@@ -309,6 +314,9 @@ def render(report: dict) -> str:
                          f"{steepest['from_percent']:g}% on {steepest['after']} to {steepest['to_percent']:g}%.")
     if below:
         sentences.append(f"{below} is the first tensor fewer than half the class got fully right.")
+    source = (f"Scores as the gradebook {report['gradebook']} holds them: {report['overridden']} set by hand, "
+              f"{report['late_penalties']} late penalties." if report["gradebook"] else
+              "Scores as the grader gave them (no nbgrader gradebook beside the results).")
     fall_text = f"<p>{html.escape(' '.join(sentences))}</p>" if sentences else \
         _none("Full credit never drops from one tensor to the next.")
     verdict_keys = [v.text.replace(" ", "_") for v in VERDICTS]
@@ -361,30 +369,35 @@ def render(report: dict) -> str:
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
-            f'<h1>{html.escape(title)}</h1><nav>{nav}</nav><section id="summary"><div class="stats">{stats}</div>'
+            f'<h1>{html.escape(title)}</h1><nav>{nav}</nav><section id="summary"><p>{html.escape(source)}</p>'
+            f'<div class="stats">{stats}</div>'
             f"</section>{body}</body></html>\n")
 
 
-def write_html(folder: Path, out: Path | None = None, submitted: Path | None = None) -> Path:
-    """The page for a results folder, written to `out` (default: report.html in the folder); the
-    submissions are looked for in `submitted` (default: a submitted/ folder beside the results)."""
+def write_html(folder: Path, out: Path | None = None, submitted: Path | None = None,
+               gradebook: Path | None = None) -> Path:
+    """The page for a results folder, written to `out` (default: report.html in the folder), with the
+    scores `gradebook` holds when given; the submissions are looked for in `submitted` (default: a
+    submitted/ folder beside the results)."""
     out = Path(out) if out is not None else Path(folder) / REPORT
-    report = build(load(folder, skip=[out]), Path(folder), submitted or beside(folder))
-    atomic_write(out, render(report))
+    results = final.from_gradebook(load(folder, skip=[out]), gradebook)
+    atomic_write(out, render(build(results, Path(folder), submitted or beside(folder), gradebook)))
     return out
 
 
-def run(folder: Path, out: Path | None, as_json: bool, echo, submitted: Path | None = None) -> None:
-    """`backprop-ninja report`: the page, or with `as_json` the same content as JSON (echoed without `out`).
-    Notebooks of `submitted` without a result are named on stderr too."""
+def run(folder: Path, out: Path | None, as_json: bool, echo, submitted: Path | None = None,
+        gradebook: Path | None = None) -> None:
+    """`backprop-ninja report`: the page, or with `as_json` the same content as JSON (echoed without `out`),
+    with the scores `gradebook` holds when given. Notebooks of `submitted` without a result are named on
+    stderr too."""
     submitted = submitted or beside(folder)
-    results = load(folder, skip=[out] if out else [])
+    results = final.from_gradebook(load(folder, skip=[out] if out else []), gradebook)
     for sid in not_graded(results, submitted):
         echo(f"not graded: {sid} (in {submitted})", err=True)
     if not as_json:
-        echo(f"class report: {write_html(folder, out, submitted)}")
+        echo(f"class report: {write_html(folder, out, submitted, gradebook)}")
         return
-    text = json.dumps(build(results, Path(folder), submitted), indent=2) + "\n"
+    text = json.dumps(build(results, Path(folder), submitted, gradebook), indent=2) + "\n"
     if out is None:
         echo(text, nl=False)
     else:

@@ -74,20 +74,24 @@ def valid(result: Result) -> Result:
     return result
 
 
-def load_result(path: Path) -> Result | None:
-    """A result written by write_result, read back (None when it is missing or not one of ours). One
+def result_from_json(data: dict) -> Result:
+    """A result from gradescope()'s JSON (KeyError, TypeError or ValueError when it is not that). One
     written before strings were made valid may hold a lone surrogate (JSON can spell one): it is made
     valid here as well."""
+    extra = data["extra_data"]
+    result = Result(extra["submission"], extra["path"], flags=data["flags"], seconds=data["execution_time"],
+                    isolation=extra["isolation"], digest=extra["input_digest"],
+                    exercise=extra.get("exercise", DEFAULT))  # grader 0.1 graded one exercise, the default
+    result.tests = [_test(t) for t in data["tests"]]
+    if data["output"] != f"{result.score:g} / {result.max_score:g}":
+        result.error = data["output"]
+    return valid(result)
+
+
+def load_result(path: Path) -> Result | None:
+    """A result written by write_result, read back (None when it is missing or not one of ours)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        extra = data["extra_data"]
-        result = Result(extra["submission"], extra["path"], flags=data["flags"], seconds=data["execution_time"],
-                        isolation=extra["isolation"], digest=extra["input_digest"],
-                        exercise=extra.get("exercise", DEFAULT))  # grader 0.1 graded one exercise, the default
-        result.tests = [_test(t) for t in data["tests"]]
-        if data["output"] != f"{result.score:g} / {result.max_score:g}":
-            result.error = data["output"]
-        return valid(result)
+        return result_from_json(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

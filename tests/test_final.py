@@ -1,0 +1,143 @@
+"""One score per student everywhere (grader.outputs.final): a TA's manual score and a late penalty in
+nbgrader's gradebook reach `report`, `export --format grade-ids` and the Canvas CSV alike, from a
+gradebook beside results/ as `course init` lays a course out. The whole term, with real nbgrader and
+its feedback, is tests/test_package.py."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grader.cli import main
+from grader.judge.scoring import Result
+from grader.judge.scoring import TestScore as Score
+from grader.outputs import final
+from grader.outputs.results import write_result
+from grader.vocabulary import Verdict
+
+ASSIGNMENT, NOTEBOOK = "backprop_ninja", "backprop_ninja"
+POINTS = {"dcounts": 1.0, "dprobs": 2.0}
+# ann: dcounts wrong, which a TA sets to full marks; bob: right, and late (a 0.5 penalty); cam: only
+# graded, never recorded in the gradebook (kept as graded).
+GRADED = {"ann": {"dcounts": 0.0, "dprobs": 2.0}, "bob": {"dcounts": 1.0, "dprobs": 2.0},
+          "cam": {"dcounts": 1.0, "dprobs": 0.0}}
+MANUAL, PENALTY = ("ann", "dcounts", 1.0), ("bob", 0.5)
+FINAL = {"ann": 3.0, "bob": 2.5, "cam": 1.0}
+
+
+def _result(student: str) -> Result:
+    result = Result(f"{student}/{ASSIGNMENT}/{NOTEBOOK}", f"submitted/{student}/{ASSIGNMENT}/{NOTEBOOK}.ipynb")
+    for name, score in GRADED[student].items():
+        verdict = Verdict.CORRECT if score == POINTS[name] else Verdict.INCORRECT
+        result.tests.append(Score(name, score, POINTS[name], verdict, "as graded"))
+    return result
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    """results/ and gradebook.db side by side, as autograde leaves them, then a TA's manual score and a
+    late penalty set in the gradebook."""
+    from nbgrader.api import Gradebook
+
+    root = tmp_path_factory.mktemp("course")
+    for student in GRADED:
+        write_result(root / "results", _result(student))
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{root / final.GRADEBOOK}") as gb:
+        warnings.simplefilter("ignore")  # nbgrader's own add_submission trips SQLAlchemy's autoflush warnings
+        gb.add_assignment(ASSIGNMENT)
+        gb.add_notebook(NOTEBOOK, ASSIGNMENT)
+        for name, points in POINTS.items():
+            gb.add_grade_cell(f"check_{name}", NOTEBOOK, ASSIGNMENT, max_score=points, cell_type="code")
+        for student in ("ann", "bob"):
+            gb.add_student(student)
+            gb.add_submission(ASSIGNMENT, student)
+            for name, score in GRADED[student].items():
+                gb.find_grade(f"check_{name}", NOTEBOOK, ASSIGNMENT, student).auto_score = score
+        student, name, score = MANUAL
+        gb.find_grade(f"check_{name}", NOTEBOOK, ASSIGNMENT, student).manual_score = score
+        gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, PENALTY[0]).late_submission_penalty = PENALTY[1]
+        gb.db.commit()
+    return root
+
+
+def run(*args: str):
+    done = CliRunner().invoke(main, list(args))
+    assert done.exit_code == 0, done.output
+    return done
+
+
+def test_report_takes_the_gradebooks_scores(course):
+    done = run("report", str(course / "results"), "--json")
+    report = json.loads(done.stdout)
+    assert {s["submission"].split("/")[0]: s["score"] for s in report["submissions"]} == FINAL
+    assert (report["overridden"], report["late_penalties"]) == (1, 1)
+    assert f"scores from the gradebook {course / final.GRADEBOOK}" in done.stderr
+    page = run("report", str(course / "results")).stdout
+    assert "class report" in page
+    html = (course / "results" / "report.html").read_text(encoding="utf-8")
+    assert "1 set by hand, 1 late penalties" in html
+
+
+def test_grade_ids_take_the_tas_score(course):
+    run("export", str(course / "results"), "--format", "grade-ids")
+    rows = list(csv.DictReader(io.StringIO((course / "results" / "grade_ids.csv").read_text(encoding="utf-8"))))
+    ann = next(r for r in rows if r["submission"].startswith("ann/") and r["grade_id"] == "dcounts")
+    assert (float(ann["score"]), ann["status"]) == (1.0, "correct")
+    assert ann["feedback"].startswith("your instructor set this score: 1 / 1 (the grader gave 0)")
+
+
+def test_canvas_takes_the_same_totals(course):
+    run("export", str(course / "results"), "--format", "canvas")
+    header, _, *rows = list(csv.reader(io.StringIO((course / "results" / "canvas.csv").read_text(encoding="utf-8"))))
+    assert {row[3]: float(row[-1]) for row in rows} == {s: FINAL[s] for s in ("ann", "bob")}
+
+
+def test_an_explicit_gradebook_and_none(course, tmp_path):
+    """--gradebook names one anywhere; results with no gradebook beside them keep the grader's scores."""
+    import shutil
+
+    alone = tmp_path / "results"
+    shutil.copytree(course / "results", alone)
+    done = run("report", str(alone), "--json")
+    assert json.loads(done.stdout)["submissions"][0]["score"] == 2.0  # ann, as graded
+    done = run("report", str(alone), "--json", "--gradebook", str(course / final.GRADEBOOK))
+    assert {s["submission"].split("/")[0]: s["score"] for s in json.loads(done.stdout)["submissions"]} == FINAL
+
+
+def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores():
+    """GradebookFeedback, given a notebook as autograde left it and the grade cells' scores as nbgrader's
+    GetGrades reads them from the gradebook: the page's total and rows are the gradebook's, the late
+    penalty is said, the grade cell's line says who set its score, and the pictures stay."""
+    import nbformat
+
+    from grader.lms.nbgrader import GradebookFeedback, add_feedback_page, fill_grade_cells
+    from grader.outputs import feedback_page
+
+    result = _result("ann")
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("", metadata={"nbgrader": {"grade": True, "grade_id": f"check_{name}",
+                                                             "points": POINTS[name]}}) for name in POINTS])
+    fill_grade_cells(nb, result, page=False)
+    add_feedback_page(nb, result)
+    picture = '<p class="bpn-note">a picture of dcounts</p>'
+    page = nb.cells[0].outputs[0]
+    page.data["text/html"] = page.data["text/html"].replace(
+        "</tbody>", f'<tr class="bpn-pictures" data-grade-id="dcounts"><td colspan="4">{picture}</td></tr></tbody>')
+    assert feedback_page.drawn_on(page.data["text/html"]) == {"dcounts": picture}
+    for cell in nb.cells[1:]:  # as GetGrades sets them: the TA gave dcounts half its point
+        name = cell.metadata.nbgrader["grade_id"].removeprefix("check_")
+        cell.metadata.nbgrader["score"] = 0.5 if name == "dcounts" else GRADED["ann"][name]
+    resources = {"nbgrader": {"notebook": NOTEBOOK, "assignment": ASSIGNMENT, "student": "ann", "late_penalty": 1.0}}
+    nb, _ = GradebookFeedback().preprocess(nb, resources)
+    html = nb.cells[0].outputs[0].data["text/html"]
+    assert '<p class="bpn-total">Total: 1.5 / 3 (after a late penalty of 1)</p>' in html
+    assert '<td class="bpn-points">0.5 / 1</td>' in html and picture in html
+    assert "your instructor set this score: 0.5 / 1 (the grader gave 0)" in html
+    dcounts = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "check_dcounts")
+    assert dcounts.outputs[0].text.startswith("dcounts: 0.5 / 1 (partial). your instructor set this score")
+    assert dcounts.outputs[1].data["text/plain"] == "0.5"
