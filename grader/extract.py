@@ -49,9 +49,12 @@ def discover(paths: list[Path]) -> list[tuple[str, Path]]:
     not graded, with the reason, rather than silently skipped (a student's folder linked to a
     classmate's would otherwise be graded as the linker's). A folder named on the command line is
     the instructor's own and is followed. Ids are safe_text.name()s: two paths that escape to the same
-    id (a name holding a literal backslash escape) are told apart as duplicates are, by a ~2 suffix.
+    id (a name holding a literal backslash escape), or whose results would be one file where case or
+    Unicode normalisation is ignored (`Alice.ipynb`, `alice.ipynb`), are told apart as duplicates are,
+    by a ~2 suffix.
     """
     found: dict[str, Path] = {}
+    taken: set[str] = set()  # the results' file names, as a file system that ignores case sees them
     suffixes: dict[str, int] = {}  # the next ~k to try for an id: a thousand duplicates cost no million tries
     for root in paths:
         root = Path(root)
@@ -71,9 +74,10 @@ def discover(paths: list[Path]) -> list[tuple[str, Path]]:
                                        path))
         for sid, path in candidates:
             unique, k = sid, suffixes.get(sid, 2)
-            while unique in found:
+            while safe_text.same_file(safe_text.output_stem(unique)) in taken:
                 unique, k = f"{sid}~{k}", k + 1
             suffixes[sid] = k
+            taken.add(safe_text.same_file(safe_text.output_stem(unique)))
             found[unique] = path
     return sorted(found.items())
 

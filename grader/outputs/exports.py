@@ -204,9 +204,10 @@ def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None 
            assignment: str | None = None) -> Path:
     """`backprop-ninja export`: write `fmt` for a results folder (default: a CSV in the folder); the
     Canvas import takes its totals from `gradebook` when given."""
-    from grader.outputs.report import load
+    from grader.outputs.report import load, refuse_to_replace
 
     out = Path(out) if out is not None else Path(folder) / DEFAULT_NAMES[fmt]
+    refuse_to_replace(out)
     if fmt == "grade-ids":
         rows = grade_id_rows(load(folder, skip=[out]))
     else:
