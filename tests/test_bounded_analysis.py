@@ -308,3 +308,12 @@ def test_a_batch_refuses_the_submission_over_budget_and_grades_the_rest(tmp_path
     assert result["output"] == reason
     # 29 cells of nested prints used to cost 100 s of CPU here; the budget stops them within a cell or two.
     assert time.monotonic() - started < 300
+
+
+def test_what_a_child_reports_is_cut_before_the_trusted_process_works_on_it():
+    """A child whose own cut was bypassed sends a megabyte of error text: the parent keeps a bounded part."""
+    from grader.sandbox import parent
+
+    detail = parent._detail({"status": "error", "error": "x" * 2**20, "error_type": "E" * 2**20, "line": 3,
+                             "unknown": "y" * 2**20})
+    assert detail == {"error": "x" * parent.DETAIL_CHARS, "error_type": "E" * parent.DETAIL_CHARS, "line": 3}
