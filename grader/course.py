@@ -183,10 +183,11 @@ def _walls(where: str, raw) -> tuple[str, ...]:
     return tuple(dict.fromkeys(walls))
 
 
-# course.yml's limits, with their bounds; the two times carry their unit in course.yml only.
+# course.yml's limits, with their bounds; the times carry their unit in course.yml only.
 LIMITS = {"timeout_seconds": (1.0, 86400.0), "cell_timeout_seconds": (0.1, 3600.0), "memory_mb": (1024, 1 << 20),
-          "file_size_mb": (1, 1 << 20), "processes": (16, 1 << 16)}
-LIMIT_FIELDS = {"timeout_seconds": "timeout", "cell_timeout_seconds": "cell_timeout"}
+          "file_size_mb": (1, 1 << 20), "processes": (16, 1 << 16), "analysis_cpu_seconds": (0.1, 3600.0)}
+LIMIT_FIELDS = {"timeout_seconds": "timeout", "cell_timeout_seconds": "cell_timeout",
+                "analysis_cpu_seconds": "analysis_cpu"}
 
 
 def parse(raw, path: Path) -> Course:

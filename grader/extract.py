@@ -6,6 +6,7 @@ own tensor only. The submitted file is only ever read.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import safe_text
+from grader.limits import Budget, Limits, OverBudget
 
 MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024
 
@@ -35,6 +37,7 @@ class Submission:
     refused: dict[str, object] = field(default_factory=dict)
     forged: dict[str, object] = field(default_factory=dict)  # cells that run but print a fake result
     error: str | None = None
+    analysis_seconds: float = 0.0  # CPU time the trusted process spent reading it (grader.limits.Budget)
 
 
 def discover(paths: list[Path]) -> list[tuple[str, Path]]:
@@ -46,9 +49,13 @@ def discover(paths: list[Path]) -> list[tuple[str, Path]]:
     not graded, with the reason, rather than silently skipped (a student's folder linked to a
     classmate's would otherwise be graded as the linker's). A folder named on the command line is
     the instructor's own and is followed. Ids are safe_text.name()s: two paths that escape to the same
-    id (a name holding a literal backslash escape) are told apart as duplicates are, by a ~2 suffix.
+    id (a name holding a literal backslash escape), or whose results would be one file where case or
+    Unicode normalisation is ignored (`Alice.ipynb`, `alice.ipynb`), are told apart as duplicates are,
+    by a ~2 suffix.
     """
     found: dict[str, Path] = {}
+    taken: set[str] = set()  # the results' file names, as a file system that ignores case sees them
+    suffixes: dict[str, int] = {}  # the next ~k to try for an id: a thousand duplicates cost no million tries
     for root in paths:
         root = Path(root)
         if not root.is_dir():
@@ -66,9 +73,11 @@ def discover(paths: list[Path]) -> list[tuple[str, Path]]:
                     candidates.append((safe_text.name(relative.with_suffix("") if name in filenames else relative),
                                        path))
         for sid, path in candidates:
-            unique, k = sid, 2
-            while unique in found:
+            unique, k = sid, suffixes.get(sid, 2)
+            while safe_text.same_file(safe_text.output_stem(unique)) in taken:
                 unique, k = f"{sid}~{k}", k + 1
+            suffixes[sid] = k
+            taken.add(safe_text.same_file(safe_text.output_stem(unique)))
             found[unique] = path
     return sorted(found.items())
 
@@ -123,8 +132,21 @@ _KINDS = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "characte
           stat.S_IFBLK: "block device", stat.S_IFDIR: "folder"}
 
 
-def read(sid: str, path: Path, cells: tuple[str, ...]) -> Submission:
-    """The answer cells `cells` (an exercise's `answer_cells`) of the notebook at `path`."""
+def read(sid: str, path: Path, cells: tuple[str, ...], cpu: float = Limits.analysis_cpu) -> Submission:
+    """The answer cells `cells` (an exercise's `answer_cells`) of the notebook at `path`, read within
+    `cpu` seconds of this thread's CPU time (course.yml limits.analysis_cpu_seconds)."""
+    _nbformat()
+    budget = Budget(cpu)
+    try:
+        submission = _read(sid, path, cells, budget)
+        budget.check("reading the notebook")
+    except OverBudget as exc:
+        submission = Submission(sid, path, error=str(exc))
+    submission.analysis_seconds = budget.spent
+    return submission
+
+
+def _read(sid: str, path: Path, cells: tuple[str, ...], budget: Budget) -> Submission:
     submission = Submission(sid, path)
     try:
         text = notebook_bytes(path).decode("utf-8")
@@ -143,20 +165,58 @@ def read(sid: str, path: Path, cells: tuple[str, ...]) -> Submission:
     except OSError as exc:
         submission.error = f"not a readable notebook: {exc.strerror}"
         return submission
-    skip_iri_parser()
-    import nbformat
-
+    budget.check("reading the notebook")
+    nbformat = _nbformat()
     try:
-        # A version 4 notebook needs no conversion, only nbformat's validation: several times faster than
-        # nbformat.reads. Older formats and odd files are converted (or refused) by nbformat.reads.
         if isinstance(notebook, dict) and notebook.get("nbformat") == 4:
-            nbformat.validate(notebook)
-        else:
+            _validate(notebook, cells)
+        else:  # older formats and odd files are converted (or refused) by nbformat
             notebook = nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises many types for many kinds of malformed files
         submission.error = f"not a readable notebook: {' '.join(str(exc).split())[:200]}"
         return submission
+    budget.check("reading the notebook")
     return from_notebook(sid, path, notebook, cells)
+
+
+@functools.cache
+def _nbformat():
+    """nbformat, imported, with the schema of the current notebook format compiled: what the first
+    notebook a process reads would pay (0.3 s), paid once by the process, not by a submission's budget."""
+    skip_iri_parser()
+    import nbformat
+    from nbformat import validator
+
+    validator.get_validator(version=4, version_minor=nbformat.v4.nbformat_minor)
+    return nbformat
+
+
+def _validate(notebook: dict, cells: tuple[str, ...]) -> None:
+    """nbformat's validation of a version 4 notebook, of what is read of it: the notebook without its
+    cells, each cell's being a mapping, and the answer cells without their outputs. Validating the
+    whole file cost 0.3 s of the trusted process per MB of small JSON values (17 s for a notebook at
+    MAX_NOTEBOOK_BYTES), for cells and outputs that are never read: graded as they are by nbgrader's
+    route too, which reads them from nbgrader's own copy."""
+    nbformat = _nbformat()
+    found = notebook.get("cells")
+    if not isinstance(found, list):
+        nbformat.validate(notebook)  # says what is wrong with `cells`
+        return
+    nbformat.validate({**notebook, "cells": []})
+    answers = []
+    for index, cell in enumerate(found):
+        if not isinstance(cell, dict):
+            raise ValueError(f"cell {index} is {type(cell).__name__}, not a mapping")
+        if _grade_id(cell) in cells:
+            answers.append({**cell, "outputs": []} if cell.get("cell_type") == "code" else cell)
+    nbformat.validate({**notebook, "metadata": {}, "cells": answers})
+
+
+def _grade_id(cell) -> str | None:
+    metadata = cell.get("metadata") or {}
+    nbgrader = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+    return grade_id if isinstance(grade_id, str) else None
 
 
 def from_notebook(sid: str, path: Path, notebook, cells: tuple[str, ...]) -> Submission:
@@ -164,9 +224,7 @@ def from_notebook(sid: str, path: Path, notebook, cells: tuple[str, ...]) -> Sub
     submission = Submission(sid, path)
     found: dict[str, list[str]] = {}
     for cell in notebook.get("cells", []):
-        metadata = cell.get("metadata") or {}
-        nbgrader = metadata.get("nbgrader") if isinstance(metadata, dict) else None
-        grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+        grade_id = _grade_id(cell)
         if grade_id in cells and cell.get("cell_type") == "code":
             source = cell.get("source", "")
             found.setdefault(grade_id, []).append("".join(source) if isinstance(source, list) else str(source))

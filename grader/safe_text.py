@@ -16,8 +16,10 @@ ensure_ascii, so a results file is plain ASCII whatever a student wrote.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import unicodedata
 from html import escape
 
 # A lone surrogate: never valid in UTF-8.
@@ -72,3 +74,51 @@ def name(path: str | os.PathLike) -> str:
     """A path as a submission id: the same path always gives the same id, which any file, page, CSV
     cell or terminal takes as it is (bytes that are not UTF-8 and control characters escaped)."""
     return terminal(os.fsdecode(path))
+
+
+# The files a results folder holds for the whole class (grades CSVs, the class report, exports): no
+# submission's output may take one of their names, whatever case the file system ignores.
+CLASS_FILES = re.compile(r"(grades|grades\.shard-\d+-of-\d+|grade_ids|canvas)\.csv|report\.html", re.IGNORECASE)
+# A name part longer than this, in UTF-8, is shortened: with ".json" and the temporary name a write takes
+# beside it (grader.files.atomic_write) it must fit a file system's 255 bytes.
+PART_BYTES = 200
+# What a part shortened or renamed ends with; a part that already looks like it is renamed as well, so no
+# name can be given twice.
+_RENAMED = re.compile(r"~[0-9a-f]{16}$")
+EXTENSIONS = (".json", ".html")
+
+
+def _renamed(part: str) -> str:
+    """`part`, readable at its start, with the first 64 bits of its SHA-256 after a `~`: never hidden
+    (no leading dot), short enough, and as distinct as the part itself."""
+    readable = part.lstrip(".").encode("utf-8")[:PART_BYTES // 2].decode("utf-8", "ignore")
+    return f"{readable}~{hashlib.sha256(part.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+
+
+def output_stem(submission: str) -> str:
+    """Where a submission's files go in a results folder, as a relative path without the extension
+    (`<stem>.json`, `<stem>.html`): the submission id itself, with each folder and file name that could
+    clash with another file renamed, once and for good.
+
+    Renamed: a name that is empty or hidden (a leading dot: `.ipynb`, which tools that skip hidden
+    files would lose), one too long for a file system, one that looks renamed, a folder whose name a
+    file beside it could have (ending in .json or .html), and, at the top, a name that is, or makes, a
+    class-wide file (`report` and the class's report.html). Two submission ids then never share a file,
+    and one that differs from another only in case or Unicode normalisation is told apart where the
+    batch names it (grader.extract.discover), for file systems that ignore those."""
+    parts = submission.split("/")
+    stems = []
+    for position, part in enumerate(parts):
+        last = position == len(parts) - 1
+        names = [part + ext for ext in EXTENSIONS] if last else [part]
+        clash = (not part or part.startswith(".") or len(part.encode("utf-8", "surrogatepass")) > PART_BYTES
+                 or _RENAMED.search(part) or (not last and part.lower().endswith(EXTENSIONS))
+                 or (position == 0 and any(CLASS_FILES.fullmatch(same_file(n)) for n in names)))
+        stems.append(_renamed(part) if clash else part)
+    return "/".join(stems)
+
+
+def same_file(stem: str) -> str:
+    """What a file system that ignores case and Unicode normalisation makes of a name: two stems with the
+    same key are one file there."""
+    return unicodedata.normalize("NFC", stem).casefold()

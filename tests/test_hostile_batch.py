@@ -311,7 +311,7 @@ def test_a_notebook_graded_on_its_own_cannot_read_the_notebooks_beside_it(tmp_pa
     # The child's audit hook reports the open() before it happens: its feedback names the file, which
     # proves the probe ran; what the probe then read (its error message) is never written anywhere.
     write(folder / "mine.ipynb", submission(replace={"dlogprobs": probe}))
-    monkeypatch.setattr(static_check, "screen", lambda cells, allow: (dict(cells), {}))
+    monkeypatch.setattr(static_check, "screen", lambda cells, allow, budget: static_check.Screened(dict(cells), {}, {}))
     out = tmp_path / "out"
     done = CliRunner().invoke(main, ["grade", str(folder / "mine.ipynb"), "--out", str(out),
                                      "--course", str(COURSE_FILE), "--jobs", "1"])

@@ -291,7 +291,8 @@ def test_the_check_never_runs_the_cell(tmp_path):
 
 def test_screen_splits_a_submission_into_runnable_and_refused_cells():
     cells = {**REFERENCE, "dprobs": "import os\nos._exit(0)\n", "dh": "dh = dlogits @ W2.T\nclass A:\n    pass\n"}
-    runnable, refused = screen(cells, Allow())
+    screened = screen(cells, Allow())
+    runnable, refused = screened.runnable, screened.refused
     assert set(refused) == {"dprobs", "dh"}
     assert set(runnable) == set(cells) - {"dprobs", "dh"}
     assert all(runnable[g] == cells[g] for g in runnable)

@@ -225,9 +225,10 @@ def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None 
     """`backprop-ninja export`: write `fmt` for a results folder (default: a CSV in the folder), with the
     scores `gradebook` holds when given (grader.outputs.final)."""
     from grader.outputs import final
-    from grader.outputs.report import load
+    from grader.outputs.report import load, refuse_to_replace
 
     out = Path(out) if out is not None else Path(folder) / DEFAULT_NAMES[fmt]
+    refuse_to_replace(out)
     if fmt == "grade-ids":
         rows = grade_id_rows(final.from_gradebook(load(folder, skip=[out]), gradebook))
     else:

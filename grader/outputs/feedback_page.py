@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from grader import safe_text
 from grader.exercise import Exercise
 from grader.exercise import load as load_exercise
 from grader.files import atomic_write
@@ -340,7 +341,8 @@ def page(result: Result, stamp: str = "") -> str:
 
 
 def page_path(out: Path, submission: str) -> Path:
-    return out / f"{submission}.html"
+    """Beside the result file, under the same name (safe_text.output_stem)."""
+    return out / f"{safe_text.output_stem(submission)}.html"
 
 
 def _stamp(out: Path, submission: str) -> str:

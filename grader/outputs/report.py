@@ -22,7 +22,7 @@ from grader.exercise import load as load_exercise
 from grader.files import atomic_write
 from grader.judge.scoring import Result
 from grader.outputs import final
-from grader.outputs.results import load_result, result_path
+from grader.outputs.results import load_result, result_path, submissions_file
 from grader.vocabulary import Verdict
 
 REPORT = "report.html"
@@ -380,6 +380,7 @@ def write_html(folder: Path, out: Path | None = None, submitted: Path | None = N
     scores `gradebook` holds when given; the submissions are looked for in `submitted` (default: a
     submitted/ folder beside the results)."""
     out = Path(out) if out is not None else Path(folder) / REPORT
+    refuse_to_replace(out)
     results = final.from_gradebook(load(folder, skip=[out]), gradebook)
     atomic_write(out, render(build(results, Path(folder), submitted or beside(folder), gradebook)))
     return out
@@ -401,5 +402,12 @@ def run(folder: Path, out: Path | None, as_json: bool, echo, submitted: Path | N
     if out is None:
         echo(text, nl=False)
     else:
+        refuse_to_replace(Path(out))
         atomic_write(Path(out), text)
         echo(f"class report (JSON): {out}")
+
+
+def refuse_to_replace(out: Path) -> None:
+    """A class-wide file is never written over a submission's result or page (`--out results/ada.json`)."""
+    if submissions_file(out):
+        raise ReportError(f"{out}: a submission's result is there; write to another file")

@@ -97,7 +97,15 @@ def load_result(path: Path) -> Result | None:
 
 
 def result_path(out: Path, submission: str) -> Path:
-    return out / f"{submission}.json"
+    """`<out>/<submission>.json`, under the name safe_text.output_stem gives it."""
+    return out / f"{safe_text.output_stem(submission)}.json"
+
+
+def submissions_file(path: Path) -> bool:
+    """Whether `path` is a submission's result, or the feedback page beside one: what a class-wide file
+    (a report, an export) written where the instructor says must never replace."""
+    path = Path(path)
+    return load_result(path.with_suffix(".json") if path.suffix == ".html" else path) is not None
 
 
 def write_result(out: Path, result: Result) -> Path:

@@ -127,12 +127,12 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     previous = set(kept)
     fresh = [(sid, path) for sid, path in found if sid not in kept]
     read: dict[str, extract.Submission] = {}
-    cells = course.exercise.answer_cells
+    cells, cpu = course.exercise.answer_cells, course.limits.analysis_cpu
 
     def chunks() -> Iterator[list[extract.Submission]]:
         """Notebooks are read a chunk at a time, as the graders ask for them."""
         for chunk in chunked(fresh):
-            yield [read.setdefault(sid, extract.read(sid, path, cells)) for sid, path in chunk]
+            yield [read.setdefault(sid, extract.read(sid, path, cells, cpu)) for sid, path in chunk]
 
     if html:  # a kept result no longer has its answers: its page stays, or is made again without pictures
         for sid, result in kept.items():
@@ -165,7 +165,7 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
             rate = done / (time.monotonic() - started)
             now = Tally(len(kept), len(found), rate, (len(fresh) - done) / rate)
             tally(now) if tally else progress(str(now))
-    submissions = [read.get(sid) or _without_answers(extract.read(sid, path, cells)) for sid, path in found]
+    submissions = [read.get(sid) or _without_answers(extract.read(sid, path, cells, cpu)) for sid, path in found]
     scored = [kept[s.id] for s in submissions]
     if record is not None:
         for submission, result in zip(submissions, scored, strict=True):

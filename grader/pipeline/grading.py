@@ -20,6 +20,7 @@ from grader.course import Course
 from grader.judge import scoring, suite
 from grader.judge.configs import generate
 from grader.judge.exam import prepare, prepare_training
+from grader.limits import Budget, OverBudget
 from grader.outputs import feedback_page, results
 from grader.sandbox import parent as sandbox
 from grader.sandbox import static_check, zygote
@@ -66,10 +67,14 @@ class Grader:
         if submission.error:  # unreadable, or refused unopened: said here, once each, as it is recorded
             progress(f"not graded {submission.id}: {submission.error}")
             return sandbox.Attempt(error=submission.error)
-        runnable, submission.refused = static_check.screen(submission.cells, self.allow)
-        submission.forged = {cell: found for cell, source in runnable.items()
-                             if (found := static_check.forged_output(source)) is not None}
-        done = sandbox.run(runnable, self.cases, self.limits, self.training)
+        try:
+            screened = static_check.screen(submission.cells, self.allow,
+                                           Budget(self.limits.analysis_cpu, submission.analysis_seconds))
+        except OverBudget as exc:
+            submission.error = str(exc)
+            return self._attempt(submission, progress)
+        submission.refused, submission.forged = screened.refused, screened.forged
+        done = sandbox.run(screened.runnable, self.cases, self.limits, self.training)
         progress(f"ran {submission.id} in {done.seconds:.1f} s" + (f": {done.error}" if done.error else ""))
         return done
 

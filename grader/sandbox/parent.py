@@ -70,6 +70,7 @@ OVERSIZE = 64
 # What a child may report beside a status; anything else in its reply is dropped.
 DETAIL_KEYS = ("error_type", "error", "line", "seconds", "evidence", "type", "step", "parameter",
                "seconds_per_step", "limit")
+DETAIL_CHARS = 1000
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The memory cgroup's limit stands above the data limit (which stops an allocation with an error the
 # student sees) by this much: it catches what the data limit does not count (page tables, kernel
@@ -339,7 +340,11 @@ def preflight(limits: Limits, exercise: str | None = None) -> dict:
 
 
 def _detail(header: dict) -> dict:
-    return {k: header[k] for k in DETAIL_KEYS if k in header}
+    """What a child reports beside a status, each text cut to DETAIL_CHARS: the child cuts its own
+    messages shorter, and a child that does not (its Python-level code bypassed) must not make every later
+    step, masking, feedback, pages and the results file, work through a megabyte per answer."""
+    return {k: header[k][:DETAIL_CHARS] if isinstance(header[k], str) else header[k]
+            for k in DETAIL_KEYS if k in header}
 
 
 def _evidence(header: dict, exercise: Exercise,

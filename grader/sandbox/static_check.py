@@ -57,6 +57,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from grader.limits import Budget
+
 TORCH = frozenset("""
     abs absolute add addcmul addmm all allclose amax amin any arange argmax argmin argsort
     baddbmm bmm bool broadcast_tensors broadcast_to cat chunk clamp clamp_max clamp_min clip clone
@@ -353,23 +355,60 @@ GRADE_LIKE = re.compile(r"\b(max_)?score\b|\bpoints?\b|\bpts\b|\bgrade\b|\btests
 @functools.lru_cache(maxsize=2048)
 def forged_output(source: str) -> Refusal | None:
     """The first print() of text that looks like a grading result. It changes no score (only the
-    sandbox's answers are read), but a cell that tries it is worth an instructor's look."""
+    sandbox's answers are read), but a cell that tries it is worth an instructor's look.
+
+    One walk over the tree, each node visited once with the outermost print() around it: walking the
+    subtree of every print() instead cost the square of the nesting (a dead branch of 200 nested
+    print( calls took seconds of the trusted process per cell)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return None
+    first = None
+    stack: list[tuple[ast.AST, ast.Call | None]] = [(tree, None)]
+    while stack:
+        node, printing = stack.pop()
+        if printing is None and isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "print":
+            printing = node
+        elif printing is not None and isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and GRADE_LIKE.search(node.value):
+            if first is None or (printing.lineno, printing.col_offset) < (first.lineno, first.col_offset):
+                first = printing
+            continue
+        stack.extend((child, printing) for child in ast.iter_child_nodes(node))
+    if first is None:
+        return None
     lines = source.splitlines()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
-            for text in ast.walk(node):
-                if isinstance(text, ast.Constant) and isinstance(text.value, str) and GRADE_LIKE.search(text.value):
-                    code = lines[node.lineno - 1] if 0 < node.lineno <= len(lines) else ""
-                    return Refusal(node.lineno, code, "prints what looks like a grading result, which changes "
-                                                      "nothing: only the grader's own comparisons score")
-    return None
+    code = lines[first.lineno - 1] if 0 < first.lineno <= len(lines) else ""
+    return Refusal(first.lineno, code, "prints what looks like a grading result, which changes nothing: only the "
+                                       "grader's own comparisons score")
 
 
-def screen(cells: dict[str, str], allow: Allow) -> tuple[dict[str, str], dict[str, Refusal]]:
-    """Split a submission's answer cells into those that may run and those refused, with why."""
-    refused = {cell: r for cell, source in cells.items() if (r := check(source, allow)) is not None}
-    return {c: s for c, s in cells.items() if c not in refused}, refused
+@dataclass
+class Screened:
+    """A submission's answer cells read: those that may run, those refused (with why), and those of the
+    runnable ones that print a fake grading result."""
+
+    runnable: dict[str, str]
+    refused: dict[str, Refusal]
+    forged: dict[str, Refusal]
+
+
+def screen(cells: dict[str, str], allow: Allow, budget: Budget | None = None) -> Screened:
+    """Each answer cell checked, then scanned for forged output, one at a time under `budget` (a cell's
+    cost is linear in its length, which MAX_CELL_CHARS caps): OverBudget when they cost too much."""
+    screened = Screened({}, {}, {})
+    for cell, source in cells.items():
+        if budget is not None:
+            budget.check("checking the answer cells")
+        refusal = check(source, allow)
+        if refusal is not None:
+            screened.refused[cell] = refusal
+            continue
+        screened.runnable[cell] = source
+        if (forged := forged_output(source)) is not None:
+            screened.forged[cell] = forged
+    if budget is not None:
+        budget.check("checking the answer cells")
+    return screened

@@ -57,7 +57,12 @@ def main(argv: list[str] | None = None) -> None:
     from grader import cli
     from grader.sandbox import static_check
 
-    static_check.screen = lambda cells, allow: (dict(cells), {})
+    def screen(cells, allow, budget=None):
+        """Every cell runs; a printed fake score is still seen, as with the check on."""
+        return static_check.Screened(dict(cells), {}, {cell: found for cell, source in cells.items()
+                                                        if (found := static_check.forged_output(source))})
+
+    static_check.screen = screen
     if args.wiretap:
         _tap(args.wiretap)
     cli.main(args=command, prog_name="backprop-ninja")
