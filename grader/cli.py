@@ -167,7 +167,10 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
         results = [result for _, result in pairs]
         click.echo(table(results))
         pages = " and a feedback page (.html)" if html else ""
-        click.echo(f"\n{len(results)} submission(s) graded; results in {out}/ (a grades CSV and one .json{pages} each)")
+        unread = sum(not r.graded for r in results)
+        click.echo(f"\n{len(results) - unread} submission(s) graded"
+                   + (f", {unread} not graded (see the notes)" if unread else "")
+                   + f"; results in {out}/ (a grades CSV and one .json{pages} each)")
         if record is not None:
             click.echo(f"{record.recorded} submission(s) recorded in {gradebook}")
             if record.recorded < len(pairs):

@@ -21,6 +21,7 @@ from traitlets import Bool, Unicode
 from grader import safe_text
 from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
 from grader.files import atomic_write, csv_text
+from grader.vocabulary import Flag
 
 
 def fill_grade_cells(nb, result, page: bool = True) -> None:
@@ -102,8 +103,9 @@ def feedback_templates() -> dict[str, list[str]]:
 
 
 def set_flagged(db_url: str, notebook: str, assignment: str, student: str) -> None:
-    """formgrader's "Flagged?" for a submission with integrity flags, so a TA sees it in the submission
-    list. Only ever set: a flag a TA set by hand is theirs to clear."""
+    """formgrader's "Flagged?" for a submission with integrity flags (never for an error the student
+    fixes, such as a syntax error), so a TA sees it in the submission list. Only ever set: a flag a TA
+    set by hand is theirs to clear."""
     from nbgrader.api import Gradebook
 
     with Gradebook(db_url) as gb:
@@ -164,8 +166,9 @@ class GradeInSandbox(NbGraderPreprocessor):
         if result.error:
             self.log.warning(safe_text.terminal(f"{submission.id}: {result.error}"))
         for flag in result.flags:
-            self.log.warning(safe_text.terminal(f"{submission.id}: integrity flag {flag['kind']}: {flag['evidence']}"))
-        if result.flags and info.get("db_url"):
+            sort = "integrity flag" if Flag.is_integrity(flag["kind"]) else "error"
+            self.log.warning(safe_text.terminal(f"{submission.id}: {sort} {flag['kind']}: {flag['evidence']}"))
+        if result.integrity_flags and info.get("db_url"):
             set_flagged(info["db_url"], info["notebook"], info["assignment"], info["student"])
         if self.results:
             from grader.outputs import feedback_page, results

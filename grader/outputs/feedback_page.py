@@ -33,7 +33,7 @@ from grader.judge.scoring import Result
 from grader.outputs import results
 from grader.safe_text import html as escape
 from grader.sandbox.parent import Attempt
-from grader.vocabulary import Flag, Status, Verdict, shape_text
+from grader.vocabulary import Status, Verdict, flag_groups, shape_text
 
 DRAWN, NO_TENSOR, MATCHES = "drawn", "no tensor", "matches"
 # A heatmap fits in this box (pixels) at a whole number of pixels per entry, and neither side is
@@ -279,17 +279,11 @@ def _shown(result: Result, test) -> str:
 
 
 def _flags(result: Result) -> str:
-    if not result.flags:
-        return ""
-    items = []
-    for flag in result.flags:
-        kind = str(flag.get("kind", ""))
-        where = ", ".join(f"{key} {flag[key]}" for key in ("grade_id", "cell", "check") if key in flag)
-        items.append(f"<li><b>{escape(kind)}</b>{' (' + escape(where) + ')' if where else ''}: "
-                     f"{escape(Flag.text_of(kind))}. "
-                     f"<code>{escape(str(flag.get('evidence', '')))}</code></li>")
-    return (f"<h2>Flags ({len(result.flags)})</h2><p>Your instructor sees these too.</p>"
-            f'<ul class="bpn-flags">{"".join(items)}</ul>')
+    return "".join(f"<h2>{escape(heading)}</h2><ul class=\"bpn-flags\">"
+                   + "".join(f"<li><b>{escape(kind)}</b>{' (' + escape(where) + ')' if where else ''}: "
+                             f"{escape(text)}. <code>{escape(evidence)}</code></li>"
+                             for kind, where, text, evidence in items) + "</ul>"
+                   for heading, items in flag_groups(result.flags))
 
 
 def fragment(result: Result) -> str:
