@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -116,6 +117,8 @@ def public_settings(course) -> dict:
                 "hints": course.feedback.hints}
     if course.exercise.name != DEFAULT:  # the self-check loads the exercise course.yml names (a variant's)
         settings["exercise"] = course.exercise.name
+    if course.policy != course_config.Policy():  # so that a line says WRONG exactly when this course takes a point
+        settings["policy"] = dataclasses.asdict(course.policy)
     return settings
 
 
