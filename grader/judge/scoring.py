@@ -107,10 +107,10 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
     local_ok = local is None or local.status == PASSED
     if chain.status == PASSED and local_ok:
         return scored(1.0, Verdict.CORRECT, "; ".join(filter(None, ["correct on every configuration", chain.feedback])))
-    if chain.status == PASSED and local.mistake:  # named: said first, with no guess in front of it
+    if chain.status == PASSED and local.mistake:  # what is known of the slip, with no guess in front of it
         return scored(policy.chain_only_credit, Verdict.PARTIAL,
-                      f"{local.mistake}. Partial credit: on this loss the slip happens to give the right value, "
-                      f"but not with other upstream gradients: {local.feedback}")
+                      f"{local.feedback}. Partial credit: right with this loss's own upstream gradients, where "
+                      "the slip does not show")
     if chain.status == PASSED:
         return scored(policy.chain_only_credit, Verdict.PARTIAL,
                       "right value for this loss, but not this step of the chain rule: with other upstream "
