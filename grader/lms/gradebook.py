@@ -101,7 +101,7 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
                               "db_url": db_url}}
     for preprocessor in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(), RestoreCells(), CheckCellMetadata()):
         nb, resources = preprocessor.preprocess(nb, resources)
-    fill_grade_cells(nb, result)
+    fill_grade_cells(nb, result, title=f"{assignment}/{notebook_id}")
     for preprocessor in (LimitOutput(), SaveAutoGrades(), AssignLatePenalties(), CheckCellMetadata()):
         nb, resources = preprocessor.preprocess(nb, resources)
     if result.integrity_flags:

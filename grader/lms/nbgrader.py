@@ -24,11 +24,12 @@ from grader.files import atomic_write, csv_text
 from grader.vocabulary import Flag
 
 
-def fill_grade_cells(nb, result, page: bool = True) -> None:
+def fill_grade_cells(nb, result, page: bool = True, title: str | None = None) -> None:
     """Each grade cell gets its grade id's feedback (stdout) and score (the result nbgrader reads as
     partial credit). A grade cell the grader has no test for gets 0 and says so, never full points.
     With `page`, the notebook also opens with the student's feedback page (add_feedback_page), whichever
-    route graded it: nbgrader's autograde, or the fast route (whose results carry no pictures)."""
+    route graded it: nbgrader's autograde, or the fast route (whose results carry no pictures); `title`,
+    what its heading names (add_feedback_page)."""
     tests = {grade_cell_id(t.name): t for t in result.tests}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -40,22 +41,31 @@ def fill_grade_cells(nb, result, page: bool = True) -> None:
         else:
             text = f"{test.name}: {test.score:g} / {test.max_score:g} ({test.verdict}). {test.output}\n"
             score = test.score
+        # nbgrader reads the score from the result's text/plain; a page shows its HTML instead, which says
+        # what the number is (a bare "0" under every grade cell read as stray output in formgrader).
+        points = meta.get("points", test.max_score if test is not None else 0)
+        shown = f'<span class="bpn-score">autograded: {score:g} of {float(points):g} point(s)</span>'
         cell.outputs = [
             nbformat.v4.new_output("stream", name="stdout", text=text),
-            nbformat.v4.new_output("execute_result", data={"text/plain": f"{score:g}"}, execution_count=None),
+            nbformat.v4.new_output("execute_result", data={"text/plain": f"{score:g}", "text/html": shown},
+                                   execution_count=None),
         ]
         cell.execution_count = None
     if page:
-        add_feedback_page(nb, result)
+        add_feedback_page(nb, result, title)
 
 
-def add_feedback_page(nb, result) -> None:
+def add_feedback_page(nb, result, title: str | None = None) -> None:
     """The student's feedback page (grader.outputs.feedback_page) as the HTML output of a cell of its own at the
     top: nbgrader's generate_feedback keeps an HTML output as it is, and nbconvert shows no input for a
-    cell whose source is marked removed. A cell without nbgrader metadata is neither graded nor checked."""
+    cell whose source is marked removed. A cell without nbgrader metadata is neither graded nor checked.
+
+    Both nbgrader routes title it with the assignment and notebook, not the student: formgrader shows
+    this notebook to a TA grading blind (its list says "Submission #2", never a name), and the student
+    knows who they are."""
     from grader.outputs.feedback_page import fragment
 
-    output = nbformat.v4.new_output("display_data", data={"text/html": fragment(result)})
+    output = nbformat.v4.new_output("display_data", data={"text/html": fragment(result, title)})
     nb.cells.insert(0, nbformat.v4.new_code_cell("", metadata={"transient": {"remove_source": True}},
                                                  outputs=[output]))
 
@@ -175,7 +185,7 @@ class GradeInSandbox(NbGraderPreprocessor):
 
             results.write_result(Path(self.results), result)
             feedback_page.write(Path(self.results), result)
-        fill_grade_cells(nb, result, page=self.feedback_page)
+        fill_grade_cells(nb, result, page=self.feedback_page, title=f"{info['assignment']}/{info['notebook']}")
         return nb, resources
 
 

@@ -286,11 +286,12 @@ def _flags(result: Result) -> str:
                    for heading, items in flag_groups(result.flags))
 
 
-def fragment(result: Result) -> str:
+def fragment(result: Result, title: str | None = None) -> str:
     """The page's content with its own styles, all scoped to one element: a page on its own, or an HTML
-    output inside nbgrader's feedback, whose styles it neither takes nor changes."""
+    output inside nbgrader's feedback, whose styles it neither takes nor changes. `title`: what the
+    heading names (default: the submission's id)."""
     parts = [f"<style>{CSS}</style>", '<div id="bpn-feedback">',
-             f"<h1>Feedback for {escape(result.submission)}</h1>",
+             f"<h1>Feedback for {escape(title or result.submission)}</h1>",
              f'<p class="bpn-total">Total: {result.score:g} / {result.max_score:g}</p>']
     counts = {v: sum(t.verdict == v for t in result.tests) for v in Verdict}
     parts.append("<p>" + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + "</p>")
