@@ -167,7 +167,10 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
         results = [result for _, result in pairs]
         click.echo(table(results))
         pages = " and a feedback page (.html)" if html else ""
-        click.echo(f"\n{len(results)} submission(s) graded; results in {out}/ (a grades CSV and one .json{pages} each)")
+        unread = sum(not r.graded for r in results)
+        click.echo(f"\n{len(results) - unread} submission(s) graded"
+                   + (f", {unread} not graded (see the notes)" if unread else "")
+                   + f"; results in {out}/ (a grades CSV and one .json{pages} each)")
         if record is not None:
             click.echo(f"{record.recorded} submission(s) recorded in {gradebook}")
             if record.recorded < len(pairs):
@@ -401,13 +404,17 @@ def sandbox_check(course_file):
     """Start one sandboxed child as `grade` would, print each wall and whether a probe saw it hold, and
     exit non-zero if a required one is missing."""
     from grader.limits import WALLS
+    from grader.pipeline.grading import kept_from_children
     from grader.sandbox import jail
     from grader.sandbox import parent as box
 
     course_file = _here(course_file)
-    require = (_load_course(course_file).limits if course_file is not None else box.Limits()).require
+    course = _load_course(course_file) if course_file is not None else None
+    require = (course.limits if course is not None else box.Limits()).require
     try:
-        isolation = box.preflight(box.Limits(require=()))
+        # The folders `grade` hides (a batch's own are alike: folders beside the course), so that a wall
+        # this check calls holding is one every grade run records holding.
+        isolation = box.preflight(box.Limits(require=(), hide=kept_from_children(course)))
     except box.SandboxUnavailable as exc:
         raise click.ClickException(str(exc)) from None
     for wall in WALLS:
@@ -417,5 +424,5 @@ def sandbox_check(course_file):
     absent = [wall for wall in require if wall in isolation["missing"]]
     if absent:
         raise click.ClickException(f"required wall(s) missing: {', '.join(absent)}; "
-                                   + jail.HOW[absent[0]])
+                                   + jail.remedy(absent[0], isolation["walls"][absent[0]]))
     click.echo(f"every required wall holds ({', '.join(require) or 'none required'})")

@@ -2,7 +2,7 @@
 
 - Status: what an answer cell produced on one configuration, as the sandboxed child reports it.
 - Match: how a tensor it produced compares with the expected one there.
-- Flag: an integrity flag, something an instructor should look at whatever it scored.
+- Flag: an error the student fixes, or an integrity flag an instructor should look at whatever it scored.
 - Verdict: how one grade id of a submission was judged, as results files store it.
 
 Each is a `StrEnum`, so a member equals its string: the wire format and the results JSON carry plain
@@ -15,12 +15,14 @@ from enum import StrEnum
 
 
 class _Worded(StrEnum):
-    """A member with its student-facing text beside its value."""
+    """A member with its student-facing text beside its value (and, for a Flag, whether it is one of
+    integrity)."""
 
-    def __new__(cls, value: str, text: str | None = None):
+    def __new__(cls, value: str, text: str | None = None, integrity: bool = False):
         member = str.__new__(cls, value)
         member._value_ = value
         member.text = text
+        member.integrity = integrity
         return member
 
 
@@ -61,23 +63,55 @@ class Match(StrEnum):
 
 
 class Flag(_Worded):
-    """An integrity flag's kind; `text` is what the student's feedback page says of it. A result's
-    flags are JSON objects {"kind": ..., "evidence": ..., and where: "grade_id", "check" or "cell"}."""
+    """A flag's kind; `text` is what the student's feedback says of it. Two sorts: an error the student
+    fixes (a syntax error, a cell past its time or memory limit, a crash, the grader's own failure),
+    and an integrity flag, for what only someone trying to cheat does (`integrity`): only those mark a
+    submission for review (formgrader's "Flagged?", the class report's integrity table). Students see
+    every flag of their result, on every route (feedback page, nbgrader, Gradescope). A result's flags
+    are JSON objects {"kind": ..., "evidence": ..., and where: "grade_id", "check" or "cell"}."""
 
-    STATIC_CHECK = "static-check", "an answer cell was not run: the static check refused it"
-    FORGED_OUTPUT = "forged-output", "an answer cell prints what looks like a grading result (it changes no score)"
-    AUTOGRAD = "autograd", "autograd was used at run time"
-    FORBIDDEN_CALL = "forbidden-call", "an answer cell did what no answer needs and the grader forbids"
-    TIMEOUT = "timeout", "a cell ran past its time limit"
-    MEMORY = "memory", "a cell ran into the sandbox's memory limit"
-    SANDBOX = "sandbox", "the grading process stopped"
+    STATIC_CHECK = "static-check", "an answer cell was not run: the static check refused it", True
+    FORGED_OUTPUT = ("forged-output", "an answer cell prints what looks like a grading result (it changes no score)",
+                     True)
+    AUTOGRAD = "autograd", "autograd was used at run time", True
+    FORBIDDEN_CALL = "forbidden-call", "an answer cell did what no answer needs and the grader forbids", True
+    SYNTAX_ERROR = "syntax-error", "an answer cell could not be run: Python cannot read it (fix it and run it)", False
+    TIMEOUT = "timeout", "a cell ran past its time limit", False
+    MEMORY = "memory", "a cell ran into the sandbox's memory limit", False
+    SANDBOX = "sandbox", "the grading process stopped", False
     GRADER_ERROR = ("grader-error",
-                    "the grader itself failed on a test (not your fault: your instructor will look at it)")
+                    "the grader itself failed on a test (not your fault: your instructor will look at it)", False)
 
     @classmethod
     def text_of(cls, kind: str) -> str:
         """The text for a kind read from a results file, which may name one this version does not know."""
         return cls(kind).text if kind in cls._value2member_map_ else "flagged for your instructor"
+
+    @classmethod
+    def is_integrity(cls, kind: str) -> bool:
+        """A kind this version does not know is kept for review: better looked at once than missed."""
+        return cls(kind).integrity if kind in cls._value2member_map_ else True
+
+
+def flag_groups(flags: list[dict]) -> list[tuple[str, list[tuple[str, str, str, str]]]]:
+    """A result's flags as every route shows them to the student (this page, nbgrader's feedback,
+    Gradescope's output): errors to fix first, then integrity flags, each as (kind, where, what it means,
+    the evidence quoted); a group with no flag is left out."""
+    groups = []
+    for heading, integrity in (("Errors to fix", False), ("Integrity flags, which your instructor reviews", True)):
+        items = [(kind, ", ".join(f"{key} {f[key]}" for key in ("grade_id", "cell", "check") if key in f),
+                  Flag.text_of(kind), str(f.get("evidence", "")))
+                 for f in flags if Flag.is_integrity(kind := str(f.get("kind", ""))) == integrity]
+        if items:
+            groups.append((f"{heading} ({len(items)})", items))
+    return groups
+
+
+def flag_text(flags: list[dict]) -> str:
+    """flag_groups as plain text, for a route that shows no HTML (Gradescope's output)."""
+    return "\n\n".join(heading + "\n" + "\n".join(f"- {kind}{' (' + where + ')' if where else ''}: {text}. {evidence}"
+                                                  for kind, where, text, evidence in items)
+                       for heading, items in flag_groups(flags))
 
 
 class Verdict(_Worded):

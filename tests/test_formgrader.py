@@ -1,6 +1,7 @@
 """formgrader as a TA sees it, in a real Chromium: the demo's course served by Jupyter Server with
 nbgrader's formgrader extension; the submission list flags the student whose answer cells carry integrity
-flags (eve) and no one else, and one autograded submission opens with its per-tensor feedback page.
+flags (eve) and no one else, and one autograded submission opens with its per-tensor feedback page, which
+names no student (formgrader grades blind), its grade cells' scores said as scores, not a bare "0".
 
 formgrader hides names by default and fills its tables with JavaScript from its own API, so the test
 waits for the rows the browser draws and maps each row's link to a student through that API.
@@ -20,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli import main
+from grader.vocabulary import Flag
 from helpers.browser import browser_unavailable, start_chromium
 from helpers.paths import COURSE, ROOT
 
@@ -108,7 +110,7 @@ def test_the_submission_list_flags_the_student_with_integrity_flags(course, serv
         student = students[link.rstrip("/").rsplit("/", 1)[1]]
         flagged[student] = bool(row.find_elements(By.CSS_SELECTOR, ".flagged .glyphicon-flag"))
     results = {p.parent.parent.name: json.loads(p.read_text())["flags"] for p in (course / "results").rglob("*.json")}
-    assert flagged == {student: bool(flags) for student, flags in results.items()}
+    assert flagged == {student: any(Flag.is_integrity(f["kind"]) for f in flags) for student, flags in results.items()}
     assert flagged["eve"] and not flagged["ada"]
 
 
@@ -120,9 +122,15 @@ def test_an_autograded_submission_opens_with_its_feedback_page(server, browser, 
     browser.get(f"{server}/formgrader/submissions/{submission}")
     page = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#bpn-feedback"))[0]
     text = page.text
-    assert f"Feedback for {student}/{ASSIGNMENT}/{NOTEBOOK}" in text
+    # Blind grading: formgrader names no student, and neither does the page inside the notebook it shows.
+    assert page.find_element(By.CSS_SELECTOR, "h1").text == f"Feedback for {ASSIGNMENT}/{NOTEBOOK}"
+    assert f"{student}/" not in browser.find_element(By.TAG_NAME, "body").text and student not in browser.title
     assert "Tensors" in text and "dlogprobs" in text
+    integrity = "Integrity flags, which your instructor reviews ("
     if student == "eve":
-        assert "Flags (" in text and "Your instructor sees these too." in text
+        assert integrity in text
     else:
-        assert "Flags (" not in text and f"Total: {COURSE.max_score:g} / {COURSE.max_score:g}" in text
+        assert integrity not in text and f"Total: {COURSE.max_score:g} / {COURSE.max_score:g}" in text
+    # Each grade cell's score reads as one, never as a stray "Out[ ]: 0".
+    results = [e.text.strip() for e in browser.find_elements(By.CSS_SELECTOR, ".output_execute_result")]
+    assert results and all(r.startswith("autograded: ") and " point(s)" in r for r in results), results[:5]

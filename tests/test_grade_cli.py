@@ -194,7 +194,9 @@ def test_the_table_lists_every_submission(in_process):
         assert line is not None, f"{sid} missing from the table:\n{stdout}"
     ada = next(row for row in stdout.splitlines() if row.startswith("ada/"))
     assert f"{COURSE.max_score:g} / {COURSE.max_score:g}" in ada
-    assert "4 submission(s) graded" in stdout
+    junk = next(row for row in stdout.splitlines() if row.startswith("junk/"))
+    assert junk.split()[4:8] == ["-"] * 4 and "not graded: not a notebook" in junk, junk  # not "36 wrong"
+    assert "3 submission(s) graded, 1 not graded (see the notes)" in stdout
 
 
 # ---------------------------------------------------------------------------------------------

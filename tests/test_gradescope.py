@@ -28,6 +28,7 @@ from packaging.version import Version
 import grader
 from grader.cli import main
 from grader.course import load
+from grader.vocabulary import flag_text
 from helpers import refuse
 from helpers.notebooks import reference_sources, submission, write
 from helpers.paths import COURSE, COURSE_FILE, ROOT, STUB
@@ -296,13 +297,14 @@ def test_a_notebook_of_any_name_gets_its_partial_score(runs):
 
 
 @pytest.mark.slow
-def test_integrity_flags_reach_the_staff_but_not_the_student(runs):
+def test_flags_reach_the_staff_and_the_student_as_on_every_other_route(runs):
     results, log = runs["partial"]
-    assert "flags" not in results  # not a key Gradescope knows; students see no list of flags
+    assert "flags" not in results  # not a key Gradescope knows: the flags are in the output's words
     flags = results["extra_data"]["flags"]
     assert [(f["kind"], f["cell"]) for f in flags] == [("static-check", "dcounts")]
     assert f"integrity flag (static-check): {flags[0]['evidence']}" in log  # stdout: staff only
     assert results["stdout_visibility"] == "hidden"
+    assert flag_text(flags) in results["output"]  # the feedback page's and nbgrader's list, as text
 
 
 @pytest.mark.slow

@@ -249,3 +249,22 @@ def test_solved_trains_with_its_own_gradients(solved_run):
     assert len(stdout(cell(solved_run, "train_sample")).splitlines()) == 20
     for grade_id in ("plot_dlogits", "train_plot"):
         assert any("image/png" in o.get("data", {}) for o in cell(solved_run, grade_id).outputs), grade_id
+
+
+@pytest.mark.slow  # a kernel
+def test_the_solved_notebook_loads_its_data_where_it_lies():
+    """In a checkout, solutions/backprop_ninja_solved.ipynb run in its own folder (as opening it in
+    Jupyter does) finds the course's word list, as the released notebook does beside names.txt."""
+    import os
+
+    from nbclient import NotebookClient
+
+    nb = nbformat.from_dict(SOLVED)
+    data = next(i for i, c in enumerate(nb.cells) if "DATA_FILE" in c.source and c.cell_type == "code")
+    nb.cells = nb.cells[:data + 1]
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    NotebookClient(nb, kernel_name="python3", timeout=300, allow_errors=True,
+                   resources={"metadata": {"path": str((ROOT / SOLVED_PATH).parent)}}).execute(
+        env={**os.environ, "PYTHONPATH": path})
+    errors = [f"{o.ename}: {o.evalue}" for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert errors == [], errors

@@ -252,6 +252,7 @@ def taught(world):
     w.must(INSTRUCTOR, ["backprop-ninja", "report", "results"], cwd=course, name="report")
     w.must(INSTRUCTOR, ["backprop-ninja", "report", "results", "--json"], cwd=course, name="report json")
     w.book = gradebook(course)
+    w.must(INSTRUCTOR, ["backprop-ninja", "sandbox", "check"], cwd=course, name="sandbox check")
 
     # The instructor changes course.yml after the class was graded: dprobs is worth 3, ex4_training is dropped.
     raw = yaml.safe_load((course / "course.yml").read_text(encoding="utf-8"))
@@ -429,6 +430,18 @@ def test_the_report_finds_every_submission_graded(taught):
     assert "not graded" not in command.stderr
     page = (taught.course / "results" / "report.html").read_text(encoding="utf-8")
     assert "was graded." in page
+
+
+def test_sandbox_check_and_every_grade_run_agree_on_the_filesystem_wall(taught):
+    """The wheel's grader/course_data lies inside the package the child imports: it must be hidden all
+    the same, so no grade run records the wall missing where `sandbox check` says it holds."""
+    line = next(row for row in taught.outputs["sandbox check"].stdout.splitlines() if row.startswith("filesystem"))
+    found = {path.relative_to(taught.course).as_posix(): json.loads(path.read_text(encoding="utf-8"))
+             for path in (taught.course / "results").rglob("*.json")}
+    recorded = {name: data["extra_data"]["isolation"]["missing"] for name, data in found.items()
+                if isinstance(data, dict) and "isolation" in data.get("extra_data", {})}
+    assert recorded and " in force: " in line, (line, recorded)
+    assert {name: missing for name, missing in recorded.items() if "filesystem" in missing} == {}
 
 
 def test_changed_points_are_refused_until_update_then_regraded(taught):

@@ -93,7 +93,8 @@ class Notebook:
 
 
 def failed(line: str) -> bool:
-    return "WRONG" in line or "wrong shape" in line
+    """The README's rule: a line with WRONG loses points there, a line without it loses none."""
+    return "WRONG" in line
 
 
 def cells_of(entry: dict) -> dict[str, str]:
@@ -163,6 +164,64 @@ def test_feedback_hints_none_names_nothing(state, capfd):
     assert "WRONG" in line and "hpreact where" not in line and "hint" not in line, line
 
 
+def test_the_lectures_shape_slip_says_wrong_as_it_loses_points(state, capfd):
+    """dbnmeani of shape (H,), the lecture's own: the grader gives squeezable_shape_credit (half)."""
+    line = Notebook(state).run_to("dbnmeani", {"dbnmeani": "dbnmeani = (-dbndiff).sum(0)"}, capfd)
+    assert "WRONG" in line and "right values, wrong shape" in line, line
+
+
+def test_a_course_that_gives_a_shape_slip_full_credit_accepts_it(state, capfd):
+    nb = Notebook(state)
+    settings = make_notebooks.public_settings(COURSE)
+    nb.ns["check"] = SelfCheck(n=state["n"], namespace=nb.ns,
+                               course={**settings, "policy": {"squeezable_shape_credit": 1.0}})
+    line = nb.run_to("dbnmeani", {"dbnmeani": "dbnmeani = (-dbndiff).sum(0)"}, capfd)
+    assert not failed(line) and "right values, wrong shape" in line, line
+
+
+# Exercise 4's manual_backward, each slip the issue found: the grader takes every training point.
+EX4_SLIPS = {
+    "keepdim-dropped": ("    dbngain = (bnraw * dhpreact).sum(0, keepdim=True)\n",
+                        "    dbngain = (bnraw * dhpreact).sum(0)\n"),
+    "n-hard-coded": ("    n = Xb.shape[0]\n", "    n = 32\n"),
+    "db1-raises-in-training": ("    db1 = dhprebn.sum(0)\n", "    db1 = dhprebn.sum(0, keepdim=True).T\n"),
+}
+
+
+def _ex4(slip: str | None) -> str:
+    if slip is None:
+        return CELLS[EX4_CELL]
+    old, new = EX4_SLIPS[slip]
+    assert old in CELLS[EX4_CELL]
+    return CELLS[EX4_CELL].replace(old, new)
+
+
+def _training_line(state, capfd, source: str) -> str:
+    nb = Notebook(state)
+    nb.execute(source)
+    g = torch.Generator().manual_seed(7)
+    params = init_params(LECTURE, g)
+    batches = [(torch.randint(0, LECTURE.vocab, (LECTURE.n, LECTURE.block_size), generator=g),
+                torch.randint(0, LECTURE.vocab, (LECTURE.n,), generator=g)) for _ in range(50)]
+    check = SelfCheck(n=state["n"], exercise=4, namespace=nb.ns, course=make_notebooks.public_settings(COURSE))
+    capfd.readouterr()
+    check.training(nb.ns["manual_backward"], params, batches, lr=0.1)  # never raises
+    out, err = capfd.readouterr()
+    assert err == "" and out.count("\n") == 1, (out, err)
+    return out.strip()
+
+
+def test_exercise_4s_training_check_passes_the_reference(state, capfd):
+    line = _training_line(state, capfd, _ex4(None))
+    assert "50 steps match autograd" in line and not failed(line), line
+
+
+@pytest.mark.parametrize("slip", EX4_SLIPS)
+def test_exercise_4s_training_check_says_wrong_where_the_grader_docks_and_never_raises(state, capfd, slip):
+    line = _training_line(state, capfd, _ex4(slip))
+    assert line.startswith("training") and failed(line) and "match autograd" not in line, line
+
+
 # --- the real notebook and the real grader, on the disagreements the issue found ----------------------
 
 # Wrong answer cells that the old self-check passed and the grader docked: both now fail them.
@@ -194,12 +253,21 @@ def _with_answers(nb, replace: dict[str, str]):
     return nb
 
 
+# Each notebook Run All runs, then the grader grades: the disagreements above with the lecture's shape slip,
+# and each of exercise 4's slips (one manual_backward per notebook).
+NOTEBOOKS = {"cells": {**DISAGREEMENTS, "dbnmeani": "dbnmeani = (-dbndiff).sum(0)"},
+             **{f"ex4-{slip}": {EX4_CELL: _ex4(slip)} for slip in EX4_SLIPS}}
+
+
 @pytest.mark.slow
-def test_the_issues_disagreements_agree_in_the_notebook_and_in_the_grader(tmp_path):
+@pytest.mark.parametrize("which", NOTEBOOKS)
+def test_every_check_line_says_wrong_exactly_where_the_grader_takes_a_point(tmp_path, which):
+    """Run All in a kernel, then the grader on the same notebook: every check line (exercise 4's training
+    check too) contains WRONG exactly when the grader docks its grade id, and no check cell raises."""
     from nbclient import NotebookClient
 
     solved = nbformat.read(ROOT / make_notebooks.SOLVED, as_version=4)
-    nb = _with_answers(solved, DISAGREEMENTS)
+    nb = _with_answers(solved, NOTEBOOKS[which])
     workdir = tmp_path / "assignment"
     shutil.copytree(ROOT / notebooks.release_path(COURSE).parent, workdir)
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
@@ -209,6 +277,7 @@ def test_the_issues_disagreements_agree_in_the_notebook_and_in_the_grader(tmp_pa
     for c in nb.cells:
         grade_id = c.metadata.get("nbgrader", {}).get("grade_id", "")
         if grade_id.startswith("check_"):
+            assert not [o for o in c.outputs if o.output_type == "error"], (grade_id, c.outputs)
             lines[grade_id.removeprefix("check_")] = "".join(
                 o.get("text", "") for o in c.outputs if o.output_type == "stream")
     submission = tmp_path / "submissions" / "student.ipynb"
@@ -217,11 +286,13 @@ def test_the_issues_disagreements_agree_in_the_notebook_and_in_the_grader(tmp_pa
     ((_, result),) = grade([submission.parent], COURSE, tmp_path / "results", jobs=1)
     scores = {t.name: t for t in result.tests}
     docked = {g for g, t in scores.items() if t.score < t.max_score}
-    expected = ({g for g in WRONG_BUT_PASSED if g != EX4_CELL}
-                | {f"ex4_d{p}" for p in ("C", "W1", "b1", "W2", "b2", "bngain", "bnbias")})
-    assert expected <= docked, {g: scores[g].output for g in expected - docked}
-    assert not docked & set(RIGHT_BUT_REFUSED), {g: scores[g].output for g in docked & set(RIGHT_BUT_REFUSED)}
+    if which == "cells":
+        expected = ({g for g in WRONG_BUT_PASSED if g != EX4_CELL}
+                    | {f"ex4_d{p}" for p in ("C", "W1", "b1", "W2", "b2", "bngain", "bnbias")} | {"dbnmeani"})
+        assert expected <= docked, {g: scores[g].output for g in expected - docked}
+        assert not docked & set(RIGHT_BUT_REFUSED), {g: scores[g].output for g in docked & set(RIGHT_BUT_REFUSED)}
+    else:
+        assert "ex4_training" in docked, scores["ex4_training"].output
+    assert set(lines) >= set(scores), set(scores) - set(lines)
     for grade_id, line in lines.items():
-        if grade_id == "ex4_training":
-            continue
         assert failed(line) == (grade_id in docked), (grade_id, line, scores[grade_id].output)

@@ -81,6 +81,35 @@ def test_each_variants_notebook_is_its_network_and_explains_its_own_derivatives(
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_each_variants_text_names_only_what_its_notebook_shows(name):
+    """The student trial's notes: no tanh derivative where tanh never appears, no "Exercises 1 to 3"
+    without an exercise 3, no batch norm's parameters in a notebook that never shows them."""
+    solved, _ = variant_notebooks.build(name, COURSE)
+    variant = variants.parse(name)
+    text = _markdown(solved) + variants.describe(name)
+    tanh = variant.activation.name == "tanh"
+    for derivative in ("1 - h²", "1 - h^2", "1 - h**2"):
+        assert (derivative in text) <= tanh, (derivative, name)
+    assert ("Exercises 1 to 3" in text) == bool(variant.norm.parameters)
+    if variant.norm.name != "batchnorm":
+        assert not re.search(r"\bbn(gain|bias)\b", text), name
+
+
+def test_a_tensor_used_three_times_is_said_so_in_a_named_mistake():
+    """GELU's input feeds three steps: a dropped branch is named with three uses, not "twice ... both"."""
+    from grader.judge.configs import generate
+    from grader.judge.exam import CHAIN, prepare
+    from grader.judge.neighbourhood import _per_branch, _twice_used
+
+    case = prepare(generate("makemore-mlp/gelu-none", "three uses", 1)[0])
+    answer = case.exercise.by_grade_id["dhpreact"]
+    want, branches, _ = _per_branch(case, answer, CHAIN)
+    assert len(branches) == 3
+    dropped = [c.sentence for c in _twice_used(case, answer, CHAIN, want, branches) if c.key.startswith("drop:")]
+    assert dropped and all("used three times" in t and "sum of all three" in t for t in dropped), dropped
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_each_variants_init_and_fused_forward_are_the_exercises(name):
     """The notebook's init_params draws the grader's parameters bit for bit, and its fused_forward (which
     exercise 4 trains with) computes the network's loss and every cached value."""

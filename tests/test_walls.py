@@ -765,3 +765,40 @@ def test_as_a_normal_user_the_child_reaches_none_of_the_users_files_or_processes
         bystander.wait()
     left = subprocess.run(["pgrep", "-u", normal_user.pw_name], capture_output=True, text=True).stdout.split()
     assert left == [], f"processes of the user left behind: {left}"
+
+
+@pytest.fixture
+def packaged_course_data():
+    """A folder inside the grader package, as an installed wheel's grader/course_data is: the package is
+    exposed to the child (it imports it), this folder inside it hidden. World-readable: only the
+    sandbox's covering keeps a child out."""
+    folder = Path(grader.__file__).parent / f"course_data_{uuid.uuid4().hex[:8]}"
+    folder.mkdir(mode=0o755)
+    (folder / "course.yml").write_text("secret_salt: a course's salt\n")
+    (folder / "course.yml").chmod(0o644)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.slow  # a grader process (and, as a normal user, a unix user and a virtual environment)
+@pytest.mark.parametrize("as_user", [False, pytest.param(True, marks=ROOT_ONLY)], ids=["grader-user", "normal-user"])
+def test_a_hidden_folder_inside_the_exposed_grader_package_is_covered(packaged_course_data, as_user, request):
+    """The wheel's case: the folder holding the package (a venv under /tmp, a checkout, a home) is hidden,
+    the package bound back, and grader/course_data inside it must be covered again, or every grade run
+    records the filesystem wall missing while `sandbox check` says it holds."""
+    user = request.getfixturevalue("normal_user") if as_user else None
+    hide = [str(ROOT), str(packaged_course_data)]
+    result = _grader_process({}, user=user, hide=hide)
+    isolation = result["isolation"]
+    assert "filesystem" not in isolation["missing"], isolation
+    assert isolation["walls"]["filesystem"].startswith("in force: "), isolation
+
+
+def test_a_covering_failure_is_not_sent_to_host_settings():
+    """A wall whose namespaces were made but whose covering failed is no host's doing: the refusal line
+    must not tell the TA to enable user namespaces that already work."""
+    line = jail.refusal("filesystem", f"/x/grader/course_data still shows its contents ({jail.NOT_THE_HOST})")
+    assert "user namespaces" not in line and "report this line" in line, line
+    assert "allow unprivileged user namespaces" in jail.refusal("filesystem", "unshare refused (EPERM)")

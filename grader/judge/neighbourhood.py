@@ -106,11 +106,14 @@ def _sizes(case: Case) -> dict[str, int]:
 def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[Candidate]:
     if len(branches) < 2:
         return []
-    both = " and in ".join(branches)
+    names = [f"in {step}" for step in branches]
+    where = ", ".join(names[:-1]) + " and " + names[-1]
+    count = {3: "three", 4: "four", 5: "five"}.get(len(names), str(len(names)))
+    times, all_of = ("twice", "both") if len(names) == 2 else (f"{count} times", f"all {count}")
     out = []
     for step, part in branches.items():
-        out.append(Candidate(f"drop:{step}", f"misses the branch through {step}: {answer.source} is used twice "
-                                             f"(in {both}), so its gradient is the sum of both", want - part))
+        out.append(Candidate(f"drop:{step}", f"misses the branch through {step}: {answer.source} is used {times} "
+                                             f"({where}), so its gradient is the sum of {all_of}", want - part))
         for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words):
             out.append(Candidate(f"branch:{step}:{key}",
                                  f"the part flowing back through {step} {does}", want + (factor - 1) * part))

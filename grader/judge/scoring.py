@@ -30,8 +30,9 @@ from grader.judge.exam import CHAIN, LOCAL
 from grader.judge.suite import ERROR, PASSED, ItemResult
 from grader.vocabulary import Flag, Match, Status, Verdict
 
-# What a judged answer did that an instructor should look at, whatever it scored.
-INTEGRITY = (Flag.AUTOGRAD, Flag.FORBIDDEN_CALL, Flag.TIMEOUT, Flag.MEMORY)
+# What a judged answer did that its result records as a flag, whatever it scored (Flag says which of
+# them are integrity flags and which errors the student fixes).
+FLAGGED = (Flag.AUTOGRAD, Flag.FORBIDDEN_CALL, Flag.TIMEOUT, Flag.MEMORY)
 
 
 @dataclass
@@ -77,6 +78,22 @@ class Result:
         return sum(t.score for t in self.tests) - self.late_penalty
 
     @property
+    def graded(self) -> bool:
+        """False for a submission none of whose answers ran (not a notebook, unreadable, a sandbox that
+        never ran it): every test then says only the submission's error, and no count of wrong tensors
+        describes it."""
+        return self.error is None or any(t.output != self.error for t in self.tests)
+
+    @property
+    def integrity_flags(self) -> list[dict]:
+        """The flags for review (Flag.integrity); the others are errors the student fixes."""
+        return [f for f in self.flags if Flag.is_integrity(str(f.get("kind", "")))]
+
+    @property
+    def error_flags(self) -> list[dict]:
+        return [f for f in self.flags if not Flag.is_integrity(str(f.get("kind", "")))]
+
+    @property
     def max_score(self) -> float:
         return sum(t.max_score for t in self.tests)
 
@@ -93,6 +110,10 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
     local_ok = local is None or local.status == PASSED
     if chain.status == PASSED and local_ok:
         return scored(1.0, Verdict.CORRECT, "; ".join(filter(None, ["correct on every configuration", chain.feedback])))
+    if chain.status == PASSED and local.mistake:  # what is known of the slip, with no guess in front of it
+        return scored(policy.chain_only_credit, Verdict.PARTIAL,
+                      f"{local.feedback}. Partial credit: right with this loss's own upstream gradients, where "
+                      "the slip does not show")
     if chain.status == PASSED:
         return scored(policy.chain_only_credit, Verdict.PARTIAL,
                       "right value for this loss, but not this step of the chain rule: with other upstream "
@@ -110,7 +131,8 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
 def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Result:
     result = Result(submission.id, str(submission.path), error=submission.error, exercise=course.exercise_spec)
     for cell, refusal in submission.refused.items():
-        result.flags.append({"kind": Flag.STATIC_CHECK, "cell": cell, "evidence": str(refusal)})
+        kind = Flag.SYNTAX_ERROR if refusal.unreadable else Flag.STATIC_CHECK
+        result.flags.append({"kind": kind, "cell": cell, "evidence": str(refusal)})
     for cell, found in submission.forged.items():
         result.flags.append({"kind": Flag.FORGED_OUTPUT, "cell": cell, "evidence": str(found)})
     for grade_id, points in course.points.items():
@@ -124,7 +146,7 @@ def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Res
         for check, item in ((CHAIN, chain), (LOCAL, local)):
             if item is not None and item.status == ERROR:
                 result.flags.append({"kind": Flag.GRADER_ERROR, "grade_id": grade_id, "evidence": item.feedback})
-            if item is not None and item.kind in INTEGRITY:
+            if item is not None and item.kind in FLAGGED:
                 result.flags.append({"kind": Flag(item.kind), "grade_id": grade_id, "check": check,
                                      "evidence": item.feedback})
     return result

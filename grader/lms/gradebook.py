@@ -101,10 +101,10 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
                               "db_url": db_url}}
     for preprocessor in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(), RestoreCells(), CheckCellMetadata()):
         nb, resources = preprocessor.preprocess(nb, resources)
-    fill_grade_cells(nb, result)
+    fill_grade_cells(nb, result, title=f"{assignment}/{notebook_id}")
     for preprocessor in (LimitOutput(), SaveAutoGrades(), AssignLatePenalties(), CheckCellMetadata()):
         nb, resources = preprocessor.preprocess(nb, resources)
-    if result.flags:
+    if result.integrity_flags:
         set_flagged(db_url, notebook_id, assignment, student)
     autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
     _write_notebook(nb, autograded / path.name)

@@ -3,8 +3,9 @@
 Gradescope unpacks the zip into /autograder/source, runs setup.sh once when it builds the image, then
 runs run_autograder once per submission with the student's files in /autograder/submission; it shows
 the student only /autograder/results/results.json. So `run` turns every outcome (no notebook, several,
-a broken one, a grader that fails) into a results.json, and keeps the integrity flags for the course
-staff: in extra_data and the autograder's stdout, which students never see.
+a broken one, a grader that fails) into a results.json. The student's output lists the flags as every
+other route shows them (errors to fix, integrity flags); extra_data and the autograder's stdout, which
+students never see, keep them for the staff as well.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import grader
 from grader import __version__, extract
 from grader.course import Course, load
 from grader.files import atomic_write
+from grader.vocabulary import Flag, flag_text
 
 DISTRIBUTION = "backprop-ninja"
 SCRIPTS = ("setup.sh", "run_autograder")
@@ -178,14 +180,16 @@ def _grade(notebook: Path, course_file: Path, log: Callable[[str], None]) -> dic
 
 def for_gradescope(result: dict, log: Callable[[str], None]) -> dict:
     """A result of `backprop-ninja grade` as Gradescope takes it: only the keys its specification names,
-    at the top level and in each test; the integrity flags and the maximum go to extra_data and the
-    staff's log, each test's verdict to its extra_data."""
+    at the top level and in each test; the flags and the maximum go to extra_data and the staff's log
+    (the flags to the student's output too), each test's verdict to its extra_data."""
     data = {k: v for k, v in result.items() if k not in ("flags", "max_score")}
     data["tests"] = [{**{k: v for k, v in t.items() if k != "verdict"},
                       "extra_data": {**t.get("extra_data", {}), "verdict": t["verdict"]}} for t in result["tests"]]
     data["extra_data"] = {**result.get("extra_data", {}), "max_score": result["max_score"], "flags": result["flags"]}
     for flag in result["flags"]:
-        log(f"integrity flag ({flag['kind']}): {flag['evidence']}")
+        log(f"{'integrity flag' if Flag.is_integrity(flag['kind']) else 'error'} ({flag['kind']}): {flag['evidence']}")
+    if result["flags"]:  # what the feedback page and nbgrader's feedback show the student, in the same words
+        data["output"] = f"{data['output']}\n\n{flag_text(result['flags'])}"
     return {**data, **VISIBILITY}
 
 

@@ -26,13 +26,15 @@ from traitlets import Bool, Unicode
 from grader import safe_text
 from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
 from grader.files import atomic_write, csv_text
+from grader.vocabulary import Flag
 
 
-def fill_grade_cells(nb, result, page: bool = True) -> None:
+def fill_grade_cells(nb, result, page: bool = True, title: str | None = None) -> None:
     """Each grade cell gets its grade id's feedback (stdout) and score (the result nbgrader reads as
     partial credit). A grade cell the grader has no test for gets 0 and says so, never full points.
     With `page`, the notebook also opens with the student's feedback page (add_feedback_page), whichever
-    route graded it: nbgrader's autograde, or the fast route (whose results carry no pictures)."""
+    route graded it: nbgrader's autograde, or the fast route (whose results carry no pictures); `title`,
+    what its heading names (add_feedback_page)."""
     tests = {grade_cell_id(t.name): t for t in result.tests}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -43,32 +45,45 @@ def fill_grade_cells(nb, result, page: bool = True) -> None:
             text, score = f"{meta.get('grade_id')}: not a grade id backprop-ninja grades; 0 points\n", 0
         else:
             text, score = _grade_cell_text(test), test.score
+        # nbgrader reads the score from the result's text/plain; a page shows its HTML instead, which says
+        # what the number is (a bare "0" under every grade cell read as stray output in formgrader).
+        points = meta.get("points", test.max_score if test is not None else 0)
         cell.outputs = [
             nbformat.v4.new_output("stream", name="stdout", text=text),
-            nbformat.v4.new_output("execute_result", data={"text/plain": f"{score:g}"}, execution_count=None),
+            nbformat.v4.new_output("execute_result", data=_score_outputs(score, points), execution_count=None),
         ]
         cell.execution_count = None
     if page:
-        add_feedback_page(nb, result)
+        add_feedback_page(nb, result, title)
 
 
 def _grade_cell_text(test) -> str:
     return f"{test.name}: {test.score:g} / {test.max_score:g} ({test.verdict}). {test.output}\n"
 
 
+def _score_outputs(score: float, points: float) -> dict:
+    """A grade cell's result: nbgrader reads the plain text; a page shows the HTML, which says what it is."""
+    return {"text/plain": f"{score:g}",
+            "text/html": f'<span class="bpn-score">autograded: {score:g} of {float(points):g} point(s)</span>'}
+
+
 PAGE_KEY = "backprop_ninja_result"  # the feedback page cell's metadata: the result it was made from
 
 
-def add_feedback_page(nb, result) -> None:
+def add_feedback_page(nb, result, title: str | None = None) -> None:
     """The student's feedback page (grader.outputs.feedback_page) as the HTML output of a cell of its own at the
     top: nbgrader's generate_feedback keeps an HTML output as it is, and nbconvert shows no input for a
     cell whose source is marked removed. A cell without nbgrader metadata is neither graded nor checked.
     The result rides in the cell's metadata, so that generate_feedback can make the page again with the
-    gradebook's scores (GradebookFeedback)."""
+    gradebook's scores (GradebookFeedback).
+
+    Both nbgrader routes title it with the assignment and notebook, not the student: formgrader shows
+    this notebook to a TA grading blind (its list says "Submission #2", never a name), and the student
+    knows who they are."""
     from grader.outputs.feedback_page import fragment
     from grader.outputs.results import gradescope
 
-    output = nbformat.v4.new_output("display_data", data={"text/html": fragment(result)})
+    output = nbformat.v4.new_output("display_data", data={"text/html": fragment(result, title)})
     metadata = {"transient": {"remove_source": True}, PAGE_KEY: gradescope(result)}
     nb.cells.insert(0, nbformat.v4.new_code_cell("", metadata=metadata, outputs=[output]))
 
@@ -92,7 +107,8 @@ class GradebookFeedback(NbGraderPreprocessor):
         result = final.adjust(result_from_json(page.metadata[PAGE_KEY]), grades, info.get("late_penalty") or 0.0)
         old = "".join(o.get("data", {}).get("text/html", "") for o in page.outputs)
         page.outputs = [nbformat.v4.new_output("display_data", data={
-            "text/html": feedback_page.fragment(result, drawn=feedback_page.drawn_on(old))})]
+            "text/html": feedback_page.fragment(result, f"{info['assignment']}/{info['notebook']}",
+                                                drawn=feedback_page.drawn_on(old))})]
         tests = {grade_cell_id(t.name): t for t in result.tests if final.overridden(t)}
         for cell in nb.cells:
             test = tests.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
@@ -100,7 +116,7 @@ class GradebookFeedback(NbGraderPreprocessor):
                 if output.get("name") == "stdout":
                     output.text = _grade_cell_text(test)
                 elif output.get("output_type") == "execute_result":
-                    output.data = {"text/plain": f"{test.score:g}"}
+                    output.data = _score_outputs(test.score, test.max_score)
         return nb, resources
 
 
@@ -147,8 +163,9 @@ def feedback_templates() -> dict[str, list[str]]:
 
 
 def set_flagged(db_url: str, notebook: str, assignment: str, student: str) -> None:
-    """formgrader's "Flagged?" for a submission with integrity flags, so a TA sees it in the submission
-    list. Only ever set: a flag a TA set by hand is theirs to clear."""
+    """formgrader's "Flagged?" for a submission with integrity flags (never for an error the student
+    fixes, such as a syntax error), so a TA sees it in the submission list. Only ever set: a flag a TA
+    set by hand is theirs to clear."""
     from nbgrader.api import Gradebook
 
     with Gradebook(db_url) as gb:
@@ -209,15 +226,16 @@ class GradeInSandbox(NbGraderPreprocessor):
         if result.error:
             self.log.warning(safe_text.terminal(f"{submission.id}: {result.error}"))
         for flag in result.flags:
-            self.log.warning(safe_text.terminal(f"{submission.id}: integrity flag {flag['kind']}: {flag['evidence']}"))
-        if result.flags and info.get("db_url"):
+            sort = "integrity flag" if Flag.is_integrity(flag["kind"]) else "error"
+            self.log.warning(safe_text.terminal(f"{submission.id}: {sort} {flag['kind']}: {flag['evidence']}"))
+        if result.integrity_flags and info.get("db_url"):
             set_flagged(info["db_url"], info["notebook"], info["assignment"], info["student"])
         if self.results:
             from grader.outputs import feedback_page, results
 
             results.write_result(Path(self.results), result)
             feedback_page.write(Path(self.results), result)
-        fill_grade_cells(nb, result, page=self.feedback_page)
+        fill_grade_cells(nb, result, page=self.feedback_page, title=f"{info['assignment']}/{info['notebook']}")
         return nb, resources
 
 

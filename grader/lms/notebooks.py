@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -73,6 +74,7 @@ from nbgrader.preprocessors import (
     LockCells,
 )
 
+from grader import course as course_config
 from grader import material
 from grader.exercise import DEFAULT, FUNCTION, Exercise, Function, grade_cell_id
 from grader.student.solution import BEGIN_SOLUTION, END_SOLUTION
@@ -112,6 +114,8 @@ def public_settings(course) -> dict:
                 "hints": course.feedback.hints}
     if course.exercise.name != DEFAULT:  # the self-check loads the exercise course.yml names (a variant's)
         settings["exercise"] = notebook_spec(course.exercise_spec)
+    if course.policy != course_config.Policy():  # so that a line says WRONG exactly when this course takes a point
+        settings["policy"] = dataclasses.asdict(course.policy)
     return settings
 
 

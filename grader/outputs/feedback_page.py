@@ -36,7 +36,7 @@ from grader.judge.scoring import Result
 from grader.outputs import results
 from grader.safe_text import html as escape
 from grader.sandbox.parent import Attempt
-from grader.vocabulary import Flag, Status, Verdict, shape_text
+from grader.vocabulary import Status, Verdict, flag_groups, shape_text
 
 DRAWN, NO_TENSOR, MATCHES = "drawn", "no tensor", "matches"
 # A heatmap fits in this box (pixels) at a whole number of pixels per entry, and neither side is
@@ -288,17 +288,11 @@ def _shown(result: Result, test, drawn: dict[str, str] | None = None) -> str:
 
 
 def _flags(result: Result) -> str:
-    if not result.flags:
-        return ""
-    items = []
-    for flag in result.flags:
-        kind = str(flag.get("kind", ""))
-        where = ", ".join(f"{key} {flag[key]}" for key in ("grade_id", "cell", "check") if key in flag)
-        items.append(f"<li><b>{escape(kind)}</b>{' (' + escape(where) + ')' if where else ''}: "
-                     f"{escape(Flag.text_of(kind))}. "
-                     f"<code>{escape(str(flag.get('evidence', '')))}</code></li>")
-    return (f"<h2>Flags ({len(result.flags)})</h2><p>Your instructor sees these too.</p>"
-            f'<ul class="bpn-flags">{"".join(items)}</ul>')
+    return "".join(f"<h2>{escape(heading)}</h2><ul class=\"bpn-flags\">"
+                   + "".join(f"<li><b>{escape(kind)}</b>{' (' + escape(where) + ')' if where else ''}: "
+                             f"{escape(text)}. <code>{escape(evidence)}</code></li>"
+                             for kind, where, text, evidence in items) + "</ul>"
+                   for heading, items in flag_groups(result.flags))
 
 
 def drawn_on(page: str) -> dict[str, str]:
@@ -308,13 +302,14 @@ def drawn_on(page: str) -> dict[str, str]:
         r'<tr class="bpn-pictures" data-grade-id="([^"]*)"><td colspan="4">(.*?)</td></tr>', page, re.S)}
 
 
-def fragment(result: Result, drawn: dict[str, str] | None = None) -> str:
+def fragment(result: Result, title: str | None = None, drawn: dict[str, str] | None = None) -> str:
     """The page's content with its own styles, all scoped to one element: a page on its own, or an HTML
-    output inside nbgrader's feedback, whose styles it neither takes nor changes. With `drawn` (see
-    drawn_on), the pictures are those, not drawn from the result's evidence."""
+    output inside nbgrader's feedback, whose styles it neither takes nor changes. `title`: what the
+    heading names (default: the submission's id). With `drawn` (see drawn_on), the pictures are those,
+    not drawn from the result's evidence."""
     penalty = (f' (after a late penalty of {result.late_penalty:g})' if result.late_penalty else "")
     parts = [f"<style>{CSS}</style>", '<div id="bpn-feedback">',
-             f"<h1>Feedback for {escape(result.submission)}</h1>",
+             f"<h1>Feedback for {escape(title or result.submission)}</h1>",
              f'<p class="bpn-total">Total: {result.score:g} / {result.max_score:g}{penalty}</p>']
     counts = {v: sum(t.verdict == v for t in result.tests) for v in Verdict}
     parts.append("<p>" + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + "</p>")

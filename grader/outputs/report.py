@@ -133,9 +133,21 @@ def _mistakes(results: list[Result], ids: list[str]) -> list[dict]:
 
 
 def _flags(results: list[Result]) -> list[dict]:
+    """The integrity flags, to review; error flags are among the errors."""
     return [{"submission": r.submission, "kind": f.get("kind", ""),
              "where": f.get("grade_id") or f.get("cell") or "", "evidence": f.get("evidence", "")}
-            for r in results for f in r.flags]
+            for r in results for f in r.integrity_flags]
+
+
+def _errors(results: list[Result]) -> list[dict]:
+    """Each submission's error, then its error flags (a syntax error, a time limit) not already said."""
+    found = []
+    for r in results:
+        said = [r.error] if r.error else []
+        said += [f"{f.get('kind', '')} ({f.get('grade_id') or f.get('cell') or 'submission'}): {f.get('evidence', '')}"
+                 for f in r.error_flags if f.get("evidence") != r.error]
+        found += [{"submission": r.submission, "error": text} for text in said]
+    return found
 
 
 def not_graded(results: list[Result], submitted: Path | None) -> list[str]:
@@ -177,14 +189,14 @@ def build(results: list[Result], folder: Path, submitted: Path | None = None, gr
         "fall_off": _fall_off(per_grade_id),
         "mistakes": _mistakes(results, ids),
         "flags": _flags(results),
-        "errors": [{"submission": r.submission, "error": r.error} for r in results if r.error],
+        "errors": _errors(results),
         "submitted_dir": str(submitted) if submitted is not None else None,
         "not_graded": not_graded(results, submitted),
         "times": {"mean": round(statistics.fmean(seconds), 3), "max": max(seconds), "total": round(sum(seconds), 3),
                   "slowest": [{"submission": r.submission, "seconds": r.seconds} for r in slowest]},
         "submissions": [{"submission": r.submission, "score": r.score, "max_score": r.max_score,
                          **{v.text.replace(" ", "_"): sum(t.verdict == v for t in r.tests) for v in VERDICTS},
-                         "flags": len(r.flags), "error": r.error or ""} for r in results],
+                         "flags": len(r.integrity_flags), "error": r.error or ""} for r in results],
     }
 
 

@@ -126,16 +126,19 @@ def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str], nam
 
 
 def table(results: list[Result]) -> str:
-    """One line per submission: score, tensors right / partial / wrong / not attempted, and flags.
-    Submission ids and errors are printed with safe_text.terminal: a student's text never moves the
-    cursor or changes the colours of the instructor's terminal."""
+    """One line per submission: score, tensors right / partial / wrong / not attempted, and its error or
+    flags; a submission none of whose answers ran has no counts and says "not graded". Submission ids
+    and errors are printed with safe_text.terminal: a student's text never moves the cursor or changes
+    the colours of the instructor's terminal."""
     names = [safe_text.terminal(r.submission) for r in results]
     width = max([len(name) for name in names] + [10])
     lines = [f"{'submission':<{width}}  {'score':>13}  right partial wrong blank  notes"]
     for name, r in zip(names, results, strict=True):
-        counts = {v: sum(t.verdict == v for t in r.tests) for v in Verdict}
-        note = safe_text.terminal(r.error) if r.error else (f"{len(r.flags)} flag(s)" if r.flags else "")
+        counts = {v: sum(t.verdict == v for t in r.tests) if r.graded else "-" for v in Verdict}
+        notes = [("" if r.graded else "not graded: ") + safe_text.terminal(r.error)] if r.error else []
+        notes += [f"{len(found)} {what}" for found, what in ((r.integrity_flags, "integrity flag(s)"),
+                                                             (r.error_flags, "error(s) to fix")) if found]
         lines.append(f"{name:<{width}}  {r.score:>6g} / {r.max_score:<4g}  {counts[Verdict.CORRECT]:>5} "
                      f"{counts[Verdict.PARTIAL]:>7} {counts[Verdict.INCORRECT]:>5} {counts[Verdict.NOT_ATTEMPTED]:>5}  "
-                     f"{note}")
+                     f"{'; '.join(notes)}")
     return "\n".join(lines)

@@ -27,6 +27,16 @@ from grader.sandbox import static_check, zygote
 from grader.vocabulary import Flag
 
 
+def kept_from_children(course: Course | None, batch: list[Path] = ()) -> tuple[str, ...]:
+    """What no child may read: the course (solutions, hidden tests, salt), the batch's submissions and
+    results, the home folder, the checkout and an installed package's copy of the course material
+    (grader/material.py). `sandbox check` probes the same list, so that it says what `grade` will see."""
+    course_paths = [course.root, course.autotests_dir] if course is not None else []
+    hidden = [*course_paths, *batch, Path.home(), *filter(None, [sandbox.checkout()]),
+              *filter(Path.is_dir, [material.PACKAGED])]
+    return tuple(str(p) for p in hidden)
+
+
 class Grader:
     """One course's grading, ready to run: its configurations and oracle values are computed once,
     before any student code exists in memory, then reused for every batch."""
@@ -47,11 +57,7 @@ class Grader:
                                          course.exercise4.learning_rate)
         self.allow = static_check.Allow().extended(course.allow.torch, course.allow.functional,
                                                    course.allow.builtins)
-        # The child must not read the course (solutions, hidden tests, salt), submissions or results.
-        # An installed package's copy of the course material (grader/material.py) too.
-        hidden = [course.root, course.autotests_dir, *hidden, Path.home(), *filter(None, [sandbox.checkout()]),
-                  *filter(Path.is_dir, [material.PACKAGED])]
-        self.limits = replace(course.limits, hide=tuple(str(p) for p in hidden))
+        self.limits = replace(course.limits, hide=kept_from_children(course, hidden))
         # One child walled in and probed before any student code runs: a sandbox that cannot start or
         # lacks a required wall stops the batch here (sandbox.SandboxUnavailable), not as a 0 each.
         self.isolation = sandbox.preflight(self.limits, course.exercise_spec)

@@ -61,6 +61,8 @@ HOW = {
                "to add its own seccomp filter",
 }
 HOW["ipc"] = HOW["pid"] = HOW["filesystem"] = HOW["network"]
+# Said of a wall whose namespace was made but whose covering did not hold: nothing on the host enables it.
+NOT_THE_HOST = "the namespaces were made, so no host setting helps: report this line to the grader's maintainers"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -137,29 +139,41 @@ def _untraversable(expose: list[str]) -> list[str]:
     return sorted(found)
 
 
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _cover(path: str) -> None:
+    if os.path.isdir(path):
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
+    elif os.path.exists(path):
+        _mount("/dev/null", path, None, MS_BIND)
+
+
 def _hide(hide: list[str], expose: list[str], workdir: str, size_mb: int) -> None:
     """Cover every path in `hide`, bind each `expose` path that lay beneath one back read-only, and put a
     tmpfs of `size_mb` at the work dir: where Landlock is missing, what the child writes stays off the
     host's disk and within that size.
 
     The paths to bring back are opened before anything is covered and bound again from their open
-    descriptors, so no staging place outside the walls is needed.
+    descriptors, so no staging place outside the walls is needed. A hidden path inside an exposed one
+    (an installed package's grader/course_data inside the grader package, in a virtual environment
+    under /tmp or a home) is covered again after the binding, which brings back the whole exposed tree.
     """
     owner = os.stat(workdir)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     hide = sorted(set(hide) | set(_untraversable(expose + [workdir])))
-    held = [(os.open(path, os.O_PATH), path) for path in expose
-            if any(path == h or path.startswith(h.rstrip("/") + "/") for h in hide)]
+    held = [(os.open(path, os.O_PATH), path) for path in expose if any(_within(path, h) for h in hide)]
+    inside = [path for path in hide if any(_within(path, e) and path != e for e in expose)]
     for path in sorted(hide, key=len):
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
-        elif os.path.exists(path):
-            _mount("/dev/null", path, None, MS_BIND)
+        _cover(path)
     for fd, path in held:
         os.makedirs(path, exist_ok=True)
         _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
         _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
         os.close(fd)
+    for path in sorted(inside, key=len):
+        _cover(path)
     os.makedirs(workdir, exist_ok=True)
     _mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV,
            f"mode=700,size={size_mb}m,uid={owner.st_uid},gid={owner.st_gid}")
@@ -248,14 +262,14 @@ def _namespaces(config: dict, walls: dict, missing: dict) -> int | None:
         _hide(config["hide"] + [p for p in SHARED_WRITABLE if os.path.isdir(p)], config["expose"],
               config["workdir"], config["file_size_mb"])
     except OSError as exc:
-        missing["filesystem"] = f"covering the hidden folders failed ({exc})"
+        missing["filesystem"] = f"covering the hidden folders failed ({exc}; {NOT_THE_HOST})"
         return watch
     if watch is not None:
         _own_proc(walls)
     shown = [path for path in config["hide"] if os.path.isdir(path) and path not in config["expose"]
              and os.listdir(path) and not any(e.startswith(path + "/") for e in config["expose"])]
     if shown:
-        missing["filesystem"] = f"{shown[0]} still shows its contents"
+        missing["filesystem"] = f"{shown[0]} still shows its contents ({NOT_THE_HOST})"
     else:
         walls["filesystem"] = ("in force: course, submissions, results and home folders hidden (listed empty), "
                                f"/tmp, /var/tmp and /dev/shm covered, the work dir a {config['file_size_mb']} MB "
@@ -499,5 +513,10 @@ def wall(config: dict, ruleset: tuple[int, int] | None, ruleset_error: str | Non
 def refusal(wall_name: str, why: str) -> str:
     """The one line a grader stops with when a required wall did not hold."""
     return (f"the sandbox's {wall_name} wall is required (course.yml sandbox.require) but missing here: {why}. "
-            f"To enable it: {HOW[wall_name]}; or grade with --allow-weaker-sandbox, and every result records "
+            f"{remedy(wall_name, why)}; or grade with --allow-weaker-sandbox, and every result records "
             "what was missing")
+
+
+def remedy(wall_name: str, why: str) -> str:
+    """How to get a missing wall: a host setting, unless the cause was never the host's."""
+    return "Nothing to enable" if NOT_THE_HOST in why else f"To enable it: {HOW[wall_name]}"

@@ -177,9 +177,12 @@ class Allow:
 
 @dataclass(frozen=True)
 class Refusal:
+    """`unreadable`: Python cannot parse the cell, an error any student makes, not a construct refused."""
+
     line: int
     code: str
     reason: str
+    unreadable: bool = False
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.reason}: {self.code.strip()}"
@@ -331,9 +334,9 @@ def check(source: str, allow: Allow = Allow()) -> Refusal | None:
         tree = ast.parse(source)
     except SyntaxError as exc:
         line = (exc.text or "").rstrip("\n")
-        return Refusal(exc.lineno or 0, line, f"syntax error ({exc.msg})")
+        return Refusal(exc.lineno or 0, line, f"syntax error ({exc.msg})", unreadable=True)
     except (RecursionError, MemoryError, ValueError) as exc:  # nesting too deep for the parser, NUL bytes
-        return Refusal(0, "", f"the cell could not be parsed ({type(exc).__name__})")
+        return Refusal(0, "", f"the cell could not be parsed ({type(exc).__name__})", unreadable=True)
     lines = source.splitlines()
     try:
         context = _context(tree)

@@ -4,12 +4,14 @@ hidden tests or the solutions, one line each.
 It compares the answer with autograd's on the notebook's own batch, then runs the answer cell's code
 the way the grader does (grader.judge.compare.judge: the same comparison, tolerances, static check and
 diagnosis): with the true upstream gradients and with random ones (so a missing branch or a constant
-fails here too), on the notebook's batch and on two batches of other sizes it draws itself, one of
-them drawn as the exercise's last hidden configuration is (a tiny activation variance, say); a
-function answer runs in a clean namespace at those sizes (so reading the notebook's globals fails here
-too). The cell's code comes from the notebook's own history (IPython's), so nothing needs to be passed
-in. A failing line contains WRONG (or "wrong shape"), a passing one never does. When the cell is right
-but an upstream answer is wrong, the line says which and checks the cell with the true value instead.
+fails here too), on the notebook's batch and on three batches of other sizes it draws itself, one of
+each kind the grader's hidden configurations hold (all targets distinct, plain, a tiny activation
+variance); a function answer runs in a clean namespace at those sizes (so reading the notebook's
+globals fails here too), and so does exercise 4's training run. The cell's code comes from the
+notebook's own history (IPython's), so nothing needs to be passed in. A line contains WRONG exactly
+when the grader takes a point there (a shape that differs only by a size-1 dimension too, unless the
+course gives it full credit). When the cell is right but an upstream answer is wrong, the line says
+which and checks the cell with the true value instead.
 
 Everything it knows of the network, the answers and their cells comes from the exercise value
 (grader.exercise), so it checks any exercise's notebook. It prints to stdout only, never stderr
@@ -27,14 +29,14 @@ import traceback
 
 import torch
 
-from grader.course import Tolerance
+from grader.course import Policy, Tolerance
 from grader.exercise import ATOMIC, DEFAULT, FUNCTION, NAMESPACE, Answer, load
 from grader.judge.compare import compare, judge
 from grader.judge.configs import Config, generate
 from grader.judge.diagnose import name as name_mistake
-from grader.judge.exam import CHAIN, LOCAL, case_of, checks, prepare
+from grader.judge.exam import CHAIN, LOCAL, autograd_steps, case_of, checks, prepare, prepare_training, steps_of
 from grader.sandbox import static_check
-from grader.vocabulary import Match
+from grader.vocabulary import Match, Status
 
 # Float64 rounding is ~1e-16, so these only absorb a different order of operations; float32 noise on
 # gradients that are zero in exact arithmetic (a softmax's shift, a bias before a batch norm) reaches ~1e-8,
@@ -49,9 +51,11 @@ _CASES: dict[str, tuple] = {}
 
 
 def own_cases(spec: str) -> tuple:
+    """One batch of each kind the grader's hidden configurations hold (the exercise's `hidden` gives the
+    first and the last their own, the middle ones none), so no kind the grader scores goes unchecked."""
     if spec not in _CASES:
         torch.set_num_threads(1)
-        _CASES[spec] = tuple(prepare(config) for config in generate(spec, SALT, 2) if config.scored)
+        _CASES[spec] = tuple(prepare(config) for config in generate(spec, SALT, 3) if config.scored)
     return _CASES[spec]
 
 
@@ -139,6 +143,9 @@ class SelfCheck:
         self.allow = static_check.Allow().extended(extra.get("torch", ()), extra.get("functional", ()),
                                                    extra.get("builtins", ()))
         self.hints = course.get("hints", "named")
+        # What the grader gives for right values in a squeezable shape, and for an answer right only on
+        # the true upstream gradients: a line says WRONG exactly when the grader takes a point.
+        self.policy = Policy(**course.get("policy", {}))
         self._function_ran: tuple | None = None  # a function's checks (one per key it returns) share one run
         _listen()
 
@@ -289,7 +296,7 @@ class SelfCheck:
             exact = comparison.status == Match.EXACT
             return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {comparison.maxdiff:.3g}"
                     f" | shape {tuple(expected.shape)} ok")
-        status = "right values, wrong shape" if comparison.status == Match.SQUEEZABLE else "WRONG"
+        status = self._shape_slip() if comparison.status == Match.SQUEEZABLE else "WRONG"
         named = None
         case = self.notebook_case() if answer is not None and answer.kind != FUNCTION else None
         if case is not None and comparison.maxdiff is not None and self.hints != "none":
@@ -320,7 +327,7 @@ class SelfCheck:
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
                                  self.tolerance, hints=self.hints) for check in checks(answer)}
         if failures[CHAIN] is not None:
-            return f"{'right values, wrong shape' if failures[CHAIN].kind == Match.SQUEEZABLE else 'WRONG'}: " \
+            return f"{self._shape_slip() if failures[CHAIN].kind == Match.SQUEEZABLE else 'WRONG'}: " \
                    f"{failures[CHAIN].feedback}"
         if not comparison.passed and notebook is not None:
             upstream = self._wrong_upstream(answer, source, notebook)
@@ -328,9 +335,15 @@ class SelfCheck:
                 note = f"{upstream} above is wrong; with the true {upstream} this cell is right"
                 local = failures.get(LOCAL)
                 return note if local is None else f"WRONG: {note}, but {local.feedback}"
-        if failures.get(LOCAL) is not None:
+        if failures.get(LOCAL) is not None and self.policy.chain_only_credit < 1:
             return f"WRONG: {failures[LOCAL].feedback}"
         return None
+
+    def _shape_slip(self) -> str:
+        """Right values in a shape that differs only by size-1 dimensions: WRONG unless the course gives
+        such an answer full credit."""
+        return "WRONG (right values, wrong shape)" if self.policy.squeezable_shape_credit < 1 else \
+            "right values, wrong shape"
 
     def _wrong_upstream(self, answer: Answer, source: str, case) -> str | None:
         """The nearest upstream gradient the cell reads whose notebook value is not autograd's."""
@@ -344,43 +357,105 @@ class SelfCheck:
     def training(self, *args, lr: float) -> None:
         """The exercise's whole-run check, `training(function, params, batches, lr=...)`: the same SGD
         steps driven by the student's function and by autograd, from the same parameters and batches
-        (each a tuple of the network's data), every loss computed by the exercise's own network; one
-        line, naming the first step where the two part. grader 0.1's notebooks pass their own forward
-        first, which the exercise's network has replaced."""
+        (each a tuple of the network's data), every loss computed by the exercise's own network; then
+        as the grader runs it: the function's cell run on its own (torch and F only), on the
+        self-check's batches of other sizes, a gradient of any other shape than its parameter's
+        refused at its step. One line, naming the first step where the two part; it never raises, so
+        Run All reaches the end. grader 0.1's notebooks pass their own forward first, which the
+        exercise's network has replaced."""
         if len(args) == 4:
             args = args[1:]
-        function, params, batches = args
-        network, declared = self.exercise.network, self.exercise.training.function
-        manual = {k: v.detach().clone() for k, v in params.items()}
-        auto = {k: v.detach().clone() for k, v in params.items()}
         label = f"{'training':<15s}|"
-        first = last = None
-        spent = {"yours": 0.0, "autograd": 0.0}
-        for step, batch in enumerate(batches, start=1):
-            data = dict(zip(network.data, batch, strict=True))
+        try:
+            line = self._training(*args, lr=lr)
+        except Exception as exc:  # a check cell never raises, whatever the notebook handed it
+            line = f"WRONG: the training check could not run: {type(exc).__name__}: {str(exc)[:300]}"
+        print(f"{label} {line}")
+
+    def _training(self, function, params, batches, *, lr: float) -> str:
+        network = self.exercise.network
+        start = {k: v.detach().clone() for k, v in params.items()}
+        steps = [dict(zip(network.data, batch, strict=True)) for batch in batches]
+        ran = self._steps(function, start, steps, lr)
+        if isinstance(ran, str):
+            return ran
+        mine, final, spent = ran
+        losses, expected, theirs = autograd_steps(network, start, steps, lr)
+        differs = self._differs(mine, final, losses, expected)
+        if differs:
+            return f"WRONG: {differs}"
+        alone = self._training_alone(lr, len(steps))
+        if alone:
+            return f"WRONG: right on your notebook's batches, but {alone}"
+        first, last = losses[0].item(), losses[-1].item()
+        return (f"{len(steps)} steps match autograd: loss {first:.4f} -> {last:.4f}; your backward "
+                f"{1e3 * spent:.2f} ms/step, autograd's {1e3 * theirs:.2f} ms/step ({theirs / max(spent, 1e-9):.1f}x)")
+
+    def _steps(self, function, params: dict, steps: list[dict], lr: float):
+        """The student's SGD steps as the grader's sandbox drives them: (losses, final parameters, seconds
+        per call), or the line that says why they stopped."""
+        network, declared = self.exercise.network, self.exercise.training.function
+        seconds = 0.0
+        losses = []
+        for step, data in enumerate(steps, start=1):
             with torch.no_grad():
-                values = network.forward(manual, data)
-                loss, arguments = values[network.loss], declared.call_arguments(values)
+                values = network.forward(params, data)
                 started = time.perf_counter()
-                grads = function(*arguments)
-                spent["yours"] += time.perf_counter() - started
-            if not grads or any(grads.get(k) is None for k in manual):
-                print(f"{label} not attempted yet")
-                return
-            leaves = {k: v.clone().requires_grad_() for k, v in auto.items()}
-            reference = network.forward(leaves, data)[network.loss]
-            started = time.perf_counter()
-            true = dict(zip(leaves, torch.autograd.grad(reference, list(leaves.values())), strict=True))
-            spent["autograd"] += time.perf_counter() - started
-            if not torch.isclose(loss, reference.detach(), rtol=1e-5, atol=1e-8):
-                print(f"{label} WRONG: diverges from autograd at step {step}: loss {loss.item():.6f} with your "
-                      f"gradients, {reference.item():.6f} with autograd's")
-                return
-            first = loss.item() if first is None else first
-            last = loss.item()
-            with torch.no_grad():
-                manual = {k: manual[k] - lr * grads[k] for k in manual}
-                auto = {k: auto[k] - lr * true[k] for k in auto}
-        mine, theirs = (1e3 * spent[k] / len(batches) for k in ("yours", "autograd"))
-        print(f"{label} {len(batches)} steps match autograd: loss {first:.4f} -> {last:.4f}; your backward "
-              f"{mine:.2f} ms/step, autograd's {theirs:.2f} ms/step ({theirs / mine:.1f}x)")
+                try:
+                    grads = function(*declared.call_arguments(values))
+                except Exception as exc:
+                    return (f"WRONG: {declared.name} raised {type(exc).__name__} at training step {step}: "
+                            f"{str(exc)[:300]}")
+                seconds += time.perf_counter() - started
+            if grads is None or (isinstance(grads, dict) and all(grads.get(k) is None for k in params)):
+                return "not attempted yet"
+            bad = [k for k in params if not isinstance(grads, dict) or type(grads.get(k)) is not torch.Tensor
+                   or grads[k].shape != params[k].shape]
+            if bad:
+                return "WRONG: " + Status.BAD_STEP.text.format(step=step, function=declared.name, parameter=bad[0]) \
+                    + (f" (its shape is {tuple(grads[bad[0]].shape)}, {bad[0]}'s is {tuple(params[bad[0]].shape)})"
+                       if isinstance(grads, dict) and isinstance(grads.get(bad[0]), torch.Tensor) else "")
+            losses.append(values[network.loss])
+            params = {k: params[k] - lr * grads[k].detach().to(params[k].dtype) for k in params}
+        return torch.stack(losses), params, seconds / max(1, len(steps))
+
+    def _differs(self, mine: torch.Tensor, final: dict, losses: torch.Tensor, expected: dict) -> str | None:
+        """Where the student's run parts from autograd's, judged as the grader judges it."""
+        tol = self.tolerance
+        for step, (a, b) in enumerate(zip(mine.tolist(), losses.tolist(), strict=True), start=1):
+            if abs(a - b) > tol.atol + tol.rtol * abs(b):
+                return (f"diverges from autograd at step {step}: loss {a:.6f} with your gradients, {b:.6f} with "
+                        "autograd's")
+        for name, value in expected.items():
+            comparison = compare(final[name], value, rtol=tol.rtol, atol=tol.atol)
+            if not comparison.passed:
+                return (f"after {len(losses)} steps the losses agree but {name} differs from autograd's: "
+                        f"{comparison.message}")
+        return None
+
+    def _training_alone(self, lr: float, steps: int) -> str | None:
+        """The run the grader makes: the function's cell on its own, on batches of other sizes."""
+        function = self.exercise.training.function
+        answer = next(a for a in self.exercise.answers if self.exercise.function_of(a) is function)
+        source = self.source(answer)
+        defined = (self.namespace or {}).get(function.name)
+        ns = {"__builtins__": builtins, **NAMESPACE}
+        if source is not None:
+            exec(compile(source, f"<answer cell {function.cell}>", "exec"), ns)
+        elif callable(defined):  # no history: the same code, cut off from the notebook's globals
+            ns[function.name] = type(defined)(defined.__code__, ns, defined.__name__, defined.__defaults__,
+                                              defined.__closure__)
+        else:
+            return None
+        for case in own_cases(self.spec):
+            training = prepare_training(case.config, steps, lr)
+            ran = self._steps(ns[function.name], dict(training.params), steps_of(training.data), lr)
+            if isinstance(ran, str):
+                failed = ran.removeprefix("WRONG: ")
+            else:
+                failed = self._differs(ran[0], ran[1], training.losses, training.final)
+            if failed:
+                sizes = ", ".join(f"{k}={v}" for k, v in case.config.sizes.items())
+                return (f"run on its own ({function.name}'s cell with only torch and F) on a batch of other sizes "
+                        f"({sizes}), as the grader runs it: {failed} (a size or a name read from the notebook?)")
+        return None

@@ -80,9 +80,9 @@ GELU_C = math.sqrt(2 / math.pi)
 ACTIVATIONS = {a.name: a for a in (
     Activation("tanh", f"{{y}} = {_LECTURE_STEP['h'].code.replace('hpreact', '{x}')}\n", (), 5 / 3, ""),
     Activation("relu", "{y} = torch.relu({x})\n", (), math.sqrt(2),
-               "ReLU: a mask for 1 - h², a subgradient at 0"),
+               "ReLU: its derivative is a mask (1 where its input is positive, 0 elsewhere, 0 at 0)"),
     Activation("sigmoid", "{y} = torch.sigmoid({x})\n", (), 1.0,
-               "sigmoid: σ(1 - σ) for 1 - h²"),
+               "sigmoid: its derivative is σ(1 - σ), written with its output h as h(1 - h)"),
     Activation("gelu", "{y}cube = {x}**3\n"
                f"{{y}}inner = {GELU_C!r} * ({{x}} + 0.044715 * {{y}}cube)\n"
                "{y}tanh = torch.tanh({y}inner)\n"

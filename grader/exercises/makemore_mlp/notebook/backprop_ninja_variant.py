@@ -75,7 +75,7 @@
 # **Why a seed.** Every random draw takes one generator `g`, seeded once, so the parameters
 # and the batch are the same on every run and for everybody.
 #
-# **Why float64.** Exercises 1 to 3 run in double precision: rounding errors are then about
+# **Why float64.** {{float64_exercises}} run in double precision: rounding errors are then about
 # $10^{-16}$, so they can never be confused with a mistake (which is typically $10^{-3}$ or
 # more). In float32 a gradient that is exactly zero in exact arithmetic (`dlogit_maxes`) comes
 # out as rounding noise of about $10^{-8}$, as large as the comparison's tolerance.

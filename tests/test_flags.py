@@ -1,0 +1,94 @@
+"""Flags and credit that say what happened: the flag vocabulary splits errors a student fixes (a syntax
+error, a time or memory limit, a crash) from integrity flags (what only someone trying to cheat does);
+only the latter mark a submission for review; every route shows the student the same list; a named slip
+is said before any guess; and a notebook none of whose answers ran is "not graded" in the table, not
+"36 wrong".
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from grader.course import load
+from grader.judge import scoring
+from grader.judge.exam import CHAIN, LOCAL
+from grader.judge.suite import PASSED, WRONG, ItemResult
+from grader.lms.gradescope import for_gradescope
+from grader.outputs import feedback_page, report
+from grader.outputs.results import table
+from grader.sandbox import static_check
+from grader.vocabulary import Flag, Match, flag_groups
+from helpers.paths import COURSE_FILE
+
+COURSE = load(COURSE_FILE)
+CHEATS = {Flag.STATIC_CHECK, Flag.FORGED_OUTPUT, Flag.AUTOGRAD, Flag.FORBIDDEN_CALL}
+
+
+def _scored(refused: dict[str, str], results: dict | None = None, error: str | None = None) -> scoring.Result:
+    _, refusals = static_check.screen(refused, static_check.Allow())
+    submission = SimpleNamespace(id="s", path="s.ipynb", error=error, refused=refusals, forged={})
+    return scoring.score(submission, results or {}, COURSE)
+
+
+def test_only_what_a_cheat_does_is_an_integrity_flag():
+    assert {f for f in Flag if f.integrity} == CHEATS
+    assert Flag.is_integrity("a-kind-from-a-newer-grader")  # unknown: kept for review, never dropped
+
+
+@pytest.mark.parametrize("source", ["dprobs = (1.0 / probs * dlogprobs\n", "dprobs = \x00\n"])
+def test_a_cell_python_cannot_read_is_an_error_to_fix_not_an_integrity_flag(source):
+    result = _scored({"dprobs": source})
+    assert [f["kind"] for f in result.flags] == [Flag.SYNTAX_ERROR]
+    assert result.integrity_flags == [] and result.error_flags == result.flags
+
+
+def test_a_refused_construct_is_still_an_integrity_flag():
+    result = _scored({"dprobs": "import os\ndprobs = dlogprobs\n"})
+    assert [f["kind"] for f in result.integrity_flags] == [Flag.STATIC_CHECK]
+
+
+def test_the_class_report_reviews_integrity_flags_and_lists_errors_apart():
+    syntax = _scored({"dprobs": "dprobs = (\n"})
+    cheat = _scored({"dprobs": "open('/etc/passwd')\n"})
+    cheat.submission = "cheat"
+    built = report.build([syntax, cheat], COURSE)
+    assert [(f["submission"], f["kind"]) for f in built["flags"]] == [("cheat", "static-check")]
+    assert any(e["submission"] == "s" and e["error"].startswith("syntax-error (dprobs)") for e in built["errors"])
+
+
+def test_every_route_shows_the_student_the_same_flags():
+    result = _scored({"dprobs": "dprobs = (\n", "dcounts": "import os\n"})
+    page = feedback_page.fragment(result)
+    groups = flag_groups(result.flags)
+    assert [heading for heading, _ in groups] == ["Errors to fix (1)",
+                                                  "Integrity flags, which your instructor reviews (1)"]
+    for heading, items in groups:
+        assert heading in page
+        assert all(kind in page for kind, *_ in items)
+    data = {"score": 0.0, "max_score": 1.0, "output": "0 / 1", "tests": [], "flags": result.flags, "extra_data": {}}
+    shown = for_gradescope(data, log=lambda line: None)["output"]
+    assert all(heading in shown for heading, _ in groups) and "syntax error" in shown and "import os" in shown
+
+
+def test_a_named_slip_right_on_the_chain_is_said_before_any_guess():
+    chain = ItemResult(PASSED, Match.APPROXIMATE)
+    local = ItemResult(WRONG, Match.WRONG, "with random upstream gradients (a check of this one backward step): "
+                       "dlogit_maxes: wrong values; your dlogit_maxes has its sign flipped",
+                       mistake="your dlogit_maxes has its sign flipped")
+    test = scoring._one("dlogit_maxes", 1.0, chain, local, COURSE.policy)
+    assert test.score == COURSE.policy.chain_only_credit
+    assert test.output.index("your dlogit_maxes has its sign flipped") < test.output.index("Partial credit")
+    assert "hard-coded" not in test.output and "autograd?" not in test.output
+    unnamed = scoring._one("db1", 1.0, chain, ItemResult(WRONG, Match.WRONG, "wrong values"), COURSE.policy)
+    assert "a hard-coded value, a skipped step, or autograd?" in unnamed.output
+
+
+def test_a_notebook_none_of_whose_answers_ran_is_not_graded_in_the_table():
+    error = "not a notebook: the file is not valid JSON"
+    results = {(g, check): ItemResult(WRONG, "", error) for g in COURSE.points for check in (CHAIN, LOCAL)}
+    unread = _scored({}, results, error=error)
+    assert not unread.graded
+    line = table([unread]).splitlines()[1]
+    assert "36" not in line.split("not graded")[0] and f"not graded: {error}" in line, line
+    assert line.split()[4:8] == ["-", "-", "-", "-"], line
