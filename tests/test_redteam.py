@@ -39,7 +39,7 @@ import pytest
 import redteam
 import yaml
 
-from helpers import nostatic, refuse, users
+from helpers import ipc, nostatic, refuse, users
 from helpers.paths import ROOT
 
 NOUSERNS = [str(Path(refuse.__file__).resolve()), "--user-namespaces"]
@@ -332,6 +332,7 @@ class Mode:
         victim = [shutil.which("sleep"), self.victim_marker]
         self.victim = self.user.popen(victim) if self.user else subprocess.Popen(victim)
         self.before = {"processes": set(_processes()), "sysv": _sysv(), "shared": _shared_entries(),
+                       "ipc": ipc.inventory(),
                        "site": {d: d.is_dir() and PLANTED_PTH in os.listdir(d) for d in self._site_dirs()},
                        **{f"{b.name}-course": _fingerprint(b.course, (b.out,)) for b in self.batches.values()},
                        **{f"{b.name}-{k}": _fingerprint(b.dir / k) for b in self.batches.values()
@@ -378,6 +379,7 @@ class Mode:
             time.sleep(0.1)
         self.left_processes = left
         self.left_sysv = {o for o in _sysv() - self.before["sysv"] if self.child_uid(o[2])}
+        self.left_ipc = ipc.made(self.before["ipc"], ipc.inventory(), self.marker, self.child_uid)
         self.left_shared = {p: uid for p, uid in _shared_entries().items()
                             if p not in self.before["shared"] and (self.child_uid(uid) or self.marker in p)}
         self.site_after = {d: d.is_dir() and PLANTED_PTH in os.listdir(d) for d in self._site_dirs()}
@@ -419,6 +421,7 @@ class Mode:
             if pid not in self.before.get("processes", {pid}) and (self.child_uid(uid) or self.marker.encode() in cmd):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+        ipc.remove(getattr(self, "left_ipc", set()))
         for kind, ident, uid in _sysv() - self.before.get("sysv", set()):
             if self.child_uid(uid):
                 subprocess.run(["ipcrm", {"shm": "-m", "msg": "-q", "sem": "-s"}[kind], str(ident)],
@@ -634,6 +637,13 @@ def test_nothing_is_left_running(mode):
 @slow
 def test_no_sysv_object_is_left(mode):
     assert not mode.left_sysv
+
+
+@slow
+def test_no_ipc_object_is_left(mode):
+    """POSIX message queues, shared memory, SysV objects, abstract sockets: the host's IPC, inventoried
+    before and after grading, holds nothing a submission made."""
+    assert not mode.left_ipc
 
 
 @slow

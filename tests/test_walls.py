@@ -32,6 +32,7 @@ from grader.judge.compare import compare
 from grader.judge.exam import CHAIN
 from grader.sandbox import jail, landlock, seccomp, zygote
 from grader.sandbox import parent as sandbox
+from helpers import ipc
 from helpers import refuse as refuse_helper
 from helpers.cases import first_scored
 from helpers.notebooks import reference_sources
@@ -765,3 +766,32 @@ def test_as_a_normal_user_the_child_reaches_none_of_the_users_files_or_processes
         bystander.wait()
     left = subprocess.run(["pgrep", "-u", normal_user.pw_name], capture_output=True, text=True).stdout.split()
     assert left == [], f"processes of the user left behind: {left}"
+
+
+# ---------------------------------------------------------------------------------------------
+# IPC: nothing a child makes reaches the host or outlives it
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("as_user", [False, True], ids=["root", "normal-user"])
+@pytest.mark.parametrize("refuse", [(), ("unshare:EPERM",)], ids=["namespaces", "no-namespaces"])
+@pytest.mark.slow  # a grader process of its own, and for a normal user a virtual environment
+def test_no_ipc_object_a_child_makes_reaches_the_host(request, refuse, as_user):
+    """POSIX message queues, POSIX shared memory, named pipes, SysV objects, abstract and paired sockets,
+    eventfd and memfd, tried from a child with no static check in front of it: each is refused, or lands
+    in a namespace or a file system of the child's own; the host's IPC, inventoried before and after,
+    holds nothing new. Without namespaces a queue once reached the host (mq_open is in no Landlock rule)."""
+    user = request.getfixturevalue("normal_user") if as_user else None
+    tag = f"bpn-ipc-{uuid.uuid4().hex[:12]}"
+    before = ipc.inventory()
+    result = _grader_process({"dlogprobs": _probe(ipc.PAYLOAD + f"res = try_ipc({tag!r})\n")}, refuse, user)
+    after = ipc.inventory()
+    new = ipc.made(before, after, tag, lambda uid: uid >= sandbox.UID_BASE or (user is not None and uid == user.pw_uid))
+    ipc.remove(new)
+    assert result["error"] is None, result["error"]
+    r = json.loads(result["outcomes"]["dlogprobs"][1]["error"][len(REPORT):])
+    assert new == set(), (new, r)
+    kernel_objects = {k: v for k, v in r.items() if k not in (*ipc.FILES, *ipc.PRIVATE)}
+    assert kernel_objects == dict.fromkeys(kernel_objects, errno.EPERM), r
+    # POSIX shared memory and a named pipe are files: in a place a private tmpfs covers, or Landlock refuses.
+    assert r["shm_open"] in ("made", errno.EACCES) and r["mkfifo"] in ("made", errno.EACCES), r
