@@ -50,9 +50,10 @@ UID_BASE = 1_000_000_000  # grader.sandbox.parent gives each child a uid of its 
 LIMITS = {"timeout_seconds": 40, "cell_timeout_seconds": 2, "memory_mb": 2048, "file_size_mb": 16, "processes": 32}
 # No gradient here needs a file: a child that could write this much to the host's disk was not capped.
 DISK_CAP_MB = 256
-# A cell stopped at its time limit costs that limit once, with the parent's grace on top, not once per
-# configuration and check.
-ONE_TIMEOUT_SECONDS = 3 * LIMITS["cell_timeout_seconds"] + 5
+# A cell stopped at its time limit costs that limit once, not once per configuration and check; one that
+# will not stop costs it with the parent's grace twice at most: in the exchange of many cells the parent
+# stopped, and alone in a fresh child, which finds it among them (grader.sandbox.parent).
+ONE_TIMEOUT_SECONDS = 2 * (LIMITS["cell_timeout_seconds"] + 5) + 5
 # What the grader writes in a results folder: a result and a page per submission, and the class files.
 CLASS_FILES = {"grades.csv", "report.html", "grade_ids.csv", "canvas.csv"}
 ATTACKS = {a.name: a for a in redteam.attacks()}

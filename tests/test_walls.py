@@ -310,10 +310,15 @@ def test_pid_1_dies_with_the_process_that_forked_it(case):
     cells = {**REFERENCE, "dlogprobs": "import time\ntime.sleep(25)\n"}
     killer = threading.Thread(target=kill_the_parent_alone)
     killer.start()
-    attempt = sandbox.run(cells, [case], sandbox.Limits(timeout=60, cell_timeout=30))
+    attempt = sandbox.run(cells, [case], sandbox.Limits(timeout=60, cell_timeout=3))
     killer.join()
     assert "pid 1" in seen and seen["gone after"] < 5, seen
-    assert attempt.error == f"the grading process was stopped by {sandbox.SIGNALS[signal.SIGKILL]}", attempt.error
+    # The kill cost the exchange it ended and no more: its cells ran again in a fresh child, where the
+    # sleeping cell met its own time limit, and the rest was graded.
+    assert attempt.error is None, attempt.error
+    outcome = attempt.outcomes[("dlogprobs", CHAIN, case.config.name)]
+    assert (outcome.answered or outcome).status == "timeout", outcome
+    assert _right(attempt, case, "dprobs") and _right(attempt, case, "dC")
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="x32 numbering exists on x86-64 only")
@@ -321,7 +326,10 @@ def test_an_x32_system_call_kills_the_child(case):
     getpid_x32 = seccomp.X32_SYSCALL_BIT | 39
     cells = {**REFERENCE, "dlogprobs": _probe(f"call({getpid_x32})")}
     attempt = sandbox.run(cells, [case], sandbox.Limits(**LIMITS))
-    assert attempt.error == "the grading process was stopped by signal SIGSYS", attempt.error
+    assert attempt.error is None, attempt.error
+    outcome = attempt.outcomes[("dlogprobs", CHAIN, case.config.name)]
+    assert outcome.status == "crashed" and outcome.detail == {"crash": sandbox.CRASHES["syscall"]}, outcome
+    assert _right(attempt, case, "dprobs") and _right(attempt, case, "dC")
 
 
 def test_the_syscall_numbers_match_libseccomps_tables():
@@ -795,3 +803,26 @@ def test_no_ipc_object_a_child_makes_reaches_the_host(request, refuse, as_user):
     assert kernel_objects == dict.fromkeys(kernel_objects, errno.EPERM), r
     # POSIX shared memory and a named pipe are files: in a place a private tmpfs covers, or Landlock refuses.
     assert r["shm_open"] in ("made", errno.EACCES) and r["mkfifo"] in ("made", errno.EACCES), r
+
+
+# ---------------------------------------------------------------------------------------------
+# A cell that stops its child, on every kind of host
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("as_user", [False, True], ids=["root", "normal-user"])
+@pytest.mark.parametrize("refuse", [(), ("unshare:EPERM",)], ids=["namespaces", "no-namespaces"])
+@pytest.mark.slow  # a grader process of its own, two children stopped
+def test_a_cell_that_stops_its_child_costs_that_cell_alone_on_every_host(request, refuse, as_user):
+    """A fresh child takes over with the same walls wherever they are raised: one cell ends its child,
+    another will not stop at its limit, and every other answer is graded."""
+    user = request.getfixturevalue("normal_user") if as_user else None
+    swallow = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    result = _grader_process({"dbnvar": "import os\nos._exit(5)\n", "dC": swallow}, refuse, user, cell_timeout=1)
+    assert result["error"] is None, result["error"]
+    outcomes = result["outcomes"]
+    assert outcomes["dbnvar"] == ["crashed", {"crash": sandbox.CRASHES["exit"]}], outcomes["dbnvar"]
+    assert outcomes["dC"] == ["timeout", {"seconds": 1}], outcomes["dC"]
+    assert all(status == "tensor" for grade_id, (status, _) in outcomes.items() if grade_id not in ("dbnvar", "dC"))
+    assert result["isolation"]["missing"] == (["cgroup"] if as_user else []) + (
+        ["network", "ipc", "pid", "filesystem"] if refuse else []), result["isolation"]["missing"]

@@ -31,7 +31,7 @@ from grader.judge.suite import ERROR, PASSED, ItemResult
 from grader.vocabulary import Flag, Match, Status, Verdict
 
 # What a judged answer did that an instructor should look at, whatever it scored.
-INTEGRITY = (Flag.AUTOGRAD, Flag.FORBIDDEN_CALL, Flag.TIMEOUT, Flag.MEMORY)
+INTEGRITY = (Flag.AUTOGRAD, Flag.FORBIDDEN_CALL, Flag.TIMEOUT, Flag.MEMORY, Flag.CRASHED)
 
 
 @dataclass
