@@ -492,3 +492,24 @@ def test_an_answer_the_wire_cannot_carry_spoils_only_itself(cases):
     assert [attempt.outcomes[("dcounts", check, name)].status for check in (LOCAL, CHAIN)] == ["unsendable"] * 2
     assert right(attempt, case, "dprobs", LOCAL) and right(attempt, case, "dnorm_logits", LOCAL)
     assert right(attempt, case, "dC", CHAIN)
+
+
+def test_a_fork_server_that_dies_under_a_child_costs_no_cell(cases, monkeypatch):
+    """When the fork server is gone, how the child ended is unknown: that is the environment's fault, so
+    the exchange runs again in a fresh child (the server restarts) and no cell is blamed for it; a server
+    that dies again under the same exchange stops the batch."""
+    case = cases[0]
+    ended, calls = sandbox.Child.ended, []
+
+    def server_gone_once(self, exc):
+        calls.append(exc)
+        return "server" if len(calls) == 1 else ended(self, exc)
+
+    monkeypatch.setattr(sandbox.Child, "ended", server_gone_once)
+    attempt = sandbox.run({**REFERENCE, "dbnvar": "import os\nos._exit(0)\n"}, [case],
+                          sandbox.Limits(timeout=60, cell_timeout=10))
+    stopped_alone(attempt, "dbnvar", case, "crashed", crash=sandbox.CRASHES["exit"])
+    monkeypatch.setattr(sandbox.Child, "ended", lambda self, exc: "server")
+    with pytest.raises(sandbox.SandboxUnavailable, match="fork server died twice"):
+        sandbox.run({**REFERENCE, "dbnvar": "import os\nos._exit(0)\n"}, [case],
+                    sandbox.Limits(timeout=60, cell_timeout=10))

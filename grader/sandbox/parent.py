@@ -274,13 +274,17 @@ class Child:
         return self.reader.read(min(self.deadline, deadline or self.deadline))
 
     def ended(self, exc: Exception) -> str:
-        """How the child that broke the connection ended, as a key of CRASHES or "memory". Its end of the
+        """How the child that broke the connection ended, as a key of CRASHES, "memory", or "server" when
+        the fork server died (the environment's fault, not the cell's). Its end of the
         pipe closes a moment before the exit status exists, so wait for it (the fork server does not reap
         the child until close() has killed its process group, so its pid stays ours). Only student code
         runs in the child, so a child that broke the protocol and lives on was broken by it too."""
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
-            status = zygote.server.status(self.pid)
+            try:
+                status = zygote.server.status(self.pid)
+            except zygote.ServerGone:
+                return "server"  # the child's end is unknown: the fork server died under it
             if "exited" in status:
                 return "exit"
             if "killed" in status:
@@ -472,13 +476,19 @@ class _Submission:
         self.state.append((header, tensors, same_for))
         self.child.send(header, tensors, same_for=same_for, wait=True)
 
-    def stopped(self, exc: Exception) -> Outcome:
+    def stopped(self, exc: Exception, retried: bool) -> Outcome | None:
         """What stopped the child, said in the vocabulary's fixed words: nothing the child chose (an exit
         status, a signal number) reaches the student. The memory cgroup's count of kills tells a memory
-        kill from another SIGKILL."""
+        kill from another SIGKILL. None when the fork server died under the child: the exchange runs
+        again in a fresh child, once; a second time the sandbox itself is failing, which stops the batch
+        (SandboxUnavailable), never a student's 0."""
         if isinstance(exc, CellOverrun):
             return Outcome(Status.TIMEOUT, {"seconds": self.limits.cell_timeout})
         ended = self.child.ended(exc)
+        if ended == "server":
+            if retried:
+                raise SandboxUnavailable("the sandbox's fork server died twice while one exchange ran")
+            return None
         if ended == "memory":
             return Outcome(Status.ERROR, {"error_type": "MemoryError", "line": None, "limit": "memory",
                                           "error": "the grading process was killed at the sandbox's memory limit"})
@@ -520,7 +530,7 @@ class _Submission:
                                                            f"has {expected}: far too large to be a gradient here"})
         self.attempt.outcomes[(grade_id, check, case.config.name)] = outcome
 
-    def ask(self, check: str, requests: list[tuple[str, object]], label: str) -> None:
+    def ask(self, check: str, requests: list[tuple[str, object]], label: str, retried: bool = False) -> None:
         """Requests that reveal nothing to one another, in one exchange: the child runs them all. When the
         child is stopped, an exchange of one cell records that cell as stopped; one of several runs again
         cell by cell in fresh children, so that only the cell that stops a child again is blamed."""
@@ -533,7 +543,11 @@ class _Submission:
         try:
             self.exchange(check, requests)
         except (CellOverrun, protocol.ProtocolError) as exc:
-            outcome = self.stopped(exc)
+            outcome = self.stopped(exc, retried)
+            if outcome is None:
+                self.start()
+                self.ask(check, requests, label, retried=True)
+                return
             cells = list(dict.fromkeys(self.cell(grade_id) for grade_id, _ in requests))
             if len(cells) == 1:
                 self.skipped[cells[0]] = outcome
@@ -557,7 +571,7 @@ class _Submission:
             answer = tensors.get(f"answer{index}")
             self.keep(grade_id, case, check, _outcome(reply, {} if answer is None else {"answer": answer}))
 
-    def train(self) -> None:
+    def train(self, retried: bool = False) -> None:
         """The whole-run check, last: a function cell skipped before is not run again, and one that stops
         the child here needs no child after it."""
         training = self.exercise.training
@@ -571,7 +585,12 @@ class _Submission:
                             same_for=self.training)
             header, tensors = self.receive(training.grade_id)
         except (CellOverrun, protocol.ProtocolError) as exc:
-            self.attempt.outcomes[key] = self.stopped(exc)
+            outcome = self.stopped(exc, retried)
+            if outcome is None:
+                self.start()
+                self.train(retried=True)
+                return
+            self.attempt.outcomes[key] = outcome
             self.close()
             return
         parameters = self.exercise.network.parameters
