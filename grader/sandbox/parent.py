@@ -650,10 +650,6 @@ def run(cells: dict[str, str], cases: list, limits: Limits, training=None) -> At
         submission.run()
     except TimeoutError:
         attempt.error = f"stopped at the time limit of {limits.timeout:g} s for a whole submission"
-    except protocol.ProtocolError as exc:
-        # Only the first child's start raises it here: every later one was started after the first had
-        # reported its walls, and a child that breaks off later is blamed on the cell it was running.
-        attempt.error = f"grading process failed to start: {exc}"
     finally:
         submission.close()
         attempt.seconds = time.monotonic() - started
