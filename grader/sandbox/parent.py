@@ -9,6 +9,7 @@ revealed.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import shutil
 import signal
@@ -78,6 +79,8 @@ MEMORY_HEADROOM_MB = 256
 SIGNALS = {
     signal.SIGXCPU: "the CPU-time limit", signal.SIGXFSZ: "the file-size limit",
     signal.SIGKILL: "a kill signal (often the memory limit)", signal.SIGSEGV: "a crash (segmentation fault)",
+    signal.SIGSYS: "the system-call filter (a system call no answer needs)", signal.SIGABRT: "an abort",
+    signal.SIGBUS: "a crash (bus error)",
 }
 
 
@@ -259,7 +262,7 @@ class Child:
     def receive(self, deadline: float | None = None) -> tuple[dict, dict]:
         return self.reader.read(min(self.deadline, deadline or self.deadline))
 
-    def broken(self, exc: Exception) -> str:
+    def broken(self) -> str:
         """Why the connection broke. Its end of the pipe closes a moment before the exit status exists,
         so wait for it (the fork server does not reap the child until close() has killed its process
         group, so its pid stays ours). Only student code runs in the child, so a child that broke the
@@ -267,13 +270,14 @@ class Child:
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
             status = zygote.server.status(self.pid)
+            # No exit status, signal number or protocol detail: the student's code chooses each, and
+            # could choose it from a hidden configuration.
             if "exited" in status:
-                return f"the notebook's code ended the grading process (exit status {status['code']})"
+                return "the notebook's code ended the grading process"
             if "killed" in status:
-                reason = SIGNALS.get(status["signal"], f"signal {signal.Signals(status['signal']).name}")
-                return f"the grading process was stopped by {reason}"
+                return f"the grading process was stopped by {SIGNALS.get(status['signal'], 'a signal')}"
             time.sleep(0.01)
-        return f"the notebook's code broke the grading process's connection ({exc})"
+        return "the notebook's code broke the grading process's connection"
 
     def _unreaped(self) -> bool:
         """Kill the child itself through its pidfd, which a reused pid cannot fool; False when it is
@@ -367,6 +371,16 @@ def _flagged(evidence: list[tuple[str, str]], answered: Outcome | None) -> Outco
                    answered=answered)
 
 
+def _timing(reported, bound: float) -> float | None:
+    """The child's median time per training step, as a measurement and nothing more: the child says what
+    it likes, so a number it chose (a hidden size, say) would reach the results. Kept only as a finite
+    number no larger than the time the run really took here per step, to two significant digits."""
+    if type(reported) not in (int, float) or not math.isfinite(reported) or reported < 0:
+        return None
+    value = min(float(reported), bound)
+    return float(f"{value:.2g}")
+
+
 def _outcome(header: dict, tensors: dict) -> Outcome:
     status = header.get("status", "broken")
     detail = _detail(header)
@@ -442,30 +456,42 @@ def run(cells: dict[str, str], cases: list, limits: Limits, training=None) -> At
                 answer = tensors.get(f"answer{index}")
                 keep(grade_id, case, check, _outcome(reply, {} if answer is None else {"answer": answer}))
 
-        for case in cases:
-            child.send({"op": "case", "case": case.config.name, "sizes": case.sizes}, case.student_view(),
-                       same_for=case, wait=True)
-            child.send({"op": "upstream", "case": case.config.name, "check": LOCAL}, case.random_upstream,
-                       same_for=case, wait=True)
-        ask(LOCAL, [(grade_id, case) for case in cases for grade_id in schedule.local],
-            "(one of those run with random upstream gradients)")
-        ask(CHAIN, [(grade_id, case) for case in cases for grade_id in schedule.at_once],
-            ", ".join(dict.fromkeys(answers[g].cell_id for g in schedule.at_once)))
-        # One step of the chain on every case at a time: a case's truth is revealed only once every
-        # case has answered, and goes out with the next step's request.
-        for grade_id in schedule.one_by_one:
-            ask(CHAIN, [(grade_id, case) for case in cases], grade_id)
-            answer = answers[grade_id]
-            if answer.kind == ATOMIC:
-                for case in cases:
-                    child.send({"op": "upstream", "case": case.config.name, "check": CHAIN},
-                               {answer.variable: case.expected(answer, CHAIN)}, same_for=case, wait=True)
+        def play(phase: list) -> None:
+            """Every cell on the cases of one phase, sent to the child only now."""
+            for case in phase:
+                child.send({"op": "case", "case": case.config.name, "sizes": case.sizes}, case.student_view(),
+                           same_for=case, wait=True)
+                child.send({"op": "upstream", "case": case.config.name, "check": LOCAL}, case.random_upstream,
+                           same_for=case, wait=True)
+            ask(LOCAL, [(grade_id, case) for case in phase for grade_id in schedule.local],
+                "(one of those run with random upstream gradients)")
+            ask(CHAIN, [(grade_id, case) for case in phase for grade_id in schedule.at_once],
+                ", ".join(dict.fromkeys(answers[g].cell_id for g in schedule.at_once)))
+            # One step of the chain on every case at a time: a case's truth is revealed only once every
+            # case has answered, and goes out with the next step's request.
+            for grade_id in schedule.one_by_one:
+                ask(CHAIN, [(grade_id, case) for case in phase], grade_id)
+                answer = answers[grade_id]
+                if answer.kind == ATOMIC:
+                    for case in phase:
+                        child.send({"op": "upstream", "case": case.config.name, "check": CHAIN},
+                                   {answer.variable: case.expected(answer, CHAIN)}, same_for=case, wait=True)
+
+        # The public cases (the lecture-sized probe) run to the end before the child holds anything of a
+        # hidden one: what a cell says there (an error's message, a tensor's shape and values) is the
+        # feedback a student may see, and no cell can have stashed a hidden value into it.
+        for phase in ([c for c in cases if not c.config.scored], [c for c in cases if c.config.scored]):
+            play(phase)
         if training is not None and exercise.training.function.cell in cells:
+            sent = time.monotonic()
             child.send({"op": "train", "lr": training.lr}, {**training.params, **training.data}, same_for=training)
             header, tensors = receive_in_time(exercise.training.grade_id)
             parameters = exercise.network.parameters
             status = header.get("status", "broken")
             detail = _detail(header)
+            if "seconds_per_step" in detail:
+                steps = len(next(iter(training.data.values())))
+                detail["seconds_per_step"] = _timing(detail["seconds_per_step"], (time.monotonic() - sent) / steps)
             losses = tensors.get("losses") if status == "tensor" else None
             extra = {p: tensors[p] for p in parameters if p in tensors} if status == "tensor" else {}
             if status == "tensor" and (losses is None or len(extra) != len(parameters)):
@@ -480,7 +506,7 @@ def run(cells: dict[str, str], cases: list, limits: Limits, training=None) -> At
         attempt.error = (f"answer cell {exc} ran past its time limit of {limits.cell_timeout:g} s and would not "
                          "stop: the cells not yet run score 0")
     except protocol.ProtocolError as exc:
-        attempt.error = f"grading process failed to start: {exc}" if child is None else child.broken(exc)
+        attempt.error = f"grading process failed to start: {exc}" if child is None else child.broken()
     finally:
         if child is not None:
             child.close()
