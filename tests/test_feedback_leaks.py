@@ -153,7 +153,7 @@ def _readable(text: str) -> str:
     return re.sub(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=]+", "data:", text)
 
 
-# What differs from run to run: times (and the order of the slowest submissions), and digests of what a
+# What differs from run to run: times and rates (and the order of the slowest submissions), and digests of what a
 # result depends on (its course file's path among it) or of the result itself, times included.
 MEASURED = re.compile(r"execution_time|_ms_per_step|input_digest|seconds|times")
 
@@ -166,7 +166,7 @@ def _unmeasured(text: str) -> str:
         pass
     text = re.sub(r'<meta name="backprop-ninja-result" content="[^"]*">', "", text)
     text = re.sub(r"Slowest:.*?</table>", "Slowest: #", text, flags=re.S)
-    return re.sub(r"\d+(\.\d+)?( s\b|s\b| seconds)", "# s", text)
+    return re.sub(r"\d+(\.\d+)?( s\b|s\b| seconds| per second)", "# s", text)
 
 
 def _without_measures(value):
