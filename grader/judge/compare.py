@@ -87,12 +87,10 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
 
 STATUS_TEXT = {status: status.text for status in Status if status.text}
 
-# Names a student's code may choose (an exception's class, the type of a value given for a tensor) are
-# shown from a hidden configuration only when they are one of Python's own: `type(f"E{n}", ...)` names
-# a class after a hidden size. Anything else is "an exception" or "a value of another type".
-_BUILTIN = {name for name, value in vars(builtins).items() if isinstance(value, type)}
-ERROR_TYPES = frozenset(name for name in _BUILTIN if issubclass(getattr(builtins, name), BaseException))
-VALUE_TYPES = frozenset(_BUILTIN - ERROR_TYPES) | {"NoneType", "ndarray", "Parameter"}
+# An exception's type is shown from a hidden configuration only when it is one of Python's own: the
+# cell names its own classes (`type(f"E{n}", (Exception,), {})` names one after a hidden size).
+ERROR_TYPES = frozenset(name for name, value in vars(builtins).items()
+                        if isinstance(value, type) and issubclass(value, BaseException))
 ON_HIDDEN = "on a hidden configuration"
 ON_PUBLIC = "on the lecture-sized configuration"
 # What is said of a failure seen on hidden configurations only, in place of what the student's code
