@@ -9,6 +9,7 @@ revealed.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import shutil
 import signal
@@ -402,6 +403,16 @@ def _flagged(evidence: list[tuple[str, str]], answered: Outcome | None) -> Outco
                    answered=answered)
 
 
+def _timing(reported, bound: float) -> float | None:
+    """The child's median time per training step, as a measurement and nothing more: the child says what
+    it likes, so a number it chose (a hidden size, say) would reach the results. Kept only as a finite
+    number no larger than the time the run really took here per step, to two significant digits."""
+    if type(reported) not in (int, float) or not math.isfinite(reported) or reported < 0:
+        return None
+    value = min(float(reported), bound)
+    return float(f"{value:.2g}")
+
+
 def _outcome(header: dict, tensors: dict) -> Outcome:
     """What a child reported for one request. Its status is one of the vocabulary's that a child may say
     (CRASHED is the parent's alone): anything else it sends is a broken answer."""
@@ -586,6 +597,7 @@ class _Submission:
             self.attempt.outcomes[key] = self.skipped[cell]
             return
         try:
+            sent = time.monotonic()
             self.child.send({"op": "train", "lr": self.training.lr}, {**self.training.params, **self.training.data},
                             same_for=self.training)
             header, tensors = self.receive(training.grade_id)
@@ -601,6 +613,9 @@ class _Submission:
         parameters = self.exercise.network.parameters
         status = header.get("status", Status.BROKEN)
         detail = _detail(header)
+        if "seconds_per_step" in detail:
+            steps = len(next(iter(self.training.data.values())))
+            detail["seconds_per_step"] = _timing(detail["seconds_per_step"], (time.monotonic() - sent) / steps)
         losses = tensors.get("losses") if status == Status.TENSOR else None
         extra = {p: tensors[p] for p in parameters if p in tensors} if status == Status.TENSOR else {}
         incomplete = status == Status.TENSOR and (losses is None or len(extra) != len(parameters))
@@ -608,25 +623,33 @@ class _Submission:
             status = Status.BROKEN
         self.attempt.outcomes[key] = Outcome(status, detail, losses, extra)
 
-    def run(self) -> None:
-        schedule = Schedule.of(self.exercise)
-        self.start()
-        for case in self.cases:
+    def play(self, phase: list, schedule: Schedule) -> None:
+        """Every cell on the cases of one phase, sent to the child only now."""
+        for case in phase:
             self.hold({"op": "case", "case": case.config.name, "sizes": case.sizes}, case.student_view(), case)
             self.hold({"op": "upstream", "case": case.config.name, "check": LOCAL}, case.random_upstream, case)
-        self.ask(LOCAL, [(grade_id, case) for case in self.cases for grade_id in schedule.local],
+        self.ask(LOCAL, [(grade_id, case) for case in phase for grade_id in schedule.local],
                  "(one of those run with random upstream gradients)")
-        self.ask(CHAIN, [(grade_id, case) for case in self.cases for grade_id in schedule.at_once],
+        self.ask(CHAIN, [(grade_id, case) for case in phase for grade_id in schedule.at_once],
                  ", ".join(dict.fromkeys(self.cell(g) for g in schedule.at_once)))
         # One step of the chain on every case at a time: a case's truth is revealed only once every
         # case has answered, and goes out with the next step's request.
         for grade_id in schedule.one_by_one:
-            self.ask(CHAIN, [(grade_id, case) for case in self.cases], grade_id)
+            self.ask(CHAIN, [(grade_id, case) for case in phase], grade_id)
             answer = self.answers[grade_id]
             if answer.kind == ATOMIC:
-                for case in self.cases:
+                for case in phase:
                     self.hold({"op": "upstream", "case": case.config.name, "check": CHAIN},
                               {answer.variable: case.expected(answer, CHAIN)}, case)
+
+    def run(self) -> None:
+        schedule = Schedule.of(self.exercise)
+        self.start()
+        # The public cases (the lecture-sized probe) run to the end before the child holds anything of a
+        # hidden one: what a cell says there (an error's message, a tensor's shape and values) is the
+        # feedback a student may see, and no cell can have stashed a hidden value into it.
+        for phase in ([c for c in self.cases if not c.config.scored], [c for c in self.cases if c.config.scored]):
+            self.play(phase, schedule)
         if self.training is not None and self.exercise.training.function.cell in self.cells:
             self.train()
         if self.child is not None:

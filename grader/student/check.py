@@ -320,12 +320,14 @@ class SelfCheck:
         if function:
             ran = self._function_outcomes(answer, source)
             outcomes = {case: per[answer.variable] for case, per in ran.items()}
-            failure = judge(outcomes, own_cases(self.spec), answer, CHAIN, self.tolerance, hints=self.hints)
+            failure = judge(outcomes, own_cases(self.spec), answer, CHAIN, self.tolerance, hints=self.hints,
+                            public=True)
             return None if failure is None else f"WRONG: {failure.feedback}"
         notebook = self.notebook_case()
         cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
+        # Every batch here is public (the self-check's own, and the notebook's): all of it may be shown.
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
-                                 self.tolerance, hints=self.hints) for check in checks(answer)}
+                                 self.tolerance, hints=self.hints, public=True) for check in checks(answer)}
         if failures[CHAIN] is not None:
             return f"{self._shape_slip() if failures[CHAIN].kind == Match.SQUEEZABLE else 'WRONG'}: " \
                    f"{failures[CHAIN].feedback}"
