@@ -116,6 +116,8 @@ def public_settings(course) -> dict:
                 "hints": course.feedback.hints}
     if course.exercise.name != DEFAULT:  # the self-check loads the exercise course.yml names (a variant's)
         settings["exercise"] = course.exercise.name
+    if course.solutions == "off":  # the self-check points to no reference, `backprop-ninja solution` refuses
+        settings["solutions"] = course.solutions
     return settings
 
 
