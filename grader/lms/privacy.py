@@ -30,8 +30,7 @@ def _group(gid: int) -> str:
         entry = grp.getgrgid(gid)
     except KeyError:
         return f"group {gid}"
-    members = ", ".join(entry.gr_mem)
-    return f"group {entry.gr_name} ({members or 'no listed members besides its primary users'})"
+    return f"group {entry.gr_name} (members: {', '.join(entry.gr_mem) or 'only the users whose own group it is'})"
 
 
 def check(course: Path, exchange: Path | None = None) -> tuple[list[str], list[str]]:
