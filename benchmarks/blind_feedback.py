@@ -1,0 +1,118 @@
+"""How often feedback names a mistake nobody listed, measured on answers written blind.
+
+tests/corpus/blind/ holds wrong answers written by a helper who saw only the released notebooks (the
+lecture's and three variants'), never the grader, its search or its tests, frozen before the search was
+tuned: `tune.yml` to tune on, `heldout.yml` never tuned on. Each entry is the answer cell and, in the
+writer's words, what is wrong with it.
+
+    python benchmarks/blind_feedback.py grade --set tests/corpus/blind/heldout.yml --out /tmp/blind
+        makes each notebook's course (course init --variant, from this checkout), grades one batch per course
+        (the solved notebook with that one cell replaced) and writes /tmp/blind/feedback.yml: per entry, the
+        grade ids that lost points and their feedback.
+    python benchmarks/blind_feedback.py rates --feedback /tmp/blind/feedback.yml --labels LABELS.yml
+        prints named / generic / misleading, overall, for the lecture's notebook and for the parts the
+        variants add. LABELS.yml says, per entry id, whether the feedback names the writer's mistake
+        (named), claims another one (misleading) or claims no cause (generic), as judged by a reader who saw
+        the two texts and nothing of the grader; an answer that lost no point is `accepted`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+LECTURE = "tanh-batchnorm"
+CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
+
+
+def _entries(path: Path) -> list[dict]:
+    entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return [{**e, "id": f"{path.stem}-{i:03d}"} for i, e in enumerate(entries)]
+
+
+def _variant_specific(notebook: str, grade_id: str) -> bool:
+    """A part the variant adds: a grade id the lecture lacks, or one whose backward goes through other steps."""
+    from grader.exercise import load
+    from grader.lms.course_init import _steps_reached
+
+    lecture, variant = load("makemore-mlp"), load(f"makemore-mlp/{notebook}")
+    if grade_id not in lecture.by_grade_id or grade_id not in variant.by_grade_id:
+        return notebook != LECTURE
+    return _steps_reached(variant, grade_id) != _steps_reached(lecture, grade_id) \
+        if variant.by_grade_id[grade_id].kind != "function" else notebook != LECTURE
+
+
+def grade(entries: list[dict], out: Path) -> list[dict]:
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for notebook in sorted({e["notebook"] for e in entries}):
+        course = out / notebook
+        if not (course / "course.yml").is_file():
+            subprocess.run([*CLI, "course", "init", str(course), "--variant", notebook], check=True, cwd=ROOT,
+                           capture_output=True)
+        config = yaml.safe_load((course / "course.yml").read_text())
+        solved = nbformat.read(course / "source" / config["assignment"] / config["notebook"], as_version=4)
+        subs = out / f"{notebook}-submissions"
+        subs.mkdir(exist_ok=True)
+        mine = [e for e in entries if e["notebook"] == notebook]
+        for entry in mine:
+            nb = nbformat.from_dict(json.loads(json.dumps(solved)))
+            cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == entry["grade_id"]]
+            if len(cells) != 1:
+                raise SystemExit(f"{entry['id']}: no answer cell {entry['grade_id']} in {notebook}")
+            cells[0].source = entry["code"]
+            nbformat.write(nb, subs / f"{entry['id']}.ipynb")
+        results = out / f"{notebook}-results"
+        subprocess.run([*CLI, "grade", str(subs), "--out", str(results), "--course", str(course / "course.yml")],
+                       check=True, cwd=course, capture_output=True)
+        for entry in mine:
+            result = json.loads((results / f"{entry['id']}.json").read_text())
+            lost = [t for t in result["tests"] if t["score"] < t["max_score"]]
+            rows.append({"id": entry["id"], "notebook": notebook, "grade_id": entry["grade_id"],
+                         "variant_specific": _variant_specific(notebook, entry["grade_id"]),
+                         "mistake": entry["mistake"], "lost": [t["name"] for t in lost],
+                         "feedback": "\n".join(t["output"] for t in lost)})
+    return rows
+
+
+def rates(rows: list[dict], labels: dict[str, str]) -> None:
+    groups = {"all": rows, "lecture (tanh-batchnorm)": [r for r in rows if r["notebook"] == LECTURE],
+              "variants, parts they add": [r for r in rows if r["variant_specific"]],
+              "variants, parts shared with the lecture": [r for r in rows
+                                                          if r["notebook"] != LECTURE and not r["variant_specific"]]}
+    for name, group in groups.items():
+        counts = Counter(labels[r["id"]] for r in group)
+        total = len(group) or 1
+        print(f"{name:<42} n={len(group):>3}  " + "  ".join(
+            f"{k} {100 * counts[k] / total:5.1f}%" for k in ("named", "generic", "misleading", "accepted")))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("grade")
+    g.add_argument("--set", type=Path, required=True)
+    g.add_argument("--out", type=Path, required=True)
+    r = sub.add_parser("rates")
+    r.add_argument("--feedback", type=Path, required=True)
+    r.add_argument("--labels", type=Path, required=True)
+    args = parser.parse_args()
+    if args.command == "grade":
+        rows = grade(_entries(args.set), args.out)
+        (args.out / "feedback.yml").write_text(yaml.safe_dump(rows, sort_keys=False, width=120), encoding="utf-8")
+        print(f"{len(rows)} entries graded: {args.out / 'feedback.yml'}")
+    else:
+        rows = yaml.safe_load(args.feedback.read_text(encoding="utf-8"))
+        labels = yaml.safe_load(args.labels.read_text(encoding="utf-8"))
+        rates(rows, labels)
+
+
+if __name__ == "__main__":
+    main()
