@@ -102,12 +102,18 @@ def test_a_true_gradient_is_revealed_only_after_every_case_answered_it(reference
                 revealed.setdefault((name, header["case"]), index)
     atomic = [a for a in EXERCISE.answers if a.kind == ATOMIC]
     assert {name for name, _ in revealed} == {a.variable for a in atomic}
+    # The public (lecture-sized) case runs to its end first, then the hidden ones: within each phase a
+    # case's truth waits for every case of the phase; a public truth is the public case's alone.
     for answer in EXERCISE.answers:
         gradient = "d" + answer.source
         for case in cases:
             if (gradient, case.config.name) in revealed:
-                last_asked = max(asked[(answer.grade_id, c.config.name)] for c in cases)
+                phase = [c for c in cases if c.config.scored == case.config.scored]
+                last_asked = max(asked[(answer.grade_id, c.config.name)] for c in phase)
                 assert last_asked < revealed[(gradient, case.config.name)], (answer.grade_id, case.config.name)
+    public = [index for (_, case), index in asked.items() if case == "lecture-sizes"]
+    hidden = [index for (_, case), index in asked.items() if case != "lecture-sizes"]
+    assert not public or max(public) < min(hidden), "the public case is done before a hidden one is asked"
 
 
 def test_a_cell_reads_only_the_gradients_it_is_given(cases):
