@@ -67,6 +67,18 @@ def add_feedback_page(nb, result) -> None:
                                                  outputs=[output]))
 
 
+class NeutraliseHtml(NbGraderPreprocessor):
+    """The last of autograde's sanitize steps: nbgrader writes the notebook to autograded/ before it grades,
+    and leaves it there when grading fails, so it is neutralised already then (fill_grade_cells does it
+    again after grading, for courses whose nbgrader_config.py predates this step)."""
+
+    def preprocess(self, nb, resources):
+        from grader.lms.student_html import neutralise
+
+        neutralise(nb)
+        return nb, resources
+
+
 class RestoreCells(OverwriteCells):
     """nbgrader's OverwriteCells, restoring every deleted grade cell.
 
