@@ -80,6 +80,16 @@ def test_outputs_attachments_and_metadata_lose_what_a_template_would_write_out()
     assert raw.source == "<img>ok" and raw.metadata == {"raw_mimetype": "text/html"}
 
 
+def test_neutralising_twice_changes_nothing():
+    """nbgrader's route neutralises in its sanitize steps and again after grading; the fast route once."""
+    nb = nbformat.read(STUB, as_version=4)
+    nb.cells += [nbformat.v4.new_markdown_cell(_filled(e)) for e in CORPUS if e["where"] == "markdown"]
+    neutralise(nb)
+    once = copy.deepcopy(nb)
+    neutralise(nb)
+    assert nb == once
+
+
 def test_the_assignments_own_notebook_reads_the_same_once_neutralised():
     from nbconvert import HTMLExporter
 
