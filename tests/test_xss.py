@@ -328,12 +328,14 @@ def test_feedback_html_and_reports_are_inert(course, loopback_browser, beacon):
     pages = [root / "feedback" / s / ASSIGNMENT / f"{NOTEBOOK}.html" for s in ("mallory", "trudy")]
     pages += sorted((out / "fast").rglob("*.html")) + sorted((out / "plain-results").rglob("*.html"))
     assert len(pages) >= 5, pages
+    honest = look(loopback_browser, (root / "feedback" / "ada" / ASSIGNMENT / f"{NOTEBOOK}.html").as_uri(), beacon,
+                  "#notebook-container", allowed=("file:",))
     for page in pages:
         text = page.read_text(encoding="utf-8")
         assert 'http-equiv="Content-Security-Policy"' in text, page
-        # nbgrader's feedback: the notebook's container (the template's own styles sit outside it); else the body
+        # nbgrader's feedback: the notebook's container, against an honest student's (the grader's page styles)
         seen = look(loopback_browser, page.as_uri(), beacon, "#notebook-container", allowed=("file:",))
-        assert_inert(seen, str(page.relative_to(out)), page.as_uri())
+        assert_inert(seen, str(page.relative_to(out)), page.as_uri(), honest)
         if page.parent.name == ASSIGNMENT and page.parent.parent.parent.name == "feedback":
             assert_honest(seen, str(page), [*HONEST[:4], "Feedback for"])
     report = (out / "plain-results" / "report.html").read_text(encoding="utf-8")
