@@ -58,6 +58,17 @@ def html(text: str) -> str:
     return escape(_UNSAFE_IN_HTML.sub(_escape, text))
 
 
+# What a page the project writes may load: its own inline styles, embedded (data:) images and fonts from its
+# own folder (nbgrader's feedback inlines bootstrap, whose icon font Chromium fetches eagerly under a policy
+# that refuses it), nothing else. No script runs, nothing leaves the page's folder, no form is sent and no
+# base URL changes, whatever a page's text holds.
+# A <meta> carries it, which a page opened from a file obeys too. grader/lms/nbgrader_templates sets the same
+# policy on nbgrader's feedback.
+PAGE_POLICY = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src 'self'; base-uri 'none'; "
+               "form-action 'none'")
+POLICY_META = f'<meta http-equiv="Content-Security-Policy" content="{PAGE_POLICY}">'
+
+
 def data(value):
     """`value` (strings, numbers, lists, tuples, dicts of them) with every string, keys included, made
     valid Unicode: what JSON, nbformat and SQLite take without error."""

@@ -9,12 +9,6 @@ waits for the rows the browser draws and maps each row's link to a student throu
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,11 +16,11 @@ from click.testing import CliRunner
 
 from grader.cli import main
 from grader.vocabulary import Flag
-from helpers.browser import browser_unavailable, start_chromium
+from helpers import formgrader
+from helpers.formgrader import serve
 from helpers.paths import COURSE, ROOT
 
 ASSIGNMENT, NOTEBOOK = COURSE.assignment, Path(COURSE.notebook).stem
-STARTUP = 300  # seconds for Jupyter Server to import its extensions on a busy machine
 
 pytestmark = pytest.mark.slow
 
@@ -41,52 +35,12 @@ def course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(course, tmp_path_factory):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    jupyter = tmp_path_factory.mktemp("jupyter")
-    (jupyter / "config").mkdir()
-    (jupyter / "config" / "jupyter_server_config.json").write_text(json.dumps(
-        {"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": True}}}))
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(jupyter / "config"), "JUPYTER_RUNTIME_DIR": str(jupyter / "run")}
-    args = [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-            "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={course}",
-            *(["--allow-root"] if os.geteuid() == 0 else [])]
-    log = open(jupyter / "server.log", "w")
-    process = subprocess.Popen(args, cwd=course, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/formgrader/api/assignments", timeout=10).read()
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, (jupyter / "server.log").read_text()
-                time.sleep(1)
+    with serve(course, tmp_path_factory.mktemp("jupyter")) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    reason = browser_unavailable()
-    if reason:
-        pytest.skip(reason)
-    driver = start_chromium(tmp_path_factory.mktemp("chromium"), local_server=True)
-    driver.set_page_load_timeout(120)
-    yield driver
-    driver.quit()
 
 
 def submissions(url: str) -> dict[str, str]:
-    """formgrader's submission id -> student, from its own API."""
-    rows = json.loads(urllib.request.urlopen(f"{url}/formgrader/api/submitted_notebooks/{ASSIGNMENT}/{NOTEBOOK}",
-                                             timeout=60).read())
-    return {row["id"]: row["student"] for row in rows}
+    return formgrader.submissions(url, ASSIGNMENT, NOTEBOOK)
 
 
 def wait_for(driver, condition, seconds: float = 120):
@@ -95,12 +49,12 @@ def wait_for(driver, condition, seconds: float = 120):
     return WebDriverWait(driver, seconds).until(condition)
 
 
-def test_the_submission_list_flags_the_student_with_integrity_flags(course, server, browser):
+def test_the_submission_list_flags_the_student_with_integrity_flags(course, server, loopback_browser):
     from selenium.webdriver.common.by import By
 
     students = submissions(server)
-    browser.get(f"{server}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK}")
-    rows = wait_for(browser, lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "tbody tr")
+    loopback_browser.get(f"{server}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK}")
+    rows = wait_for(loopback_browser, lambda d: [r for r in d.find_elements(By.CSS_SELECTOR, "tbody tr")
                                         if r.find_elements(By.CSS_SELECTOR, "a[href*='/formgrader/submissions/']")]
                     if len(d.find_elements(By.CSS_SELECTOR, "tbody tr a[href*='/formgrader/submissions/']"))
                     >= len(students) else False)
@@ -115,16 +69,17 @@ def test_the_submission_list_flags_the_student_with_integrity_flags(course, serv
 
 
 @pytest.mark.parametrize("student", ["eve", "ada"])
-def test_an_autograded_submission_opens_with_its_feedback_page(server, browser, student):
+def test_an_autograded_submission_opens_with_its_feedback_page(server, loopback_browser, student):
     from selenium.webdriver.common.by import By
 
     (submission,) = [i for i, s in submissions(server).items() if s == student]
-    browser.get(f"{server}/formgrader/submissions/{submission}")
-    page = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#bpn-feedback"))[0]
+    loopback_browser.get(f"{server}/formgrader/submissions/{submission}")
+    page = wait_for(loopback_browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#bpn-feedback"))[0]
     text = page.text
     # Blind grading: formgrader names no student, and neither does the page inside the notebook it shows.
     assert page.find_element(By.CSS_SELECTOR, "h1").text == f"Feedback for {ASSIGNMENT}/{NOTEBOOK}"
-    assert f"{student}/" not in browser.find_element(By.TAG_NAME, "body").text and student not in browser.title
+    assert f"{student}/" not in loopback_browser.find_element(By.TAG_NAME, "body").text \
+        and student not in loopback_browser.title
     assert "Tensors" in text and "dlogprobs" in text
     integrity = "Integrity flags, which your instructor reviews ("
     if student == "eve":
@@ -132,5 +87,5 @@ def test_an_autograded_submission_opens_with_its_feedback_page(server, browser, 
     else:
         assert integrity not in text and f"Total: {COURSE.max_score:g} / {COURSE.max_score:g}" in text
     # Each grade cell's score reads as one, never as a stray "Out[ ]: 0".
-    results = [e.text.strip() for e in browser.find_elements(By.CSS_SELECTOR, ".output_execute_result")]
+    results = [e.text.strip() for e in loopback_browser.find_elements(By.CSS_SELECTOR, ".output_execute_result")]
     assert results and all(r.startswith("autograded: ") and " point(s)" in r for r in results), results[:5]

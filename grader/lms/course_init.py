@@ -62,12 +62,15 @@ c.GradeInSandbox.course = {course_file!r}  # relative to the course directory, w
 # Each result as a file too, for `backprop-ninja report results/` and `backprop-ninja export results/`.
 c.GradeInSandbox.results = "results"
 # Grade cells come back from the gradebook, a deleted one too (nbgrader's own restore can fail on it).
+# Then the student's HTML is neutralised (markdown, raw cells, outputs, metadata): formgrader renders the
+# autograded notebook on this server's origin, logged in as you, and sanitizes nothing itself.
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.DeduplicateIds",
     "nbgrader.preprocessors.OverwriteKernelspec",
     "grader.lms.nbgrader.RestoreCells",
     "nbgrader.preprocessors.CheckCellMetadata",
+    "grader.lms.nbgrader.NeutraliseHtml",
 ]
 
 # Feedback: the per-tensor page first, the index of grade cells folded under it and naming each tensor,

@@ -75,11 +75,16 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
     )
 
     from grader.lms.nbgrader import RestoreCells, fill_grade_cells, set_flagged
+    from grader.lms.student_html import unsafe_name
 
     # Made absolute, never resolved: a student's notebook linked to a classmate's must be recorded (as
     # not graded) under the student whose folder holds the link, not under the classmate.
     path = Path(os.path.abspath(submission.path))
     student, assignment, notebook_id = path.parent.parent.name, path.parent.name, path.stem
+    why = unsafe_name(student)
+    if why:
+        log(f"skipped {submission.id}: the student id {why}")
+        return False
     with Gradebook(db_url) as gb:
         try:
             gb.find_notebook(notebook_id, assignment)

@@ -26,6 +26,7 @@ from traitlets import Bool, Unicode
 from grader import safe_text
 from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
 from grader.files import atomic_write, csv_text
+from grader.lms.student_html import unsafe_name
 from grader.vocabulary import Flag
 
 
@@ -34,7 +35,14 @@ def fill_grade_cells(nb, result, page: bool = True, title: str | None = None) ->
     partial credit). A grade cell the grader has no test for gets 0 and says so, never full points.
     With `page`, the notebook also opens with the student's feedback page (add_feedback_page), whichever
     route graded it: nbgrader's autograde, or the fast route (whose results carry no pictures); `title`,
-    what its heading names (add_feedback_page)."""
+    what its heading names (add_feedback_page).
+
+    First, whatever the student wrote is neutralised (grader.lms.student_html): this notebook is the one
+    nbgrader stores, formgrader renders logged in as the TA, and generate_feedback renders for the student.
+    Done here, both routes do it, and so does a course whose nbgrader_config.py an older version wrote."""
+    from grader.lms.student_html import neutralise
+
+    neutralise(nb)
     tests = {grade_cell_id(t.name): t for t in result.tests}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -117,6 +125,18 @@ class GradebookFeedback(NbGraderPreprocessor):
                     output.text = _grade_cell_text(test)
                 elif output.get("output_type") == "execute_result":
                     output.data = _score_outputs(test.score, test.max_score)
+        return nb, resources
+
+
+class NeutraliseHtml(NbGraderPreprocessor):
+    """The last of autograde's sanitize steps: nbgrader writes the notebook to autograded/ before it grades,
+    and leaves it there when grading fails, so it is neutralised already then (fill_grade_cells does it
+    again after grading, for courses whose nbgrader_config.py predates this step)."""
+
+    def preprocess(self, nb, resources):
+        from grader.lms.student_html import neutralise
+
+        neutralise(nb)
         return nb, resources
 
 
@@ -229,6 +249,9 @@ class GradeInSandbox(NbGraderPreprocessor):
         from grader.pipeline.grading import Grader
 
         info = resources["nbgrader"]
+        why = unsafe_name(info["student"])
+        if why:  # nbgrader then records no grade, and formgrader has no page of it to show
+            raise ValueError(f"not graded: the student id {why}")
         course = load(self.course)
         if self.allow_weaker_sandbox:
             course = weaker_course(course)
@@ -365,6 +388,10 @@ class LmsCollector(FileNameCollectorPlugin):
         info = lms_name(submitted_file)
         if info is None:
             self.log.warning("Skipped %s: not a file name Canvas, Moodle or Blackboard gives", submitted_file)
+            return None
+        why = unsafe_name(info["student_id"]) or unsafe_name(info["full_name"] or "")
+        if why:
+            self.log.warning("Skipped %s: the student's id or name %s", safe_text.terminal(submitted_file), why)
             return None
         student = info["student_id"]
         newest = self._newest(submitted_file).get(student, submitted_file)

@@ -6,7 +6,8 @@ Safe to hand to a student. Every picture is drawn here, in the trusted process, 
 answer tensor and the oracle's gradient on the unscored lecture-sized probe, whose seed is public
 (grader.judge.configs.PROBE_SEED): the page shows no hidden configuration beyond what the feedback lines
 already say, and no reference code. Every string that comes from a notebook is escaped. One file:
-inline CSS and base64 PNGs, no script, no external URL.
+inline CSS and base64 PNGs, no script, no external URL, and a Content-Security-Policy that lets nothing else
+load or run (grader.safe_text.PAGE_POLICY).
 
 The heatmaps are one pixel block per entry, coloured by matplotlib's colormaps; titles and colour
 scales are HTML text, which stays sharp on a phone and costs nothing to draw (a figure with axes costs
@@ -34,6 +35,7 @@ from grader.judge.compare import compare
 from grader.judge.exam import CHAIN, Case, checks
 from grader.judge.scoring import Result
 from grader.outputs import results
+from grader.safe_text import POLICY_META
 from grader.safe_text import html as escape
 from grader.sandbox.parent import Attempt
 from grader.vocabulary import Status, Verdict, flag_groups, shape_text
@@ -330,7 +332,7 @@ def page(result: Result, stamp: str = "") -> str:
     """A whole HTML document; `stamp` identifies the result file it was made from."""
     meta = f'<meta name="{STAMP}" content="{escape(stamp)}">' if stamp else ""
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'{POLICY_META}<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"{meta}<title>Feedback: {escape(result.submission)}</title></head>"
             f'<body style="margin:0;background:#fff">{fragment(result)}</body></html>\n')
 

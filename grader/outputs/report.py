@@ -378,7 +378,7 @@ def render(report: dict) -> str:
     nav = "".join(f'<a href="#{anchor}">{html.escape(title)}</a>' for anchor, title, *_ in sections)
     body = "".join(_section(*section) for section in sections)
     title = f"Class report: {report['results_dir']}"
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{safe_text.POLICY_META}'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
             f'<h1>{html.escape(title)}</h1><nav>{nav}</nav><section id="summary"><p>{html.escape(source)}</p>'

@@ -168,6 +168,18 @@ def check_page():
         shutil.rmtree(profile, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def loopback_browser(tmp_path_factory):
+    """A Chromium that loads pages of servers on 127.0.0.1 too (formgrader), one per test module."""
+    reason = browser_unavailable()
+    if reason:
+        pytest.skip(reason)
+    driver = start_chromium(tmp_path_factory.mktemp("chromium"), local_server=True)
+    driver.set_page_load_timeout(120)
+    yield driver
+    driver.quit()
+
+
 def _short(url: str) -> str:
     return url if len(url) <= 80 else url[:77] + "..."
 

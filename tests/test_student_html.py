@@ -1,0 +1,118 @@
+"""What a submitted notebook keeps once neutralised (grader.lms.student_html), without a browser: every payload
+of tests/corpus/xss.yml loses what could run or fetch, the assignment's own prose renders to the same text,
+and names with markup are refused where nbgrader would take them. tests/test_xss.py proves the same in
+Chromium, through nbgrader and formgrader."""
+from __future__ import annotations
+
+import copy
+import html
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from grader import safe_text
+from grader.lms.nbgrader import LmsCollector
+from grader.lms.student_html import clean, markdown, neutralise, unsafe_name
+from helpers.paths import STUB
+
+CORPUS = yaml.safe_load((Path(__file__).parent / "corpus" / "xss.yml").read_text(encoding="utf-8"))
+TEMPLATE = Path(__file__).resolve().parents[1] / "grader" / "lms" / "nbgrader_templates" / "backprop_ninja_feedback"
+# What may not survive in any attribute or tag a student wrote.
+LIVE = re.compile(r"<\s*(script|iframe|object|embed|svg|math|style|link|meta|base|form|input|video|source)\b"
+                  r"|\son\w+\s*=|javascript:|data:|src\s*=|url\(|http://127", re.I)
+
+
+def _filled(entry) -> str:
+    return (entry["payload"].replace("{js64}", "YWxlcnQoMSk=").replace("{html64}", "PHNjcmlwdD4=")
+            .replace("{js}", "alert(1)").replace("{url}", "http://127.0.0.1:9/fetch"))
+
+
+def _text(page: str) -> str:
+    page = re.sub(r"(?is)<(script|style)\b.*?</\1>", "", page)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).replace("¶", "").split())
+
+
+@pytest.mark.parametrize("entry", [e for e in CORPUS if e["where"] in ("markdown", "raw")], ids=lambda e: e["id"])
+def test_markdown_and_raw_payloads_keep_nothing_that_runs_or_fetches(entry):
+    text = _filled(entry)
+    cleaned = markdown(text) if entry["where"] == "markdown" else clean(text)
+    assert not LIVE.search(cleaned), cleaned
+
+
+def test_a_neutralised_markdown_cell_renders_again_unchanged_and_keeps_its_structure():
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    source = ("# Title\n\nSome *prose* with $a<b$ and `x<y`.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+              "```python\nx = 1\n\ny = 2\n```")
+    once = markdown(source)
+    assert "\n" not in once and markdown2html_mistune(once).strip() == once
+    for kept in ("<h1>Title", "<em>prose</em>", "$a&lt;b$", "<code>x&lt;y</code>", "<table>", "<td>1</td>",
+                 '<div class="highlight"><pre>', "&#10;&#10;"):
+        assert kept in once, kept
+
+
+def test_outputs_attachments_and_metadata_lose_what_a_template_would_write_out():
+    nb = nbformat.v4.new_notebook(metadata={"title": "<script>", "widgets": {"x": 1},
+                                            "kernelspec": {"name": "python3", "display_name": "Python 3"}})
+    cell = nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("display_data", data={
+        "text/html": "<b onclick=x>bold</b><script>1</script>", "application/javascript": "alert(1)",
+        "image/svg+xml": "<svg onload=x>", "image/png": 'x" onerror="alert(1)', "image/jpeg": "/9j/4AAQ",
+        "text/markdown": "*md* <img src=x onerror=y>", "text/plain": "plain"},
+        metadata={"image/png": {"width": "1 onload=x"}})],
+        metadata={"tags": ['"><b>', "fine-tag"], "transient": {"remove_source": True}, "nbgrader": {"grade": False}})
+    cell.execution_count = "<script>"
+    md = nbformat.v4.new_markdown_cell("![x](attachment:a.png)", metadata={"jupyter": {"source_hidden": True}})
+    md["attachments"] = {"a.png": {"image/svg+xml": "PHN2Zz4="}}
+    md["id"] = '"><script>'
+    raw = nbformat.v4.new_raw_cell("<img src=x onerror=y>ok", metadata={"raw_mimetype": "text/html"})
+    nb.cells = [cell, md, raw]
+    neutralise(nb)
+    assert nb.metadata == {"kernelspec": {"name": "python3", "display_name": "Python 3"}}
+    (output,) = cell.outputs
+    assert output.data == {"text/html": "<b>bold</b>", "image/jpeg": "/9j/4AAQ", "text/plain": "plain"}
+    assert output.metadata == {} and cell.execution_count is None
+    assert cell.metadata == {"tags": ["fine-tag"], "nbgrader": {"grade": False}}
+    assert "attachments" not in md and md.metadata == {} and re.fullmatch(r"[A-Za-z0-9_-]+", md.id)
+    assert md.source == '<div><p><img alt="x"></p></div>'
+    assert raw.source == "<img>ok" and raw.metadata == {"raw_mimetype": "text/html"}
+
+
+def test_neutralising_twice_changes_nothing():
+    """nbgrader's route neutralises in its sanitize steps and again after grading; the fast route once."""
+    nb = nbformat.read(STUB, as_version=4)
+    nb.cells += [nbformat.v4.new_markdown_cell(_filled(e)) for e in CORPUS if e["where"] == "markdown"]
+    neutralise(nb)
+    once = copy.deepcopy(nb)
+    neutralise(nb)
+    assert nb == once
+
+
+def test_the_assignments_own_notebook_reads_the_same_once_neutralised():
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(STUB, as_version=4)
+    before = _text(HTMLExporter(template_name="classic").from_notebook_node(copy.deepcopy(nb))[0])
+    neutralise(nb)
+    assert _text(HTMLExporter(template_name="classic").from_notebook_node(nb)[0]) == before
+
+
+@pytest.mark.parametrize("name, unsafe", [("ada", False), ("a.lovelace@uni.example", False), ("Ada Lovelace", False),
+                                          ("<img src=x onerror=alert(1)>", True), ('a"b', True), ("a&b", True),
+                                          ("x\x1b[2J", True)])
+def test_names_holding_markup_are_refused(name, unsafe):
+    assert bool(unsafe_name(name)) is unsafe
+
+
+def test_zip_collect_skips_a_download_whose_name_holds_markup(tmp_path):
+    collector = LmsCollector()
+    assert collector.collect(str(tmp_path / "eve_backprop_ninja.ipynb"))["student_id"] == "eve"
+    assert collector.collect(str(tmp_path / "<svg onload=alert(1)>_backprop_ninja.ipynb")) is None
+
+
+def test_every_page_the_project_writes_carries_the_policy():
+    policy = re.search(r'content=\\"([^\\]*)\\"', (TEMPLATE / "index.html.j2").read_text(encoding="utf-8")).group(1)
+    assert policy == safe_text.PAGE_POLICY
+    assert "script-src" not in policy and "default-src 'none'" in policy
