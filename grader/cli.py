@@ -216,28 +216,57 @@ def course():
 @click.option("--exercise", "exercise_file", metavar="FILE[:ATTRIBUTE]",
               help="Grade an exercise of your own (ATTRIBUTE defaults to EXERCISE): the file is copied into the "
                    "course, its notebooks and reference answers are derived from its forward pass.")
-def course_init(directory, course_file, course_id, exchange, update, variant, exercise_file):
+@click.option("--solutions", type=click.Choice(["gated", "off"]),
+              help="off: a graded course (the notebook installs backprop-ninja-student and `solution` refuses); "
+                   "gated: references after an attempt, for self-learners (default: course.yml's, else gated).")
+def course_init(directory, course_file, course_id, exchange, update, variant, exercise_file, solutions):
     """Write an nbgrader course in DIRECTORY: source notebook, hidden suite, course.yml, nbgrader_config.py."""
     from grader.lms.course_init import InitError, default_course, init
     from grader.lms.course_init import update as refresh
 
     try:
         if update:
-            if course_file or course_id or exchange or variant or exercise_file:
-                raise click.UsageError("--update reads DIRECTORY's own course.yml and nbgrader_config.py: "
-                                       "edit those instead of passing --course, --course-id, --exchange or --variant")
+            if course_file or course_id or exchange or variant or solutions or exercise_file:
+                raise click.UsageError("--update reads DIRECTORY's own course.yml and nbgrader_config.py: edit those "
+                                       "instead of passing --course, --course-id, --exchange, --variant, --solutions "
+                                       "or --exercise")
             for line in refresh(directory):
                 click.echo(f"updated {line}")
             return
         config = _load_course(course_file or default_course())
         written = init(config, directory, course_id=course_id, exchange=exchange, variant=variant,
-                       exercise=exercise_file)
+                       exercise=exercise_file, solutions=solutions)
     except InitError as exc:
         raise click.ClickException(str(exc)) from None
     config = _load_course(Path(directory) / "course.yml")  # its own assignment, for an exercise of its own
     click.echo(f"wrote {len(written)} files in {directory}/ (a fresh secret salt is in its course.yml)")
+    if exchange is None:
+        click.echo(f"exchange: {directory}/exchange, inside the course folder, which only you may enter: on a shared "
+                   "server give --exchange a folder every user may write (see the README's checklist)")
+    chosen = solutions or config.solutions
+    click.echo(f"solutions: {chosen} (" + ("the notebook installs backprop-ninja-student; `backprop-ninja solution` "
+                                           "refuses for it" if chosen == "off" else
+                                           "`backprop-ninja solution` shows a reference after an attempt") + ")")
     click.echo(f"next: cd {directory} && nbgrader generate_assignment {config.assignment} && "
                f"nbgrader release_assignment {config.assignment}")
+
+
+@course.command("check")
+@click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def course_check(directory):
+    """What of the course in DIRECTORY other users of this machine could read (exit 1 if anything)."""
+    from grader.lms.course_init import exchange_of
+    from grader.lms.privacy import check
+
+    warnings, notes = check(directory, exchange_of(directory))
+    for line in notes:
+        click.echo(f"note: {line}")
+    for line in warnings:
+        click.echo(f"warning: {line}", err=True)
+    if warnings:
+        raise click.ClickException(f"{len(warnings)} thing(s) in {directory} other users may read; see the README's "
+                                   "checklist for a course on a shared server")
+    click.echo(f"{directory}: nothing in it is readable by other users")
 
 
 @main.command()

@@ -5,6 +5,8 @@ silently falling back to a default in the middle of grading a class.
 """
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -66,10 +68,17 @@ def _feedback(where: str, raw) -> Feedback:
         return Feedback()
     if not isinstance(raw, dict) or set(raw) - {"hints"}:
         raise CourseError(f"{where}: expected a mapping with the key hints")
-    hints = raw.get("hints", "named")
-    if hints not in HINTS:
-        raise CourseError(f"{where}.hints: expected one of {', '.join(HINTS)}, got {hints!r}")
-    return Feedback(hints)
+    return Feedback(_choice(f"{where}.hints", raw.get("hints", "named"), HINTS))
+
+
+def _choice(where: str, value, choices: tuple[str, ...]) -> str:
+    """One of `choices`, or an error that says what course.yml's text was read as (YAML's true, false
+    and null are not words)."""
+    if value in choices:
+        return value
+    read = {True: "the boolean true", False: "the boolean false", None: "null (nothing)"}.get(value) \
+        if value is None or isinstance(value, bool) else repr(value)
+    raise CourseError(f"{where}: expected one of {', '.join(choices)}, got {read}")
 
 
 @dataclass(frozen=True)
@@ -224,9 +233,7 @@ def parse(raw, path: Path) -> Course:
     data = raw.get("data")
     if data is not None:
         _text(f"{where}: data", data)
-    solutions = raw.get("solutions", "gated")
-    if solutions not in SOLUTIONS:
-        raise CourseError(f"{where}: solutions: expected one of {', '.join(SOLUTIONS)}, got {solutions!r}")
+    solutions = _choice(f"{where}: solutions", raw.get("solutions", "gated"), SOLUTIONS)
     configurations = raw.get("configurations", 4)
     if isinstance(configurations, bool) or not isinstance(configurations, int) or not 4 <= configurations <= 16:
         raise CourseError(f"{where}: configurations: expected a whole number from 4 to 16, got {configurations!r}")
@@ -256,6 +263,29 @@ def parse(raw, path: Path) -> Course:
     )
 
 
+def read_yaml(text: str):
+    """course.yml's text as data, with YAML 1.2's booleans: only true and false (any case). PyYAML reads
+    YAML 1.1, where off, on, yes, no, y and n are booleans too, so the README's own `solutions: off`
+    arrived as False; here those are the words they look like."""
+    import yaml
+
+    return yaml.load(text, Loader=_loader())  # noqa: S506 (a SafeLoader, with fewer booleans)
+
+
+@functools.cache
+def _loader():
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    boolean = "tag:yaml.org,2002:bool"
+    Loader.yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag != boolean]
+                                      for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    Loader.add_implicit_resolver(boolean, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+    return Loader
+
+
 def load(path: str | Path) -> Course:
     import yaml
 
@@ -267,7 +297,7 @@ def load(path: str | Path) -> Course:
     except (OSError, UnicodeDecodeError) as exc:
         raise CourseError(f"{path}: cannot read: {exc}") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = read_yaml(text)
     except yaml.YAMLError as exc:
         raise CourseError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     return parse(raw, path)

@@ -1,8 +1,8 @@
 """Submitted notebook -> the source of each answer cell, found by its nbgrader grade id.
 
 Position means nothing: students move, split, duplicate and delete cells, and add cells of their
-own, which are ignored. A missing or duplicated answer cell is reported by name and scores 0 on its
-own tensor only. The submitted file is only ever read.
+own, which are ignored. A missing answer cell, or copies of one with different code, is reported by
+name and scores 0 on its own tensor only; identical copies are one answer. The submitted file is only ever read.
 """
 from __future__ import annotations
 
@@ -220,7 +220,13 @@ def _grade_id(cell) -> str | None:
 
 
 def from_notebook(sid: str, path: Path, notebook, cells: tuple[str, ...]) -> Submission:
-    """The answer cells `cells` of a notebook already in memory (nbgrader hands its preprocessors one)."""
+    """The answer cells `cells` of a notebook already in memory.
+
+    A copied cell keeps its grade id (Jupyter copies the metadata). Copies that hold the same code (or
+    nothing but comments) are the one answer, graded once; copies with different code are ambiguous,
+    and that grade id scores 0 with a message saying so, like any other slip. nbgrader's own
+    DeduplicateIds silently keeps the last copy instead, which is why the nbgrader route reads the
+    submitted file through here too."""
     submission = Submission(sid, path)
     found: dict[str, list[str]] = {}
     for cell in notebook.get("cells", []):
@@ -230,12 +236,22 @@ def from_notebook(sid: str, path: Path, notebook, cells: tuple[str, ...]) -> Sub
             found.setdefault(grade_id, []).append("".join(source) if isinstance(source, list) else str(source))
     for grade_id in cells:
         sources = found.get(grade_id, [])
-        if len(sources) == 1:
-            submission.cells[grade_id] = sources[0]
+        distinct = {_code_of(s): s for s in sources if _code_of(s)} or {_code_of(s): s for s in sources}
+        if len(distinct) == 1:
+            submission.cells[grade_id] = next(iter(distinct.values()))
         elif not sources:
             submission.problems[grade_id] = (f"no answer cell with grade id {grade_id!r}: it was deleted, or its "
                                              "metadata was edited; restore it from the released notebook")
         else:
-            submission.problems[grade_id] = (f"{len(sources)} answer cells have grade id {grade_id!r}: keep exactly "
-                                             "one (a copied cell keeps its grade id)")
+            submission.problems[grade_id] = (f"{len(sources)} answer cells have grade id {grade_id!r}, with "
+                                             "different code: keep exactly one (a copied cell keeps its grade "
+                                             "id); which one you meant is unknown, so it scores 0")
     return submission
+
+
+def _code_of(source: str) -> str:
+    """What tells copies of an answer cell apart: its lines without trailing spaces, blank lines and
+    whole-line comments (a copy that differs only there is the same answer; one with nothing else is
+    empty)."""
+    lines = (line.rstrip() for line in source.splitlines())
+    return "\n".join(line for line in lines if line.strip() and not line.lstrip().startswith("#"))

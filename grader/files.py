@@ -1,10 +1,17 @@
-"""Writing files other people and programs read: whole or not at all, and CSV a spreadsheet opens safely.
+"""Writing files other people and programs read: whole or not at all, private to the course's staff, and
+CSV a spreadsheet opens safely.
 
 Every file the grader hands to people or other programs (results, CSVs, pages, reports, autograded
 notebooks, the Gradescope zip, course.yml with its salt) is written to a temporary name beside it and
 renamed into place: a batch killed half-way, or a full disk, leaves the old file or the new one. The
-temporary file is created with the final mode, so a file meant for its owner alone (a secret salt) is
-never readable by others, not even for a moment.
+temporary file is created with the final mode, so a file meant for the staff alone is never readable
+by others, not even for a moment.
+
+On a shared server every other user is a student, and a home folder is often readable by all (0755 on
+Debian), so what the grader writes is its owner's alone (files 0600, folders 0700) whatever the umask.
+The course's staff share by a group, as the README's checklist says: a folder that is group-owned with
+the setgid bit (chmod g+s) hands its group bits to what is written in it (files never executable), and
+nothing ever gets a bit for other users.
 """
 from __future__ import annotations
 
@@ -12,15 +19,36 @@ import csv
 import io
 import os
 import signal
+import stat
 import tempfile
 from pathlib import Path
 
 from grader import safe_text
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-# What open() would give a new file: the course staff who share a results folder can read each other's.
-SHARED = 0o666 & ~_UMASK
+
+def private_mode(folder: Path, *, directory: bool = False) -> int:
+    """The mode of a new file (or folder) in `folder`: the owner's, plus the folder's group bits where
+    the folder is setgid (a course shared with its TAs' group); never anything for other users."""
+    mode = 0o700 if directory else 0o600
+    folder_mode = os.stat(folder).st_mode
+    if folder_mode & stat.S_ISGID:
+        mode |= (folder_mode & 0o070) | stat.S_ISGID if directory else folder_mode & 0o060
+    return mode
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a folder, each missing level made with private_mode (an existing one is left as it is)."""
+    path = Path(path)
+    if not path.is_dir():
+        parent = private_dir(path.parent) if path.parent != path else path.parent
+        try:
+            path.mkdir()
+        except FileExistsError:
+            if not path.is_dir():
+                raise
+        else:
+            os.chmod(path, private_mode(parent, directory=True))
+    return path
 
 
 # Held while a file is written: Ctrl-C (or a TERM) in the middle of one would leave its temporary file
@@ -28,16 +56,17 @@ SHARED = 0o666 & ~_UMASK
 HELD = {signal.SIGINT, signal.SIGTERM}
 
 
-def atomic_write(path: Path, data: str | bytes, mode: int = SHARED) -> None:
-    """Write `data` (text as UTF-8, line endings as they are) to `path`, creating its folder."""
+def atomic_write(path: Path, data: str | bytes, mode: int | None = None) -> None:
+    """Write `data` (text as UTF-8, line endings as they are) to `path`, creating its folder; with
+    private_mode unless `mode` says otherwise."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                os.fchmod(f.fileno(), mode)  # mkstemp's 0600 would hide results from the rest of the course staff
+                os.fchmod(f.fileno(), private_mode(path.parent) if mode is None else mode)
                 f.write(data.encode("utf-8") if isinstance(data, str) else data)
             os.replace(tmp, path)
         except BaseException:

@@ -9,6 +9,8 @@ process.
 """
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 from grader import __version__
@@ -42,3 +44,31 @@ def install_cell(solutions: str) -> str:
             "missing = [package for module, package in needed.items() if importlib.util.find_spec(module) is None]\n"
             "if missing:\n"
             "    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', *missing], check=True)")
+
+
+# The notebook's line holding course.yml's public settings (the self-check reads them): one dict literal.
+SETTINGS_LINE = re.compile(r"(?m)^COURSE = (\{.*\})[ \t]*$")
+
+
+def notebook_settings(source: str) -> dict | None:
+    """The course settings a notebook cell's `COURSE = {...}` line holds; None where it holds none."""
+    found = SETTINGS_LINE.search(source)
+    if not found:
+        return None
+    try:
+        settings = ast.literal_eval(found.group(1))
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return settings if isinstance(settings, dict) else None
+
+
+def with_solutions(source: str, solutions: str) -> str:
+    """A cell's `COURSE = {...}` line saying course.yml's `solutions` (written only when `off`, so a
+    gated course's notebook stays as committed): the self-check and `backprop-ninja solution` read it."""
+    settings = notebook_settings(source)
+    if settings is None:
+        return source
+    settings.pop("solutions", None)
+    if solutions != "gated":
+        settings["solutions"] = solutions
+    return SETTINGS_LINE.sub(lambda _: f"COURSE = {settings!r}", source, count=1)

@@ -36,6 +36,9 @@ class Status(_Worded):
     BLANK = "blank", "not attempted yet"
     MISSING = "missing", "no answer cell"
     TIMEOUT = "timeout", "the cell ran past its time limit"
+    # Said by the parent alone, of a cell that ended or broke its child: {crash} is one of a closed set
+    # of texts (grader.sandbox.parent.CRASHES), never anything the child chose.
+    CRASHED = "crashed", "the cell stopped the grading process ({crash}); the other cells were graded without it"
     UNASSIGNED = "unassigned", "the cell never assigns {variable}"
     NOT_TENSOR = "not-tensor", "{variable} is a {type}, not a torch.Tensor"
     SUBCLASS = "subclass", "{variable} is a {type}, a subclass of torch.Tensor: give a plain tensor"
@@ -78,6 +81,7 @@ class Flag(_Worded):
     SYNTAX_ERROR = "syntax-error", "an answer cell could not be run: Python cannot read it (fix it and run it)", False
     TIMEOUT = "timeout", "a cell ran past its time limit", False
     MEMORY = "memory", "a cell ran into the sandbox's memory limit", False
+    CRASHED = "crashed", "a cell stopped the grading process (it was skipped, the rest graded)", False
     SANDBOX = "sandbox", "the grading process stopped", False
     GRADER_ERROR = ("grader-error",
                     "the grader itself failed on a test (not your fault: your instructor will look at it)", False)

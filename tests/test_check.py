@@ -243,6 +243,14 @@ def test_exercise4s_check_points_to_its_own_grade_ids(nb64, run):
     assert line.endswith(" — stuck? " + POINTER.format("ex4_dC")), line
 
 
+def test_a_graded_courses_check_points_nowhere(nb64, run):
+    """The full package may be installed where a graded course's students work (a hub image shared with
+    the graders): the notebook's course settings saying `solutions: off` are enough to point nowhere."""
+    check = SelfCheck(n=SIZES.n, namespace=nb64.check.namespace, course={"solutions": "off"})
+    line = run(check, "dhpreact", -nb64.a["dhpreact"], nb64.t["hpreact"])
+    assert "WRONG" in line and "backprop-ninja solution" not in line and "stuck?" not in line, line
+
+
 def test_a_name_of_the_students_own_gets_no_pointer(nb64, run):
     line = run(nb64.check, "dmine", -nb64.a["dh"], nb64.t["h"])
     assert "WRONG" in line and "backprop-ninja solution" not in line, line

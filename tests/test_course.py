@@ -184,3 +184,54 @@ def test_a_file_that_is_not_text(tmp_path):
     with pytest.raises(CourseError) as info:
         load(path)
     assert str(path.resolve()) in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML's words: PyYAML reads YAML 1.1, where off, on, yes and no are booleans
+
+
+@pytest.mark.parametrize("word", ["off", "gated", '"off"', "'off'"])
+def test_solutions_off_is_read_as_the_word_it_is(tmp_path, word):
+    text = yaml.safe_dump(VALID, sort_keys=False) + f"solutions: {word}\n"
+    assert load(write(tmp_path, text)).solutions == word.strip("'\"")
+
+
+@pytest.mark.parametrize("text, read", [("true", "the boolean true"), ("false", "the boolean false"),
+                                        ("", "null (nothing)"), ("on", "'on'"), ("yes", "'yes'")])
+def test_a_word_that_is_no_choice_says_what_it_was_read_as(tmp_path, text, read):
+    path = write(tmp_path, yaml.safe_dump(VALID, sort_keys=False) + f"solutions: {text}\n")
+    with pytest.raises(CourseError) as info:
+        load(path)
+    assert f"solutions: expected one of gated, off, got {read}" in str(info.value)
+
+
+def test_only_true_and_false_are_booleans_elsewhere_too(tmp_path):
+    text = yaml.safe_dump(VALID, sort_keys=False) + "feedback: {hints: none}\nexercise4: {trajectory_steps: 20}\n"
+    course = load(write(tmp_path, text))
+    assert course.feedback.hints == "none" and course.exercise4.trajectory_steps == 20
+    bad = write(tmp_path, yaml.safe_dump(changed(_set("points", "dC", value=True)), sort_keys=False))
+    with pytest.raises(CourseError, match="points.dC: expected a number, got True"):
+        load(bad)
+
+
+@pytest.mark.parametrize("solutions", ["off", "gated"])
+def test_course_init_solutions_sets_course_yml_and_the_notebooks_settings(tmp_path, solutions):
+    import nbformat
+    from click.testing import CliRunner
+
+    from grader import material
+    from grader.cli import main
+
+    target = tmp_path / "course"
+    done = CliRunner().invoke(main, ["course", "init", str(target), "--course", str(COURSE_FILE),
+                                     "--solutions", solutions])
+    assert done.exit_code == 0, done.output
+    assert f"solutions: {solutions} (" in done.output
+    course = load(target / "course.yml")
+    assert course.solutions == solutions
+    assert (target / "course.yml").read_text(encoding="utf-8").count("\nsolutions:") == 1
+    nb = nbformat.read(target / "source" / course.assignment / course.notebook, as_version=4)
+    settings = [s for s in (material.notebook_settings(c.source) for c in nb.cells if c.cell_type == "code") if s]
+    assert len(settings) == 1 and settings[0].get("solutions", "gated") == solutions
+    assert material.STUDENT_PACKAGE[solutions] in nb.cells[0].source + "".join(c.source for c in nb.cells[:3])
+    assert "--exchange" in done.output  # the default exchange sits in the private course folder: it says so

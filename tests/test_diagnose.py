@@ -288,3 +288,101 @@ def test_what_a_function_may_read_comes_from_its_declared_arguments(error_type, 
     outcome = SimpleNamespace(status="error", detail={"error_type": error_type, "error": error, "line": 2})
     failure = outcome_text(outcome, tiny().by_grade_id["fit_dW"], exercise=tiny())
     assert failure.feedback == f"{error_type} on line 2: {error} ({hint})"
+
+
+# --- what of a hidden configuration feedback may show ----------------------------------------------
+
+TOL = SimpleNamespace(rtol=RTOL, atol=ATOL)
+
+
+def _judged(on_hidden, on_probe=None, grade_id: str = "dz", public: bool = False):
+    """The judgement of outcomes `on_hidden(case)` on the tiny exercise's hidden configurations and
+    `on_probe(case)` (else the right answer) on its lecture-sized one, with the digits of every hidden
+    configuration's sizes that no public one has."""
+    exercise = tiny()
+    cases = tiny_cases(exercise)
+    answer = exercise.by_grade_id[grade_id]
+    right = lambda c: SimpleNamespace(status="tensor", tensor=c.truth["d" + answer.source], detail={})  # noqa: E731
+    outcomes = {c.config.name: (on_hidden if c.config.scored else on_probe or right)(c) for c in cases}
+    return judge(outcomes, cases, answer, CHAIN, TOL, public=public)
+
+
+def _error(error_type: str, error: str, line: int = 1):
+    return lambda c: SimpleNamespace(status="error", detail={"error_type": error_type, "error": error, "line": line})
+
+
+def test_an_error_on_hidden_configurations_alone_shows_its_builtin_type_and_no_message():
+    failure = _judged(_error("KeyError", "'n9v5h4'", line=3))
+    assert failure.feedback.startswith("KeyError on a hidden configuration (its message is not shown"), failure.feedback
+    assert "n9v5" not in failure.feedback and "line" not in failure.feedback
+
+
+def test_an_exception_class_the_cell_named_is_not_shown():
+    failure = _judged(_error("E9x5", "boom"))
+    assert failure.feedback.startswith("an exception of the cell's own class on a hidden configuration")
+    assert "E9" not in failure.feedback and "boom" not in failure.feedback
+
+
+def test_an_error_the_lecture_sized_run_raises_too_is_shown_from_there():
+    def raised(c):
+        return _error("IndexError", f"index {c.values['X'].shape[0] * 1000 + 7} is out of bounds", line=2)(c)
+
+    failure = _judged(raised, raised)
+    assert failure.feedback.startswith(
+        "IndexError on line 2, on the lecture-sized configuration: index 8007 is out of bounds"), failure.feedback
+    assert "9007" not in failure.feedback and "11007" not in failure.feedback
+
+
+def test_the_self_check_s_public_batches_show_their_own_details():
+    failure = _judged(_error("KeyError", "'n9v5h4'", line=3), public=True)
+    assert failure.feedback.startswith("KeyError on line 3: 'n9v5h4'"), failure.feedback
+
+
+@pytest.mark.parametrize("status, detail", [
+    ("not-tensor", {"type": "V9x5"}), ("subclass", {"type": "T9"}),
+    ("unsendable", {"error": "9007 elements, where the gradient has 72"}),
+    ("forbidden-call", {"evidence": ["os.listdir('/n9v5')"]}), ("autograd", {"evidence": ["n9v5"]}),
+    ("n9v5", {})])
+def test_what_a_cell_chose_beside_a_tensor_is_not_shown_from_a_hidden_configuration(status, detail):
+    failure = _judged(lambda c: SimpleNamespace(status=status, detail=detail))
+    assert "9" not in failure.feedback, failure.feedback
+    assert "hidden configuration" in failure.feedback, failure.feedback
+
+
+def test_wrong_values_on_hidden_configurations_alone_show_no_difference_count_or_position():
+    def slipped(c):
+        wrong = c.truth["dz"].clone()
+        wrong[0] += c.values["X"].shape[0] + 0.5
+        return SimpleNamespace(status="tensor", tensor=wrong, detail={})
+
+    failure = _judged(slipped)
+    assert failure.feedback.startswith("dz: wrong values on a hidden configuration; right for the lecture's sizes"), \
+        failure.feedback
+    assert not any(x in failure.feedback for x in ("9.5", "11.5", "rows", " of ")), failure.feedback
+
+
+def test_wrong_values_on_every_configuration_show_the_lecture_sized_one():
+    def slipped(c):
+        wrong = c.truth["dz"].clone()
+        wrong[0] += c.values["X"].shape[0] + 0.5
+        return SimpleNamespace(status="tensor", tensor=wrong, detail={})
+
+    failure = _judged(slipped, slipped)
+    assert failure.feedback.startswith("dz: wrong values (max abs diff 8.5), on the lecture-sized configuration; "
+                                       "wrong only in rows 0 (1 of 8)"), failure.feedback
+
+
+def test_a_wrong_shape_on_hidden_configurations_alone_shows_no_shape():
+    failure = _judged(lambda c: SimpleNamespace(status="tensor", detail={},
+                                                tensor=torch.zeros(c.values["X"].shape[0] * 1000 + 7)))
+    feedback = failure.feedback
+    assert feedback.startswith("dz: its shape is not the gradient's on a hidden configuration"), feedback
+    assert not any(d in feedback.split("right for the lecture")[0] for d in "0123456789"), feedback
+
+
+def test_a_constant_factor_seen_on_hidden_configurations_alone_is_named_without_its_value():
+    failure = _judged(lambda c: SimpleNamespace(status="tensor", tensor=c.truth["dz"] * 9007.5, detail={}),
+                      lambda c: SimpleNamespace(status="error", detail={"error_type": "ValueError", "error": "",
+                                                                       "line": 1}))
+    assert "a constant multiple of the right value on every configuration" in failure.feedback, failure.feedback
+    assert "9007" not in failure.feedback and "9.008e+03" not in failure.feedback

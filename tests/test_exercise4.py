@@ -52,9 +52,10 @@ def test_a_wrong_parameter_loses_its_credit_and_the_training_names_the_step(resu
     lost = {g for g in GRADE_IDS if tests[g].score < tests[g].max_score}
     assert lost == {own, EX4_TRAINING}, {g: tests[g].output for g in lost}
     assert tests[own].score == 0
+    # On a hidden configuration: the verdict alone, no loss and no step the student's code parted at.
     training = tests[EX4_TRAINING].output
-    step = re.search(r"diverges from autograd at step (\d+) of", training)
-    assert step and int(step.group(1)) >= 2, training  # step 1's loss comes before any update
+    assert training.startswith("training diverges from autograd"), training
+    assert not re.search(r"\d\.\d|step \d", training), training
 
 
 def test_feedback_names_the_mistake_inside_manual_backward(results):

@@ -97,6 +97,25 @@ def test_a_duplicated_answer_cell_is_a_problem_naming_it_and_the_count(tmp_path,
     assert s.cells == {g: src for g, src in REFERENCE.items() if g != "dW1"}
 
 
+@pytest.mark.parametrize("copy", ["dW1 = embcat.T @ dhprebn\n", "# my copy\ndW1 = embcat.T @ dhprebn   \n\n",
+                                  "", "# emptied, but for a comment\n"])
+def test_a_copy_with_the_same_code_or_none_is_the_one_answer_graded_once(tmp_path, copy):
+    """Jupyter's copy and paste keeps the grade id: a copy that runs the same code (comments, blank lines
+    and trailing spaces aside), or nothing at all, leaves one answer, which is graded."""
+    answer = "dW1 = embcat.T @ dhprebn\n"
+    nb = submission(replace={"dW1": answer}, extra=[answer_cell("dW1", copy, cell_id="copy-1")])
+    s = read(write(tmp_path / "nb.ipynb", nb))
+    assert s.problems == {}
+    assert s.cells["dW1"].strip().endswith("dW1 = embcat.T @ dhprebn")
+
+
+def test_copies_left_blank_everywhere_are_one_blank_answer(tmp_path):
+    nb = submission(replace={"dW1": "dW1 = None  # TODO\n"},
+                    extra=[answer_cell("dW1", "dW1 = None  # TODO\n", cell_id="copy-1")])
+    s = read(write(tmp_path / "nb.ipynb", nb))
+    assert s.problems == {} and s.cells["dW1"] == "dW1 = None  # TODO\n"
+
+
 def test_source_given_as_a_list_of_lines_is_joined(tmp_path):
     lines = ["dlogprobs = torch.zeros_like(logprobs)\n", "dlogprobs[range(n), Yb] = -1.0 / n\n", "# done"]
     nb = json.loads(nbformat.writes(submission()))

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import shutil
 import zipfile
@@ -158,12 +157,7 @@ ZIP_MEMBER = f"{ASSIGNMENT} submissions/{ZIP_STUDENT}_{NOTEBOOK}.ipynb"  # as an
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Course:
-    c = Course(tmp_path_factory.mktemp("nbgrader"), COURSE.course_id, ASSIGNMENT)
-    c.run(["backprop-ninja", "course", "init", str(c.dir), "--course", str(COURSE_FILE)], ROOT, must=True)
-    c.nbgrader("generate_assignment", ASSIGNMENT, must=True)
-    c.exchange.mkdir()
-    os.chmod(c.exchange, 0o777)
-    c.nbgrader("release_assignment", ASSIGNMENT, *c.exchange_args(), must=True)
+    c = Course(tmp_path_factory.mktemp("nbgrader"), COURSE.course_id, ASSIGNMENT).released_course(COURSE_FILE, ROOT)
 
     c.for_each(EXCHANGE_STUDENTS, lambda s: c.student(s, "fetch_assignment", must=True))
     c.as_fetched = {s: c.fetched(s).read_bytes() for s in EXCHANGE_STUDENTS}
@@ -199,14 +193,7 @@ def course(tmp_path_factory) -> Course:
 def fast(course) -> Course:
     """A second course with the first one's course.yml (same secret salt), grading the same `submitted/`
     in one `backprop-ninja grade --gradebook` instead of nbgrader's collect-and-autograde."""
-    f = Course(course.tmp, COURSE.course_id, ASSIGNMENT, name="fast-course")
-    f.run(["backprop-ninja", "course", "init", str(f.dir), "--course", str(COURSE_FILE)], ROOT, must=True)
-    shutil.copy(course.dir / "course.yml", f.dir / "course.yml")
-    f.nbgrader("generate_assignment", ASSIGNMENT, must=True)
-    shutil.copytree(course.dir / "submitted", f.dir / "submitted")
-    f.grade = f.run(["backprop-ninja", "grade", "submitted", "--out", "fast", "--course", "course.yml",
-                     "--gradebook", "gradebook.db"], f.dir)
-    return f
+    return course.fast_route(COURSE_FILE, ROOT)
 
 
 def read_gradebook(course_dir: Path) -> dict[str, dict]:

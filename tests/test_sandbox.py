@@ -58,8 +58,9 @@ def right(attempt, case, grade_id: str, check: str) -> bool:
     return comparison.passed
 
 
-def logged_run(cells, cases, **limits):
-    """sandbox.run, with every message between parent and child logged in order, and the child's pid."""
+def logged_run(cells, cases, *, children: int = 1, **limits):
+    """sandbox.run, with every message between parent and children logged in order, and the pid of each of
+    the `children` it started (one unless a cell stopped a child)."""
     log, pids = [], []
     send, receive, init = sandbox.Child.send, sandbox.Child.receive, sandbox.Child.__init__
 
@@ -81,8 +82,8 @@ def logged_run(cells, cases, **limits):
         mp.setattr(sandbox.Child, "send", logged_send)
         mp.setattr(sandbox.Child, "receive", logged_receive)
         attempt = sandbox.run(cells, cases, sandbox.Limits(**limits))
-    assert len(pids) == 1
-    return attempt, log, pids[0]
+    assert len(pids) == children, pids
+    return attempt, log, pids[0] if children == 1 else pids
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,30 +334,43 @@ def only_reported(attempt, cell_id: str, case) -> bool:
     return {k: o.status for k, o in attempt.outcomes.items()} == {(cell_id, LOCAL, case.config.name): "forbidden-call"}
 
 
+def stopped_alone(attempt, cell_id: str, case, status: str, **detail) -> None:
+    """The cell that stopped its child is recorded as `status` (under the audit hook's flag, where it
+    imported something) on each of its runs, and every other answer is right: those of the exchange the
+    child ended, run again in a fresh child, and every later one, on its true upstream gradients."""
+    assert attempt.error is None, attempt.error
+    assert set(attempt.outcomes) == expected_keys([case])
+    for (grade_id, check, _), outcome in attempt.outcomes.items():
+        if grade_id == cell_id:
+            outcome = outcome.answered or outcome
+            assert outcome.status == status and outcome.detail == detail, (check, outcome.status, outcome.detail)
+        else:
+            assert right(attempt, case, grade_id, check), (grade_id, check, outcome.status, outcome.detail)
+
+
 @pytest.mark.parametrize("code", [0, 3])
-def test_os_exit_ends_the_child_and_is_blamed_on_the_notebook(cases, code):
-    """A case's LOCAL pass is one exchange: a cell that ends the child there ends the exchange, so no
-    answer of that pass is kept (none would score: the CHAIN pass never runs). The exit status is the
-    cell's own, through the PID namespace's parent too."""
+def test_os_exit_costs_that_cell_alone(cases, code):
+    """A case's LOCAL pass is one exchange: the cell that ends the child there ends the exchange. Its
+    cells run again one by one in fresh children, that one ends a child again and is skipped from then
+    on, and the rest of the submission is graded. The feedback says the process ended, never with the
+    exit status the cell chose (a number that could spell a hidden size)."""
     case = cases[0]
-    cell_id = "dbnvar"
-    attempt, _, pid = logged_run({**REFERENCE, "dbnvar": f"import os\nos._exit({code})\n"}, [case],
-                                 timeout=60, cell_timeout=10)
-    assert attempt.error == f"the notebook's code ended the grading process (exit status {code})", attempt.error
-    assert only_reported(attempt, cell_id, case)
-    assert_no_process_left(pid)
+    attempt, _, pids = logged_run({**REFERENCE, "dbnvar": f"import os\nos._exit({code})\n"}, [case],
+                                  children=3, timeout=60, cell_timeout=10)
+    stopped_alone(attempt, "dbnvar", case, "crashed", crash=sandbox.CRASHES["exit"])
+    for pid in pids:
+        assert_no_process_left(pid)
 
 
-def test_closing_the_protocol_and_exiting_is_blamed_on_the_notebook(cases):
+def test_closing_the_protocol_and_exiting_costs_that_cell_alone(cases):
     """The child closes its pipes and exits a moment later: the parent sees end-of-file while the
-    child is still alive. That too is the notebook's code ending the grading process, not a failure of
-    the grader."""
+    child is still alive. That too is the cell's doing, not a failure of the grader."""
     case = cases[0]
     cell, cell_id = "import os, time\nos.closerange(3, 1024)\ntime.sleep(0.3)\nos._exit(0)\n", "dcounts"
-    attempt, _, pid = logged_run({**REFERENCE, "dcounts": cell}, [case], timeout=60, cell_timeout=10)
-    assert attempt.error is not None and "ended the grading process" in attempt.error, attempt.error
-    assert only_reported(attempt, cell_id, case)
-    assert_no_process_left(pid)
+    attempt, _, pids = logged_run({**REFERENCE, "dcounts": cell}, [case], children=3, timeout=60, cell_timeout=10)
+    stopped_alone(attempt, cell_id, case, "crashed", crash=sandbox.CRASHES["exit"])
+    for pid in pids:
+        assert_no_process_left(pid)
 
 
 @pytest.fixture
@@ -408,17 +422,19 @@ TIMER_DEFEATS = {
 def test_a_cell_that_defeats_its_timer_is_stopped_one_limit_after_it_started(cases, defeat):
     """The cell runs late in a case's LOCAL exchange, which holds some twenty cells: the parent stops it
     one cell's limit and the grace after it started, not after the limits of every cell of the exchange
-    (25 s here), and the audit hook's report of its import still arrives."""
+    (25 s here), and the audit hook's report of its import still arrives. It alone scores 0."""
     case = cases[0]
     cell_timeout = 1
     started = time.monotonic()
-    attempt, log, pid = logged_run({**REFERENCE, "dbnvar": TIMER_DEFEATS[defeat]}, [case], timeout=60,
-                                   cell_timeout=cell_timeout)
+    attempt, log, pids = logged_run({**REFERENCE, "dbnvar": TIMER_DEFEATS[defeat]}, [case], children=3,
+                                    timeout=60, cell_timeout=cell_timeout)
     elapsed = time.monotonic() - started
-    assert attempt.error is not None and "would not stop" in attempt.error, attempt.error
-    assert elapsed < cell_timeout + sandbox.GRACE_SECONDS + 4, elapsed
-    assert only_reported(attempt, "dbnvar", case)
-    assert_no_process_left(pid)
+    stopped_alone(attempt, "dbnvar", case, "timeout", seconds=cell_timeout)
+    # Stopped in the exchange of the whole LOCAL pass, and once more when its cells ran one by one to
+    # find the one that would not stop; never again.
+    assert elapsed < 2 * (cell_timeout + sandbox.GRACE_SECONDS) + 4, elapsed
+    for pid in pids:
+        assert_no_process_left(pid)
 
 
 @pytest.mark.slow
@@ -476,3 +492,24 @@ def test_an_answer_the_wire_cannot_carry_spoils_only_itself(cases):
     assert [attempt.outcomes[("dcounts", check, name)].status for check in (LOCAL, CHAIN)] == ["unsendable"] * 2
     assert right(attempt, case, "dprobs", LOCAL) and right(attempt, case, "dnorm_logits", LOCAL)
     assert right(attempt, case, "dC", CHAIN)
+
+
+def test_a_fork_server_that_dies_under_a_child_costs_no_cell(cases, monkeypatch):
+    """When the fork server is gone, how the child ended is unknown: that is the environment's fault, so
+    the exchange runs again in a fresh child (the server restarts) and no cell is blamed for it; a server
+    that dies again under the same exchange stops the batch."""
+    case = cases[0]
+    ended, calls = sandbox.Child.ended, []
+
+    def server_gone_once(self, exc):
+        calls.append(exc)
+        return "server" if len(calls) == 1 else ended(self, exc)
+
+    monkeypatch.setattr(sandbox.Child, "ended", server_gone_once)
+    attempt = sandbox.run({**REFERENCE, "dbnvar": "import os\nos._exit(0)\n"}, [case],
+                          sandbox.Limits(timeout=60, cell_timeout=10))
+    stopped_alone(attempt, "dbnvar", case, "crashed", crash=sandbox.CRASHES["exit"])
+    monkeypatch.setattr(sandbox.Child, "ended", lambda self, exc: "server")
+    with pytest.raises(sandbox.SandboxUnavailable, match="fork server died twice"):
+        sandbox.run({**REFERENCE, "dbnvar": "import os\nos._exit(0)\n"}, [case],
+                    sandbox.Limits(timeout=60, cell_timeout=10))

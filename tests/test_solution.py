@@ -20,7 +20,7 @@ from grader.exercises.makemore_mlp.answers import ANSWERS, BY_GRADE_ID, EX4_CELL
 from grader.exercises.makemore_mlp.model import PARAMETERS, Sizes, forward
 from grader.student import solution
 from helpers.notebooks import submission, write
-from helpers.paths import ROOT, SOLVED, STUB
+from helpers.paths import COURSE_FILE, ROOT, SOLVED, STUB
 from solutions import make_notebooks, reference
 
 EXERCISE = load("makemore-mlp")
@@ -291,3 +291,47 @@ def test_color_only_on_a_terminal(tmp_path):
     colored = run("dbnvar", "--force", color=True)
     assert "\x1b[" in colored.output
     assert click.unstyle(colored.output) == plain.output
+
+
+# ---------------------------------------------------------------------------------------------
+# A graded course (course.yml `solutions: off`): no reference, even where the full package is installed
+
+
+def graded_notebook(path, answers=None):
+    """The released notebook of a course whose course.yml says `solutions: off`, as course init writes it."""
+    nb = submission(replace=answers or {"dprobs": WRONG_DPROBS})
+    nb.cells.insert(0, nbformat.v4.new_code_cell(material.with_solutions(
+        "COURSE = {'tolerance': [1e-05, 1e-08], 'hints': 'named'}\n", "off")))
+    return write(path, nb)
+
+
+def test_a_graded_courses_notebook_opens_no_reference_even_forced(tmp_path):
+    nb = graded_notebook(tmp_path / "backprop_ninja.ipynb")
+    for args in (("dprobs", "--notebook", nb), ("dprobs", "--notebook", nb, "--force")):
+        result = run(*args)
+        line = one_line_error(result, "solutions: off", str(nb))
+        assert "1.0 / probs" not in result.output and "(1.0 / probs)" not in line
+
+
+def test_force_without_a_notebook_is_refused_beside_a_graded_courses_notebook(tmp_path, monkeypatch):
+    """nbgrader's fetch puts the notebook in a folder of the student's home: --force alone, from the home."""
+    (tmp_path / "backprop_ninja").mkdir()
+    graded_notebook(tmp_path / "backprop_ninja" / "backprop_ninja.ipynb")
+    monkeypatch.chdir(tmp_path)
+    result = run("dcounts", "--force")
+    one_line_error(result, "solutions: off", "backprop_ninja.ipynb")
+
+
+def test_a_graded_courses_course_yml_opens_no_reference(tmp_path, monkeypatch):
+    course = tmp_path / "course.yml"
+    course.write_text(COURSE_FILE.read_text(encoding="utf-8") + "solutions: off\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    one_line_error(run("dcounts", "--force"), "solutions: off", str(course.resolve()))
+
+
+def test_a_gated_courses_notebook_still_opens_it(tmp_path, monkeypatch):
+    (tmp_path / "backprop_ninja").mkdir()
+    write(tmp_path / "backprop_ninja" / "backprop_ninja.ipynb", submission())
+    monkeypatch.chdir(tmp_path)
+    result = run("dcounts", "--force")
+    assert result.exit_code == 0 and in_order(reference_lines("dcounts"), result.output), result.output

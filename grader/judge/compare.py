@@ -7,10 +7,10 @@ shape, finite, and close with both rtol and atol.
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import itertools
 import math
-import re
 from dataclasses import dataclass, field
 
 import torch
@@ -30,6 +30,9 @@ class Comparison:
     message: str
     maxdiff: float | None = None
     hints: tuple[str, ...] = field(default_factory=tuple)
+    # What failed ("type", "dtype", "layout", "shape", "finite", "values"): two comparisons that fail
+    # in one aspect get the same feedback, whichever configuration showed it (see `_shown`).
+    aspect: str = ""
 
     @property
     def passed(self) -> bool:
@@ -45,12 +48,14 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
     if type(answer) is not torch.Tensor:
         if isinstance(answer, torch.Tensor):
             return Comparison(Match.WRONG,
-                              f"is a {type(answer).__name__}, a subclass of torch.Tensor: give a plain tensor")
-        return Comparison(Match.WRONG, f"is a {type(answer).__name__}, not a torch.Tensor")
+                              f"is a {type(answer).__name__}, a subclass of torch.Tensor: give a plain tensor",
+                              aspect="type")
+        return Comparison(Match.WRONG, f"is a {type(answer).__name__}, not a torch.Tensor", aspect="type")
     if not answer.dtype.is_floating_point:
-        return Comparison(Match.WRONG, f"has dtype {answer.dtype}: a gradient is a floating-point tensor")
+        return Comparison(Match.WRONG, f"has dtype {answer.dtype}: a gradient is a floating-point tensor",
+                          aspect="dtype")
     if answer.is_sparse or answer.layout != torch.strided:
-        return Comparison(Match.WRONG, "is not a dense tensor")
+        return Comparison(Match.WRONG, "is not a dense tensor", aspect="layout")
     got = answer.detach().to(torch.float64)
     want = expected.detach().to(torch.float64)
     if got.shape != want.shape:
@@ -59,8 +64,9 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
         if got.numel() == want.numel() and [s for s in got.shape if s != 1] == [s for s in want.shape if s != 1]:
             if torch.isfinite(got).all() and torch.allclose(got.reshape(want.shape), want, rtol=rtol, atol=atol):
                 return Comparison(Match.SQUEEZABLE,
-                                  message + ": right values, but a size-1 dimension is missing or extra", hints=hints)
-        return Comparison(Match.WRONG, message, hints=hints)
+                                  message + ": right values, but a size-1 dimension is missing or extra", hints=hints,
+                                  aspect="shape")
+        return Comparison(Match.WRONG, message, hints=hints, aspect="shape")
     # The right answers first, in as few tensor operations as possible: a class is hundreds of
     # thousands of comparisons. An answer equal or close to a finite expectation is finite.
     if torch.equal(got, want):
@@ -70,20 +76,39 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
     if not torch.isfinite(got).all():
         bad = (~torch.isfinite(got)).sum().item()
         kinds = "NaN" if torch.isnan(got).any() else "inf"
-        return Comparison(Match.WRONG, f"contains {kinds} ({bad} of {got.numel()} entries are not finite)")
+        return Comparison(Match.WRONG, f"contains {kinds} ({bad} of {got.numel()} entries are not finite)",
+                          aspect="finite")
     maxdiff = (got - want).abs().max().item() if got.numel() else 0.0
     hints = tuple(diagnose(got, want, rtol=rtol, atol=atol))
-    return Comparison(Match.WRONG, f"wrong values (max abs diff {maxdiff:.3g})", maxdiff, hints)
+    return Comparison(Match.WRONG, f"wrong values (max abs diff {maxdiff:.3g})", maxdiff, hints, "values")
 
 
 # --- one answer on every configuration: the judgement the grader and the self-check share -----------
 
 STATUS_TEXT = {status: status.text for status in Status if status.text}
 
+# An exception's type is shown from a hidden configuration only when it is one of Python's own: the
+# cell names its own classes (`type(f"E{n}", (Exception,), {})` names one after a hidden size).
+ERROR_TYPES = frozenset(name for name, value in vars(builtins).items()
+                        if isinstance(value, type) and issubclass(value, BaseException))
+ON_HIDDEN = "on a hidden configuration"
+ON_PUBLIC = "on the lecture-sized configuration"
+# What is said of a failure seen on hidden configurations only, in place of what the student's code
+# would put in its text there (its error's message, its type's name, what the audit hook saw).
+HIDDEN_STATUS_TEXT = {
+    Status.NOT_TENSOR: "{variable} is not a torch.Tensor " + ON_HIDDEN,
+    Status.SUBCLASS: "{variable} is a subclass of torch.Tensor " + ON_HIDDEN + ": give a plain tensor",
+    Status.UNSENDABLE: "{variable} could not be read back " + ON_HIDDEN + " (far too large, or not a plain tensor)",
+    Status.AUTOGRAD: "autograd was used at run time, which an answer must not do (seen " + ON_HIDDEN + ")",
+    Status.FORBIDDEN_CALL: "the cell did what no answer needs and the grader forbids (seen " + ON_HIDDEN + ")",
+    Status.BAD_STEP: "at a training step, {function} gave no tensor of the right shape for every parameter",
+}
+
 
 @functools.lru_cache(maxsize=64)
 def hidden_sizes(configs: tuple) -> frozenset[int]:
-    """Every size of these configurations and every product of them (a `view` error prints n*B*E)."""
+    """Every size of these configurations and every product of them. Kept for the hidden suites of
+    grader 0.1, which pass it to `outcome_text` to say that an outcome comes from a hidden configuration."""
     found = set()
     for config in configs:
         dims = tuple(config.sizes.values())
@@ -92,29 +117,25 @@ def hidden_sizes(configs: tuple) -> frozenset[int]:
     return frozenset(found)
 
 
-def masked(text, hidden: frozenset[int]):
-    """`text` with every number that is a hidden size (or a product of them) replaced by "…"."""
-    if not isinstance(text, str) or not hidden:
-        return text
-    return re.sub(r"\b\d+\b", lambda m: "…" if int(m.group()) in hidden else m.group(), text)
+def _signature(outcome) -> tuple:
+    """What kind of failure an outcome that is not a tensor is: an error of one type on one line, or
+    its status. Two outcomes of one kind get the same feedback, whichever configuration gave it."""
+    if outcome.status == "error":
+        return outcome.status, outcome.detail.get("error_type"), outcome.detail.get("line")
+    return (outcome.status,)
 
 
-def _public(outcome, case, cases, outcomes) -> tuple[dict, frozenset]:
-    """What of a failed run's detail a student may see, and the sizes still to mask in it: on a hidden
-    configuration, the error of the public lecture-sized run when that run raised the same error (same
-    type, same line), else the sizes of every hidden configuration masked."""
+def _public_outcome(outcome, case, cases, outcomes):
+    """The outcome whose detail a student may see for `outcome` on `case`: itself on a public
+    configuration; on a hidden one, the public lecture-sized run's when it failed the same way; else None
+    (only a fixed description of the kind of failure may be shown). The lecture-sized run is made before
+    the child holds anything of a hidden configuration (see grader.sandbox.parent.run), so nothing
+    in its text can come from one."""
     if not case.config.scored:
-        return outcome.detail, frozenset()
+        return outcome
     probe = next((c for c in cases if not c.config.scored), None)
     public = None if probe is None else outcomes.get(probe.config.name)
-
-    def where(o):
-        return o.detail.get("error_type"), o.detail.get("line")
-
-    if (outcome.status == "error" and public is not None and public.status == "error"
-            and where(public) == where(outcome)):
-        return {**outcome.detail, "error": public.detail["error"]}, frozenset()
-    return outcome.detail, hidden_sizes(tuple(c.config for c in cases if c.config.scored))
+    return public if public is not None and _signature(public) == _signature(outcome) else None
 
 
 def _and(words, last: str = "and") -> str:
@@ -154,24 +175,35 @@ class Failure:
 
 
 def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", *, exercise: Exercise | None = None,
-                 shown: dict | None = None, hidden: frozenset[int] = frozenset()) -> Failure:
+                 public: bool = True, hidden: frozenset[int] = frozenset(), probe: bool = False) -> Failure:
     """The failure of an outcome that is not a tensor. `catalogue(error=...)` may name the mistake that
-    raises this very error. `shown`: the detail the student may see (see _public), with the sizes in
-    `hidden` masked. `exercise`: the answer's; the hidden suites of grader 0.1 give none, and graded
-    the default one."""
+    raises this very error. `public`: the outcome comes from a configuration whose every value a student
+    may see; otherwise (and whenever `hidden`, grader 0.1's way of saying so, is given) nothing its code
+    wrote is shown, only the kind of failure in fixed words. `probe`: the outcome is the lecture-sized
+    configuration's, shown for a hidden one's. `exercise`: the answer's; the hidden
+    suites of grader 0.1 give none, and graded the default one."""
     exercise = exercise or load()
-    shown = {k: masked(v, hidden) for k, v in (outcome.detail if shown is None else shown).items()}
+    public = public and not hidden
+    function = exercise.function_of(answer)
+    fields = {"variable": answer.variable, "status": outcome.status,
+              "function": function.name if function else "the function"}
     if outcome.status == "error":
-        where = f" on line {outcome.detail['line']}" if outcome.detail.get("line") else ""
-        text = f"{outcome.detail['error_type']}{where}: {shown['error']}"
-        named = catalogue(error=(outcome.detail["error_type"], outcome.detail["error"])) if catalogue else None
+        error_type = outcome.detail["error_type"]
+        if public:
+            where = f" on line {outcome.detail['line']}" if outcome.detail.get("line") else ""
+            where += f", {ON_PUBLIC}" if probe else ""
+            text = f"{error_type}{where}: {outcome.detail['error']}"
+        else:
+            shown_type = error_type if error_type in ERROR_TYPES else "an exception of the cell's own class"
+            text = f"{shown_type} {ON_HIDDEN} (its message is not shown, since it would show that configuration)"
+        named = catalogue(error=(error_type, outcome.detail["error"])) if catalogue else None
         mistake = named or ""
-        reads = _function_hint(exercise, answer, outcome.detail["error_type"]) if answer.kind == FUNCTION else None
+        reads = _function_hint(exercise, answer, error_type) if answer.kind == FUNCTION else None
         if named and hints != "none":
             text += f"; {named}"
         elif reads:
             text += f" ({reads})"
-        elif outcome.detail["error_type"] == "NameError":
+        elif error_type == "NameError":
             text += f" (uses a variable the answer cells do not have: {_allowed(exercise)})"
         elif "cannot be multiplied" in outcome.detail["error"]:
             mistake = "the shapes of a matrix product do not fit (a transpose is probably missing or misplaced)"
@@ -182,11 +214,14 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
             return Failure("memory", text + "; the cell ran into the sandbox's memory limit (no gradient here "
                                             "needs more than a few megabytes)", mistake)
         return Failure("error", text, mistake)
+    if not public:
+        if outcome.status not in STATUS_TEXT:  # a status no child of ours sends: its word is the cell's
+            return Failure(Status.BROKEN, f"unexpected result {ON_HIDDEN}")
+        template = HIDDEN_STATUS_TEXT.get(outcome.status, STATUS_TEXT[outcome.status])
+        return Failure(outcome.status, template.format(**fields))
     template = STATUS_TEXT.get(outcome.status, "unexpected result ({status})")
-    detail = {k: "; ".join(masked(x, hidden) for x in v) if isinstance(v, list) else v for k, v in shown.items()}
-    function = exercise.function_of(answer)
-    return Failure(outcome.status, template.format(variable=answer.variable, status=outcome.status,
-                                                   function=function.name if function else "the function", **detail))
+    detail = {k: "; ".join(v) if isinstance(v, list) else v for k, v in outcome.detail.items()}
+    return Failure(outcome.status, template.format(**{**detail, **fields}))
 
 
 def _compared(outcome, case, answer, check, tol) -> Comparison | None:
@@ -222,29 +257,51 @@ def _lecture_only(probe) -> str:
             f"on the sizes; use {_and([*sizes, SHAPES])}, never {_and(numbers, 'or')}")
 
 
-def _shown(comparison: Comparison, case, cases, outcomes, answer, check: str, tol) -> Comparison:
-    """A wrong shape's message and hints name the sizes of the configuration it was seen on: from a
-    hidden one, the public lecture-sized run's when its shape is wrong too, else the hidden sizes masked."""
-    if not case.config.scored or not comparison.message.startswith("shape "):
+# What is said of a comparison that fails in one aspect on hidden configurations only: the hidden
+# configuration's shapes, counts and differences are its secret.
+HIDDEN_ASPECT_TEXT = {
+    "type": "is not a plain torch.Tensor " + ON_HIDDEN,
+    "dtype": "is not a floating-point tensor " + ON_HIDDEN + ": a gradient is one",
+    "layout": "is not a dense tensor " + ON_HIDDEN,
+    "shape": "its shape is not the gradient's " + ON_HIDDEN,
+    "finite": "contains NaN or inf " + ON_HIDDEN,
+    "values": "wrong values " + ON_HIDDEN,
+}
+
+
+def _shown(comparison: Comparison, case, cases, outcomes, answer, check: str, tol, public: bool) -> Comparison:
+    """What a student may see of a comparison: all of it on a public configuration; on a hidden one,
+    the public lecture-sized run's comparison when it fails in the same aspect, else a fixed sentence
+    for the aspect with only the hints that hold no number (the hidden sizes, counts and positions of
+    wrong entries are in the others)."""
+    if public or not case.config.scored:
         return comparison
     probe = next((c for c in cases if not c.config.scored), None)
-    public = _compared(outcomes.get(probe.config.name), probe, answer, check, tol) if probe else None
-    if public is not None and public.status == comparison.status and public.message.startswith("shape "):
-        return public
-    hidden = hidden_sizes(tuple(c.config for c in cases if c.config.scored))
-    return Comparison(comparison.status, masked(comparison.message, hidden), comparison.maxdiff,
-                      tuple(masked(h, hidden) for h in comparison.hints))
+    seen = _compared(outcomes.get(probe.config.name), probe, answer, check, tol) if probe else None
+    if seen is not None and seen.status == comparison.status and seen.aspect == comparison.aspect:
+        return Comparison(seen.status, f"{seen.message}, {ON_PUBLIC}", seen.maxdiff, seen.hints, seen.aspect)
+    message = HIDDEN_ASPECT_TEXT.get(comparison.aspect, "wrong " + ON_HIDDEN)
+    if comparison.status == Match.SQUEEZABLE:
+        message = f"right values {ON_HIDDEN}, but a size-1 dimension is missing or extra"
+    return Comparison(comparison.status, message, None,
+                      tuple(h for h in comparison.hints if not any(c.isdigit() for c in h)), comparison.aspect)
 
 
 def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named", catalogue=None,
-          not_run: str = "the cell was not run") -> Failure | None:
+          not_run: str = "the cell was not run", public: bool = False) -> Failure | None:
     """None when the answer is right on every scored case, else why not, for the student.
 
     `outcomes` maps a case's name to what the cell produced there (status, detail, tensor). Both the
     grader and the notebook's self-check call this, so one cell never passes one and fails the other.
     `catalogue(case, tensor=..., error=...)`, the hidden suite's hand-written mistakes, is consulted
     only where the search of the neighbourhood names nothing.
+
+    Nothing of a hidden configuration reaches the student but the verdict: an error's message, a shape,
+    a count or a difference comes from the unscored lecture-sized configuration (whose seed is public)
+    when it shows the same failure, else a fixed sentence says what kind of failure it was. `public`:
+    every configuration is public (the self-check's own batches), so each one's detail may be shown.
     """
+    probe = next((c for c in cases if not c.config.scored), None)
     failures = []
     for case in cases:
         if not case.config.scored:
@@ -254,10 +311,12 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
             failures.append((case, Failure("not-run", not_run)))
             continue
         if outcome.status != "tensor":
-            named = (lambda case=case, **kw: catalogue(case, **kw)) if catalogue else None
-            shown, hidden = _public(outcome, case, cases, outcomes)
-            failures.append((case, outcome_text(outcome, answer, named, hints, exercise=case.exercise, shown=shown,
-                                                hidden=hidden)))
+            seen = outcome if public else _public_outcome(outcome, case, cases, outcomes)
+            # The catalogue compares an error with the one its mistake raises on the configuration shown.
+            on = case if seen is None or seen is outcome else probe
+            named = (lambda on=on, **kw: catalogue(on, **kw)) if catalogue else None
+            failures.append((case, outcome_text(seen or outcome, answer, named, hints, exercise=case.exercise,
+                                                public=seen is not None, probe=on is probe)))
             continue
         comparison = _compared(outcome, case, answer, check, tol)
         if not comparison.passed:
@@ -279,15 +338,16 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
             first_catalogue = catalogue is not None and answer.kind == FUNCTION
             if first_catalogue:
                 mistake = catalogue(case, tensor=outcomes[case.config.name].tensor) or ""
-            mistake = mistake or name(tensors, answer, check, tol.rtol, tol.atol) or ""
+            # A factor found on hidden configurations alone is the student's code's choice, not shown.
+            factor = public or any(c is probe for c, _ in tensors)
+            mistake = mistake or name(tensors, answer, check, tol.rtol, tol.atol, factor=factor) or ""
             if not mistake and catalogue and not first_catalogue:
                 mistake = catalogue(case, tensor=outcomes[case.config.name].tensor) or ""
         named = bool(mistake)
-        shown = _shown(first, case, cases, outcomes, answer, check, tol)
+        shown = _shown(first, case, cases, outcomes, answer, check, tol, public)
         hinted = mistake or "; ".join(shown.hints)
         feedback = f"{answer.variable}: {shown.message}" + (f"; {hinted}" if hinted and hints != "none" else "")
         mistake = hinted
-    probe = next((c for c in cases if not c.config.scored), None)
     probe_compared = _compared(outcomes.get(probe.config.name), probe, answer, check, tol) if probe else None
     if kind != Match.BLANK and not named and probe_compared is not None and probe_compared.passed and \
             len(wrong_on) == len([c for c in cases if c.config.scored]):

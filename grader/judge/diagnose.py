@@ -132,9 +132,11 @@ def counterpart(exercise: Exercise, answer: Answer) -> tuple[Answer, str] | None
     return (atomic, CHAIN) if atomic else None
 
 
-def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, rtol: float, atol: float) -> str | None:
+def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, rtol: float, atol: float, *,
+         factor: bool = True) -> str | None:
     """The mistake the answer's values equal on every configuration given, in a sentence about the
-    student's code; None when no candidate fits them all."""
+    student's code; None when no candidate fits them all. Without `factor`, a constant factor the
+    answer is off by is named but not given (the configurations it was seen on are hidden)."""
     variable = answer.variable
     if tensors:
         answer, check = counterpart(tensors[0][0].exercise, answer) or (answer, check)
@@ -156,5 +158,6 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
         sentence = sentences[keys[0]]
         return sentence if sentence.startswith(("the ", "a ", "an ")) else f"your {variable} {sentence}"
     if constants and None not in constants and max(constants) - min(constants) <= 1e-6 * abs(constants[0]):
-        return f"your {variable} is {constants[0]:.4g} times the right value on every configuration"
+        times = f"{constants[0]:.4g} times the right value" if factor else "a constant multiple of the right value"
+        return f"your {variable} is {times} on every configuration"
     return None

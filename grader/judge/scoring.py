@@ -32,7 +32,7 @@ from grader.vocabulary import Flag, Match, Status, Verdict
 
 # What a judged answer did that its result records as a flag, whatever it scored (Flag says which of
 # them are integrity flags and which errors the student fixes).
-FLAGGED = (Flag.AUTOGRAD, Flag.FORBIDDEN_CALL, Flag.TIMEOUT, Flag.MEMORY)
+FLAGGED = (Flag.AUTOGRAD, Flag.FORBIDDEN_CALL, Flag.TIMEOUT, Flag.MEMORY, Flag.CRASHED)
 
 
 @dataclass

@@ -13,6 +13,8 @@ points changed afterwards would give scores above those maxima, which nbgrader r
 """
 from __future__ import annotations
 
+import ast
+import dataclasses
 import os
 import re
 import secrets
@@ -23,7 +25,7 @@ from grader import material
 from grader.exercise import ATOMIC, DEFAULT, FAMILIES, FUSED, Exercise, grade_cell_id
 from grader.exercise import load as load_exercise
 from grader.exercises import choice
-from grader.files import atomic_write
+from grader.files import atomic_write, private_dir, private_mode
 
 SOLVED = material.SOLVED
 COURSE_FILE = "course.yml"
@@ -124,6 +126,8 @@ def _source_notebook(solved, course, kept: frozenset[str] = frozenset()):
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL:
             cell.source = material.install_cell(course.solutions)
+        elif cell.cell_type == "code":
+            cell.source = material.with_solutions(cell.source, course.solutions)
     by_cell = {**dict.fromkeys(kept, 0.0), **{grade_cell_id(g): p for g, p in points.items()}}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader")
@@ -247,10 +251,10 @@ def variant_notebooks(variant: tuple[str, str], course):
 def _variant(course, text: str, variant: str | None, salt: str) -> tuple[str, str, bool] | None:
     """(family, variant, drawn from the salt) for the new course: --variant's, else course.yml's own
     `exercise:` setting (a `from-salt` one drawn again with the new salt), else None (not a variant)."""
-    import yaml
+    from grader.course import read_yaml
 
     if variant is None:
-        setting = (yaml.safe_load(text) or {}).get("exercise")
+        setting = (read_yaml(text) or {}).get("exercise")
         if not isinstance(setting, dict):
             named = variant_of(course.exercise)
             return None if named is None else (*named, False)
@@ -284,8 +288,6 @@ def variant_points(points: dict[str, float], lecture: Exercise, exercise: Exerci
 
 
 def _with_variant(course, family: str, variant: str):
-    import dataclasses
-
     spec = f"{family}/{variant}"
     exercise, lecture = load_exercise(spec), load_exercise(family)
     return dataclasses.replace(course, exercise=exercise, exercise_spec=spec,
@@ -345,13 +347,14 @@ def known_mistakes(text: str, exercise: Exercise) -> str:
 
 
 def init(course, target: Path, *, course_id: str | None = None, exchange: Path | None = None,
-         variant: str | None = None, exercise: str | None = None) -> list[Path]:
+         variant: str | None = None, exercise: str | None = None, solutions: str | None = None) -> list[Path]:
     """Write the course directory; refuse to touch one that already has files (nothing is overwritten).
 
     `variant` (a variant's name or `from-salt`) makes the course grade that variant of course.yml's
     exercise; course.yml's own `exercise: {name, variant: from-salt}` does the same. Either way the variant
     is drawn with the new course's fresh salt, and its course.yml names it outright (with the points of
-    its grade ids), so that the notebook written here and the exercise graded can never drift apart."""
+    its grade ids), so that the notebook written here and the exercise graded can never drift apart.
+    `solutions` (gated or off) replaces course.yml's, in the course.yml written and the notebook alike."""
     target = Path(target).resolve()
     if target.exists() and any(target.iterdir()):
         raise InitError(f"{target} is not empty: choose a new folder (nothing there is overwritten), or "
@@ -371,16 +374,45 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
     if chosen is not None:
         course = _with_variant(course, *chosen[:2])
         text = _named_variant(text, *chosen, course.points)
-    _write_material(course, target)  # makes the folder
-    text = re.sub(r"(?m)^secret_salt:.*$", f"secret_salt: {salt}", text)
-    text = re.sub(r"(?m)^course_id:.*$", f"course_id: {course_id}", text)
+    if solutions is not None:
+        course = dataclasses.replace(course, solutions=solutions)
+        text = _setting(text, "solutions", solutions)
+    # Private before anything is in it: the solved notebook and the salt are never readable by others.
+    private_dir(target)
+    os.chmod(target, private_mode(target.parent, directory=True))
+    _write_material(course, target)
+    text = _setting(text, "secret_salt", salt)
+    text = _setting(text, "course_id", course_id)
     text = re.sub(r"(?m)^autotests:.*\n", "", text) + "autotests: autotests\n"
     atomic_write(target / COURSE_FILE, text, mode=0o600)  # the salt: the course's staff only, from the start
     (target / CONFIG_FILE).write_text(
         CONFIG.format(course_id=course_id, course_file=COURSE_FILE, exchange=str(exchange), notebook=course.notebook),
         encoding="utf-8")
+    make_private(target, keep=exchange)
     exchange.mkdir(parents=True, exist_ok=True)
-    return sorted(p for p in target.rglob("*") if p.is_file())
+    return sorted(p for p in target.rglob("*") if p.is_file() and exchange not in p.parents)
+
+
+def make_private(target: Path, keep: Path | None = None) -> None:
+    """Everything under the course folder `target` (not the folder itself, whose mode init set and a
+    TA's group may have changed since) made its owner's alone, with the group bits of a setgid folder
+    (grader.files.private_mode); `keep` (an exchange inside the course) is left to nbgrader."""
+    for folder, dirs, files in os.walk(target):
+        here = Path(folder)
+        dirs[:] = [d for d in dirs if here / d != keep]
+        for name in dirs:
+            if not (here / name).is_symlink():
+                os.chmod(here / name, private_mode(here, directory=True))
+        for name in files:
+            if not (here / name).is_symlink():
+                os.chmod(here / name, private_mode(here))
+
+
+def _setting(text: str, key: str, value: str) -> str:
+    """course.yml's text with its top-level `key` set to `value` (added when missing); comments kept."""
+    line = f"{key}: {value}"
+    text, found = re.subn(rf"(?m)^{key}:.*$", lambda _: line, text, count=1)
+    return text if found else text.rstrip("\n") + f"\n{line}\n"
 
 
 def _own_exercise(course, text: str, spec: str, target: Path):
@@ -428,12 +460,24 @@ def update(target: Path, log=print) -> list[str]:
         raise InitError(str(exc)) from None
     kept = _graded_cells(target, course)
     _write_material(course, target, kept)
+    make_private(target, keep=exchange_of(target))
     done = [f"source/{course.assignment}/{course.notebook}: grade cells worth course.yml's points "
             f"({len(course.points)} grade ids, {course.max_score:g} points)", "autotests/: the hidden suite"]
     if (target / "gradebook.db").is_file():
         _generate(target, course.assignment)
         done.append("gradebook.db and release/: nbgrader generate_assignment --force ran again")
     return done
+
+
+def exchange_of(target: Path) -> Path | None:
+    """The exchange a course's nbgrader_config.py names as course init wrote it (None: no such line)."""
+    config = Path(target) / CONFIG_FILE
+    found = re.search(r"(?m)^c\.Exchange\.root = (.+)$", config.read_text(encoding="utf-8")) \
+        if config.is_file() else None
+    try:
+        return Path(ast.literal_eval(found.group(1))) if found else None
+    except (ValueError, SyntaxError):
+        return None
 
 
 def _graded_cells(target: Path, course) -> frozenset[str]:

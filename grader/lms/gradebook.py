@@ -8,12 +8,13 @@ record identical scores by construction.
 from __future__ import annotations
 
 import os
+import stat
 import warnings
 from pathlib import Path
 
 from grader import extract
 from grader.extract import Submission
-from grader.files import atomic_write
+from grader.files import atomic_write, private_dir, private_mode
 from grader.judge.scoring import Result
 
 
@@ -24,7 +25,8 @@ class GradebookError(Exception):
 def _write_notebook(nb, path: Path) -> None:
     import nbformat
 
-    atomic_write(path, nbformat.writes(nb), mode=0o444)  # read-only, as nbgrader leaves autograded notebooks
+    # Read-only, as nbgrader leaves autograded notebooks; the staff's alone, as everything the grader writes.
+    atomic_write(path, nbformat.writes(nb), mode=private_mode(private_dir(path.parent)) & 0o444)
 
 
 class Recorder:
@@ -40,6 +42,9 @@ class Recorder:
         gradebook = Path(gradebook).resolve()
         if not gradebook.is_file():
             raise GradebookError(f"{gradebook}: no such gradebook (run nbgrader generate_assignment first)")
+        mode = gradebook.stat().st_mode
+        if mode & 0o007 and gradebook.stat().st_uid == os.geteuid():  # nbgrader made it as the umask said
+            os.chmod(gradebook, stat.S_IMODE(mode) & ~0o007)
         self.coursedir = CourseDirectory(root=str(gradebook.parent))
         self.db_url = f"sqlite:///{gradebook}"
         self.log = log

@@ -121,15 +121,23 @@ class GradebookFeedback(NbGraderPreprocessor):
 
 
 class RestoreCells(OverwriteCells):
-    """nbgrader's OverwriteCells, restoring every deleted grade cell.
+    """nbgrader's OverwriteCells, restoring every deleted grade cell, and never failing on a copied one.
 
     nbgrader 0.9.6 puts a missing grade cell back after the source cell that preceded it, and fails
     (KeyError, and the student gets no grade) when that cell is gone too or is a read-only cell. This
     puts it after the nearest earlier cell that is still there, so a deleted grade cell always comes
-    back worth its points.
+    back worth its points. DeduplicateIds, before it, empties the nbgrader metadata of every earlier
+    copy of a cell (a copied cell keeps its grade id), which nbgrader's own restore of task cells then
+    reads as a grade id and fails on for the whole notebook: such a copy becomes a plain cell here.
     """
 
     add_missing_cells = Bool(True).tag(config=True)
+
+    def preprocess(self, nb, resources):
+        for cell in nb.cells:
+            if cell.metadata.get("nbgrader") == {}:
+                del cell.metadata["nbgrader"]
+        return super().preprocess(nb, resources)
 
     def add_missing_grade_cells(self, nb, resources):
         source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
@@ -206,6 +214,14 @@ class GradeInSandbox(NbGraderPreprocessor):
                                             "raised; each result records the walls that were missing. Without it, "
                                             "autograde fails with one line that names the wall").tag(config=True)
 
+    def submitted(self, info: dict) -> Path:
+        """The student's notebook in the course's submitted/ folder, which autograde sanitized."""
+        from nbgrader.coursedir import CourseDirectory
+
+        coursedir = CourseDirectory(config=self.config)
+        folder = coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"])
+        return Path(folder) / f"{info['notebook']}.ipynb"
+
     def preprocess(self, nb, resources):
         from grader import extract
         from grader.course import load
@@ -218,8 +234,10 @@ class GradeInSandbox(NbGraderPreprocessor):
             course = weaker_course(course)
         if info.get("db_url"):
             same_points(course, info)
-        submission = extract.from_notebook(f"{info['student']}/{info['assignment']}/{info['notebook']}",
-                                           Path(info["notebook"]), nb, course.exercise.answer_cells)
+        # The answer cells as submitted, read as the fast route reads them: the notebook handed here went
+        # through DeduplicateIds, which keeps the last of several copies of a cell without a word.
+        submission = extract.read(f"{info['student']}/{info['assignment']}/{info['notebook']}",
+                                  self.submitted(info), course.exercise.answer_cells)
         grader = Grader(course, hidden=[Path.cwd()], evidence=self.feedback_page)
         # Log lines go to the instructor's terminal and name the submission or quote its errors.
         [result] = grader.run([submission], progress=lambda line: self.log.info(safe_text.terminal(line)))

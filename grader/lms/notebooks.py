@@ -114,6 +114,8 @@ def public_settings(course) -> dict:
                 "hints": course.feedback.hints}
     if course.exercise.name != DEFAULT:  # the self-check loads the exercise course.yml names (a variant's)
         settings["exercise"] = notebook_spec(course.exercise_spec)
+    if course.solutions == "off":  # the self-check points to no reference, `backprop-ninja solution` refuses
+        settings["solutions"] = course.solutions
     if course.policy != course_config.Policy():  # so that a line says WRONG exactly when this course takes a point
         settings["policy"] = dataclasses.asdict(course.policy)
     return settings

@@ -226,6 +226,7 @@ class Session:
         case {case, sizes} + the forward pass's tensors          one configuration, as a cell sees it
         upstream {case, check} + gradients                       random ones, or a true one revealed
         run_many {check, requests: [[grade_id, case], ...]}  ->  answers {answers} + answer0, answer1, ...
+        replay {requests: [[grade_id, case, check], ...]}    ->  replayed
         train {lr} + parameters and each data tensor per step  ->  trained {status, ...} + losses, parameters
         bye                                                  ->  bye
 
@@ -450,6 +451,13 @@ class Session:
             message = self.encode({"op": "answers", "answers": replies}, payload)
         protocol.send(self.wfd, message)
 
+    def on_replay(self, header: dict, tensors: dict) -> None:
+        """Atomic cells a child before this one ran (a later cell stopped it), run again for what they
+        leave to the cells after them; their answers are already with the parent and go nowhere."""
+        for grade_id, case, check in header["requests"]:
+            self.answer(grade_id, case, check)
+        protocol.write(self.wfd, {"op": "replayed"})
+
     def on_train(self, header: dict, tensors: dict) -> None:
         protocol.send(self.wfd, self.encode(*self.train(header["lr"], tensors)))
 
@@ -504,7 +512,7 @@ class Session:
         self.done = True
 
     OPS = {"cells": on_cells, "case": on_case, "upstream": on_upstream, "run_many": on_run_many,
-           "train": on_train, "bye": on_bye}
+           "replay": on_replay, "train": on_train, "bye": on_bye}
 
     def serve(self) -> None:
         """Everything from here on, the tensors read from the parent included, is made in inference mode."""

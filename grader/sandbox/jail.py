@@ -14,7 +14,7 @@ undo and that needs what earlier ones leave:
    every capability and the bounding set are dropped; uid 0 never runs student code;
 4. limits: resource limits on data memory, CPU time, file size, processes and open files;
 5. landlock: reads only what the child needs, writes nothing (grader.sandbox.landlock);
-6. seccomp: no new program, process, socket, SysV IPC object, foreign signal or namespace
+6. seccomp: no new program, process, socket, SysV IPC object, POSIX message queue, foreign signal or namespace
    (grader.sandbox.seccomp).
 
 Then every wall is probed: the report says, wall by wall, only what a probe saw refused or in force.
@@ -366,6 +366,7 @@ def _probe_seccomp(numbers: dict[str, int]) -> list[str]:
         "fork": ("clone", SIGCHLD | CLONE_NEWNS | CLONE_FS, None, None, None, None),
         "sockets": ("socket", 1, 1, 0),  # AF_UNIX, SOCK_STREAM
         "SysV IPC": ("shmget", 0x7FFFFFF0, 1, 0),
+        "POSIX message queues": ("mq_open", None, 0, 0, None),  # no name: EFAULT without the filter
         "ptrace": ("ptrace", PTRACE_PEEKDATA, NO_SUCH_PID, None, None),
         "signals to other processes": ("kill", NO_SUCH_PID, 0),
         "other processes' limits": ("prlimit64", NO_SUCH_PID, 0, None, None),
@@ -461,7 +462,8 @@ def wall(config: dict, ruleset: tuple[int, int] | None, ruleset_error: str | Non
         if failed:
             missing["seccomp"] = f"raised, but {', '.join(failed)} still allowed"
         else:
-            walls["seccomp"] = ("in force: execve, fork, sockets, SysV IPC, ptrace, signals to other processes, "
+            walls["seccomp"] = ("in force: execve, fork, sockets, SysV IPC, POSIX message queues, ptrace, "
+                                "signals to other processes, "
                                 "other processes' limits and unshare refused (probed)")
     if "pid" not in missing:
         problem = _probe_pid()

@@ -9,6 +9,7 @@ revealed.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import shutil
 import signal
@@ -25,6 +26,7 @@ import torch
 from grader.exercise import ATOMIC, CHAIN, FUNCTION, LOCAL, Exercise
 from grader.limits import Limits
 from grader.sandbox import protocol, zygote
+from grader.vocabulary import Status
 
 
 @dataclass
@@ -76,10 +78,20 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 # student sees) by this much: it catches what the data limit does not count (page tables, kernel
 # memory), by killing the child.
 MEMORY_HEADROOM_MB = 256
-SIGNALS = {
-    signal.SIGXCPU: "the CPU-time limit", signal.SIGXFSZ: "the file-size limit",
-    signal.SIGKILL: "a kill signal (often the memory limit)", signal.SIGSEGV: "a crash (segmentation fault)",
+# How a cell can stop its child, as the student's feedback says it (Status.CRASHED): fixed texts, so that
+# no number the student's code chose (an exit status, a signal) says anything of a hidden configuration.
+CRASHES = {
+    "exit": "it ended the process", "kill": "it was killed", "crash": "it crashed",
+    "cpu": "it ran past the CPU-time limit", "file-size": "it wrote past the file-size limit",
+    "syscall": "it made a system call the sandbox kills for", "signal": "it was stopped by a signal",
+    "connection": "it broke the grading process's connection",
 }
+SIGNALS = {
+    signal.SIGXCPU: "cpu", signal.SIGXFSZ: "file-size", signal.SIGKILL: "kill", signal.SIGSYS: "syscall",
+    **dict.fromkeys((signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT), "crash"),
+}
+# What a child may report of a request: the vocabulary's statuses but the parent's own.
+CHILD_STATUSES = frozenset(Status) - {Status.CRASHED}
 
 
 class CellOverrun(Exception):
@@ -174,9 +186,10 @@ def _encoded(owner, header: dict, tensors: dict | None) -> bytes:
 
 
 class Child:
-    def __init__(self, limits: Limits, exercise: str | None = None):
+    def __init__(self, limits: Limits, exercise: str | None = None, deadline: float | None = None):
         """`exercise`: the spec string of the exercise the child will grade, which the fork server
-        imports before it forks (a child can import nothing)."""
+        imports before it forks (a child can import nothing). `deadline`: the submission's, which every
+        child of one submission shares (by default the time limit for a whole submission from now)."""
         self.workdir = tempfile.mkdtemp(prefix="bpn-child-")
         self.cgroups: list[Path] = []
         self.pid = None
@@ -184,12 +197,12 @@ class Child:
         self.streams = []
         self.outgoing: list[bytes] = []
         try:
-            self._start(limits, exercise)
+            self._start(limits, exercise, deadline)
         except BaseException:
             self.close()
             raise
 
-    def _start(self, limits: Limits, exercise: str | None) -> None:
+    def _start(self, limits: Limits, exercise: str | None, deadline: float | None) -> None:
         uid = _uid()
         if os.getuid() == 0:
             os.chown(self.workdir, uid, uid)
@@ -207,7 +220,7 @@ class Child:
         self.stdout, child_out = os.pipe()
         self.streams = [self.stdin, self.stdout]
         try:
-            self.deadline = time.monotonic() + limits.timeout
+            self.deadline = time.monotonic() + limits.timeout if deadline is None else deadline
             self.pid = zygote.server.spawn(config, env, child_in, child_out, exercise)
             self.pidfd = _pidfd(self.pid)
             if self.pidfd is not None:
@@ -222,6 +235,8 @@ class Child:
         try:
             header, _ = self.receive(time.monotonic() + START_SECONDS)
         except (protocol.ProtocolError, TimeoutError) as exc:
+            if isinstance(exc, TimeoutError) and time.monotonic() >= self.deadline:
+                raise  # the submission's time ran out, not the sandbox
             raise SandboxUnavailable(f"the sandbox did not start: {self._ended(exc)}") from None
         isolation = header.get("isolation") if header.get("op") == "isolation" else None
         if not isinstance(isolation, dict):
@@ -260,21 +275,37 @@ class Child:
     def receive(self, deadline: float | None = None) -> tuple[dict, dict]:
         return self.reader.read(min(self.deadline, deadline or self.deadline))
 
-    def broken(self, exc: Exception) -> str:
-        """Why the connection broke. Its end of the pipe closes a moment before the exit status exists,
-        so wait for it (the fork server does not reap the child until close() has killed its process
-        group, so its pid stays ours). Only student code runs in the child, so a child that broke the
-        protocol and lives on was broken by it too."""
+    def ended(self, exc: Exception) -> str:
+        """How the child that broke the connection ended, as a key of CRASHES, "memory", or "server" when
+        the fork server died (the environment's fault, not the cell's). Its end of the
+        pipe closes a moment before the exit status exists, so wait for it (the fork server does not reap
+        the child until close() has killed its process group, so its pid stays ours). Only student code
+        runs in the child, so a child that broke the protocol and lives on was broken by it too."""
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
-            status = zygote.server.status(self.pid)
+            try:
+                status = zygote.server.status(self.pid)
+            except zygote.ServerGone:
+                return "server"  # the child's end is unknown: the fork server died under it
             if "exited" in status:
-                return f"the notebook's code ended the grading process (exit status {status['code']})"
+                return "exit"
             if "killed" in status:
-                reason = SIGNALS.get(status["signal"], f"signal {signal.Signals(status['signal']).name}")
-                return f"the grading process was stopped by {reason}"
+                if status["signal"] == signal.SIGKILL and self._memory_kills():
+                    return "memory"
+                return SIGNALS.get(status["signal"], "signal")
             time.sleep(0.01)
-        return f"the notebook's code broke the grading process's connection ({exc})"
+        return "connection"
+
+    def _memory_kills(self) -> int:
+        """How many processes the child's memory cgroup killed at its limit (cgroup v1's oom_kill count)."""
+        for cgroup in self.cgroups:
+            try:
+                for line in (cgroup / "memory.oom_control").read_text().splitlines():
+                    if line.startswith("oom_kill "):
+                        return int(line.split()[1])
+            except (OSError, ValueError):
+                continue
+        return 0
 
     def _unreaped(self) -> bool:
         """Kill the child itself through its pidfd, which a reused pid cannot fool; False when it is
@@ -372,124 +403,283 @@ def _flagged(evidence: list[tuple[str, str]], answered: Outcome | None) -> Outco
                    answered=answered)
 
 
+def _timing(reported, bound: float) -> float | None:
+    """The child's median time per training step, as a measurement and nothing more: the child says what
+    it likes, so a number it chose (a hidden size, say) would reach the results. Kept only as a finite
+    number no larger than the time the run really took here per step, to two significant digits."""
+    if type(reported) not in (int, float) or not math.isfinite(reported) or reported < 0:
+        return None
+    value = min(float(reported), bound)
+    return float(f"{value:.2g}")
+
+
 def _outcome(header: dict, tensors: dict) -> Outcome:
-    status = header.get("status", "broken")
+    """What a child reported for one request. Its status is one of the vocabulary's that a child may say
+    (CRASHED is the parent's alone): anything else it sends is a broken answer."""
+    status = header.get("status", Status.BROKEN)
     detail = _detail(header)
-    tensor = tensors.get("answer") if status == "tensor" else None
-    if status == "tensor" and tensor is None:
-        status = "broken"
+    tensor = tensors.get("answer") if status == Status.TENSOR else None
+    if status not in CHILD_STATUSES or (status == Status.TENSOR and tensor is None):
+        status = Status.BROKEN
     return Outcome(status, detail, tensor)
 
 
+class _Stopped(Exception):
+    """The child running an exchange neither answered in time nor lived on: `outcome` is what each cell of
+    that exchange is recorded as, when it ran alone."""
+
+    def __init__(self, outcome: Outcome):
+        super().__init__(outcome.status)
+        self.outcome = outcome
+
+
+class _Submission:
+    """One submission's cells, run on every case: the exchanges of `Schedule`, each with the child it
+    runs in. A cell that stops its child (past its limit and deaf to its timer, or ending the process)
+    costs that cell alone: a fresh child with the same walls takes over with what the last one held (the
+    cases, the random upstream gradients, every true gradient revealed so far, and what the atomic cells
+    already run left behind for the next ones, by running them again and dropping their answers), and
+    the cell is skipped from then on. Every child of a submission shares one deadline, the time limit
+    for a whole submission: however many cells hang, the submission costs that limit at most."""
+
+    def __init__(self, cells: dict[str, str], cases: list, limits: Limits, training, attempt: Attempt):
+        self.cells, self.cases, self.limits, self.training = cells, cases, limits, training
+        self.exercise, self.spec = cases[0].exercise, cases[0].config.exercise
+        self.answers = self.exercise.by_grade_id
+        self.attempt = attempt
+        self.deadline = time.monotonic() + limits.timeout
+        self.child: Child | None = None
+        self.evidence: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+        self.state: list[tuple[dict, dict, object]] = []  # what every child must hold: (header, tensors, same_for)
+        self.ran: list[tuple[str, str, str]] = []  # the atomic requests answered so far: (grade_id, case, check)
+        self.skipped: dict[str, Outcome] = {}  # cell -> what each of its requests is recorded as
+
+    # ------------------------------------------------------------------ children
+    def start(self) -> None:
+        """A child with every wall, holding what the last one held; the atomic cells already run are run
+        again in it, their answers dropped, so that what they left for later cells is there. A cell that
+        stops the child there (it behaved the first time) is skipped too, and the next child does without
+        what it left."""
+        while True:
+            self.close()
+            self.child = Child(self.limits, self.spec, deadline=self.deadline)
+            self.attempt.isolation = self.child.isolation
+            cells = {cell: source for cell, source in self.cells.items() if cell not in self.skipped}
+            self.child.send({"op": "cells", "exercise": self.spec, "cells": cells,
+                             "cell_timeout": self.limits.cell_timeout, "announce_every": ANNOUNCE_EVERY}, wait=True)
+            for header, tensors, same_for in self.state:
+                self.child.send(header, tensors, same_for=same_for, wait=True)
+            replay = [request for request in self.ran if request[0] not in self.skipped]
+            if not replay:
+                return
+            try:
+                self.child.send({"op": "replay", "requests": [list(r) for r in replay]})
+                header, _ = self.receive("(cells run again)")
+                if header.get("op") == "replayed":
+                    return
+                raise protocol.ProtocolError("a replay was answered with something else")
+            except (CellOverrun, protocol.ProtocolError):
+                self.ran = []
+
+    def close(self) -> None:
+        if self.child is not None:
+            self.child.close()
+            self.child = None
+
+    def hold(self, header: dict, tensors: dict, same_for) -> None:
+        """A message that sets what the child holds (a case, upstream gradients): for this child and any
+        that takes over."""
+        self.state.append((header, tensors, same_for))
+        self.child.send(header, tensors, same_for=same_for, wait=True)
+
+    def stopped(self, exc: Exception, retried: bool) -> Outcome | None:
+        """What stopped the child, said in the vocabulary's fixed words: nothing the child chose (an exit
+        status, a signal number) reaches the student. The memory cgroup's count of kills tells a memory
+        kill from another SIGKILL. None when the fork server died under the child: the exchange runs
+        again in a fresh child, once; a second time the sandbox itself is failing, which stops the batch
+        (SandboxUnavailable), never a student's 0."""
+        if isinstance(exc, CellOverrun):
+            return Outcome(Status.TIMEOUT, {"seconds": self.limits.cell_timeout})
+        ended = self.child.ended(exc)
+        if ended == "server":
+            if retried:
+                raise SandboxUnavailable("the sandbox's fork server died twice while one exchange ran")
+            return None
+        if ended == "memory":
+            return Outcome(Status.ERROR, {"error_type": "MemoryError", "line": None, "limit": "memory",
+                                          "error": "the grading process was killed at the sandbox's memory limit"})
+        return Outcome(Status.CRASHED, {"crash": CRASHES[ended]})
+
+    def receive(self, label: str) -> tuple[dict, dict]:
+        """The child's next message, within one cell's limit plus a grace the in-child timer should never
+        need, counted afresh whenever the child announces that a cell starts (it does so at least every
+        ANNOUNCE_EVERY, see grader.sandbox.child): a cell that ignores or catches its timer is stopped from
+        here one limit after it started, however many cells the request holds. Announcements come from the
+        process that runs student code, so a cell can fake them: that gains it no more than the time limit
+        for a whole submission, which `child.receive` holds whatever arrives. Evidence the child's audit
+        hook sends while a cell runs is kept on the way."""
+        cell_deadline = time.monotonic() + self.limits.cell_timeout + GRACE_SECONDS
+        while True:
+            try:
+                header, tensors = self.child.receive(cell_deadline)
+            except TimeoutError:
+                if cell_deadline < self.deadline:
+                    raise CellOverrun(label) from None
+                raise
+            op = header.get("op")
+            if op == "started":
+                cell_deadline = time.monotonic() + self.limits.cell_timeout + GRACE_SECONDS
+            elif op == "evidence":
+                for key, kind, text in _evidence(header, self.exercise, self.training):
+                    self.evidence.setdefault(key, []).append((kind, text))
+            else:
+                return header, tensors
+
+    # ------------------------------------------------------------------ answers
+    def cell(self, grade_id: str) -> str:
+        return self.answers[grade_id].cell_id
+
+    def keep(self, grade_id: str, case, check: str, outcome: Outcome) -> None:
+        expected = case.expected(self.answers[grade_id], CHAIN).numel()
+        if outcome.tensor is not None and outcome.tensor.numel() > OVERSIZE * max(expected, 1):
+            outcome = Outcome(Status.UNSENDABLE, {"error": f"{outcome.tensor.numel()} elements, where the gradient "
+                                                           f"has {expected}: far too large to be a gradient here"})
+        self.attempt.outcomes[(grade_id, check, case.config.name)] = outcome
+
+    def ask(self, check: str, requests: list[tuple[str, object]], label: str, retried: bool = False) -> None:
+        """Requests that reveal nothing to one another, in one exchange: the child runs them all. When the
+        child is stopped, an exchange of one cell records that cell as stopped; one of several runs again
+        cell by cell in fresh children, so that only the cell that stops a child again is blamed."""
+        for grade_id, case in requests:
+            if self.cell(grade_id) in self.skipped:
+                self.keep(grade_id, case, check, self.skipped[self.cell(grade_id)])
+        requests = [(grade_id, case) for grade_id, case in requests if self.cell(grade_id) not in self.skipped]
+        if not requests:
+            return
+        try:
+            self.exchange(check, requests)
+        except (CellOverrun, protocol.ProtocolError) as exc:
+            outcome = self.stopped(exc, retried)
+            if outcome is None:
+                self.start()
+                self.ask(check, requests, label, retried=True)
+                return
+            cells = list(dict.fromkeys(self.cell(grade_id) for grade_id, _ in requests))
+            if len(cells) == 1:
+                self.skipped[cells[0]] = outcome
+            self.start()
+            for cell in cells:
+                self.ask(check, [(g, case) for g, case in requests if self.cell(g) == cell],
+                         label if len(cells) == 1 else cell)
+            return
+        self.ran += [(grade_id, case.config.name, check) for grade_id, case in requests
+                     if self.answers[grade_id].kind == ATOMIC]
+
+    def exchange(self, check: str, requests: list[tuple[str, object]]) -> None:
+        self.child.send({"op": "run_many", "check": check,
+                         "requests": [[grade_id, case.config.name] for grade_id, case in requests]})
+        header, tensors = self.receive(", ".join(dict.fromkeys(self.cell(g) for g, _ in requests)))
+        replies = header.get("answers")
+        if header.get("op") != "answers" or not isinstance(replies, list) or len(replies) != len(requests):
+            raise protocol.ProtocolError("the answers arrived for requests that were not made")
+        for index, ((grade_id, case), reply) in enumerate(zip(requests, replies, strict=True)):
+            reply = reply if isinstance(reply, dict) else {}
+            answer = tensors.get(f"answer{index}")
+            self.keep(grade_id, case, check, _outcome(reply, {} if answer is None else {"answer": answer}))
+
+    def train(self, retried: bool = False) -> None:
+        """The whole-run check, last: a function cell skipped before is not run again, and one that stops
+        the child here needs no child after it."""
+        training = self.exercise.training
+        key = (training.grade_id, CHAIN, self.training.config.name)
+        cell = training.function.cell
+        if cell in self.skipped:
+            self.attempt.outcomes[key] = self.skipped[cell]
+            return
+        try:
+            sent = time.monotonic()
+            self.child.send({"op": "train", "lr": self.training.lr}, {**self.training.params, **self.training.data},
+                            same_for=self.training)
+            header, tensors = self.receive(training.grade_id)
+        except (CellOverrun, protocol.ProtocolError) as exc:
+            outcome = self.stopped(exc, retried)
+            if outcome is None:
+                self.start()
+                self.train(retried=True)
+                return
+            self.attempt.outcomes[key] = outcome
+            self.close()
+            return
+        parameters = self.exercise.network.parameters
+        status = header.get("status", Status.BROKEN)
+        detail = _detail(header)
+        if "seconds_per_step" in detail:
+            steps = len(next(iter(self.training.data.values())))
+            detail["seconds_per_step"] = _timing(detail["seconds_per_step"], (time.monotonic() - sent) / steps)
+        losses = tensors.get("losses") if status == Status.TENSOR else None
+        extra = {p: tensors[p] for p in parameters if p in tensors} if status == Status.TENSOR else {}
+        incomplete = status == Status.TENSOR and (losses is None or len(extra) != len(parameters))
+        if status not in CHILD_STATUSES or incomplete:
+            status = Status.BROKEN
+        self.attempt.outcomes[key] = Outcome(status, detail, losses, extra)
+
+    def play(self, phase: list, schedule: Schedule) -> None:
+        """Every cell on the cases of one phase, sent to the child only now."""
+        for case in phase:
+            self.hold({"op": "case", "case": case.config.name, "sizes": case.sizes}, case.student_view(), case)
+            self.hold({"op": "upstream", "case": case.config.name, "check": LOCAL}, case.random_upstream, case)
+        self.ask(LOCAL, [(grade_id, case) for case in phase for grade_id in schedule.local],
+                 "(one of those run with random upstream gradients)")
+        self.ask(CHAIN, [(grade_id, case) for case in phase for grade_id in schedule.at_once],
+                 ", ".join(dict.fromkeys(self.cell(g) for g in schedule.at_once)))
+        # One step of the chain on every case at a time: a case's truth is revealed only once every
+        # case has answered, and goes out with the next step's request.
+        for grade_id in schedule.one_by_one:
+            self.ask(CHAIN, [(grade_id, case) for case in phase], grade_id)
+            answer = self.answers[grade_id]
+            if answer.kind == ATOMIC:
+                for case in phase:
+                    self.hold({"op": "upstream", "case": case.config.name, "check": CHAIN},
+                              {answer.variable: case.expected(answer, CHAIN)}, case)
+
+    def run(self) -> None:
+        schedule = Schedule.of(self.exercise)
+        self.start()
+        # The public cases (the lecture-sized probe) run to the end before the child holds anything of a
+        # hidden one: what a cell says there (an error's message, a tensor's shape and values) is the
+        # feedback a student may see, and no cell can have stashed a hidden value into it.
+        for phase in ([c for c in self.cases if not c.config.scored], [c for c in self.cases if c.config.scored]):
+            self.play(phase, schedule)
+        if self.training is not None and self.exercise.training.function.cell in self.cells:
+            self.train()
+        if self.child is not None:
+            try:
+                self.child.send({"op": "bye"})
+                self.receive("(after the last cell)")
+            except (CellOverrun, protocol.ProtocolError):
+                pass  # every answer is in: what a cell left running stops with the child
+
+    def flag(self) -> None:
+        for key, found in self.evidence.items():
+            self.attempt.outcomes[key] = _flagged(found, self.attempt.outcomes.get(key))
+
+
 def run(cells: dict[str, str], cases: list, limits: Limits, training=None) -> Attempt:
-    """Grade-free execution of one submission's answer cells in a fresh child process, on every case
+    """Grade-free execution of one submission's answer cells in fresh child processes, on every case
     (all of one exercise: the one their configurations name), and the training check if `training`.
 
     `cases` and `training` are the judge's (grader.judge.exam's Case and Training), read here only for
     what goes to the child and what names each outcome: the sandbox sits below the judge and imports
     nothing of it."""
-    exercise, spec = cases[0].exercise, cases[0].config.exercise
-    schedule, answers = Schedule.of(exercise), exercise.by_grade_id
     attempt = Attempt()
     started = time.monotonic()
-    child = None
-    evidence: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    submission = _Submission(cells, cases, limits, training, attempt)
     try:
-        child = Child(limits, spec)
-        attempt.isolation = child.isolation
-        child.send({"op": "cells", "exercise": spec, "cells": cells, "cell_timeout": limits.cell_timeout,
-                    "announce_every": ANNOUNCE_EVERY}, wait=True)
-
-        def receive_in_time(label: str) -> tuple[dict, dict]:
-            """The child's next message, within one cell's limit plus a grace the in-child timer should
-            never need, counted afresh whenever the child announces that a cell starts (it does so at
-            least every ANNOUNCE_EVERY, see grader.sandbox.child): a cell that ignores or catches its timer is
-            stopped from here one limit after it started, however many cells the request holds.
-            Announcements come from the process that runs student code, so a cell can fake them: that
-            gains it no more than the time limit for a whole submission, which `child.receive` holds
-            whatever arrives. Evidence the child's audit hook sends while a cell runs is kept on the way."""
-            cell_deadline = time.monotonic() + limits.cell_timeout + GRACE_SECONDS
-            while True:
-                try:
-                    header, tensors = child.receive(cell_deadline)
-                except TimeoutError:
-                    if cell_deadline < child.deadline:
-                        raise CellOverrun(label) from None
-                    raise
-                op = header.get("op")
-                if op == "started":
-                    cell_deadline = time.monotonic() + limits.cell_timeout + GRACE_SECONDS
-                elif op == "evidence":
-                    for key, kind, text in _evidence(header, exercise, training):
-                        evidence.setdefault(key, []).append((kind, text))
-                else:
-                    return header, tensors
-
-        def keep(grade_id: str, case, check: str, outcome: Outcome) -> None:
-            expected = case.expected(answers[grade_id], CHAIN).numel()
-            if outcome.tensor is not None and outcome.tensor.numel() > OVERSIZE * max(expected, 1):
-                outcome = Outcome("unsendable", {"error": f"{outcome.tensor.numel()} elements, where the gradient "
-                                                          f"has {expected}: far too large to be a gradient here"})
-            attempt.outcomes[(grade_id, check, case.config.name)] = outcome
-
-        def ask(check: str, requests: list[tuple[str, object]], label: str) -> None:
-            """Requests that reveal nothing to one another, in one exchange: the child runs them all."""
-            if not requests:
-                return
-            child.send({"op": "run_many", "check": check,
-                        "requests": [[grade_id, case.config.name] for grade_id, case in requests]})
-            header, tensors = receive_in_time(label)
-            replies = header.get("answers")
-            if header.get("op") != "answers" or not isinstance(replies, list) or len(replies) != len(requests):
-                raise protocol.ProtocolError("the answers arrived for requests that were not made")
-            for index, ((grade_id, case), reply) in enumerate(zip(requests, replies, strict=True)):
-                reply = reply if isinstance(reply, dict) else {}
-                answer = tensors.get(f"answer{index}")
-                keep(grade_id, case, check, _outcome(reply, {} if answer is None else {"answer": answer}))
-
-        for case in cases:
-            child.send({"op": "case", "case": case.config.name, "sizes": case.sizes}, case.student_view(),
-                       same_for=case, wait=True)
-            child.send({"op": "upstream", "case": case.config.name, "check": LOCAL}, case.random_upstream,
-                       same_for=case, wait=True)
-        ask(LOCAL, [(grade_id, case) for case in cases for grade_id in schedule.local],
-            "(one of those run with random upstream gradients)")
-        ask(CHAIN, [(grade_id, case) for case in cases for grade_id in schedule.at_once],
-            ", ".join(dict.fromkeys(answers[g].cell_id for g in schedule.at_once)))
-        # One step of the chain on every case at a time: a case's truth is revealed only once every
-        # case has answered, and goes out with the next step's request.
-        for grade_id in schedule.one_by_one:
-            ask(CHAIN, [(grade_id, case) for case in cases], grade_id)
-            answer = answers[grade_id]
-            if answer.kind == ATOMIC:
-                for case in cases:
-                    child.send({"op": "upstream", "case": case.config.name, "check": CHAIN},
-                               {answer.variable: case.expected(answer, CHAIN)}, same_for=case, wait=True)
-        if training is not None and exercise.training.function.cell in cells:
-            child.send({"op": "train", "lr": training.lr}, {**training.params, **training.data}, same_for=training)
-            header, tensors = receive_in_time(exercise.training.grade_id)
-            parameters = exercise.network.parameters
-            status = header.get("status", "broken")
-            detail = _detail(header)
-            losses = tensors.get("losses") if status == "tensor" else None
-            extra = {p: tensors[p] for p in parameters if p in tensors} if status == "tensor" else {}
-            if status == "tensor" and (losses is None or len(extra) != len(parameters)):
-                status = "broken"
-            attempt.outcomes[(exercise.training.grade_id, CHAIN, training.config.name)] = \
-                Outcome(status, detail, losses, extra)
-        child.send({"op": "bye"})
-        receive_in_time("(after the last cell)")
+        submission.run()
     except TimeoutError:
         attempt.error = f"stopped at the time limit of {limits.timeout:g} s for a whole submission"
-    except CellOverrun as exc:
-        attempt.error = (f"answer cell {exc} ran past its time limit of {limits.cell_timeout:g} s and would not "
-                         "stop: the cells not yet run score 0")
-    except protocol.ProtocolError as exc:
-        attempt.error = f"grading process failed to start: {exc}" if child is None else child.broken(exc)
     finally:
-        if child is not None:
-            child.close()
+        submission.close()
         attempt.seconds = time.monotonic() - started
-    for key, found in evidence.items():
-        attempt.outcomes[key] = _flagged(found, attempt.outcomes.get(key))
+    submission.flag()
     return attempt

@@ -9,8 +9,12 @@ libseccomp's own tables where it is installed.
 What it refuses, with EPERM so that the student's code sees an ordinary error:
 - new programs and processes: execve, execveat, fork, vfork, and clone unless it makes a thread
   (clone3 answers ENOSYS, so that a libc falls back to clone, whose flags a filter can read);
-- new sockets (the child talks only over the pipes it inherited), SysV IPC (objects outlive the
-  child), shared anonymous mappings (only useful to share with a process it cannot make);
+- every way to reach or leave an object another process can meet, which a private namespace does not
+  cover on a host that refuses namespaces (and some of which outlive the child): new sockets (the child
+  talks only over the pipes it inherited; abstract unix sockets included), SysV IPC, POSIX message
+  queues (a kernel object no Landlock rule sees: mq_open(O_CREAT) made a queue on the host), eventfd,
+  memfd, and shared anonymous mappings (only useful to share with a process it cannot make); POSIX
+  shared memory is a file in /dev/shm, which Landlock or a private tmpfs covers;
 - reaching other processes: ptrace, process_vm_*, kcmp, pidfd_*, every signal call aimed
   anywhere but at its own process, and every call that changes another process of the same uid
   without a signal: prlimit64 and sched_set* allowed on itself only (a CPU-time limit of one second
@@ -54,7 +58,8 @@ REFUSED = (
     "execve", "execveat", "fork", "vfork",
     "socket", "socketpair",
     "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl",
-    "semtimedop",
+    "semtimedop", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    "eventfd", "eventfd2",
     "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp", "pidfd_open", "pidfd_getfd",
     "pidfd_send_signal", "setpriority", "ioprio_set",
     "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen", "fsconfig",
@@ -87,7 +92,9 @@ ARCHES = {
         "memfd_create": 319, "memfd_secret": 447, "io_uring_setup": 425, "io_uring_enter": 426,
         "io_uring_register": 427, "personality": 135, "mmap": 9, "init_module": 175, "finit_module": 313,
         "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320, "reboot": 169, "swapon": 167,
-        "swapoff": 168, "acct": 163, "quotactl": 179, "uselib": 134, "setpriority": 141, "ioprio_set": 251,
+        "swapoff": 168, "acct": 163, "quotactl": 179, "uselib": 134, "mq_open": 240, "mq_unlink": 241,
+        "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245, "eventfd": 284,
+        "eventfd2": 290, "setpriority": 141, "ioprio_set": 251,
         "prlimit64": 302, "sched_setaffinity": 203, "sched_setparam": 142, "sched_setscheduler": 144,
         "sched_setattr": 314, "fcntl": 72,
     }),
@@ -104,7 +111,9 @@ ARCHES = {
         "memfd_secret": 447, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
         "personality": 92, "mmap": 222, "init_module": 105, "finit_module": 273, "delete_module": 106,
         "kexec_load": 104, "kexec_file_load": 294, "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89,
-        "quotactl": 60, "setpriority": 140, "ioprio_set": 30, "prlimit64": 261, "sched_setaffinity": 122,
+        "quotactl": 60, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183,
+        "mq_notify": 184, "mq_getsetattr": 185, "eventfd2": 19,
+        "setpriority": 140, "ioprio_set": 30, "prlimit64": 261, "sched_setaffinity": 122,
         "sched_setparam": 118, "sched_setscheduler": 119, "sched_setattr": 274, "fcntl": 25,
     }),
 }

@@ -121,7 +121,7 @@ class SelfCheck:
     """`check = SelfCheck(n=n, namespace=globals(), course=COURSE)` once, then
     `check("dx", dx, x)` after each answer; the checks of a part whose answers share a
     gradient's name with another part's (a function's, say) are `SelfCheck(..., part=4)`. `course` holds
-    course.yml's public settings (tolerance, allow, hints, and `exercise`), which the notebook's
+    course.yml's public settings (tolerance, allow, hints, `exercise`, and `solutions` when off), which the notebook's
     generator writes into the notebook. The exercise is named as course.yml names it (a registered name
     or module:attribute, see grader.exercise.load), by `exercise` or else by the settings' `exercise`
     (default: grader.exercise.DEFAULT): a name, not a value, because the grader's configurations, which
@@ -146,6 +146,7 @@ class SelfCheck:
         # What the grader gives for right values in a squeezable shape, and for an answer right only on
         # the true upstream gradients: a line says WRONG exactly when the grader takes a point.
         self.policy = Policy(**course.get("policy", {}))
+        self.solutions = course.get("solutions", "gated")
         self._function_ran: tuple | None = None  # a function's checks (one per key it returns) share one run
         _listen()
 
@@ -167,8 +168,8 @@ class SelfCheck:
     def pointer(self, name: str) -> str:
         """Where a student stuck on `name` finds the reference, explained (empty for a name of their own)."""
         ids = self.grade_ids(name)
-        if not ids or importlib.util.find_spec("grader.student.solution") is None:
-            return ""  # backprop-ninja-student: no references, and no command to show them
+        if not ids or self.solutions == "off" or importlib.util.find_spec("grader.student.solution") is None:
+            return ""  # a graded course, or backprop-ninja-student: no references, and no command to show them
         answers = self.exercise.by_grade_id
         others = "".join(f" (exercise {answers[g].part}: {g})" for g in ids[1:])
         return f" — stuck? backprop-ninja solution {ids[0]} --notebook YOUR_NOTEBOOK.ipynb{others}"
@@ -320,12 +321,14 @@ class SelfCheck:
         if function:
             ran = self._function_outcomes(answer, source)
             outcomes = {case: per[answer.variable] for case, per in ran.items()}
-            failure = judge(outcomes, own_cases(self.spec), answer, CHAIN, self.tolerance, hints=self.hints)
+            failure = judge(outcomes, own_cases(self.spec), answer, CHAIN, self.tolerance, hints=self.hints,
+                            public=True)
             return None if failure is None else f"WRONG: {failure.feedback}"
         notebook = self.notebook_case()
         cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
+        # Every batch here is public (the self-check's own, and the notebook's): all of it may be shown.
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
-                                 self.tolerance, hints=self.hints) for check in checks(answer)}
+                                 self.tolerance, hints=self.hints, public=True) for check in checks(answer)}
         if failures[CHAIN] is not None:
             return f"{self._shape_slip() if failures[CHAIN].kind == Match.SQUEEZABLE else 'WRONG'}: " \
                    f"{failures[CHAIN].feedback}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import json
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -326,11 +327,46 @@ def refusal(exercise: Exercise, answer: Answer, notebook: Path) -> str | None:
             "(--force shows it anyway)")
 
 
+# How many notebooks `solution` without --notebook looks at for the course's settings (the current folder
+# and the folders in it, where nbgrader's fetch puts an assignment).
+LOOKED_AT = 64
+
+
+def closed_by(course, notebook: Path | None) -> str | None:
+    """What says this is a course with `solutions: off` (its course.yml, or the course settings of the
+    student's notebook: --notebook's, else those of the notebooks here and one folder down, so that
+    `--force` alone is refused in a graded course's folder too); None where nothing does. The full
+    package may be installed where a graded course's students work (a JupyterHub image shared with the
+    graders), so the setting travels in the notebook the course released."""
+    from grader.extract import Refused, notebook_bytes
+
+    if course is not None and course.solutions == "off":
+        return str(course.path)
+    here = Path.cwd()
+    looked = [notebook] if notebook is not None else \
+        sorted([*here.glob("*.ipynb"), *here.glob("*/*.ipynb")])[:LOOKED_AT]
+    for path in looked:
+        try:
+            cells = json.loads(notebook_bytes(path)).get("cells", [])
+        except (Refused, OSError, ValueError, AttributeError, RecursionError):
+            continue
+        for cell in cells if isinstance(cells, list) else []:
+            source = cell.get("source", "") if isinstance(cell, dict) else ""
+            settings = material.notebook_settings("".join(source) if isinstance(source, list) else str(source))
+            if settings and settings.get("solutions") == "off":
+                return f"{path} (its course settings)"
+    return None
+
+
 def show(grade_id: str, notebook: Path | None, *, solved: Path | None = None, course=None,
          force: bool = False) -> str:
     """The text to print; SolutionError when the notebook holds no attempt (unless `force`) or the
     reference cannot be found. The answers are the course's exercise's (the default one without a
     course.yml)."""
+    closed = closed_by(course, notebook)
+    if closed:
+        raise SolutionError(f"no reference: {closed} sets `solutions: off` (a graded course); ask the course's "
+                            "staff, who hold the solved notebook")
     exercise = course.exercise if course is not None else load()
     answer = answer_for(exercise, grade_id)
     if not force:

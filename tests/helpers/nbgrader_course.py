@@ -99,6 +99,30 @@ class Course:
     def failed(self, name: str) -> list[Command]:
         return [c for c in self.commands if name in c.args and c.returncode != 0]
 
+    def released_course(self, course_file: Path, checkout: Path) -> Course:
+        """`course init` from `course_file`, then generate_assignment and release_assignment into a
+        world-writable exchange (run in `checkout`, where the course's material is)."""
+        self.run(["backprop-ninja", "course", "init", str(self.dir), "--course", str(course_file)], checkout,
+                 must=True)
+        self.nbgrader("generate_assignment", self.assignment, must=True)
+        self.exchange.mkdir()
+        os.chmod(self.exchange, 0o777)
+        self.nbgrader("release_assignment", self.assignment, *self.exchange_args(), must=True)
+        return self
+
+    def fast_route(self, course_file: Path, checkout: Path, name: str = "fast-course") -> Course:
+        """A second course with this one's course.yml (same secret salt), grading the same `submitted/` in
+        one `backprop-ninja grade --gradebook` instead of nbgrader's autograde (its run: `.grade`)."""
+        fast = Course(self.tmp, self.course_id, self.assignment, name=name)
+        fast.run(["backprop-ninja", "course", "init", str(fast.dir), "--course", str(course_file)], checkout,
+                 must=True)
+        shutil.copy(self.dir / "course.yml", fast.dir / "course.yml")
+        fast.nbgrader("generate_assignment", self.assignment, must=True)
+        shutil.copytree(self.dir / "submitted", fast.dir / "submitted")
+        fast.grade = fast.run(["backprop-ninja", "grade", "submitted", "--out", "fast", "--course", "course.yml",
+                               "--gradebook", "gradebook.db"], fast.dir)
+        return fast
+
     # -----------------------------------------------------------------------------------------
     # Paths
 

@@ -6,7 +6,7 @@ released notebook (`all`: every one) and in which batch it runs: `walls` (the sa
 together), `input` (text and files that could break a batch or the instructor's tools) or `killers`
 (processes of the grader itself, in a batch of their own so that a success does not hide the others);
 `graded: last` puts it after every other submission of its batch, so that what it breaks is all that
-is left to break.
+is left to break; `prelude: module` runs that module's PAYLOAD before the cell (code a test shares).
 
 Most payloads need more than the static check lets through. Each is graded two ways (VEHICLES):
 `checked`, through the product as it is, riding the escape a student once found: a `match` class pattern
@@ -30,6 +30,7 @@ the course folder's path.
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,8 @@ def load(path: Path) -> Attack:
     unknown = set(cells) - set(ANSWER_CELLS)
     assert not unknown and meta["batch"] in BATCHES, (path, unknown, meta)
     plain = meta.get("vehicle", "escape") == "plain"
+    if "prelude" in meta:  # code the tests share with the payload: a module's PAYLOAD, run first
+        text = importlib.import_module(meta["prelude"]).PAYLOAD + "\n" + text
     payload = text if plain else (CELLS / "_common.py").read_text() + "\n" + text
     assert "@@" not in payload, path
     return Attack(path.stem, meta["attack"], cells, meta["batch"], payload, plain, meta.get("graded") == "last",

@@ -1,0 +1,65 @@
+"""`backprop-ninja course check DIR`: what of a course other users of a shared server could read.
+
+On a JupyterHub every other unix user is a student. A course folder holds what none of them may read:
+the solved notebook (source/), the secret salt (course.yml, the Gradescope zip), every classmate's
+submission, score and feedback (submitted/, autograded/, feedback/, gradebook.db, results/). The check
+walks the folder as another user's permissions would let them: a file is exposed when each folder above
+it (the course folder's own parents included) lets others in, and the file lets them read it. The
+exchange is nbgrader's, made for students to reach, and is left out. Access by a group is named with
+the group's members, for the instructor to judge (a TAs' group is meant to read; `users` is everyone).
+"""
+from __future__ import annotations
+
+import grp
+import os
+import stat
+from pathlib import Path
+
+# What the check names first for each kind of thing it finds: why it matters.
+WHY = {"source": "the solved notebook", "course.yml": "the secret salt", "gradebook.db": "every student's scores",
+       "submitted": "every submission", "autograded": "every graded notebook", "feedback": "every student's feedback",
+       "results": "every result", "autotests": "the hidden suite", "release": "the release (public anyway)"}
+
+
+def _others_can(mode: int, bits: int) -> bool:
+    return mode & bits == bits
+
+
+def _group(gid: int) -> str:
+    try:
+        entry = grp.getgrgid(gid)
+    except KeyError:
+        return f"group {gid}"
+    return f"group {entry.gr_name} (members: {', '.join(entry.gr_mem) or 'only the users whose own group it is'})"
+
+
+def check(course: Path, exchange: Path | None = None) -> tuple[list[str], list[str]]:
+    """(warnings: what other users can read or list, notes: what a group can) for the course folder."""
+    course = Path(course).resolve()
+    warnings, notes = [], []
+    top = os.stat(course)
+    if top.st_mode & 0o070:
+        notes.append(f"{course}: {_group(top.st_gid)} has access (mode {stat.S_IMODE(top.st_mode):o})")
+    if not all(_others_can(os.stat(parent).st_mode, stat.S_IXOTH) for parent in course.parents):
+        if top.st_mode & 0o007:  # private only while a folder above stays closed to other users
+            notes.append(f"{course}: mode {stat.S_IMODE(top.st_mode):o} would let other users in, but a folder "
+                         f"above it is closed to them; chmod o-rwx {course} to keep it so")
+        return warnings, notes
+    if top.st_mode & 0o007:
+        warnings.append(f"{course}: other users may {'enter' if top.st_mode & stat.S_IXOTH else 'list'} it (mode "
+                        f"{stat.S_IMODE(top.st_mode):o}): chmod o-rwx {course}")
+    if not _others_can(top.st_mode, stat.S_IXOTH):
+        return warnings, notes
+    for folder, dirs, files in os.walk(course):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if (exchange is None or (here / d).resolve() != Path(exchange).resolve())
+                         and _others_can(os.lstat(here / d).st_mode, stat.S_IXOTH))
+        for name in sorted(files + dirs):
+            path = here / name
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode) or not _others_can(mode, stat.S_IROTH):
+                continue
+            part = path.relative_to(course).parts[0]
+            why = f" ({WHY[part]})" if part in WHY else ""
+            warnings.append(f"{path}: other users may read it{why} (mode {stat.S_IMODE(mode):o})")
+    return warnings, notes
