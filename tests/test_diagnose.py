@@ -252,7 +252,8 @@ def test_an_elementwise_slip_is_named_by_the_exercise_s_rule_else_by_the_rule_ta
 
     assert named(tiny(Mistakes(rules={"a": RELU})), "dh", output_slope) == \
         "your dh uses relu's output where its derivative needs a step"
-    assert named(tiny(), "dh", output_slope) == "your dh multiplies by ReLU's output a where its derivative is a 0/1 mask"
+    assert named(tiny(), "dh", output_slope) == \
+        "your dh multiplies by ReLU's output a where its derivative is a 0/1 mask"
 
 
 def test_what_an_answer_cell_may_read_comes_from_the_network():
