@@ -257,7 +257,7 @@ def _rule_slips(case: Case, answer: Answer, check: str) -> list[Candidate]:
     gradient = _DERIVED[id(exercise)][1].get(answer.variable)
     if gradient is None:
         return []
-    found = []
+    found, shape = [], case.expected(answer, check).shape
     for slip in gradient.slips():
         namespace = {k: v.clone() if isinstance(v, torch.Tensor) else v
                      for k, v in {**case.values, **case.upstream(answer, check)}.items()}
@@ -267,7 +267,8 @@ def _rule_slips(case: Case, answer: Answer, check: str) -> list[Candidate]:
         except Exception:  # noqa: BLE001 - a slip that cannot run on this case is no candidate here
             continue
         value = namespace.get(answer.variable)
-        if isinstance(value, torch.Tensor):
+        # A slip that changes the shape is told more exactly by the shape hints (which dimension, keepdim).
+        if isinstance(value, torch.Tensor) and value.shape == shape:
             found.append(Candidate(f"slip:{slip.name}", slip.sentence, value.detach().to(torch.float64)))
     return found
 
