@@ -246,13 +246,14 @@ def test_an_overwriting_lookup_gradient_is_named_from_the_step_s_code():
     assert named(tiny(Mistakes(words={"X": "a token"})), "dE", overwrites).startswith(f"a token {sentence}")
 
 
-def test_an_elementwise_slip_is_named_only_with_the_exercise_s_rule():
+def test_an_elementwise_slip_is_named_by_the_exercise_s_rule_else_by_the_rule_table():
     def output_slope(v, t, n):
         return v["a"] * t["da"] + t["dz"]
 
     assert named(tiny(Mistakes(rules={"a": RELU})), "dh", output_slope) == \
         "your dh uses relu's output where its derivative needs a step"
-    assert named(tiny(), "dh", output_slope) is None
+    assert named(tiny(), "dh", output_slope) == \
+        "your dh multiplies by ReLU's output a where its derivative is a 0/1 mask"
 
 
 def test_what_an_answer_cell_may_read_comes_from_the_network():

@@ -20,7 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
+from grader import derive
 from grader.exercise import ATOMIC, Answer, Exercise
 from grader.judge.exam import CHAIN, Case
 from grader.judge.oracle import local_vjp
@@ -236,17 +238,57 @@ def _generic(case: Case, want: torch.Tensor) -> list[Candidate]:
     return out
 
 
+# The rule table's slips by exercise (grader.derive), derived once per exercise a process grades.
+_DERIVED: dict[int, tuple[Exercise, dict]] = {}
+
+
+def _rule_slips(case: Case, answer: Answer, check: str) -> list[Candidate]:
+    """The slips the rule table knows for this gradient's own step (grader.derive), each run here on this
+    case: the upstream gradients of this check, the forward values. Their code is derived from the
+    exercise's forward lines, never a student's, so running it in the trusted process is running the
+    grader's own. An exercise the rule table cannot derive has none."""
+    exercise = case.exercise
+    if id(exercise) not in _DERIVED:
+        try:
+            gradients = {g.name: g for g in derive.for_exercise(exercise)}
+        except derive.DeriveError:
+            gradients = {}
+        _DERIVED[id(exercise)] = (exercise, gradients)
+    gradient = _DERIVED[id(exercise)][1].get(answer.variable)
+    if gradient is None:
+        return []
+    found, shape = [], case.expected(answer, check).shape
+    for slip in gradient.slips():
+        namespace = {k: v.clone() if isinstance(v, torch.Tensor) else v
+                     for k, v in {**case.values, **case.upstream(answer, check)}.items()}
+        namespace.update(case.sizes, torch=torch, F=F)
+        try:
+            exec(compile(slip.code, f"<slip {slip.name}>", "exec"), namespace)  # noqa: S102 - derived, not a student's
+        except Exception:  # noqa: BLE001 - a slip that cannot run on this case is no candidate here
+            continue
+        value = namespace.get(answer.variable)
+        # A slip that changes the shape is told more exactly by the shape hints (which dimension, keepdim).
+        if isinstance(value, torch.Tensor) and value.shape == shape:
+            found.append(Candidate(f"slip:{slip.name}", slip.sentence, value.detach().to(torch.float64)))
+    return found
+
+
 @functools.lru_cache(maxsize=4096)  # Case hashes by identity: a class reuses each case's neighbourhood
 def candidates(case: Case, answer: Answer, check: str) -> tuple[Candidate, ...]:
-    """Every candidate of this answer on this case and check, the most specific first. Only an atomic
-    answer is one backward step, whose branches the forward pass shows; any other is searched for
-    factors, a transpose and zeros."""
+    """Every candidate of this answer on this case and check, in the order they are preferred: the search
+    of its neighbourhood (its sentences were written for students), then the rule table's slips of the
+    step itself, for what the search does not reach. Only an atomic answer is one
+    backward step, whose branches the forward pass shows; any other is searched for factors, a
+    transpose and zeros."""
     net = case.exercise.network
-    if answer.kind != ATOMIC or not any(c != net.loss for c in net.consumers(answer.source)):
+    if answer.kind != ATOMIC:
         return tuple(_generic(case, case.expected(answer, check)))
+    slips = _rule_slips(case, answer, check)
+    if not any(c != net.loss for c in net.consumers(answer.source)):
+        return (*_generic(case, case.expected(answer, check)), *slips)
     want, branches, up = _per_branch(case, answer, check)
     found = [*_indexing(case, answer, want, up), *_twice_used(case, answer, check, want, branches),
              *_elementwise(case, answer, want, branches, up), *_operands(case, answer, want, branches, up),
              *_chain_rule(case, answer, want, branches, up), *_reductions(case, answer, want, up),
-             *_generic(case, want)]
+             *_generic(case, want), *slips]
     return tuple(found)
