@@ -9,11 +9,12 @@ writer's words, what is wrong with it.
         makes each notebook's course (course init --variant, from this checkout), grades one batch per course
         (the solved notebook with that one cell replaced) and writes /tmp/blind/feedback.yml: per entry, the
         grade ids that lost points and their feedback.
-    python benchmarks/blind_feedback.py rates --feedback /tmp/blind/feedback.yml --labels LABELS.yml
+    python benchmarks/blind_feedback.py rates tests/corpus/blind/judged/heldout-after.yml
         prints named / generic / misleading, overall, for the lecture's notebook and for the parts the
-        variants add. LABELS.yml says, per entry id, whether the feedback names the writer's mistake
-        (named), claims another one (misleading) or claims no cause (generic), as judged by a reader who saw
-        the two texts and nothing of the grader; an answer that lost no point is `accepted`.
+        variants add, from a feedback file whose entries carry a `label`: whether the feedback names the
+        writer's mistake (named), claims another one (misleading) or claims no cause (generic), as judged
+        by a reader who saw the two texts and nothing of the grader (an answer that lost no point is
+        `accepted`). tests/corpus/blind/judged/ holds the feedback of grader versions so judged.
 """
 from __future__ import annotations
 
@@ -82,13 +83,13 @@ def grade(entries: list[dict], out: Path) -> list[dict]:
     return rows
 
 
-def rates(rows: list[dict], labels: dict[str, str]) -> None:
+def rates(rows: list[dict]) -> None:
     groups = {"all": rows, "lecture (tanh-batchnorm)": [r for r in rows if r["notebook"] == LECTURE],
               "variants, parts they add": [r for r in rows if r["variant_specific"]],
               "variants, parts shared with the lecture": [r for r in rows
                                                           if r["notebook"] != LECTURE and not r["variant_specific"]]}
     for name, group in groups.items():
-        counts = Counter(labels[r["id"]] for r in group)
+        counts = Counter(r["label"] for r in group)
         total = len(group) or 1
         print(f"{name:<42} n={len(group):>3}  " + "  ".join(
             f"{k} {100 * counts[k] / total:5.1f}%" for k in ("named", "generic", "misleading", "accepted")))
@@ -101,17 +102,14 @@ def main() -> None:
     g.add_argument("--set", type=Path, required=True)
     g.add_argument("--out", type=Path, required=True)
     r = sub.add_parser("rates")
-    r.add_argument("--feedback", type=Path, required=True)
-    r.add_argument("--labels", type=Path, required=True)
+    r.add_argument("judged", type=Path)
     args = parser.parse_args()
     if args.command == "grade":
         rows = grade(_entries(args.set), args.out)
         (args.out / "feedback.yml").write_text(yaml.safe_dump(rows, sort_keys=False, width=120), encoding="utf-8")
         print(f"{len(rows)} entries graded: {args.out / 'feedback.yml'}")
     else:
-        rows = yaml.safe_load(args.feedback.read_text(encoding="utf-8"))
-        labels = yaml.safe_load(args.labels.read_text(encoding="utf-8"))
-        rates(rows, labels)
+        rates(yaml.safe_load(args.judged.read_text(encoding="utf-8")))
 
 
 if __name__ == "__main__":
