@@ -7,6 +7,7 @@ import torch
 from grader import derive
 from grader import exercise as ex
 from grader.define import DefinitionError, exercise
+from grader.judge import oracle
 from helpers.paths import ROOT
 
 FORWARD = """
@@ -105,6 +106,10 @@ def test_the_gallery_attention_head_and_rnn_are_short_files_graded_from_derived_
     sources = {g.name: g.source for g in derive.for_exercise(value)}
     if name == "attention":
         assert "masked_fill" in sources["dscores"] and "dtril" not in sources
+        generator = torch.Generator().manual_seed(0)
+        truth = oracle.chain_gradients(value.network, value.init(value.lecture, generator),
+                                       value.batch(value.lecture, generator))
+        assert set(truth) == set(value.atomic), "the mask is a constant: autograd gives it no gradient"
         assert sources["demb"].count("demb +=") == 2, "emb feeds the query, the key and the value"
     else:
         assert sources["dWx"].count("dWx +=") == 2 and sources["dWh"].count("dWh +=") == 1, "sums over time"
