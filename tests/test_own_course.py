@@ -84,3 +84,12 @@ def test_solution_from_the_released_folder_alone_derives_the_exercise_s_answer(m
     done = _solution("dh2", "--notebook", course.notebook)
     assert done.exit_code != 0 and "rnn.py is not beside it" in done.output
     assert len(done.output.strip().splitlines()) == 1
+
+
+def test_demo_refuses_an_exercise_without_a_simulated_class_in_one_line_and_keeps_out(made, tmp_path):
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "kept.txt").write_text("an earlier demo\n", encoding="utf-8")
+    done = CliRunner().invoke(main, ["demo", "--course", str(made / "course.yml"), "--out", str(out)])
+    assert done.exit_code == 1 and "exercise rnn declares no simulated class" in done.output
+    assert len(done.output.strip().splitlines()) == 1 and (out / "kept.txt").is_file()
