@@ -81,11 +81,13 @@ def answer_for(exercise: Exercise, grade_id: str) -> Answer:
 def candidates(course, exercise: Exercise | None = None) -> list[Path]:
     """Where the solved notebook may be, in order: beside course.yml (a checkout's solutions/, or the
     source notebook that `course init` writes), then the checkout the grader runs from or the copy the
-    installed package carries: the lecture's, so only for the lecture's exercise."""
+    installed package carries. A checkout's and the package's are the lecture's: only for its exercise."""
+    lecture = (exercise or (course.exercise if course is not None else load())).name == DEFAULT
     found = []
     if course is not None:
-        found += [course.root / SOLVED, course.root / "source" / course.assignment / course.notebook]
-    if (exercise or (course.exercise if course is not None else load())).name == DEFAULT:
+        found += [course.root / SOLVED] if lecture else []
+        found.append(course.root / "source" / course.assignment / course.notebook)
+    if lecture:
         found.append(material.root() / SOLVED)
     return list(dict.fromkeys(found))
 
