@@ -287,10 +287,25 @@ def solution(grade_id, notebook, force, solved, course_file):
     course_file = _here(course_file)
     course = _load_course(course_file) if course_file is not None else None
     try:
-        text = show(grade_id, notebook, solved=solved, course=course, force=force)
+        text = show(grade_id, notebook, solved=solved, course=course, force=force, derived=_derived_references)
     except SolutionError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(text)
+
+
+def _derived_references(exercise) -> dict[str, str]:
+    """An exercise's answer cells as its solved notebook holds them, their references derived from its
+    forward lines, for `solution` where no solved notebook is at hand; an exercise the rule table cannot
+    derive is refused in one line."""
+    from grader import derive
+    from grader.lms import notebooks, skeleton
+    from grader.student.solution import SolutionError
+
+    try:
+        return {cell_id: notebooks.solved_answer(exercise, cell_id, source).source
+                for cell_id, source in skeleton.references(exercise).items()}
+    except derive.DeriveError as exc:
+        raise SolutionError(f"exercise {exercise.name}: no solved notebook here, and {exc}") from None
 
 
 @main.command()

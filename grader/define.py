@@ -96,8 +96,13 @@ def _evaluate(pairs, sizes, generator, dtype, what: str) -> dict[str, torch.Tens
 def _order(network: ex.Network) -> tuple[str, ...]:
     """Gradients in the order a student backpropagates: walking the lines from the loss back, a tensor's
     gradient comes once the last step that reads it (in that walk) has its own, in the order the line
-    reads its inputs: dlogprobs, dprobs, dcounts_sum_inv, dcounts_sum, dcounts, ... as the lecture asks."""
+    reads its inputs: dlogprobs, dprobs, dcounts_sum_inv, dcounts_sum, dcounts, ... as the lecture asks. A
+    line that reads no parameter, even through earlier lines (a causal mask), is a constant: no gradient."""
     steps = network.steps
+    live = set(network.parameters)
+    for step in steps:
+        if live & set(step.inputs):
+            live.add(step.name)
     done, order = {network.loss}, []
     for step in reversed(steps):
         if step.name not in done:
@@ -105,7 +110,7 @@ def _order(network: ex.Network) -> tuple[str, ...]:
         read = sorted((n for n in ast.walk(ast.parse(step.code, mode="eval")) if isinstance(n, ast.Name)),
                       key=lambda n: n.col_offset)
         for name in dict.fromkeys(n.id for n in read):
-            if name in done or name not in {*network.parameters, *network.intermediates}:
+            if name in done or name not in live:
                 continue
             if all(c in done for c in network.consumers(name)):
                 done.add(name)

@@ -20,7 +20,8 @@ def students(exercise) -> dict:
     """The class the exercise's demo simulates (see Exercise.demo), by name."""
     module, _, attribute = exercise.demo.partition(":")
     if not attribute:
-        raise click.ClickException(f"the exercise {exercise.name} has no demo class")
+        raise click.ClickException(f"exercise {exercise.name} declares no simulated class, which the demo needs "
+                                   "(the lecture's makemore-mlp does): grade its notebooks with backprop-ninja grade")
     return dict(getattr(importlib.import_module(module), attribute))
 
 
@@ -100,12 +101,12 @@ def run(course, out: Path, echo) -> int:
     from grader.lms.course_init import init
 
     started = time.monotonic()
+    simulated = students(course.exercise)  # before the folder of an earlier demo is removed
     out = Path(out).resolve()
     shutil.rmtree(out, ignore_errors=True)
     root, exchange = out / "course", out / "exchange"
     exchange.mkdir(parents=True)
     exchange.chmod(0o777)
-    simulated = students(course.exercise)
     init(course, root, exchange=exchange)
     echo(f"1. Course created in {root} (source, hidden suite, course.yml, nbgrader_config.py)")
     warnings.simplefilter("ignore")  # nbgrader's gradebook trips SQLAlchemy warnings that are not ours

@@ -439,7 +439,9 @@ def grade_cell_id(grade_id: str) -> str:
 
 # Exercises shipped with the package, by the name course.yml uses.
 BUILTIN = {"makemore-mlp": "grader.exercises.makemore_mlp:EXERCISE",
-           "wavenet": "grader.exercises.gallery.wavenet:EXERCISE"}
+           "wavenet": "grader.exercises.gallery.wavenet:EXERCISE",
+           "attention": "grader.exercises.gallery.attention:EXERCISE",
+           "rnn": "grader.exercises.gallery.rnn:EXERCISE"}
 DEFAULT = "makemore-mlp"
 # Exercises with variants: `family/variant` is built by the module's `variant(name)`; the module also
 # lists its `NAMES` and can draw one `from_salt(salt)` and `describe(name)` it.

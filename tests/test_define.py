@@ -7,6 +7,7 @@ import torch
 from grader import derive
 from grader import exercise as ex
 from grader.define import DefinitionError, exercise
+from grader.judge import oracle
 from helpers.paths import ROOT
 
 FORWARD = """
@@ -94,3 +95,32 @@ def test_the_gallery_wavenet_is_one_short_file_with_no_reference_answer():
     assert value.lecture["block"] == 8 and "block" not in value.ranges
     assert len(value.atomic) == len(value.network.parameters) + len(value.network.intermediates) - 1
     assert ex.problems(value) == []
+
+
+@pytest.mark.parametrize("name", ["attention", "rnn"])
+def test_the_gallery_attention_head_and_rnn_are_short_files_graded_from_derived_answers(name):
+    path = ROOT / "grader" / "exercises" / "gallery" / f"{name}.py"
+    assert len(path.read_text().splitlines()) <= 60
+    value = ex.load(name)
+    assert ex.problems(value) == []
+    sources = {g.name: g.source for g in derive.for_exercise(value)}
+    if name == "attention":
+        assert "masked_fill" in sources["dscores"] and "dtril" not in sources
+        generator = torch.Generator().manual_seed(0)
+        truth = oracle.chain_gradients(value.network, value.init(value.lecture, generator),
+                                       value.batch(value.lecture, generator))
+        assert set(truth) == set(value.atomic), "the mask is a constant: autograd gives it no gradient"
+        assert sources["demb"].count("demb +=") == 2, "emb feeds the query, the key and the value"
+    else:
+        assert sources["dWx"].count("dWx +=") == 2 and sources["dWh"].count("dWh +=") == 1, "sums over time"
+        assert "dh1" in sources and "dh1" in sources["dWh"] + sources["dWx"]
+
+
+def test_a_line_that_reads_no_parameter_is_a_constant_with_no_answer():
+    value = tiny(forward="""
+        e = E[X]
+        keep = torch.ones(n, hidden)
+        h = (e @ W + b) * keep
+        loss = ((h - Y) ** 2).sum() / n
+    """)
+    assert "dkeep" not in value.grade_ids and {"dh", "de", "dW", "db", "dE"} <= set(value.grade_ids)

@@ -348,3 +348,26 @@ def test_a_sandbox_without_a_required_wall_is_the_graders_failure_not_the_studen
     results, log = runs["no_landlock"]
     assert results["tests"] == [] and "not graded" in results["output"] and "course staff" in results["output"]
     assert "landlock wall is required" in log and "landlock" not in results["output"]
+
+
+@pytest.mark.slow
+def test_a_course_of_its_own_exercise_ships_the_exercise_file_and_grades_on_gradescope(tmp_path):
+    """The zip carries the exercise file course.yml names, and course.yml names it beside itself: without
+    it every student got 0 and "The autograder failed"."""
+    exercise = ROOT / "grader" / "exercises" / "gallery" / "rnn.py"
+    target = tmp_path / "course"
+    made = CliRunner().invoke(main, ["course", "init", str(target), "--exercise", str(exercise)])
+    assert made.exit_code == 0, (made.output, made.exception)
+    course = load(target / "course.yml")
+    result, archive = build(tmp_path, target / "course.yml")
+    assert result.exit_code == 0, (result.output, result.exception)
+    with zipfile.ZipFile(archive) as z:
+        assert "rnn.py" in z.namelist()
+        assert "exercise: rnn.py:EXERCISE" in z.read("course.yml").decode()
+    root = tmp_path / "autograder"
+    solved = target / "source" / course.assignment / course.notebook
+    _lay_out(root, archive, {course.notebook: solved})
+    ran = CliRunner().invoke(main, ["gradescope", "run", "--root", str(root)])
+    assert ran.exit_code == 0, (ran.output, ran.exception)
+    data = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+    assert data["tests"] and data["score"] == sum(course.points.values()), (data["output"], ran.output)

@@ -3,6 +3,7 @@ that holds an attempt at it; every other case is one line of error, never a trac
 from __future__ import annotations
 
 import ast
+import dataclasses
 import shutil
 import textwrap
 
@@ -20,7 +21,7 @@ from grader.exercises.makemore_mlp.answers import ANSWERS, BY_GRADE_ID, EX4_CELL
 from grader.exercises.makemore_mlp.model import PARAMETERS, Sizes, forward
 from grader.student import solution
 from helpers.notebooks import submission, write
-from helpers.paths import COURSE_FILE, ROOT, SOLVED, STUB
+from helpers.paths import COURSE, COURSE_FILE, ROOT, SOLVED, STUB
 from solutions import make_notebooks, reference
 
 EXERCISE = load("makemore-mlp")
@@ -335,3 +336,11 @@ def test_a_gated_courses_notebook_still_opens_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = run("dcounts", "--force")
     assert result.exit_code == 0 and in_order(reference_lines("dcounts"), result.output), result.output
+
+
+def test_the_lectures_solved_notebook_is_never_a_candidate_for_another_exercise():
+    """A variant (or an exercise of the course's own) graded from a checkout's course.yml: the checkout's
+    solved notebook is the lecture's, so only the course's own source notebook is looked at."""
+    variant = dataclasses.replace(COURSE, exercise=load("makemore-mlp/relu-none"))
+    assert solution.candidates(variant) == [COURSE.root / "source" / COURSE.assignment / COURSE.notebook]
+    assert ROOT / "solutions" / "backprop_ninja_solved.ipynb" in solution.candidates(COURSE)

@@ -145,6 +145,16 @@ def test_the_student_package_ships_no_sandbox(student_env):
     assert shipped & sandbox == set()
 
 
+def test_the_student_package_ships_the_gallery_but_not_the_answer_generator(student_env):
+    """The self-check loads a gallery exercise by name, so its short form comes along; grader.derive writes
+    reference answers from forward lines, so no exercise module may import it (the wheel would carry it)."""
+    _, wheel = student_env
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    gallery = {f"grader/exercises/gallery/{n}.py" for n in ("wavenet", "attention", "rnn")}
+    assert gallery | {"grader/define.py"} <= shipped
+    assert not [n for n in shipped if n.startswith("grader/derive/")]
+
+
 def test_the_student_environment_holds_no_reference_answer(student_env):
     """Every file of the environment and the wheel, searched for the reference answers' lines and their
     distinctive fragments, the solution markers and the hidden suite's text; and no notebook or suite

@@ -22,10 +22,11 @@ def _held(network: Network, values: Mapping) -> dict:
 
 
 def chain_gradients(network: Network, params, data) -> dict[str, torch.Tensor]:
-    """d loss / d X for every parameter and intermediate, keyed by the gradient's name (`dX`)."""
+    """d loss / d X for every parameter and intermediate, keyed by the gradient's name (`dX`); an
+    intermediate made from no parameter (a causal mask) is a constant and has none."""
     leaves = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
     values = network.forward(leaves, data)
-    names = [*network.parameters, *(n for n in network.intermediates if n != network.loss)]
+    names = [*network.parameters, *(n for n in network.intermediates if n != network.loss and values[n].requires_grad)]
     grads = torch.autograd.grad(values[network.loss], [values[k] for k in names])
     return {"d" + k: g.detach() for k, g in zip(names, grads, strict=True)}
 

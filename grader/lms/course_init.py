@@ -32,6 +32,8 @@ COURSE_FILE = "course.yml"
 CONFIG_FILE = "nbgrader_config.py"
 INSTALL_CELL = "setup_install"
 MISTAKES_FILE = "known_mistakes.yml"
+OWN_MISTAKES = ("# Named mistakes of this course's own exercise, by grade id (none yet): the rule table's slips are "
+                "named without a list.\n{}\n")
 
 CONFIG = '''\
 # Written by `backprop-ninja course init`. nbgrader runs this course; backprop-ninja grades it.
@@ -181,15 +183,19 @@ def _write_material(course, target: Path, kept: frozenset[str] = frozenset()) ->
         licence = data.with_suffix(".LICENSE")
         if licence.is_file() and licence.resolve() != (source / licence.name).resolve():
             shutil.copy(licence, source / licence.name)
+    catalogue = target / "autotests" / MISTAKES_FILE
+    # A course's own exercise keeps the catalogue its instructor wrote (--update): the package's names the
+    # lecture's tensors, none of its own.
+    own_catalogue = None
+    if variant is None and course.exercise.name != DEFAULT:
+        own_catalogue = catalogue.read_text(encoding="utf-8") if catalogue.is_file() else OWN_MISTAKES
     if suite.resolve() != (target / course.autotests).resolve():
         shutil.rmtree(target / "autotests", ignore_errors=True)
         shutil.copytree(suite, target / "autotests", ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
-    catalogue = target / "autotests" / MISTAKES_FILE
     if variant is not None:
         catalogue.write_text(known_mistakes(catalogue.read_text(encoding="utf-8"), course.exercise), encoding="utf-8")
-    elif course.exercise.name != DEFAULT:  # the lecture's catalogue names the lecture's tensors: none of its own
-        catalogue.write_text("# Named mistakes of this course's own exercise, by grade id (none yet): the "
-                             "rule table's slips are named without a list.\n{}\n", encoding="utf-8")
+    elif own_catalogue is not None:
+        catalogue.write_text(own_catalogue, encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------------

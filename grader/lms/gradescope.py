@@ -15,6 +15,7 @@ import importlib.metadata
 import importlib.resources
 import io
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -28,6 +29,7 @@ import grader
 from grader import __version__, extract
 from grader.course import Course, load
 from grader.files import atomic_write
+from grader.lms.course_init import own_file
 from grader.vocabulary import Flag, flag_text
 
 DISTRIBUTION = "backprop-ninja"
@@ -117,8 +119,15 @@ def _torch_requirement() -> str:
 
 
 def _course_yml(course: Course) -> str:
-    """course.yml as it is, but for the suite, which travels as autotests/ beside it."""
-    lines = [line for line in course.path.read_text(encoding="utf-8").splitlines() if not line.startswith("autotests:")]
+    """course.yml as it is, but for the suite, which travels as autotests/ beside it, and a course's own
+    exercise file, which travels beside it too (wherever course.yml found it)."""
+    text = course.path.read_text(encoding="utf-8")
+    own = own_file(course)
+    if own is not None:
+        text = re.sub(r"(?m)^exercise:.*\n(?:[ \t]+.*\n)*", "", text if text.endswith("\n") else text + "\n")
+    lines = [line for line in text.splitlines() if not line.startswith("autotests:")]
+    if own is not None:
+        lines.append(f"exercise: {own.name}:{course.exercise_spec.rpartition(':')[2]}")
     return "\n".join([*lines, "autotests: autotests"]) + "\n"
 
 
@@ -137,6 +146,9 @@ def build(course: Course, out: Path) -> list[str]:
     setup = _template("setup.sh").replace("@TORCH@", _torch_requirement()).replace("@WHEEL@", wheel_name)
     files = {"setup.sh": setup, "run_autograder": _template("run_autograder"), "course.yml": _course_yml(course),
              wheel_name: wheel, **_files(course.autotests_dir, "autotests")}
+    own = own_file(course)
+    if own is not None:  # the grader on Gradescope loads it as this one does
+        files[own.name] = own.read_bytes()
     atomic_write(out, _zip(files))
     return list(files)
 

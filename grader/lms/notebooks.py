@@ -190,6 +190,15 @@ def function_answer(function: Function, source: str):
                                    *_solution_region(body, indent), *lines[ret.lineno - 1:]])
 
 
+def solved_answer(exercise: Exercise, cell_id: str, reference: str):
+    """The solved notebook's answer cell `cell_id` holding `reference`: a function's with its contract, any
+    other the blank, then the reference in nbgrader's solution region."""
+    function = next((f for f in exercise.functions if f.cell == cell_id), None)
+    if function is not None:
+        return function_answer(function, reference)
+    return _answer(cell_id, [blank(exercise.by_grade_id[cell_id].variable), *_solution_region(reference)])
+
+
 # ---------------------------------------------------------------------------------------------
 # From the prose source to the solved notebook
 
@@ -266,9 +275,9 @@ class _Builder:
             raise self.error(cell_id, f"not an answer cell of exercise {self.exercise.name}")
         if cell_id not in self.references:
             raise self.error(cell_id, "no reference answer for this cell")
+        cells = [solved_answer(self.exercise, cell_id, self.references[cell_id])]
         if function is not None:
-            return [function_answer(function, self.references[cell_id])]
-        cells = [_answer(cell_id, [blank(answer.variable), *_solution_region(self.references[cell_id])])]
+            return cells
         self.checks.append(cell_id)
         return cells + [graded(cell_id, f'check("{cell_id}", {answer.variable}, {answer.source})',
                                self.course.points)]

@@ -78,7 +78,7 @@ autograd's gradient of every intermediate, so that the self-check can compare yo
              _code("\n".join(f"{s.name} = ..." for s in net.steps) + f"""
 
 # Autograd's gradients, to check yours against
-for t in [{", ".join(s.name for s in net.steps if s.name != net.loss)}]:
+for t in [{", ".join(s.name for s in net.steps if "d" + s.name in exercise.atomic)}]:
     t.retain_grad()
 {net.loss}.backward()
 check = SelfCheck(namespace=globals(), course=COURSE)

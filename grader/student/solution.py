@@ -17,13 +17,14 @@ import ast
 import difflib
 import json
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from grader import material
-from grader.exercise import Answer, Exercise, Function, load
+from grader.exercise import DEFAULT, Answer, Exercise, ExerciseError, Function, load
 from grader.material import SOLVED
 
 # nbgrader's default solution delimiters, which the solved notebook uses around every reference.
@@ -50,7 +51,7 @@ class Reference:
 
     answer: Answer
     function: Function | None  # the function whose returned key the answer is, if it is one
-    source: Path
+    source: Path | str
     steps: tuple[Step, ...]
     total: int  # statements in the whole reference, of which `steps` may show a part (a function's)
 
@@ -78,24 +79,27 @@ def answer_for(exercise: Exercise, grade_id: str) -> Answer:
     raise SolutionError(f"unknown grade id {grade_id!r}: {hint}")
 
 
-def candidates(course) -> list[Path]:
+def candidates(course, exercise: Exercise | None = None) -> list[Path]:
     """Where the solved notebook may be, in order: beside course.yml (a checkout's solutions/, or the
     source notebook that `course init` writes), then the checkout the grader runs from or the copy the
-    installed package carries."""
+    installed package carries. A checkout's and the package's are the lecture's: only for its exercise."""
+    lecture = (exercise or (course.exercise if course is not None else load())).name == DEFAULT
     found = []
     if course is not None:
-        found += [course.root / SOLVED, course.root / "source" / course.assignment / course.notebook]
-    found.append(material.root() / SOLVED)
+        found += [course.root / SOLVED] if lecture else []
+        found.append(course.root / "source" / course.assignment / course.notebook)
+    if lecture:
+        found.append(material.root() / SOLVED)
     return list(dict.fromkeys(found))
 
 
-def find_solved(solved: Path | None, course) -> Path:
+def find_solved(solved: Path | None, course, exercise: Exercise | None = None) -> Path:
     if solved is not None:
         if not solved.is_file():
             raise SolutionError(f"{solved}: no such file (--solved names the solved notebook, {SOLVED} in a "
                                 "checkout of backprop-ninja)")
         return solved
-    looked = candidates(course)
+    looked = candidates(course, exercise)
     for path in looked:
         if path.is_file():
             return path
@@ -273,10 +277,12 @@ def needed(statements: list[ast.stmt], variable: str) -> set[int]:
     return kept
 
 
-def reference(exercise: Exercise, answer: Answer, solved: Path) -> Reference:
-    """The reference for `answer` from the solved notebook; for a function's answer, only the
-    statements of the function that its returned value needs."""
-    source = _reference_cell(solved, answer.cell_id)
+def reference(exercise: Exercise, answer: Answer, solved: Path | str, source: str | None = None) -> Reference:
+    """The reference for `answer` from the solved notebook (or its answer cell's `source`, given, from
+    what `solved` names); for a function's answer, only the statements of the function that its returned
+    value needs."""
+    if source is None:
+        source = _reference_cell(solved, answer.cell_id)
     where = f"{solved}: the answer cell {answer.cell_id}"
     try:
         all_steps, tree = steps(_region(source, where)), ast.parse(source)
@@ -358,19 +364,66 @@ def closed_by(course, notebook: Path | None) -> str | None:
     return None
 
 
+def notebook_exercise(notebook: Path) -> Exercise | None:
+    """The exercise a released notebook's self-check loads (its `COURSE = {...}` names one other than the
+    lecture's; a course's own file is released beside the notebook), None for the lecture's."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(notebook, as_version=4)
+    except Exception:  # noqa: BLE001 - refusal() says what is wrong with the notebook
+        return None
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Assign) and [getattr(t, "id", None) for t in stmt.targets] == ["COURSE"]:
+                try:
+                    spec = ast.literal_eval(stmt.value).get("exercise")
+                except (ValueError, AttributeError):
+                    return None
+                if not isinstance(spec, str):
+                    return None
+                module, _, attribute = spec.rpartition(":")
+                if module.endswith(".py"):
+                    path = notebook.parent / module
+                    if not path.is_file():
+                        raise SolutionError(f"{notebook}: its exercise file {module} is not beside it: keep the "
+                                            "released folder together, or pass --course course.yml")
+                    spec = f"{path.resolve()}:{attribute}"
+                try:
+                    return load(spec)
+                except ExerciseError as exc:
+                    raise SolutionError(f"{notebook}: {exc}") from None
+    return None
+
+
 def show(grade_id: str, notebook: Path | None, *, solved: Path | None = None, course=None,
-         force: bool = False) -> str:
+         force: bool = False, derived: Callable[[Exercise], dict[str, str]] | None = None) -> str:
     """The text to print; SolutionError when the notebook holds no attempt (unless `force`) or the
-    reference cannot be found. The answers are the course's exercise's (the default one without a
-    course.yml)."""
+    reference cannot be found. The answers are the course's exercise's, else the one the notebook's
+    self-check loads, else the lecture's. An exercise other than the lecture's with no solved notebook at
+    hand (one of the instructor's own, a variant) has its references `derived` from its forward lines,
+    never the lecture's shown in their place."""
     closed = closed_by(course, notebook)
     if closed:
         raise SolutionError(f"no reference: {closed} sets `solutions: off` (a graded course); ask the course's "
                             "staff, who hold the solved notebook")
-    exercise = course.exercise if course is not None else load()
+    exercise = course.exercise if course is not None else None
+    if exercise is None and notebook is not None:
+        exercise = notebook_exercise(notebook)
+    exercise = exercise or load()
     answer = answer_for(exercise, grade_id)
     if not force:
         refused = refusal(exercise, answer, notebook)
         if refused:
             raise SolutionError(refused)
-    return render(reference(exercise, answer, find_solved(solved, course)))
+    if solved is None and derived is not None and exercise.name != DEFAULT \
+            and not any(p.is_file() for p in candidates(course, exercise)):
+        where = f"the forward lines of exercise {exercise.name} (derived)"
+        return render(reference(exercise, answer, where, derived(exercise)[answer.cell_id]))
+    return render(reference(exercise, answer, find_solved(solved, course, exercise)))

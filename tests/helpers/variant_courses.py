@@ -72,8 +72,10 @@ def _run_all(notebooks: dict[str, nbformat.NotebookNode], course, folder: Path, 
     nbgrader released: `jupyter execute`, each in a fresh kernel, errors left in the cells."""
     here = workdir / "run-all"
     shutil.copytree(folder, here)
-    data = here / course.data
-    data.write_text("\n".join(data.read_text(encoding="utf-8").splitlines()[::DATA_STRIDE]) + "\n", encoding="utf-8")
+    if course.data:
+        data = here / course.data
+        data.write_text("\n".join(data.read_text(encoding="utf-8").splitlines()[::DATA_STRIDE]) + "\n",
+                        encoding="utf-8")
     paths = {kind: here / f"{kind}.ipynb" for kind in notebooks}
     for kind, nb in notebooks.items():
         nbformat.write(nb, paths[kind])

@@ -1,0 +1,95 @@
+"""The commands around a course of the instructor's own exercise (`course init --exercise`): `--update`
+rebuilds that exercise's notebook and keeps its own catalogue of named mistakes, and `solution` shows the
+exercise's derived answer, never the lecture's, from the course or from the released folder alone."""
+from __future__ import annotations
+
+import shutil
+
+import nbformat
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from grader.cli import main
+from grader.course import load
+from grader.exercise import grade_cell_id
+from helpers.paths import ROOT
+
+pytestmark = pytest.mark.slow
+
+EXERCISE = ROOT / "grader" / "exercises" / "gallery" / "rnn.py"
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    target = tmp_path_factory.mktemp("own") / "course"
+    done = CliRunner().invoke(main, ["course", "init", str(target), "--exercise", str(EXERCISE)])
+    assert done.exit_code == 0, (done.output, done.exception)
+    return target
+
+
+def _source(target):
+    course = load(target / "course.yml")
+    return course, target / "source" / course.assignment
+
+
+def test_update_rebuilds_the_exercise_s_own_notebook_and_keeps_its_catalogue(made, tmp_path):
+    target = tmp_path / "course"
+    shutil.copytree(made, target)
+    text = (target / "course.yml").read_text(encoding="utf-8")
+    (target / "course.yml").write_text(text.replace("  dh3: 1\n", "  dh3: 3\n"), encoding="utf-8")
+    catalogue = target / "autotests" / "known_mistakes.yml"
+    assert yaml.safe_load(catalogue.read_text(encoding="utf-8")) == {}, "the lecture's mistakes name its tensors"
+    mine = "dh3:\n  - name: the tanh's derivative through its input\n    code: dh3 = dlogits @ Wy.T\n"
+    catalogue.write_text(mine, encoding="utf-8")
+    course, folder = _source(target)
+    (folder / course.notebook).write_text("{}", encoding="utf-8")
+    done = CliRunner().invoke(main, ["course", "init", "--update", str(target)])
+    assert done.exit_code == 0, (done.output, done.exception)
+    nb = nbformat.read(folder / course.notebook, as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    assert "h3 = torch.tanh(emb[:, 2] @ Wx + h2 @ Wh + bh)" in text and "counts_sum" not in text
+    points = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"].get("points") for c in nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade")}
+    assert points[grade_cell_id("dh3")] == 3 and points[grade_cell_id("dh2")] == 1
+    assert catalogue.read_text(encoding="utf-8") == mine, "the instructor's catalogue is kept"
+    assert (folder / EXERCISE.name).read_bytes() == EXERCISE.read_bytes()
+
+
+def _solution(*args):
+    return CliRunner().invoke(main, ["solution", *map(str, args)])
+
+
+def test_solution_shows_the_course_s_exercise_s_answer(made, monkeypatch):
+    monkeypatch.chdir(made)
+    course, folder = _source(made)
+    done = _solution("dh2", "--notebook", folder / course.notebook)
+    assert done.exit_code == 0, done.output
+    assert "dh2 = (1 - h3 ** 2) * dh3 @ Wh.T" in done.output.replace("((1 - h3 ** 2) * dh3) @", "(1 - h3 ** 2) * dh3 @")
+
+
+def test_solution_from_the_released_folder_alone_derives_the_exercise_s_answer(made, tmp_path, monkeypatch):
+    """A student's folder: the released notebook and the exercise file beside it, no course.yml; the
+    lecture's grade id dlogits is the network's own here (Wy, not W2)."""
+    course, folder = _source(made)
+    student = tmp_path / "student"
+    student.mkdir()
+    shutil.copy(folder / course.notebook, student / course.notebook)
+    shutil.copy(folder / EXERCISE.name, student / EXERCISE.name)
+    monkeypatch.chdir(student)
+    done = _solution("dh2", "--notebook", course.notebook)
+    assert done.exit_code == 0, done.output
+    assert "derived" in done.output and "Wh.T" in done.output
+    (student / EXERCISE.name).unlink()
+    done = _solution("dh2", "--notebook", course.notebook)
+    assert done.exit_code != 0 and "rnn.py is not beside it" in done.output
+    assert len(done.output.strip().splitlines()) == 1
+
+
+def test_demo_refuses_an_exercise_without_a_simulated_class_in_one_line_and_keeps_out(made, tmp_path):
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "kept.txt").write_text("an earlier demo\n", encoding="utf-8")
+    done = CliRunner().invoke(main, ["demo", "--course", str(made / "course.yml"), "--out", str(out)])
+    assert done.exit_code == 1 and "exercise rnn declares no simulated class" in done.output
+    assert len(done.output.strip().splitlines()) == 1 and (out / "kept.txt").is_file()

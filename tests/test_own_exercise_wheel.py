@@ -1,0 +1,83 @@
+"""An instructor's own exercise from the wheel alone: the package built and installed into a fresh virtual
+environment, then, as a normal unix user in a folder of their home, `exercise check` and `course init
+--exercise` on a network that is in no gallery, and the solved notebook that course init wrote graded full."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from test_package import TIMEOUT, _sources
+
+from grader.course import load
+
+pytestmark = pytest.mark.slow
+
+# A two-layer network with a sigmoid and a log-softmax loss written out: no gallery has it.
+MINE = textwrap.dedent('''\
+    from grader.define import exercise
+
+    EXERCISE = exercise(
+        name="sigmoid-mlp", title="Two layers, a sigmoid and a log-softmax",
+        sizes={"n": (12, (5, 25)), "d_in": (6, (2, 11)), "hidden": (9, (3, 17)), "classes": (4, (2, 8))},
+        parameters="""
+            W1 = randn(d_in, hidden) / d_in ** 0.5
+            b1 = randn(hidden) * 0.1
+            W2 = randn(hidden, classes) * 0.1
+        """,
+        data="""
+            X = randn(n, d_in)
+            Y = randint(classes, (n,))
+        """,
+        forward="""
+            h = torch.sigmoid(X @ W1 + b1)
+            logits = h @ W2
+            logp = F.log_softmax(logits, dim=1)
+            loss = -logp[range(n), Y].mean()
+        """,
+    )
+''')
+
+
+def test_exercise_check_and_course_init_from_the_wheel_outside_a_checkout(tmp_path, unix_user):
+    user = unix_user.user
+    src, dist, venv, work = tmp_path / "src", tmp_path / "dist", user.home / "wheel-venv", user.home / "work"
+    src.mkdir()
+    work.mkdir()
+    _sources(src)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "--no-index",
+                    "-q", "-w", str(dist)], check=True, capture_output=True, timeout=TIMEOUT)
+    (wheel,) = dist.glob("backprop_ninja-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True,
+                   capture_output=True, timeout=TIMEOUT)
+    subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+                   check=True, capture_output=True, timeout=TIMEOUT)
+    shutil.rmtree(src)
+    (work / "mine.py").write_text(MINE, encoding="utf-8")
+    user.give(venv)
+    user.give(work)
+    env = user.env(PATH=f"{venv / 'bin'}:{Path(sys.base_prefix) / 'bin'}:/usr/bin:/bin", MPLBACKEND="Agg",
+                   JUPYTER_PATH=str(Path(sys.base_prefix) / "share" / "jupyter"))
+
+    def run(*args):
+        unix_user.keep_root_traversable()
+        done = user.run([*args], cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
+        return done.stdout
+
+    where = run("python", "-c", "import grader; print(grader.__file__)")
+    assert Path(where.strip()).is_relative_to(venv), where
+    checked = run("backprop-ninja", "exercise", "check", "mine.py")
+    assert "sigmoid-mlp" in checked and "dW1" in checked and "mutants" in checked
+    run("backprop-ninja", "course", "init", "course", "--exercise", "mine.py")
+    course = load(work / "course" / "course.yml")
+    assert course.exercise.name == "sigmoid-mlp" and (work / "course" / "mine.py").is_file()
+    solved = work / "course" / "source" / course.assignment / course.notebook
+    assert (solved.parent / "mine.py").is_file()
+    run("backprop-ninja", "grade", str(solved), "--out", "results", "--course", "course/course.yml")
+    (result,) = (json.loads(p.read_text()) for p in (work / "results").glob("*.json"))
+    assert result["score"] == result["max_score"] == sum(course.points.values()), result["output"]
