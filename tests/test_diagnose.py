@@ -16,6 +16,7 @@ from grader.judge.compare import judge, outcome_text
 from grader.judge.diagnose import diagnose, name
 from grader.judge.exam import CHAIN, Case
 from grader.judge.oracle import chain_gradients, local_vjp
+from grader.vocabulary import Status
 
 RTOL, ATOL = 1e-5, 1e-8
 N = 6  # the batch size the factor hints refer to; not 2, so that "factor 2" and "n" differ
@@ -387,3 +388,12 @@ def test_a_constant_factor_seen_on_hidden_configurations_alone_is_named_without_
                                                                        "line": 1}))
     assert "a constant multiple of the right value on every configuration" in failure.feedback, failure.feedback
     assert "9007" not in failure.feedback and "9.008e+03" not in failure.feedback
+
+
+def test_a_crash_on_a_hidden_configuration_says_which_in_fixed_words():
+    """Status.CRASHED is the parent's alone, its {crash} one of a closed set: said for a hidden configuration
+    too (a KeyError there made the whole hidden suite fail)."""
+    outcome = SimpleNamespace(status=Status.CRASHED, detail={"crash": "it ended the process"})
+    failure = outcome_text(outcome, tiny().answers[0], exercise=tiny(), public=False)
+    assert failure.feedback == ("the cell stopped the grading process (it ended the process); the other cells "
+                                "were graded without it")

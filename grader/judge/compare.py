@@ -95,6 +95,9 @@ ON_HIDDEN = "on a hidden configuration"
 ON_PUBLIC = "on the lecture-sized configuration"
 # What is said of a failure seen on hidden configurations only, in place of what the student's code
 # would put in its text there (its error's message, its type's name, what the audit hook saw).
+# Details of an outcome the parent writes from its own fixed vocabulary, safe to show for any configuration:
+# the crash's fixed text (grader.sandbox.parent.CRASHES; a child cannot report Status.CRASHED).
+PARENT_WORDS = ("crash",)
 HIDDEN_STATUS_TEXT = {
     Status.NOT_TENSOR: "{variable} is not a torch.Tensor " + ON_HIDDEN,
     Status.SUBCLASS: "{variable} is a subclass of torch.Tensor " + ON_HIDDEN + ": give a plain tensor",
@@ -218,7 +221,9 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
         if outcome.status not in STATUS_TEXT:  # a status no child of ours sends: its word is the cell's
             return Failure(Status.BROKEN, f"unexpected result {ON_HIDDEN}")
         template = HIDDEN_STATUS_TEXT.get(outcome.status, STATUS_TEXT[outcome.status])
-        return Failure(outcome.status, template.format(**fields))
+        # The words the sandbox itself chose (which fixed crash text): never the cell's
+        said = {k: outcome.detail[k] for k in PARENT_WORDS if k in outcome.detail}
+        return Failure(outcome.status, template.format(**{**said, **fields}))
     template = STATUS_TEXT.get(outcome.status, "unexpected result ({status})")
     detail = {k: "; ".join(v) if isinstance(v, list) else v for k, v in outcome.detail.items()}
     return Failure(outcome.status, template.format(**{**detail, **fields}))
