@@ -134,9 +134,12 @@ def test_no_true_gradient_is_revealed_before_the_childs_answer_for_it(reference_
         elif direction == "send" and header.get("op") == "upstream" and header.get("check") == CHAIN:
             case = _case(cases, header["case"])
             assert len(tensors) == 1, f"several gradients revealed at once: {sorted(tensors)}"
+            # The public (lecture-sized) case runs to its end first, then the hidden ones: within a phase, not
+            # before its answer on this case nor on any other, so no case's truth helps with another's; a
+            # public truth is the public case's, whose every value a student may compute anyway.
+            phase = [c for c in cases if c.config.scored == case.config.scored]
             for g, value in tensors.items():
-                # Not before its answer on this case, nor on any other: no case's truth helps with another's.
-                assert all((g, CHAIN, c.config.name) in answered for c in cases), \
+                assert all((g, CHAIN, c.config.name) in answered for c in phase), \
                     f"true {g} revealed on {case.config.name} before every case's answer"
                 assert torch.equal(value, case.truth[g])
                 revealed[(case.config.name, g)] = position
@@ -154,15 +157,20 @@ def test_no_true_gradient_is_revealed_before_the_childs_answer_for_it(reference_
 def test_no_local_pass_message_carries_a_true_gradient(reference_run, cases):
     _, log, _ = reference_run
     sends = [(h, t) for d, h, t in log if d == "send"]
-    first_chain_run = next(i for i, (h, _) in enumerate(sends)
-                           if h.get("op") == "run_many" and h.get("check") == CHAIN)
-    local_phase = sends[:first_chain_run]
-    assert {h["op"] for h, _ in local_phase} == {"cells", "case", "upstream", "run_many"}
-    assert sum(h["op"] == "run_many" for h, _ in local_phase) == 1  # one exchange for every case's LOCAL pass
-    assert all(h.get("check") == LOCAL for h, _ in local_phase if h["op"] in ("upstream", "run_many"))
-    # Every case's forward pass and random upstream went out in that phase, and no run of the CHAIN pass.
-    assert {h["case"] for h, _ in local_phase if h["op"] == "case"} == {c.config.name for c in cases}
-    assert {h["case"] for h, _ in local_phase if h["op"] == "upstream"} == {c.config.name for c in cases}
+    # Two phases, the public case's, then the hidden ones': each opens with its cases' forward passes and random
+    # upstream gradients and one exchange of their LOCAL pass, before any run of its CHAIN pass.
+    for scored in (False, True):
+        names = {c.config.name for c in cases if c.config.scored == scored}
+        start = next(i for i, (h, _) in enumerate(sends) if h.get("op") == "case" and h["case"] in names)
+        end = next(i for i, (h, _) in enumerate(sends) if i > start and h.get("op") == "run_many"
+                   and h.get("check") == CHAIN)
+        local_phase = sends[start:end]
+        assert {h["op"] for h, _ in local_phase} == {"case", "upstream", "run_many"}
+        assert sum(h["op"] == "run_many" for h, _ in local_phase) == 1
+        assert all(h.get("check") == LOCAL for h, _ in local_phase if h["op"] in ("upstream", "run_many"))
+        assert {h["case"] for h, _ in local_phase if h["op"] == "case"} == names
+        assert {h["case"] for h, _ in local_phase if h["op"] == "upstream"} == names
+    local_phase = [(h, t) for h, t in sends if h.get("op") == "case"]
     for header, tensors in local_phase:
         if header["op"] == "case":
             assert set(tensors) <= set(FORWARD_NAMES), sorted(set(tensors) - set(FORWARD_NAMES))
