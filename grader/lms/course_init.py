@@ -402,19 +402,30 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
     return sorted(p for p in target.rglob("*") if p.is_file() and exchange not in p.parents)
 
 
-def make_private(target: Path, keep: Path | None = None) -> None:
+def make_private(target: Path, keep: Path | None = None) -> list[Path]:
     """Everything under the course folder `target` (not the folder itself, whose mode init set and a
     TA's group may have changed since) made its owner's alone, with the group bits of a setgid folder
-    (grader.files.private_mode); `keep` (an exchange inside the course) is left to nbgrader."""
+    (grader.files.private_mode); `keep` (an exchange inside the course) is left to nbgrader. Returns what
+    belongs to another user and so could not be changed (a folder an administrator or a TA made there):
+    named to the instructor, never a crash half-way through."""
+    foreign = []
+
+    def chmod(path: Path, mode: int) -> None:
+        try:
+            os.chmod(path, mode)
+        except PermissionError:
+            foreign.append(path)
+
     for folder, dirs, files in os.walk(target):
         here = Path(folder)
         dirs[:] = [d for d in dirs if here / d != keep]
         for name in dirs:
             if not (here / name).is_symlink():
-                os.chmod(here / name, private_mode(here, directory=True))
+                chmod(here / name, private_mode(here, directory=True))
         for name in files:
             if not (here / name).is_symlink():
-                os.chmod(here / name, private_mode(here))
+                chmod(here / name, private_mode(here))
+    return foreign
 
 
 def _setting(text: str, key: str, value: str) -> str:
@@ -469,9 +480,13 @@ def update(target: Path, log=print) -> list[str]:
         raise InitError(str(exc)) from None
     kept = _graded_cells(target, course)
     _write_material(course, target, kept)
-    make_private(target, keep=exchange_of(target))
+    foreign = make_private(target, keep=exchange_of(target))
     done = [f"source/{course.assignment}/{course.notebook}: grade cells worth course.yml's points "
             f"({len(course.points)} grade ids, {course.max_score:g} points)", "autotests/: the hidden suite"]
+    if foreign:
+        shown = ", ".join(str(p.relative_to(target)) for p in foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        done.append(f"{len(foreign)} path(s) left as they are, another user's: {shown} "
+                    "(run `backprop-ninja course check` to see who may read them)")
     if (target / "gradebook.db").is_file():
         _generate(target, course.assignment)
         done.append("gradebook.db and release/: nbgrader generate_assignment --force ran again")
