@@ -172,7 +172,7 @@ def test_the_lectures_shape_slip_says_wrong_as_it_loses_points(state, capfd):
 
 def test_a_course_that_gives_a_shape_slip_full_credit_accepts_it(state, capfd):
     nb = Notebook(state)
-    settings = make_notebooks.public_settings(COURSE)
+    settings = notebooks.public_settings(COURSE)
     nb.ns["check"] = SelfCheck(n=state["n"], namespace=nb.ns,
                                course={**settings, "policy": {"squeezable_shape_credit": 1.0}})
     line = nb.run_to("dbnmeani", {"dbnmeani": "dbnmeani = (-dbndiff).sum(0)"}, capfd)
@@ -203,7 +203,7 @@ def _training_line(state, capfd, source: str) -> str:
     params = init_params(LECTURE, g)
     batches = [(torch.randint(0, LECTURE.vocab, (LECTURE.n, LECTURE.block_size), generator=g),
                 torch.randint(0, LECTURE.vocab, (LECTURE.n,), generator=g)) for _ in range(50)]
-    check = SelfCheck(n=state["n"], exercise=4, namespace=nb.ns, course=make_notebooks.public_settings(COURSE))
+    check = SelfCheck(n=state["n"], exercise=4, namespace=nb.ns, course=notebooks.public_settings(COURSE))
     capfd.readouterr()
     check.training(nb.ns["manual_backward"], params, batches, lr=0.1)  # never raises
     out, err = capfd.readouterr()
