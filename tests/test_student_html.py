@@ -12,6 +12,8 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from nbgrader.apps import ZipCollectApp
+from nbgrader.coursedir import CourseDirectory
 
 from grader import safe_text
 from grader.lms.nbgrader import LmsCollector
@@ -107,9 +109,15 @@ def test_names_holding_markup_are_refused(name, unsafe):
 
 
 def test_zip_collect_skips_a_download_whose_name_holds_markup(tmp_path):
-    collector = LmsCollector()
-    assert collector.collect(str(tmp_path / "eve_backprop_ninja.ipynb"))["student_id"] == "eve"
-    assert collector.collect(str(tmp_path / "<svg onload=alert(1)>_backprop_ninja.ipynb")) is None
+    app = ZipCollectApp()  # the collector files into the course zip_collect runs in
+    app.coursedir = CourseDirectory(parent=app, root=str(tmp_path), assignment_id="backprop_ninja")
+    collector = LmsCollector(parent=app)
+    extracted = Path(app._format_collect_path(app.extracted_directory))
+    extracted.mkdir(parents=True)
+    for name in ("eve_backprop_ninja.ipynb", "<svg onload=alert(1)>_backprop_ninja.ipynb"):
+        nbformat.write(nbformat.v4.new_notebook(), extracted / name)
+    assert collector.collect(str(extracted / "eve_backprop_ninja.ipynb"))["student_id"] == "eve"
+    assert collector.collect(str(extracted / "<svg onload=alert(1)>_backprop_ninja.ipynb")) is None
 
 
 def test_every_page_the_project_writes_carries_the_policy():

@@ -387,9 +387,15 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
         course = dataclasses.replace(course, solutions=solutions)
         text = _setting(text, "solutions", solutions)
     # Private before anything is in it: the solved notebook and the salt are never readable by others.
+    created = not target.exists()
     private_dir(target)
     os.chmod(target, private_mode(target.parent, directory=True))
-    _write_material(course, target)
+    try:
+        _write_material(course, target)
+    except InitError:  # a refusal leaves no half-written course behind (nor a folder it made)
+        if created:
+            shutil.rmtree(target, ignore_errors=True)
+        raise
     text = _setting(text, "secret_salt", salt)
     text = _setting(text, "course_id", course_id)
     text = re.sub(r"(?m)^autotests:.*\n", "", text) + "autotests: autotests\n"

@@ -5,8 +5,8 @@ from a wheel; solutions/make_notebooks.py drives it for this repository's own no
 
 **The prose source** is the notebook written as text in jupytext's percent format (a Python script whose
 `# %%` lines start cells): everything a person writes (the explanations, the read-only code that loads
-the data, trains and plots) and nothing the exercise already says. The makemore MLP's is
-grader/exercises/makemore_mlp/notebook/backprop_ninja.py. A cell's role is its marker's metadata:
+the data, trains and plots) and nothing the exercise already says. A bundled exercise keeps its own in
+its package's notebook/ folder. A cell's role is its marker's metadata:
 
     # %% [markdown]              prose, as written
     # %%                         code students may change, as written
@@ -33,7 +33,7 @@ Another exercise writes its own prose source and calls `build`; a variant of thi
 source from this one and its sections of differences (solutions/variant_notebooks.py).
 
 **The two notebooks.** The solved notebook is nbgrader's *source* form: every answer cell holds its blank
-(`dlogprobs = None  # TODO`) and then the reference answer (solutions/answers.py for the makemore MLP)
+(`dx = None  # TODO`) and then the reference answer (the exercise's reference answers module)
 between nbgrader's default solution delimiters (`### BEGIN SOLUTION` / `### END SOLUTION`). The students'
 notebook is derived from it by nbgrader's own release preprocessors, in the order `nbgrader
 generate_assignment` runs them, so it equals what nbgrader releases from the solved notebook given the
@@ -43,7 +43,7 @@ same settings:
 
 nbgrader's default stub (`raise NotImplementedError()`) would make Run All stop at the first
 unanswered cell; the empty stub leaves an empty line where the solution was (indented like the
-delimiter, so inside `manual_backward` the cursor lands at the body's indentation), and the answer
+delimiter, so inside a function answer the cursor lands at the body's indentation), and the answer
 cell keeps only its blank, which runs. Every other setting is nbgrader's default. The result is not
 post-processed: nbgrader's release and the committed notebook are equal byte for byte (a slow test
 in tests/test_notebooks.py runs nbgrader to prove it).

@@ -7,7 +7,7 @@ diagnosis): with the true upstream gradients and with random ones (so a missing 
 fails here too), on the notebook's batch and on three batches of other sizes it draws itself, one of
 each kind the grader's hidden configurations hold (all targets distinct, plain, a tiny activation
 variance); a function answer runs in a clean namespace at those sizes (so reading the notebook's
-globals fails here too), and so does exercise 4's training run. The cell's code comes from the
+globals fails here too), and so does a training-run answer. The cell's code comes from the
 notebook's own history (IPython's), so nothing needs to be passed in. A line contains WRONG exactly
 when the grader takes a point there (a shape that differs only by a size-1 dimension too, unless the
 course gives it full credit). When the cell is right but an upstream answer is wrong, the line says
