@@ -1,9 +1,11 @@
 """How often feedback names a mistake nobody listed, measured on answers written blind.
 
-tests/corpus/blind/ holds wrong answers written by a helper who saw only the released notebooks (the
-lecture's and three variants'), never the grader, its search or its tests, frozen before the search was
-tuned: `tune.yml` to tune on, `heldout.yml` never tuned on. Each entry is the answer cell and, in the
-writer's words, what is wrong with it.
+tests/corpus/blind/ holds wrong answers written by helpers who saw only the released notebooks, never
+the grader, its search or its tests, frozen before the search was tuned: `tune.yml` / `heldout.yml` on the
+lecture's and three variants' notebooks, `gallery-tune.yml` / `gallery-heldout.yml` on two gallery
+exercises' (the attention head and the RNN, written after the first set was tuned on); the tune files to
+tune on, the held-out ones never. Each entry is the answer cell and, in the writer's words, what is wrong
+with it.
 
     python benchmarks/blind_feedback.py grade --set tests/corpus/blind/heldout.yml --out /tmp/blind
         makes each notebook's course (course init --variant, from this checkout), grades one batch per course
@@ -30,6 +32,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 LECTURE = "tanh-batchnorm"
+GALLERY = ROOT / "grader" / "exercises" / "gallery"  # a notebook named after a file here is that exercise's
 CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
 
 
@@ -43,6 +46,8 @@ def _variant_specific(notebook: str, grade_id: str) -> bool:
     from grader.exercise import load
     from grader.lms.course_init import _steps_reached
 
+    if (GALLERY / f"{notebook}.py").is_file():
+        return False  # an exercise of its own: no lecture to share parts with
     lecture, variant = load("makemore-mlp"), load(f"makemore-mlp/{notebook}")
     if grade_id not in lecture.by_grade_id or grade_id not in variant.by_grade_id:
         return notebook != LECTURE
@@ -56,8 +61,9 @@ def grade(entries: list[dict], out: Path) -> list[dict]:
     for notebook in sorted({e["notebook"] for e in entries}):
         course = out / notebook
         if not (course / "course.yml").is_file():
-            subprocess.run([*CLI, "course", "init", str(course), "--variant", notebook], check=True, cwd=ROOT,
-                           capture_output=True)
+            own = GALLERY / f"{notebook}.py"
+            which = ["--exercise", str(own)] if own.is_file() else ["--variant", notebook]
+            subprocess.run([*CLI, "course", "init", str(course), *which], check=True, cwd=ROOT, capture_output=True)
         config = yaml.safe_load((course / "course.yml").read_text())
         solved = nbformat.read(course / "source" / config["assignment"] / config["notebook"], as_version=4)
         subs = out / f"{notebook}-submissions"
@@ -87,8 +93,12 @@ def rates(rows: list[dict]) -> None:
     groups = {"all": rows, "lecture (tanh-batchnorm)": [r for r in rows if r["notebook"] == LECTURE],
               "variants, parts they add": [r for r in rows if r["variant_specific"]],
               "variants, parts shared with the lecture": [r for r in rows
-                                                          if r["notebook"] != LECTURE and not r["variant_specific"]]}
+                                                          if r["notebook"] != LECTURE and not r["variant_specific"]
+                                                          and not (GALLERY / f"{r['notebook']}.py").is_file()],
+              "gallery exercises": [r for r in rows if (GALLERY / f"{r['notebook']}.py").is_file()]}
     for name, group in groups.items():
+        if not group:
+            continue
         counts = Counter(r["label"] for r in group)
         total = len(group) or 1
         print(f"{name:<42} n={len(group):>3}  " + "  ".join(
