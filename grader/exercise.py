@@ -124,6 +124,11 @@ class Network:
         known = {*parameters, *data, *sizes}
         steps = []
         for name, code in assignments(text):
+            if name in known:  # each gradient is of one value: a second assignment would hide the first's
+                what = "a parameter" if name in parameters else "data" if name in data else \
+                    "a size" if name in sizes else "an earlier line's intermediate"
+                raise ValueError(f"line `{name} = {code}`: {name} is already {what}; each line names a new "
+                                 f"intermediate (write, e.g., `{name}2 = {code}` and read {name}2 below)")
             steps.append(_step(name, code, known))
             known.add(name)
         size_steps = {k: _step(k, v, {*parameters, *data}) for k, v in sizes.items()}
@@ -490,9 +495,15 @@ def load(spec: str = DEFAULT) -> Exercise:
         raise ExerciseError(f"unknown exercise {spec!r}: the known ones are {', '.join(BUILTIN)}, "
                             "or give module:attribute or path/to/file.py:attribute")
     try:
-        value = getattr(_module(module_name), attribute)
+        module = _module(module_name)
     except Exception as exc:  # noqa: BLE001 - an exercise file is the instructor's code: any fault, one line
         raise ExerciseError(f"exercise {spec!r} cannot be loaded: {exc}") from None
+    if not hasattr(module, attribute):
+        defined = [k for k, v in vars(module).items() if isinstance(v, Exercise)]
+        fix = (f"name it: {module_name}:{defined[0]}" if defined and module_name.endswith(".py")
+               else f"it defines {', '.join(defined)}" if defined else "assign `EXERCISE = exercise(...)` in it")
+        raise ExerciseError(f"exercise {spec!r}: {module_name} has no {attribute}; {fix}")
+    value = getattr(module, attribute)
     if not isinstance(value, Exercise):
         raise ExerciseError(f"exercise {spec!r} is a {type(value).__name__}, not a grader.exercise.Exercise")
     found = problems(value)
@@ -536,6 +547,10 @@ def problems(exercise: Exercise) -> list[tuple[str, str]]:
 
     if net.loss not in net.intermediates:
         found.append((f"the loss {net.loss!r} is no step of the network: its last line must assign it", net.loss))
+    for name in net.parameters:
+        if not net.consumers(name):
+            found.append((f"parameter {name!r} is read by no forward line, so its gradient is zero: use it or "
+                          "remove it", name))
     seen: set[str] = set()
     for answer in exercise.answers:
         if answer.grade_id in seen or (exercise.training and answer.grade_id == exercise.training.grade_id):

@@ -81,6 +81,10 @@ def test_every_derived_answer_equals_autograd():
     ({"fused": {"dq": "z"}}, "fused: dq is no gradient of the exercise"),
     ({"points": {"dQ": 2}}, "points: dQ is no grade id"),
     ({"data": "X randint(vocab, (n,))"}, "data: not a step (name = expression)"),
+    ({"forward": FORWARD.replace("z = a + h", "z = a + h\nh = h * 2")},
+     "line `h = h * 2`: h is already an earlier line's intermediate; each line names a new intermediate"),
+    ({"parameters": PARAMETERS + "unused = randn(hidden)\n"},
+     "parameter 'unused' is read by no forward line, so its gradient is zero: use it or remove it"),
 ])
 def test_a_slip_is_one_clear_error(changes, says):
     with pytest.raises(DefinitionError, match=None) as caught:

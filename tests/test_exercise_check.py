@@ -73,6 +73,15 @@ def test_a_slip_in_the_declaration_is_one_line_naming_its_line_and_the_fix(tmp_p
     assert "Traceback" not in out
 
 
+def test_a_file_without_the_attribute_names_the_exercise_it_defines(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(TINY.read_text(encoding="utf-8") + "MYNET = EXERCISE\ndel EXERCISE\n", encoding="utf-8")
+    code, out = check(path)
+    assert code == 1 and out.count("\n") == 1, out
+    assert f"{path} has no EXERCISE; name it: {path}:MYNET" in out and "backprop_ninja_exercise" not in out, out
+    assert check(f"{path}:MYNET")[0] == 0
+
+
 def test_an_operation_without_a_rule_names_its_line(tmp_path):
     path = tiny(tmp_path, ("z = a + h", "z = a + torch.cumsum(h, 1)"))
     code, out = check(path)
