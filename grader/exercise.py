@@ -500,8 +500,8 @@ def load(spec: str = DEFAULT) -> Exercise:
         raise ExerciseError(f"exercise {spec!r} cannot be loaded: {exc}") from None
     if not hasattr(module, attribute):
         defined = [k for k, v in vars(module).items() if isinstance(v, Exercise)]
-        fix = (f"name it: {module_name}:{defined[0]}" if defined and module_name.endswith(".py")
-               else f"it defines {', '.join(defined)}" if defined else "assign `EXERCISE = exercise(...)` in it")
+        fix = (f"give one it defines: {', '.join(f'{module_name}:{d}' for d in defined)}" if defined
+               else "assign `EXERCISE = exercise(...)` in it")
         raise ExerciseError(f"exercise {spec!r}: {module_name} has no {attribute}; {fix}")
     value = getattr(module, attribute)
     if not isinstance(value, Exercise):

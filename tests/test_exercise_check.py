@@ -78,7 +78,8 @@ def test_a_file_without_the_attribute_names_the_exercise_it_defines(tmp_path):
     path.write_text(TINY.read_text(encoding="utf-8") + "MYNET = EXERCISE\ndel EXERCISE\n", encoding="utf-8")
     code, out = check(path)
     assert code == 1 and out.count("\n") == 1, out
-    assert f"{path} has no EXERCISE; name it: {path}:MYNET" in out and "backprop_ninja_exercise" not in out, out
+    assert f"{path} has no EXERCISE; give one it defines: " in out and f"{path}:MYNET" in out, out
+    assert "backprop_ninja_exercise" not in out
     assert check(f"{path}:MYNET")[0] == 0
 
 
