@@ -36,7 +36,7 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Exercise4:
+class TrainingCheck:
     """The training check: this many SGD steps from one seeded init, student's backward vs autograd."""
 
     trajectory_steps: int = 50
@@ -97,7 +97,7 @@ class Course:
     policy: Policy = field(default_factory=Policy)
     limits: Limits = field(default_factory=Limits)  # with the walls course.yml's sandbox.require lists
     allow: Extra = field(default_factory=Extra)
-    exercise4: Exercise4 = field(default_factory=Exercise4)
+    training: TrainingCheck = field(default_factory=TrainingCheck)
     feedback: Feedback = field(default_factory=Feedback)
     # What the course grades (course.yml `exercise:`, a registered name or module:attribute); a course.yml
     # without the key is the makemore MLP, as every course was before exercises could be chosen.
@@ -204,10 +204,14 @@ def parse(raw, path: Path) -> Course:
     if not isinstance(raw, dict):
         raise CourseError(f"{where}: expected a mapping of settings at the top level")
     fields = {"course_id", "assignment", "notebook", "secret_salt", "points", "data", "solutions", "configurations",
-              "autotests", "tolerance", "policy", "limits", "allow", "exercise4", "sandbox", "feedback", "exercise"}
+              "autotests", "tolerance", "policy", "limits", "allow", "training", "exercise4", "sandbox", "feedback", "exercise"}
     unknown = sorted(set(raw) - fields)
     if unknown:
         raise CourseError(f"{where}: {unknown[0]}: unknown key (known: {', '.join(sorted(fields))})")
+    # `exercise4` is the training check's name from when the lecture's network was the only exercise.
+    if "training" in raw and "exercise4" in raw:
+        raise CourseError(f"{where}: training and exercise4: give one (exercise4 is training's older name)")
+    training_key = "exercise4" if "exercise4" in raw else "training"
     for key in ("course_id", "assignment", "notebook", "secret_salt", "points"):
         if key not in raw:
             raise CourseError(f"{where}: {key}: missing")
@@ -255,8 +259,8 @@ def parse(raw, path: Path) -> Course:
         limits=replace(_section(f"{where}: limits", raw.get("limits"), Limits, LIMITS, LIMIT_FIELDS),
                        require=_walls(f"{where}: sandbox", raw.get("sandbox"))),
         allow=_allow(f"{where}: allow", raw.get("allow")),
-        exercise4=_section(f"{where}: exercise4", raw.get("exercise4"), Exercise4,
-                           {"trajectory_steps": (1, 1000), "learning_rate": (1e-6, 10.0)}),
+        training=_section(f"{where}: {training_key}", raw.get(training_key), TrainingCheck,
+                          {"trajectory_steps": (1, 1000), "learning_rate": (1e-6, 10.0)}),
         feedback=_feedback(f"{where}: feedback", raw.get("feedback")),
         exercise=exercise,
         exercise_spec=spec,

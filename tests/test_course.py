@@ -205,10 +205,18 @@ def test_a_word_that_is_no_choice_says_what_it_was_read_as(tmp_path, text, read)
     assert f"solutions: expected one of gated, off, got {read}" in str(info.value)
 
 
+def test_the_training_check_is_read_under_its_older_name_too(tmp_path):
+    """A course.yml written before any exercise could be the course's keeps grading as it did."""
+    base = yaml.safe_dump(VALID, sort_keys=False)
+    assert load(write(tmp_path, base + "exercise4: {learning_rate: 0.5}\n")).training.learning_rate == 0.5
+    with pytest.raises(CourseError, match="training and exercise4: give one"):
+        load(write(tmp_path, base + "exercise4: {learning_rate: 0.5}\ntraining: {learning_rate: 0.5}\n"))
+
+
 def test_only_true_and_false_are_booleans_elsewhere_too(tmp_path):
-    text = yaml.safe_dump(VALID, sort_keys=False) + "feedback: {hints: none}\nexercise4: {trajectory_steps: 20}\n"
+    text = yaml.safe_dump(VALID, sort_keys=False) + "feedback: {hints: none}\ntraining: {trajectory_steps: 20}\n"
     course = load(write(tmp_path, text))
-    assert course.feedback.hints == "none" and course.exercise4.trajectory_steps == 20
+    assert course.feedback.hints == "none" and course.training.trajectory_steps == 20
     bad = write(tmp_path, yaml.safe_dump(changed(_set("points", "dC", value=True)), sort_keys=False))
     with pytest.raises(CourseError, match="points.dC: expected a number, got True"):
         load(bad)

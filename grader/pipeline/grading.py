@@ -53,8 +53,8 @@ class Grader:
         self.evidence = evidence
         configs = generate(course.exercise_spec, course.secret_salt, course.configurations)
         self.cases = [prepare(config) for config in configs]
-        self.training = prepare_training(self.cases[0].config, course.exercise4.trajectory_steps,
-                                         course.exercise4.learning_rate)
+        self.training = prepare_training(self.cases[0].config, course.training.trajectory_steps,
+                                         course.training.learning_rate)
         self.allow = static_check.Allow().extended(course.allow.torch, course.allow.functional,
                                                    course.allow.builtins)
         self.limits = replace(course.limits, hide=kept_from_children(course, hidden))
