@@ -204,7 +204,8 @@ def parse(raw, path: Path) -> Course:
     if not isinstance(raw, dict):
         raise CourseError(f"{where}: expected a mapping of settings at the top level")
     fields = {"course_id", "assignment", "notebook", "secret_salt", "points", "data", "solutions", "configurations",
-              "autotests", "tolerance", "policy", "limits", "allow", "training", "exercise4", "sandbox", "feedback", "exercise"}
+              "autotests", "tolerance", "policy", "limits", "allow", "training", "exercise4", "sandbox", "feedback",
+              "exercise"}
     unknown = sorted(set(raw) - fields)
     if unknown:
         raise CourseError(f"{where}: {unknown[0]}: unknown key (known: {', '.join(sorted(fields))})")
