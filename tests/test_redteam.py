@@ -832,7 +832,8 @@ def test_hidden_values_reach_no_file_or_terminal(mode):
 @slow
 def test_student_html_is_inert_on_every_page(mode):
     """No XSS payload is live in anything the grader or nbgrader wrote: pages, feedback, the autograded
-    notebook formgrader renders (a browser proves the same in test_xss.py, as root and the fast route)."""
+    notebook formgrader renders (a browser proves the same in test_xss.py, as root). Student HTML was once
+    kept as it was in the autograded notebook and nbgrader's feedback: every payload here was live there."""
     live = {where: found for where, text in mode.texts().items()
             if where.endswith((".html", ".ipynb")) and (found := _live_html(text, mode.beacon))}
     assert not live, live
@@ -855,6 +856,7 @@ def test_a_copied_answer_cell_is_graded_like_a_slip(mode):
 
 @slow
 def test_a_submission_named_like_a_class_file_takes_none_of_its_names(mode):
+    """report.ipynb's page and the class's report.html once overwrote each other."""
     b = _not_refused(mode, "input")
     stem = output_stem(CLASHING_NAME)
     assert stem != CLASHING_NAME and f"{stem}.json" in b.files and f"{stem}.html" in b.files, b.files
@@ -899,6 +901,8 @@ def test_nbgrader_autograde_finishes_and_records_every_student(mode):
 
 @slow
 def test_nbgrader_gains_nothing_and_costs_a_stopped_cell_alone(mode):
+    """Through autograde as through the fast route: the hostile student scores what the blank one does, the
+    copied cell 0 (nbgrader once failed the whole notebook on it), a crash and a hang cost their cells alone."""
     b = _graded_by_nbgrader(mode)
     _not_refused(mode, "walls")
     scores = {student: r["score"] for student, r in b.results.items()}
