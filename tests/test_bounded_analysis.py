@@ -27,7 +27,7 @@ from grader import extract
 from grader.limits import Budget, OverBudget
 from grader.sandbox import static_check
 from grader.sandbox.static_check import MAX_CELL_CHARS, Allow
-from helpers.notebooks import notebook, reference_sources, submission, write
+from helpers.notebooks import dead_branch, nested, nested_prints, notebook, reference_sources, submission, wide, write
 from helpers.paths import COURSE, ROOT
 
 # Generous: ten times what the slowest adversarial cell costs here, a tenth of what the old scan cost.
@@ -51,25 +51,6 @@ def assert_linear(source: str) -> None:
     spent = analysis_cpu(source)
     bound = SECONDS_AT_LEAST + SECONDS_PER_BYTE * len(source)
     assert spent <= bound, f"{spent:.3f} s of CPU for {len(source)} characters (bound {bound:.3f} s): {source[:200]!r}"
-
-
-def nested(opening: str, closing: str, depth: int, inner: str) -> str:
-    return opening * depth + inner + closing * depth
-
-
-def dead_branch(code: str, answer: str = "x = 1\n") -> str:
-    """`code` where it never runs, after a right answer: what a student hides where no test looks."""
-    return answer + "if False:\n    " + code + "\n"
-
-
-def wide(item: str, room: int) -> str:
-    return "[" + ",".join([item] * max(1, room // (len(item) + 1))) + "]"
-
-
-def nested_prints(depth: int = 195, item: str = "-a", length: int = MAX_CELL_CHARS - 100) -> str:
-    """The issue's cell: a dead branch of ~200 nested print( calls around as wide a list as fits."""
-    room = length - depth * len("print()") - 40
-    return dead_branch(nested("print(", ")", depth, wide(item, room)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,3 +298,52 @@ def test_what_a_child_reports_is_cut_before_the_trusted_process_works_on_it():
     detail = parent._detail({"status": "error", "error": "x" * 2**20, "error_type": "E" * 2**20, "line": 3,
                              "unknown": "y" * 2**20})
     assert detail == {"error": "x" * parent.DETAIL_CHARS, "error_type": "E" * parent.DETAIL_CHARS, "line": 3}
+
+
+@pytest.mark.slow
+def test_nbgrader_autograde_refuses_what_is_over_the_courses_budget_and_grades_the_rest(tmp_path):
+    """The same budget through `nbgrader autograde`, in a course `course init` made: a notebook whose answer
+    cells cost too much to check, and one that costs too much to read (over a megabyte of small JSON values in its
+    metadata), each score 0 with their one line, in the log and in every grade cell; the honest one is graded
+    in full, and autograde exits 0. Autograde once read every notebook under the grader's default budget
+    (10 s), not the course's: the second notebook was read in full and then refused for a step it never took
+    ("checking the answer cells")."""
+    from nbgrader.api import Gradebook
+
+    from helpers.nbgrader_course import Course, set_answers
+
+    course = Course(tmp_path, COURSE.course_id, COURSE.assignment)
+    course.run(["backprop-ninja", "course", "init", str(course.dir), "--course", str(ROOT / "course.yml")], ROOT,
+               must=True)
+    raw = yaml.safe_load((course.dir / "course.yml").read_text())
+    raw["limits"]["analysis_cpu_seconds"] = 0.2
+    (course.dir / "course.yml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    course.nbgrader("generate_assignment", COURSE.assignment, must=True)
+    released = nbformat.read(course.released(), as_version=4)
+    reference = reference_sources()
+    answers = {
+        "honest": reference,
+        "nested": {g: nested_prints(answer=reference[g], length=MAX_CELL_CHARS - 200) for g in ANSWERS},
+        "bulky": reference,
+    }
+    for student, sources in answers.items():
+        nb = nbformat.from_dict(json.loads(nbformat.writes(released)))
+        set_answers(nb, sources)
+        if student == "bulky":
+            nb.metadata["x"] = [[0, 1]] * 200_000
+        write(course.submitted(student), nb)
+    done = course.nbgrader("autograde", COURSE.assignment)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, str(done)
+    why = {"nested": "refused: checking the answer cells took over 0.2 s",
+           "bulky": "refused: reading the notebook took over 0.2 s"}
+    with Gradebook(f"sqlite:///{course.dir / 'gradebook.db'}") as gb:
+        scores = {s: gb.find_submission(COURSE.assignment, s).score for s in answers}
+    assert scores == {"honest": COURSE.max_score, "nested": 0, "bulky": 0}, (scores, done.stderr[-3000:])
+    for student, reason in why.items():
+        lines = [line for line in done.stderr.splitlines() if reason in line]  # the log's note, and its warning
+        assert lines and all(f"{student}/" in line and "analysis_cpu_seconds" in line for line in lines), \
+            (reason, done.stderr[-3000:])
+        graded = nbformat.read(course.autograded(student), as_version=4)
+        outputs = [o.get("text", "") for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade")
+                   for o in c.outputs]
+        assert outputs and all(reason in text for text in outputs if text), (student, outputs[:3])

@@ -8,23 +8,33 @@ printed is then searched for each planted text, as each hidden configuration wou
 configurations are the judge's own, drawn from the course's salt). And since a leak may take a spelling
 no list foresees, the whole batch is graded again under another salt, that is on other hidden
 configurations: every file and line must come out the same, times aside.
+
+The batch is graded in an nbgrader course that `course init` made (`grade --gradebook`, then nbgrader's
+`generate_feedback`), so the search covers what nbgrader keeps and shows too: every table of the gradebook
+(grades, comments, scores), the autograded notebooks formgrader shows, and the feedback pages students get.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
+import os
 import re
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
 
 from grader.judge.configs import generate
 from grader.judge.exam import prepare
 from helpers import nostatic
-from helpers.notebooks import reference_sources, submission, write
+from helpers.nbgrader_course import set_answers
+from helpers.notebooks import reference_sources, write
 from helpers.paths import COURSE, COURSE_FILE, ROOT
 
 pytestmark = pytest.mark.slow
@@ -109,11 +119,43 @@ ROUTES = {"checked": ({"planted": CHECKED, "diverging": DIVERGING}, False),
           "floor": ({"planted": FLOOR, "exiting": EXITING}, True)}
 
 
+def _nbgrader(args: list[str], cwd: Path, course: Path) -> str:
+    """A command of the instructor's, with Jupyter's folders inside the course (out of the outputs compared)."""
+    jupyter = {f"JUPYTER_{k}_DIR": str(course / ".jupyter" / k.lower()) for k in ("CONFIG", "DATA", "RUNTIME")}
+    env = {**os.environ, **jupyter}
+    done = subprocess.run([shutil.which(args[0]), *args[1:]], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=600)
+    assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
+    return done.stdout + done.stderr
+
+
 def _course(folder: Path, salt: str) -> Path:
-    raw = {**yaml.safe_load(COURSE_FILE.read_text()), "autotests": str(ROOT / "autotests"), "secret_salt": salt}
-    folder.mkdir(parents=True)
+    """An nbgrader course as `course init` makes it, its assignment generated, graded under `salt`."""
+    _nbgrader(["backprop-ninja", "course", "init", str(folder), "--course", str(COURSE_FILE)], ROOT, folder)
+    raw = {**yaml.safe_load((folder / "course.yml").read_text()), "secret_salt": salt}
     (folder / "course.yml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    _nbgrader(["nbgrader", "generate_assignment", COURSE.assignment], folder, folder)
     return folder / "course.yml"
+
+
+def _released(course: Path, cells: dict[str, str]):
+    """The course's released notebook (every cell nbgrader recorded) answered with `cells` and the reference."""
+    nb = nbformat.read(course.parent / "release" / COURSE.assignment / COURSE.notebook, as_version=4)
+    set_answers(nb, reference_sources(cells))
+    return nb
+
+
+def _nbgrader_texts(course: Path) -> dict[str, str]:
+    """What nbgrader keeps and shows: every row of the gradebook, the autograded notebooks, the feedback."""
+    with contextlib.closing(sqlite3.connect(course / "gradebook.db")) as db:
+        rows = "\n".join(db.iterdump())
+    # nbgrader's random ids and its times are no text a hidden configuration chose (and may spell a size by chance)
+    found = {"nbgrader: gradebook.db": re.sub(r"\b[0-9a-f]{32}\b|\d{4}-\d\d-\d\d[ T][\d:.]+", "#", rows)}
+    for place in ("autograded", "feedback"):
+        for path in sorted((course / place).rglob("*.*")):
+            if path.suffix in (".ipynb", ".html"):
+                found[f"nbgrader: {path.relative_to(course)}"] = path.read_text(errors="replace")
+    return found
 
 
 def _run(args: list[str], *, floor: bool = False) -> str:
@@ -134,17 +176,24 @@ def graded(tmp_path_factory) -> dict[str, dict[str, str]]:
         printed = {}
         for route, (notebooks, floor) in ROUTES.items():
             for name, cells in notebooks.items():
-                write(root / route / "submissions" / name / "backprop_ninja.ipynb", submission(replace=cells))
+                write(root / route / "submissions" / f"{route}-{name}" / COURSE.assignment / COURSE.notebook,
+                      _released(course, cells))
             out = root / route / "results"
             printed[f"{route}: grade"] = _run(["grade", str(root / route / "submissions"), "--out", str(out),
-                                               "--course", str(course), "--html", "--jobs", "1"], floor=floor)
+                                               "--course", str(course), "--html", "--jobs", "1",
+                                               "--gradebook", str(course.parent / "gradebook.db")], floor=floor)
             printed[f"{route}: report"] = _run(["report", str(out)])
             printed[f"{route}: report --json"] = _run(["report", str(out), "--json"])
             for fmt in ("grade-ids", "canvas"):
                 printed[f"{route}: export {fmt}"] = _run(["export", str(out), "--format", fmt, "--course", str(course)])
         files = {str(p.relative_to(root)): p.read_text(errors="replace") for p in root.rglob("*")
                  if p.is_file() and p.suffix != ".ipynb" and "course" not in p.relative_to(root).parts}
-        found[salt] = {name: text.replace(str(root), "<root>") for name, text in {**files, **printed}.items()}
+        printed["nbgrader: generate_feedback"] = _nbgrader(["nbgrader", "generate_feedback", COURSE.assignment],
+                                                           course.parent, course.parent)
+        nbgrader = _nbgrader_texts(course.parent)
+        assert any("feedback" in name and "planted" in name for name in nbgrader), list(nbgrader)
+        found[salt] = {name: text.replace(str(root), "<root>")
+                       for name, text in {**files, **printed, **nbgrader}.items()}
     return found
 
 
@@ -208,7 +257,9 @@ def test_every_output_is_the_same_whatever_the_hidden_configurations(graded):
     a hidden configuration but the verdicts, which these cells earn on any."""
     first, second = (graded[salt] for salt in SALTS)
     assert sorted(first) == sorted(second)
-    differ = [name for name in first if _unmeasured(first[name]) != _unmeasured(second[name])]
+    # nbgrader's own records hold times and random ids throughout: searched above, not compared
+    differ = [name for name in first if not name.startswith("nbgrader: ")
+              and _unmeasured(first[name]) != _unmeasured(second[name])]
     assert not differ, {name: list(difflib.unified_diff(
         _unmeasured(first[name]).splitlines(), _unmeasured(second[name]).splitlines(), lineterm="", n=0))[:12]
         for name in differ}

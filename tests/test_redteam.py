@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import html.parser
 import json
 import os
 import re
@@ -29,6 +30,7 @@ import secrets
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -39,15 +41,27 @@ import pytest
 import redteam
 import yaml
 
+from grader.exercise import GRADE_CELL_PREFIX
+from grader.safe_text import output_stem
 from helpers import ipc, nostatic, refuse, users
-from helpers.paths import ROOT
+from helpers.paths import COURSE, ROOT
+from solutions import reference
 
 NOUSERNS = [str(Path(refuse.__file__).resolve()), "--user-namespaces"]
 NOSTATIC = Path(nostatic.__file__).resolve()
 MODES = ("root", "user", "nouserns")
 NB = "backprop_ninja"
+ASSIGNMENT = COURSE.assignment
+# The nbgrader route, once per mode: in the floor, where every payload runs and meets the walls alone (the
+# static check before them is the same code on both routes, grader.pipeline.grading.Grader).
+NBGRADER_VEHICLE = "floor"
+# Its hostile student: these attacks' cells, every XSS payload, a copied and a deleted answer cell; and
+# one whose right answers sit beside cells that crash or hang their child.
+HOSTILE = ("ipc", "sysv", "leak_salt", "hidden_values")
+STOPPED = ("crash_child", "timeout_swallow")
 UID_BASE = 1_000_000_000  # grader.sandbox.parent gives each child a uid of its own from here (as root)
-LIMITS = {"timeout_seconds": 40, "cell_timeout_seconds": 2, "memory_mb": 2048, "file_size_mb": 16, "processes": 32}
+LIMITS = {"timeout_seconds": 40, "cell_timeout_seconds": 2, "memory_mb": 2048, "file_size_mb": 16, "processes": 32,
+          "analysis_cpu_seconds": 5}
 # No gradient here needs a file: a child that could write this much to the host's disk was not capped.
 DISK_CAP_MB = 256
 # A cell stopped at its time limit costs that limit once, not once per configuration and check; one that
@@ -57,8 +71,16 @@ ONE_TIMEOUT_SECONDS = 2 * (LIMITS["cell_timeout_seconds"] + 5) + 5
 # What the grader writes in a results folder: a result and a page per submission, and the class files.
 CLASS_FILES = {"grades.csv", "report.html", "grade_ids.csv", "canvas.csv"}
 ATTACKS = {a.name: a for a in redteam.attacks()}
-INPUT_NOTEBOOKS = ("deep-nesting", "huge-outputs", "forged-grades", "bad-name", "ansi-name", "symlink")
+INPUT_NOTEBOOKS = ("deep-nesting", "huge-outputs", "forged-grades", "bad-name", "ansi-name", "symlink", "student-html",
+                   "copied-cells", "nested-prints", "report")
+# A submission named after the class report: its files must take another name, the report keeps its own.
+CLASHING_NAME = "report"
+# The hostile notebook's copied answer cell (three copies, two of them right) and its deleted one.
+COPIED, DELETED = "dW2", "dcounts"
 WALLS_REFUSAL = re.compile(r"wall|sandbox|namespace|landlock|seccomp|isolat", re.IGNORECASE)
+# What a payload achieved, as its error says it (not its own source, which quotes the words before a quote).
+EVIDENCE = re.compile(r"REDTEAM-(?:PROOF|LEAK) (?!'|&#39;|&#x27;|\\)[^\"\\<]{0,200}")
+HIDDEN_VALUE = re.compile(r"REDTEAM-HIDDEN n\d")  # the hidden_values cell's text, once filled in
 
 
 def _sleep_marker() -> str:
@@ -179,7 +201,7 @@ class Batch:
 
 
 class Mode:
-    def __init__(self, name: str, vehicle: str, session: users.Session | None):
+    def __init__(self, name: str, vehicle: str, session: users.Session | None, nbgrader_template: Path | None = None):
         self.name = name
         self.vehicle = vehicle
         self.session = session if name != "root" else None
@@ -192,6 +214,9 @@ class Mode:
         self.grader_pids: list[int] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listener.setblocking(False)
+        self.beacon = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.template = nbgrader_template
+        self.nbgrader: Batch | None = None
         self.victim = None
         self.venv = None
 
@@ -206,6 +231,8 @@ class Mode:
                 self.user.venv()
         for batch in redteam.BATCHES:
             self.batches[batch] = self._batch(batch)
+        if self.template is not None:
+            self.nbgrader = self._nbgrader_course()
         if self.user:
             self.user.give(self.base)
         for batch in self.batches.values():
@@ -241,8 +268,7 @@ class Mode:
         for attack in ATTACKS.values():
             if attack.batch == name:
                 place = f"zz~{attack.name}" if attack.last else attack.name
-                notebooks[attack.name] = (place, redteam.released({c: attack.cell(self.vehicle, **values)
-                                                                   for c in attack.cells}))
+                notebooks[attack.name] = (place, attack.notebook(self.vehicle, **values))
                 if name == "killers" and not attack.last:
                     # graded beside it (the next in order): its child shares the fork server with the attack's
                     notebooks[f"{attack.name}~neighbour"] = (f"{attack.name}~neighbour", correct)
@@ -256,6 +282,36 @@ class Mode:
             self._input_notebooks(batch, submitted)
         return batch
 
+    def _nbgrader_course(self) -> Batch:
+        """A copy of the course `course init` and generate_assignment made (NBGRADER_STUDENTS submitted in
+        it), with this mode's limits, salt and hidden suite, graded by nbgrader's autograde."""
+        folder = self.base / "nbgrader"
+        course = folder / "course"
+        shutil.copytree(self.template, course, symlinks=True)
+        raw = yaml.safe_load((course / "course.yml").read_text())
+        raw.update(limits=LIMITS, secret_salt=self.canary["salt"])
+        (course / "course.yml").write_text(yaml.safe_dump(raw, sort_keys=False))
+        conftest = course / "autotests" / "conftest.py"
+        conftest.write_text(f"# {self.canary['autotests']}\n" + conftest.read_text())
+        batch = Batch("nbgrader", folder, course)
+        values = {"port": str(self.listener.getsockname()[1]), "marker": self.marker, "victim": self.victim_marker,
+                  "course": str(course)}
+        cells = lambda *names: {c: ATTACKS[a].cell(self.vehicle, **values) for a in names  # noqa: E731
+                                for c in ATTACKS[a].cells}
+        hostile = redteam.released(cells(*HOSTILE))
+        students = {
+            "blank": redteam.released(),
+            "hostile": redteam.copied_cells(redteam.student_html(hostile, self.beacon), COPIED, DELETED),
+            "stopped": redteam.released({**reference.cells(), **cells(*STOPPED)}),
+            "zz-correct": redteam.with_cell(redteam.correct(), self.canary["classmate"], markdown=True),
+        }
+        for student, nb in students.items():
+            path = course / "submitted" / student / ASSIGNMENT / f"{NB}.ipynb"
+            path.parent.mkdir(parents=True)
+            path.write_text(redteam.notebook_text(nb))
+            batch.submissions[student] = f"{student}/"
+        return batch
+
     def _input_notebooks(self, batch: Batch, submitted: Path) -> None:
         blank = redteam.released()
         huge = [{"output_type": "stream", "name": "stdout", "text": "x" * (30 << 20)}]
@@ -263,6 +319,9 @@ class Mode:
             "deep-nesting": redteam.released({"dprobs": redteam.deep_nesting()}),
             "huge-outputs": redteam.with_cell(blank, "print('x' * (30 << 20))", outputs=huge),
             "forged-grades": redteam.forged_grades(blank),
+            "student-html": redteam.student_html(blank, self.beacon),
+            "copied-cells": redteam.copied_cells(blank, COPIED, DELETED),
+            "nested-prints": redteam.nested_prints_notebook(),
         }
         for sid, nb in made.items():
             path = submitted / sid / f"{NB}.ipynb"
@@ -277,6 +336,8 @@ class Mode:
             with open(os.path.join(folder, NB.encode() + b".ipynb"), "w") as f:
                 f.write(redteam.notebook_text(blank))
             batch.submissions[sid] = needle
+        (submitted / f"{CLASHING_NAME}.ipynb").write_text(redteam.notebook_text(blank))
+        batch.submissions[CLASHING_NAME] = CLASHING_NAME
         link = submitted / "symlink" / f"{NB}.ipynb"
         link.parent.mkdir()
         link.symlink_to(batch.dir / "private" / "classmate.ipynb")
@@ -288,6 +349,8 @@ class Mode:
         python = sys.executable if self.user is None else str(self.venv / "bin" / "python")
         if self.vehicle == "floor":
             command = [python, str(NOSTATIC), "--wiretap", str(batch.wiretap), "--", *args]
+        elif args[0] == "nbgrader":
+            command = [python, "-m", "nbgrader", *args[1:]]
         elif self.user is None:
             command = [shutil.which("backprop-ninja") or str(Path(sys.executable).parent / "backprop-ninja"), *args]
         else:
@@ -297,10 +360,14 @@ class Mode:
         return command if self.user is None else self.user.command(command)
 
     def env(self) -> dict[str, str]:
-        token = {"GRADING_API_TOKEN": self.canary["token"]}
+        # nbgrader's Jupyter folders in the mode's own, not the grading user's home (which must not change)
+        token = {"GRADING_API_TOKEN": self.canary["token"],
+                 **{f"JUPYTER_{k}_DIR": str(self.base / "jupyter" / k.lower()) for k in ("CONFIG", "DATA", "RUNTIME")}}
         if self.user:
             return self.user.env(**token)
-        return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8", **token}
+        # as root, the checkout under test (a worktree's PYTHONPATH), not whichever one is installed
+        path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+        return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8", **path, **token}
 
     def run(self, batch: Batch, verb: str, args: list[str], timeout: float = 300) -> dict:
         if self.session:
@@ -361,7 +428,31 @@ class Mode:
             self.run(batch, "export-canvas", ["export", "results", "--format", "canvas", "--course", "course.yml"])
             if batch.out.is_dir():
                 batch.files = sorted(os.fsdecode(p.relative_to(batch.out)) for p in batch.out.rglob("*") if p.is_file())
+        if self.nbgrader is not None:
+            self._autograde(self.nbgrader)
         self._observe()
+
+    def _autograde(self, batch: Batch) -> None:
+        """nbgrader's autograde of every student, then the hostile one's feedback (rendering costs as much as
+        grading): once per mode, beside the fast route."""
+        self.run(batch, "autograde", ["nbgrader", "autograde", ASSIGNMENT], timeout=600)
+        self.run(batch, "generate_feedback", ["nbgrader", "generate_feedback", ASSIGNMENT, "--student=hostile"])
+        from nbgrader.api import Gradebook, MissingEntry
+
+        with Gradebook(f"sqlite:///{batch.course / 'gradebook.db'}") as gb:
+            for student in batch.submissions:
+                with contextlib.suppress(MissingEntry):
+                    notebook = gb.find_submission_notebook(NB, ASSIGNMENT, student)
+                    batch.results[student] = {"score": notebook.score, "max_score": notebook.max_score,
+                                              "grades": {g.name.removeprefix(GRADE_CELL_PREFIX): g.score
+                                                         for g in notebook.grades}}
+        with contextlib.closing(sqlite3.connect(batch.course / "gradebook.db")) as db:
+            self.gradebook = "\n".join(db.iterdump())
+        self.nbgrader_files = {}
+        for place in ("autograded", "feedback"):
+            for path in (batch.course / place).rglob("*") if (batch.course / place).is_dir() else ():
+                if path.is_file() and path.suffix in (".ipynb", ".html"):
+                    self.nbgrader_files[path.relative_to(batch.course).as_posix()] = path.read_text(errors="replace")
 
     def _site_dirs(self) -> list[Path]:
         extra = []
@@ -398,7 +489,7 @@ class Mode:
     def texts(self) -> dict[str, str]:
         """Everything the grading wrote or printed: file or stream -> its text."""
         found = {}
-        for batch in self.batches.values():
+        for batch in [*self.batches.values(), *([self.nbgrader] if self.nbgrader else [])]:
             for command in batch.commands:
                 for stream in ("stdout", "stderr"):
                     found[f"{batch.name} {command['verb']} {stream}"] = command[stream].decode(errors="replace")
@@ -408,6 +499,9 @@ class Mode:
                 for path in batch.out.rglob("*"):
                     if path.is_file():
                         found[os.fsdecode(path)] = path.read_bytes().decode(errors="replace")
+        if self.nbgrader:  # what nbgrader recorded and rendered: the gradebook, autograded notebooks, feedback
+            found["gradebook.db"] = self.gradebook
+            found.update({f"nbgrader {name}": text for name, text in self.nbgrader_files.items()})
         return found
 
     # -- clean-up: only what this mode made ------------------------------------------------
@@ -441,6 +535,21 @@ class Mode:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def nbgrader_template(tmp_path_factory) -> Path:
+    """A course as an instructor starts one: `course init`, then nbgrader's generate_assignment (made once,
+    copied into each mode)."""
+    course = tmp_path_factory.mktemp("redteam-nbgrader") / "course"
+    env = {**os.environ, **{f"JUPYTER_{k}_DIR": str(course.parent / "jupyter" / k.lower())
+                            for k in ("CONFIG", "DATA", "RUNTIME")}}
+    for args, cwd in ((["backprop-ninja", "course", "init", str(course), "--course", str(ROOT / "course.yml")], ROOT),
+                      (["nbgrader", "generate_assignment", ASSIGNMENT], course)):
+        done = subprocess.run([shutil.which(args[0]), *args[1:]], cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, (args, done.stderr[-3000:])
+    return course
+
+
 @pytest.fixture(scope="module", params=[(m, v) for m in MODES for v in redteam.VEHICLES],
                 ids=lambda p: "-".join(p))
 def mode(request):
@@ -448,7 +557,8 @@ def mode(request):
         pytest.skip("the red-team modes create a user and read every process: they need root (CI is root)")
     name, vehicle = request.param
     session = request.getfixturevalue("unix_user") if name != "root" else None
-    m = Mode(name, vehicle, session)
+    template = request.getfixturevalue("nbgrader_template") if vehicle == NBGRADER_VEHICLE else None
+    m = Mode(name, vehicle, session, template)
     try:
         m.build()
         m.grade_all()
@@ -508,10 +618,21 @@ def _measured_or_stopped(batch: Batch, what: str, value: int | None) -> None:
     assert value is not None or result["flags"], f"{what}: no measure and no flag"
 
 
+def _may_hold(secret: str, where: str) -> bool:
+    """nbgrader keeps each student's notebook as handed in and shows it back (autograded/, feedback/): the
+    classmate canary and the reference answers are in some of them by design; its gradebook holds the
+    instructor's solved source cells."""
+    own = {"classmate": ("zz-correct",), "reference-answers": ("zz-correct", "stopped", "hostile")}.get(secret, ())
+    return (where.startswith("nbgrader ") and any(f"/{student}/" in where for student in own)
+            or secret == "reference-answers" and where == "gradebook.db")
+
+
 def _needles(secret: str, mode: Mode) -> list[str]:
     if secret == "reference-answers":
         text = (ROOT / "solutions" / "answers.py").read_text()
-        lines = [line.strip() for line in text.splitlines() if len(line.strip()) >= 30]
+        public = redteam.RELEASED.read_text()  # the scaffold students receive (shown back in nbgrader's feedback)
+        lines = [line.strip() for line in text.splitlines()
+                 if len(line.strip()) >= 30 and json.dumps(line.strip())[1:-1] not in public]
         return [v for line in lines for v in {line, html.escape(line), html.escape(line, quote=False),
                                                json.dumps(line)[1:-1]}]
     return [mode.canary[secret]]
@@ -562,7 +683,8 @@ def test_report_and_exports_work_and_files_are_clean(mode, batch):
     for command in b.commands[1:]:
         assert command["exit"] == 0, (command["verb"], command["stderr"][-2000:])
     for name in b.files:
-        ours = name in CLASS_FILES or "/" in name and Path(name).name in (f"{NB}.json", f"{NB}.html")
+        ours = (name in CLASS_FILES or "/" in name and Path(name).name in (f"{NB}.json", f"{NB}.html")
+                or name in (f"{output_stem(CLASHING_NAME)}.json", f"{output_stem(CLASHING_NAME)}.html"))
         assert ours, f"not a file the grader writes: {name!r}"
         (b.out / name).read_bytes().decode("utf-8")  # valid UTF-8, surrogates included
     for command in b.commands:
@@ -578,10 +700,11 @@ def test_an_attack_gains_no_credit(mode, attack):
     results = _results_of(b, attack)
     if attack not in ("symlink", "bad-name"):
         assert results, f"{attack}: no result"
-    blank = _blank_score(b)
+    # an attack beside right answers (`answers: reference`) may keep theirs, and gain nothing in its own cells
+    ceiling = _without(ATTACKS[attack].cells) if attack in ATTACKS and ATTACKS[attack].answered else _blank_score(b)
     for result in results:
-        assert max(result["score"], sum(t["score"] for t in result["tests"])) <= blank, (attack, result["score"], blank,
-                                          [(t["name"], t["score"]) for t in result["tests"] if t["score"]])
+        assert max(result["score"], sum(t["score"] for t in result["tests"])) <= ceiling, (
+            attack, result["score"], ceiling, [(t["name"], t["score"]) for t in result["tests"] if t["score"]])
 
 
 @slow
@@ -601,7 +724,8 @@ def test_an_attack_proves_nothing_and_leaks_nothing(mode, attack):
 @pytest.mark.parametrize("secret", ["salt", "token", "private", "classmate", "autotests", "reference-answers"])
 def test_no_secret_reaches_any_file_or_terminal(mode, secret):
     needles = _needles(secret, mode)
-    leaks = sorted({where for where, text in mode.texts().items() for n in needles if n in text})
+    leaks = sorted({where for where, text in mode.texts().items() for n in needles
+                    if n in text and not _may_hold(secret, where)})
     assert not leaks, leaks
 
 
@@ -678,6 +802,179 @@ def test_an_unrelated_process_of_the_grading_user_survives(mode):
 @slow
 def test_no_network_connection_leaves_the_sandbox(mode):
     assert mode.connection is None
+
+
+@slow
+@pytest.mark.parametrize("attack", [a for a in ATTACKS if ATTACKS[a].answered])
+def test_a_cell_that_stops_its_child_costs_that_cell_alone(mode, attack):
+    """A crash (or a cell the parent had to stop) zeroed the whole notebook once: every answer beside it,
+    all right, keeps its points."""
+    b = _not_refused(mode, ATTACKS[attack].batch)
+    result = _result(b, attack)
+    assert result is not None
+    lost = {t["name"] for t in result["tests"] if t["score"] < t["max_score"]}
+    assert lost == set(ATTACKS[attack].cells), (lost, result["output"][:500])
+
+
+@slow
+def test_hidden_values_reach_no_file_or_terminal(mode):
+    """Sizes and data of a hidden configuration, glued to letters in an error raised on hidden runs only (an
+    error text masked by whole numbers once let them through): none in any result, page, CSV, gradebook,
+    nbgrader feedback or line printed. In the floor, the wiretap shows they were sent: the test is live."""
+    found = sorted(where for where, text in mode.texts().items()
+                   if not where.endswith(".wiretap.jsonl") and HIDDEN_VALUE.search(text))
+    assert not found, found
+    if mode.vehicle == "floor":
+        for batch in [mode.batches["walls"], *([mode.nbgrader] if mode.nbgrader else [])]:
+            assert batch.refused or HIDDEN_VALUE.search(batch.wiretap.read_text(encoding="utf-8")), batch.name
+
+
+@slow
+def test_student_html_is_inert_on_every_page(mode):
+    """No XSS payload is live in anything the grader or nbgrader wrote: pages, feedback, the autograded
+    notebook formgrader renders (a browser proves the same in test_xss.py, as root). Student HTML was once
+    kept as it was in the autograded notebook and nbgrader's feedback: every payload here was live there."""
+    live = {where: found for where, text in mode.texts().items()
+            if where.endswith((".html", ".ipynb")) and (found := _live_html(text, mode.beacon))}
+    assert not live, live
+    if mode.nbgrader:  # the payloads reached the pages nbgrader renders (else the check above is vacuous)
+        feedback = [t for w, t in mode.texts().items() if w.startswith("nbgrader feedback/hostile")]
+        assert feedback and all(redteam.XSS_MARKER in t for t in feedback)
+
+
+@slow
+def test_a_copied_answer_cell_is_graded_like_a_slip(mode):
+    """Three copies of one answer cell (right, wrong, right) score 0 there, with a line that says why, not a
+    crash of the notebook nor the first or last copy's point; a deleted one scores 0 alone."""
+    b = _not_refused(mode, "input")
+    result = _result(b, "copied-cells")
+    assert result is not None
+    tests = {t["name"]: t for t in result["tests"]}
+    assert tests[COPIED]["score"] == 0 and "answer cells have grade id" in tests[COPIED]["output"], tests[COPIED]
+    assert tests[DELETED]["score"] == 0 and "no answer cell" in tests[DELETED]["output"], tests[DELETED]
+
+
+@slow
+def test_a_submission_named_like_a_class_file_takes_none_of_its_names(mode):
+    """report.ipynb's page and the class's report.html once overwrote each other."""
+    b = _not_refused(mode, "input")
+    stem = output_stem(CLASHING_NAME)
+    assert stem != CLASHING_NAME and f"{stem}.json" in b.files and f"{stem}.html" in b.files, b.files
+    report = (b.out / "report.html").read_text(encoding="utf-8")
+    assert "zz-correct" in report and "blank" in report  # the class report, not one submission's page
+
+
+@slow
+def test_nested_prints_stall_nothing(mode):
+    """29 cells of ~200 nested prints once cost the trusted process minutes: now they are read in linear
+    time, or refused with one line once over the course's budget, and gain nothing (checked above)."""
+    b = _not_refused(mode, "input")
+    result = _result(b, "nested-prints")
+    assert result is not None
+    if result["output"].startswith("refused:"):
+        assert "analysis_cpu_seconds" in result["output"] and "\n" not in result["output"], result["output"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The nbgrader route: autograde and generate_feedback in each mode
+
+
+def _graded_by_nbgrader(mode: Mode) -> Batch:
+    if mode.nbgrader is None:
+        pytest.skip(f"nbgrader's route runs in the {NBGRADER_VEHICLE} vehicle, once per mode")
+    return mode.nbgrader
+
+
+@slow
+def test_nbgrader_autograde_finishes_and_records_every_student(mode):
+    b = _graded_by_nbgrader(mode)
+    if mode.batches["walls"].refused:  # a host the fast route refused up front: autograde refuses too
+        lines = b.command("autograde")["stderr"].decode(errors="replace")
+        assert b.command("autograde")["exit"] != 0 and not b.results and WALLS_REFUSAL.search(lines), lines[-2000:]
+        return
+    for command in b.commands:
+        assert command["exit"] == 0, (command["verb"], command["stderr"][-3000:])
+        assert b"Traceback" not in command["stderr"], command["stderr"][-3000:]
+    assert set(b.results) == set(b.submissions), b.results
+    assert (b.course / "feedback" / "hostile" / ASSIGNMENT / f"{NB}.html").is_file()
+
+
+@slow
+def test_nbgrader_gains_nothing_and_costs_a_stopped_cell_alone(mode):
+    """Through autograde as through the fast route: the hostile student scores what the blank one does, the
+    copied cell 0 (nbgrader once failed the whole notebook on it), a crash and a hang cost their cells alone."""
+    b = _graded_by_nbgrader(mode)
+    _not_refused(mode, "walls")
+    scores = {student: r["score"] for student, r in b.results.items()}
+    assert scores["zz-correct"] == COURSE.max_score, b.results["zz-correct"]
+    assert scores["hostile"] <= scores["blank"] < COURSE.max_score, scores
+    stopped = {c for a in STOPPED for c in ATTACKS[a].cells}
+    assert scores["stopped"] == _without(stopped), b.results["stopped"]
+    assert b.results["hostile"]["grades"][COPIED] == 0, b.results["hostile"]
+
+
+@slow
+def test_nbgrader_shows_no_proof_or_leak(mode):
+    """What the hostile student's payloads achieved would be in their error, hence in the grade cells,
+    the feedback page and the gradebook: none of it is there."""
+    b = _graded_by_nbgrader(mode)
+    found = {where: EVIDENCE.findall(text)[:3] for where, text in mode.texts().items()
+             if (where.startswith("nbgrader ") or where == "gradebook.db" or b.name in where) and EVIDENCE.search(text)}
+    assert not found, found
+
+
+def _without(cells) -> float:
+    """Full marks less the points of `cells`."""
+    return COURSE.max_score - sum(COURSE.points[c] for c in cells)
+
+
+class _LiveHtml(html.parser.HTMLParser):
+    """Whatever in a page would run or fetch a payload by itself: an attribute holding the payload's script
+    marker, an attribute a browser fetches from holding the beacon's address, or a script or style
+    element holding either. Text shown escaped, and a link to the beacon a reader would have to follow
+    (markdown makes one of any address), are inert and pass."""
+
+    def __init__(self, marker: str, beacon: str):
+        super().__init__(convert_charrefs=True)
+        self.marker, self.beacon, self.found, self.inside = marker, beacon, [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "style"):
+            self.inside.append(tag)
+        for name, value in attrs:
+            link = tag in ("a", "area") and name == "href" and value and value.startswith(("http:", "https:"))
+            if value and (self.marker in value or self.beacon in value and not link):
+                self.found.append(f"<{tag} {name}={value[:80]}>")
+
+    def handle_endtag(self, tag):
+        if self.inside and self.inside[-1] == tag:
+            self.inside.pop()
+
+    def handle_data(self, data):
+        if self.inside and (self.marker in data or self.beacon in data):
+            self.found.append(f"<{self.inside[-1]}> {data.strip()[:80]}")
+
+
+def _live_html(text: str, beacon: str) -> list[str]:
+    """Live payloads in a page, or in a notebook's markdown and raw cells and HTML outputs (what formgrader
+    renders as HTML)."""
+    if text.lstrip().startswith("{"):
+        try:
+            nb = json.loads(text)
+        except ValueError:
+            return []
+        parts = []
+        for cell in nb.get("cells", []):
+            if cell.get("cell_type") in ("markdown", "raw"):
+                parts.append("".join(cell.get("source", "")))
+            for output in cell.get("outputs", []):
+                parts += ["".join(v) if isinstance(v, list) else str(v) for k, v in output.get("data", {}).items()
+                          if k in ("text/html", "text/markdown", "image/svg+xml")]
+        text = "\n".join(parts)
+    parser = _LiveHtml(redteam.XSS_MARKER, beacon)
+    parser.feed(text)
+    parser.close()
+    return parser.found
 
 
 # ---------------------------------------------------------------------------------------------

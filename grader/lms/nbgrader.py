@@ -260,7 +260,7 @@ class GradeInSandbox(NbGraderPreprocessor):
         # The answer cells as submitted, read as the fast route reads them: the notebook handed here went
         # through DeduplicateIds, which keeps the last of several copies of a cell without a word.
         submission = extract.read(f"{info['student']}/{info['assignment']}/{info['notebook']}",
-                                  self.submitted(info), course.exercise.answer_cells)
+                                  self.submitted(info), course.exercise.answer_cells, course.limits.analysis_cpu)
         grader = Grader(course, hidden=[Path.cwd()], evidence=self.feedback_page)
         # Log lines go to the instructor's terminal and name the submission or quote its errors.
         [result] = grader.run([submission], progress=lambda line: self.log.info(safe_text.terminal(line)))

@@ -1,6 +1,7 @@
 """The real command with the static check switched off, for the red team's floor mode:
 
     python tests/helpers/nostatic.py --wiretap FILE -- grade SUBMISSIONS... [OPTIONS]
+    python tests/helpers/nostatic.py --wiretap FILE -- nbgrader autograde ASSIGNMENT [OPTIONS]
 
 Every Python-level check is assumed to have a hole somewhere; the kernel walls must hold all the same.
 With the static check on, a payload that reaches the walls needs an escape from it, and once the check
@@ -11,7 +12,9 @@ It lives among the tests, not in the package: a student cannot reach it, and the
 environment variable or setting that could switch the check off. `--wiretap FILE` appends, for each
 submission, everything its sandboxed child sent back (errors and evidence, including what the cell
 itself answered where the grader replaced it with the audit hook's report), one JSON line each: what
-crossed the wall is seen there even where feedback masks or replaces it.
+crossed the wall is seen there even where feedback masks or replaces it. A command that starts with
+`nbgrader` runs nbgrader's own application in this process instead, whose autograde grades through the
+same grader (grader.lms.nbgrader.GradeInSandbox), check switched off and wiretap on alike.
 """
 from __future__ import annotations
 
@@ -65,7 +68,12 @@ def main(argv: list[str] | None = None) -> None:
     static_check.screen = screen
     if args.wiretap:
         _tap(args.wiretap)
-    cli.main(args=command, prog_name="backprop-ninja")
+    if command[0] == "nbgrader":
+        from nbgrader.apps.nbgraderapp import NbGraderApp
+
+        NbGraderApp.launch_instance(argv=command[1:])
+    else:
+        cli.main(args=command, prog_name="backprop-ninja")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Submission notebooks for the grading-pipeline tests: answer cells with the metadata nbgrader gives
 them, built from the reference answers (solutions/answers.py) with any cell replaced, dropped or
-duplicated, plus whatever other cells a student might add."""
+duplicated, plus whatever other cells a student might add, and the cells that cost the trusted process
+most to read."""
 from __future__ import annotations
 
 import hashlib
@@ -11,6 +12,7 @@ from pathlib import Path
 import nbformat
 
 from grader.exercises.makemore_mlp.answers import ANSWER_CELLS
+from grader.sandbox.static_check import MAX_CELL_CHARS
 from solutions import reference
 
 
@@ -56,6 +58,26 @@ def submission(replace: dict[str, str] | None = None, drop=(), extra=()) -> nbfo
     """The reference answers as answer cells in the released order, then `extra` cells."""
     sources = reference_sources(replace, drop)
     return notebook([*(answer_cell(g, sources[g]) for g in ANSWER_CELLS if g in sources), *extra])
+
+
+def nested(opening: str, closing: str, depth: int, inner: str) -> str:
+    return opening * depth + inner + closing * depth
+
+
+def dead_branch(code: str, answer: str = "x = 1\n") -> str:
+    """`code` where it never runs, after a right answer: what a student hides where no test looks."""
+    return answer + "if False:\n    " + code + "\n"
+
+
+def wide(item: str, room: int) -> str:
+    return "[" + ",".join([item] * max(1, room // (len(item) + 1))) + "]"
+
+
+def nested_prints(depth: int = 195, item: str = "-a", length: int = MAX_CELL_CHARS - 100,
+                  answer: str = "x = 1\n") -> str:
+    """The issue's cell: a dead branch of ~200 nested print( calls around as wide a list as fits."""
+    room = length - depth * len("print()") - 40 - len(answer)
+    return dead_branch(nested("print(", ")", depth, wide(item, room)), answer)
 
 
 def write(path: Path, nb) -> Path:

@@ -64,6 +64,12 @@ class User:
                  capture_output=True)
         version = f"python{sys.version_info.major}.{sys.version_info.minor}"
         (venv / "lib" / version / "site-packages" / "checkout.pth").write_text(f"{checkout}\n")
+        # Jupyter's data files (nbconvert's templates, which nbgrader's feedback extends) as pip would have
+        # installed them into the environment: a --system-site-packages venv looks only under its own prefix.
+        shared = Path(sys.base_prefix) / "share" / "jupyter"
+        if shared.is_dir():
+            (venv / "share").mkdir(exist_ok=True)
+            (venv / "share" / "jupyter").symlink_to(shared, target_is_directory=True)
         script = venv / "bin" / "backprop-ninja"
         script.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom grader.cli import main\nsys.exit(main())\n")
         script.chmod(0o755)

@@ -6,7 +6,9 @@ released notebook (`all`: every one) and in which batch it runs: `walls` (the sa
 together), `input` (text and files that could break a batch or the instructor's tools) or `killers`
 (processes of the grader itself, in a batch of their own so that a success does not hide the others);
 `graded: last` puts it after every other submission of its batch, so that what it breaks is all that
-is left to break; `prelude: module` runs that module's PAYLOAD before the cell (code a test shares).
+is left to break; `prelude: module` runs that module's PAYLOAD before the cell (code a test shares);
+`answers: reference` fills every other answer cell with the reference answer, for an attack whose
+claim is what it costs its neighbours (a cell that stops its child must cost that cell alone).
 
 Most payloads need more than the static check lets through. Each is graded two ways (VEHICLES):
 `checked`, through the product as it is, riding the escape a student once found: a `match` class pattern
@@ -29,11 +31,14 @@ the course folder's path.
 """
 from __future__ import annotations
 
+import base64
 import copy
 import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from grader.exercises.makemore_mlp.answers import ANSWER_CELLS
 from solutions import reference
@@ -67,6 +72,13 @@ class Attack:
     plain: bool = False  # submitted as written: it needs no escape from the static check
     last: bool = False
     static_only: bool = False  # nothing but the static check stands against it
+    answered: bool = False  # every other answer cell holds the reference answer
+
+    def notebook(self, vehicle: str, **values: str) -> dict:
+        """The released notebook with this attack in its cells (and the reference answers in the others,
+        with `answers: reference`)."""
+        cells = reference.cells() if self.answered else {}
+        return released({**cells, **{c: self.cell(vehicle, **values) for c in self.cells}})
 
     def cell(self, vehicle: str, **values: str) -> str:
         """The answer cell as submitted with `vehicle` (see VEHICLES), placeholders filled in."""
@@ -106,7 +118,7 @@ def load(path: Path) -> Attack:
     payload = text if plain else (CELLS / "_common.py").read_text() + "\n" + text
     assert "@@" not in payload, path
     return Attack(path.stem, meta["attack"], cells, meta["batch"], payload, plain, meta.get("graded") == "last",
-                  meta.get("defence", "").startswith("static check"))
+                  meta.get("defence", "").startswith("static check"), meta.get("answers") == "reference")
 
 
 def attacks() -> list[Attack]:
@@ -165,3 +177,55 @@ def forged_grades(nb: dict) -> dict:
 def deep_nesting(depth: int = 5_000) -> str:
     """An answer cell nested past the parser's and the checker's recursion limits."""
     return "dprobs = " + "-" * depth + "probs\n"
+
+
+XSS = yaml.safe_load((HERE.parent / "corpus" / "xss.yml").read_text(encoding="utf-8"))
+XSS_MARKER = "REDTEAM_XSS"  # in every script a payload carries: found live in a page, it would have run
+
+
+def student_html(nb: dict, url: str) -> dict:
+    """`nb` with every markdown, raw and output payload of tests/corpus/xss.yml in cells of its own, each
+    script naming XSS_MARKER and each fetch going to `url` (test_xss.py proves them in a browser; here
+    they go through every mode and route, and the pages are read for anything still live)."""
+    nb = copy.deepcopy(nb)
+    for entry in XSS:
+        js = f"window.{XSS_MARKER}='{entry['id']}';new Image().src='{url}/js/{entry['id']}'"
+        text = (entry["payload"].replace("{js64}", base64.b64encode(js.encode()).decode())
+                .replace("{html64}", base64.b64encode(f"<script>{js}</script>".encode()).decode())
+                .replace("{js}", js).replace("{url}", f"{url}/fetch/{entry['id']}"))
+        cell = {"id": f"xss-{entry['id']}", "metadata": {}, "source": text}
+        if entry["where"] == "markdown":
+            nb["cells"].append({**cell, "cell_type": "markdown"})
+        elif entry["where"] == "raw":
+            nb["cells"].append({**cell, "cell_type": "raw", "metadata": {"raw_mimetype": "text/html"}})
+        elif entry["where"] == "output":
+            output = {"output_type": "display_data", "metadata": {}, "data": {entry["kind"]: text, "text/plain": "x"}}
+            nb["cells"].append({**cell, "cell_type": "code", "source": "display(x)", "execution_count": None,
+                                "outputs": [output]})
+    return nb
+
+
+def copied_cells(nb: dict, copied: str, deleted: str) -> dict:
+    """`nb` with the answer cell `copied` pasted twice below itself (Jupyter's copy: the same grade id),
+    the reference answer first and last and a wrong one between, so that a grader keeping either the first
+    or the last copy would give the point; and the answer cell `deleted` gone."""
+    nb = copy.deepcopy(nb)
+    cells = nb["cells"]
+    gid = lambda cell: cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")  # noqa: E731
+    cells[:] = [c for c in cells if gid(c) != deleted]
+    at = next(i for i, c in enumerate(cells) if gid(c) == copied)
+    original = cells[at]
+    copies = [copy.deepcopy(original) for _ in range(3)]
+    for n, (pasted, source) in enumerate(zip(copies, (reference.cells()[copied], f"{copied} = None\n",
+                                                      reference.cells()[copied]))):
+        pasted.update(id=original["id"] if n == 0 else f"pasted-{n}", source=source)
+    cells[at:at + 1] = copies
+    return nb
+
+
+def nested_prints_notebook() -> dict:
+    """The released notebook with every answer cell a dead branch of ~200 nested prints (the issue's 29
+    cells that cost 3 minutes of the trusted process's CPU) and no answer."""
+    from helpers.notebooks import nested_prints
+
+    return released({c: nested_prints(answer=f"{c} = None\n") for c in ANSWER_CELLS})
