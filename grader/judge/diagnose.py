@@ -138,6 +138,7 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     student's code; None when no candidate fits them all. Without `factor`, a constant factor the
     answer is off by is named but not given (the configurations it was seen on are hidden)."""
     variable = answer.variable
+    block = answer.kind != ATOMIC  # a fused cell or a function runs a whole block: a step inside may be wrong
     if tensors:
         answer, check = counterpart(tensors[0][0].exercise, answer) or (answer, check)
     keys: list[str] | None = None
@@ -149,6 +150,19 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
         for candidate in neighbourhood.candidates(case, answer, check):
             if (candidate.tensor.shape == got.shape
                     and bool(torch.allclose(got, candidate.tensor, rtol=rtol, atol=atol))):
+                fits.append(candidate.key)
+                sentences.setdefault(candidate.key, candidate.sentence)
+        # Tensor factors are many: each is made only while it has fitted every configuration before.
+        for key, sentence, make in neighbourhood.tensor_factors(case, answer, check):
+            if keys is None or key in keys:
+                tensor = make()
+                if tensor.shape == got.shape and bool(torch.allclose(got, tensor, rtol=rtol, atol=atol)):
+                    fits.append(key)
+                    sentences.setdefault(key, sentence)
+        for candidate in neighbourhood.inside(case, answer, check, None if keys is None else set(keys), got) \
+                if block else ():
+            if candidate.tensor.shape == got.shape and bool(torch.allclose(got, candidate.tensor, rtol=rtol,
+                                                                           atol=atol)):
                 fits.append(candidate.key)
                 sentences.setdefault(candidate.key, candidate.sentence)
         keys = fits if keys is None else [k for k in keys if k in fits]
