@@ -161,11 +161,18 @@ def _substitutions(case: Case, answer: Answer, check: str, want, branches, up) -
     out = []
     for step, part in branches.items():
         own = up[step]
+        told: set[str] = set()
         for gradient, value in readable:
-            if gradient == "d" + step or value.shape != own.shape:
+            if gradient == "d" + step or value.shape != own.shape or gradient in told:
                 continue
+            # Gradients equal on this check (an addition passes one on unchanged) are named together:
+            # the values cannot tell which of them the cell read.
+            same = [g for g, v in readable if g not in (gradient, "d" + step) and v.shape == value.shape
+                    and torch.equal(v, value)]
+            told.update(same)
+            which = gradient + "".join(f" (or {g}, equal to it here)" for g in same)
             out.append(Candidate(f"gradient:{step}:{gradient}",
-                                 f"uses {gradient} where the derivative through {step} needs d{step}, the gradient "
+                                 f"uses {which} where the derivative through {step} needs d{step}, the gradient "
                                  f"flowing back from {step}", want - part + _branch(case, answer, {step: value}, step)))
         for dim in range(own.dim()):
             if own.shape[dim] > 1 and own.dim() > 1:
@@ -396,7 +403,8 @@ def _generic(case: Case, want: torch.Tensor) -> list[Candidate]:
 
 
 def _zeros(want: torch.Tensor) -> list[Candidate]:
-    """Last: all zeros is a fact about the values, which a more specific account of them explains."""
+    """First: an answer that is all zeros is told so. A cause whose values are zero too (a branch that
+    is zero on the true chain, a sum that cancels) cannot be told from a cell that wrote zeros."""
     return [Candidate("zeros", "is all zeros", torch.zeros_like(want))]
 
 
@@ -521,19 +529,20 @@ def candidates(case: Case, answer: Answer, check: str) -> tuple[Candidate, ...]:
     net = case.exercise.network
     if answer.kind != ATOMIC:
         want = case.expected(answer, check)
-        return (*_generic(case, want), *_zeros(want))
+        return (*_zeros(want), *_generic(case, want))
     slips = _rule_slips(case, answer, check)
     if not any(c != net.loss for c in net.consumers(answer.source)):
         want = case.expected(answer, check)
-        return (*_generic(case, want), *slips, *_zeros(want))
+        return (*_zeros(want), *_generic(case, want), *slips)
     want, branches, up = _per_branch(case, answer, check)
     # The chain rule's slips go before the elementwise ones: a local derivative left out is the simpler
     # account of an answer that also equals a derivative read at a tensor where it is 1 everywhere.
     # A factor of the whole answer before a branch's: when both fit, the other branches are (nearly) zero
     # on these upstream gradients, and the whole answer's factor is the account that holds for any.
-    found = [*_indexing(case, answer, want, up), *_reductions(case, answer, want, up), *_generic(case, want),
+    found = [*_zeros(want), *_indexing(case, answer, want, up), *_reductions(case, answer, want, up),
+             *_generic(case, want),
              *_twice_used(case, answer, check, want, branches), *_chain_rule(case, answer, want, branches, up),
              *_elementwise(case, answer, want, branches, up), *_operands(case, answer, want, branches, up),
              *slips, *_substitutions(case, answer, check, want, branches, up),
-             *_neighbour_steps(case, answer, want, branches, up), *_zeros(want)]
+             *_neighbour_steps(case, answer, want, branches, up)]
     return tuple(found)

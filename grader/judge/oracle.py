@@ -93,4 +93,13 @@ def block_jvp(network: Network, values: Mapping, source: str, sink: str, directi
     """How `sink` moves when `source` moves along `direction`: with it, <e, J d> = <J^T e, d> tests many
     gradients e of `sink` against one of `source` for the price of a single forward pass."""
     run, value = _block(network, values, source, sink)
-    return torch.func.jvp(run, (value,), (direction,))[1].detach()
+    # J d as the gradient, with respect to u, of <J^T u, d>: two backward passes. Forward-mode AD (torch.func,
+    # forward_ad) loads decompositions through torch.jit, which warns, and the notebook's self-check fails
+    # on any warning.
+    with torch.enable_grad():
+        leaf = value.clone().requires_grad_(True)
+        out = run(leaf)
+        probe = torch.zeros_like(out, requires_grad=True)
+        (back,) = torch.autograd.grad(out, leaf, probe, create_graph=True)
+        (moved,) = torch.autograd.grad(back, probe, direction, allow_unused=True)
+    return (torch.zeros_like(out) if moved is None else moved).detach()
