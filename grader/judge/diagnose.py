@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.exercise import ATOMIC, FUNCTION, Answer, Exercise
+from grader.exercise import ATOMIC, FUNCTION, FUSED, Answer, Exercise
 from grader.judge import neighbourhood
 from grader.judge.exam import CHAIN, Case
 from grader.vocabulary import shape_text as _shape
@@ -138,7 +138,9 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     student's code; None when no candidate fits them all. Without `factor`, a constant factor the
     answer is off by is named but not given (the configurations it was seen on are hidden)."""
     variable = answer.variable
-    block = answer.kind != ATOMIC  # a fused cell or a function runs a whole block: a step inside may be wrong
+    # A fused cell runs a whole block: a step inside it may be wrong. (A function's parameters would be
+    # searched the same way, but at twenty inner steps each they cost seconds per wrong answer.)
+    block = answer.kind == FUSED
     if tensors:
         answer, check = counterpart(tensors[0][0].exercise, answer) or (answer, check)
     keys: list[str] | None = None
