@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.exercise import ATOMIC, FUNCTION, Answer, Exercise
+from grader.exercise import ATOMIC, FUNCTION, FUSED, Answer, Exercise
 from grader.judge import neighbourhood
 from grader.judge.exam import CHAIN, Case
 from grader.vocabulary import shape_text as _shape
@@ -138,6 +138,9 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     student's code; None when no candidate fits them all. Without `factor`, a constant factor the
     answer is off by is named but not given (the configurations it was seen on are hidden)."""
     variable = answer.variable
+    # A fused cell runs a whole block: a step inside it may be wrong. (A function's parameters would be
+    # searched the same way, but at twenty inner steps each they cost seconds per wrong answer.)
+    block = answer.kind == FUSED
     if tensors:
         answer, check = counterpart(tensors[0][0].exercise, answer) or (answer, check)
     keys: list[str] | None = None
@@ -149,6 +152,19 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
         for candidate in neighbourhood.candidates(case, answer, check):
             if (candidate.tensor.shape == got.shape
                     and bool(torch.allclose(got, candidate.tensor, rtol=rtol, atol=atol))):
+                fits.append(candidate.key)
+                sentences.setdefault(candidate.key, candidate.sentence)
+        # Tensor factors are many: each is made only while it has fitted every configuration before.
+        for key, sentence, make in neighbourhood.tensor_factors(case, answer, check):
+            if keys is None or key in keys:
+                tensor = make()
+                if tensor.shape == got.shape and bool(torch.allclose(got, tensor, rtol=rtol, atol=atol)):
+                    fits.append(key)
+                    sentences.setdefault(key, sentence)
+        for candidate in neighbourhood.inside(case, answer, check, None if keys is None else set(keys), got) \
+                if block else ():
+            if candidate.tensor.shape == got.shape and bool(torch.allclose(got, candidate.tensor, rtol=rtol,
+                                                                           atol=atol)):
                 fits.append(candidate.key)
                 sentences.setdefault(candidate.key, candidate.sentence)
         keys = fits if keys is None else [k for k in keys if k in fits]

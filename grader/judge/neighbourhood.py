@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ import torch.nn.functional as F
 
 from grader.exercise import ATOMIC, Answer, Exercise
 from grader.judge.exam import CHAIN, Case
-from grader.judge.oracle import local_vjp
+from grader.judge.oracle import block_jvp, block_vjp, local_vjp
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,10 @@ def factors(sizes: Mapping[str, int], words: Mapping[str, str]) -> tuple[tuple[s
                                          f"forward divides by {s}-1 (the unbiased variance, Bessel's correction)"),
         )
 
+    def ratio(s, v):
+        return tuple((f"{s}/{t}", v / w, f"is {s}/{t} times the right value, as when it divides by {t} where "
+                                         f"{s} belongs") for t, w in sizes.items() if w > 1 and t != s)
+
     def flipped(s, v):
         return ((f"-{s}", -v, f"has its sign flipped and is {s} times too large"),
                 (f"-1/{s}", -1 / v, f"has its sign flipped and is {s} times too small"))
@@ -70,6 +75,7 @@ def factors(sizes: Mapping[str, int], words: Mapping[str, str]) -> tuple[tuple[s
         ("2", 2.0, "is twice the right value (a factor 2 too many, as from a square's derivative)"),
         ("1/2", 0.5, "is half the right value (a factor 2 missing, as from a square's derivative)"),
         *per_size(flipped),
+        *per_size(ratio),
         ("-2", -2.0, "has its sign flipped and is twice too large"),
         ("-1/2", -0.5, "has its sign flipped and is half the right value"),
     )
@@ -102,7 +108,9 @@ def _per_branch(case: Case, answer: Answer, check: str):
 
 
 def _sizes(case: Case) -> dict[str, int]:
-    return case.exercise.network.size_values(case.values)
+    """Every named size of the configuration (the hidden layer's width, the context's length), not only
+    those the network's steps read: a cell may divide by any of them, through a tensor's shape."""
+    return {**dict(getattr(case.config, "sizes", None) or {}), **case.exercise.network.size_values(case.values)}
 
 
 def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[Candidate]:
@@ -117,8 +125,14 @@ def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[
         out.append(Candidate(f"drop:{step}", f"misses the branch through {step}: {answer.source} is used {times} "
                                              f"({where}), so its gradient is the sum of {all_of}", want - part))
         for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words):
+            if key == "2":  # a branch's part twice over is a branch counted twice, not a square's derivative
+                does = f"is counted twice: {answer.source} reaches {step} once"
             out.append(Candidate(f"branch:{step}:{key}",
                                  f"the part flowing back through {step} {does}", want + (factor - 1) * part))
+    for (first, a), (second, b) in itertools.combinations(branches.items(), 2):
+        out.append(Candidate(f"branch-product:{first}:{second}",
+                             f"multiplies the parts flowing back through {first} and {second}, where the gradients "
+                             f"of the uses of {answer.source} add up", want - a - b + a * b))
     return out
 
 
@@ -135,6 +149,73 @@ def _operands(case: Case, answer: Answer, want, branches, up) -> list[Candidate]
                 out.append(Candidate(f"operand:{step}:{operand}:{other}",
                                      f"uses {other} where the derivative through {step} needs {operand}",
                                      want - part + swapped))
+    return out
+
+
+def _substitutions(case: Case, answer: Answer, check: str, want, branches, up) -> list[Candidate]:
+    """Another gradient the cell can read in place of the one a step passes back (a neighbour's, a step
+    too early or too late), or that one summed over a dimension before it is used."""
+    # The latest gradients first: of two that are equal here (an addition passes its gradient on
+    # unchanged), the one the notebook computed last is the likelier slip.
+    readable = list(case.upstream(answer, check).items())[::-1]
+    out = []
+    for step, part in branches.items():
+        own = up[step]
+        told: set[str] = set()
+        for gradient, value in readable:
+            if gradient == "d" + step or value.shape != own.shape or gradient in told:
+                continue
+            # Gradients equal on this check (an addition passes one on unchanged) are named together:
+            # the values cannot tell which of them the cell read.
+            same = [g for g, v in readable if g not in (gradient, "d" + step) and v.shape == value.shape
+                    and torch.equal(v, value)]
+            told.update(same)
+            which = gradient + "".join(f" (or {g}, equal to it here)" for g in same)
+            out.append(Candidate(f"gradient:{step}:{gradient}",
+                                 f"uses {which} where the derivative through {step} needs d{step}, the gradient "
+                                 f"flowing back from {step}", want - part + _branch(case, answer, {step: value}, step)))
+        for dim in range(own.dim()):
+            if own.shape[dim] > 1 and own.dim() > 1:
+                summed = own.sum(dim, keepdim=True).expand_as(own)
+                out.append(Candidate(f"gradient-summed:{step}:{dim}",
+                                     f"sums d{step} over dimension {dim} before passing it back: each entry of "
+                                     f"{step} sends back its own gradient",
+                                     want - part + _branch(case, answer, {step: summed}, step)))
+    return out
+
+
+def _neighbour_steps(case: Case, answer: Answer, want, branches, up) -> list[Candidate]:
+    """The derivative of a neighbouring step in place of the answer's own: the step that computes the
+    answer's tensor applied one step too early, the derivative with respect to the step's other input,
+    and the step's own operation applied to the gradient instead of its derivative."""
+    net, out = case.exercise.network, []
+    tensors = set(_tensors(case.exercise))
+    source = answer.source
+    if source in net.step:
+        for before in net.step[source].inputs:
+            if before in tensors and case.values[before].shape == want.shape:
+                out.append(Candidate(f"too-early:{before}",
+                                     f"goes one step too far: it also applies the derivative of the step that "
+                                     f"computes {source} from {before}, which belongs in d{before}",
+                                     local_vjp(net, case.values, before, {source: want})))
+    for step, part in branches.items():
+        inputs = net.step[step].inputs
+        for other in inputs:
+            if other != source and other in tensors and case.values[other].shape == case.values[source].shape:
+                out.append(Candidate(f"other-input:{step}:{other}",
+                                     f"takes the derivative of {step} with respect to {other}, where the one with "
+                                     f"respect to {source} is needed",
+                                     want - part + local_vjp(net, case.values, other, {step: up[step]})))
+        if [i for i in inputs if i in tensors] == [source] and up[step].shape == want.shape:
+            held = {**case.values, **_sizes(case), source: up[step]}
+            try:
+                applied = net.step[step].fn(*(held[i] for i in inputs))
+            except (RuntimeError, KeyError):
+                continue
+            if applied.shape == want.shape:
+                out.append(Candidate(f"forward-applied:{step}",
+                                     f"applies the operation that computes {step} to d{step}, where it must multiply "
+                                     f"d{step} by that operation's derivative", want - part + applied.detach()))
     return out
 
 
@@ -229,13 +310,172 @@ def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
     return out
 
 
+def _orders(want: torch.Tensor) -> list[Candidate]:
+    """The right entries in another order: a view or reshape where the dimensions needed reordering (a
+    view keeps the memory order), or a permute where a view was meant; a square transpose is told as such."""
+    out = []
+    shape = tuple(want.shape)
+    for order in itertools.permutations(range(want.dim())):
+        if list(order) == sorted(order):
+            continue
+        inverse = tuple(sorted(range(len(order)), key=order.__getitem__))
+        read = want.reshape([shape[d] for d in order]).permute(inverse)
+        moved = want.permute(order).reshape(shape)
+        for key, value in ((f"view-order:{order}", read), (f"permute-order:{order}", moved)):
+            if value.shape == want.shape:
+                out.append(Candidate(key, "has the right entries in the wrong places: it reads them in another "
+                                          "order, as a view or reshape does where the dimensions must be permuted "
+                                          "(a view keeps the memory order; only a transpose or permute moves "
+                                          "entries)", value))
+    return out
+
+
+# Simple functions of a tensor the cell may read, as a factor one step's derivative has or lacks: the
+# expression the feedback shows (`{}` is the tensor's name), the function, whether the gradient may lack
+# it (a 0/1 mask or a sign cannot be divided out; None: a reciprocal, whose factor too many or too few is
+# the tensor's own, the other way), and whose derivative it is.
+_SHAPES = (
+    ("{}", lambda t: t, True, ""),
+    ("1/{}", torch.reciprocal, None, ""),
+    ("{}²", torch.square, True, ""),
+    ("1 - {}²", lambda t: 1 - t * t, True, " (1 - y² is tanh's derivative, y its output)"),
+    ("{0}·(1 - {0})", lambda t: t * (1 - t), True, " (y·(1 - y) is the sigmoid's derivative, y its output)"),
+    ("-1/{}²", lambda t: -1 / (t * t), True, " (-1/x² is the derivative of 1/x)"),
+    ("2{}", lambda t: 2 * t, True, " (2x is the derivative of x²)"),
+    ("exp({})", torch.exp, True, " (exp(x) is the derivative of exp)"),
+    ("sign({})", torch.sign, False, ""),
+    ("({} > 0)", lambda t: (t > 0).to(t.dtype), False, " ((x > 0) is ReLU's derivative, x its input)"),
+)
+
+
+def tensor_factors(case: Case, answer: Answer, check: str):
+    """(key, sentence, make) for an answer off by a factor that is a tensor the cell may read, or a
+    simple function of one, per element, row or column: too many to keep, so each is made only when
+    every configuration before it fitted (grader.judge.diagnose.name)."""
+    want = case.expected(answer, check)
+    net = case.exercise.network
+    parts: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    if answer.kind == ATOMIC and any(c != net.loss for c in net.consumers(answer.source)):
+        _, branches, up = _per_branch(case, answer, check)
+        parts = {step: (branches[step], up[step]) for step in branches}
+    tensors = [t for t in _tensors(case.exercise) if case.values[t].dim() == want.dim() and all(
+        v in (1, w) for v, w in zip(case.values[t].shape, want.shape, strict=True))]
+    # The simplest functions first: a tensor itself before a function of another that equals it.
+    functions = [(shape.format(t), functools.partial(fn, case.values[t]), divides, whose)
+                 for shape, fn, divides, whose in _SHAPES for t in tensors]
+    # By family, the most specific first: a derivative replaced by another is what a cell pasted from
+    # another activation does, and it may also read as a factor too many of the whole answer.
+    for step, (part, up) in parts.items():
+        if up.shape == want.shape:
+            for expr, f, _, whose in functions:
+                yield (f"local:{step}:{expr}", f"multiplies d{step} by {expr} where it needs the derivative of the "
+                                               f"step that computes {step}{whose}",
+                       lambda f=f, part=part, up=up: want - part + up * f())
+    for expr, f, divides, _ in functions:
+        if divides is not None:
+            yield (f"extra:{expr}", f"is multiplied by {expr}, a factor the right gradient does not have",
+                   lambda f=f: want * f())
+    # Divided by a tensor: a factor of the right formula left out, or its reciprocal put in; only the
+    # cell's code tells which, so the sentence says both.
+    for expr, f, divides, _ in functions:
+        if divides:
+            yield (f"missing:{expr}", f"is the right gradient divided by {expr}: a factor {expr} left out, or a "
+                                      f"1/{expr} too many", lambda f=f: want / f())
+    for step, (part, _) in parts.items() if len(parts) > 1 else ():
+        for expr, f, divides, _ in functions:
+            if divides is not None:
+                yield (f"branch-extra:{step}:{expr}", f"the part flowing back through {step} is multiplied by "
+                                                      f"{expr}, a factor it does not have",
+                       lambda f=f, part=part: want - part + part * f())
+            if divides:
+                yield (f"branch-missing:{step}:{expr}", f"the part flowing back through {step} is divided by "
+                                                        f"{expr}: a factor {expr} left out, or a 1/{expr} too many",
+                       lambda f=f, part=part: want - part + part / f())
+
+
 def _generic(case: Case, want: torch.Tensor) -> list[Candidate]:
     out = [Candidate(f"factor:{key}", does, factor * want)
            for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words)]
     if want.dim() == 2 and want.shape[0] == want.shape[1]:
         out.append(Candidate("transpose", "is the transpose of the right gradient", want.T))
-    out.append(Candidate("zeros", "is all zeros", torch.zeros_like(want)))
+    out.extend(_orders(want))
     return out
+
+
+def _zeros(want: torch.Tensor) -> list[Candidate]:
+    """First: an answer that is all zeros is told so. A cause whose values are zero too (a branch that
+    is zero on the true chain, a sum that cancels) cannot be told from a cell that wrote zeros."""
+    return [Candidate("zeros", "is all zeros", torch.zeros_like(want))]
+
+
+def _between(case: Case, source: str, sink: str) -> list[str]:
+    """The tensors on a path from `source` to `sink` (neither included), nearest `source` first: a
+    slip told where it enters the backward pass last, in the most specific words (a chain's factor
+    fits at every tensor of a single path; the branch it belongs to shows only at the last)."""
+    net = case.exercise.network
+    after = {source}
+    for step in net.steps:
+        if after.intersection(step.inputs):
+            after.add(step.name)
+    before, found = {sink}, []
+    for step in reversed(net.steps):
+        if step.name in before:
+            before.update(step.inputs)
+            if step.name not in (source, sink) and step.name in after:
+                found.append(step.name)
+    return found[::-1]
+
+
+def inside(case: Case, answer: Answer, check: str, keep: set[str] | None, got: torch.Tensor):
+    """Candidates for an answer that runs a whole block (a fused cell, a function's gradient): one
+    step's mistake inside it (a candidate of that step's own one-step cell) carried to the answer's tensor
+    by the rest of the backward pass, which is linear in that step's gradient. Only the true chain's
+    inner gradients are the one-step cells' (CHAIN); `keep`: the keys still to try (None: all). Each
+    is first tested against `got` along one random direction, which costs a dot product, so that only
+    the few that pass are carried back in full."""
+    net = case.exercise.network
+    sink = answer.sink or net.loss
+    if check != CHAIN:
+        return
+    cells = {a.source: a for a in case.exercise.answers if a.kind == ATOMIC}
+    for tensor in _between(case, answer.source, sink):
+        if tensor not in cells:
+            continue
+        truth = case.truth["d" + tensor]
+        tried = [c for c in candidates(case, cells[tensor], CHAIN)
+                 if c.tensor.shape == truth.shape and (keep is None or f"inside:{tensor}:{c.key}" in keep)]
+        if not tried:
+            continue
+        want = case.expected(answer, check)
+        if got.shape != want.shape:
+            return
+        errors = torch.stack([c.tensor - truth for c in tried])
+        direction = torch.randn(want.shape, generator=torch.Generator().manual_seed(0), dtype=want.dtype)
+        moved = block_jvp(net, case.values, answer.source, tensor, direction)
+        seen = float(((got - want) * direction).sum())
+        along = (errors * moved).flatten(1).sum(1)
+        # Ten times the comparison's relative tolerance, on Cauchy-Schwarz's scale: any answer close
+        # enough to a candidate to fit it passes; a random one rarely.
+        slack = 1e-4 * float((got.norm() + want.norm()) * direction.norm()) + 1e-12
+        passed = [i for i in range(len(tried)) if abs(float(along[i]) - seen) <= slack]
+        if not passed:
+            continue
+        tried = [tried[i] for i in passed]
+        carried = _carried(case, answer.source, tensor, errors[passed])
+        for c, extra in zip(tried, carried, strict=True):
+            sentence = (f"goes wrong at {tensor}: {c.sentence}" if c.sentence.startswith(("the ", "a ", "an "))
+                        else f"forms a gradient for {tensor} that {c.sentence}")
+            yield Candidate(f"inside:{tensor}:{c.key}", sentence, want + extra)
+
+
+def _carried(case: Case, source: str, tensor: str, errors: torch.Tensor) -> torch.Tensor:
+    """Each error of `tensor`'s gradient carried back to `source`: one batched backward pass, else one
+    pass per error where an operation has no batched backward."""
+    net = case.exercise.network
+    try:
+        return block_vjp(net, case.values, source, tensor, errors, batched=True)
+    except RuntimeError:
+        return torch.stack([block_vjp(net, case.values, source, tensor, e) for e in errors])
 
 
 # The rule table's slips by exercise (grader.derive), derived once per exercise a process grades.
@@ -288,13 +528,21 @@ def candidates(case: Case, answer: Answer, check: str) -> tuple[Candidate, ...]:
     transpose and zeros."""
     net = case.exercise.network
     if answer.kind != ATOMIC:
-        return tuple(_generic(case, case.expected(answer, check)))
+        want = case.expected(answer, check)
+        return (*_zeros(want), *_generic(case, want))
     slips = _rule_slips(case, answer, check)
     if not any(c != net.loss for c in net.consumers(answer.source)):
-        return (*_generic(case, case.expected(answer, check)), *slips)
+        want = case.expected(answer, check)
+        return (*_zeros(want), *_generic(case, want), *slips)
     want, branches, up = _per_branch(case, answer, check)
-    found = [*_indexing(case, answer, want, up), *_twice_used(case, answer, check, want, branches),
+    # The chain rule's slips go before the elementwise ones: a local derivative left out is the simpler
+    # account of an answer that also equals a derivative read at a tensor where it is 1 everywhere.
+    # A factor of the whole answer before a branch's: when both fit, the other branches are (nearly) zero
+    # on these upstream gradients, and the whole answer's factor is the account that holds for any.
+    found = [*_zeros(want), *_indexing(case, answer, want, up), *_reductions(case, answer, want, up),
+             *_generic(case, want),
+             *_twice_used(case, answer, check, want, branches), *_chain_rule(case, answer, want, branches, up),
              *_elementwise(case, answer, want, branches, up), *_operands(case, answer, want, branches, up),
-             *_chain_rule(case, answer, want, branches, up), *_reductions(case, answer, want, up),
-             *_generic(case, want), *slips]
+             *slips, *_substitutions(case, answer, check, want, branches, up),
+             *_neighbour_steps(case, answer, want, branches, up)]
     return tuple(found)

@@ -56,21 +56,50 @@ def local_vjp(network: Network, values: Mapping, source: str, upstream: Mapping[
     return grad.detach()
 
 
-def block_vjp(network: Network, values: Mapping, source: str, sink: str, upstream: torch.Tensor) -> torch.Tensor:
+def _block(network: Network, values: Mapping, source: str, sink: str):
+    """`sink` as a function of `source`, every other input held at its forward value."""
+    held = _held(network, values)
+    steps, touched = [], {source}
+    for step in network.steps:
+        if touched.intersection(step.inputs):
+            steps.append(step)
+            touched.add(step.name)
+        if step.name == sink:
+            break
+    if sink not in touched:
+        raise ValueError(f"{sink} does not depend on {source}")
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        live = {**held, source: x}
+        for step in steps:
+            live[step.name] = step.fn(*(live[i] for i in step.inputs))
+        return live[sink]
+    return run, held[source]
+
+
+def block_vjp(network: Network, values: Mapping, source: str, sink: str, upstream: torch.Tensor,
+              batched: bool = False) -> torch.Tensor:
     """The gradient reaching `source` through every path to `sink` when `sink` receives `upstream`:
-    the expected answer of a fused cell that starts from an intermediate's gradient rather than the loss."""
-    live = _held(network, values)
+    the expected answer of a fused cell that starts from an intermediate's gradient rather than the loss.
+    `batched`: `upstream` stacks several along a first dimension, and so does the result."""
+    run, value = _block(network, values, source, sink)
     with torch.enable_grad():
-        leaf = live[source].clone().requires_grad_(True)
-        live[source] = leaf
-        touched = {source}
-        for step in network.steps:
-            if touched.intersection(step.inputs):
-                live[step.name] = step.fn(*(live[i] for i in step.inputs))
-                touched.add(step.name)
-            if step.name == sink:
-                break
-        if sink not in touched:
-            raise ValueError(f"{sink} does not depend on {source}")
-        (grad,) = torch.autograd.grad(live[sink], leaf, upstream)
+        leaf = value.clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad(run(leaf), leaf, upstream, is_grads_batched=batched)
     return grad.detach()
+
+
+def block_jvp(network: Network, values: Mapping, source: str, sink: str, direction: torch.Tensor) -> torch.Tensor:
+    """How `sink` moves when `source` moves along `direction`: with it, <e, J d> = <J^T e, d> tests many
+    gradients e of `sink` against one of `source` for the price of a single forward pass."""
+    run, value = _block(network, values, source, sink)
+    # J d as the gradient, with respect to u, of <J^T u, d>: two backward passes. Forward-mode AD (torch.func,
+    # forward_ad) loads decompositions through torch.jit, which warns, and the notebook's self-check fails
+    # on any warning.
+    with torch.enable_grad():
+        leaf = value.clone().requires_grad_(True)
+        out = run(leaf)
+        probe = torch.zeros_like(out, requires_grad=True)
+        (back,) = torch.autograd.grad(out, leaf, probe, create_graph=True)
+        (moved,) = torch.autograd.grad(back, probe, direction, allow_unused=True)
+    return (torch.zeros_like(out) if moved is None else moved).detach()

@@ -1,0 +1,175 @@
+"""The neighbourhood's explanations on the shipped exercise and its variants: each kind of mistake the
+search names, written as a student's cell and run on the grader's own configurations (the lecture's
+sizes and hidden ones), and every slip of the rule table named the same way whatever the upstream
+gradients are, so that no explanation rests on a coincidence of the true chain.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from grader import derive
+from grader.exercise import ATOMIC
+from grader.exercises.makemore_mlp import variants
+from grader.judge.configs import generate
+from grader.judge.diagnose import name
+from grader.judge.exam import CHAIN, LOCAL, checks, prepare
+
+torch.set_num_threads(1)
+RTOL, ATOL = 1e-5, 1e-8
+
+
+@functools.cache
+def _cases(variant: str) -> tuple:
+    """Two hidden configurations and the lecture-sized probe, as a course of that variant grades."""
+    spec = "makemore-mlp" if variant == "tanh-batchnorm" else f"makemore-mlp/{variant}"
+    return tuple(prepare(config) for config in generate(spec, "neighbourhood-tests", 2))
+
+
+def _run(code: str, case, answer, check: str) -> torch.Tensor:
+    """What an answer cell holding `code` computes on `case`, with the gradients that check gives it."""
+    namespace = {k: v.clone() if isinstance(v, torch.Tensor) else v
+                 for k, v in {**case.values, **case.upstream(answer, check)}.items()}
+    namespace.update(case.sizes, torch=torch, F=F)
+    exec(code, namespace)  # noqa: S102 - the tests' own cells
+    return namespace[answer.variable].detach().to(torch.float64)
+
+
+def said(variant: str, grade_id: str, code: str, check: str = CHAIN) -> str | None:
+    cases = _cases(variant)
+    answer = cases[0].exercise.by_grade_id[grade_id]
+    return name([(case, _run(code, case, answer, check)) for case in cases], answer, check, RTOL, ATOL)
+
+
+@pytest.mark.parametrize("variant, grade_id, code, sentence", [
+    # another gradient the cell can read, in place of the one the step passes back
+    ("relu-batchnorm", "dW1", "dW1 = embcat.T @ dbndiff",
+     "your dW1 uses dbndiff where the derivative through hprebn needs dhprebn, the gradient flowing back from hprebn"),
+    ("gelu-layernorm", "dembcat", "dembcat = dhpreact @ W1.T",
+     "your dembcat uses dhpreact where the derivative through hpreln needs dhpreln, the gradient flowing back from "
+     "hpreln"),
+    # that gradient summed over a dimension first
+    ("tanh-none", "dcounts", "dcounts = counts_sum_inv * dprobs.sum(1, keepdim=True) + torch.ones_like(counts) * "
+                             "dcounts_sum",
+     "your dcounts sums dprobs over dimension 1 before passing it back: each entry of probs sends back its own "
+     "gradient"),
+    # a step too early: the next step's local derivative applied already
+    ("tanh-none-residual", "dr", "dr = (1 - r**2) * dhres",
+     "your dr goes one step too far: it also applies the derivative of the step that computes r from rpreact, "
+     "which belongs in drpreact"),
+    # the derivative with respect to the step's other input
+    ("gelu-none", "dhtanh", "dhtanh = 0.5 * (1 + htanh) * dh",
+     "your dhtanh takes the derivative of h with respect to hpreact, where the one with respect to htanh is needed"),
+    # the forward operation applied to the gradient
+    ("relu-none", "dhpreact", "dhpreact = torch.relu(dh)",
+     "your dhpreact applies the operation that computes h to dh, where it must multiply dh by that operation's "
+     "derivative"),
+    # branches multiplied, or one counted twice
+    ("gelu-none-residual", "dh", "dh = dhres * (drpreact @ W3.T)",
+     "your dh multiplies the parts flowing back through rpreact and hres, where the gradients of the uses of h "
+     "add up"),
+    ("tanh-batchnorm-residual", "dh", "dh = 2 * dhres + drpreact @ W3.T",
+     "the part flowing back through hres is counted twice: h reaches hres once"),
+    # a factor that is a tensor the cell reads or a simple function of one, per element or per row
+    ("sigmoid-batchnorm", "dbnraw", "dbnraw = bngain * dhpreact * bnraw",
+     "your dbnraw is multiplied by bnraw, a factor the right gradient does not have"),
+    ("gelu-batchnorm", "dhtanh", "dhtanh = 0.5 * (1 + htanh) * dh / (1 + htanh)",
+     "your dhtanh is the right gradient divided by hpreact: a factor hpreact left out, or a 1/hpreact too many"),
+    ("relu-none", "dhpreact", "dhpreact = (1 - h**2) * dh",
+     "your dhpreact multiplies dh by 1 - h² where it needs the derivative of the step that computes h (1 - y² is "
+     "tanh's derivative, y its output)"),
+    ("relu-layernorm", "dhpreact", "dhpreact = h * (1 - h) * dh",
+     "your dhpreact multiplies dh by h·(1 - h) where it needs the derivative of the step that computes h (y·(1 - y) "
+     "is the sigmoid's derivative, y its output)"),
+    ("tanh-none", "dprobs", "dprobs = -dlogprobs / probs**2",
+     "your dprobs multiplies dlogprobs by -1/probs² where it needs the derivative of the step that computes "
+     "logprobs (-1/x² is the derivative of 1/x)"),
+    # a forgotten ReLU mask is a local derivative left out, not a derivative read at another tensor
+    ("relu-layernorm", "dhpreact", "dhpreact = dh.clone()",
+     "your dhpreact passes dh back unchanged: the local derivative of the step that computes h is missing"),
+    # the right entries in another order
+    ("sigmoid-layernorm", "demb", "demb = dembcat.view(emb.shape[0], emb.shape[2], emb.shape[1]).permute(0, 2, 1)",
+     "your demb has the right entries in the wrong places"),
+    # any of the configuration's sizes, and a ratio of two
+    ("gelu-none", "demb", "demb = dembcat.view(emb.shape) * emb.shape[2]",
+     "your demb is n_embd times too large"),
+    ("tanh-layernorm", "dhpreln", "dhpreln = dlndiff + dlnmean / n",
+     "the part flowing back through lnmean is n_hidden/n times the right value, as when it divides by n where "
+     "n_hidden belongs"),
+])
+def test_a_kind_of_mistake_is_named_in_any_variant(variant, grade_id, code, sentence):
+    assert (said(variant, grade_id, code) or "").startswith(sentence)
+
+
+def test_a_slip_inside_a_fused_cell_is_named_at_the_step_it_enters():
+    code = "dhprebn = bngain * bnvar_inv / n * (n * dhpreact - dhpreact.sum(0) - bnraw * (dhpreact * bnraw).sum(0))"
+    assert said("relu-batchnorm", "ex3_dhprebn", code) == (
+        "your dhprebn goes wrong at bndiff: the part flowing back through bndiff2 is (n-1)/n times the right value: "
+        "it divides by n where the forward divides by n-1 (the unbiased variance, Bessel's correction)")
+
+
+def test_gradients_equal_on_the_true_chain_are_named_together():
+    assert said("sigmoid-none-residual", "dhpreact", "dhpreact = h * (1 - h) * dhres") == (
+        "your dhpreact uses dr (or dhres, equal to it here) where the derivative through h needs dh, the gradient "
+        "flowing back from h")
+
+
+def test_zeros_are_told_as_zeros_where_a_cause_would_be_a_coincidence():
+    """Layer norm's gradient sums to zero over each row: zeros are not "summed over dimension 1"."""
+    assert said("relu-layernorm", "db1", "db1 = torch.zeros_like(b1)") == "your db1 is all zeros"
+
+
+def test_a_substituted_gradient_is_named_on_the_random_upstream_check_too():
+    """With random upstream gradients the neighbour's gradient is random too: the cell's slip, not a value."""
+    assert said("relu-batchnorm", "db1", "db1 = dbndiff.sum(0)", LOCAL) == (
+        "your db1 uses dbndiff where the derivative through hprebn needs dhprebn, the gradient flowing back from "
+        "hprebn")
+
+
+def test_a_random_tensor_factor_is_named_by_no_one():
+    code = "dhpreact = (1 - h**2) * dh * (1 + 0.1 * torch.randn_like(h))"
+    assert said("tanh-batchnorm", "dhpreact", code) is None
+
+
+def _slip_tensors(cases, answer, slip, check):
+    """The slip's answer on every case, or None when it cannot run there, changes the shape (the shape
+    hints tell that) or equals the right answer."""
+    out = []
+    for case in cases:
+        try:
+            got = _run(slip.code, case, answer, check)
+        except Exception:  # noqa: BLE001 - a slip that fails to run loses credit another way
+            return None
+        if got.shape != case.expected(answer, check).shape:
+            return None
+        out.append((case, got))
+    if all(torch.allclose(got, case.expected(answer, check), rtol=RTOL, atol=ATOL) for case, got in out):
+        return None
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", variants.NAMES)
+def test_every_rule_table_slip_is_named_alike_whatever_the_upstream(variant):
+    """Each slip of every gradient is named, and by the same sentence on the true chain and with random
+    upstream gradients: an explanation that held only for the true gradients (a branch that is zero
+    there, two gradients that happen to be equal) would be a guess about this cell's code."""
+    cases = _cases(variant)
+    exercise = cases[0].exercise
+    wrong = []
+    for gradient in derive.for_exercise(exercise):
+        answer = next((a for a in exercise.answers if a.kind == ATOMIC and a.variable == gradient.name), None)
+        for slip in gradient.slips() if answer else ():
+            names = {}
+            for check in checks(answer):
+                tensors = _slip_tensors(cases, answer, slip, check)
+                if tensors is not None:
+                    names[check] = name(tensors, answer, check, RTOL, ATOL)
+            # "all zeros" is a fact, not a cause: a slip whose values are zero on the true chain is told so.
+            causes = {n for n in names.values() if n is None or not n.endswith(" is all zeros")}
+            if None in names.values() or len(causes) > 1:
+                wrong.append((gradient.name, slip.name, names))
+    assert not wrong
