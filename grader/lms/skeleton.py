@@ -11,6 +11,13 @@ since it holds no answer.
 """
 from __future__ import annotations
 
+import ast
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
 from grader import derive
 from grader.exercise import ATOMIC, FUNCTION, FUSED, Exercise, Function
 
@@ -133,32 +140,109 @@ check_ex{part}.training({function.name}, start, batches, lr=0.1)""", graded=exer
     return cells
 
 
-def references(exercise: Exercise) -> dict[str, str]:
+def references(exercise: Exercise, gradients: tuple[derive.Gradient, ...] | None = None,
+               written: Mapping[str, str] | None = None) -> dict[str, str]:
     """Each answer cell's reference, derived: an atomic cell's explained gradient; a fused cell's, every
-    gradient from its start back to its own, in order; a function's, all of them inside its body."""
-    gradients = derive.for_exercise(exercise)
-    by_name = {g.name: g for g in gradients}
+    gradient from its start back to its own, in order; a function's, all of them inside its body (each
+    statement under its explanation, as `backprop-ninja solution` shows them). `written` (gradient name
+    -> its cell) puts other text in place of a derived gradient's everywhere it appears: a slip's."""
+    gradients = derive.for_exercise(exercise) if gradients is None else gradients
+    source = {g.name: g.source for g in gradients} | dict(written or {})
     order = [g.name for g in gradients]
-    cells = {a.cell_id: by_name[a.variable].source for a in exercise.answers if a.kind == ATOMIC}
+    cells = {a.cell_id: source[a.variable] for a in exercise.answers if a.kind == ATOMIC}
     for answer in (a for a in exercise.answers if a.kind == FUSED):
         start = order.index(f"d{answer.sink}") + 1 if answer.sink else 0
-        cells[answer.cell_id] = "".join(by_name[n].code for n in order[start:order.index(answer.variable) + 1])
+        cells[answer.cell_id] = "".join(source[n] for n in order[start:order.index(answer.variable) + 1])
     for function in exercise.functions:
-        cells[function.cell] = _function_reference(exercise, function, gradients)
+        cells[function.cell] = _function_reference(exercise, function, [source[n] for n in order])
     assert not {a.cell_id for a in exercise.answers if a.kind == FUNCTION} - set(cells)
     return cells
 
 
-def _function_reference(exercise: Exercise, function: Function, gradients) -> str:
+@dataclass(frozen=True)
+class Mutant:
+    """One slip of the rule table made in one answer cell: `cells` are every answer cell's reference with
+    `cell` written with the slip, and `grade_ids` what the grader must take credit from (nothing else; a
+    function's mistake may also fail the training run it drives)."""
+
+    slip: derive.Slip
+    cell: str
+    grade_ids: tuple[str, ...]
+    cells: Mapping[str, str]
+
+
+def mutants(exercise: Exercise) -> tuple[Mutant, ...]:
+    """The exercise's mutant corpus, in the notebook's order, from the rule table alone: every slip of an
+    atomic gradient in its own cell; in a fused cell or a function, every slip of the gradient that the
+    cell answers (a function: a parameter's) that changes it when every other gradient is right (a slip
+    that only a random upstream shows, as in a gradient that is zero for every batch, is no mistake there)."""
+    gradients = derive.for_exercise(exercise)
+    by_name = {g.name: g for g in gradients}
+    reference = references(exercise, gradients)
+    on_chain = _on_chain(exercise, gradients)
+    found = []
+    for answer in exercise.answers:
+        for slip in by_name[answer.variable if answer.kind != FUNCTION else f"d{answer.variable}"].slips():
+            if answer.kind == ATOMIC:
+                cell = slip.code
+            elif slip in on_chain:
+                cell = references(exercise, gradients, {slip.gradient: slip.code})[answer.cell_id]
+            else:
+                continue
+            found.append(Mutant(slip, answer.cell_id, (answer.grade_id,), {**reference, answer.cell_id: cell}))
+    return tuple(found)
+
+
+def _on_chain(exercise: Exercise, gradients) -> set[derive.Slip]:
+    """The slips that change their gradient, beyond the grader's default tolerance, on one of the derivation's
+    configurations with every other gradient right."""
+    net = exercise.network
+    changed = set()
+    for configuration in derive.configurations(exercise):
+        inputs = configuration.inputs
+        values = net.forward({k: inputs[k] for k in net.parameters}, {k: inputs[k] for k in net.data})
+        right = {**values, "torch": torch, "F": F}
+        for gradient in gradients:
+            exec(compile(gradient.code, f"<derived {gradient.name}>", "exec"), right)  # noqa: S102
+        for gradient in gradients:
+            for slip in gradient.slips():
+                trial = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in right.items()}
+                try:
+                    exec(compile(slip.code, f"<slip {slip.name}>", "exec"), trial)  # noqa: S102
+                    got, want = trial[gradient.name], right[gradient.name]
+                    same = got.shape == want.shape and torch.allclose(got, want, **derive.TOLERANCE)
+                except Exception:  # noqa: BLE001 - a slip that fails to run is a mistake the grader sees
+                    same = False
+                if not same:
+                    changed.add(slip)
+    return changed
+
+
+def _function_reference(exercise: Exercise, function: Function, sources: list[str]) -> str:
+    """The function's body: its parameters and cache unpacked, the sizes, the forward values the gradients
+    read that its cache leaves out (computed again from the forward lines: the makemore lecture caches the
+    logits, not the softmax after them), then every gradient in order."""
     net = exercise.network
     cache = dict(a for a in function.arguments if not isinstance(a, str))["cache"]
     arguments = ", ".join(a if isinstance(a, str) else a[0] for a in function.arguments)
+    code = [line for source in sources for line in source.rstrip("\n").splitlines()]
+    known = {*net.parameters, *cache, *(a for a in function.arguments if isinstance(a, str)), *net.sizes}
+    needed = _read("\n".join(code))
+    recomputed = []
+    for step in reversed(net.steps):
+        if step.name in needed and step.name not in known:
+            recomputed.insert(0, f"{step.name} = {step.code}")
+            needed |= set(step.inputs)
     body = [f"{p} = params['{p}']" for p in net.parameters] + [f"{c} = cache['{c}']" for c in cache]
     body += [f"{k} = {v}" for k, v in net.sizes.items()]
-    for gradient in gradients:
-        body += gradient.code.rstrip("\n").splitlines()
+    if recomputed:
+        body += ["# The forward values the cache leaves out, computed again from the forward pass's lines", *recomputed]
     returned = ", ".join(f"'{r}': d{r}" for r in function.returns)
     lines = [f"def {function.name}({arguments}):",
              '    """The gradient of the loss with respect to every parameter."""',
-             *(f"    {line}" for line in body), f"    return {{{returned}}}"]
+             *(f"    {line}" for line in body + code), f"    return {{{returned}}}"]
     return "\n".join(lines) + "\n"
+
+
+def _read(source: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
