@@ -127,3 +127,8 @@ def test_course_init_variant_from_the_wheel_outside_a_checkout(tmp_path, unix_us
     checks = [c for c in ran.cells if c.id.startswith("check_")]
     assert checks and all("WRONG" not in o.get("text", "") and "not attempted" not in o.get("text", "")
                           for c in checks for o in c.get("outputs", []))
+    # A variant drawn from the course's fresh salt, from the wheel too.
+    run("backprop-ninja", "course", "init", "drawn", "--variant", "from-salt")
+    drawn = load(work / "drawn" / "course.yml")
+    assert drawn.exercise.name.startswith("makemore-mlp/")
+    assert (work / "drawn" / "source" / drawn.assignment / drawn.notebook).is_file()
