@@ -51,7 +51,9 @@ def _installed(tmp_path, unix_user):
     """(run, work folder): the wheel installed in a fresh environment in the user's home, where `run(*args)`
     runs a command as the user in the work folder and gives its stdout."""
     user = unix_user.user
-    src, dist, venv, work = tmp_path / "src", tmp_path / "dist", user.home / "wheel-venv", user.home / "work"
+    home = user.home / tmp_path.name  # the user may be the module's: a folder of its own for each test
+    home.mkdir()
+    src, dist, venv, work = tmp_path / "src", tmp_path / "dist", home / "wheel-venv", home / "work"
     src.mkdir()
     work.mkdir()
     _sources(src)
