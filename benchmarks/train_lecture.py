@@ -21,7 +21,7 @@ With --variant NAME (a name of grader.exercises.makemore_mlp.variants.NAMES, wit
 `makemore-mlp/`) the same cells run, the same loop, calibration, evaluation, sampling and timing, with
 three of the notebook's definitions replaced by the variant's: `init_params` (the exercise's `init`,
 the lecture's rules for the variant's pieces), `fused_forward` (the exercise's network, its forward
-values as the cache) and `manual_backward` (the variant's reference answer, solutions/variants.py).
+values as the cache) and `manual_backward` (the variant's reference answer, derived by the rule table).
 Batch norm's calibration cell runs only where the variant has batch norm: layer norm takes each
 example's statistics over its own features, so one example is normalized alone in training as in
 sampling, and without a normalization nothing depends on the batch. --all-variants runs every variant
@@ -196,7 +196,7 @@ def define_variant(ns: dict, name: str) -> None:
     `bnmeani` and `bnvar`, as the notebook's `bnstats` does."""
     from grader.exercise import Sizes, Step, load
     from grader.exercises.makemore_mlp.answers import EX4_CELL, EX4_FUNCTION
-    from solutions import variants as references
+    from grader.lms import skeleton
 
     torch = ns["torch"]
     exercise = load(f"makemore-mlp/{name}")
@@ -217,8 +217,9 @@ def define_variant(ns: dict, name: str) -> None:
         values = network.forward(params, {"Xb": X, "Yb": targets}, replace)
         return (None if Y is None else values[network.loss]), values
 
-    cell = references.cells(name)[EX4_CELL]
-    manual_backward = references.run(cell, {"torch": torch, "F": ns["F"]}, EX4_CELL)[EX4_FUNCTION]
+    function = {"torch": torch, "F": ns["F"]}
+    exec(compile(skeleton.references(exercise)[EX4_CELL], f"<answer {EX4_CELL}>", "exec"), function)  # noqa: S102
+    manual_backward = function[EX4_FUNCTION]
     ns.update(init_params=init_params, fused_forward=fused_forward, manual_backward=manual_backward)
 
 

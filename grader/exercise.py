@@ -449,7 +449,9 @@ BUILTIN = {"makemore-mlp": "grader.exercises.makemore_mlp:EXERCISE",
            "rnn": "grader.exercises.gallery.rnn:EXERCISE"}
 DEFAULT = "makemore-mlp"
 # Exercises with variants: `family/variant` is built by the module's `variant(name)`; the module also
-# lists its `NAMES` and can draw one `from_salt(salt)` and `describe(name)` it.
+# lists its `NAMES` and can draw one `from_salt(salt)` and `describe(name)` it; its `NOTEBOOK_SOURCE` names
+# the module whose `source(name)` composes a variant's notebook source (and whose `PROSE` is the lecture's),
+# named, not imported, so that only `course init` loads it.
 FAMILIES = {"makemore-mlp": "grader.exercises.makemore_mlp.variants"}
 
 

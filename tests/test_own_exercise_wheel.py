@@ -1,6 +1,8 @@
-"""An instructor's own exercise from the wheel alone: the package built and installed into a fresh virtual
-environment, then, as a normal unix user in a folder of their home, `exercise check` and `course init
---exercise` on a network that is in no gallery, and the solved notebook that course init wrote graded full."""
+"""Courses from the wheel alone: the package built and installed into a fresh virtual environment, then, as a
+normal unix user in a folder of their home, `exercise check` and `course init --exercise` on a network that
+is in no gallery, and the solved notebook that course init wrote graded full; and `course init --variant`,
+whose notebooks the package composes and whose answers the rule table derives (no checkout, no extra): its
+solved notebook runs clean (Run All) and grades full, its stub 0."""
 from __future__ import annotations
 
 import json
@@ -10,10 +12,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import nbformat
 import pytest
 from test_package import TIMEOUT, _sources
 
 from grader.course import load
+from helpers.variant_courses import DATA_STRIDE
 
 pytestmark = pytest.mark.slow
 
@@ -43,9 +47,13 @@ MINE = textwrap.dedent('''\
 ''')
 
 
-def test_exercise_check_and_course_init_from_the_wheel_outside_a_checkout(tmp_path, unix_user):
+def _installed(tmp_path, unix_user):
+    """(run, work folder): the wheel installed in a fresh environment in the user's home, where `run(*args)`
+    runs a command as the user in the work folder and gives its stdout."""
     user = unix_user.user
-    src, dist, venv, work = tmp_path / "src", tmp_path / "dist", user.home / "wheel-venv", user.home / "work"
+    home = user.home / tmp_path.name  # the user may be the module's: a folder of its own for each test
+    home.mkdir()
+    src, dist, venv, work = tmp_path / "src", tmp_path / "dist", home / "wheel-venv", home / "work"
     src.mkdir()
     work.mkdir()
     _sources(src)
@@ -57,7 +65,6 @@ def test_exercise_check_and_course_init_from_the_wheel_outside_a_checkout(tmp_pa
     subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
                    check=True, capture_output=True, timeout=TIMEOUT)
     shutil.rmtree(src)
-    (work / "mine.py").write_text(MINE, encoding="utf-8")
     user.give(venv)
     user.give(work)
     env = user.env(PATH=f"{venv / 'bin'}:{Path(sys.base_prefix) / 'bin'}:/usr/bin:/bin", MPLBACKEND="Agg",
@@ -65,12 +72,23 @@ def test_exercise_check_and_course_init_from_the_wheel_outside_a_checkout(tmp_pa
 
     def run(*args):
         unix_user.keep_root_traversable()
+        user.give(work)
         done = user.run([*args], cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT)
         assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
         return done.stdout
 
     where = run("python", "-c", "import grader; print(grader.__file__)")
     assert Path(where.strip()).is_relative_to(venv), where
+    return run, work
+
+
+def _results(folder: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")}
+
+
+def test_exercise_check_and_course_init_from_the_wheel_outside_a_checkout(tmp_path, unix_user):
+    run, work = _installed(tmp_path, unix_user)
+    (work / "mine.py").write_text(MINE, encoding="utf-8")
     checked = run("backprop-ninja", "exercise", "check", "mine.py")
     assert "sigmoid-mlp" in checked and "dW1" in checked and "mutants" in checked
     run("backprop-ninja", "course", "init", "course", "--exercise", "mine.py")
@@ -79,5 +97,40 @@ def test_exercise_check_and_course_init_from_the_wheel_outside_a_checkout(tmp_pa
     solved = work / "course" / "source" / course.assignment / course.notebook
     assert (solved.parent / "mine.py").is_file()
     run("backprop-ninja", "grade", str(solved), "--out", "results", "--course", "course/course.yml")
-    (result,) = (json.loads(p.read_text()) for p in (work / "results").glob("*.json"))
+    (result,) = _results(work / "results").values()
     assert result["score"] == result["max_score"] == sum(course.points.values()), result["output"]
+
+
+def test_course_init_variant_from_the_wheel_outside_a_checkout(tmp_path, unix_user):
+    run, work = _installed(tmp_path, unix_user)
+    run("backprop-ninja", "course", "init", "course", "--variant", "gelu-layernorm-residual")
+    course = load(work / "course" / "course.yml")
+    assert course.exercise.name == "makemore-mlp/gelu-layernorm-residual"
+    folder = work / "course" / "source" / course.assignment
+    notebooks = work / "notebooks"
+    notebooks.mkdir()
+    released = ("from grader.lms import notebooks; import nbformat; "
+                f"solved = nbformat.read({str(folder / course.notebook)!r}, as_version=4); "
+                f"nbformat.write(solved, {str(notebooks / 'solved.ipynb')!r}); "
+                f"nbformat.write(notebooks.release(solved), {str(notebooks / 'stub.ipynb')!r})")
+    run("python", "-c", released)
+    run("backprop-ninja", "grade", str(notebooks), "--out", "results", "--course", "course/course.yml")
+    results = _results(work / "results")
+    assert results["solved"]["score"] == results["solved"]["max_score"] == course.max_score, results["solved"]["output"]
+    assert results["stub"]["score"] == 0
+    # Run All on the solved notebook beside the course's data (every eighth word, as the variant courses' tests
+    # read it: the code is the same for any list of words), as a student runs it.
+    words = (folder / course.data).read_text(encoding="utf-8").splitlines()[::DATA_STRIDE]
+    (notebooks / course.data).write_text("\n".join(words) + "\n", encoding="utf-8")
+    run("python", "-m", "jupyter", "execute", "--inplace", f"--timeout={TIMEOUT}", str(notebooks / "solved.ipynb"))
+    ran = nbformat.read(notebooks / "solved.ipynb", as_version=4)
+    outputs = [o for c in ran.cells for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    checks = [c for c in ran.cells if c.id.startswith("check_")]
+    assert checks and all("WRONG" not in o.get("text", "") and "not attempted" not in o.get("text", "")
+                          for c in checks for o in c.get("outputs", []))
+    # A variant drawn from the course's fresh salt, from the wheel too.
+    run("backprop-ninja", "course", "init", "drawn", "--variant", "from-salt")
+    drawn = load(work / "drawn" / "course.yml")
+    assert drawn.exercise.name.startswith("makemore-mlp/")
+    assert (work / "drawn" / "source" / drawn.assignment / drawn.notebook).is_file()

@@ -3,11 +3,13 @@ differences and explain its own derivatives; `course init --variant` writes a co
 naming it, its notebook, its points, the known mistakes still right for it); a `from-salt` course draws its
 variant from its salt; and, end to end for every variant, its solved and stub notebooks run clean as a
 student runs them, and the grader gives the solved notebook full marks, the stub 0, and each mutant of its
-reference answers (solutions/mutants.py) less on exactly the tensors its cell answers.
+reference answers (the rule table's slips, grader.lms.skeleton.mutants) less on exactly the tensors its cell
+answers. All of it from the package alone: a wheel in a fresh environment writes a variant's course too.
 """
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import subprocess
 import sys
@@ -22,14 +24,13 @@ import yaml
 from grader import course as course_config
 from grader.exercise import FUNCTION, grade_cell_id, load
 from grader.exercises import choice
-from grader.exercises.makemore_mlp import variants
+from grader.exercises.makemore_mlp import notebook_source, variants
 from grader.lms import course_init
 from helpers import variant_courses
-from solutions import make_notebooks, mutants, variant_notebooks
+from helpers.paths import ROOT
 
 torch.set_num_threads(1)
 
-ROOT = make_notebooks.ROOT
 NAMES = tuple(n for n in variants.NAMES if n != variants.LECTURE_VARIANT)
 COURSE = course_config.load(ROOT / "course.yml")
 
@@ -47,6 +48,12 @@ def _code(nb, cell_id: str) -> str:
     return source
 
 
+def _build(name: str):
+    """The variant's (solved, students') notebooks as course init writes them, with the lecture's course.yml."""
+    course = dataclasses.replace(COURSE, exercise=load(f"makemore-mlp/{name}"))
+    return course_init.variant_notebooks(("makemore-mlp", name), course)
+
+
 def _run(source: str, **namespace) -> dict:
     namespace = {"torch": torch, "F": F, **namespace}
     exec(compile(source, "<notebook cell>", "exec"), namespace)  # noqa: S102
@@ -57,7 +64,7 @@ def _run(source: str, **namespace) -> dict:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_each_variants_notebook_is_its_network_and_explains_its_own_derivatives(name):
-    solved, student = variant_notebooks.build(name, COURSE)
+    solved, student = _build(name)
     exercise, variant = load(f"makemore-mlp/{name}"), variants.parse(name)
     text = _markdown(solved)
     answer_cells = [c.id for c in solved.cells if c.metadata.get("nbgrader", {}).get("solution")]
@@ -84,7 +91,7 @@ def test_each_variants_notebook_is_its_network_and_explains_its_own_derivatives(
 def test_each_variants_text_names_only_what_its_notebook_shows(name):
     """The student trial's notes: no tanh derivative where tanh never appears, no "Exercises 1 to 3"
     without an exercise 3, no batch norm's parameters in a notebook that never shows them."""
-    solved, _ = variant_notebooks.build(name, COURSE)
+    solved, _ = _build(name)
     variant = variants.parse(name)
     text = _markdown(solved) + variants.describe(name)
     tanh = variant.activation.name == "tanh"
@@ -113,7 +120,7 @@ def test_a_tensor_used_three_times_is_said_so_in_a_named_mistake():
 def test_each_variants_init_and_fused_forward_are_the_exercises(name):
     """The notebook's init_params draws the grader's parameters bit for bit, and its fused_forward (which
     exercise 4 trains with) computes the network's loss and every cached value."""
-    solved, _ = variant_notebooks.build(name, COURSE)
+    solved, _ = _build(name)
     exercise = load(f"makemore-mlp/{name}")
     sizes = exercise.lecture
     setup = ast.parse(_code(solved, "setup_params"))
@@ -138,7 +145,7 @@ def test_each_variants_init_and_fused_forward_are_the_exercises(name):
 
 
 def test_the_lecture_variant_is_the_lecture_notebook():
-    assert variant_notebooks.source(variants.LECTURE_VARIANT) == make_notebooks.PROSE.read_text(encoding="utf-8")
+    assert notebook_source.source(variants.LECTURE_VARIANT) == notebook_source.PROSE.read_text(encoding="utf-8")
 
 
 # --- known mistakes and points ---------------------------------------------------------------------
@@ -246,13 +253,20 @@ def test_course_init_refuses_an_unknown_variant_in_one_line(tmp_path):
     assert "Traceback" not in run.stderr and not (tmp_path / "c").exists()
 
 
-def test_without_a_checkouts_references_course_init_variant_says_so_in_one_line(tmp_path):
-    """An installed package has no solutions/ to compose a variant's notebooks from: one line, no folder."""
+def test_course_init_variant_needs_no_checkouts_solutions(tmp_path):
+    """The variant's notebooks come from the package alone (its prose, the rule table's answers): with no
+    solutions/ to import, course init --variant writes the course, the solved notebook answering every cell."""
     run = subprocess.run([sys.executable, "-c", "import sys; sys.modules['solutions'] = None; "
                           "from grader.cli import main; main()", "course", "init", str(tmp_path / "c"),
                           "--variant", "relu-none"], capture_output=True, text=True)
-    assert run.returncode != 0 and "run course init from a checkout" in run.stderr, run.stderr
-    assert len(run.stderr.strip().splitlines()) == 1 and not (tmp_path / "c").exists()
+    assert run.returncode == 0, run.stderr[-2000:]
+    course = course_config.load(tmp_path / "c" / "course.yml")
+    assert course.exercise.name == "makemore-mlp/relu-none"
+    nb = nbformat.read(tmp_path / "c" / "source" / course.assignment / course.notebook, as_version=4)
+    answers = {c.id: c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    assert list(answers) == list(course.exercise.answer_cells)
+    assert all("### BEGIN SOLUTION" in source for source in answers.values())
+    assert "dhpreact = (hpreact > 0) * dh" in answers["dhpreact"]
 
 
 # --- end to end, every variant: course init --variant, Run All, the grader (helpers/variant_courses.py) ---
@@ -295,7 +309,7 @@ def _check_grades(outcome: variant_courses.Outcome) -> None:
     training = {exercise.training.grade_id} if exercise.training else set()
     wrong = []
     for stem, mutant in outcome.mutants.items():
-        own = set(mutants.graded_in(mutant))
+        own = set(mutant.grade_ids)
         lost = _lost(results[stem])
         function = exercise.by_grade_id[next(iter(own))].kind == FUNCTION
         right = bool(lost) and lost <= own | training if function else lost == own

@@ -1,12 +1,13 @@
-"""Every makemore variant is proven without the grader: its reference answers equal autograd (the oracle
-differentiating the variant's own network) on configurations drawn from its ranges, in float64 and
-float32; each atomic answer passes its one-step LOCAL check; the reveal order never hands an answer its
-own gradient; every statement is explained; the static check accepts the answers; and every mutant of
-its reference answers loses credit on its own tensor. The lecture's variant is the lecture's exercise,
-answer for answer.
+"""Every makemore variant is proven without the grader: its reference answers (derived by the rule table from
+its forward lines, as its notebook holds them) equal autograd (the oracle differentiating the variant's own
+network) on configurations drawn from its ranges, in float64 and float32; each atomic answer passes its
+one-step LOCAL check; the reveal order never hands an answer its own gradient; every statement is explained;
+the static check accepts the answers; and every mutant of its reference answers (the rule table's slips)
+loses credit on its own tensor. The lecture's variant is the lecture's exercise, answer for answer.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 import subprocess
@@ -22,11 +23,10 @@ from grader.exercises import choice
 from grader.exercises.makemore_mlp import EXERCISE, model, variants
 from grader.exercises.makemore_mlp.answers import EX4_CELL
 from grader.judge import oracle
+from grader.lms import skeleton
 from grader.sandbox import static_check
 from grader.student import solution
-from solutions import mutants as corpus
-from solutions import reference
-from solutions import variants as answers
+from helpers.variant_courses import submissions_of
 
 torch.set_num_threads(1)
 
@@ -35,6 +35,28 @@ TOL = {torch.float64: dict(rtol=1e-9, atol=1e-12), torch.float32: dict(rtol=1e-4
 # What the grader accepts (course.yml's default tolerance): a mutant must fall outside it.
 GRADER_TOL = dict(rtol=1e-5, atol=1e-8)
 CONFIGURATIONS = 3
+
+
+@functools.cache
+def _cells(name: str) -> dict[str, str]:
+    """The variant's reference answer cells, as its notebook holds them."""
+    return skeleton.references(exercises.load(f"makemore-mlp/{name}"))
+
+
+@functools.cache
+def _mutants(name: str) -> tuple[skeleton.Mutant, ...]:
+    return skeleton.mutants(exercises.load(f"makemore-mlp/{name}"))
+
+
+def _run(source: str, ns: dict, label: str) -> dict:
+    exec(compile(source, f"<answer {label}>", "exec"), ns)  # noqa: S102
+    return ns
+
+
+def structural_zeros(name: str) -> frozenset[str]:
+    """Gradients that are exactly zero in exact arithmetic, whatever the batch: softmax ignores a shift of
+    its row (dlogit_maxes), and batch norm removes b1 with each column's mean (db1)."""
+    return frozenset({"dlogit_maxes", *(("db1",) if variants.parse(name).norm.name == "batchnorm" else ())})
 
 
 @dataclass
@@ -96,7 +118,7 @@ def _gap(got, want) -> str:
 
 def _function_result(case: Case, source: str) -> dict:
     function = case.exercise.functions[0]
-    ns = answers.run(source, {"torch": torch, "F": torch.nn.functional}, function.cell)
+    ns = _run(source, {"torch": torch, "F": torch.nn.functional}, function.cell)
     return ns[function.name](*function.call_arguments(case.values))
 
 
@@ -123,10 +145,6 @@ def test_the_lecture_variant_is_the_lecture_exercise():
             assert built.hidden(index, 4, sizes) == EXERCISE.hidden(index, 4, sizes)
 
 
-def test_the_lecture_variants_answers_are_solutions_answers_py():
-    assert answers.cells("tanh-batchnorm") == reference.cells()
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_each_variant_loads_by_name_with_an_answer_per_gradient(name):
     exercise = exercises.load(f"makemore-mlp/{name}")
@@ -136,7 +154,7 @@ def test_each_variant_loads_by_name_with_an_answer_per_gradient(name):
     # One atomic answer per parameter and intermediate, grade id "d" + its name, from dlogprobs to dC.
     assert sorted(exercise.atomic) == sorted("d" + k for k in (*net.parameters, *net.intermediates) if k != net.loss)
     assert exercise.atomic[0] == "dlogprobs" and exercise.atomic[-1] == "dC"
-    assert list(answers.cells(name)) == list(exercise.answer_cells)
+    assert list(_cells(name)) == list(exercise.answer_cells)
     fused = [a.grade_id for a in exercise.answers if a.kind == FUSED]
     assert fused == ["ex2_dlogits", *((f"ex3_d{variants.parse(name).norm.pre}",) if "-none" not in name else ())]
 
@@ -157,7 +175,7 @@ def test_no_gradient_hides_behind_the_init(name):
             if p.endswith("gain"):
                 assert (case.values[p] != 1).all(), p
         if case.dtype == torch.float64:  # float32's rounding noise (~1e-8) is no zero to test
-            zeros = corpus.structural_zeros(name)
+            zeros = structural_zeros(name)
             for g, value in case.true.items():
                 assert (value.abs().max().item() < 1e-10) == (g in zeros), (g, case.sizes)
 
@@ -196,16 +214,19 @@ def test_reveal_order_never_gives_an_answer_its_own_gradient(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_reference_answers_equal_autograd(name):
     for case in cases(name):
-        got = answers.atomic_gradients(name, case.values)
+        ns = _namespace(case)
+        for g in case.exercise.atomic:
+            _run(_cells(name)[g], ns, g)
+        got = {g: ns[g] for g in case.exercise.atomic}
         for g in case.exercise.atomic:
             assert _same(got[g], case.true[g], case.tol), (g, case.sizes, case.dtype, _gap(got[g], case.true[g]))
         for answer in case.exercise.answers:
             if answer.kind == FUSED:
-                ns = answers.run(answers.cells(name)[answer.grade_id],
+                ns = _run(_cells(name)[answer.grade_id],
                                  _namespace(case, **{u: case.true[u] for u in answer.upstream}), answer.grade_id)
                 want = case.true["d" + answer.source]
                 assert _same(ns[answer.variable], want, case.tol), (answer.grade_id, _gap(ns[answer.variable], want))
-        returned = _function_result(case, answers.cells(name)[EX4_CELL])
+        returned = _function_result(case, _cells(name)[EX4_CELL])
         for p in case.exercise.network.parameters:
             assert _same(returned[p], case.true["d" + p], case.tol), (p, case.sizes, case.dtype)
 
@@ -221,7 +242,7 @@ def test_atomic_answers_pass_their_local_check(name):
             random_up = {u: torch.randn(case.values[u[1:]].shape, generator=g, dtype=case.dtype)
                          for u in answer.local_upstream}
             gradients = {**{u: case.true[u] for u in answer.upstream}, **random_up}
-            got = answers.run(answers.cells(name)[answer.grade_id], _namespace(case, **gradients),
+            got = _run(_cells(name)[answer.grade_id], _namespace(case, **gradients),
                               answer.grade_id)[answer.variable]
             want = oracle.local_vjp(case.exercise.network, case.values, answer.source,
                                     {u[1:]: v for u, v in random_up.items()})
@@ -234,7 +255,7 @@ def test_manual_backward_trains_like_autograd():
     for name in NAMES:
         exercise = exercises.load(f"makemore-mlp/{name}")
         function = exercise.functions[0]
-        manual = answers.run(answers.cells(name)[EX4_CELL], {"torch": torch, "F": torch.nn.functional},
+        manual = _run(_cells(name)[EX4_CELL], {"torch": torch, "F": torch.nn.functional},
                              function.cell)[function.name]
         g = torch.Generator().manual_seed(3)
         params = exercise.init(exercise.lecture, g)
@@ -257,35 +278,56 @@ def test_manual_backward_trains_like_autograd():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_reference_statement_has_its_explanation(name):
-    for cell, source in answers.cells(name).items():
-        region = source
-        if cell == EX4_CELL:  # the def line, docstring and return statement stay in the students' stub
-            lines = source.splitlines()
-            region = "\n".join(lines[2:max(i for i, line in enumerate(lines) if line.startswith("    return"))])
-        steps = solution.steps(region)
-        assert steps, cell
+    """Each statement of an atomic or fused answer under one or two lines that explain it (a function's body
+    is the same gradients' text, after the lines that unpack its arguments)."""
+    exercise = exercises.load(f"makemore-mlp/{name}")
+    for answer in (a for a in exercise.answers if a.kind != FUNCTION):
+        steps = solution.steps(_cells(name)[answer.cell_id])
+        assert steps, answer.cell_id
         for step in steps:
-            assert 1 <= len(step.explanation) <= 2, (name, cell, step.code)
-            assert len(" ".join(step.explanation).split()) >= 6, (name, cell, step.explanation)
-            assert len(step.statements) <= 2, (name, cell, step.code)
+            assert 1 <= len(step.explanation) <= 3, (name, answer.cell_id, step.code)
+            assert len(" ".join(step.explanation).split()) >= 6, (name, answer.cell_id, step.explanation)
+            assert len(step.statements) <= 2, (name, answer.cell_id, step.code)
+
+
+def test_a_fused_block_that_is_one_operation_gets_its_short_formula():
+    """Exercise 2's block (the lecture's eight lines from logits to the loss) computes F.cross_entropy, so its
+    reference is the rule table's formula for that one line, not the chain of exercise 1's steps; batch or
+    layer norm's block is no operation of the grammar, so exercise 3's is the chain, ending in its gradient."""
+    for name in ("relu-layernorm", "gelu-batchnorm-residual"):
+        cells = _cells(name)
+        code = [line for line in cells["ex2_dlogits"].splitlines() if not line.startswith("#")]
+        assert code == ["dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, num_classes=logits.shape[1])) / n"], name
+        pre = variants.parse(name).norm.pre
+        assert f"\nd{pre} += " in cells[f"ex3_d{pre}"] and "dlogits" not in cells[f"ex3_d{pre}"]
+        assert "dlogprobs" not in cells["ex2_dlogits"]
+    # A block that computes something else keeps the chain: a loss that is not the cross-entropy's mean.
+    exercise = exercises.load("makemore-mlp/relu-none")
+    network = exercise.network
+    text = network.source().replace("loss = -logprobs[range(n), Yb].mean()", "loss = -logprobs[range(n), Yb].sum()")
+    other = exercises.Network.parse(text, parameters=network.parameters, data=network.data, sizes=network.sizes)
+    changed = dataclasses.replace(exercise, network=other)
+    found = skeleton.derived(changed)
+    assert found.fused == {}
+    assert "dlogprobs = torch.zeros_like(logprobs)" in skeleton.references(changed, found)["ex2_dlogits"]
 
 
 def test_each_variant_explains_its_own_derivatives():
     """The teaching text adapts: no variant's answers talk about a piece it does not have."""
     for name in NAMES:
-        text = "".join(answers.cells(name).values())
+        text = "".join(_cells(name).values())
         variant = variants.parse(name)
         assert ("tanh" in text) == (variant.activation.name in ("tanh", "gelu")), name
-        assert ("1/(n-1)" in text) == (variant.norm.name == "batchnorm"), name
-        assert ("subgradient" in text) == (variant.activation.name == "relu"), name
-        assert ("sigma(x) * (1 - sigma(x))" in text) == (variant.activation.name == "sigmoid"), name
-        assert ("over the features" in text) == (variant.norm.name == "layernorm"), name
-        assert ("two paths" in text) == variant.residual, name
+        assert ("(n - 1)" in text) == (variant.norm.name == "batchnorm"), name
+        assert ("ReLU passes the gradient" in text) == (variant.activation.name == "relu"), name
+        assert ("d sigmoid(x)/dx" in text) == (variant.activation.name == "sigmoid"), name
+        assert ("lnvar_inv (n, 1) was broadcast over dim 1" in text) == (variant.norm.name == "layernorm"), name
+        assert ("h is used twice" in text) == variant.residual, name
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_static_check_accepts_every_reference_answer(name):
-    for cell, source in answers.cells(name).items():
+    for cell, source in _cells(name).items():
         assert static_check.check(source) is None, (name, cell, static_check.check(source))
 
 
@@ -326,24 +368,23 @@ def test_the_static_check_accepts_natural_variant_answers(source):
 
 # --- the mutation corpus ---------------------------------------------------------------------------
 
-def _caught(mutant: corpus.Mutant, cases_: tuple[Case, ...]) -> tuple[bool, bool]:
+def _caught(mutant: skeleton.Mutant, cases_: tuple[Case, ...]) -> tuple[bool, bool]:
     """(caught on the chain, caught by the LOCAL check): does the mutated cell, given the true upstream
     gradients (or random ones, where the grader draws them), answer outside the grader's tolerance?"""
     exercise = cases_[0].exercise
-    graded = [exercise.by_grade_id[g] for g in corpus.graded_in(mutant)]
+    (answer,) = (exercise.by_grade_id[g] for g in mutant.grade_ids)
+    source = mutant.cells[mutant.cell]
     chain = local = False
     for case in cases_:
-        if graded[0].kind == FUNCTION:
+        if answer.kind == FUNCTION:
             try:
-                returned = _function_result(case, mutant.source)
-                chain |= not all(_same(returned.get(a.variable), case.true["d" + a.source], GRADER_TOL) for a in graded)
+                returned = _function_result(case, source)
+                chain |= not _same(returned.get(answer.variable), case.true["d" + answer.source], GRADER_TOL)
             except Exception:  # noqa: BLE001 - a mutant that raises loses credit: that is what is asked
                 chain = True
             continue
-        (answer,) = graded
         try:
-            ns = answers.run(mutant.source, _namespace(case, **{u: case.true[u] for u in answer.upstream}),
-                             mutant.cell)
+            ns = _run(source, _namespace(case, **{u: case.true[u] for u in answer.upstream}), mutant.cell)
             chain |= not _same(ns.get(answer.variable), case.true["d" + answer.source], GRADER_TOL)
         except Exception:  # noqa: BLE001
             chain = True
@@ -354,8 +395,8 @@ def _caught(mutant: corpus.Mutant, cases_: tuple[Case, ...]) -> tuple[bool, bool
             want = oracle.local_vjp(exercise.network, case.values, answer.source,
                                     {u[1:]: v for u, v in random_up.items()})
             try:
-                ns = answers.run(mutant.source, _namespace(case, **{**{u: case.true[u] for u in answer.upstream},
-                                                                    **random_up}), mutant.cell)
+                ns = _run(source, _namespace(case, **{**{u: case.true[u] for u in answer.upstream}, **random_up}),
+                          mutant.cell)
                 local |= not _same(ns.get(answer.variable), want, GRADER_TOL)
             except Exception:  # noqa: BLE001
                 local = True
@@ -369,29 +410,30 @@ def test_every_mutant_loses_credit_on_its_own_tensor(name):
     gradient that is zero for every batch (or in a term it scales) escapes the chain, and the LOCAL
     check's random upstream catches it."""
     float64 = cases(name)[::2]
-    mutants = corpus.mutants(name)
-    assert len(mutants) >= 3 * len(answers.cells(name)) // 2
-    kinds = {m.kind for m in mutants}
-    assert {corpus.SIGN, corpus.DROP_TERM, corpus.WRONG_DIM, corpus.TRANSPOSE, corpus.OPERAND, corpus.DROP_N} <= kinds
-    zeros = corpus.structural_zeros(name)
+    mutants = _mutants(name)
+    assert len(mutants) >= 3 * len(_cells(name))
+    assert {"sign", "broadcast-no-sum", "broadcast-wrong-dim", "missed-branch", "matmul-order", "mean-count"} <= \
+        {m.slip.name for m in mutants}
+    assert {m.cell for m in mutants} == set(_cells(name)), "every answer cell has its mutants"
+    zeros = structural_zeros(name)
     for mutant in mutants:
         chain, local = _caught(mutant, float64)
-        assert chain or local, (mutant.cell, mutant.kind, mutant.line, mutant.source)
+        assert chain or local, (mutant.cell, mutant.slip.name, mutant.cells[mutant.cell])
         if not chain:  # the mistake is in a gradient that is zero for every batch, or in a term it scales
-            assert mutant.cell in zeros or any(z in mutant.line for z in zeros), mutant
+            assert mutant.slip.gradient in zeros or f"d{mutant.slip.consumer}" in zeros, mutant
 
 
 def test_a_mutants_submission_is_the_reference_but_its_cell():
-    mutant = next(m for m in corpus.mutants("relu-layernorm") if m.cell == "dlnvar_inv" and m.kind == corpus.WRONG_DIM)
-    cells = corpus.submission(mutant)
-    reference_cells = answers.cells("relu-layernorm")
-    assert list(cells) == list(reference_cells)
-    assert [c for c in cells if cells[c] != reference_cells[c]] == ["dlnvar_inv"]
-    assert ".sum(0, keepdim=True)" in cells["dlnvar_inv"]
-    assert corpus.graded_in(mutant) == ("dlnvar_inv",)
-    ex4 = next(m for m in corpus.mutants("relu-layernorm") if m.cell == EX4_CELL)
+    mutants = _mutants("relu-layernorm")
+    mutant = next(m for m in mutants if m.cell == "dlnvar_inv" and m.slip.name == "broadcast-wrong-dim")
+    reference_cells = _cells("relu-layernorm")
+    assert list(mutant.cells) == list(reference_cells)
+    assert [c for c in mutant.cells if mutant.cells[c] != reference_cells[c]] == ["dlnvar_inv"]
+    assert ".sum(0, keepdim=True)" in mutant.cells["dlnvar_inv"]
+    assert mutant.grade_ids == ("dlnvar_inv",)
     parameters = exercises.load("makemore-mlp/relu-layernorm").network.parameters
-    assert corpus.graded_in(ex4) == tuple("ex4_d" + p for p in parameters)
+    ex4 = {m.grade_ids for m in mutants if m.cell == EX4_CELL}
+    assert ex4 == {("ex4_d" + p,) for p in parameters}, "a slip in every parameter's gradient"
 
 
 # --- choosing a variant ------------------------------------------------------------------------------
@@ -439,14 +481,14 @@ def test_the_listing_says_what_changes_for_the_student_in_each_variant():
 
 
 def test_the_corpus_is_one_submission_per_mutant_named_by_its_mistake():
-    found = corpus.submissions("gelu-layernorm-residual")
-    mutants = corpus.mutants("gelu-layernorm-residual")
-    assert len(found) == len(mutants)
-    assert "dlnvar_inv-wrong-dim-1" in found and "dh-drop-term-1" in found
-    reference_cells = answers.cells("gelu-layernorm-residual")
-    for mutant, (stem, cells) in zip(mutants, found.items()):
-        assert stem.startswith(f"{mutant.cell}-{mutant.kind}-")
-        assert [c for c in cells if cells[c] != reference_cells[c]] == [mutant.cell], stem
+    mutants = _mutants("gelu-layernorm-residual")
+    found = submissions_of(mutants)
+    assert list(found.values()) == list(mutants)
+    assert "dlnvar_inv-broadcast-wrong-dim-1" in found and "dh-missed-branch-1" in found
+    reference_cells = _cells("gelu-layernorm-residual")
+    for stem, mutant in found.items():
+        assert stem.startswith(f"{mutant.cell}-{mutant.slip.name}-")
+        assert [c for c in mutant.cells if mutant.cells[c] != reference_cells[c]] == [mutant.cell], stem
 
 
 # --- the students' notebook's text -------------------------------------------------------------------
@@ -470,7 +512,7 @@ def test_the_notebook_text_gives_no_answer_away():
     """Hints of the lecture's kind: no statement of any reference answer appears in the students' text."""
     text = "".join(variants._prose().values())
     for name in NAMES:
-        for source in answers.cells(name).values():
+        for source in _cells(name).values():
             for line in source.splitlines():
                 line = line.strip()
                 if line and not line.startswith(("#", "def ", '"""', "return")) and len(line) > 12:

@@ -18,12 +18,12 @@ from collections.abc import Iterator
 
 import torch
 
-from grader.derive.engine import Configuration, Contribution, DeriveError, Gradient, Slip, derive
+from grader.derive.engine import TOLERANCE, Configuration, Contribution, DeriveError, Gradient, Slip, derive
 from grader.derive.rules import GRAMMAR, SLIPS
 from grader.exercise import Exercise, Sizes
 
-__all__ = ["GRAMMAR", "SLIPS", "Configuration", "Contribution", "DeriveError", "Gradient", "Slip", "configurations",
-           "corpus", "derive", "for_exercise"]
+__all__ = ["GRAMMAR", "SLIPS", "TOLERANCE", "Configuration", "Contribution", "DeriveError", "Gradient", "Slip",
+           "configurations", "corpus", "derive", "for_exercise"]
 
 
 def _other_sizes(exercise: Exercise, seed: int) -> Sizes:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import os
 import re
 import secrets
@@ -246,15 +247,17 @@ def variant_of(exercise: Exercise) -> tuple[str, str] | None:
 
 
 def variant_notebooks(variant: tuple[str, str], course):
-    """(solved, students') notebooks of a variant, generated from the lecture's prose source and the
-    variant's differences. The generator and the reference answers it composes live in the checkout's
-    solutions/, which the wheel does not carry."""
+    """(solved, students') notebooks of a variant: its source composed by its family from the lecture's prose
+    source and the variant's differences, its reference answers derived from its forward lines by the rule
+    table, as for an exercise of the course's own. All of it is in the package: a wheel is enough."""
+    from grader.lms import notebooks, skeleton
+
+    composer = importlib.import_module(importlib.import_module(FAMILIES[variant[0]]).NOTEBOOK_SOURCE)
     try:
-        from solutions import variant_notebooks as generator
-    except ImportError:
-        raise InitError(f"{'/'.join(variant)}: a variant's notebooks are generated from the reference answers in "
-                        "a checkout's solutions/: run course init from a checkout of backprop-ninja") from None
-    return generator.build(variant[1], course)
+        return notebooks.build(course.exercise, composer.PROSE, skeleton.references(course.exercise), course,
+                               text=composer.source(variant[1]))
+    except ValueError as exc:  # the rule table's DeriveError, a ProseError or the family's own source error
+        raise InitError(f"{'/'.join(variant)}: {exc}") from None
 
 
 def _variant(course, text: str, variant: str | None, salt: str) -> tuple[str, str, bool] | None:

@@ -30,7 +30,7 @@ So the network is written once, in the exercise (its forward cell's lines are fi
 the answers once, in the reference answers, and the build fails unless the prose places every answer
 cell in the exercise's order, every network step once in order, and one self-check per grade id.
 Another exercise writes its own prose source and calls `build`; a variant of this network composes its
-source from this one and its sections of differences (solutions/variant_notebooks.py).
+source from this one and its sections of differences (grader/exercises/makemore_mlp/notebook_source.py).
 
 **The two notebooks.** The solved notebook is nbgrader's *source* form: every answer cell holds its blank
 (`dx = None  # TODO`) and then the reference answer (the exercise's reference answers module)
@@ -337,6 +337,6 @@ def build(exercise: Exercise, prose: Path, references: Mapping[str, str], course
     """(solved notebook, students' notebook) of `exercise`, from its prose source and its reference
     answers (cell id -> source). `course` gives what the notebook carries from course.yml: points,
     data file, the self-check's settings and which package the install cell installs. `text`, when
-    given, is the source's text composed from `prose` (a variant's: solutions/variant_notebooks.py)."""
+    given, is the source's text composed from `prose` (a variant's: course_init.variant_notebooks)."""
     solved = solved_notebook(exercise, prose, references, course, text)
     return solved, release(solved)

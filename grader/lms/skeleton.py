@@ -11,8 +11,15 @@ since it holds no answer.
 """
 from __future__ import annotations
 
+import ast
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
 from grader import derive
-from grader.exercise import ATOMIC, FUNCTION, FUSED, Exercise, Function
+from grader.exercise import ATOMIC, FUNCTION, FUSED, Exercise, Function, Network
 
 SEED = 2147483647
 
@@ -133,32 +140,159 @@ check_ex{part}.training({function.name}, start, batches, lr=0.1)""", graded=exer
     return cells
 
 
-def references(exercise: Exercise) -> dict[str, str]:
-    """Each answer cell's reference, derived: an atomic cell's explained gradient; a fused cell's, every
-    gradient from its start back to its own, in order; a function's, all of them inside its body."""
-    gradients = derive.for_exercise(exercise)
-    by_name = {g.name: g for g in gradients}
-    order = [g.name for g in gradients]
-    cells = {a.cell_id: by_name[a.variable].source for a in exercise.answers if a.kind == ATOMIC}
+@dataclass(frozen=True)
+class Derived:
+    """What the rule table derives of an exercise: every gradient, in the order a student computes them, and
+    the fused cells whose block is one operation of the grammar written out (a cross-entropy in the
+    lecture's eight lines), each with the gradient of that one operation."""
+
+    gradients: tuple[derive.Gradient, ...]
+    fused: Mapping[str, derive.Gradient]
+
+
+def derived(exercise: Exercise) -> Derived:
+    configurations = derive.configurations(exercise)
+    gradients = derive.derive(exercise.network, configurations)
+    fused = {}
+    for answer in (a for a in exercise.answers if a.kind == FUSED):
+        gradient = _one_operation(exercise, answer, configurations)
+        if gradient is not None:
+            fused[answer.cell_id] = gradient
+    return Derived(gradients, fused)
+
+
+def _one_operation(exercise: Exercise, answer, configurations) -> derive.Gradient | None:
+    """A fused block from the loss back to its source that computes `F.cross_entropy(source, target)` on every
+    configuration, for a target among the data it reads: that line's gradient, the short formula the fused
+    cell asks for (softmax minus the target's one-hot, over n). None for any other block, whose reference
+    is then the chain of its atomic steps."""
+    net = exercise.network
+    if answer.sink is not None:
+        return None
+    head = net.steps[: net.intermediates.index(answer.source) + 1]
+    block = net.steps[len(head):]
+    for target in (d for d in net.data if any(d in s.inputs for s in block)):
+        line = f"{net.loss} = F.cross_entropy({answer.source}, {target})\n"
+        try:
+            one = Network.parse("".join(f"{s.name} = {s.code}\n" for s in head) + line, parameters=net.parameters,
+                                data=net.data, sizes=net.sizes, loss=net.loss)
+            if all(torch.allclose(*(n.forward(*_split(n, c.inputs))[net.loss] for n in (one, net)), rtol=1e-9)
+                   for c in configurations):
+                return next(g for g in derive.derive(one, configurations) if g.name == answer.variable)
+        except (ValueError, RuntimeError, IndexError):  # a target that is no class index: not this block
+            continue
+    return None
+
+
+def _split(network: Network, inputs: Mapping[str, torch.Tensor]) -> tuple[dict, dict]:
+    return {k: inputs[k] for k in network.parameters}, {k: inputs[k] for k in network.data}
+
+
+def references(exercise: Exercise, found: Derived | None = None,
+               written: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each answer cell's reference, derived: an atomic cell's explained gradient; a fused cell's, its one
+    operation's gradient where its block is one (`Derived.fused`), else every gradient from its start back
+    to its own, in order; a function's, all of them inside its body (each statement under its explanation,
+    as `backprop-ninja solution` shows them). `written` (gradient name -> its cell) puts other text in place
+    of a derived gradient's everywhere the chain of atomic steps has it: a slip's."""
+    found = derived(exercise) if found is None else found
+    source = {g.name: g.source for g in found.gradients} | dict(written or {})
+    order = [g.name for g in found.gradients]
+    cells = {a.cell_id: source[a.variable] for a in exercise.answers if a.kind == ATOMIC}
     for answer in (a for a in exercise.answers if a.kind == FUSED):
         start = order.index(f"d{answer.sink}") + 1 if answer.sink else 0
-        cells[answer.cell_id] = "".join(by_name[n].code for n in order[start:order.index(answer.variable) + 1])
+        cells[answer.cell_id] = found.fused[answer.cell_id].source if answer.cell_id in found.fused else \
+            "".join(source[n] for n in order[start:order.index(answer.variable) + 1])
     for function in exercise.functions:
-        cells[function.cell] = _function_reference(exercise, function, gradients)
+        cells[function.cell] = _function_reference(exercise, function, [source[n] for n in order])
     assert not {a.cell_id for a in exercise.answers if a.kind == FUNCTION} - set(cells)
     return cells
 
 
-def _function_reference(exercise: Exercise, function: Function, gradients) -> str:
+@dataclass(frozen=True)
+class Mutant:
+    """One slip of the rule table made in one answer cell: `cells` are every answer cell's reference with
+    `cell` written with the slip, and `grade_ids` what the grader must take credit from (nothing else; a
+    function's mistake may also fail the training run it drives)."""
+
+    slip: derive.Slip
+    cell: str
+    grade_ids: tuple[str, ...]
+    cells: Mapping[str, str]
+
+
+def mutants(exercise: Exercise) -> tuple[Mutant, ...]:
+    """The exercise's mutant corpus, in the notebook's order, from the rule table alone: every slip of an
+    atomic gradient in its own cell; in a fused cell or a function, every slip of the gradient that the
+    cell answers (a function: a parameter's) that changes it when every other gradient is right (a slip
+    that only a random upstream shows, as in a gradient that is zero for every batch, is no mistake there)."""
+    found = derived(exercise)
+    by_name = {g.name: g for g in found.gradients}
+    reference = references(exercise, found)
+    on_chain = _on_chain(exercise, found)
+    mutated = []
+    for answer in exercise.answers:
+        one = found.fused.get(answer.cell_id) if answer.kind == FUSED else None
+        gradient = one or by_name[answer.variable if answer.kind != FUNCTION else f"d{answer.variable}"]
+        for slip in gradient.slips():
+            if answer.kind == ATOMIC or one is not None and slip in on_chain:
+                cell = slip.code
+            elif slip in on_chain:
+                cell = references(exercise, found, {slip.gradient: slip.code})[answer.cell_id]
+            else:
+                continue
+            mutated.append(Mutant(slip, answer.cell_id, (answer.grade_id,), {**reference, answer.cell_id: cell}))
+    return tuple(mutated)
+
+
+def _on_chain(exercise: Exercise, found: Derived) -> set[derive.Slip]:
+    """The slips that change their gradient, beyond the grader's default tolerance, on one of the derivation's
+    configurations with every other gradient right."""
+    net = exercise.network
+    changed = set()
+    for configuration in derive.configurations(exercise):
+        right = {**net.forward(*_split(net, configuration.inputs)), "torch": torch, "F": F}
+        for gradient in found.gradients:
+            exec(compile(gradient.code, f"<derived {gradient.name}>", "exec"), right)  # noqa: S102
+        for gradient in (*found.gradients, *found.fused.values()):
+            for slip in gradient.slips():
+                trial = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in right.items()}
+                try:
+                    exec(compile(slip.code, f"<slip {slip.name}>", "exec"), trial)  # noqa: S102
+                    got, want = trial[gradient.name], right[gradient.name]
+                    same = got.shape == want.shape and torch.allclose(got, want, **derive.TOLERANCE)
+                except Exception:  # noqa: BLE001 - a slip that fails to run is a mistake the grader sees
+                    same = False
+                if not same:
+                    changed.add(slip)
+    return changed
+
+
+def _function_reference(exercise: Exercise, function: Function, sources: list[str]) -> str:
+    """The function's body: its parameters and cache unpacked, the sizes, the forward values the gradients
+    read that its cache leaves out (computed again from the forward lines: the makemore lecture caches the
+    logits, not the softmax after them), then every gradient in order."""
     net = exercise.network
     cache = dict(a for a in function.arguments if not isinstance(a, str))["cache"]
     arguments = ", ".join(a if isinstance(a, str) else a[0] for a in function.arguments)
+    code = [line for source in sources for line in source.rstrip("\n").splitlines()]
+    known = {*net.parameters, *cache, *(a for a in function.arguments if isinstance(a, str)), *net.sizes}
+    needed = _read("\n".join(code))
+    recomputed = []
+    for step in reversed(net.steps):
+        if step.name in needed and step.name not in known:
+            recomputed.insert(0, f"{step.name} = {step.code}")
+            needed |= set(step.inputs)
     body = [f"{p} = params['{p}']" for p in net.parameters] + [f"{c} = cache['{c}']" for c in cache]
     body += [f"{k} = {v}" for k, v in net.sizes.items()]
-    for gradient in gradients:
-        body += gradient.code.rstrip("\n").splitlines()
+    if recomputed:
+        body += ["# The forward values the cache leaves out, computed again from the forward pass's lines", *recomputed]
     returned = ", ".join(f"'{r}': d{r}" for r in function.returns)
     lines = [f"def {function.name}({arguments}):",
              '    """The gradient of the loss with respect to every parameter."""',
-             *(f"    {line}" for line in body), f"    return {{{returned}}}"]
+             *(f"    {line}" for line in body + code), f"    return {{{returned}}}"]
     return "\n".join(lines) + "\n"
+
+
+def _read(source: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}

@@ -1,6 +1,7 @@
 """Every variant of the network as a course, end to end: `course init --variant`, Run All on its solved and
 stub notebooks, and one `backprop-ninja grade` batch of the solved notebook, the stub and every mutant of its
-reference answers (solutions/mutants.py). tests/test_variant_courses.py checks what each run gave.
+reference answers (the rule table's slips, grader.lms.skeleton.mutants). tests/test_variant_courses.py checks
+what each run gave.
 
 That is the longest part of the suite (24 courses, about 2,700 graded mutants, 48 notebooks run), and all of
 it is subprocesses: so it starts with the session, one variant at a time at a lower CPU priority, and runs
@@ -25,8 +26,8 @@ import nbformat
 import pytest
 
 from grader import course as course_config
-from grader.lms import notebooks
-from solutions import make_notebooks, mutants
+from grader.lms import notebooks, skeleton
+from helpers.paths import ROOT
 
 CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
 TEST = "test_every_variant_course"  # the test (by its name) each course is for, parametrized by variant name
@@ -46,7 +47,7 @@ class Outcome:
 
     course: course_config.Course
     results: dict[str, dict]
-    mutants: dict[str, mutants.Mutant]
+    mutants: dict[str, skeleton.Mutant]
     ran: dict[str, nbformat.NotebookNode]
 
 
@@ -85,12 +86,12 @@ def _run_all(notebooks: dict[str, nbformat.NotebookNode], course, folder: Path, 
 
 
 def variant_course(name: str, workdir: Path, env: dict[str, str]) -> Outcome:
-    """course init --variant (from the checkout, whose solutions/ it composes the notebooks from); one
+    """course init --variant (the package's own, which derives the reference answers); one
     `backprop-ninja grade` batch of the course's solved notebook, the stub nbgrader would release from it,
     and every generated mutant; then Run All on the solved notebook and the stub. Each step a process on
     one core."""
     target = workdir / "course"
-    _run([*CLI, "course", "init", str(target), "--variant", name], "course init", make_notebooks.ROOT, env)
+    _run([*CLI, "course", "init", str(target), "--variant", name], "course init", ROOT, env)
     course = course_config.load(target / "course.yml")
     folder = target / "source" / course.assignment
     solved = nbformat.read(folder / course.notebook, as_version=4)
@@ -99,14 +100,25 @@ def variant_course(name: str, workdir: Path, env: dict[str, str]) -> Outcome:
     submissions.mkdir()
     nbformat.write(solved, submissions / "solved.ipynb")
     nbformat.write(student, submissions / "stub.ipynb")
-    corpus = mutants.submissions(name)
-    for stem, cells in corpus.items():
-        _submission(student, cells, submissions / f"{stem}.ipynb")
+    corpus = submissions_of(skeleton.mutants(course.exercise))
+    for stem, mutant in corpus.items():
+        _submission(student, dict(mutant.cells), submissions / f"{stem}.ipynb")
     _run([*CLI, "grade", str(submissions), "--out", str(workdir / "results"), "--course", str(target / "course.yml"),
           "--jobs", "1"], "backprop-ninja grade", target, env)
     results = {p.stem: json.loads(p.read_text()) for p in (workdir / "results").glob("*.json")}
     ran = _run_all({"solved": solved, "stub": student}, course, folder, workdir, env)
-    return Outcome(course, results, dict(zip(corpus, mutants.mutants(name), strict=True)), ran)
+    return Outcome(course, results, corpus, ran)
+
+
+def submissions_of(mutants) -> dict[str, skeleton.Mutant]:
+    """Each mutant by a file stem naming its cell and slip (`dlnvar_inv-wrong-sum-dim-1`)."""
+    counts: dict[str, int] = {}
+    found = {}
+    for mutant in mutants:
+        key = f"{mutant.cell}-{mutant.slip.name}"
+        counts[key] = counts.get(key, 0) + 1
+        found[f"{key}-{counts[key]}"] = mutant
+    return found
 
 
 class _Courses:

@@ -39,6 +39,8 @@ from grader.exercises.makemore_mlp import EXERCISE, mistakes, model
 from grader.exercises.makemore_mlp.answers import ATOMIC, EX4_CELL, EX4_FUNCTION, EX4_TRAINING
 
 LECTURE_VARIANT = "tanh-batchnorm"
+# Composes a variant's notebook source from the lecture's (grader/exercise.py's FAMILIES says why by name).
+NOTEBOOK_SOURCE = "grader.exercises.makemore_mlp.notebook_source"
 _LECTURE_STEP = model.NETWORK.step
 
 

@@ -7,7 +7,7 @@
 # a module: nothing imports it.
 #
 # The empty raw cells `begin="NAME"` and `end="NAME"` mark the sections a variant of the network
-# replaces (backprop_ninja_variant.py holds their variant text; solutions/variant_notebooks.py composes
+# replaces (backprop_ninja_variant.py holds their variant text; ../notebook_source.py composes
 # a variant's source); the lecture's notebooks leave raw cells out, so the markers change none of them.
 
 # %% [raw] begin="intro"

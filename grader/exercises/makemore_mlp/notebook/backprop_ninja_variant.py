@@ -1,10 +1,10 @@
 # %% [raw]
 # The text of a makemore variant's notebook where it differs from the lecture's, in jupytext's percent
 # format: one section per `section="NAME"` raw cell, each replacing the lecture source's section of the
-# same NAME (backprop_ninja.py marks them). solutions/variant_notebooks.py composes a variant's source from
+# same NAME (backprop_ninja.py marks them). ../notebook_source.py composes a variant's source from
 # the two and fills each `{{key}}` with what the variant derives: its pieces' names, its answer cells, its
 # init and fused forward, and the piece texts of variant_prose.md. A lecture section named here by no
-# section is kept, or edited where it names batch norm (solutions/variant_notebooks.py says where). This
+# section is kept, or edited where it names batch norm (../notebook_source.py says where). This
 # file is not a module: nothing imports it.
 
 # %% [raw] section="intro"

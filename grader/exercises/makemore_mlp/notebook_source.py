@@ -1,32 +1,36 @@
 """A makemore variant's notebook source: the lecture's prose source with the variant's sections in place of
 the lecture's, so that 24 notebooks come from one lecture text and one text of differences, never from
-copies of the lecture.
+copies of the lecture. Part of the package, so that `course init --variant` writes a variant's notebooks
+from a wheel: grader/lms/course_init.py builds them from this text and the reference answers the rule
+table derives from the variant's forward lines (grader/lms/skeleton.py), so nothing here is an answer.
 
-The lecture's source (grader/exercises/makemore_mlp/notebook/backprop_ninja.py) marks its replaceable
-sections with empty raw cells `begin="NAME"` / `end="NAME"`; backprop_ninja_variant.py writes each
-section's variant text once for every variant, with `{{key}}` where the variant's own words go. This
-module decides per variant which sections change (a ReLU variant keeps the lecture's batch-norm group, a
-layer-norm one its tanh bullet), fills the keys from the variant's pieces (its network, answers, init,
-fused forward, and the piece texts of variant_prose.md), and hands the composed text to the same builder
-as the lecture's (solutions.notebooks.build).
+The lecture's source (notebook/backprop_ninja.py) marks its replaceable sections with empty raw cells
+`begin="NAME"` / `end="NAME"`; notebook/backprop_ninja_variant.py writes each section's variant text once
+for every variant, with `{{key}}` where the variant's own words go. This module decides per variant which
+sections change (a ReLU variant keeps the lecture's batch-norm group, a layer-norm one its tanh bullet),
+and fills the keys from the variant's pieces (its network, answer cells, init, fused forward, and the
+piece texts of variant_prose.md). It imports nothing of the engine's notebook builder or of the rule
+table: the student package, which carries the exercise's modules, never holds either.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 import textwrap
+from pathlib import Path
 
 from grader.exercise import load
 from grader.exercises.makemore_mlp.variants import LECTURE_VARIANT, Variant, parse, prose
-from grader.lms import notebooks
-from solutions import make_notebooks
-from solutions import variants as references
 
-VARIANT_PROSE = make_notebooks.PROSE.with_name("backprop_ninja_variant.py")
+PROSE = Path(__file__).resolve().with_name("notebook") / "backprop_ninja.py"
+VARIANT_PROSE = PROSE.with_name("backprop_ninja_variant.py")
 _BEGIN = re.compile(r'^# %% \[raw\] begin="(\w+)"\n(.*?)^# %% \[raw\] end="\1"\n\n?', re.MULTILINE | re.DOTALL)
 _SECTION = re.compile(r'^# %% \[raw\] section="(\w+)"\n', re.MULTILINE)
 _KEY = re.compile(r"\{\{(\w+)\}\}")
+
+
+class SourceError(ValueError):
+    """The lecture's source and the variant's sections no longer fit together; the message names the file."""
 
 # How the notebook calls each piece.
 ACTIVATION_WORDS = {"tanh": "tanh", "relu": "ReLU", "sigmoid": "the sigmoid", "gelu": "GELU (its tanh approximation)"}
@@ -89,7 +93,7 @@ def _answers(grade_ids) -> str:
 
 @functools.cache
 def lecture_sections() -> dict[str, str]:
-    return dict(_BEGIN.findall(make_notebooks.PROSE.read_text(encoding="utf-8")))
+    return dict(_BEGIN.findall(PROSE.read_text(encoding="utf-8")))
 
 
 @functools.cache
@@ -254,7 +258,7 @@ def _replaced(name: str) -> dict[str, str | None]:
 def _fill(text: str, values: dict[str, str], where: str) -> str:
     def key(match: re.Match) -> str:
         if match[1] not in values:
-            raise notebooks.ProseError(f"{VARIANT_PROSE}: {where}: nothing fills {{{{{match[1]}}}}}")
+            raise SourceError(f"{VARIANT_PROSE}: {where}: nothing fills {{{{{match[1]}}}}}")
         return values[match[1]]
 
     return _KEY.sub(key, text)
@@ -263,7 +267,7 @@ def _fill(text: str, values: dict[str, str], where: str) -> str:
 @functools.cache
 def source(name: str) -> str:
     """Variant `name`'s notebook source in the percent format (the lecture's for the lecture's variant)."""
-    text = make_notebooks.PROSE.read_text(encoding="utf-8")
+    text = PROSE.read_text(encoding="utf-8")
     if name == LECTURE_VARIANT:
         return text
     values = fills(name)
@@ -280,17 +284,9 @@ def source(name: str) -> str:
         body = match[2].strip("\n") + "\n\n"
         for old, new in EDITS[match[1]]:
             if body.count(old) != 1:
-                raise notebooks.ProseError(f"{make_notebooks.PROSE}: section {match[1]}: the edit of {old!r} "
-                                                "no longer finds its text once")
+                raise SourceError(f"{PROSE}: section {match[1]}: the edit of {old!r} no longer finds its text once")
             body = body.replace(old, _fill(new, values, match[1]))
         return body
 
     return _BEGIN.sub(section, text)
 
-
-def build(name: str, course):
-    """(solved notebook, students' notebook) of variant `name`, for `course` (its points, data and
-    self-check settings), with the same builder and release as the lecture's."""
-    exercise = load(f"makemore-mlp/{name}")
-    course = dataclasses.replace(course, exercise=exercise)  # its self-check checks the variant
-    return notebooks.build(exercise, make_notebooks.PROSE, references.cells(name), course, text=source(name))
