@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 
 from grader import exercise as ex
+from grader import syntax
 
 # What a parameter's or a data tensor's expression may call besides the sizes.
 DRAWS = ("randn", "rand", "randint", "ones", "zeros")
@@ -107,7 +108,7 @@ def _order(network: ex.Network) -> tuple[str, ...]:
     for step in reversed(steps):
         if step.name not in done:
             continue
-        read = sorted((n for n in ast.walk(ast.parse(step.code, mode="eval")) if isinstance(n, ast.Name)),
+        read = sorted((n for n in ast.walk(syntax.parse(step.code, mode="eval")) if isinstance(n, ast.Name)),
                       key=lambda n: n.col_offset)
         for name in dict.fromkeys(n.id for n in read):
             if name in done or name not in live:
@@ -154,7 +155,7 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         raise DefinitionError(f"sizes: {', '.join(missing)} is no dimension of any parameter or data tensor, so "
                               "a notebook's tensors cannot say it: drop it or use it in a shape")
     forward_names = {node.id for line in _lines(forward, "forward")
-                     for node in ast.walk(ast.parse(line[1], mode="eval")) if isinstance(node, ast.Name)}
+                     for node in ast.walk(syntax.parse(line[1], mode="eval")) if isinstance(node, ast.Name)}
     try:
         network = ex.Network.parse(forward, parameters=param_names, data=data_names,
                                    sizes={k: f"{dims[k][0]}.shape[{dims[k][1]}]" for k in lecture
@@ -163,7 +164,7 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
     except (ValueError, SyntaxError) as exc:
         raise DefinitionError(f"forward: {exc}") from None
 
-    lookups = {node.slice.id for step in network.steps for node in ast.walk(ast.parse(step.code, mode="eval"))
+    lookups = {node.slice.id for step in network.steps for node in ast.walk(syntax.parse(step.code, mode="eval"))
                if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
                and node.value.id in param_names and isinstance(node.slice, ast.Name) and node.slice.id in data_names}
 

@@ -39,6 +39,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from grader import syntax
+
 # Kinds of answer: how its cell is run and what it is compared with.
 ATOMIC = "atomic"  # assigns one gradient from the upstream gradients it is given: checked on the chain
 #                    (true upstream) and locally (random upstream, one step's vector-Jacobian product)
@@ -71,7 +73,7 @@ class Step:
 
 
 def _step(name: str, code: str, known: tuple[str, ...] | set[str]) -> Step:
-    tree = ast.parse(code, mode="eval")
+    tree = syntax.parse(code, mode="eval")
     read = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in NAMESPACE]
     inputs = tuple(dict.fromkeys(n for n in read if n in known))
     unknown = sorted(n for n in set(read) - set(known) if not hasattr(builtins, n))

@@ -308,8 +308,8 @@ def _check_grades(outcome: variant_courses.Outcome) -> None:
     assert stub["score"] == 0, [t for t in stub["tests"] if t["score"]]
     training = {exercise.training.grade_id} if exercise.training else set()
     wrong = []
-    for stem, mutant in outcome.mutants.items():
-        own = set(mutant.grade_ids)
+    for stem, grade_ids in outcome.mutants.items():
+        own = set(grade_ids)
         lost = _lost(results[stem])
         function = exercise.by_grade_id[next(iter(own))].kind == FUNCTION
         right = bool(lost) and lost <= own | training if function else lost == own

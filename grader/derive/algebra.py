@@ -12,6 +12,8 @@ import ast
 import copy
 from dataclasses import dataclass
 
+from grader import syntax
+
 
 class Literal(float):
     """A float constant printed as the forward pass wrote it (`1e-5`, not `1e-05`), so that a derived
@@ -31,7 +33,7 @@ class Literal(float):
 
 def parse(code: str) -> ast.expr:
     """One forward expression, its float constants kept as written."""
-    tree = ast.parse(code, mode="eval").body
+    tree = syntax.parse(code, mode="eval").body
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and type(node.value) is float:
             node.value = Literal(node.value, ast.get_source_segment(code, node) or repr(node.value))
@@ -68,7 +70,7 @@ def call(obj: ast.expr, method: str, *args: ast.expr, **kwargs: ast.expr) -> ast
 def template(text: str, **nodes: ast.expr | Product) -> ast.expr:
     """`text` parsed, each `_name` in it replaced by `nodes["_name"[1:]]` (placeholders start with an
     underscore, which no tensor of a forward pass is expected to)."""
-    tree = ast.parse(text, mode="eval").body
+    tree = syntax.parse(text, mode="eval").body
 
     class Substitute(ast.NodeTransformer):
         def visit_Name(self, node):

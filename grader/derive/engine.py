@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from grader import syntax
 from grader.derive import rules
 from grader.derive.algebra import Product, call, code, name, number, parse, subscript
 from grader.exercise import NAMESPACE, Network
@@ -129,7 +130,7 @@ def render(name_: str, tensor: str, contributions: Sequence[Contribution], *, co
         # A first use that is the upstream gradient itself (or a view of it, or of any named tensor) is
         # copied, so that the += below cannot change that tensor through it.
         copied = c.index is None and i == 0 and uses > 1 and not overwrite and \
-            _is_view_of_name(ast.parse(value, mode="eval").body)
+            _is_view_of_name(syntax.parse(value, mode="eval").body)
         if copied:
             value = f"{value}.clone()"
         if comments:
@@ -419,7 +420,7 @@ def _merge_locals(whys: list[str]) -> list[str]:
 def _loose(text: str) -> bool:
     """Whether `text` needs parentheses as a factor."""
     try:
-        node = ast.parse(text, mode="eval").body
+        node = syntax.parse(text, mode="eval").body
     except SyntaxError:
         return False
     return isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub))
@@ -461,7 +462,7 @@ def derive(network: Network, configurations: Sequence[Configuration]) -> tuple[G
 
 
 def _reads(source: str, own: str) -> tuple[str, ...]:
-    tree = ast.parse(source)
+    tree = syntax.parse(source)
     loaded = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     return tuple(dict.fromkeys(n for n in loaded if n != own and n not in NAMESPACE and n != "range"))
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from grader import syntax
 from grader.exercise import ATOMIC, Answer, Exercise
 from grader.judge.exam import CHAIN, Case
 from grader.judge.oracle import block_jvp, block_vjp, local_vjp
@@ -257,7 +258,7 @@ def _chain_rule(case: Case, answer: Answer, want, branches, up) -> list[Candidat
 def _index_of(case: Case, answer: Answer, step: str) -> str | None:
     """The data tensor `step` indexes the answer's tensor with, when the step is `source[index]`."""
     net = case.exercise.network
-    tree = ast.parse(net.step[step].code, mode="eval").body
+    tree = syntax.parse(net.step[step].code, mode="eval").body
     if isinstance(tree, ast.Subscript) and isinstance(tree.value, ast.Name) and tree.value.id == answer.source \
             and isinstance(tree.slice, ast.Name) and tree.slice.id in net.data:
         return tree.slice.id

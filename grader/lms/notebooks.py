@@ -75,7 +75,7 @@ from nbgrader.preprocessors import (
 )
 
 from grader import course as course_config
-from grader import material
+from grader import material, syntax
 from grader.exercise import DEFAULT, FUNCTION, Exercise, Function, grade_cell_id
 from grader.student.solution import BEGIN_SOLUTION, END_SOLUTION
 
@@ -173,7 +173,7 @@ def function_answer(function: Function, source: str):
     """
     contract = (f"reference answer {function.cell}: expected only `def {function.name}`, with a docstring, "
                 f"ending with `return {{name: variable}}` for {function.returns}")
-    tree = ast.parse(source).body
+    tree = syntax.parse(source).body
     fn = tree[0] if len(tree) == 1 else None
     if not (isinstance(fn, ast.FunctionDef) and fn.name == function.name and ast.get_docstring(fn)):
         raise ValueError(contract)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from grader import derive
+from grader import derive, syntax
 from grader.exercise import ATOMIC, FUNCTION, FUSED, Exercise, Function, Network
 
 SEED = 2147483647
@@ -295,4 +295,4 @@ def _function_reference(exercise: Exercise, function: Function, sources: list[st
 
 
 def _read(source: str) -> set[str]:
-    return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return {n.id for n in ast.walk(syntax.parse(source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}

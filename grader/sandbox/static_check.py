@@ -57,6 +57,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from grader import syntax
 from grader.limits import Budget
 
 TORCH = frozenset("""
@@ -331,7 +332,7 @@ def check(source: str, allow: Allow = Allow()) -> Refusal | None:
     if len(source) > MAX_CELL_CHARS:
         return Refusal(0, "", f"the cell has {len(source)} characters, more than the {MAX_CELL_CHARS} an answer needs")
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError as exc:
         line = (exc.text or "").rstrip("\n")
         return Refusal(exc.lineno or 0, line, f"syntax error ({exc.msg})", unreadable=True)
@@ -364,7 +365,7 @@ def forged_output(source: str) -> Refusal | None:
     subtree of every print() instead cost the square of the nesting (a dead branch of 200 nested
     print( calls took seconds of the trusted process per cell)."""
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return None
     first = None

@@ -32,6 +32,8 @@ from grader.lms import notebooks, skeleton
 from grader.lms.course_init import _steps_reached
 from helpers.paths import ROOT
 
+TESTS = Path(__file__).resolve().parents[1]
+
 CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
 TEST = "test_every_variant_course"  # the test (by its name) each course is for, parametrized by variant name
 LECTURE = "tanh-batchnorm"  # the variant that is the lecture's network: its course grades every mutant
@@ -46,12 +48,12 @@ NICE = [nice, "-n", "10"] if (nice := shutil.which("nice")) else []
 
 @dataclass
 class Outcome:
-    """What one variant's course gave: its course.yml, the grader's results by submission stem, the mutant
-    each mutant's stem stands for, and its solved and stub notebooks after Run All."""
+    """What one variant's course gave: its course.yml, the grader's results by submission stem, the grade
+    ids each mutant's stem must lose, and its solved and stub notebooks after Run All."""
 
     course: course_config.Course
     results: dict[str, dict]
-    mutants: dict[str, skeleton.Mutant]
+    mutants: dict[str, tuple[str, ...]]
     ran: dict[str, nbformat.NotebookNode]
 
 
@@ -89,11 +91,12 @@ def _run_all(notebooks: dict[str, nbformat.NotebookNode], course, folder: Path, 
     return {kind: nbformat.read(path, as_version=4) for kind, path in paths.items()}
 
 
-def variant_course(name: str, workdir: Path, env: dict[str, str]) -> Outcome:
+def variant_course(name: str, workdir: Path) -> None:
     """course init --variant (the package's own, which derives the reference answers); one
     `backprop-ninja grade` batch of the course's solved notebook, the stub nbgrader would release from it,
-    and every generated mutant; then Run All on the solved notebook and the stub. Each step a process on
-    one core."""
+    and every generated mutant; then Run All on the solved notebook and the stub. Run in a process of its
+    own (`python -m helpers.variant_courses NAME WORKDIR`): see `_Courses`."""
+    env = dict(os.environ)
     target = workdir / "course"
     _run([*CLI, "course", "init", str(target), "--variant", name], "course init", ROOT, env)
     course = course_config.load(target / "course.yml")
@@ -104,14 +107,27 @@ def variant_course(name: str, workdir: Path, env: dict[str, str]) -> Outcome:
     submissions.mkdir()
     nbformat.write(solved, submissions / "solved.ipynb")
     nbformat.write(student, submissions / "stub.ipynb")
-    corpus = submissions_of(m for m in skeleton.mutants(course.exercise) if not _shared_with_lecture(name, m))
-    for stem, mutant in corpus.items():
+    mutants = corpus(name, course)
+    for stem, mutant in mutants.items():
         _submission(student, dict(mutant.cells), submissions / f"{stem}.ipynb")
+    (workdir / "mutants.json").write_text(json.dumps({stem: m.grade_ids for stem, m in mutants.items()}))
     _run([*CLI, "grade", str(submissions), "--out", str(workdir / "results"), "--course", str(target / "course.yml"),
           "--jobs", "1"], "backprop-ninja grade", target, env)
+    _run_all({"solved": solved, "stub": student}, course, folder, workdir, env)
+
+
+def outcome_of(workdir: Path) -> Outcome:
+    """What `variant_course` left in `workdir`, read back."""
+    course = course_config.load(workdir / "course" / "course.yml")
     results = {p.stem: json.loads(p.read_text()) for p in (workdir / "results").glob("*.json")}
-    ran = _run_all({"solved": solved, "stub": student}, course, folder, workdir, env)
-    return Outcome(course, results, corpus, ran)
+    ran = {kind: nbformat.read(workdir / "run-all" / f"{kind}.ipynb", as_version=4) for kind in ("solved", "stub")}
+    mutants = {stem: tuple(ids) for stem, ids in json.loads((workdir / "mutants.json").read_text()).items()}
+    return Outcome(course, results, mutants, ran)
+
+
+def corpus(name: str, course) -> dict[str, skeleton.Mutant]:
+    """The variant's graded mutants by file stem."""
+    return submissions_of(m for m in skeleton.mutants(course.exercise) if not _shared_with_lecture(name, m))
 
 
 def _shared_with_lecture(name: str, mutant: skeleton.Mutant) -> bool:
@@ -150,15 +166,22 @@ class _Courses:
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="variant-course")
         self.futures: dict[str, Future] = {name: self.pool.submit(self._made, name, workdir(name)) for name in names}
 
-    def _made(self, name: str, workdir: Path) -> Outcome:
-        with self.slots:
-            return variant_course(name, workdir, self.env)
+    def _made(self, name: str, workdir: Path) -> Path:
+        """A process does the work, so that nothing here parses Python beside the tests: CPython 3.11's AST
+        constructor keeps its recursion depth in one place for every thread, and two threads parsing at
+        once made pytest's own ast.parse fail ("AST constructor recursion depth mismatch")."""
+        code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); from pathlib import Path; "
+                f"from helpers.variant_courses import variant_course; variant_course({name!r}, Path({str(workdir)!r}))")
+        with self.slots:  # its own commands take the lower priority (NICE)
+            run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=self.env)
+        assert run.returncode == 0, f"variant {name}: {run.stderr[-3000:]}"
+        return workdir
 
     def outcome(self, name: str) -> Outcome:
         if not self.widened:
             self.widened = True
             self.slots.release()
-        return self.futures[name].result()
+        return outcome_of(self.futures[name].result())
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
