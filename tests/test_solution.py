@@ -344,3 +344,14 @@ def test_the_lectures_solved_notebook_is_never_a_candidate_for_another_exercise(
     variant = dataclasses.replace(COURSE, exercise=load("makemore-mlp/relu-none"))
     assert solution.candidates(variant) == [COURSE.root / "source" / COURSE.assignment / COURSE.notebook]
     assert ROOT / "solutions" / "backprop_ninja_solved.ipynb" in solution.candidates(COURSE)
+
+
+def test_lines_with_nothing_to_explain_stay_together():
+    """Reading the cache has no explanation: those lines are one block, and each explained step a block of
+    its own (a blind instructor found every statement of a derived function a blank line apart)."""
+    ref = solution.reference(EXERCISE, BY_GRADE_ID["ex4_dW1"], SOLVED)
+    plain = [dataclasses.replace(s, explanation=()) for s in ref.steps[:2]]  # as a derived function's cache reads
+    shown = click.unstyle(solution.render(dataclasses.replace(ref, steps=(*plain, *plain, ref.steps[-1]))))
+    together = "\n".join(f"    {line}" for s in (*plain, *plain) for line in s.code)
+    assert plain and together in shown
+    assert f"{together}\n\n    # " in shown

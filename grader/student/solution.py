@@ -312,9 +312,14 @@ def render(ref: Reference) -> str:
         count = sum(len(s.statements) for s in ref.steps)
         head += [f"the {count} of the {ref.total} statements of {ref.function.name} that the gradient of "
                  f"{a.variable} needs;", "its signature, docstring and return statement are in your notebook:"]
-    blocks = ["\n".join([*(click.style(f"    # {line}", fg="cyan") for line in step.explanation),
-                         *(f"    {line}" for line in step.code)]) for step in ref.steps]
-    return "\n".join(head) + "\n\n" + "\n\n".join(blocks)
+    body = ""
+    for i, step in enumerate(ref.steps):
+        # an explained step stands apart; lines with nothing to explain (reading the cache) stay together
+        if i:
+            body += "\n" if not step.explanation and not ref.steps[i - 1].explanation else "\n\n"
+        body += "\n".join([*(click.style(f"    # {line}", fg="cyan") for line in step.explanation),
+                           *(f"    {line}" for line in step.code)])
+    return "\n".join(head) + "\n\n" + body
 
 
 def refusal(exercise: Exercise, answer: Answer, notebook: Path) -> str | None:
