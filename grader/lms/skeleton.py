@@ -270,8 +270,8 @@ def _on_chain(exercise: Exercise, found: Derived) -> set[derive.Slip]:
 
 def _function_reference(exercise: Exercise, function: Function, sources: list[str]) -> str:
     """The function's body: its parameters and cache unpacked, the sizes, the forward values the gradients
-    read that its cache leaves out (computed again from the forward lines: the makemore lecture caches the
-    logits, not the softmax after them), then every gradient in order."""
+    read that its cache leaves out (computed again from the forward lines: a cache may hold a step's input
+    and not the values computed from it), then every gradient in order."""
     net = exercise.network
     cache = dict(a for a in function.arguments if not isinstance(a, str))["cache"]
     arguments = ", ".join(a if isinstance(a, str) else a[0] for a in function.arguments)
