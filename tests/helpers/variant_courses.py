@@ -1,14 +1,21 @@
-"""Every variant of the network as a course, end to end: `course init --variant`, Run All on its solved and
-stub notebooks, and one `backprop-ninja grade` batch of the solved notebook, the stub and every mutant of its
-reference answers (the rule table's slips, grader.lms.skeleton.mutants) in the cells it does not share with
-the lecture's network (whose course grades them all). tests/test_variant_courses.py checks
-what each run gave.
+"""Every variant of the network as a course, end to end: `course init --variant`, one `backprop-ninja grade`
+batch of its solved notebook, its stub and the mutants of its reference answers (the rule table's slips,
+grader.lms.skeleton.mutants) that no earlier variant's course grades, and Run All on its solved and stub
+notebooks where the variant is in the suite's pairwise set. tests/test_variant_courses.py checks what each
+run gave.
 
-That is the longest part of the suite (24 courses, about 2,000 graded mutants, 48 notebooks run), and all of
-it is subprocesses: so it starts with the session, one variant at a time at a lower CPU priority, and runs
-beside the rest of the suite on whatever the other tests leave of the machine; once the suite reaches the
-variant tests, which wait for it, a second variant runs beside the first. The tests run what a user runs,
-through the CLI; only the order of the work is the suite's. (tests/conftest.py loads this module as a
+Each slip is graded once, in the first course (the lecture's network first) whose cell has the same
+formula (an atomic or fused answer going back through the same forward lines; a function's slipped line,
+the same code): made again in the next course it is the same formula's same slip, through the same grader,
+and tests/test_neighbourhood.py names every slip in every variant. Run All runs where the variant's
+activation and normalization, its activation and residual block, and its normalization and residual block
+are a pair no earlier notebook of the set ran: 12 of the 24 notebooks cover every pair of pieces that meet
+in a cell.
+
+All of it is subprocesses: so it starts with the session, one variant at a time at a lower CPU priority, and
+runs beside the rest of the suite on whatever the other tests leave of the machine; once the suite reaches
+the variant tests, which wait for it, a second variant runs beside the first. The tests run what a user
+runs, through the CLI; only the order of the work is the suite's. (tests/conftest.py loads this module as a
 plugin.)
 """
 from __future__ import annotations
@@ -28,6 +35,7 @@ import pytest
 
 from grader import course as course_config
 from grader.exercise import FUNCTION, load
+from grader.exercises.makemore_mlp import variants
 from grader.lms import notebooks, skeleton
 from grader.lms.course_init import _steps_reached
 from helpers.paths import ROOT
@@ -36,7 +44,8 @@ TESTS = Path(__file__).resolve().parents[1]
 
 CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
 TEST = "test_every_variant_course"  # the test (by its name) each course is for, parametrized by variant name
-LECTURE = "tanh-batchnorm"  # the variant that is the lecture's network: its course grades every mutant
+LECTURE = variants.LECTURE_VARIANT  # the lecture's network: its course grades every mutant
+ORDER = (LECTURE, *(name for name in variants.NAMES if name != LECTURE))  # the order slips are graded in
 RUN_ALL_TIMEOUT = 600  # for a cell, and for a kernel to start on a machine the other tests keep busy
 # Run All reads every eighth word of the course's data: the notebook's code is the same for any list of
 # words, and evaluating and calibrating on the whole of names.txt would be most of each variant's run.
@@ -91,11 +100,11 @@ def _run_all(notebooks: dict[str, nbformat.NotebookNode], course, folder: Path, 
     return {kind: nbformat.read(path, as_version=4) for kind, path in paths.items()}
 
 
-def variant_course(name: str, workdir: Path) -> None:
+def variant_course(name: str, workdir: Path, graded: Path) -> None:
     """course init --variant (the package's own, which derives the reference answers); one
     `backprop-ninja grade` batch of the course's solved notebook, the stub nbgrader would release from it,
-    and every generated mutant; then Run All on the solved notebook and the stub. Run in a process of its
-    own (`python -m helpers.variant_courses NAME WORKDIR`): see `_Courses`."""
+    and the mutants `graded` (a `plan`) gives the variant; then, for a variant of the pairwise set, Run All
+    on the solved notebook and the stub. Run in a process of its own: see `_Courses`."""
     env = dict(os.environ)
     target = workdir / "course"
     _run([*CLI, "course", "init", str(target), "--variant", name], "course init", ROOT, env)
@@ -107,40 +116,60 @@ def variant_course(name: str, workdir: Path) -> None:
     submissions.mkdir()
     nbformat.write(solved, submissions / "solved.ipynb")
     nbformat.write(student, submissions / "stub.ipynb")
-    mutants = corpus(name, course)
+    mutants = corpus(course.exercise, set(json.loads(graded.read_text())[name]))
     for stem, mutant in mutants.items():
         _submission(student, dict(mutant.cells), submissions / f"{stem}.ipynb")
     (workdir / "mutants.json").write_text(json.dumps({stem: m.grade_ids for stem, m in mutants.items()}))
     _run([*CLI, "grade", str(submissions), "--out", str(workdir / "results"), "--course", str(target / "course.yml"),
           "--jobs", "1"], "backprop-ninja grade", target, env)
-    _run_all({"solved": solved, "stub": student}, course, folder, workdir, env)
+    if runs_all(name):
+        _run_all({"solved": solved, "stub": student}, course, folder, workdir, env)
 
 
 def outcome_of(workdir: Path) -> Outcome:
     """What `variant_course` left in `workdir`, read back."""
     course = course_config.load(workdir / "course" / "course.yml")
     results = {p.stem: json.loads(p.read_text()) for p in (workdir / "results").glob("*.json")}
-    ran = {kind: nbformat.read(workdir / "run-all" / f"{kind}.ipynb", as_version=4) for kind in ("solved", "stub")}
+    ran = {kind: nbformat.read(path, as_version=4) for kind in ("solved", "stub")
+           if (path := workdir / "run-all" / f"{kind}.ipynb").exists()}
     mutants = {stem: tuple(ids) for stem, ids in json.loads((workdir / "mutants.json").read_text()).items()}
     return Outcome(course, results, mutants, ran)
 
 
-def corpus(name: str, course) -> dict[str, skeleton.Mutant]:
-    """The variant's graded mutants by file stem."""
-    return submissions_of(m for m in skeleton.mutants(course.exercise) if not _shared_with_lecture(name, m))
+def runs_all(name: str) -> bool:
+    """Whether the variant is in the pairwise set Run All runs: its residual block is there exactly where
+    its activation's and normalization's places in their lists add up to an odd number, so every
+    activation meets every normalization once, and each of them meets the residual block and its absence."""
+    variant = variants.parse(name)
+    activation, norm = list(variants.ACTIVATIONS), list(variants.NORMALIZATIONS)
+    place = activation.index(variant.activation.name) + norm.index(variant.norm.name)
+    return variant.residual == bool(place % 2)
 
 
-def _shared_with_lecture(name: str, mutant: skeleton.Mutant) -> bool:
-    """A slip in a cell the variant shares with the lecture (an atomic or fused answer whose backward goes
-    through the same forward lines: the same derived formula) is graded in the lecture's course only; made
-    again in each of 23 courses it would be the same formula's same slip, at a third of the variants' time."""
-    if name == LECTURE:
-        return False
-    exercise, lecture = load(f"makemore-mlp/{name}"), load("makemore-mlp")
+def _key(exercise, mutant: skeleton.Mutant) -> str:
+    """What makes two variants' slips the same: the cell, the slipped code, and the formula it is a slip of
+    (an atomic or fused answer's forward steps; in a function, the slipped line says it all)."""
     grade_id = mutant.grade_ids[0]
-    if grade_id not in lecture.by_grade_id or exercise.by_grade_id[grade_id].kind == FUNCTION:
-        return False
-    return _steps_reached(exercise, grade_id) == _steps_reached(lecture, grade_id)
+    formula = {} if exercise.by_grade_id[grade_id].kind == FUNCTION else _steps_reached(exercise, grade_id)
+    return json.dumps([grade_id, formula, mutant.slip.gradient, mutant.slip.code], sort_keys=True)
+
+
+def plan(path: Path) -> None:
+    """Which slips each variant's course grades (their keys, by variant name), written to `path` as JSON:
+    each in the first course of ORDER that has it."""
+    seen: set[str] = set()
+    graded = {}
+    for name in ORDER:
+        exercise = load(f"makemore-mlp/{name}")
+        keys = {_key(exercise, mutant) for mutant in skeleton.mutants(exercise)}
+        graded[name] = sorted(keys - seen)
+        seen |= keys
+    path.write_text(json.dumps(graded))
+
+
+def corpus(exercise, keys: set[str]) -> dict[str, skeleton.Mutant]:
+    """The exercise's mutants whose keys are `keys`, by file stem."""
+    return submissions_of(m for m in skeleton.mutants(exercise) if _key(exercise, m) in keys)
 
 
 def submissions_of(mutants) -> dict[str, skeleton.Mutant]:
@@ -156,25 +185,31 @@ def submissions_of(mutants) -> dict[str, skeleton.Mutant]:
 
 class _Courses:
     """The selected variants' courses, made in the order of their tests by two threads that share `slots`:
-    one at first, two once a test waits. Each course's processes get the environment this process had
-    when the session started."""
+    one at first, two once a test waits. First a process writes the `plan` every course reads. Each
+    course's processes get the environment this process had when the session started."""
 
     def __init__(self, names: list[str], workdir):
         self.env = dict(os.environ)
         self.slots = threading.Semaphore(1)
         self.widened = False
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="variant-course")
+        graded = workdir("plan") / "graded.json"
+        self.plan = self.pool.submit(lambda: self._process("plan", graded) or graded)
         self.futures: dict[str, Future] = {name: self.pool.submit(self._made, name, workdir(name)) for name in names}
 
-    def _made(self, name: str, workdir: Path) -> Path:
+    def _process(self, function: str, *args) -> Path:
         """A process does the work, so that nothing here parses Python beside the tests: CPython 3.11's AST
         constructor keeps its recursion depth in one place for every thread, and two threads parsing at
         once made pytest's own ast.parse fail ("AST constructor recursion depth mismatch")."""
         code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); from pathlib import Path; "
-                f"from helpers.variant_courses import variant_course; variant_course({name!r}, Path({str(workdir)!r}))")
+                f"from helpers.variant_courses import {function}; "
+                f"{function}({', '.join(repr(a) if isinstance(a, str) else f'Path({str(a)!r})' for a in args)})")
         with self.slots:  # its own commands take the lower priority (NICE)
             run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=self.env)
-        assert run.returncode == 0, f"variant {name}: {run.stderr[-3000:]}"
+        assert run.returncode == 0, f"{function}{args}: {run.stderr[-3000:]}"
+
+    def _made(self, name: str, workdir: Path) -> Path:
+        self._process("variant_course", name, workdir, self.plan.result())
         return workdir
 
     def outcome(self, name: str) -> Outcome:
