@@ -173,3 +173,15 @@ def test_every_rule_table_slip_is_named_alike_whatever_the_upstream(variant):
             if None in names.values() or len(causes) > 1:
                 wrong.append((gradient.name, slip.name, names))
     assert not wrong
+
+
+def test_a_batch_of_square_matrices_transposed_is_told_as_a_transpose():
+    """The attention head's datt is (B, T, T): a transpose too many there swaps two dimensions of one size,
+    which is no view's order (a blind held-out answer was once told so)."""
+    spec = "grader/exercises/gallery/attention.py:EXERCISE"
+    cases = tuple(prepare(config) for config in generate(spec, "neighbourhood-tests", 2))
+    answer = cases[0].exercise.by_grade_id["datt"]
+    code = "datt = dout @ v.transpose(-2, -1)\ndatt = datt.transpose(-2, -1)\n"
+    assert name([(case, _run(code, case, answer, CHAIN)) for case in cases], answer, CHAIN, RTOL, ATOL) == (
+        "your datt is the right gradient with its dimensions 1 and 2 swapped, as a transpose does: a transpose too "
+        "many, or one left out")

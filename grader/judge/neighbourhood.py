@@ -313,11 +313,12 @@ def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
 
 def _orders(want: torch.Tensor) -> list[Candidate]:
     """The right entries in another order: a view or reshape where the dimensions needed reordering (a
-    view keeps the memory order), or a permute where a view was meant; a square transpose is told as such."""
+    view keeps the memory order), or a permute where a view was meant. Two dimensions of one size swapped
+    are a transpose (`_transposes`), whichever way it came about."""
     out = []
     shape = tuple(want.shape)
     for order in itertools.permutations(range(want.dim())):
-        if list(order) == sorted(order):
+        if list(order) == sorted(order) or _swapped(order) and want.permute(order).shape == want.shape:
             continue
         inverse = tuple(sorted(range(len(order)), key=order.__getitem__))
         read = want.reshape([shape[d] for d in order]).permute(inverse)
@@ -329,6 +330,24 @@ def _orders(want: torch.Tensor) -> list[Candidate]:
                                           "(a view keeps the memory order; only a transpose or permute moves "
                                           "entries)", value))
     return out
+
+
+def _swapped(order: tuple[int, ...]) -> tuple[int, int] | None:
+    """The two dimensions a permutation swaps, when it swaps exactly two."""
+    moved = [d for d, o in enumerate(order) if d != o]
+    return (moved[0], moved[1]) if len(moved) == 2 else None
+
+
+def _transposes(want: torch.Tensor) -> list[Candidate]:
+    """Two dimensions of the same size swapped: a transpose too many or one left out (in a batch of square
+    matrices, `att.transpose(-2, -1)` where none was due). Told as a transpose, not as a view's order."""
+    square = want.dim() == 2 and want.shape[0] == want.shape[1]
+    if want.dim() == 2:
+        return [Candidate("transpose", "is the transpose of the right gradient", want.T)] if square else []
+    return [Candidate(f"transpose:{a}:{b}", f"is the right gradient with its dimensions {a} and {b} swapped, as a "
+                                            f"transpose does: a transpose too many, or one left out",
+                      want.transpose(a, b))
+            for a, b in itertools.combinations(range(want.dim()), 2) if want.shape[a] == want.shape[b]]
 
 
 # Simple functions of a tensor the cell may read, as a factor one step's derivative has or lacks: the
@@ -397,8 +416,7 @@ def tensor_factors(case: Case, answer: Answer, check: str):
 def _generic(case: Case, want: torch.Tensor) -> list[Candidate]:
     out = [Candidate(f"factor:{key}", does, factor * want)
            for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words)]
-    if want.dim() == 2 and want.shape[0] == want.shape[1]:
-        out.append(Candidate("transpose", "is the transpose of the right gradient", want.T))
+    out.extend(_transposes(want))
     out.extend(_orders(want))
     return out
 
