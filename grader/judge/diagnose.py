@@ -143,36 +143,46 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     block = answer.kind == FUSED
     if tensors:
         answer, check = counterpart(tensors[0][0].exercise, answer) or (answer, check)
-    keys: list[str] | None = None
+    tensors = [(case, got.detach().to(torch.float64)) for case, got in tensors]
     sentences: dict[str, str] = {}
+
+    def search(found) -> list[str]:
+        """The keys, in the order `found(case, got, keys)` gives them as (key, sentence, make), whose tensor
+        equals the answer on every configuration. Tensor factors are many: each is made only while it
+        has fitted every configuration before."""
+        keys: list[str] | None = None
+        for case, got in tensors:
+            fits = []
+            for key, sentence, make in found(case, got, keys):
+                if keys is None or key in keys:
+                    tensor = make()
+                    if tensor.shape == got.shape and bool(torch.allclose(got, tensor, rtol=rtol, atol=atol)):
+                        fits.append(key)
+                        sentences.setdefault(key, sentence)
+            keys = fits if keys is None else [k for k in keys if k in fits]
+            if not keys:
+                return []
+        return keys or []
+
+    def made(candidates):
+        return ((c.key, c.sentence, lambda c=c: c.tensor) for c in candidates)
+
+    # In the order they are preferred, each family searched only when none before it fits: a
+    # neighbourhood's candidate, a tensor factor, a step inside a fused block.
+    families = [lambda case, got, keys: made(neighbourhood.candidates(case, answer, check)),
+                lambda case, got, keys: neighbourhood.tensor_factors(case, answer, check)]
+    if block:
+        families.append(lambda case, got, keys: made(neighbourhood.inside(
+            case, answer, check, None if keys is None else set(keys), got)))
+    for family in families:
+        keys = search(family)
+        if keys:
+            sentence = sentences[keys[0]]
+            return sentence if sentence.startswith(("the ", "a ", "an ")) else f"your {variable} {sentence}"
     constants = []
     for case, got in tensors:
-        got = got.detach().to(torch.float64)
-        fits = []
-        for candidate in neighbourhood.candidates(case, answer, check):
-            if (candidate.tensor.shape == got.shape
-                    and bool(torch.allclose(got, candidate.tensor, rtol=rtol, atol=atol))):
-                fits.append(candidate.key)
-                sentences.setdefault(candidate.key, candidate.sentence)
-        # Tensor factors are many: each is made only while it has fitted every configuration before.
-        for key, sentence, make in neighbourhood.tensor_factors(case, answer, check):
-            if keys is None or key in keys:
-                tensor = make()
-                if tensor.shape == got.shape and bool(torch.allclose(got, tensor, rtol=rtol, atol=atol)):
-                    fits.append(key)
-                    sentences.setdefault(key, sentence)
-        for candidate in neighbourhood.inside(case, answer, check, None if keys is None else set(keys), got) \
-                if block else ():
-            if candidate.tensor.shape == got.shape and bool(torch.allclose(got, candidate.tensor, rtol=rtol,
-                                                                           atol=atol)):
-                fits.append(candidate.key)
-                sentences.setdefault(candidate.key, candidate.sentence)
-        keys = fits if keys is None else [k for k in keys if k in fits]
         want = case.expected(answer, check)
         constants.append(_constant(got, want.to(torch.float64), atol) if got.shape == want.shape else None)
-    if keys:
-        sentence = sentences[keys[0]]
-        return sentence if sentence.startswith(("the ", "a ", "an ")) else f"your {variable} {sentence}"
     if constants and None not in constants and max(constants) - min(constants) <= 1e-6 * abs(constants[0]):
         times = f"{constants[0]:.4g} times the right value" if factor else "a constant multiple of the right value"
         return f"your {variable} is {times} on every configuration"
