@@ -263,7 +263,9 @@ class Training:
 @dataclass(frozen=True)
 class Rule:
     """An elementwise step's local derivative, written with its input x or its output y as students
-    write it; `slips` are the classic ways to get it wrong: (key, what the slip does, its derivative)."""
+    write it; `slips` are the classic ways to get it wrong: (key, what the slip does, its derivative),
+    where `{x}` and `{y}` in what it does name the step's input and output. Feedback prefers them to the
+    rule table's slips (grader.derive) of the same value: the exercise's words come first."""
 
     what: str  # "the derivative of tanh": what feedback calls it
     uses: str  # "x" or "y": which tensor the derivative is written with

@@ -135,3 +135,14 @@ class Verdict(_Worded):
 def shape_text(shape) -> str:
     """A tensor's shape as feedback writes it, the way Python writes a tuple: (32, 1), (64,), ()."""
     return str(tuple(shape))
+
+
+def missed_branch(tensor: str, consumers: list[str], missing: str) -> str:
+    """The words for a gradient that leaves out one use of its tensor, one sentence for the rule table's
+    slip and the search's candidate alike (a student meets it from either)."""
+    names = [f"in {c}" for c in consumers]
+    where = ", ".join(names[:-1]) + " and " + names[-1]
+    count = {3: "three", 4: "four", 5: "five"}.get(len(names), str(len(names)))
+    times, all_of = ("twice", "both") if len(names) == 2 else (f"{count} times", f"all {count}")
+    return (f"misses the branch through {missing}: {tensor} is used {times} ({where}), so its gradient is the sum "
+            f"of {all_of}")

@@ -136,7 +136,7 @@ def test_missing_division_by_n(nb, run):
     manual = torch.zeros_like(t["logprobs"].detach())
     manual[range(SIZES.n), nb.Yb] = -1.0  # the lecture's dlogprobs without /n
     line = run(nb.check, "dlogprobs", manual, t["logprobs"])
-    assert "WRONG" in line and "your dlogprobs is n times too large" in line, line
+    assert "WRONG" in line and "your dlogprobs leaves out the mean's 1/n" in line, line
 
 
 def test_sign_flipped(nb, run):

@@ -110,7 +110,7 @@ EXPECTED = _expected()
 # Feedback each student must see in the grade cell of that grade id.
 FEEDBACK = {
     "ben": {"dcounts": "misses the branch through counts_sum",
-            "dC": "keeps the gradient of only one of its uses",
+            "dC": "overwrites where all its uses must add up",
             "ex2_dlogits": "n times too large",
             "dbnmeani": "Partial credit"},
     "cy": dict.fromkeys(GRADE_IDS, "not attempted yet"),

@@ -24,8 +24,9 @@ RTOL, ATOL = 1e-5, 1e-8
 
 @functools.cache
 def _cases(variant: str) -> tuple:
-    """Two hidden configurations and the lecture-sized probe, as a course of that variant grades."""
-    spec = "makemore-mlp" if variant == "tanh-batchnorm" else f"makemore-mlp/{variant}"
+    """Two hidden configurations and the lecture-sized probe, as a course of that variant (or of an
+    exercise file, FILE:ATTRIBUTE) grades."""
+    spec = variant if ":" in variant else "makemore-mlp" if variant == "tanh-batchnorm" else f"makemore-mlp/{variant}"
     return tuple(prepare(config) for config in generate(spec, "neighbourhood-tests", 2))
 
 
@@ -151,27 +152,39 @@ def _slip_tensors(cases, answer, slip, check):
     return out
 
 
+GALLERY = ("attention", "rnn", "wavenet")
+
+
+def _own(slip, variable: str) -> str:
+    return slip.sentence if slip.sentence.startswith(("the ", "a ", "an ")) else f"your {variable} {slip.sentence}"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", variants.NAMES)
-def test_every_rule_table_slip_is_named_alike_whatever_the_upstream(variant):
-    """Each slip of every gradient is named, and by the same sentence on the true chain and with random
-    upstream gradients: an explanation that held only for the true gradients (a branch that is zero
-    there, two gradients that happen to be equal) would be a guess about this cell's code."""
-    cases = _cases(variant)
+@pytest.mark.parametrize("spec", [*variants.NAMES, *(f"grader/exercises/gallery/{g}.py:EXERCISE" for g in GALLERY)])
+def test_every_rule_table_slip_is_named_by_its_own_sentence(spec):
+    """Each slip of every gradient, on the true chain and with random upstream gradients, is told by its
+    own sentence: the one edit of the derived answer that makes it, in this exercise's names. Two accounts
+    the values cannot tell apart are both its own: another slip of the same gradient equal to it on every
+    configuration of that check, and "all zeros" where the slip's values are zero everywhere (a fact, where
+    any cause would be one of many)."""
+    cases = _cases(spec)
     exercise = cases[0].exercise
     wrong = []
     for gradient in derive.for_exercise(exercise):
         answer = next((a for a in exercise.answers if a.kind == ATOMIC and a.variable == gradient.name), None)
-        for slip in gradient.slips() if answer else ():
-            names = {}
-            for check in checks(answer):
-                tensors = _slip_tensors(cases, answer, slip, check)
-                if tensors is not None:
-                    names[check] = name(tensors, answer, check, RTOL, ATOL)
-            # "all zeros" is a fact, not a cause: a slip whose values are zero on the true chain is told so.
-            causes = {n for n in names.values() if n is None or not n.endswith(" is all zeros")}
-            if None in names.values() or len(causes) > 1:
-                wrong.append((gradient.name, slip.name, names))
+        if answer is None:
+            continue
+        for check in checks(answer):
+            made = {slip: _slip_tensors(cases, answer, slip, check) for slip in gradient.slips()}
+            made = {slip: tensors for slip, tensors in made.items() if tensors is not None}
+            for slip, tensors in made.items():
+                said_ = name(tensors, answer, check, RTOL, ATOL)
+                own = {_own(other, answer.variable) for other, others in made.items()
+                       if all(torch.allclose(a, b, rtol=RTOL, atol=ATOL) for (_, a), (_, b) in zip(tensors, others))}
+                if all(torch.allclose(got, torch.zeros_like(got), rtol=RTOL, atol=ATOL) for _, got in tensors):
+                    own.add(f"your {answer.variable} is all zeros")
+                if said_ not in own:
+                    wrong.append((gradient.name, slip.name, check, said_))
     assert not wrong
 
 
@@ -183,5 +196,5 @@ def test_a_batch_of_square_matrices_transposed_is_told_as_a_transpose():
     answer = cases[0].exercise.by_grade_id["datt"]
     code = "datt = dout @ v.transpose(-2, -1)\ndatt = datt.transpose(-2, -1)\n"
     assert name([(case, _run(code, case, answer, CHAIN)) for case in cases], answer, CHAIN, RTOL, ATOL) == (
-        "your datt is the right gradient with its dimensions 1 and 2 swapped, as a transpose does: a transpose too "
-        "many, or one left out")
+        "your datt is the transpose of the gradient, as from multiplying in the wrong order (or one transpose too "
+        "many)")

@@ -9,6 +9,7 @@ The environment takes torch, numpy and matplotlib from this Python's site-packag
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ import pytest
 from test_nbgrader import DISTINCTIVE, KNOWN_MISTAKES, SOLUTION_LINES
 
 from grader import __version__, material
+from grader.exercise import DEFAULT
+from grader.lms import slip_prints
 from grader.lms.course_init import INSTALL_CELL
 from grader.sandbox import static_check
 from helpers.paths import COURSE, ROOT, STUB
@@ -30,7 +33,11 @@ pytestmark = pytest.mark.slow
 
 # The hidden suite's named mistakes, as its feedback says them.
 HIDDEN_FEEDBACK = sorted({m["feedback"] for mistakes in KNOWN_MISTAKES.values() for m in mistakes})
-WRONG = {"dprobs": "dprobs = torch.ones_like(probs)\n"}
+# A slip of the rule table: the self-check names it from the fingerprints beside the notebook, in the
+# grader's words, though the student package has no rule table.
+WRONG = {"dlogprobs": "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[range(n), Yb] = -1.0 / n\n",
+         "dprobs": "dprobs = dlogprobs / logprobs\n"}
+SLIP = "your dprobs divides by logprobs, the output, where the derivative of log divides by its input probs"
 
 
 @pytest.fixture(scope="module")
@@ -79,14 +86,17 @@ def test_the_released_notebook_runs_its_self_checks_with_the_student_package(stu
         cells.append("\n".join(line for line in source.splitlines() if not line.startswith("%")))
         if grade_id == "check_dprobs":
             break
-    script = tmp_path / "cells.py"
-    script.write_text("\n\n".join(cells), encoding="utf-8")
-    done = run(venv, f"exec(open({str(script)!r}).read())", tmp_path / "work")
+    script = tmp_path / "cells.json"
+    script.write_text(json.dumps(cells), encoding="utf-8")
+    slip_prints.write(tmp_path / "work", DEFAULT, DEFAULT)  # as course init writes it beside the notebook
+    # Each cell run in turn and kept in `In`, as IPython keeps the notebook's history.
+    done = run(venv, f"import json\nns = {{'In': ['']}}\nfor cell in json.load(open({str(script)!r})):\n"
+                     "    ns['In'].append(cell)\n    exec(cell, ns)\n", tmp_path / "work")
     assert done.returncode == 0, done.stderr
     assert "32033 words" in done.stdout, done.stdout  # the lecture's names.txt, beside the notebook
-    assert "dlogprobs      | exact: True" in done.stdout or "not attempted yet" in done.stdout
+    assert "dlogprobs      | exact: True" in done.stdout, done.stdout
     dprobs = next(line for line in done.stdout.splitlines() if line.startswith("dprobs "))
-    assert "WRONG" in dprobs
+    assert "WRONG" in dprobs and SLIP in dprobs, dprobs
     assert "backprop-ninja solution" not in done.stdout, "no pointer to a command that is not installed"
     assert "pip" not in done.stderr, "the install cell installs nothing where the package is present"
 

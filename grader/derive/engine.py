@@ -21,6 +21,7 @@ from grader import syntax
 from grader.derive import rules
 from grader.derive.algebra import Product, call, code, name, number, parse, subscript
 from grader.exercise import NAMESPACE, Network
+from grader.vocabulary import missed_branch
 
 # Where a derived gradient counts as unchanged by a slip: what the grader accepts (course.yml's default).
 TOLERANCE = dict(rtol=1e-5, atol=1e-8)
@@ -493,16 +494,16 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
                                      comments=False)))
     uses = len(contributions)
     if uses > 1:
+        order = {step.name: i for i, step in enumerate(d.network.steps)}
+        consumers = sorted((c.consumer for c in contributions), key=lambda c: order.get(c, len(order)))
         for i, c in enumerate(contributions):
-            slips.append(("missed-branch", f"leaves out the path through {c.consumer}: {tensor} is used "
-                                           f"{_TIMES.get(uses, f'{uses} times')} and its gradient adds up every use",
-                          c.consumer, render(gradient_name, tensor, contributions[:i] + contributions[i + 1:],
-                                             comments=False)))
+            slips.append(("missed-branch", missed_branch(tensor, consumers, c.consumer), c.consumer,
+                          render(gradient_name, tensor, contributions[:i] + contributions[i + 1:], comments=False)))
         slips.append(("overwrite", "assigns each use's gradient with = where they must add up (+=): only the last "
                                    "one is left", "", render(gradient_name, tensor, contributions, comments=False,
                                                              overwrite=True)))
     negated = tuple(Contribution(c.consumer, c.line, c.why, _negated(c.value), c.index) for c in contributions)
-    slips.append(("sign", "has the wrong sign", "", render(gradient_name, tensor, negated, comments=False)))
+    slips.append(("sign", "has its sign flipped", "", render(gradient_name, tensor, negated, comments=False)))
     return Gradient(gradient_name, tensor, contributions, _reads(plain, gradient_name),
                     _kept(d, gradient_name, plain, slips))
 

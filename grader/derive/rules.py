@@ -22,6 +22,10 @@ from grader.derive.algebra import Product, call, code, number, subscript, templa
 # module: named here only in words, so the package has no import cycle).
 Derivation = Any
 
+# A product in the wrong order and a product right but transposed once too often are the same values:
+# the sentence says what both give, and both ways to it.
+_ORDER = "is the transpose of the gradient, as from multiplying in the wrong order (or one transpose too many)"
+
 
 @dataclass(frozen=True)
 class Site:
@@ -333,13 +337,13 @@ def matmul(site: Site, op: Op) -> list[Edge]:
                       f"{_words(a)}'s shape {shape(a)}",
              (("matmul-transpose", f"multiplies by {_words(b)} where the shape rule needs its transpose",
                Product.of(ast.BinOp(gn, ast.MatMult(), b))),
-              ("matmul-order", "multiplies in the wrong order, which gives the transpose of the gradient",
+              ("matmul-order", _ORDER,
                Product.of(ast.BinOp(b, ast.MatMult(), _t(ctx, gn)))))),
         Edge(b, to_b, f"{_words(a)}.T {shape(a, True)} @ {upstream} {shape(site.node)} has {_words(b)}'s shape "
                       f"{shape(b)}: the product sums over the rows that shared {_words(b)}",
              (("matmul-transpose", f"multiplies by {_words(a)} where the shape rule needs its transpose",
                Product.of(ast.BinOp(a, ast.MatMult(), gn))),
-              ("matmul-order", "multiplies in the wrong order, which gives the transpose of the gradient",
+              ("matmul-order", _ORDER,
                Product.of(ast.BinOp(_t(ctx, gn), ast.MatMult(), a))))),
     ]
 
@@ -671,8 +675,9 @@ def index(site: Site, op: Op) -> list[Edge]:
         return [Edge(x, Product.of(right),
                      f"the lookup copies a row of {_words(x)} for every entry of {code(idx)}: add each gradient "
                      "back into its row (index_add), so a repeated index sums all its uses", (),
-                     index_slips=(("index-overwrite", f"writes each row with = where a repeated index of {code(idx)} "
-                                                      "must add up all its uses (index_add)", site.g, selector),))]
+                     index_slips=(("index-overwrite", f"keeps one use of each index repeated in {code(idx)}: an "
+                                                      "indexed assignment (= or +=) overwrites where all its uses "
+                                                      "must add up (index_add)", site.g, selector),))]
     if not isinstance(x, ast.Name):
         raise ctx.no_rule(site.node, "indexing an expression (name it on a line of its own)")
     unique = not tensors or (

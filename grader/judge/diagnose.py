@@ -147,30 +147,36 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     sentences: dict[str, str] = {}
 
     def search(found) -> list[str]:
-        """The keys, in the order `found(case, got, keys)` gives them as (key, sentence, make), whose tensor
-        equals the answer on every configuration. Tensor factors are many: each is made only while it
-        has fitted every configuration before."""
+        """The keys, in the order `found(case, got, keys)` gives them as (key, sentence, fits), whose
+        candidate equals the answer on every configuration where that is known, and on at least one.
+        Tensor factors are many: each is made only while it has fitted every configuration before."""
         keys: list[str] | None = None
+        seen: set[str] = set()  # keys that fitted somewhere, not only went unknown
         for case, got in tensors:
-            fits = []
-            for key, sentence, make in found(case, got, keys):
+            fitted = []
+            for key, sentence, fits in found(case, got, keys):
                 if keys is None or key in keys:
-                    tensor = make()
-                    if tensor.shape == got.shape and bool(torch.allclose(got, tensor, rtol=rtol, atol=atol)):
-                        fits.append(key)
+                    fit = fits(got, rtol, atol)
+                    if fit is not False:
+                        fitted.append(key)
                         sentences.setdefault(key, sentence)
-            keys = fits if keys is None else [k for k in keys if k in fits]
+                        if fit:
+                            seen.add(key)
+            keys = fitted if keys is None else [k for k in keys if k in fitted]
             if not keys:
                 return []
-        return keys or []
+        return [k for k in keys or [] if k in seen]
 
     def made(candidates):
-        return ((c.key, c.sentence, lambda c=c: c.tensor) for c in candidates)
+        return ((c.key, c.sentence, c.fits) for c in candidates)
+
+    def factors(case, got, keys):
+        for key, sentence, make in neighbourhood.tensor_factors(case, answer, check):
+            yield key, sentence, lambda got, rtol, atol, make=make: _close(got, make(), rtol, atol)
 
     # In the order they are preferred, each family searched only when none before it fits: a
     # neighbourhood's candidate, a tensor factor, a step inside a fused block.
-    families = [lambda case, got, keys: made(neighbourhood.candidates(case, answer, check)),
-                lambda case, got, keys: neighbourhood.tensor_factors(case, answer, check)]
+    families = [lambda case, got, keys: made(neighbourhood.candidates(case, answer, check)), factors]
     if block:
         families.append(lambda case, got, keys: made(neighbourhood.inside(
             case, answer, check, None if keys is None else set(keys), got)))

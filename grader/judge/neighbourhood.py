@@ -26,15 +26,25 @@ import torch.nn.functional as F
 
 from grader import syntax
 from grader.exercise import ATOMIC, Answer, Exercise
+from grader.judge import prints
 from grader.judge.exam import CHAIN, Case
 from grader.judge.oracle import block_jvp, block_vjp, local_vjp
+from grader.vocabulary import missed_branch
 
 
 @dataclass(frozen=True)
 class Candidate:
     key: str  # the same mistake has the same key on every configuration
     sentence: str  # what the student's code does, in words, without the right formula
-    tensor: torch.Tensor
+    tensor: torch.Tensor | None  # None: a slip known by its fingerprint alone (grader.judge.prints)
+    fingerprint: dict | None = None
+
+    def fits(self, got: torch.Tensor, rtol: float, atol: float) -> bool | None:
+        """Whether the answer `got` is this candidate here; None when that is unknown here (a slip with
+        no fingerprint on this case)."""
+        if self.tensor is None:
+            return None if self.fingerprint is None else prints.matches(self.fingerprint, got, rtol, atol)
+        return self.tensor.shape == got.shape and bool(torch.allclose(got, self.tensor, rtol=rtol, atol=atol))
 
 
 def _tensors(exercise: Exercise) -> tuple[str, ...]:
@@ -117,14 +127,9 @@ def _sizes(case: Case) -> dict[str, int]:
 def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[Candidate]:
     if len(branches) < 2:
         return []
-    names = [f"in {step}" for step in branches]
-    where = ", ".join(names[:-1]) + " and " + names[-1]
-    count = {3: "three", 4: "four", 5: "five"}.get(len(names), str(len(names)))
-    times, all_of = ("twice", "both") if len(names) == 2 else (f"{count} times", f"all {count}")
     out = []
     for step, part in branches.items():
-        out.append(Candidate(f"drop:{step}", f"misses the branch through {step}: {answer.source} is used {times} "
-                                             f"({where}), so its gradient is the sum of {all_of}", want - part))
+        out.append(Candidate(f"drop:{step}", missed_branch(answer.source, list(branches), step), want - part))
         for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words):
             if key == "2":  # a branch's part twice over is a branch counted twice, not a square's derivative
                 does = f"is counted twice: {answer.source} reaches {step} once"
@@ -220,24 +225,35 @@ def _neighbour_steps(case: Case, answer: Answer, want, branches, up) -> list[Can
     return out
 
 
-def _elementwise(case: Case, answer: Answer, want, branches, up) -> list[Candidate]:
-    """The exercise's classic slips in the derivative of an elementwise step, and its input or output
-    swapped for another tensor of the same shape."""
-    out = []
+def _named_slips(case: Case, answer: Answer, want, branches, up) -> list[Candidate]:
+    """The exercise's own named slips in the derivative of an elementwise step (its `mistakes`: the
+    instructor's words, so they go before the rule table's); `{x}` and `{y}` in a sentence are the step's
+    input and output."""
+    return [Candidate(f"rule:{step}:{key}", sentence.replace("{x}", answer.source).replace("{y}", step),
+                      want - part + fn(x, y) * up[step])
+            for step, part, rule, x, y in _ruled(case, answer, branches) for key, sentence, fn in rule.slips]
+
+
+def _ruled(case: Case, answer: Answer, branches):
+    """(step, its branch's part, its rule, the step's input, its output) for each step with a rule."""
     for step, part in branches.items():
         rule = case.exercise.mistakes.rules.get(step)
-        if rule is None:
-            continue
-        x, y = case.values[answer.source], case.values[step]
-        variants = [(key, sentence, fn(x, y)) for key, sentence, fn in rule.slips]
+        if rule is not None:
+            yield step, part, rule, case.values[answer.source], case.values[step]
+
+
+def _elementwise(case: Case, answer: Answer, want, branches, up) -> list[Candidate]:
+    """The derivative of an elementwise step the exercise has a rule for, read at another tensor of the
+    same shape in place of its input or output."""
+    out = []
+    for step, part, rule, x, y in _ruled(case, answer, branches):
         needed = answer.source if rule.uses == "x" else step
         role = f"{needed}, its output" if rule.uses == "y" else needed
         for other in _same_shape(case, needed):
             value = case.values[other]
             local = rule.derivative(value, y) if rule.uses == "x" else rule.derivative(x, value)
-            variants.append((f"uses:{other}", f"uses {other} where {rule.what} needs {role}", local))
-        for key, sentence, local in variants:
-            out.append(Candidate(f"rule:{step}:{key}", sentence, want - part + local * up[step]))
+            out.append(Candidate(f"rule:{step}:uses:{other}", f"uses {other} where {rule.what} needs {role}",
+                                 want - part + local * up[step]))
     return out
 
 
@@ -457,13 +473,21 @@ def inside(case: Case, answer: Answer, check: str, keep: set[str] | None, got: t
     if check != CHAIN:
         return
     cells = {a.source: a for a in case.exercise.answers if a.kind == ATOMIC}
+    # Without the rule table, its slips carried to this answer are known by their fingerprints alone.
+    table = prints.table(case.config.exercise) if _derived(case.exercise) is None else None
+    printed = table.slips(case, answer, CHAIN) if table is not None else []
     for tensor in _between(case, answer.source, sink):
         if tensor not in cells:
             continue
+        # In the order the step's own candidates go: all zeros, then the slips, then the rest.
+        slips = [Candidate(key, sentence, None, print_) for key, sentence, print_ in printed
+                 if key.startswith(f"inside:{tensor}:") and (keep is None or key in keep)]
         truth = case.truth["d" + tensor]
         tried = [c for c in candidates(case, cells[tensor], CHAIN)
-                 if c.tensor.shape == truth.shape and (keep is None or f"inside:{tensor}:{c.key}" in keep)]
+                 if c.tensor is not None and c.tensor.shape == truth.shape
+                 and (keep is None or f"inside:{tensor}:{c.key}" in keep)]
         if not tried:
+            yield from slips
             continue
         want = case.expected(answer, check)
         if got.shape != want.shape:
@@ -477,14 +501,37 @@ def inside(case: Case, answer: Answer, check: str, keep: set[str] | None, got: t
         # enough to a candidate to fit it passes; a random one rarely.
         slack = 1e-4 * float((got.norm() + want.norm()) * direction.norm()) + 1e-12
         passed = [i for i in range(len(tried)) if abs(float(along[i]) - seen) <= slack]
-        if not passed:
-            continue
         tried = [tried[i] for i in passed]
-        carried = _carried(case, answer.source, tensor, errors[passed])
-        for c, extra in zip(tried, carried, strict=True):
-            sentence = (f"goes wrong at {tensor}: {c.sentence}" if c.sentence.startswith(("the ", "a ", "an "))
-                        else f"forms a gradient for {tensor} that {c.sentence}")
-            yield Candidate(f"inside:{tensor}:{c.key}", sentence, want + extra)
+        carried = _carried(case, answer.source, tensor, errors[passed]) if passed else []
+        made = [Candidate(f"inside:{tensor}:{c.key}", _inside_sentence(tensor, c.sentence), want + extra)
+                for c, extra in zip(tried, carried, strict=True)]
+        yield from (c for c in made if c.key.endswith(":zeros"))
+        yield from slips
+        yield from (c for c in made if not c.key.endswith(":zeros"))
+
+
+def _inside_sentence(tensor: str, sentence: str) -> str:
+    return (f"goes wrong at {tensor}: {sentence}" if sentence.startswith(("the ", "a ", "an "))
+            else f"forms a gradient for {tensor} that {sentence}")
+
+
+def carried_slips(case: Case, answer: Answer) -> list[tuple[str, str, torch.Tensor]]:
+    """(key, sentence, tensor) of each rule-table slip of a step inside a fused answer's block, carried to
+    the answer's tensor on the true chain, as `inside` makes them: what the fingerprints of a fused
+    answer hold."""
+    net = case.exercise.network
+    cells = {a.source: a for a in case.exercise.answers if a.kind == ATOMIC}
+    want, found = case.expected(answer, CHAIN), []
+    for tensor in _between(case, answer.source, answer.sink or net.loss):
+        values = slip_values(case, cells[tensor], CHAIN) if tensor in cells else None
+        truth = case.truth["d" + tensor]
+        values = [(key, sentence, t) for key, sentence, t in values or () if t.shape == truth.shape]
+        if not values:
+            continue
+        carried = _carried(case, answer.source, tensor, torch.stack([t - truth for _, _, t in values]))
+        found += [(f"inside:{tensor}:{key}", _inside_sentence(tensor, sentence), want + extra)
+                  for (key, sentence, _), extra in zip(values, carried, strict=True)]
+    return found
 
 
 def _carried(case: Case, source: str, tensor: str, errors: torch.Tensor) -> torch.Tensor:
@@ -497,29 +544,38 @@ def _carried(case: Case, source: str, tensor: str, errors: torch.Tensor) -> torc
         return torch.stack([block_vjp(net, case.values, source, tensor, e) for e in errors])
 
 
-# The rule table's slips by exercise (grader.derive), derived once per exercise a process grades.
-_DERIVED: dict[int, tuple[Exercise, dict]] = {}
+# The rule table's gradients by exercise (grader.derive), derived once per exercise a process grades;
+# None where the rule table is not installed.
+_DERIVED: dict[int, tuple[Exercise, dict | None]] = {}
 
 
-def _rule_slips(case: Case, answer: Answer, check: str) -> list[Candidate]:
-    """The slips the rule table knows for this gradient's own step (grader.derive), each run here on this
-    case: the upstream gradients of this check, the forward values. Their code is derived from the
-    exercise's forward lines, never a student's, so running it in the trusted process is running the
-    grader's own. An exercise the rule table cannot derive has none."""
-    exercise = case.exercise
+def _derived(exercise: Exercise) -> dict | None:
     if id(exercise) not in _DERIVED:
         try:
             # Imported by name, not by an import statement: backprop-ninja-student ships the modules the
             # self-check imports, and grader.derive writes every reference answer from the forward lines, so
-            # it must stay out of that wheel (where the self-check then names these slips no more).
+            # it must stay out of that wheel (where the self-check knows the slips by their fingerprints).
             derive = importlib.import_module("grader.derive")
-            gradients = {g.name: g for g in derive.for_exercise(exercise)}
         except ImportError:
-            gradients = {}
-        except ValueError:  # derive.DeriveError: an operation the rule table has no rule for
-            gradients = {}
+            gradients = None
+        else:
+            try:
+                gradients = {g.name: g for g in derive.for_exercise(exercise)}
+            except ValueError:  # derive.DeriveError: an operation the rule table has no rule for
+                gradients = {}
         _DERIVED[id(exercise)] = (exercise, gradients)
-    gradient = _DERIVED[id(exercise)][1].get(answer.variable)
+    return _DERIVED[id(exercise)][1]
+
+
+def slip_values(case: Case, answer: Answer, check: str) -> list[tuple[str, str, torch.Tensor]] | None:
+    """(key, sentence, tensor) of each slip the rule table knows for this gradient's own step, run here on
+    this case: the upstream gradients of this check, the forward values; None without the rule table.
+    Their code is derived from the exercise's forward lines, never a student's, so running it in the
+    trusted process is running the grader's own. An exercise the rule table cannot derive has none."""
+    gradients = _derived(case.exercise)
+    if gradients is None:
+        return None
+    gradient = gradients.get(answer.variable)
     if gradient is None:
         return []
     found, shape = [], case.expected(answer, check).shape
@@ -534,17 +590,30 @@ def _rule_slips(case: Case, answer: Answer, check: str) -> list[Candidate]:
         value = namespace.get(answer.variable)
         # A slip that changes the shape is told more exactly by the shape hints (which dimension, keepdim).
         if isinstance(value, torch.Tensor) and value.shape == shape:
-            found.append(Candidate(f"slip:{slip.name}", slip.sentence, value.detach().to(torch.float64)))
+            found.append((f"slip:{slip.name}", slip.sentence, value.detach().to(torch.float64)))
     return found
+
+
+def _rule_slips(case: Case, answer: Answer, check: str) -> list[Candidate]:
+    """The rule table's slips of this step as candidates: run here, or, in a student's environment without
+    the rule table, known by the fingerprints `course init` wrote beside the notebook."""
+    values = slip_values(case, answer, check)
+    if values is not None:
+        return [Candidate(key, sentence, tensor) for key, sentence, tensor in values]
+    table = prints.table(case.config.exercise)
+    if table is None:
+        return []
+    return [Candidate(key, sentence, None, print_) for key, sentence, print_ in table.slips(case, answer, check)]
 
 
 @functools.lru_cache(maxsize=4096)  # Case hashes by identity: a class reuses each case's neighbourhood
 def candidates(case: Case, answer: Answer, check: str) -> tuple[Candidate, ...]:
-    """Every candidate of this answer on this case and check, in the order they are preferred: the search
-    of its neighbourhood (its sentences were written for students), then the rule table's slips of the
-    step itself, for what the search does not reach. Only an atomic answer is one
-    backward step, whose branches the forward pass shows; any other is searched for factors, a
-    transpose and zeros."""
+    """Every candidate of this answer on this case and check, in the order they are preferred: all zeros
+    (a fact, where any cause would be one of many), the exercise's own named slips, then the rule table's
+    slips of the step itself (each the one edit of the derived answer that makes it, told with this
+    exercise's own names), then the search of its neighbourhood for what no single slip reaches. Only an
+    atomic answer is one backward step, whose branches the forward pass shows; any other is searched for
+    factors, a transpose and zeros."""
     net = case.exercise.network
     if answer.kind != ATOMIC:
         want = case.expected(answer, check)
@@ -552,16 +621,17 @@ def candidates(case: Case, answer: Answer, check: str) -> tuple[Candidate, ...]:
     slips = _rule_slips(case, answer, check)
     if not any(c != net.loss for c in net.consumers(answer.source)):
         want = case.expected(answer, check)
-        return (*_zeros(want), *_generic(case, want), *slips)
+        return (*_zeros(want), *slips, *_generic(case, want))
     want, branches, up = _per_branch(case, answer, check)
     # The chain rule's slips go before the elementwise ones: a local derivative left out is the simpler
     # account of an answer that also equals a derivative read at a tensor where it is 1 everywhere.
     # A factor of the whole answer before a branch's: when both fit, the other branches are (nearly) zero
     # on these upstream gradients, and the whole answer's factor is the account that holds for any.
-    found = [*_zeros(want), *_indexing(case, answer, want, up), *_reductions(case, answer, want, up),
+    found = [*_zeros(want), *_named_slips(case, answer, want, branches, up), *slips,
+             *_indexing(case, answer, want, up), *_reductions(case, answer, want, up),
              *_generic(case, want),
              *_twice_used(case, answer, check, want, branches), *_chain_rule(case, answer, want, branches, up),
              *_elementwise(case, answer, want, branches, up), *_operands(case, answer, want, branches, up),
-             *slips, *_substitutions(case, answer, check, want, branches, up),
+             *_substitutions(case, answer, check, want, branches, up),
              *_neighbour_steps(case, answer, want, branches, up)]
     return tuple(found)

@@ -178,6 +178,7 @@ def _write_material(course, target: Path, kept: frozenset[str] = frozenset()) ->
     nbformat.write(_source_notebook(solved, course, kept), source / course.notebook)
     if own is not None and own.resolve() != (source / own.name).resolve():
         shutil.copy(own, source / own.name)  # the student's self-check loads it beside the notebook
+    _write_prints(course, source, own)
     if data is not None:
         if data.resolve() != (source / course.data).resolve():
             shutil.copy(data, source / course.data)
@@ -197,6 +198,17 @@ def _write_material(course, target: Path, kept: frozenset[str] = frozenset()) ->
         catalogue.write_text(known_mistakes(catalogue.read_text(encoding="utf-8"), course.exercise), encoding="utf-8")
     elif own_catalogue is not None:
         catalogue.write_text(own_catalogue, encoding="utf-8")
+
+
+def _write_prints(course, source: Path, own: Path | None) -> None:
+    """The rule table's slips fingerprinted beside the notebook, for the self-check of students who have
+    only backprop-ninja-student (grader.judge.prints)."""
+    from grader.lms import notebooks, slip_prints
+
+    spec = course.exercise_spec
+    if own is not None:
+        spec = f"{source / own.name}:{spec.rpartition(':')[2]}"
+    slip_prints.write(source, spec, notebooks.public_settings(course).get("exercise", DEFAULT))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ tanh), what its sizes and data are called, and what sets its small-variance conf
 
 The engine's search (grader.judge.neighbourhood) tries each slip on the forward pass, in the trusted
 process, and names a wrong answer with its sentence when the answer equals it on every configuration.
+The rule table (grader.derive) derives the classic slips of every operation; these are only the ones
+it lacks.
 """
 from __future__ import annotations
 
@@ -11,21 +13,15 @@ from grader.exercise import Mistakes, Rule
 from grader.exercises.makemore_mlp.model import EPS
 
 
-def _eps_slips(var: str = "bnvar") -> tuple:
-    slips = [("eps-dropped", f"leaves the forward's eps out of the derivative of ({var} + eps)**-0.5",
-              lambda x, y: -0.5 * x**-1.5)]
-    for eps in (1e-3, 1e-4, 1e-6, 1e-8):
-        slips.append((f"eps-{eps:g}", f"adds eps = {eps:g} in the derivative where the forward adds {EPS:g}",
-                      lambda x, y, e=eps: -0.5 * (x + e) ** -1.5))
-    slips.append(("power", "keeps the exponent -0.5 in the derivative: the power rule lowers it by one",
-                  lambda x, y: -0.5 * (x + EPS) ** -0.5))
-    slips.append(("power-up", "raises the exponent in the derivative: the power rule lowers it by one",
-                  lambda x, y: -0.5 * (x + EPS) ** 0.5))
-    return tuple(slips)
+def _eps_slips() -> tuple:
+    """An eps other than the forward's in the derivative (the rule table knows eps left out, the exponent
+    kept or raised, the factor -0.5 left out)."""
+    return tuple((f"eps-{eps:g}", f"adds eps = {eps:g} in the derivative where the forward adds {EPS:g}",
+                  lambda x, y, e=eps: -0.5 * (x + e) ** -1.5) for eps in (1e-3, 1e-4, 1e-6, 1e-8))
 
 
 def _inverse_sqrt(var: str) -> Rule:
-    return Rule(f"the derivative of ({var} + eps)**-0.5", "x", lambda x, y: -0.5 * (x + EPS) ** -1.5, _eps_slips(var))
+    return Rule(f"the derivative of ({var} + eps)**-0.5", "x", lambda x, y: -0.5 * (x + EPS) ** -1.5, _eps_slips())
 
 
 def _square(diff: str) -> Rule:
@@ -33,30 +29,18 @@ def _square(diff: str) -> Rule:
         ("square", f"squares {diff} in the derivative of the square, which is linear in it", lambda x, y: x**2),))
 
 
-TANH = Rule("the derivative of tanh", "y", lambda x, y: 1 - y**2, (
-    ("tanh-square", "squares (1 - h) in the tanh derivative: check the order of the square and the subtraction",
-     lambda x, y: (1 - y) ** 2),
-    ("tanh-plus", "adds the square of h in the tanh derivative instead of subtracting it", lambda x, y: 1 + y**2),
-    ("tanh-cosh", "uses tanh's output where its derivative needs the square of it", lambda x, y: 1 - y),
-    ("sigmoid", "uses the sigmoid's derivative where the tanh's is needed", lambda x, y: y * (1 - y))))
+# Each rule's derivative also serves the search for one read at another tensor of the same shape; its
+# slips are only those the rule table's own (grader.derive) lack.
+TANH = Rule("the derivative of tanh", "y", lambda x, y: 1 - y**2)
 SIGMOID = Rule("the derivative of the sigmoid", "y", lambda x, y: y * (1 - y), (
-    ("tanh", "uses tanh's derivative (1 - h**2) where the sigmoid's is needed", lambda x, y: 1 - y**2),
-    ("sigmoid-half", "keeps only one factor of the sigmoid's derivative sigma * (1 - sigma)", lambda x, y: y),
-    ("sigmoid-other-half", "keeps only the (1 - sigma) factor of the sigmoid's derivative", lambda x, y: 1 - y)))
-RELU = Rule("the derivative of ReLU", "x", lambda x, y: (x > 0).to(x.dtype), (
-    ("relu-output", "multiplies by ReLU's output where its derivative is a 0/1 mask", lambda x, y: y),
-    ("relu-inverted", "masks the wrong side: ReLU passes the gradient where its input is positive",
-     lambda x, y: (x <= 0).to(x.dtype))))
-CUBE = Rule("the derivative of the cube", "x", lambda x, y: 3 * x**2, (
-    ("cube-power", "keeps the exponent 3 in the derivative: the power rule lowers it by one", lambda x, y: 3 * x**3),
-    ("cube-factor", "leaves out the factor 3 the power rule brings down", lambda x, y: x**2)))
+    ("sigmoid-other-half", "keeps only the (1 - {y}) factor of the sigmoid's derivative", lambda x, y: 1 - y),))
+RELU = Rule("the derivative of ReLU", "x", lambda x, y: (x > 0).to(x.dtype))
+CUBE = Rule("the derivative of the cube", "x", lambda x, y: 3 * x**2)
 # The cross-entropy's steps, the same in every variant.
 CROSS_ENTROPY = {
-    "logprobs": Rule("the derivative of log", "x", lambda x, y: 1 / x, (
-        ("multiplies", "multiplies by probs where the derivative of log divides by it", lambda x, y: x),)),
+    "logprobs": Rule("the derivative of log", "x", lambda x, y: 1 / x),
     "counts": Rule("the derivative of exp", "y", lambda x, y: y),
     "counts_sum_inv": Rule("the derivative of x**-1", "x", lambda x, y: -x**-2, (
-        ("power", "keeps the exponent -1 in the derivative: the power rule lowers it by one", lambda x, y: -x**-1),
         ("power-twice", "lowers the exponent by two in the derivative of x**-1", lambda x, y: -x**-3),
         ("power-positive", "writes a positive exponent in the derivative of x**-1", lambda x, y: -x**2))),
 }

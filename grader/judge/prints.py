@@ -1,0 +1,98 @@
+"""Fingerprints of the rule table's slips on the self-check's own batches, so that a student's
+environment without the rule table still names a slip in the grader's words.
+
+The rule table (grader.derive) writes every reference answer from the forward lines, so it stays out of
+backprop-ninja-student, the package a graded course's students install. What the self-check needs of it
+is only whether an answer equals a slip on the batches it draws itself, which are public and the same
+everywhere (they come from a fixed salt). `course init` computes each slip there once and writes its
+fingerprint beside the notebook: the tensor's shape, its L2 norm and its dot products with a few fixed
+vectors of random signs. An answer within allclose of the slip differs from it by at most atol + rtol *
+|slip| per entry; along a direction of random signs such differences add up like a random walk, to a few
+times atol * sqrt(numel) + rtol * L2, never near the sum of the bounds, which no realistic answer
+reaches (an answer allclose to a slip equals it up to rounding). So the test is loose enough for a slip
+computed in another order and tight enough to tell a slip from one that differs in a single entry. A
+few numbers per tensor give back no reference answer (the right answer's own fingerprint is there too,
+to tell a torch that draws other batches, which autograd gives any student anyway).
+
+Where the table has no fingerprint (the notebook's own batch, a torch whose batches differ, no file), a
+slip is unknown there: neither named nor ruled out by that batch.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import torch
+
+FILE = "self_check_slips.json"
+FORMAT = 1
+PROJECTIONS = 4
+SIGMAS = 6.0
+
+
+@functools.lru_cache(maxsize=64)
+def _signs(numel: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(20261202)
+    return (torch.randint(0, 2, (PROJECTIONS, numel), generator=g) * 2 - 1).to(torch.float64)
+
+
+def fingerprint(tensor: torch.Tensor) -> dict:
+    flat = tensor.detach().reshape(-1).to(torch.float64)
+    return {"shape": list(tensor.shape), "l2": float(flat.norm()),
+            "p": [float(v) for v in _signs(flat.numel()) @ flat]}
+
+
+def matches(print_: dict, got: torch.Tensor, rtol: float, atol: float) -> bool:
+    """Whether `got` is allclose to the fingerprinted tensor, as far as its products tell."""
+    if list(got.shape) != print_["shape"]:
+        return False
+    flat = got.detach().reshape(-1).to(torch.float64)
+    if not bool(torch.isfinite(flat).all()):
+        return False
+    products = _signs(flat.numel()) @ flat
+    # The random walk of allclose's bounds, plus the rounding of sums of numel terms in float64.
+    spread = atol * flat.numel() ** 0.5 + rtol * print_["l2"]
+    bound = SIGMAS * spread + 1e-12 * flat.numel() ** 0.5 * (print_["l2"] + float(flat.norm()))
+    return all(abs(float(a) - b) <= bound for a, b in zip(products, print_["p"], strict=True))
+
+
+class Table:
+    """One exercise's fingerprints: per case name, grade id and check, the right answer's and each slip's
+    (key, sentence, fingerprint), in the order the grader tries them."""
+
+    def __init__(self, data: dict):
+        self.spec, self.cases = data["spec"], data["cases"]
+
+    def slips(self, case, answer, check: str) -> list[tuple[str, str, dict | None]]:
+        """The slips of this answer and check, each with its fingerprint on `case`, or None where the table
+        cannot vouch for it there: a case it was not made on, or one whose right answer differs here."""
+        made = self.cases.get(case.config.name, {}).get(answer.grade_id, {}).get(check)
+        if made is not None and matches(made["expected"], case.expected(answer, check), 1e-9, 1e-12):
+            return [(key, sentence, print_) for key, sentence, print_ in made["slips"]]
+        known = {}
+        for per_case in self.cases.values():
+            for key, sentence, _ in per_case.get(answer.grade_id, {}).get(check, {}).get("slips", ()):
+                known.setdefault(key, sentence)
+        return [(key, sentence, None) for key, sentence in known.items()]
+
+
+@functools.lru_cache(maxsize=8)
+def _read(path: str, mtime: float) -> Table | None:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return Table(data) if data.get("format") == FORMAT else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # a damaged file names no slip; it never stops a check
+
+
+def table(spec: str, folder: Path | None = None) -> Table | None:
+    """The fingerprints beside the notebook (the working directory) for the exercise `spec`, if any."""
+    path = (folder or Path.cwd()) / FILE
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return None
+    found = _read(str(path), mtime)
+    return found if found is not None and found.spec == spec else None
+
