@@ -561,3 +561,19 @@ def test_tensors_arrive_as_plain_tensors():
         os.close(r)
     assert header == {"op": "answer"}
     assert type(tensors["answer"]) is torch.Tensor and torch.equal(tensors["answer"], torch.ones(3))
+
+
+def test_an_unsummed_broadcast_dimension_wider_than_the_size_limit_is_kept_for_its_hint():
+    """Layer norm's (n, 1) statistics left unsummed over a hidden layer wider than OVERSIZE: the answer has
+    a forward tensor's shape, so it is kept and told as a missing sum, not refused as a flood."""
+    from grader.exercise import Sizes, load
+    from grader.judge.configs import Config
+    from grader.judge.exam import prepare
+
+    spec = "makemore-mlp/tanh-layernorm"
+    sizes = Sizes(**{**load(spec).lecture, "n_hidden": sandbox.OVERSIZE + 7})
+    wide = prepare(Config(spec, "wide", sizes, 7))
+    attempt = sandbox.run({"dlnvar_inv": "dlnvar_inv = lndiff * dlnraw\n"}, [wide],
+                          sandbox.Limits(timeout=60, cell_timeout=10))
+    outcome = attempt.outcomes[("dlnvar_inv", CHAIN, "wide")]
+    assert outcome.tensor is not None and tuple(outcome.tensor.shape) == (sizes.n, sizes.n_hidden), outcome

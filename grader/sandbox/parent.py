@@ -66,8 +66,10 @@ ANNOUNCE_EVERY = GRACE_SECONDS / 2
 # A child reports its walls within milliseconds of its fork; one that has not in this long never will.
 START_SECONDS = 30.0
 UID_BASE = 1_000_000_000
-# An answer with more elements than this many times its gradient's is not kept: a wrong shape that is
-# worth diagnosing (an unsummed broadcast dimension) stays well below it; a flood does not.
+# An answer with more elements than this many times its gradient's, or than the largest forward tensor's
+# (an unsummed broadcast dimension has that tensor's shape: layer norm's (n, 1) statistics left unsummed
+# over up to 71 hidden units), is not kept: a wrong shape worth diagnosing stays well below it; a flood
+# does not.
 OVERSIZE = 64
 # What a child may report beside a status; anything else in its reply is dropped.
 DETAIL_KEYS = ("error_type", "error", "line", "seconds", "evidence", "type", "step", "parameter",
@@ -541,7 +543,8 @@ class _Submission:
 
     def keep(self, grade_id: str, case, check: str, outcome: Outcome) -> None:
         expected = case.expected(self.answers[grade_id], CHAIN).numel()
-        if outcome.tensor is not None and outcome.tensor.numel() > OVERSIZE * max(expected, 1):
+        largest = max((v.numel() for v in case.values.values() if isinstance(v, torch.Tensor)), default=1)
+        if outcome.tensor is not None and outcome.tensor.numel() > OVERSIZE * max(expected, largest, 1):
             outcome = Outcome(Status.UNSENDABLE, {"error": f"{outcome.tensor.numel()} elements, where the gradient "
                                                            f"has {expected}: far too large to be a gradient here"})
         self.attempt.outcomes[(grade_id, check, case.config.name)] = outcome
