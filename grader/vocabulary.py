@@ -137,12 +137,21 @@ def shape_text(shape) -> str:
     return str(tuple(shape))
 
 
-def missed_branch(tensor: str, consumers: list[str], missing: str) -> str:
-    """The words for a gradient that leaves out one use of its tensor, one sentence for the rule table's
-    slip and the search's candidate alike (a student meets it from either)."""
+def _uses(tensor: str, consumers: list[str]) -> str:
     names = [f"in {c}" for c in consumers]
     where = ", ".join(names[:-1]) + " and " + names[-1]
     count = {3: "three", 4: "four", 5: "five"}.get(len(names), str(len(names)))
     times, all_of = ("twice", "both") if len(names) == 2 else (f"{count} times", f"all {count}")
-    return (f"misses the branch through {missing}: {tensor} is used {times} ({where}), so its gradient is the sum "
-            f"of {all_of}")
+    return f"{tensor} is used {times} ({where}), so its gradient is the sum of {all_of}"
+
+
+def missed_branch(tensor: str, consumers: list[str], missing: str) -> str:
+    """The words for a gradient that leaves out one use of its tensor, one sentence for the rule table's
+    slip and the search's candidate alike (a student meets it from either)."""
+    return f"misses the branch through {missing}: {_uses(tensor, consumers)}"
+
+
+def only_branch(tensor: str, consumers: list[str], kept: str) -> str:
+    """The words for a gradient that keeps one use of its tensor of three or more (an accumulation that
+    overwrites, a loop over one step)."""
+    return f"keeps only the branch through {kept}: {_uses(tensor, consumers)}"

@@ -90,7 +90,8 @@ def said(variant: str, grade_id: str, code: str, check: str = CHAIN) -> str | No
      "logprobs (-1/x² is the derivative of 1/x)"),
     # a forgotten ReLU mask is a local derivative left out, not a derivative read at another tensor
     ("relu-layernorm", "dhpreact", "dhpreact = dh.clone()",
-     "your dhpreact passes dh back unchanged: the local derivative of the step that computes h is missing"),
+     "your dhpreact equals dh: the derivative of the step that computes h is not applied to it (left out, or the "
+     "formula of dh copied)"),
     # the right entries in another order
     ("sigmoid-layernorm", "demb", "demb = dembcat.view(emb.shape[0], emb.shape[2], emb.shape[1]).permute(0, 2, 1)",
      "your demb has the right entries in the wrong places"),

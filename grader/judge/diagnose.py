@@ -138,9 +138,10 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     student's code; None when no candidate fits them all. Without `factor`, a constant factor the
     answer is off by is named but not given (the configurations it was seen on are hidden)."""
     variable = answer.variable
-    # A fused cell runs a whole block: a step inside it may be wrong. (A function's parameters would be
-    # searched the same way, but at twenty inner steps each they cost seconds per wrong answer.)
-    block = answer.kind == FUSED
+    # A fused cell and a function run a whole block: a step inside it may be wrong. A function's gradient
+    # is first named as its tensor's one-step cell's would be; its inner steps are searched only when
+    # nothing else fits (the step's candidates are cached per case, so a class pays for them once).
+    block = answer if answer.kind in (FUSED, FUNCTION) else None
     if tensors:
         answer, check = counterpart(tensors[0][0].exercise, answer) or (answer, check)
     tensors = [(case, got.detach().to(torch.float64)) for case, got in tensors]
@@ -177,9 +178,9 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     # In the order they are preferred, each family searched only when none before it fits: a
     # neighbourhood's candidate, a tensor factor, a step inside a fused block.
     families = [lambda case, got, keys: made(neighbourhood.candidates(case, answer, check)), factors]
-    if block:
+    if block is not None:
         families.append(lambda case, got, keys: made(neighbourhood.inside(
-            case, answer, check, None if keys is None else set(keys), got)))
+            case, block, CHAIN if block.kind == FUNCTION else check, None if keys is None else set(keys), got)))
     for family in families:
         keys = search(family)
         if keys:

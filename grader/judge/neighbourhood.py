@@ -15,6 +15,7 @@ expression.
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 import importlib
 import itertools
@@ -29,7 +30,7 @@ from grader.exercise import ATOMIC, Answer, Exercise
 from grader.judge import prints
 from grader.judge.exam import CHAIN, Case
 from grader.judge.oracle import block_jvp, block_vjp, local_vjp
-from grader.vocabulary import missed_branch
+from grader.vocabulary import missed_branch, only_branch
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,12 @@ def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[
                 does = f"is counted twice: {answer.source} reaches {step} once"
             out.append(Candidate(f"branch:{step}:{key}",
                                  f"the part flowing back through {step} {does}", want + (factor - 1) * part))
+    if len(branches) > 2:
+        out += [Candidate(f"only:{step}", only_branch(answer.source, list(branches), step), part)
+                for step, part in branches.items()]
     for (first, a), (second, b) in itertools.combinations(branches.items(), 2):
+        if not bool((a * b).any()):  # parts that never overlap: their product is both left out, no product
+            continue
         out.append(Candidate(f"branch-product:{first}:{second}",
                              f"multiplies the parts flowing back through {first} and {second}, where the gradients "
                              f"of the uses of {answer.source} add up", want - a - b + a * b))
@@ -265,9 +271,13 @@ def _chain_rule(case: Case, answer: Answer, want, branches, up) -> list[Candidat
                                                    f"d{step}, the gradient flowing back from it (chain rule)",
                              want - part + alone))
         if up[step].shape == want.shape:
-            out.append(Candidate(f"upstream-only:{step}", f"passes d{step} back unchanged: the local derivative "
-                                                          f"of the step that computes {step} is missing",
-                                 want - part + up[step]))
+            # With one branch the answer is d{step} itself: a local derivative left out and the next cell's
+            # formula copied give those values alike, so the sentence says what they are, not which.
+            sentence = (f"equals d{step}: the derivative of the step that computes {step} is not applied to it "
+                        f"(left out, or the formula of d{step} copied)") if len(branches) == 1 else \
+                (f"passes d{step} back unchanged: the local derivative of the step that computes {step} is "
+                 f"missing")
+            out.append(Candidate(f"upstream-only:{step}", sentence, want - part + up[step]))
     return out
 
 
@@ -578,8 +588,13 @@ def slip_values(case: Case, answer: Answer, check: str) -> list[tuple[str, str, 
     gradient = gradients.get(answer.variable)
     if gradient is None:
         return []
-    found, shape = [], case.expected(answer, check).shape
+    found, shape, seen = [], case.expected(answer, check).shape, collections.Counter()
     for slip in gradient.slips():
+        # A slip's name recurs across a step's uses (missed-branch in each) and a product's factors
+        # (mul-local): its key names the use, and counts the rest, the same on every case.
+        key = f"slip:{slip.name}:{slip.consumer}" if slip.consumer else f"slip:{slip.name}"
+        seen[key] += 1
+        key += f"#{seen[key]}" if seen[key] > 1 else ""
         namespace = {k: v.clone() if isinstance(v, torch.Tensor) else v
                      for k, v in {**case.values, **case.upstream(answer, check)}.items()}
         namespace.update(case.sizes, torch=torch, F=F)
@@ -590,7 +605,7 @@ def slip_values(case: Case, answer: Answer, check: str) -> list[tuple[str, str, 
         value = namespace.get(answer.variable)
         # A slip that changes the shape is told more exactly by the shape hints (which dimension, keepdim).
         if isinstance(value, torch.Tensor) and value.shape == shape:
-            found.append((f"slip:{slip.name}", slip.sentence, value.detach().to(torch.float64)))
+            found.append((key, slip.sentence, value.detach().to(torch.float64)))
     return found
 
 

@@ -39,8 +39,9 @@ def _signs(numel: int) -> torch.Tensor:
 
 def fingerprint(tensor: torch.Tensor) -> dict:
     flat = tensor.detach().reshape(-1).to(torch.float64)
-    return {"shape": list(tensor.shape), "l2": float(flat.norm()),
-            "p": [float(v) for v in _signs(flat.numel()) @ flat]}
+    # Twelve digits: far finer than any tolerance a fingerprint is matched with, and a third of the file.
+    return {"shape": list(tensor.shape), "l2": float(f"{float(flat.norm()):.12g}"),
+            "p": [float(f"{float(v):.12g}") for v in _signs(flat.numel()) @ flat]}
 
 
 def matches(print_: dict, got: torch.Tensor, rtol: float, atol: float) -> bool:
@@ -58,23 +59,21 @@ def matches(print_: dict, got: torch.Tensor, rtol: float, atol: float) -> bool:
 
 
 class Table:
-    """One exercise's fingerprints: per case name, grade id and check, the right answer's and each slip's
-    (key, sentence, fingerprint), in the order the grader tries them."""
+    """One exercise's fingerprints: per grade id and check, its slips' keys and sentences in the order the
+    grader tries them; per case name, grade id and check, the right answer's fingerprint and each
+    slip's."""
 
     def __init__(self, data: dict):
-        self.spec, self.cases = data["spec"], data["cases"]
+        self.spec, self.named, self.cases = data["spec"], data["slips"], data["cases"]
 
     def slips(self, case, answer, check: str) -> list[tuple[str, str, dict | None]]:
         """The slips of this answer and check, each with its fingerprint on `case`, or None where the table
         cannot vouch for it there: a case it was not made on, or one whose right answer differs here."""
+        named = self.named.get(answer.grade_id, {}).get(check, ())
         made = self.cases.get(case.config.name, {}).get(answer.grade_id, {}).get(check)
-        if made is not None and matches(made["expected"], case.expected(answer, check), 1e-9, 1e-12):
-            return [(key, sentence, print_) for key, sentence, print_ in made["slips"]]
-        known = {}
-        for per_case in self.cases.values():
-            for key, sentence, _ in per_case.get(answer.grade_id, {}).get(check, {}).get("slips", ()):
-                known.setdefault(key, sentence)
-        return [(key, sentence, None) for key, sentence in known.items()]
+        if made is None or not matches(made["expected"], case.expected(answer, check), 1e-9, 1e-12):
+            made = {"prints": {}}
+        return [(key, sentence, made["prints"].get(key)) for key, sentence in named]
 
 
 @functools.lru_cache(maxsize=8)
