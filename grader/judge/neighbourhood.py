@@ -492,32 +492,49 @@ def inside(case: Case, answer: Answer, check: str, keep: set[str] | None, got: t
         # In the order the step's own candidates go: all zeros, then the slips, then the rest.
         slips = [Candidate(key, sentence, None, print_) for key, sentence, print_ in printed
                  if key.startswith(f"inside:{tensor}:") and (keep is None or key in keep)]
-        truth = case.truth["d" + tensor]
-        tried = [c for c in candidates(case, cells[tensor], CHAIN)
-                 if c.tensor is not None and c.tensor.shape == truth.shape
-                 and (keep is None or f"inside:{tensor}:{c.key}" in keep)]
-        if not tried:
+        inner, errors, along = _along(case, answer.source, tensor, cells[tensor])
+        kept = [i for i, c in enumerate(inner) if keep is None or f"inside:{tensor}:{c.key}" in keep]
+        if not kept:
             yield from slips
             continue
         want = case.expected(answer, check)
         if got.shape != want.shape:
             return
-        errors = torch.stack([c.tensor - truth for c in tried])
-        direction = torch.randn(want.shape, generator=torch.Generator().manual_seed(0), dtype=want.dtype)
-        moved = block_jvp(net, case.values, answer.source, tensor, direction)
+        direction = _direction(case, answer.source, tensor)[0]
         seen = float(((got - want) * direction).sum())
-        along = (errors * moved).flatten(1).sum(1)
         # Ten times the comparison's relative tolerance, on Cauchy-Schwarz's scale: any answer close
         # enough to a candidate to fit it passes; a random one rarely.
         slack = 1e-4 * float((got.norm() + want.norm()) * direction.norm()) + 1e-12
-        passed = [i for i in range(len(tried)) if abs(float(along[i]) - seen) <= slack]
-        tried = [tried[i] for i in passed]
+        near = ((along[kept] - seen).abs() <= slack).tolist()
+        passed = [i for i, ok in zip(kept, near, strict=True) if ok]
+        tried = [inner[i] for i in passed]
         carried = _carried(case, answer.source, tensor, errors[passed]) if passed else []
         made = [Candidate(f"inside:{tensor}:{c.key}", _inside_sentence(tensor, c.sentence), want + extra)
                 for c, extra in zip(tried, carried, strict=True)]
         yield from (c for c in made if c.key.endswith(":zeros"))
         yield from slips
         yield from (c for c in made if not c.key.endswith(":zeros"))
+
+
+@functools.lru_cache(maxsize=4096)  # Case hashes by identity: every wrong answer of a class shares these
+def _direction(case: Case, source: str, tensor: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fixed random direction in the gradient of `source` and where it moves `tensor`'s gradient: what
+    `inside` tests each candidate along before it carries any back in full."""
+    want = case.truth["d" + source]
+    direction = torch.randn(want.shape, generator=torch.Generator().manual_seed(0), dtype=want.dtype)
+    return direction, block_jvp(case.exercise.network, case.values, source, tensor, direction)
+
+
+@functools.lru_cache(maxsize=4096)
+def _along(case: Case, source: str, tensor: str, cell: Answer) -> tuple[list[Candidate], torch.Tensor, torch.Tensor]:
+    """The step's candidates of the gradient's shape, their errors, and how far each moves the answer
+    along `_direction`: the same for every answer of a class that runs this block."""
+    truth = case.truth["d" + tensor]
+    inner = [c for c in candidates(case, cell, CHAIN) if c.tensor is not None and c.tensor.shape == truth.shape]
+    if not inner:
+        return inner, torch.empty(0), torch.empty(0)
+    errors = torch.stack([c.tensor - truth for c in inner])
+    return inner, errors, (errors * _direction(case, source, tensor)[1]).flatten(1).sum(1)
 
 
 def _inside_sentence(tensor: str, sentence: str) -> str:

@@ -8,6 +8,7 @@ revealed.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -543,8 +544,7 @@ class _Submission:
 
     def keep(self, grade_id: str, case, check: str, outcome: Outcome) -> None:
         expected = case.expected(self.answers[grade_id], CHAIN).numel()
-        largest = max((v.numel() for v in case.values.values() if isinstance(v, torch.Tensor)), default=1)
-        if outcome.tensor is not None and outcome.tensor.numel() > OVERSIZE * max(expected, largest, 1):
+        if outcome.tensor is not None and outcome.tensor.numel() > OVERSIZE * max(expected, _largest(case), 1):
             outcome = Outcome(Status.UNSENDABLE, {"error": f"{outcome.tensor.numel()} elements, where the gradient "
                                                            f"has {expected}: far too large to be a gradient here"})
         self.attempt.outcomes[(grade_id, check, case.config.name)] = outcome
@@ -665,6 +665,11 @@ class _Submission:
     def flag(self) -> None:
         for key, found in self.evidence.items():
             self.attempt.outcomes[key] = _flagged(found, self.attempt.outcomes.get(key))
+
+
+@functools.lru_cache(maxsize=256)  # a case hashes by identity; every answer of a class asks of the same few
+def _largest(case) -> int:
+    return max((v.numel() for v in case.values.values() if isinstance(v, torch.Tensor)), default=1)
 
 
 def run(cells: dict[str, str], cases: list, limits: Limits, training=None) -> Attempt:
