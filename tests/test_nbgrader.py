@@ -42,6 +42,7 @@ import yaml
 from grader.course import load
 from grader.exercises.makemore_mlp.answers import ANSWER_CELLS, BY_GRADE_ID, EX4_CELL, GRADE_CELL_PREFIX, grade_cell_id
 from grader.exercises.makemore_mlp.model import PARAMETERS
+from grader.judge import prints
 from helpers.nbgrader_course import (
     Course,
     cell_by_grade_id,
@@ -324,7 +325,9 @@ def test_students_get_exactly_the_committed_stub(course):
     assert released == STUB.read_bytes()
     outbound = course.exchange / COURSE.course_id / "outbound" / ASSIGNMENT
     data = [COURSE.data, str(Path(COURSE.data).with_suffix(".LICENSE"))]  # the words and their licence
-    assert sorted(p.relative_to(outbound).as_posix() for p in files_under(outbound)) == sorted([COURSE.notebook, *data])
+    # and the slips' fingerprints, whose sentences only an answer that is the slip opens
+    assert sorted(p.relative_to(outbound).as_posix() for p in files_under(outbound)) == \
+        sorted([COURSE.notebook, *data, prints.FILE])
     assert (outbound / COURSE.notebook).read_bytes() == released
     for student, fetched in course.as_fetched.items():
         assert fetched == released, student
@@ -371,7 +374,7 @@ def test_nothing_of_the_course_sits_in_the_exchange_but_the_notebook_and_feedbac
     salt = salt_of(course)
     for path in files_under(course.exchange):
         assert salt not in path.read_text(encoding="utf-8", errors="replace"), path
-        assert path.suffix in (".ipynb", ".html", ".txt", ".LICENSE"), path
+        assert path.suffix in (".ipynb", ".html", ".txt", ".LICENSE") or path.name == prints.FILE, path
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ import pytest
 import yaml
 
 from grader.course import load
+from grader.judge import prints
 from helpers.nbgrader_course import Command, set_answers
 from helpers.paths import COURSE, ROOT
 from solutions import reference
@@ -323,7 +324,7 @@ def test_course_init_writes_a_course_for_a_normal_user(taught):
     assert stat.S_IMODE((course / "course.yml").stat().st_mode) == 0o600  # it holds the salt
     assert (course / "course.yml").stat().st_uid == pwd.getpwnam(INSTRUCTOR).pw_uid
     released = sorted(p.name for p in (taught.exchange / COURSE_ID / "outbound" / ASSIGNMENT).iterdir())
-    assert released == sorted([NOTEBOOK, "names.txt", "names.LICENSE"])
+    assert released == sorted([NOTEBOOK, "names.txt", "names.LICENSE", prints.FILE])
 
 
 def test_each_students_submission_is_their_own_and_graded(taught):

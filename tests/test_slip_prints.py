@@ -156,3 +156,21 @@ def test_course_init_writes_the_fingerprints_beside_the_notebook(tmp_path):
     exercise = load("makemore-mlp")
     assert {g for per in data["cases"].values() for g in per} == set(data["slips"]) == \
         {a.grade_id for a in exercise.answers if a.kind in (ATOMIC, FUSED, FUNCTION)}
+
+
+def test_the_file_lists_no_sentence_and_a_slip_opens_only_its_own(tmp_path):
+    """The sentences would hint at right formulas (the sigmoid's derivative, index_add): each is sealed by
+    its slip's values, so the file holds none, and only an answer that is the slip opens it."""
+    spec = "makemore-mlp"
+    slip_prints.write(tmp_path, spec, spec)
+    text = (tmp_path / prints.FILE).read_text()
+    case = own_cases(spec)[0]
+    answer = case.exercise.by_grade_id["dhpreact"]
+    values = slip_values(case, answer, CHAIN)
+    assert values and not [s for _, s, _ in values if s in text]
+    assert "index_add" not in text and "(1 - h)" not in text
+    (key, sentence, tensor), (_, _, other) = values[0], values[1]
+    sealed = json.loads(text)["cases"][case.config.name]["dhpreact"][CHAIN]["prints"][key]["s"]
+    assert prints.unseal(sealed, tensor) == sentence
+    assert prints.unseal(sealed, tensor * (1 + 1e-13)) == sentence  # computed in another order
+    assert prints.unseal(sealed, other) is None

@@ -160,8 +160,8 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
                     fit = fits(got, rtol, atol)
                     if fit is not False:
                         fitted.append(key)
-                        sentences.setdefault(key, sentence)
-                        if fit:
+                        if fit:  # a fingerprint's sentence is known once an answer fits it
+                            sentences.setdefault(key, sentence() if callable(sentence) else sentence)
                             seen.add(key)
             keys = fitted if keys is None else [k for k in keys if k in fitted]
             if not keys:
@@ -169,7 +169,7 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
         return [k for k in keys or [] if k in seen]
 
     def made(candidates):
-        return ((c.key, c.sentence, c.fits) for c in candidates)
+        return ((c.key, c.said, c.fits) for c in candidates)
 
     def factors(case, got, keys):
         for key, sentence, make in neighbourhood.tensor_factors(case, answer, check):

@@ -20,7 +20,7 @@ import functools
 import importlib
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -39,13 +39,26 @@ class Candidate:
     sentence: str  # what the student's code does, in words, without the right formula
     tensor: torch.Tensor | None  # None: a slip known by its fingerprint alone (grader.judge.prints)
     fingerprint: dict | None = None
+    opened: dict = field(default_factory=dict, compare=False)  # a fingerprint's sentence, once an answer opens it
 
     def fits(self, got: torch.Tensor, rtol: float, atol: float) -> bool | None:
         """Whether the answer `got` is this candidate here; None when that is unknown here (a slip with
-        no fingerprint on this case)."""
+        no fingerprint on this case). A fingerprint fits only an answer that also opens its sentence."""
         if self.tensor is None:
-            return None if self.fingerprint is None else prints.matches(self.fingerprint, got, rtol, atol)
+            if self.fingerprint is None:
+                return None
+            if not prints.matches(self.fingerprint, got, rtol, atol):
+                return False
+            sentence = prints.unseal(self.fingerprint["s"], got)
+            if sentence is None:
+                return False
+            self.opened.setdefault("sentence", sentence)
+            return True
         return self.tensor.shape == got.shape and bool(torch.allclose(got, self.tensor, rtol=rtol, atol=atol))
+
+    def said(self) -> str | None:
+        """The sentence: a fingerprint's once an answer has opened it."""
+        return self.sentence if self.tensor is not None or self.sentence else self.opened.get("sentence")
 
 
 def _tensors(exercise: Exercise) -> tuple[str, ...]:
@@ -490,7 +503,7 @@ def inside(case: Case, answer: Answer, check: str, keep: set[str] | None, got: t
         if tensor not in cells:
             continue
         # In the order the step's own candidates go: all zeros, then the slips, then the rest.
-        slips = [Candidate(key, sentence, None, print_) for key, sentence, print_ in printed
+        slips = [Candidate(key, "", None, print_) for key, print_ in printed
                  if key.startswith(f"inside:{tensor}:") and (keep is None or key in keep)]
         inner, errors, along = _along(case, answer.source, tensor, cells[tensor])
         kept = [i for i, c in enumerate(inner) if keep is None or f"inside:{tensor}:{c.key}" in keep]
@@ -635,7 +648,7 @@ def _rule_slips(case: Case, answer: Answer, check: str) -> list[Candidate]:
     table = prints.table(case.config.exercise)
     if table is None:
         return []
-    return [Candidate(key, sentence, None, print_) for key, sentence, print_ in table.slips(case, answer, check)]
+    return [Candidate(key, "", None, print_) for key, print_ in table.slips(case, answer, check)]
 
 
 @functools.lru_cache(maxsize=4096)  # Case hashes by identity: a class reuses each case's neighbourhood

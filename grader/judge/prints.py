@@ -14,12 +14,19 @@ computed in another order and tight enough to tell a slip from one that differs 
 few numbers per tensor give back no reference answer (the right answer's own fingerprint is there too,
 to tell a torch that draws other batches, which autograd gives any student anyway).
 
+The sentences are sealed: each is XORed with a key stream drawn from the slip's own values (their
+products with another set of random signs, to six digits, which the file does not hold), so the file
+lists no mistake's words, and some of them would hint at a right formula ("keeps only one factor of the
+sigmoid's derivative r * (1 - r)"); an answer that is the slip opens its sentence, as the grader would
+have said it.
+
 Where the table has no fingerprint (the notebook's own batch, a torch whose batches differ, no file), a
 slip is unknown there: neither named nor ruled out by that batch.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from pathlib import Path
 
@@ -31,10 +38,37 @@ PROJECTIONS = 4
 SIGMAS = 6.0
 
 
-@functools.lru_cache(maxsize=64)
-def _signs(numel: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(20261202)
+@functools.lru_cache(maxsize=128)
+def _signs(numel: int, seed: int = 20261202) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
     return (torch.randint(0, 2, (PROJECTIONS, numel), generator=g) * 2 - 1).to(torch.float64)
+
+
+def _key(tensor: torch.Tensor) -> bytes:
+    flat = tensor.detach().reshape(-1).to(torch.float64)
+    products = _signs(flat.numel(), 20261203) @ flat
+    return hashlib.sha256(" ".join(f"{float(v):.6g}" for v in products).encode()).digest()
+
+
+def _stream(key: bytes, size: int) -> bytes:
+    blocks = (hashlib.sha256(key + i.to_bytes(4, "big")).digest() for i in range(size // 32 + 1))
+    return b"".join(blocks)[:size]
+
+
+def seal(sentence: str, tensor: torch.Tensor) -> str:
+    """`sentence`, readable only with `tensor`'s values (hex; its first four bytes check the key)."""
+    key = _key(tensor)
+    data = hashlib.sha256(key + b"check").digest()[:4] + sentence.encode()
+    return bytes(a ^ b for a, b in zip(data, _stream(key, len(data)), strict=True)).hex()
+
+
+def unseal(sealed: str, tensor: torch.Tensor) -> str | None:
+    key = _key(tensor)
+    raw = bytes.fromhex(sealed)
+    data = bytes(a ^ b for a, b in zip(raw, _stream(key, len(raw)), strict=True))
+    if data[:4] != hashlib.sha256(key + b"check").digest()[:4]:
+        return None
+    return data[4:].decode(errors="replace")
 
 
 def fingerprint(tensor: torch.Tensor) -> dict:
@@ -59,21 +93,21 @@ def matches(print_: dict, got: torch.Tensor, rtol: float, atol: float) -> bool:
 
 
 class Table:
-    """One exercise's fingerprints: per grade id and check, its slips' keys and sentences in the order the
-    grader tries them; per case name, grade id and check, the right answer's fingerprint and each
-    slip's."""
+    """One exercise's fingerprints: per grade id and check, its slips' keys in the order the grader tries
+    them; per case name, grade id and check, the right answer's fingerprint and each slip's, with its
+    sealed sentence."""
 
     def __init__(self, data: dict):
-        self.spec, self.named, self.cases = data["spec"], data["slips"], data["cases"]
+        self.spec, self.keys, self.cases = data["spec"], data["slips"], data["cases"]
 
-    def slips(self, case, answer, check: str) -> list[tuple[str, str, dict | None]]:
+    def slips(self, case, answer, check: str) -> list[tuple[str, dict | None]]:
         """The slips of this answer and check, each with its fingerprint on `case`, or None where the table
         cannot vouch for it there: a case it was not made on, or one whose right answer differs here."""
-        named = self.named.get(answer.grade_id, {}).get(check, ())
+        keys = self.keys.get(answer.grade_id, {}).get(check, ())
         made = self.cases.get(case.config.name, {}).get(answer.grade_id, {}).get(check)
         if made is None or not matches(made["expected"], case.expected(answer, check), 1e-9, 1e-12):
             made = {"prints": {}}
-        return [(key, sentence, made["prints"].get(key)) for key, sentence in named]
+        return [(key, made["prints"].get(key)) for key in keys]
 
 
 @functools.lru_cache(maxsize=8)

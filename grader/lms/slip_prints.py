@@ -15,10 +15,10 @@ from grader.student.check import own_cases
 
 
 def build(spec: str) -> tuple[dict, dict]:
-    """Per grade id and check, each slip's key and sentence, in the order the grader tries them (a fused
-    answer's or a function's: each slip of a step inside its block); per self-check case, grade id and
-    check, the right answer's fingerprint and each slip's. `spec` loads the exercise here (a course's
-    own file by its path)."""
+    """Per grade id and check, each slip's key, in the order the grader tries them (a fused answer's or a
+    function's: each slip of a step inside its block); per self-check case, grade id and check, the right
+    answer's fingerprint and each slip's, with its sentence sealed by its values. `spec` loads the exercise
+    here (a course's own file by its path)."""
     named: dict = {}
     cases: dict = {}
     for case in own_cases(spec):
@@ -34,13 +34,13 @@ def build(spec: str) -> tuple[dict, dict]:
                 if not values:
                     continue
                 keys = named.setdefault(answer.grade_id, {}).setdefault(check, {})
-                for key, sentence, _ in values:
-                    keys.setdefault(key, sentence)
+                keys.update(dict.fromkeys(key for key, _, _ in values))
                 per_answer.setdefault(answer.grade_id, {})[check] = {
                     "expected": prints.fingerprint(case.expected(answer, check)),
-                    "prints": {key: prints.fingerprint(t) for key, _, t in values}}
+                    "prints": {key: {**prints.fingerprint(t), "s": prints.seal(sentence, t)}
+                               for key, sentence, t in values}}
         cases[case.config.name] = per_answer
-    slips = {g: {check: list(keys.items()) for check, keys in per.items()} for g, per in named.items()}
+    slips = {g: {check: list(keys) for check, keys in per.items()} for g, per in named.items()}
     return slips, cases
 
 
