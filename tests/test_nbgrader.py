@@ -333,7 +333,7 @@ def test_students_get_exactly_the_committed_stub(course):
         assert fetched == released, student
     home = course.homes / "cy" / ASSIGNMENT
     assert sorted(p.relative_to(home).as_posix() for p in files_under(home) if "feedback" not in p.parts) \
-        == sorted([COURSE.notebook, *data])
+        == sorted([COURSE.notebook, *data, prints.FILE])  # fetched beside the notebook, where its self-check looks
 
 
 def test_the_stub_has_one_blank_per_gradient_and_a_self_check_per_grade_id(course):
