@@ -25,7 +25,7 @@
 `sizes`: each name's lecture value and the range hidden configurations draw it from, `(low, high)` with
 high excluded; a bare number is a structural constant (a context of 8 halved three times), kept in every
 configuration. `parameters` and `data`: one `name = expression` a line, in the sizes, with `randn`,
-`rand`, `randint(high, shape)`, `ones`, `zeros` drawing from the configuration's own generator (so a seed
+`rand`, `randint(high, shape)`, `randperm(k)`, `ones`, `zeros` drawing from the configuration's own generator (so a seed
 reproduces it), `torch`, `F` and `math`. `forward`: one named intermediate a line, as the notebook writes
 it; the last is the loss.
 
@@ -35,8 +35,16 @@ order a student backpropagates: a tensor once every step that reads it is done),
 may read as numbers (those the forward lines use, each read from a tensor's shape), and a batch whose index
 data repeats an index (so a lookup's gradient that overwrites instead of accumulating fails). Optional:
 `fused` blocks ({"dlogits": "loss"}: one cell from the loss back to logits; {"dhprebn": "hpreact"}: from
-dhpreact back to hprebn), `backward` (a whole-backward function graded per parameter, with a training
-check), `points`, `parts` (titles), `mistakes`.
+dhpreact back to hprebn; a (sink, title) pair names the block in feedback: "the batch-norm step"),
+`backward` (a whole-backward function `manual_backward(params, cache, *data)` graded per parameter, with a
+training check; True gives it every forward value, a string of names only those, and data named there
+is not passed on its own), `training` (the training check's data, lines drawing every step's at once,
+`steps` their number; default: the batch, drawn per step), `backward_part` (its exercise number, when
+grade ids released before must keep theirs), `order` (exercise 1's gradients in another order a student
+can compute them in, for a notebook that asks them so), `hidden` ({"first": "n <= vocab"}: a condition on
+the sizes the first hidden configuration must meet, such as every target distinct; {"last": {"W1":
+3e-3}}: parameters the last one scales, such as a variance made comparable to an eps), `points`, `parts`
+(titles), `mistakes`, `demo`.
 """
 from __future__ import annotations
 
@@ -51,7 +59,7 @@ from grader import exercise as ex
 from grader import syntax
 
 # What a parameter's or a data tensor's expression may call besides the sizes.
-DRAWS = ("randn", "rand", "randint", "ones", "zeros")
+DRAWS = ("randn", "rand", "randint", "randperm", "ones", "zeros")
 
 
 class DefinitionError(ValueError):
@@ -77,12 +85,16 @@ def _namespace(sizes: Mapping[str, int], generator: torch.Generator, dtype: torc
         "randn": lambda *s: torch.randn(*shape(s), generator=generator, dtype=dtype),
         "rand": lambda *s: torch.rand(*shape(s), generator=generator, dtype=dtype),
         "randint": lambda high, s: torch.randint(0, high, tuple(s), generator=generator),
+        "randperm": lambda k: torch.randperm(k, generator=generator),
         "ones": lambda *s: torch.ones(*shape(s), dtype=dtype),
         "zeros": lambda *s: torch.zeros(*shape(s), dtype=dtype),
     }
 
 
-def _evaluate(pairs, sizes, generator, dtype, what: str) -> dict[str, torch.Tensor]:
+def _evaluate(pairs, sizes, generator, dtype, what: str, scale: Mapping[str, float] | None = None
+              ) -> dict[str, torch.Tensor]:
+    """Each line's value in order; `scale` multiplies a named value once it is drawn (a hidden
+    configuration's tiny variance)."""
     values: dict[str, torch.Tensor] = {}
     for name, code in pairs:
         try:
@@ -91,6 +103,8 @@ def _evaluate(pairs, sizes, generator, dtype, what: str) -> dict[str, torch.Tens
         except Exception as exc:  # noqa: BLE001 - any fault of the instructor's line, named
             raise DefinitionError(f"{what}: `{name} = {code}` fails at {dict(sizes)}: {type(exc).__name__}: {exc}") \
                 from None
+        if scale and name in scale:
+            values[name] = values[name] * scale[name]
     return values
 
 
@@ -132,10 +146,49 @@ def _dimensions(named: Mapping[str, tuple[torch.Tensor, ...]], sizes: tuple[Mapp
     return found
 
 
+def _hidden(spec: Mapping[str, object], lecture: Mapping[str, int], parameters: tuple[str, ...]):
+    """(the first configuration's condition, compiled or None; the last configuration's scales), checked."""
+    unknown = sorted(set(spec) - {"first", "last"})
+    if unknown:
+        raise DefinitionError(f"hidden: {', '.join(unknown)} is no option (first: a condition on the sizes the first "
+                              "hidden configuration must meet; last: parameters the last one scales)")
+    first = None
+    if spec.get("first"):
+        try:
+            first = compile(str(spec["first"]), "<hidden first>", "eval")
+            eval(first, {"__builtins__": {}}, dict(lecture))  # noqa: S307 - the instructor's file
+        except Exception as exc:  # noqa: BLE001 - any fault of the instructor's condition, named
+            raise DefinitionError(f"hidden: first = {spec['first']!r} is no condition on the sizes "
+                                  f"({', '.join(lecture)}): {type(exc).__name__}: {exc}") from None
+    scaled = dict(spec.get("last") or {})
+    wrong = [p for p, f in scaled.items() if p not in parameters or not isinstance(f, int | float)]
+    if wrong:
+        raise DefinitionError(f"hidden: last scales {', '.join(wrong)}: give parameters ({', '.join(parameters)}) "
+                              "and a number each")
+    return first, scaled
+
+
+def _batches(text: str, data_names: tuple[str, ...], lecture: Mapping[str, int]):
+    """The training check's data: lines drawing every step's at once (`steps` is their number), tried at
+    the lecture's sizes so that a fault is named at load."""
+    lines = _lines(text, "training")
+    if sorted(n for n, _ in lines) != sorted(data_names):
+        raise DefinitionError(f"training: draw exactly the data ({', '.join(data_names)}), each with a first "
+                              "dimension of `steps`")
+
+    def batches(sizes: ex.Sizes, generator: torch.Generator, steps: int) -> dict[str, torch.Tensor]:
+        return _evaluate(lines, {**sizes, "steps": steps}, generator, torch.float64, "training")
+    batches(lecture, torch.Generator().manual_seed(0), 2)
+    return batches
+
+
 def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tuple[int, int]]], parameters: str,
-             data: str, forward: str, fused: Mapping[str, str] | None = None, backward: bool = False,
+             data: str, forward: str, fused: Mapping[str, str | tuple[str, str]] | None = None,
+             backward: bool | str = False, training: str | None = None, backward_part: int | None = None,
+             order: str | None = None, hidden: Mapping[str, object] | None = None,
              points: Mapping[str, float] | None = None, parts: Mapping[int, str] | None = None,
-             mistakes: ex.Mistakes | None = None, assignment: str | None = None) -> ex.Exercise:
+             mistakes: ex.Mistakes | None = None, assignment: str | None = None, demo: str | None = None
+             ) -> ex.Exercise:
     lecture = {k: v[0] if isinstance(v, tuple) else v for k, v in sizes.items()}
     ranges = {k: tuple(v[1]) for k, v in sizes.items() if isinstance(v, tuple)}
     param_lines, data_lines = _lines(parameters, "parameters"), _lines(data, "data")
@@ -168,8 +221,16 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
                if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
                and node.value.id in param_names and isinstance(node.slice, ast.Name) and node.slice.id in data_names}
 
-    def init(sizes: ex.Sizes, generator: torch.Generator, dtype=torch.float64) -> dict[str, torch.Tensor]:
-        return _evaluate(param_lines, sizes, generator, dtype, "parameters")
+    first, scaled = _hidden(hidden or {}, lecture, param_names)
+
+    def init(sizes: ex.Sizes, generator: torch.Generator, dtype=torch.float64, **scale: float
+             ) -> dict[str, torch.Tensor]:
+        return _evaluate(param_lines, sizes, generator, dtype, "parameters", scale)
+
+    def configuration(index: int, count: int, sizes: ex.Sizes) -> dict | None:
+        if index == 0 and first and not eval(first, {"__builtins__": {}}, dict(sizes)):  # noqa: S307 - checked at load
+            return None
+        return dict(scaled) if index == count - 1 else {}
 
     def batch(sizes: ex.Sizes, generator: torch.Generator) -> dict[str, torch.Tensor]:
         values = _evaluate(data_lines, sizes, generator, torch.float64, "data")
@@ -182,37 +243,59 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
     def sizes_of(values: Mapping[str, torch.Tensor]) -> ex.Sizes:
         return ex.Sizes(**{k: values[t].shape[d] for k, (t, d) in dims.items()})
 
-    order = _order(network)
-    answers = list(ex.atomic_answers(network, order, 1))
-    functions, training = (), None
-    for part, (gradient, sink) in enumerate((fused or {}).items(), 2):
-        if gradient not in order:
-            raise DefinitionError(f"fused: {gradient} is no gradient of the exercise (they are {', '.join(order)})")
+    derived = _order(network)
+    atomic = tuple(order.split()) if order else derived
+    if set(atomic) != set(derived) or len(atomic) != len(derived):
+        extra, missing = [g for g in atomic if g not in derived], [g for g in derived if g not in atomic]
+        raise DefinitionError("order: " + "; ".join(
+            ([f"{', '.join(extra)} is no gradient of the exercise"] if extra else [])
+            + ([f"{', '.join(missing)} is missing"] if missing else [])
+            + ([f"{', '.join(sorted({g for g in atomic if atomic.count(g) > 1}))} is named twice"]
+               if len(set(atomic)) != len(atomic) else []))
+            + f" (the gradients, in an order a student can compute them: {' '.join(derived)})")
+    answers = list(ex.atomic_answers(network, atomic, 1))
+    functions, check = (), None
+    for part, (gradient, block_spec) in enumerate((fused or {}).items(), 2):
+        sink, block_title = (block_spec, "") if isinstance(block_spec, str) else block_spec
+        if gradient not in atomic:
+            raise DefinitionError(f"fused: {gradient} is no gradient of the exercise (they are {', '.join(atomic)})")
         block = () if sink == network.loss else (f"d{sink}",)
         answers.append(ex.Answer(f"ex{part}_{gradient}", gradient, gradient[1:], ex.FUSED, part, block, block,
-                                 sink=None if sink == network.loss else sink))
+                                 sink=None if sink == network.loss else sink, title=block_title))
+    part = backward_part or len(fused or {}) + 2
     if backward:
-        part = len(fused or {}) + 2
-        cache = tuple(s for s in network.intermediates if s != network.loss)
+        cache = tuple(backward.split()) if isinstance(backward, str) else \
+            tuple(s for s in network.intermediates if s != network.loss)
+        unknown = [c for c in cache if c not in (*data_names, *network.intermediates)]
+        if unknown:
+            raise DefinitionError(f"backward: {', '.join(unknown)} is no data tensor or forward line, so the cache "
+                                  "cannot hold it")
         function = ex.Function(f"ex{part}_backward", "manual_backward", (("params", param_names), ("cache", cache),
-                               *data_names), param_names, f"ex{part}_d", part)
-        functions, training = (function,), ex.Training(f"ex{part}_training", function)
+                               *(d for d in data_names if d not in cache)), param_names, f"ex{part}_d", part)
+        functions = (function,)
+        check = ex.Training(f"ex{part}_training", function,
+                            _batches(training, data_names, lecture) if training else None)
         answers += ex.function_answers(function)
+    elif training:
+        raise DefinitionError("training: only a `backward` function trains; add backward=True or drop it")
     titles = {1: "one step at a time", **{p: f"{g} in one step" for p, g in enumerate(fused or {}, 2)}}
     if backward:
-        titles[len(fused or {}) + 2] = "manual_backward and training"
-    grade_ids = [a.grade_id for a in answers] + ([training.grade_id] if training else [])
+        titles[part] = "manual_backward and training"
+    grade_ids = [a.grade_id for a in answers] + ([check.grade_id] if check else [])
+    if set(parts or {}) - set(titles):
+        raise DefinitionError(f"parts: {', '.join(map(str, sorted(set(parts) - set(titles))))} is no exercise of "
+                              f"this one (its exercises are {', '.join(map(str, titles))})")
     unknown = sorted(set(points or {}) - set(grade_ids))
     if unknown:
         raise DefinitionError(f"points: {', '.join(unknown)} is no grade id (they are {', '.join(grade_ids)})")
     value = ex.Exercise(
-        name=name, title=title, network=network, answers=tuple(answers), functions=functions, training=training,
+        name=name, title=title, network=network, answers=tuple(answers), functions=functions, training=check,
         lecture=ex.Sizes(**lecture), ranges=ranges, init=init, batch=batch, sizes_of=sizes_of,
-        hidden=lambda index, count, sizes: {}, assignment=assignment or name.replace("-", "_"),
+        hidden=configuration, assignment=assignment or name.replace("-", "_"), demo=demo or "",
         notebook=f"{assignment or name.replace('-', '_')}.ipynb",
         settings={"points": {g: (points or {}).get(g, 1) for g in grade_ids}},
         mistakes=mistakes or ex.Mistakes(),
-        parts={p: f"Exercise {p}: {t}" for p, t in (parts or titles).items()},
+        parts={p: f"Exercise {p}: {t}" for p, t in {**titles, **(parts or {})}.items()},
     )
     found = ex.problems(value)
     if found:

@@ -85,11 +85,54 @@ def test_every_derived_answer_equals_autograd():
      "line `h = h * 2`: h is already an earlier line's intermediate; each line names a new intermediate"),
     ({"parameters": PARAMETERS + "unused = randn(hidden)\n"},
      "parameter 'unused' is read by no forward line, so its gradient is zero: use it or remove it"),
+    ({"order": "dz da dh de dW db"}, "order: dE is missing (the gradients, in an order a student can compute them"),
+    ({"order": "dz da dh de dW db dE dQ"}, "order: dQ is no gradient of the exercise"),
+    ({"order": "dz da dh de dW dE dE"}, "db is missing; dE is named twice"),
+    ({"order": "da dz dh de dW db dE"}, "da comes before dz, which it needs"),
+    ({"hidden": {"first": "n <= vocbulary"}}, "hidden: first = 'n <= vocbulary' is no condition on the sizes"),
+    ({"hidden": {"last": {"Q": 1e-3}}}, "hidden: last scales Q: give parameters (E, W, b)"),
+    ({"hidden": {"middle": 1}}, "hidden: middle is no option"),
+    ({"backward": "e h Q"}, "backward: Q is no data tensor or forward line"),
+    ({"training": "X = randint(vocab, (steps, n))\nY = randn(steps, n, hidden)\n"}, "training: only a `backward`"),
+    ({"backward": True, "training": "X = randint(vocab, (steps, n))\n"}, "training: draw exactly the data (X, Y)"),
+    ({"backward": True, "training": "X = randint(vocab, (steps, n))\nY = randn(steps, m)\n"},
+     "training: `Y = randn(steps, m)` fails"),
+    ({"parts": {5: "five"}}, "parts: 5 is no exercise of this one"),
 ])
 def test_a_slip_is_one_clear_error(changes, says):
     with pytest.raises(DefinitionError, match=None) as caught:
         tiny(**changes)
     assert says in str(caught.value), caught.value
+
+
+def test_the_lecture_options_order_hidden_configurations_training_data_and_a_cache():
+    """What the lecture's own file says beyond the forward pass (grader/exercises/makemore_mlp/lecture.py)."""
+    value = tiny(order="dz da dh de db dW dE", fused={"dh": ("z", "the skip step")}, backward="X e h",
+                 backward_part=4, hidden={"first": "n <= vocab", "last": {"W": 1e-3}},
+                 training="X = randint(vocab, (steps, n))\nY = randn(steps, n, hidden)\n",
+                 data="X = randint(vocab, (n,))\nY = randn(n, hidden) + randperm(n)[:, None]\n")
+    assert value.atomic == ("dz", "da", "dh", "de", "db", "dW", "dE")
+    assert value.by_grade_id["ex2_dh"].title == "the skip step"
+    (function,) = value.functions
+    assert function.cell == "ex4_backward" and function.arguments[1:] == (("cache", ("X", "e", "h")), "Y")
+    assert value.training.grade_id == "ex4_training" and set(value.parts) == {1, 2, 4}
+    small, large = ex.Sizes(n=6, vocab=9, dim=3, hidden=2), ex.Sizes(n=12, vocab=9, dim=3, hidden=2)
+    assert value.hidden(0, 3, large) is None and value.hidden(0, 3, small) == {} == value.hidden(1, 3, large)
+    assert value.hidden(2, 3, large) == {"W": 1e-3}
+    plain, scaled = (value.init(small, torch.Generator().manual_seed(1), torch.float64, **options)
+                     for options in ({}, {"W": 1e-3}))
+    assert torch.equal(plain["W"] * 1e-3, scaled["W"]) and torch.equal(plain["E"], scaled["E"])
+    steps = value.training.batches(small, torch.Generator().manual_seed(1), 5)
+    assert steps["X"].shape == (5, 6) and steps["Y"].shape == (5, 6, 2)
+
+
+def test_the_lecture_is_a_short_exercise_file():
+    path = ROOT / "grader" / "exercises" / "makemore_mlp" / "lecture.py"
+    text = path.read_text()
+    assert "exercise(" in text and "Answer(" not in text and "def " not in text
+    from grader.exercises.makemore_mlp import lecture
+
+    assert ex.load("makemore-mlp") is lecture.EXERCISE
 
 
 def test_the_gallery_wavenet_is_one_short_file_with_no_reference_answer():
