@@ -125,7 +125,7 @@ def test_the_lecture_init_scales(batch):
     for config, case in zip(configs, cases):
         v, s = case.values, config.sizes
         assert all(v[p].dtype == torch.float64 for p in PARAMETERS)
-        w1_std = (5 / 3) / math.sqrt(s.block_size * s.n_embd) * config.init_options.get("w1_scale", 1.0)
+        w1_std = (5 / 3) / math.sqrt(s.block_size * s.n_embd) * config.init_options.get("W1", 1.0)
         assert 0.7 < float(v["C"].std()) < 1.3, config.name
         assert 0.7 * w1_std < float(v["W1"].std()) < 1.3 * w1_std, config.name
         assert 0.07 < float(v["W2"].std()) < 0.13, config.name  # never 0: W2 = 0 hid 25 of 63 mistakes

@@ -25,7 +25,7 @@ COURSE = course_config.load(make_notebooks.ROOT / "course.yml")
 PROSE = make_notebooks.PROSE.read_text()
 # The lecture's sizes, and small ones with a tiny activation variance (where batch norm's eps shows).
 CONFIGURATIONS = [(EXERCISE.lecture, {}),
-                  (Sizes(n=5, vocab=11, block_size=2, n_embd=4, n_hidden=12), {"w1_scale": 3e-3})]
+                  (Sizes(n=5, vocab=11, block_size=2, n_embd=4, n_hidden=12), {"W1": 3e-3})]
 
 
 @pytest.fixture(scope="module")

@@ -134,12 +134,19 @@ def test_the_lecture_variant_is_the_lecture_exercise():
     built = variants.build("tanh-batchnorm")
     assert built.network == EXERCISE.network and built.network.source() == EXERCISE.network.source()
     assert built.answers == EXERCISE.answers and built.grade_ids == EXERCISE.grade_ids
-    assert built.functions == EXERCISE.functions and built.training == EXERCISE.training
+    assert built.functions == EXERCISE.functions
+    assert built.training.grade_id == EXERCISE.training.grade_id
+    assert built.training.function == EXERCISE.training.function
     assert (built.lecture, dict(built.ranges)) == (EXERCISE.lecture, dict(EXERCISE.ranges))
     for sizes in (EXERCISE.lecture, exercises.Sizes(n=9, vocab=13, block_size=4, n_embd=5, n_hidden=20)):
-        for options in ({}, {"w1_scale": 3e-3}):
+        for options in ({}, {"W1": 3e-3}):
             ours, theirs = (e.init(sizes, torch.Generator().manual_seed(7), torch.float32, **options)
                             for e in (built, EXERCISE))
+            assert list(ours) == list(theirs) and all(torch.equal(ours[k], theirs[k]) for k in theirs)
+        for batch, args in (("batch", ()), ("training", (3,))):
+            ours, theirs = (getattr(e, batch) if batch == "batch" else e.training.batches
+                            for e in (built, EXERCISE))
+            ours, theirs = (draw(sizes, torch.Generator().manual_seed(7), *args) for draw in (ours, theirs))
             assert list(ours) == list(theirs) and all(torch.equal(ours[k], theirs[k]) for k in theirs)
         for index in range(4):
             assert built.hidden(index, 4, sizes) == EXERCISE.hidden(index, 4, sizes)

@@ -22,21 +22,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
+from grader import define
 from grader.exercise import (
     FUSED,
     Answer,
     Exercise,
-    Function,
-    Network,
-    Sizes,
-    Training,
-    atomic_answers,
-    function_answers,
 )
-from grader.exercises.makemore_mlp import EXERCISE, mistakes, model
-from grader.exercises.makemore_mlp.answers import ATOMIC, EX4_CELL, EX4_FUNCTION, EX4_TRAINING
+from grader.exercises.makemore_mlp import EXERCISE, lecture, mistakes, model
+from grader.exercises.makemore_mlp.answers import ATOMIC
 
 LECTURE_VARIANT = "tanh-batchnorm"
 # Composes a variant's notebook source from the lecture's (grader/exercise.py's FAMILIES says why by name).
@@ -225,80 +218,49 @@ NAMES = tuple(Variant(a, n, r).name for r in (False, True) for n in NORMALIZATIO
               for a in ACTIVATIONS.values())
 
 
-def init(variant: Variant, sizes: Sizes, generator: torch.Generator, dtype=torch.float64,
-         w1_scale: float = 1.0) -> dict[str, torch.Tensor]:
-    """The lecture's init for every piece, deliberately nonzero (a gain of exactly 1 or a zero W2 would hide
-    wrong gradients), drawn in the lecture's order from the explicit generator (so `tanh-batchnorm` draws
-    exactly the lecture's parameters), then the normalization's and the residual block's.
-
-    `w1_scale` scales the layer before the normalization (the hidden configuration with a tiny variance):
-    W1 under batch norm, W1 and b1 under layer norm, nothing without a normalization.
-    """
-    V, B, E, H = sizes.vocab, sizes.block_size, sizes.n_embd, sizes.n_hidden
-    scaled = variant.norm.scaled
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=generator, dtype=dtype)
-
-    params = {
-        "C": randn(V, E),
-        "W1": randn(B * E, H) * variant.activation.gain / math.sqrt(B * E) * (w1_scale if "W1" in scaled else 1.0),
-        "b1": randn(H) * 0.1 * (w1_scale if "b1" in scaled else 1.0),
-        "W2": randn(H, V) * 0.1,
-        "b2": randn(V) * 0.1,
-    }
+def parameters(variant: Variant) -> str:
+    """The variant's parameter lines: the lecture's init for every piece, deliberately nonzero (a gain of
+    exactly 1 or a zero W2 would hide wrong gradients), in the lecture's order (so `tanh-batchnorm` draws
+    exactly the lecture's parameters), then the normalization's and the residual block's."""
+    gain = variant.activation.gain
+    lines = ["C = randn(vocab, n_embd)",
+             f"W1 = randn(block_size * n_embd, n_hidden) * {gain!r} / math.sqrt(block_size * n_embd)",
+             "b1 = randn(n_hidden) * 0.1", "W2 = randn(n_hidden, vocab) * 0.1", "b2 = randn(vocab) * 0.1"]
     if variant.norm.parameters:
-        gain, bias = variant.norm.parameters
-        params[gain] = randn(1, H) * 0.1 + 1.0
-        params[bias] = randn(1, H) * 0.1
-    if variant.residual:
-        # Half the hidden layer's gain: the branch adds to h rather than replacing it.
-        params["W3"] = randn(H, H) * variant.activation.gain / math.sqrt(H) * 0.5
-        params["b3"] = randn(H) * 0.1
-    return params
-
-
-def hidden(variant: Variant, index: int, count: int, sizes: Sizes) -> dict | None:
-    """The lecture's rules; the tiny-variance configuration only where there is a variance to be tiny."""
-    options = model.hidden(index, count, sizes)
-    if options is None or variant.norm.scaled:
-        return options
-    return {}
+        norm_gain, bias = variant.norm.parameters
+        lines += [f"{norm_gain} = randn(1, n_hidden) * 0.1 + 1.0", f"{bias} = randn(1, n_hidden) * 0.1"]
+    if variant.residual:  # half the hidden layer's gain: the branch adds to h rather than replacing it
+        lines += [f"W3 = randn(n_hidden, n_hidden) * {gain!r} / math.sqrt(n_hidden) * 0.5",
+                  "b3 = randn(n_hidden) * 0.1"]
+    return "\n".join(lines)
 
 
 def build(name: str) -> Exercise:
-    """The variant `name` composed from its pieces (for `tanh-batchnorm` too: tests compare it with the
-    lecture's exercise)."""
+    """The variant `name` composed from its pieces into the lecture's exercise file's form, and defined by
+    the same short form (for `tanh-batchnorm` too: tests compare it with the lecture's exercise). Its tiny
+    variance scales the layer before the normalization (W1 under batch norm, W1 and b1 under layer norm,
+    nothing without one); its grade ids keep the lecture's numbering (manual_backward is exercise 4 even
+    with no exercise 3)."""
     variant = parse(name)
-    parameters = variant.parameters
-    network = Network.parse(variant.forward(), parameters=parameters, data=("Xb", "Yb"), sizes={"n": "Xb.shape[0]"})
-    backward = Function(EX4_CELL, EX4_FUNCTION, (("params", parameters), ("cache", variant.cache()), "Yb"),
-                        parameters, "ex4_d", 4)
-    fused = variant.norm.fused
-    answers = (
-        *atomic_answers(network, variant.atomic(), 1),
-        next(a for a in EXERCISE.answers if a.grade_id == "ex2_dlogits"),
-        *((fused,) if fused else ()),
-        *function_answers(backward),
-    )
-    return Exercise(
+    fused = {"dlogits": ("loss", "the cross-entropy step")}
+    if variant.norm.parameters:
+        fused["d" + variant.norm.pre] = ("hpreact", f"the {variant.norm.title} step")
+    return define.exercise(
         name=f"{EXERCISE.name}/{name}",
         title=f"{EXERCISE.title} ({name})",
-        network=network,
-        answers=answers,
-        functions=(backward,),
-        training=Training(EX4_TRAINING, backward, batches=EXERCISE.training.batches),
-        lecture=EXERCISE.lecture,
-        ranges=EXERCISE.ranges,
-        init=functools.partial(init, variant),
-        batch=EXERCISE.batch,
-        sizes_of=EXERCISE.sizes_of,
-        hidden=functools.partial(hidden, variant),
+        sizes={k: (v, EXERCISE.ranges[k]) for k, v in EXERCISE.lecture.items()},
+        parameters=parameters(variant),
+        data=lecture.DATA,
+        forward=variant.forward(),
+        order=" ".join(variant.atomic()),
+        fused=fused,
+        backward=" ".join(variant.cache()),
+        training=lecture.TRAINING,
+        backward_part=4,
+        hidden={"first": lecture.FIRST, "last": dict.fromkeys(variant.norm.scaled, lecture.TINY)},
+        parts={2: EXERCISE.parts[2].partition(": ")[2],
+               **({3: f"{variant.norm.title.replace('-', ' ')} in one step"} if variant.norm.parameters else {})},
         assignment=EXERCISE.assignment,
-        notebook=EXERCISE.notebook,
-        parts={part: title for part, title in {
-            **EXERCISE.parts, 3: f"Exercise 3: {variant.norm.title.replace('-', ' ')} in one step"}.items()
-            if part != 3 or fused},
         mistakes=mistakes.for_variant(variant.activation.name, variant.norm.name,
                                       ("h", "r") if variant.residual else ("h",)),
     )
