@@ -1,8 +1,8 @@
 """This repository's notebooks, the makemore MLP's solved notebook and its students' notebook, built by
 the package's notebook builder (grader/lms/notebooks.py, whose docstring describes the prose source) from
-the lecture's prose source and the reference answers in solutions/.
+the lecture's prose source and the reference answers the rule table derives from its forward lines.
 
-Run `python -m solutions.make_notebooks` after changing the prose source, the network, answers.py,
+Run `python -m solutions.make_notebooks` after changing the prose source, the network, the rule table,
 course.yml's `data`, `points`, `tolerance`, `allow` or `feedback`: tests/test_notebooks.py fails while the
 committed notebooks differ from what this produces.
 """

@@ -1,27 +1,31 @@
-"""The reference solutions, run the way the notebook and the grader run answer cells.
+"""The lecture's reference answers, run the way the notebook and the grader run answer cells.
 
-The answers themselves live in `answers.py`, one cell per grade id; this module splits that file
-into cells and executes them in the forward pass's namespace. Never released to students.
+The answers are derived from the exercise's forward lines by the rule table (grader.derive), as every
+exercise's are: nobody writes them, so none can drift from the network. This module executes them in
+the forward pass's namespace for tests and benchmarks. Never released to students.
 """
 from __future__ import annotations
 
-import re
-from pathlib import Path
+import functools
 
 import torch
 import torch.nn.functional as F
 
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, EX4_CELL, EX4_FUNCTION
 from grader.exercises.makemore_mlp.model import PARAMETERS, forward
 
-ANSWERS_FILE = Path(__file__).with_name("answers.py")
-_MARKER = re.compile(r"^# %% (\S+)\s*$", re.MULTILINE)
+
+@functools.cache
+def _cells() -> tuple[tuple[str, str], ...]:
+    from grader.lms import skeleton
+
+    return tuple(skeleton.references(EXERCISE).items())
 
 
 def cells() -> dict[str, str]:
-    """grade id -> the source of its reference answer cell."""
-    parts = _MARKER.split(ANSWERS_FILE.read_text())
-    return {grade_id: body.strip() + "\n" for grade_id, body in zip(parts[1::2], parts[2::2], strict=True)}
+    """answer cell id -> the source of its reference answer, comments included."""
+    return dict(_cells())
 
 
 def namespace(values: dict[str, torch.Tensor]) -> dict:

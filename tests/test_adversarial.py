@@ -55,7 +55,9 @@ from helpers.paths import COURSE_FILE, ROOT
 
 AUTOTESTS = ROOT / "autotests"
 KNOWN_MISTAKES = AUTOTESTS / "known_mistakes.yml"
-SOLUTIONS = ROOT / "solutions" / "answers.py"
+SOLUTIONS = ROOT / "solutions" / "backprop_ninja_solved.ipynb"
+# What only the solved notebook holds: nbgrader's solution regions (a released notebook has none).
+SOLVED_ONLY = "### BEGIN SOLUTION"
 RAW_COURSE = yaml.safe_load(COURSE_FILE.read_text())
 POINTS = {g: float(p) for g, p in RAW_COURSE["points"].items()}
 MAX_SCORE = sum(POINTS.values())
@@ -137,7 +139,7 @@ class World:
         raw = dict(RAW_COURSE, limits=LIMITS, autotests=str(AUTOTESTS), secret_salt=self.canary["salt"])
         self.course_file = self._file(self.course / "course.yml", yaml.safe_dump(raw, sort_keys=False))
         self._dir("course/solutions")
-        self._file(self.course / "solutions" / "answers.py",
+        self._file(self.course / "solutions" / SOLUTIONS.name,
                    f"# {self.canary['solutions']}\n" + SOLUTIONS.read_text())
         self.gradebook = self._file(self.course / "gradebook.db", self.canary["gradebook"] + "\n")
         self.open = self._dir("canary", 0o777)  # world-writable and not hidden: only a write wall protects it
@@ -219,7 +221,7 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
     out = w.outs["mixed"]
     honest_nb = str(w.notebook_path("mixed", "honest-a"))
     grader_pid = os.getpid()
-    course = {k: str(w.course / k) for k in ("course.yml", "solutions/answers.py", "gradebook.db")}
+    course = {k: str(w.course / k) for k in ("course.yml", f"solutions/{SOLUTIONS.name}", "gradebook.db")}
     report = "raise ValueError('REPORT ' + repr(res)[:480])\n"
     planted = [str(w.shared["tmp"]), str(w.shared["dev-shm"]), str(w.open / "planted.txt"), str(w.open / "canary.txt")]
     forged = [str(out / "sneak-files" / (NB + ".json")), str(out / "forged.json"), str(w.previous)]
@@ -248,7 +250,7 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
         "cheat-files": {
             "db2": f"open({str(out / 'cheat-files' / (NB + '.json'))!r}, 'w').write('{{\"score\": 47.0}}')\n"
                    "db2 = torch.zeros_like(b2)\n",
-            "dhpreact": f"answers = open({course['solutions/answers.py']!r}).read()\n"
+            "dhpreact": f"answers = open({course[f'solutions/{SOLUTIONS.name}']!r}).read()\n"
                         "dhpreact = torch.zeros_like(hpreact)\n",
             "dbngain": f"salt = open({course['course.yml']!r}).read()\ndbngain = torch.zeros_like(bngain)\n",
             "dbnbias": f"other = open({honest_nb!r}).read()\ndbnbias = torch.zeros_like(bnbias)\n",
@@ -290,7 +292,8 @@ def hostile_sources(w: World) -> dict[str, dict[str, str]]:
         "sneak-files": {
             # read, and leak what was read through the error message, which becomes the student's feedback
             "dcounts": _exec(f"text = open({str(KNOWN_MISTAKES)!r}).read()\nraise ValueError('LEAK ' + text[:400])\n"),
-            "dnorm_logits": _exec(f"text = open({str(SOLUTIONS)!r}).read()\nraise ValueError('LEAK ' + text[:400])\n"),
+            "dnorm_logits": _exec(f"text = open({str(SOLUTIONS)!r}).read()\n"
+                                  f"raise ValueError('LEAK ' + text[text.index({SOLVED_ONLY!r}):][:400])\n"),
             "dlogit_maxes": _exec(
                 "res = {}\n"
                 f"for key, path in {course!r}.items():\n"
@@ -658,7 +661,7 @@ def test_no_secret_reaches_any_result(world, secret):
     if secret == "hidden-suite":
         needle = KNOWN_MISTAKES.read_text()[:80]
     elif secret == "checkout-solutions":
-        needle = SOLUTIONS.read_text()[:80]
+        needle = SOLVED_ONLY
     else:
         needle = world.canary[secret]
     assert needle not in text

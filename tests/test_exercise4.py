@@ -16,8 +16,8 @@ REFERENCE = reference_sources()
 VARIANTS = {
     "wrong-dW2": ("    dW2 = h.T @ dlogits\n", "    dW2 = 2 * h.T @ dlogits\n", "ex4_dW2"),
     "missing-n": ("    db2 = dlogits.sum(0)\n", "    db2 = dlogits.sum(0) * n\n", "ex4_db2"),
-    "no-softmax-n": ("    dlogits /= n\n", "", "ex4_dW2"),
-    "overwrite": ("    dC = torch.zeros_like(C)\n    dC.index_add_(0, Xb.view(-1), demb.view(-1, C.shape[1]))\n",
+    "no-softmax-n": ("    dlogprobs[range(n), Yb] = -1 / n\n", "    dlogprobs[range(n), Yb] = -1\n", "ex4_dW2"),
+    "overwrite": ("    dC = torch.zeros_like(C).index_add(0, Xb.view(-1), demb.view(-1, C.shape[1]))\n",
                   "    dC = torch.zeros_like(C)\n    dC[Xb] = demb\n", "ex4_dC"),
 }
 
@@ -41,7 +41,7 @@ def test_the_solved_function_gets_full_credit_and_a_timing_on_record(results):
     assert tests[EX4_TRAINING].extra["manual_backward_ms_per_step"] > 0
 
 
-# The cross-entropy step without /n: every parameter's gradient n times too large (db1's is 0 either way).
+# The cross-entropy step without its 1/n: every parameter's gradient n times too large (db1's is 0 either way).
 UPSTREAM = {"no-softmax-n": {"ex4_dC", "ex4_dW1", "ex4_dW2", "ex4_db2", "ex4_dbngain", "ex4_dbnbias"}}
 
 

@@ -629,7 +629,7 @@ def _may_hold(secret: str, where: str) -> bool:
 
 def _needles(secret: str, mode: Mode) -> list[str]:
     if secret == "reference-answers":
-        text = (ROOT / "solutions" / "answers.py").read_text()
+        text = "\n".join(reference.cells().values())
         public = redteam.RELEASED.read_text()  # the scaffold students receive (shown back in nbgrader's feedback)
         lines = [line.strip() for line in text.splitlines()
                  if len(line.strip()) >= 30 and json.dumps(line.strip())[1:-1] not in public]

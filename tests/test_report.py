@@ -204,7 +204,19 @@ def test_where_the_class_falls_off_is_marked(page, as_json):
     assert steepest["grade_id"] == max(drops, key=lambda d: d[0])[1]
     assert f"The class falls off at {steepest['grade_id']}" in parsed.text("tensors")
     marked = [a for tag, a in parsed.tags if tag == "tr" and a.get("class") == "falls-off"]
-    assert len(marked) == 1
+    assert len(marked) == 1 + len(steepest["also"])
+
+
+def test_a_tie_for_the_steepest_drop_names_every_tensor_it_happens_at():
+    """Two tensors the class drops at equally: the headline names both, never one picked by position alone."""
+    from grader.outputs.report import _fall_off
+
+    rows = [{"grade_id": g, "percent_full_credit": p} for g, p in
+            (("da", 100.0), ("db", 60.0), ("dc", 60.0), ("dd", 20.0), ("de", 10.0))]
+    steepest = _fall_off(rows)["steepest_drop"]
+    assert (steepest["grade_id"], steepest["after"], steepest["drop"], steepest["also"]) == ("db", "da", 40.0, ["dd"])
+    rows[3]["percent_full_credit"] = 30.0
+    assert _fall_off(rows)["steepest_drop"]["also"] == []
 
 
 def test_a_named_mistake_is_listed_with_the_students_who_made_it(page):

@@ -45,7 +45,7 @@ def one_line_error(result, *fragments):
 
 
 def reference_lines(grade_id):
-    """answers.py's cell for `grade_id`, comments included, as the command prints it (indented)."""
+    """The reference cell for `grade_id`, comments included, as the command prints it (indented)."""
     return [f"    {line}" for line in reference.cells()[grade_id].splitlines() if line.strip()]
 
 
@@ -202,12 +202,14 @@ def test_every_reference_statement_has_its_explanation(grade_id):
     stub_lines, solved_lines = ({line.strip() for c in nbformat.read(path, as_version=4).cells
                                  for line in c.source.splitlines()} for path in (STUB, SOLVED))
     for step in steps:
-        assert 1 <= len(step.explanation) <= 2, (grade_id, step.code)
+        assert 1 <= len(step.explanation) <= 3, (grade_id, step.code)
         assert len(" ".join(step.explanation).split()) >= 6, (grade_id, step.explanation)
-        assert len(step.statements) <= 2, (grade_id, step.code)
+        # A function's reference computes again, under one comment, the forward lines its cache leaves out.
+        recomputed = {f"{s.name} = {s.code}" for s in EXERCISE.network.steps}
+        assert len(step.statements) <= 2 or set(step.code) <= recomputed, (grade_id, step.code)
         for line in step.explanation:
             assert f"# {line}" in solved_lines and f"# {line}" not in stub_lines
-    # Every code line of answers.py's cell is in some step: nothing is shown unexplained or left out.
+    # Every code line of the reference cell is in some step: nothing is shown unexplained or left out.
     code_lines = [line.strip() for step in steps for line in step.code]
     cell = reference.cells()[grade_id]
     statements = ast.parse(cell).body

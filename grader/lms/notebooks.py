@@ -48,7 +48,7 @@ cell keeps only its blank, which runs. Every other setting is nbgrader's default
 post-processed: nbgrader's release and the committed notebook are equal byte for byte (a slow test
 in tests/test_notebooks.py runs nbgrader to prove it).
 
-In a checkout, run `python -m solutions.make_notebooks` after changing the prose source, the network, answers.py,
+In a checkout, run `python -m solutions.make_notebooks` after changing the prose source, the network, the rule table,
 course.yml's `data`, `points`, `tolerance`, `allow` or `feedback` (the self-check carries them, as the
 notebook's COURSE), or this file: tests/test_notebooks.py fails while the committed notebooks differ from
 what this produces.

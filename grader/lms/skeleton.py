@@ -269,9 +269,9 @@ def _on_chain(exercise: Exercise, found: Derived) -> set[derive.Slip]:
 
 
 def _function_reference(exercise: Exercise, function: Function, sources: list[str]) -> str:
-    """The function's body: its parameters and cache unpacked, the sizes, the forward values the gradients
-    read that its cache leaves out (computed again from the forward lines: a cache may hold a step's input
-    and not the values computed from it), then every gradient in order."""
+    """The function's body: what it reads of its parameters and cache unpacked, the sizes it reads, the
+    forward values the gradients read that its cache leaves out (computed again from the forward lines: a
+    cache may hold a step's input and not the values computed from it), then every gradient in order."""
     net = exercise.network
     cache = dict(a for a in function.arguments if not isinstance(a, str))["cache"]
     arguments = ", ".join(a if isinstance(a, str) else a[0] for a in function.arguments)
@@ -283,11 +283,22 @@ def _function_reference(exercise: Exercise, function: Function, sources: list[st
         if step.name in needed and step.name not in known:
             recomputed.insert(0, f"{step.name} = {step.code}")
             needed |= set(step.inputs)
-    body = [f"{p} = params['{p}']" for p in net.parameters] + [f"{c} = cache['{c}']" for c in cache]
-    body += [f"{k} = {v}" for k, v in net.sizes.items()]
+    sizes = {k: v for k, v in net.sizes.items() if k in needed}
+    needed |= _read("\n".join(sizes.values()))
+    body = []
+    unpacked = (([p for p in net.parameters if p in needed], "params", "The parameters that the gradients below read"),
+                ([c for c in cache if c in needed], "cache", "The forward values they read, from the cache"))
+    for names, source, why in unpacked:
+        if names:
+            one = "," if len(names) == 1 else ""
+            keys = ", ".join(f'"{k}"' for k in names) + one
+            body += [f"# {why}", f"{', '.join(names)}{one} = ({source}[k] for k in ({keys}))"]
+    if sizes:
+        body += ["# The sizes, read from the tensors: the grader calls this with sizes of its own",
+                 *(f"{k} = {v}" for k, v in sizes.items())]
     if recomputed:
         body += ["# The forward values the cache leaves out, computed again from the forward pass's lines", *recomputed]
-    returned = ", ".join(f"'{r}': d{r}" for r in function.returns)
+    returned = ", ".join(f'"{r}": d{r}' for r in function.returns)
     lines = [f"def {function.name}({arguments}):",
              '    """The gradient of the loss with respect to every parameter."""',
              *(f"    {line}" for line in body + code), f"    return {{{returned}}}"]

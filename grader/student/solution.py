@@ -246,7 +246,8 @@ def _written(stmt: ast.stmt) -> set[str]:
 def steps(region: str) -> list[Step]:
     """The statements of a solution region, each under the comment lines just above it. A statement
     without comments that goes on writing the variable of the one before (`dx = torch.zeros_like(x)`,
-    then `dx.index_add_(...)`) shares its explanation; any other has none."""
+    then `dx.index_add_(...)`), or that follows the one before with no line between (a block under one
+    comment: the forward lines a function computes again), shares its explanation; any other has none."""
     text = textwrap.dedent(region)
     lines = text.splitlines()
     result: list[Step] = []
@@ -255,7 +256,8 @@ def steps(region: str) -> list[Step]:
         above = [line.strip() for line in lines[end: stmt.lineno - 1] if line.strip()]
         explanation = tuple(line.lstrip("#").strip() for line in above if line.startswith("#"))
         code = tuple(lines[stmt.lineno - 1: stmt.end_lineno])
-        if not explanation and result and _written(stmt) & _written(result[-1].statements[-1]):
+        if not explanation and result and (not above and stmt.lineno - 1 == end
+                                           or _written(stmt) & _written(result[-1].statements[-1])):
             last = result.pop()
             result.append(Step(last.explanation, last.code + code, last.statements + (stmt,)))
         else:

@@ -1,5 +1,5 @@
 """Submission notebooks for the grading-pipeline tests: answer cells with the metadata nbgrader gives
-them, built from the reference answers (solutions/answers.py) with any cell replaced, dropped or
+them, built from the reference answers (derived: solutions/reference.py) with any cell replaced, dropped or
 duplicated, plus whatever other cells a student might add, and the cells that cost the trusted process
 most to read."""
 from __future__ import annotations
