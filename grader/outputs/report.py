@@ -106,14 +106,18 @@ def _per_grade_id(results: list[Result], ids: list[str]) -> list[dict]:
 
 
 def _fall_off(rows: list[dict]) -> dict | None:
-    """Where the class falls off: the steepest drop in full credit from one tensor to the next, and
-    the first tensor fewer than half the class got fully right."""
+    """Where the class falls off: the steepest drop in full credit from one tensor to the next (the
+    first in the notebook's order; `also` names every other tensor the class drops at as steeply, so a
+    tie is never reported as one place), and the first tensor fewer than half the class got fully right."""
     steepest = None
     for before, after in itertools.pairwise(rows):
-        drop = before["percent_full_credit"] - after["percent_full_credit"]
-        if drop > 0 and (steepest is None or drop > steepest["drop"]):
-            steepest = {"grade_id": after["grade_id"], "after": before["grade_id"], "drop": round(drop, 1),
-                        "from_percent": before["percent_full_credit"], "to_percent": after["percent_full_credit"]}
+        drop = round(before["percent_full_credit"] - after["percent_full_credit"], 1)
+        if drop > 0 and steepest is not None and drop == steepest["drop"]:
+            steepest["also"].append(after["grade_id"])
+        elif drop > 0 and (steepest is None or drop > steepest["drop"]):
+            steepest = {"grade_id": after["grade_id"], "after": before["grade_id"], "drop": drop,
+                        "from_percent": before["percent_full_credit"], "to_percent": after["percent_full_credit"],
+                        "also": []}
     below = next((r["grade_id"] for r in rows if r["percent_full_credit"] < 50), None)
     if steepest is None and below is None:
         return None
@@ -241,10 +245,11 @@ def _tensor_chart(report: dict) -> str:
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     steepest = (report["fall_off"] or {}).get("steepest_drop")
     if steepest:
-        at = [r["grade_id"] for r in rows].index(steepest["grade_id"])
-        ax.axvline(at - 0.5, color="black", linestyle="--", linewidth=1)
+        ids = [r["grade_id"] for r in rows]
+        for grade_id in (steepest["grade_id"], *steepest["also"]):
+            ax.axvline(ids.index(grade_id) - 0.5, color="black", linestyle="--", linewidth=1)
         ax.annotate(f"falls off: {steepest['from_percent']:.0f}% → {steepest['to_percent']:.0f}%",
-                    (at - 0.4, 102), fontsize=9, annotation_clip=False)
+                    (ids.index(steepest["grade_id"]) - 0.4, 102), fontsize=9, annotation_clip=False)
     ax.set_xticks(list(x), [r["grade_id"] for r in rows], rotation=70, ha="right", fontsize=8)
     ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylim(0, 100)
@@ -323,7 +328,9 @@ def render(report: dict) -> str:
     sentences = []
     if steepest:
         sentences.append(f"The class falls off at {steepest['grade_id']}: full credit drops from "
-                         f"{steepest['from_percent']:g}% on {steepest['after']} to {steepest['to_percent']:g}%.")
+                         f"{steepest['from_percent']:g}% on {steepest['after']} to {steepest['to_percent']:g}%"
+                         + (f"; it drops as steeply ({steepest['drop']:g} points) at {', '.join(steepest['also'])}."
+                            if steepest["also"] else "."))
     if below:
         sentences.append(f"{below} is the first tensor fewer than half the class got fully right.")
     source = (f"Scores as the gradebook {report['gradebook']} holds them: {report['overridden']} set by hand, "
@@ -342,7 +349,8 @@ def render(report: dict) -> str:
         [[i + 1, r["grade_id"], r["exercise"] or "", r["max_score"], r["mean_score"],
           *(f"{r['percent_' + k]:g}%" for k in verdict_keys)] for i, r in enumerate(rows)],
         numeric={0, 3, 4, 5, 6, 7, 8},
-        row_class=lambda i: "falls-off" if steepest and rows[i]["grade_id"] == steepest["grade_id"] else "")
+        row_class=lambda i: "falls-off" if steepest and rows[i]["grade_id"] in (steepest["grade_id"], *steepest["also"])
+        else "")
     mistakes = _table(["grade id", "mistake", "count", "submissions"],
                       [[m["grade_id"], m["mistake"], m["count"], ", ".join(m["submissions"])]
                        for m in report["mistakes"]], numeric={2}) if report["mistakes"] else \
