@@ -309,11 +309,20 @@ def _derived_references(exercise) -> dict[str, str]:
 
 
 @main.command()
-def variants():
-    """Every variant of each exercise that has some, with what changes for the student in each."""
-    from grader.exercises.choice import listing
+@click.argument("name", required=False)
+def variants(name):
+    """Every variant of each exercise that has some, with what changes for the student in each; with NAME
+    (`relu-layernorm`), that variant written out as an exercise file of your own, to edit and give to
+    `course init --exercise`."""
+    from grader.exercises.choice import exercise_file, listing
 
-    click.echo(listing(), nl=False)
+    if name is None:
+        click.echo(listing(), nl=False)
+        return
+    try:
+        click.echo(exercise_file(name), nl=False)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main.group()

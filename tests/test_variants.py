@@ -530,3 +530,41 @@ def test_the_variants_command_prints_the_listing():
     run = subprocess.run([sys.executable, "-c", "from grader.cli import main; main()", "variants"],
                          capture_output=True, text=True, check=True)
     assert run.stdout == choice.listing() and not run.stderr
+
+
+def _same_draws(ours, theirs, sizes) -> None:
+    for index in range(3):
+        options = theirs.hidden(index, 3, sizes)
+        assert ours.hidden(index, 3, sizes) == options
+        for draw in (lambda e, g, o=options or {}: e.init(sizes, g, torch.float64, **o),
+                     lambda e, g: e.batch(sizes, g), lambda e, g: e.training.batches(sizes, g, 2)):
+            mine, right = (draw(e, torch.Generator().manual_seed(index)) for e in (ours, theirs))
+            assert list(mine) == list(right) and all(torch.equal(mine[k], right[k]) for k in right)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_variant_written_out_is_an_exercise_file_that_grades_as_the_variant(name):
+    """`backprop-ninja variants NAME` prints the file an instructor starts an exercise of their own from:
+    the variant's short form, everything the grader uses the same as the variant's."""
+    namespace: dict = {}
+    exec(choice.exercise_file(name), namespace)  # noqa: S102 - the file the command prints
+    own, variant = namespace["EXERCISE"], variants.variant(name)
+    assert own.name == name and exercises.problems(own) == []
+    for field in ("network", "answers", "functions", "lecture", "parts", "assignment"):
+        assert getattr(own, field) == getattr(variant, field), field
+    assert dict(own.ranges) == dict(variant.ranges) and own.training.function == variant.training.function
+    assert set(own.mistakes.rules) == set(variant.mistakes.rules)
+    _same_draws(own, variant, exercises.Sizes(n=13, vocab=17, block_size=4, n_embd=5, n_hidden=21))
+
+
+def test_the_variants_command_writes_one_out_and_names_the_list_for_a_wrong_name(tmp_path):
+    command = [sys.executable, "-c", "from grader.cli import main; main()", "variants"]
+    run = subprocess.run([*command, "makemore-mlp/relu-layernorm"], capture_output=True, text=True, check=True)
+    assert run.stdout == choice.exercise_file("relu-layernorm") and not run.stderr
+    (tmp_path / "mine.py").write_text(run.stdout)
+    check = subprocess.run([sys.executable, "-c", "from grader.cli import main; main()", "exercise", "check",
+                            str(tmp_path / "mine.py")], capture_output=True, text=True)
+    assert check.returncode == 0 and "relu-layernorm: " in check.stdout, check.stderr
+    wrong = subprocess.run([*command, "relu-nope"], capture_output=True, text=True)
+    assert wrong.returncode == 1 and wrong.stderr.strip() == \
+        "Error: unknown variant 'relu-nope': `backprop-ninja variants` lists them"

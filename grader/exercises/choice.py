@@ -45,6 +45,18 @@ def spec(setting: object, salt: str) -> str:
     return f"{setting['name']}/{variant}"
 
 
+def exercise_file(name: str) -> str:
+    """Variant `name` (`relu-layernorm`, or `makemore-mlp/relu-layernorm`) as an exercise file of one's own;
+    ExerciseError naming the variants for any other name."""
+    family, slash, variant = name.rpartition("/")
+    families = [family] if slash else list(FAMILIES)
+    for family in families:
+        module = _family(family)
+        if variant in module.NAMES:
+            return module.exercise_file(variant)
+    raise ExerciseError(f"unknown variant {name!r}: `backprop-ninja variants` lists them")
+
+
 def listing() -> str:
     """Every variant of every exercise that has some, with what changes for the student."""
     lines = []

@@ -19,6 +19,7 @@ import functools
 import hashlib
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,35 +236,61 @@ def parameters(variant: Variant) -> str:
     return "\n".join(lines)
 
 
-def build(name: str) -> Exercise:
-    """The variant `name` composed from its pieces into the lecture's exercise file's form, and defined by
-    the same short form (for `tanh-batchnorm` too: tests compare it with the lecture's exercise). Its tiny
-    variance scales the layer before the normalization (W1 under batch norm, W1 and b1 under layer norm,
-    nothing without one); its grade ids keep the lecture's numbering (manual_backward is exercise 4 even
-    with no exercise 3)."""
+def definition(name: str) -> dict:
+    """The variant `name` composed from its pieces into the short form's arguments, as the lecture's file
+    writes them. Its tiny variance scales the layer before the normalization (W1 under batch norm, W1 and
+    b1 under layer norm, nothing without one); its grade ids keep the lecture's numbering (manual_backward
+    is exercise 4 even with no exercise 3). `mistakes` names its catalogue's arguments (mistakes.for_variant)."""
     variant = parse(name)
     fused = {"dlogits": ("loss", "the cross-entropy step")}
     if variant.norm.parameters:
         fused["d" + variant.norm.pre] = ("hpreact", f"the {variant.norm.title} step")
-    return define.exercise(
-        name=f"{EXERCISE.name}/{name}",
-        title=f"{EXERCISE.title} ({name})",
-        sizes={k: (v, EXERCISE.ranges[k]) for k, v in EXERCISE.lecture.items()},
-        parameters=parameters(variant),
-        data=lecture.DATA,
-        forward=variant.forward(),
-        order=" ".join(variant.atomic()),
-        fused=fused,
-        backward=" ".join(variant.cache()),
-        training=lecture.TRAINING,
-        backward_part=4,
-        hidden={"first": lecture.FIRST, "last": dict.fromkeys(variant.norm.scaled, lecture.TINY)},
-        parts={2: EXERCISE.parts[2].partition(": ")[2],
-               **({3: f"{variant.norm.title.replace('-', ' ')} in one step"} if variant.norm.parameters else {})},
-        assignment=EXERCISE.assignment,
-        mistakes=mistakes.for_variant(variant.activation.name, variant.norm.name,
-                                      ("h", "r") if variant.residual else ("h",)),
-    )
+    return {
+        "name": f"{EXERCISE.name}/{name}",
+        "title": f"{EXERCISE.title} ({name})",
+        "sizes": {k: (v, EXERCISE.ranges[k]) for k, v in EXERCISE.lecture.items()},
+        "parameters": parameters(variant),
+        "data": lecture.DATA,
+        "forward": variant.forward(),
+        "order": " ".join(variant.atomic()),
+        "fused": fused,
+        "backward": " ".join(variant.cache()),
+        "training": lecture.TRAINING,
+        "backward_part": 4,
+        "hidden": {"first": lecture.FIRST, "last": dict.fromkeys(variant.norm.scaled, lecture.TINY)},
+        "parts": {2: EXERCISE.parts[2].partition(": ")[2],
+                  **({3: f"{variant.norm.title.replace('-', ' ')} in one step"} if variant.norm.parameters else {})},
+        "assignment": EXERCISE.assignment,
+        "mistakes": (variant.activation.name, variant.norm.name, ("h", "r") if variant.residual else ("h",)),
+    }
+
+
+def build(name: str) -> Exercise:
+    """The variant `name`, defined by the short form (for `tanh-batchnorm` too: tests compare it with the
+    lecture's exercise)."""
+    arguments = definition(name)
+    return define.exercise(**{**arguments, "mistakes": mistakes.for_variant(*arguments["mistakes"])})
+
+
+def exercise_file(name: str) -> str:
+    """The variant as an exercise file of one's own (`backprop-ninja variants NAME`): a start for an
+    instructor's network, which `course init --exercise` grades exactly as the variant."""
+    lines = [f'"""{EXERCISE.title} ({name}):\na variant written out as an exercise file of its own."""',
+             "from grader.define import exercise", "from grader.exercises.makemore_mlp.mistakes import for_variant",
+             "", "EXERCISE = exercise("]
+    for key, value in definition(name).items():
+        if key == "name":
+            text = repr(name)
+        elif key == "mistakes":
+            text = f"for_variant{value!r}"
+        elif key in ("order", "backward"):
+            text = '"""' + textwrap.fill(value, 100, subsequent_indent=" " * 12) + '"""'
+        elif isinstance(value, str) and "\n" in value.strip():
+            text = '"""\n' + textwrap.indent(textwrap.dedent(value).strip("\n"), " " * 8) + '\n    """'
+        else:
+            text = repr(value)
+        lines.append(f"    {key}={text},")
+    return "\n".join([*lines, ")"]) + "\n"
 
 
 @functools.cache
