@@ -103,7 +103,7 @@ def variant_sections() -> dict[str, str]:
 
 
 def _init_lines(v: Variant) -> str:
-    """init_params's entries, in the order grader.exercises.makemore_mlp.variants.init draws them."""
+    """init_params's entries, in the order the variant's parameter lines (variants.parameters) draw them."""
     gain = GAIN_CODE[v.activation.name]
     entries = [
         ('"C"', "randn(vocab_size, n_embd)"),
