@@ -106,3 +106,28 @@ def test_a_size_without_a_range_is_a_structural_constant(tmp_path):
     code, out = check(path)
     assert code == 0 and "dim=3 (constant)" in out, out
     assert ex.problems(ex.load(spec)) == []
+
+
+SHORT = """from grader.define import exercise
+
+EXERCISE = exercise(
+    name="short", title="short", sizes={"n": (8, (6, 30)), "vocab": (5, (2, 12)), "dim": 3, "hidden": (4, (2, 10))},
+    parameters="E = randn(vocab, dim)\\nW = randn(dim, hidden)\\nb = randn(hidden) * 0.1",
+    data="X = randint(vocab, (n,))\\nY = randn(n, hidden)",
+    forward="e = E[X]\\nh = e @ W + b\\na = torch.relu(h)\\nz = a + h\\nloss = ((z - Y) ** 2).sum() / n",
+    fused=FUSED,
+)
+"""
+
+
+@pytest.mark.parametrize(("fused", "noted"), [('{"dz": "loss"}', True), ('{"dh": "loss"}', False),
+                                              ('{"da": "z"}', True)])
+def test_a_fused_block_of_one_line_is_noted_and_a_longer_one_is_not(tmp_path, fused, noted):
+    """A block that spans one forward line grades, but asks the atomic question again: the check says so."""
+    path = tmp_path / "short.py"
+    path.write_text(SHORT.replace("FUSED", fused), encoding="utf-8")
+    code, out = check(path)
+    assert code == 0, out
+    gradient = fused.split('"')[1]
+    assert ("note: ex2_" + gradient + " spans one forward line (" in out) == noted, out
+    assert (f"{gradient}'s atomic one again" in out) == noted, out

@@ -24,6 +24,30 @@ class CheckError(ValueError):
     """The exercise cannot become a course; the message names the line or the setting and the fix."""
 
 
+def _single_line_blocks(exercise: ex.Exercise) -> Iterator[str]:
+    """A note for each fused block that spans one forward line: it is graded, but its answer is that
+    line's atomic one, so the exercise asks the same thing twice (an instructor most likely meant a block
+    ending further down)."""
+    net = exercise.network
+    for answer in (a for a in exercise.answers if a.kind == ex.FUSED):
+        sink = answer.sink or net.loss
+        reached, todo = set(), [answer.source]
+        while todo:
+            for consumer in net.consumers(todo.pop()):
+                if consumer not in reached:
+                    reached.add(consumer)
+                    todo.append(consumer)
+        before, todo = {sink}, [sink]
+        while todo:
+            for name in net.step[todo.pop()].inputs:
+                if name in net.step and name not in before:
+                    before.add(name)
+                    todo.append(name)
+        if reached & before == {sink}:
+            yield (f"note: {answer.grade_id} spans one forward line ({sink} = {net.step[sink].code}), so its answer "
+                   f"is d{answer.source}'s atomic one again: end the block at a later tensor, or drop it")
+
+
 def check(spec: str) -> Iterator[str]:
     """The report's lines, in the order an instructor reads them; CheckError at the first problem."""
     torch.set_num_threads(1)
@@ -42,6 +66,7 @@ def check(spec: str) -> Iterator[str]:
     training = f", training check {exercise.training.grade_id}" if exercise.training else ""
     yield (f"answers: {kinds.count(ex.ATOMIC)} atomic, {kinds.count(ex.FUSED)} fused, "
            f"{kinds.count(ex.FUNCTION)} from functions{training}")
+    yield from _single_line_blocks(exercise)
     try:
         drawn = configs.generate(spec, "exercise check", TRIAL_CONFIGURATIONS)
     except ValueError as exc:
