@@ -263,6 +263,10 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         answers.append(ex.Answer(f"ex{part}_{gradient}", gradient, gradient[1:], ex.FUSED, part, block, block,
                                  sink=None if sink == network.loss else sink, title=block_title))
     part = backward_part or len(fused or {}) + 2
+    if backward_part is not None and (not backward or backward_part < len(fused or {}) + 2):
+        raise DefinitionError(f"backward_part: {backward_part} " + (
+            "numbers a manual_backward there is none of: add backward=True or drop it" if not backward else
+            f"is taken: exercise 1 and the fused blocks are 1 to {len(fused or {}) + 1}"))
     if backward:
         cache = tuple(backward.split()) if isinstance(backward, str) else \
             tuple(s for s in network.intermediates if s != network.loss)

@@ -98,6 +98,8 @@ def test_every_derived_answer_equals_autograd():
     ({"backward": True, "training": "X = randint(vocab, (steps, n))\nY = randn(steps, m)\n"},
      "training: `Y = randn(steps, m)` fails"),
     ({"parts": {5: "five"}}, "parts: 5 is no exercise of this one"),
+    ({"backward_part": 4}, "backward_part: 4 numbers a manual_backward there is none of"),
+    ({"backward": True, "fused": {"dh": "z"}, "backward_part": 2}, "backward_part: 2 is taken: exercise 1 and the"),
 ])
 def test_a_slip_is_one_clear_error(changes, says):
     with pytest.raises(DefinitionError, match=None) as caught:
