@@ -146,6 +146,21 @@ def _dimensions(named: Mapping[str, tuple[torch.Tensor, ...]], sizes: tuple[Mapp
     return found
 
 
+def _check_sizes(sizes: Mapping[str, object]) -> None:
+    """Each size a positive whole number, or (lecture value, (low, high)) with 1 <= low < high: a size of 0
+    or a fraction would only fail later, deep in a draw."""
+    def whole(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+    for key, value in sizes.items():
+        bounds = value[1] if isinstance(value, tuple) and len(value) == 2 else None
+        good = whole(value) or (isinstance(bounds, tuple | list) and len(bounds) == 2 and whole(value[0])
+                                and all(whole(b) for b in bounds) and bounds[0] < bounds[1])
+        if not good:
+            raise DefinitionError(f"sizes: {key} = {value!r}: give a whole number of at least 1 (a structural "
+                                  "constant), or (lecture value, (low, high)) with 1 <= low < high, high excluded")
+
+
 def _hidden(spec: Mapping[str, object], lecture: Mapping[str, int], parameters: tuple[str, ...]):
     """(the first configuration's condition, compiled or None; the last configuration's scales), checked."""
     unknown = sorted(set(spec) - {"first", "last"})
@@ -189,6 +204,7 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
              points: Mapping[str, float] | None = None, parts: Mapping[int, str] | None = None,
              mistakes: ex.Mistakes | None = None, assignment: str | None = None, demo: str | None = None
              ) -> ex.Exercise:
+    _check_sizes(sizes)
     lecture = {k: v[0] if isinstance(v, tuple) else v for k, v in sizes.items()}
     ranges = {k: tuple(v[1]) for k, v in sizes.items() if isinstance(v, tuple)}
     param_lines, data_lines = _lines(parameters, "parameters"), _lines(data, "data")
@@ -207,8 +223,13 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
     if missing:
         raise DefinitionError(f"sizes: {', '.join(missing)} is no dimension of any parameter or data tensor, so "
                               "a notebook's tensors cannot say it: drop it or use it in a shape")
-    forward_names = {node.id for line in _lines(forward, "forward")
-                     for node in ast.walk(syntax.parse(line[1], mode="eval")) if isinstance(node, ast.Name)}
+    forward_names = set()
+    for line, code in _lines(forward, "forward"):
+        try:
+            tree = syntax.parse(code, mode="eval")
+        except SyntaxError as exc:
+            raise DefinitionError(f"forward: line `{line} = {code}` is not Python: {exc.msg}") from None
+        forward_names |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     try:
         network = ex.Network.parse(forward, parameters=param_names, data=data_names,
                                    sizes={k: f"{dims[k][0]}.shape[{dims[k][1]}]" for k in lecture
@@ -217,6 +238,11 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
     except (ValueError, SyntaxError) as exc:
         raise DefinitionError(f"forward: {exc}") from None
 
+    dead = [step for step in network.steps if step.name != network.loss and not network.consumers(step.name)]
+    if dead:
+        raise DefinitionError(f"forward: line `{dead[0].name} = {dead[0].code}`: no later line reads "
+                              f"{dead[0].name}, so it never reaches the loss (the last line, {network.loss}): "
+                              "use it or remove it")
     lookups = {node.slice.id for step in network.steps for node in ast.walk(syntax.parse(step.code, mode="eval"))
                if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
                and node.value.id in param_names and isinstance(node.slice, ast.Name) and node.slice.id in data_names}
@@ -252,7 +278,8 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
             + ([f"{', '.join(missing)} is missing"] if missing else [])
             + ([f"{', '.join(sorted({g for g in atomic if atomic.count(g) > 1}))} is named twice"]
                if len(set(atomic)) != len(atomic) else []))
-            + f" (the gradients, in an order a student can compute them: {' '.join(derived)})")
+            + f" (the gradients, in an order a student can compute them: {' '.join(derived)}; the loss is the "
+              f"last forward line, {network.loss})")
     answers = list(ex.atomic_answers(network, atomic, 1))
     functions, check = (), None
     for part, (gradient, block_spec) in enumerate((fused or {}).items(), 2):

@@ -582,6 +582,10 @@ def problems(exercise: Exercise) -> list[tuple[str, str]]:
     if exercise.training and exercise.training.function not in exercise.functions:
         found.append((f"the training check's function {exercise.training.function.name!r} is not among the "
                       "exercise's functions", exercise.training.function.name))
+    for name in exercise.mistakes.rules:
+        if name not in net.step:
+            found.append((f"mistakes: a rule for {name!r}, which is no forward line (its slips would never be "
+                          "tried): name the line it is about, or drop it", name))
     for key, bounds in exercise.ranges.items():
         if key not in exercise.lecture:
             found.append((f"size {key!r} has a range but no lecture value: give it one in the lecture sizes", key))

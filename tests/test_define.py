@@ -99,6 +99,15 @@ def test_every_derived_answer_equals_autograd():
      "training: `Y = randn(steps, m)` fails"),
     ({"parts": {5: "five"}}, "parts: 5 is no exercise of this one"),
     ({"backward_part": 4}, "backward_part: 4 numbers a manual_backward there is none of"),
+    ({"mistakes": ex.Mistakes(rules={"hh": ex.Rule("the derivative of relu", "x", lambda x, y: (x > 0) * 1.0)})},
+     "mistakes: a rule for 'hh', which is no forward line"),
+    *(({"sizes": {**SIZES, "hidden": bad}}, f"sizes: hidden = {bad!r}: give a whole number of at least 1")
+      for bad in ((4, (0, 2)), (4, (2.5, 12)), (4, (-3, 2)), (4, 2, 12), 0, 2.5, (4, (9, 3)), (4, (2,)))),
+    ({"forward": FORWARD.replace("z = a + h", "z = a +* h")}, "forward: line `z = a +* h` is not Python"),
+    ({"forward": FORWARD.replace("z = a + h", "z = a + h\nw = z * 2")},
+     "forward: line `w = z * 2`: no later line reads w, so it never reaches the loss (the last line, loss)"),
+    ({"forward": FORWARD + "extra = loss * 2\n", "order": "dz da dh de dW db dE"},
+     "order: dloss is missing (the gradients, in an order a student can compute them: dloss dz"),
     ({"backward": True, "fused": {"dh": "z"}, "backward_part": 2}, "backward_part: 2 is taken: exercise 1 and the"),
 ])
 def test_a_slip_is_one_clear_error(changes, says):

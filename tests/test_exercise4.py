@@ -17,6 +17,7 @@ VARIANTS = {
     "wrong-dW2": ("    dW2 = h.T @ dlogits\n", "    dW2 = 2 * h.T @ dlogits\n", "ex4_dW2"),
     "missing-n": ("    db2 = dlogits.sum(0)\n", "    db2 = dlogits.sum(0) * n\n", "ex4_db2"),
     "no-softmax-n": ("    dlogprobs[range(n), Yb] = -1 / n\n", "    dlogprobs[range(n), Yb] = -1\n", "ex4_dW2"),
+    "product": ("    dh = dlogits @ W2.T\n", "    dh = dlogits @ W2\n", "ex4_dW1"),
     "overwrite": ("    dC = torch.zeros_like(C).index_add(0, Xb.view(-1), demb.view(-1, C.shape[1]))\n",
                   "    dC = torch.zeros_like(C)\n    dC[Xb] = demb\n", "ex4_dC"),
 }
@@ -42,7 +43,8 @@ def test_the_solved_function_gets_full_credit_and_a_timing_on_record(results):
 
 
 # The cross-entropy step without its 1/n: every parameter's gradient n times too large (db1's is 0 either way).
-UPSTREAM = {"no-softmax-n": {"ex4_dC", "ex4_dW1", "ex4_dW2", "ex4_db2", "ex4_dbngain", "ex4_dbnbias"}}
+UPSTREAM = {"no-softmax-n": {"ex4_dC", "ex4_dW1", "ex4_dW2", "ex4_db2", "ex4_dbngain", "ex4_dbnbias"},
+            "product": {f"ex4_d{p}" for p in ("C", "W1", "b1", "W2", "b2", "bngain", "bnbias")}}
 
 
 @pytest.mark.parametrize("name", [v for v in VARIANTS if v not in UPSTREAM])
@@ -76,3 +78,14 @@ def test_a_mistake_of_the_fused_cross_entropy_step_is_named_on_every_parameter_i
 def test_a_parameter_wrong_on_its_own_is_not_blamed_on_a_fused_step(results):
     """db2 n times too large with every other gradient right: the mistake is db2's own."""
     assert "cross-entropy step" not in results["missing-n"]["ex4_db2"].output
+
+
+def test_a_product_that_does_not_fit_inside_the_function_names_the_line_not_the_parameter(results):
+    """The function stops at `dh = dlogits @ W2`: every parameter loses its credit, and the hint names the
+    product's line and the gradient it computes, never a parameter's shape (b1 is 1-D: no product has it)."""
+    tests = results["product"]
+    assert {g for g in GRADE_IDS if tests[g].score < tests[g].max_score} == UPSTREAM["product"] | {EX4_TRAINING}
+    for grade_id in UPSTREAM["product"]:
+        output = tests[grade_id].output
+        assert "whose shape is the gradient that line computes" in output, output
+        assert "b1's" not in output and "W1's" not in output, output

@@ -46,6 +46,8 @@ def test_a_good_exercise_prints_its_sizes_answers_and_derived_references():
     assert "answers: 7 atomic, 1 fused, 3 from functions, training check fit_training" in out
     assert "derived: 7 reference answers" in out and "mutants" in out
     assert "dE = torch.zeros_like(E).index_add(0, X" in out, out
+    # The fused block's and the function's cells too, as the solved notebook holds them.
+    assert "# ---- fused_dh: the solved notebook's answer cell" in out and "def backward(" in out, out
 
 
 def test_the_command_works_as_a_user_runs_it():

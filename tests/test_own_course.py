@@ -93,3 +93,22 @@ def test_demo_refuses_an_exercise_without_a_simulated_class_in_one_line_and_keep
     done = CliRunner().invoke(main, ["demo", "--course", str(made / "course.yml"), "--out", str(out)])
     assert done.exit_code == 1 and "exercise rnn declares no simulated class" in done.output
     assert len(done.output.strip().splitlines()) == 1 and (out / "kept.txt").is_file()
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_init_that_fails_part_way_leaves_no_course_behind(tmp_path, existing):
+    """An exercise that loads but has no rule for a line fails once init has copied it: the folder init
+    made is gone, and an empty folder it was given is empty again, so the fixed file can go to the same
+    place."""
+    mine = tmp_path / "mine.py"
+    mine.write_text(EXERCISE.read_text().replace("torch.tanh(emb[:, 0] @ Wx + bh)", "torch.sin(emb[:, 0] @ Wx + bh)"))
+    target = tmp_path / "course"
+    if existing:
+        target.mkdir()
+    result = CliRunner().invoke(main, ["course", "init", str(target), "--exercise", str(mine)])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert "no backward rule" in result.output and "sin" in result.output, result.output
+    assert (list(target.iterdir()) == []) if existing else not target.exists()
+    fixed = shutil.copy(EXERCISE, tmp_path / "fixed.py")  # a name of its own: this process loaded mine.py
+    result = CliRunner().invoke(main, ["course", "init", str(target), "--exercise", str(fixed)])
+    assert result.exit_code == 0, result.output

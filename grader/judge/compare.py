@@ -211,8 +211,10 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
         elif "cannot be multiplied" in outcome.detail["error"]:
             mistake = "the shapes of a matrix product do not fit (a transpose is probably missing or misplaced)"
             if hints != "none":
+                whose = ("the gradient that line computes" if answer.kind == FUNCTION  # not the parameter's
+                         else f"{answer.variable}'s")
                 text += (f"; the shapes of a matrix product do not fit: write the product whose shape is "
-                         f"{answer.variable}'s (a transpose is probably missing or misplaced)")
+                         f"{whose} (a transpose is probably missing or misplaced)")
         if outcome.detail.get("limit") == "memory":
             return Failure("memory", text + "; the cell ran into the sandbox's memory limit (no gradient here "
                                             "needs more than a few megabytes)", mistake)

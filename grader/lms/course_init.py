@@ -390,26 +390,20 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
     exchange = Path(exchange).resolve() if exchange is not None else target / "exchange"
     salt = secrets.token_hex(16)
     text = course.path.read_text(encoding="utf-8")
-    if exercise is not None:
-        if variant is not None:
-            raise InitError("--exercise and --variant: a variant is of the built-in exercise; give one or the other")
-        course, text = _own_exercise(course, text, exercise, target)
-    chosen = None if exercise is not None else _variant(course, text, variant, salt)
-    if chosen is not None:
-        course = _with_variant(course, *chosen[:2])
-        text = _named_variant(text, *chosen, course.points)
-    if solutions is not None:
-        course = dataclasses.replace(course, solutions=solutions)
-        text = _setting(text, "solutions", solutions)
-    # Private before anything is in it: the solved notebook and the salt are never readable by others.
+    if exercise is not None and variant is not None:
+        raise InitError("--exercise and --variant: a variant is of the built-in exercise; give one or the other")
     created = not target.exists()
-    private_dir(target)
-    os.chmod(target, private_mode(target.parent, directory=True))
     try:
-        _write_material(course, target)
-    except InitError:  # a refusal leaves no half-written course behind (nor a folder it made)
+        course, text = _material(course, text, target, exercise, variant, solutions, salt)
+    except BaseException:  # a refusal (or a fault) leaves no half-written course behind, nor a folder it made
         if created:
             shutil.rmtree(target, ignore_errors=True)
+        elif target.is_dir():  # empty when init began: whatever is in it now, init wrote
+            for child in target.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
         raise
     text = _setting(text, "secret_salt", salt)
     text = _setting(text, "course_id", course_id)
@@ -421,6 +415,25 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
     make_private(target, keep=exchange)
     exchange.mkdir(parents=True, exist_ok=True)
     return sorted(p for p in target.rglob("*") if p.is_file() and exchange not in p.parents)
+
+
+def _material(course, text: str, target: Path, exercise: str | None, variant: str | None, solutions: str | None,
+              salt: str):
+    """The course (and course.yml's text) init writes, its material written into `target`."""
+    if exercise is not None:
+        course, text = _own_exercise(course, text, exercise, target)
+    chosen = None if exercise is not None else _variant(course, text, variant, salt)
+    if chosen is not None:
+        course = _with_variant(course, *chosen[:2])
+        text = _named_variant(text, *chosen, course.points)
+    if solutions is not None:
+        course = dataclasses.replace(course, solutions=solutions)
+        text = _setting(text, "solutions", solutions)
+    # Private before anything is in it: the solved notebook and the salt are never readable by others.
+    private_dir(target)
+    os.chmod(target, private_mode(target.parent, directory=True))
+    _write_material(course, target)
+    return course, text
 
 
 def make_private(target: Path, keep: Path | None = None) -> list[Path]:

@@ -4,7 +4,8 @@ it. Everything a class would otherwise find at grading time is tried here, once:
 gradient not yet computed), the hidden draws (four configurations from a throw-away salt, so ranges that
 admit none are said now), the forward pass at every drawn size, and the reference answers derived from
 the forward lines (an operation without a rule is named with its line), each shown as the solved notebook
-will hold it, with how many wrong variants of it the rule table makes.
+will hold it (the fused blocks' and manual_backward's cells after the atomic ones), with how many wrong
+variants of them the rule table makes.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 from grader import derive
 from grader import exercise as ex
 from grader.judge import configs
+from grader.lms import skeleton
 
 # Enough configurations to find ranges that admit too few sizes, as a course's default count would.
 TRIAL_CONFIGURATIONS = 4
@@ -82,11 +84,18 @@ def check(spec: str) -> Iterator[str]:
             raise CheckError(f"the loss {net.loss!r} has shape {tuple(values[net.loss].shape)}: it must be a scalar")
     yield "hidden configurations (from a trial salt): " + "; ".join(str(c.sizes) for c in drawn[:-1])
     try:
-        gradients = derive.for_exercise(exercise)
+        found = skeleton.derived(exercise)
     except derive.DeriveError as exc:
         raise CheckError(str(exc)) from None
-    slips = sum(len(g.slips()) for g in gradients)
-    yield f"derived: {len(gradients)} reference answers, {slips} mutants from the rule table's slips"
-    for gradient in gradients:
+    slips = sum(len(g.slips()) for g in found.gradients)
+    cells = skeleton.references(exercise, found)
+    others = [a for a in exercise.answers if a.kind != ex.ATOMIC and a.cell_id in cells]
+    yield (f"derived: {len(found.gradients)} reference answers, {len(dict.fromkeys(a.cell_id for a in others))} "
+           f"fused and function cells, {slips} mutants from the rule table's slips")
+    for gradient in found.gradients:
         yield ""
         yield from gradient.source.rstrip("\n").splitlines()
+    for cell_id in dict.fromkeys(a.cell_id for a in others):
+        yield ""
+        yield f"# ---- {cell_id}: the solved notebook's answer cell"
+        yield from cells[cell_id].rstrip("\n").splitlines()
