@@ -112,3 +112,8 @@ def test_init_that_fails_part_way_leaves_no_course_behind(tmp_path, existing):
     fixed = shutil.copy(EXERCISE, tmp_path / "fixed.py")  # a name of its own: this process loaded mine.py
     result = CliRunner().invoke(main, ["course", "init", str(target), "--exercise", str(fixed)])
     assert result.exit_code == 0, result.output
+
+
+def test_a_course_of_its_own_exercise_is_named_after_the_file_not_the_lecture_s_demo(made):
+    assert load(made / "course.yml").course_id == "rnn"
+    assert "c.CourseDirectory.course_id = 'rnn'" in (made / "nbgrader_config.py").read_text()

@@ -383,6 +383,8 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
     if target.exists() and any(target.iterdir()):
         raise InitError(f"{target} is not empty: choose a new folder (nothing there is overwritten), or "
                         "--update a course written by course init")
+    if course_id is None and exercise is not None:  # a course of its own exercise: not the lecture's demo id
+        course_id = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(exercise.partition(":")[0]).stem).strip("-._") or None
     course_id = course_id or course.course_id
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", course_id):
         raise InitError(f"course id {course_id!r}: use letters, digits, '.', '_' and '-' (nbgrader names "
