@@ -241,7 +241,8 @@ PUBLIC = _source_public()
 # Every line of the reference answers that the notebook does not show anyway.
 SOLUTION_LINES = sorted({line.strip() for source in REFERENCE.values() for line in source.splitlines()
                          if len(line.strip()) >= 8 and line.strip() not in PUBLIC})
-DISTINCTIVE = ("index_add", "F.softmax(logits, 1)", "n / (n - 1)", "one_hot(logits.max(1).indices", "1e-5) ** -1.5")
+DISTINCTIVE = ("index_add", "F.softmax(logits, 1)", "1 / (n - 1) * torch.ones_like(bndiff2)",
+               "one_hot(logits.max(1).indices", "1e-5) ** -1.5")
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS", "BEGIN MARK SCHEME")
 KNOWN_MISTAKES = yaml.safe_load((AUTOTESTS / "known_mistakes.yml").read_text(encoding="utf-8"))
 

@@ -168,9 +168,9 @@ def test_the_student_package_ships_the_gallery_but_not_the_answer_generator(stud
 def test_the_student_environment_holds_no_reference_answer(student_env):
     """Every file of the environment and the wheel, searched for the reference answers' lines and their
     distinctive fragments, the solution markers and the hidden suite's text; and no notebook or suite
-    file among them. (A fragment the self-check's own hints use, such as the biased variance's
-    `n / (n - 1)`, is a named mistake there, not an answer, and a bare torch name such as `index_add` is
-    one the static check's allowlist spells out; both are left out of the search.)"""
+    file among them. (A fragment the self-check's own hints use is a named mistake there, not an
+    answer, and a bare torch name such as `index_add` is one the static check's allowlist spells out;
+    both are left out of the search.)"""
     venv, wheel = student_env
     hints = "".join((ROOT / "grader" / "judge" / f"{name}.py").read_text(encoding="utf-8")
                     for name in ("diagnose", "neighbourhood"))
