@@ -4,7 +4,7 @@ it. Everything a class would otherwise find at grading time is tried here, once:
 gradient not yet computed), the hidden draws (four configurations from a throw-away salt, so ranges that
 admit none are said now), the forward pass at every drawn size, and the reference answers derived from
 the forward lines (an operation without a rule is named with its line), each shown as the solved notebook
-will hold it (the fused blocks' and manual_backward's cells after the atomic ones), with how many wrong
+will hold it (the fused blocks' and the functions' cells after the atomic ones), with how many wrong
 variants of them the rule table makes.
 """
 from __future__ import annotations
