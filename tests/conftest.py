@@ -45,6 +45,40 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.markexpr = FAST
 
 
+def _shared_scope(item: pytest.Item) -> str:
+    """The work an item shares with others through a fixture wider than a test (a module's course, a red-team
+    mode): the module and the parameters of those fixtures; the item's own id where it shares none."""
+    marked = item.get_closest_marker("xdist_group")
+    if marked:
+        return marked.args[0]
+    definitions = item._fixtureinfo.name2fixturedefs
+    wide = [name for name in item.fixturenames
+            if name in definitions and definitions[name][-1].scope in ("class", "module", "package")]
+    if not wide:
+        return item.nodeid
+    indices = item.callspec.indices if hasattr(item, "callspec") else {}
+    return "-".join([item.module.__name__, *(f"{name}{indices[name]}" for name in wide if name in indices)])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Two tests at once (pytest-xdist, `-n` in pyproject.toml): the items that share a module's or a
+    mode's set-up go to one worker together (a set-up made twice costs more than the second core gives),
+    and the scopes holding slow tests are handed out first, the most slow tests first, so that the last
+    minutes are many short tests spread over both workers instead of one long scope on one."""
+    if not config.pluginmanager.hasplugin("xdist") or config.getoption("dist", "no") == "no":
+        return
+    scopes: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        scopes.setdefault(_shared_scope(item), []).append(item)
+    for scope, members in scopes.items():
+        if len(members) > 1 or scope != members[0].nodeid:
+            for item in members:
+                item.add_marker(pytest.mark.xdist_group(scope))
+    ordered = sorted(scopes.values(), key=lambda members: -sum(bool(i.get_closest_marker("slow")) for i in members))
+    items[:] = [item for members in ordered for item in members]
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
     if config.stash[_CUT]:
         return "slow tests left out (the local default): CI=true or -m '' runs them all, -m slow only them"

@@ -33,6 +33,7 @@ import yaml
 from grader.judge.configs import generate
 from grader.judge.exam import prepare
 from helpers import nostatic
+from helpers.cli import export_formats
 from helpers.nbgrader_course import set_answers
 from helpers.notebooks import reference_sources, write
 from helpers.paths import COURSE, COURSE_FILE, ROOT
@@ -184,7 +185,7 @@ def graded(tmp_path_factory) -> dict[str, dict[str, str]]:
                                                "--gradebook", str(course.parent / "gradebook.db")], floor=floor)
             printed[f"{route}: report"] = _run(["report", str(out)])
             printed[f"{route}: report --json"] = _run(["report", str(out), "--json"])
-            for fmt in ("grade-ids", "canvas"):
+            for fmt in export_formats():
                 printed[f"{route}: export {fmt}"] = _run(["export", str(out), "--format", fmt, "--course", str(course)])
         files = {str(p.relative_to(root)): p.read_text(errors="replace") for p in root.rglob("*")
                  if p.is_file() and p.suffix != ".ipynb" and "course" not in p.relative_to(root).parts}

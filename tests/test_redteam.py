@@ -44,6 +44,7 @@ import yaml
 from grader.exercise import GRADE_CELL_PREFIX
 from grader.safe_text import output_stem
 from helpers import ipc, nostatic, refuse, users
+from helpers.cli import export_formats
 from helpers.paths import COURSE, ROOT
 from solutions import reference
 
@@ -424,8 +425,8 @@ class Mode:
                 batch.refused = lines[0]
                 continue
             self.run(batch, "report", ["report", "results"])
-            self.run(batch, "export-grade-ids", ["export", "results", "--format", "grade-ids"])
-            self.run(batch, "export-canvas", ["export", "results", "--format", "canvas", "--course", "course.yml"])
+            for fmt in export_formats():
+                self.run(batch, f"export-{fmt}", ["export", "results", "--format", fmt, "--course", "course.yml"])
             if batch.out.is_dir():
                 batch.files = sorted(os.fsdecode(p.relative_to(batch.out)) for p in batch.out.rglob("*") if p.is_file())
         if self.nbgrader is not None:

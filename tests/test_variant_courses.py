@@ -320,6 +320,7 @@ def _check_grades(outcome: variant_courses.Outcome) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("variant-courses")  # one worker makes every course (helpers/variant_courses.py)
 @pytest.mark.parametrize("name", variants.NAMES)  # the lecture's network too: a variant like any other
 def test_every_variant_course(name, variant_course_outcome):
     """`course init --variant NAME` gives a course which the grader marks full for the solved notebook, 0

@@ -8,6 +8,9 @@ command in place: its pid is the one the caller started, and nothing else of roo
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
 import pwd
 import secrets
@@ -15,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +92,45 @@ def _root_traversable() -> int | None:
     return mode
 
 
+# Who holds root's home traversable, shared by the processes of one test run (pytest-xdist's workers): the
+# mode it had before the first hold, and the pids holding it. The last to let go puts the mode back, so a
+# worker that finishes early never locks out another worker's user.
+_HOLDS = Path(tempfile.gettempdir()) / "bpn-tests-root-traversable.json"
+
+
+@contextlib.contextmanager
+def _holds():
+    with open(_HOLDS.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        state = json.loads(_HOLDS.read_text()) if _HOLDS.exists() else {"mode": None, "holders": []}
+        state["holders"] = [pid for pid in state["holders"] if os.path.exists(f"/proc/{pid}")]
+        yield state
+        if state["holders"]:
+            _HOLDS.write_text(json.dumps(state))
+        else:
+            if state["mode"] is not None:
+                Path(pwd.getpwuid(0).pw_dir).chmod(state["mode"])
+            _HOLDS.unlink(missing_ok=True)
+
+
+def hold_root_traversable(*, again: bool = False) -> None:
+    """Make root's home traversable for this process, as one more hold; `again`: no new hold, only the
+    permission given back if a test put a mode back meanwhile."""
+    with _holds() as state:
+        mode = _root_traversable()
+        if mode is not None and state["mode"] is None:
+            state["mode"] = mode
+        if not again or os.getpid() not in state["holders"]:
+            state["holders"].append(os.getpid())
+
+
+def release_root_traversable() -> None:
+    """Let go of one of this process's holds."""
+    with _holds() as state:
+        if os.getpid() in state["holders"]:
+            state["holders"].remove(os.getpid())
+
+
 def processes_of(uid: int) -> list[int]:
     """Pids of the processes running as `uid` (the owner of their /proc entry: the effective uid)."""
     found = []
@@ -123,27 +166,23 @@ def remove(user: User) -> None:
 
 class Session:
     """A user for a test session (`.user`): made on enter (with /root made traversable), removed on exit
-    (the mode of /root restored)."""
+    (the mode of /root restored once no process of the run holds it)."""
 
     def __init__(self, prefix: str = "bpn"):
         self.prefix = prefix
         self.user: User | None = None
-        self._mode: int | None = None
 
     def __enter__(self) -> Session:
-        self._mode = _root_traversable()
+        hold_root_traversable()
         self.user = create(self.prefix)
         return self
 
     def keep_root_traversable(self) -> None:
-        """Give traverse permission on /root again if something took it away meanwhile (another test
-        restoring the mode it found): without it the user cannot start Python at all."""
-        mode = _root_traversable()
-        if mode is not None and self._mode is None:
-            self._mode = mode
+        """Give traverse permission on /root again if something took it away meanwhile: without it the
+        user cannot start Python at all."""
+        hold_root_traversable(again=True)
 
     def __exit__(self, *exc) -> None:
         if self.user is not None:
             remove(self.user)
-        if self._mode is not None:
-            Path(pwd.getpwuid(0).pw_dir).chmod(self._mode)
+        release_root_traversable()

@@ -222,9 +222,10 @@ class _Courses:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def _variant_courses_started(request, tmp_path_factory):
-    """Starts the courses of the selected variant tests (none when none is selected) before the first test."""
+    """Starts the courses of the selected variant tests when the first of them asks: under pytest-xdist only
+    the worker given their group (tests/conftest.py hands it out first) makes them."""
     names = [item.callspec.params["name"] for item in request.session.items if item.originalname == TEST]
     courses = _Courses(names, tmp_path_factory.mktemp) if names else None
     yield courses
