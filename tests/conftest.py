@@ -66,7 +66,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     mode's set-up go to one worker together (a set-up made twice costs more than the second core gives),
     and the scopes holding slow tests are handed out first, the most slow tests first, so that the last
     minutes are many short tests spread over both workers instead of one long scope on one."""
-    if not config.pluginmanager.hasplugin("xdist") or config.getoption("dist", "no") == "no":
+    if not getattr(config.option, "loadgroup", False):  # set in xdist's workers under --dist loadgroup
         return
     scopes: dict[str, list[pytest.Item]] = {}
     for item in items:
