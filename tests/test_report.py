@@ -263,7 +263,7 @@ def test_submissions_found_but_not_graded_are_listed(graded, tmp_path):
     missing = [f"{s}/{COURSE.notebook.removesuffix('.ipynb')}" for s in ("yan", "zoe")]
     assert done.stderr.splitlines() == [f"not graded: {sid} (in {tmp_path / 'submitted'})" for sid in missing]
     parsed = Page((tmp_path / "results" / "report.html").read_text(encoding="utf-8"))
-    assert [list(row.values()) for row in parsed.table("not-graded")] == [[sid] for sid in missing]
+    assert [list(row.values()) for row in parsed.table("not-graded")] == [[sid, "no result"] for sid in missing]
     assert "not graded2" in parsed.text("summary")
     done = CliRunner().invoke(main, ["report", str(tmp_path / "results"), "--json"])
     assert json.loads(done.stdout)["not_graded"] == missing

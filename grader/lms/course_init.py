@@ -53,23 +53,24 @@ c.Exchange.root = {exchange!r}
 c.ClearSolutions.code_stub = {{"python": ""}}
 
 # Autograde runs no kernel: backprop-ninja grades the answer cells in its sandbox and writes each grade
-# cell's score and feedback, which nbgrader's SaveAutoGrades then records per tensor.
+# cell's score and feedback, which RecordGrades then records per tensor with the late penalty, in one
+# transaction (nbgrader's SaveAutoGrades and AssignLatePenalties, which commit one cell at a time).
 c.Autograde.autograde_preprocessors = [
     "grader.lms.nbgrader.GradeInSandbox",
     "nbgrader.preprocessors.LimitOutput",
-    "nbgrader.preprocessors.SaveAutoGrades",
-    "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
+    "grader.lms.nbgrader.RecordGrades",
 ]
 c.GradeInSandbox.course = {course_file!r}  # relative to the course directory, where nbgrader runs
 # Each result as a file too, for `backprop-ninja report results/` and `backprop-ninja export results/`.
 c.GradeInSandbox.results = "results"
-# Grade cells come back from the gradebook, a deleted one too (nbgrader's own restore can fail on it).
+# Grade cells come back from the gradebook, a deleted one too (nbgrader's own restore can fail on it); a cell
+# a student marked as nbgrader's with no grade id, or one the assignment does not have, becomes a plain cell.
 # Then the student's HTML is neutralised (markdown, raw cells, outputs, metadata): formgrader renders the
 # autograded notebook on this server's origin, logged in as you, and sanitizes nothing itself.
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
-    "nbgrader.preprocessors.DeduplicateIds",
+    "grader.lms.nbgrader.Deduplicate",
     "nbgrader.preprocessors.OverwriteKernelspec",
     "grader.lms.nbgrader.RestoreCells",
     "nbgrader.preprocessors.CheckCellMetadata",
