@@ -278,8 +278,14 @@ def course_check(directory):
               help="The solved notebook (default: solutions/backprop_ninja_solved.ipynb beside course.yml, a "
                    "course directory's source notebook, or the checkout's).")
 @course_option("The course.yml beside which to look for the solved notebook (default: ./course.yml if any).")
-def solution(grade_id, notebook, force, solved, course_file):
+@click.option("--exercise", "exercise_spec", metavar="FILE.py:ATTRIBUTE|NAME",
+              help="The course's own exercise, where its course.yml is not at hand (the file released beside the "
+                   "notebook). A notebook's own settings name only an exercise the package carries: no file a "
+                   "notebook names is ever loaded.")
+def solution(grade_id, notebook, force, solved, course_file, exercise_spec):
     """The reference answer for GRADE_ID, explained line by line, once NOTEBOOK holds your attempt at it."""
+    from grader.exercise import ExerciseError
+    from grader.exercise import load as load_exercise
     from grader.student.solution import SolutionError, show
 
     if notebook is None and not force:
@@ -287,7 +293,17 @@ def solution(grade_id, notebook, force, solved, course_file):
     course_file = _here(course_file)
     course = _load_course(course_file) if course_file is not None else None
     try:
-        text = show(grade_id, notebook, solved=solved, course=course, force=force, derived=_derived_references)
+        exercise = None
+        if exercise_spec is not None:
+            module, colon, attribute = exercise_spec.rpartition(":")
+            if module.endswith(".py") and not Path(module).is_file():
+                raise click.ClickException(f"--exercise: no such file {module}")
+            exercise = load_exercise(f"{Path(module).resolve()}{colon}{attribute}" if module.endswith(".py")
+                                     else exercise_spec)
+        text = show(grade_id, notebook, solved=solved, course=course, force=force, derived=_derived_references,
+                    exercise=exercise)
+    except ExerciseError as exc:
+        raise click.ClickException(str(exc)) from None
     except SolutionError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(text)
