@@ -5,6 +5,7 @@ its feedback, is tests/test_package.py."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import warnings
@@ -17,6 +18,7 @@ from grader.cli import main
 from grader.judge.scoring import Result
 from grader.judge.scoring import TestScore as Score
 from grader.outputs import final
+from grader.outputs.report import RESUBMITTED
 from grader.outputs.results import write_result
 from grader.vocabulary import Verdict
 
@@ -25,17 +27,20 @@ POINTS = {"dcounts": 1.0, "dprobs": 2.0}
 # ann: dcounts wrong, which a TA sets to full marks; bob: right, and late (a 0.5 penalty); cam: only
 # graded, never recorded in the gradebook (kept as graded); dan: graded, but the gradebook holds his
 # submission with no score (as a grading that failed after nbgrader made the submission left it); eve:
-# graded, but the gradebook holds other scores (a regrade whose recording failed).
+# graded, but the gradebook holds other scores (a regrade whose recording failed); fay: graded and on
+# record, then resubmitted, a truncated file whose regrade failed (her result and scores are of the old one).
 GRADED = {"ann": {"dcounts": 0.0, "dprobs": 2.0}, "bob": {"dcounts": 1.0, "dprobs": 2.0},
           "cam": {"dcounts": 1.0, "dprobs": 0.0}, "dan": {"dcounts": 1.0, "dprobs": 2.0},
-          "eve": {"dcounts": 1.0, "dprobs": 2.0}}
+          "eve": {"dcounts": 1.0, "dprobs": 2.0}, "fay": {"dcounts": 1.0, "dprobs": 2.0}}
 MANUAL, PENALTY = ("ann", "dcounts", 1.0), ("bob", 0.5)
 FINAL = {"ann": 3.0, "bob": 2.5, "cam": 1.0}
-NOT_GRADED = {"dan": final.NOT_RECORDED, "eve": final.STALE}
+NOT_GRADED = {"dan": final.NOT_RECORDED, "eve": final.STALE, "fay": RESUBMITTED}
+SUBMITTED = {"ann": b'{"cells": []}', "fay": b'{"cells": [], "nbformat": 4, "meta'}  # as in submitted/ now
 
 
 def _result(student: str) -> Result:
-    result = Result(f"{student}/{ASSIGNMENT}/{NOTEBOOK}", f"submitted/{student}/{ASSIGNMENT}/{NOTEBOOK}.ipynb")
+    result = Result(f"{student}/{ASSIGNMENT}/{NOTEBOOK}", f"submitted/{student}/{ASSIGNMENT}/{NOTEBOOK}.ipynb",
+                    notebook_sha256=hashlib.sha256(b'{"cells": []}').hexdigest())
     for name, score in GRADED[student].items():
         verdict = Verdict.CORRECT if score == POINTS[name] else Verdict.INCORRECT
         result.tests.append(Score(name, score, POINTS[name], verdict, "as graded"))
@@ -51,13 +56,16 @@ def course(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("course")
     for student in GRADED:
         write_result(root / "results", _result(student))
+    for student, content in SUBMITTED.items():
+        (root / "submitted" / student / ASSIGNMENT).mkdir(parents=True)
+        (root / "submitted" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb").write_bytes(content)
     with warnings.catch_warnings(), Gradebook(f"sqlite:///{root / final.GRADEBOOK}") as gb:
         warnings.simplefilter("ignore")  # nbgrader's own add_submission trips SQLAlchemy's autoflush warnings
         gb.add_assignment(ASSIGNMENT)
         gb.add_notebook(NOTEBOOK, ASSIGNMENT)
         for name, points in POINTS.items():
             gb.add_grade_cell(f"check_{name}", NOTEBOOK, ASSIGNMENT, max_score=points, cell_type="code")
-        for student in ("ann", "bob", "dan", "eve"):
+        for student in ("ann", "bob", "dan", "eve", "fay"):
             gb.add_student(student)
             gb.add_submission(ASSIGNMENT, student)
             for name, score in GRADED[student].items() if student != "dan" else ():
@@ -107,7 +115,7 @@ def test_grade_ids_take_the_tas_score(course):
 def test_canvas_takes_the_same_totals(course):
     run("export", str(course / "results"), "--format", "canvas")
     header, _, *rows = list(csv.reader(io.StringIO((course / "results" / "canvas.csv").read_text(encoding="utf-8"))))
-    assert {row[3]: row[-1] for row in rows} == {"ann": "3", "bob": "2.5", "dan": "", "eve": "2"}
+    assert {row[3]: row[-1] for row in rows} == {"ann": "3", "bob": "2.5", "dan": "", "eve": "", "fay": ""}
 
 
 def test_an_explicit_gradebook_and_none(course, tmp_path):
@@ -119,7 +127,8 @@ def test_an_explicit_gradebook_and_none(course, tmp_path):
     done = run("report", str(alone), "--json")
     assert json.loads(done.stdout)["submissions"][0]["score"] == 2.0  # ann, as graded
     done = run("report", str(alone), "--json", "--gradebook", str(course / final.GRADEBOOK))
-    assert {s["submission"].split("/")[0]: s["score"] for s in json.loads(done.stdout)["submissions"]} == FINAL
+    scores = {s["submission"].split("/")[0]: s["score"] for s in json.loads(done.stdout)["submissions"]}
+    assert scores == {**FINAL, "fay": 3.0}  # no submitted/ beside these results to tell fay's notebook changed
 
 
 def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores():

@@ -72,6 +72,7 @@ class Result:
     # Taken off the total, as nbgrader's gradebook holds it for a late submission (grader.outputs.final);
     # the grader itself never sets one.
     late_penalty: float = 0.0
+    notebook_sha256: str = ""  # of the notebook's bytes as graded (extract.Submission.sha256)
 
     @property
     def score(self) -> float:
@@ -129,7 +130,8 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
 
 
 def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Result:
-    result = Result(submission.id, str(submission.path), error=submission.error, exercise=course.exercise_spec)
+    result = Result(submission.id, str(submission.path), error=submission.error, exercise=course.exercise_spec,
+                    notebook_sha256=submission.sha256)
     for cell, refusal in submission.refused.items():
         kind = Flag.SYNTAX_ERROR if refusal.unreadable else Flag.STATIC_CHECK
         result.flags.append({"kind": kind, "cell": cell, "evidence": str(refusal)})

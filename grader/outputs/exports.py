@@ -17,6 +17,7 @@ loads the exercise, and torch with it) is imported where it is done.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,7 @@ class Grade:
     max_score: float
     canvas_id: str | None = None  # Canvas's user id (its gradebook's ID column), as zip_collect recorded it
     name: str = ""  # the student's name as the gradebook has it
+    why: str = "the gradebook holds no score of it"  # why a score is None
 
 
 def from_results(results: list[Result]) -> list[Grade]:
@@ -196,8 +198,7 @@ def canvas_rows(grades: list[Grade], column: str, roster: Roster | None, warn=pr
         best[g.student] = g
     for g in sorted(best.values(), key=lambda g: g.student):
         if g.score is None:
-            warn(f"{g.source}: not graded (the gradebook holds no score of it): its score is left blank, which "
-                 "Canvas leaves as it was; grade it again")
+            warn(f"{g.source}: not graded ({g.why}): its score is left blank, which Canvas leaves as it was")
     max_score = max(g.max_score for g in grades)
     if roster is not None:
         found = roster.column(column)
@@ -245,16 +246,20 @@ def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None 
            assignment: str | None = None) -> Path:
     """`backprop-ninja export`: write `fmt` for a results folder (default: a CSV in the folder), with the
     scores `gradebook` holds when given (grader.outputs.final)."""
-    from grader.outputs import final
-    from grader.outputs.report import load, refuse_to_replace
+    from grader.outputs.report import beside, refuse_to_replace, scored
 
     out = Path(out) if out is not None else Path(folder) / DEFAULT_NAMES[fmt]
     refuse_to_replace(out)
+    results, left_out = scored(folder, [out], gradebook, beside(folder))
     if fmt == "grade-ids":
-        rows = grade_id_rows(*final.from_gradebook(load(folder, skip=[out]), gradebook))
+        rows = grade_id_rows(results, left_out)
     else:
-        grades = (from_gradebook(gradebook, assignment) if gradebook is not None
-                  else from_results(load(folder, skip=[out])))
+        grades = from_gradebook(gradebook, assignment) if gradebook is not None else from_results(results)
+        why = {student_id(sid): reason for sid, reason in left_out.items()}
+        grades = [dataclasses.replace(g, score=None, why=why[g.student]) if g.student in why else g for g in grades]
+        named = {g.student for g in grades}
+        grades += [Grade(student, f"{student} (results)", None, 0.0, why=reason)
+                   for student, reason in why.items() if student not in named]
         rows = canvas_rows(grades, column, read_roster(roster) if roster is not None else None, warn)
     atomic_write(out, csv_text(rows))
     return out

@@ -9,6 +9,7 @@ students' notebooks: every one of them is escaped before it reaches the page.
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
 import itertools
@@ -402,9 +403,39 @@ def render(report: dict) -> str:
             f"</section>{body}</body></html>\n")
 
 
-def scored(folder: Path, skip: list, gradebook: Path | None) -> tuple[list[Result], dict[str, str]]:
-    """The results of `folder` with the gradebook's scores, and those left out with why (final.from_gradebook)."""
+RESUBMITTED = ("its latest submission was not graded (the notebook in submitted/ is not the one its result is of: "
+               "a resubmission whose grading failed, or not run yet): grade it again; the earlier score is not counted")
+
+
+def resubmitted(results: list[Result], submitted: Path | None) -> dict[str, str]:
+    """The submissions whose notebook in `submitted` is no longer the one their result was graded from, with
+    why: a regrade that failed (a truncated download nbgrader could not read) leaves the earlier result and
+    scores in place, which no view may count as the student's latest."""
+    if submitted is None or not Path(submitted).is_dir():
+        return {}
+    from grader.extract import Refused, discover, notebook_bytes
+
+    graded = {r.submission: r.notebook_sha256 for r in results if r.notebook_sha256}
+    found = {}
+    for sid, path in discover([Path(submitted)]):
+        if sid not in graded:
+            continue
+        try:
+            now = hashlib.sha256(notebook_bytes(path)).hexdigest()
+        except (Refused, OSError):
+            continue
+        if now != graded[sid]:
+            found[sid] = RESUBMITTED
+    return found
+
+
+def scored(folder: Path, skip: list, gradebook: Path | None,
+           submitted: Path | None) -> tuple[list[Result], dict[str, str]]:
+    """The results of `folder` with the gradebook's scores, and those left out with why: scores the gradebook
+    does not hold (final.from_gradebook), and results of a notebook since replaced in `submitted`."""
     results, left_out = final.from_gradebook(load(folder, skip=skip), gradebook)
+    left_out |= resubmitted(results, submitted)
+    results = [r for r in results if r.submission not in left_out]
     if not results:
         raise ReportError(f"{folder}: none of its {len(left_out)} result(s) has its score in the gradebook "
                           f"{gradebook} (e.g. {min(left_out)}: {left_out[min(left_out)]})")
@@ -418,8 +449,9 @@ def write_html(folder: Path, out: Path | None = None, submitted: Path | None = N
     submitted/ folder beside the results)."""
     out = Path(out) if out is not None else Path(folder) / REPORT
     refuse_to_replace(out)
-    results, left_out = scored(folder, [out], gradebook)
-    atomic_write(out, render(build(results, Path(folder), submitted or beside(folder), gradebook, left_out)))
+    submitted = submitted or beside(folder)
+    results, left_out = scored(folder, [out], gradebook, submitted)
+    atomic_write(out, render(build(results, Path(folder), submitted, gradebook, left_out)))
     return out
 
 
@@ -429,7 +461,7 @@ def run(folder: Path, out: Path | None, as_json: bool, echo, submitted: Path | N
     with the scores `gradebook` holds when given. Notebooks of `submitted` without a result are named on
     stderr too."""
     submitted = submitted or beside(folder)
-    results, left_out = scored(folder, [out] if out else [], gradebook)
+    results, left_out = scored(folder, [out] if out else [], gradebook, submitted)
     for sid in not_graded(results, submitted, left_out):
         echo(f"not graded: {sid} ({left_out[sid] if sid in left_out else f'in {submitted}'})", err=True)
     if not as_json:
