@@ -143,6 +143,8 @@ def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Res
         result.tests.append(test)
         if chain is not None and chain.extra:
             test.extra = dict(chain.extra)
+        if any(item is not None and item.kind == Status.ERROR for item in (chain, local)):
+            test.extra["raised"] = True  # the cell raised at run time: an error for the class report to list
         if test.verdict != Verdict.CORRECT:
             test.mistake = next((item.mistake for item in (chain, local) if item is not None and item.mistake), "")
         for check, item in ((CHAIN, chain), (LOCAL, local)):

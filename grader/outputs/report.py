@@ -145,12 +145,19 @@ def _flags(results: list[Result]) -> list[dict]:
 
 
 def _errors(results: list[Result]) -> list[dict]:
-    """Each submission's error, then its error flags (a syntax error, a time limit) not already said."""
+    """Each submission's error, then its error flags (a syntax error, a time limit) not already said, each
+    once per place (a cell past its time limit is flagged by each check that ran it), then the answer cells
+    that raised at run time."""
     found = []
     for r in results:
         said = [r.error] if r.error else []
-        said += [f"{f.get('kind', '')} ({f.get('grade_id') or f.get('cell') or 'submission'}): {f.get('evidence', '')}"
-                 for f in r.error_flags if f.get("evidence") != r.error]
+        places = set()
+        for f in r.error_flags:
+            where = f.get("grade_id") or f.get("cell") or "submission"
+            if f.get("evidence") != r.error and (f.get("kind"), where) not in places:
+                places.add((f.get("kind"), where))
+                said.append(f"{f.get('kind', '')} ({where}): {f.get('evidence', '')}")
+        said += [f"raised ({t.name}): {t.output}" for t in r.tests if t.extra.get("raised")]
         found += [{"submission": r.submission, "error": text} for text in said]
     return found
 
