@@ -130,6 +130,20 @@ def test_the_install_cell_never_fetches_a_cuda_build_of_torch(monkeypatch, torch
     assert ran == [*wanted, [package, "matplotlib"]]
 
 
+def test_the_readmes_hub_recipe_gives_each_image_what_the_hub_starts_and_the_cpu_torch():
+    """Each image of the README's hub recipe is what JupyterHub starts a user's server from: without the
+    jupyterhub package there is no jupyterhub-singleuser to start. Each installs torch from the CPU index
+    before the package that requires it."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    recipe = text[text.index("## The hub image recipe"):text.index("## A course on a shared server")]
+    images = re.findall(r"```bash\n(.*?)```", recipe, re.S)
+    assert len(images) == 2, recipe
+    for lines in images:
+        torch, package = lines.strip().splitlines()
+        assert "torch" in torch and "--index-url https://download.pytorch.org/whl/cpu" in torch
+        assert "backprop-ninja" in package and "jupyterhub" in package.split()
+
+
 def test_the_install_cell_installs_the_pinned_student_package_and_nothing_heavy(student_env, tmp_path):
     """A fresh environment without `grader` (a hub image or Colab), the package index standing in as a folder
     holding the student wheel: the released notebook's first cell installs that very version, and the wheel
