@@ -219,14 +219,17 @@ def course():
 @click.option("--solutions", type=click.Choice(["gated", "off"]),
               help="off: a graded course (the notebook installs backprop-ninja-student and `solution` refuses); "
                    "gated: references after an attempt, for self-learners (default: course.yml's, else gated).")
-def course_init(directory, course_file, course_id, exchange, update, variant, exercise_file, solutions):
+@click.option("--group", help="The staff's group (TAs and instructor, no student), which shares the course: the "
+                              "folder and all in it are the group's, setgid, and nbgrader's files are written for the "
+                              "group to replace (umask 007 in nbgrader_config.py); `course check` verifies it.")
+def course_init(directory, course_file, course_id, exchange, update, variant, exercise_file, solutions, group):
     """Write an nbgrader course in DIRECTORY: source notebook, hidden suite, course.yml, nbgrader_config.py."""
     from grader.lms.course_init import InitError, default_course, init
     from grader.lms.course_init import update as refresh
 
     try:
         if update:
-            if course_file or course_id or exchange or variant or solutions or exercise_file:
+            if course_file or course_id or exchange or variant or solutions or exercise_file or group:
                 raise click.UsageError("--update reads DIRECTORY's own course.yml and nbgrader_config.py: edit those "
                                        "instead of passing --course, --course-id, --exchange, --variant, --solutions "
                                        "or --exercise")
@@ -235,7 +238,7 @@ def course_init(directory, course_file, course_id, exchange, update, variant, ex
             return
         config = _load_course(course_file or default_course())
         written = init(config, directory, course_id=course_id, exchange=exchange, variant=variant,
-                       exercise=exercise_file, solutions=solutions)
+                       exercise=exercise_file, solutions=solutions, group=group)
     except InitError as exc:
         raise click.ClickException(str(exc)) from None
     config = _load_course(Path(directory) / "course.yml")  # its own assignment, for an exercise of its own
@@ -254,18 +257,26 @@ def course_init(directory, course_file, course_id, exchange, update, variant, ex
 @course.command("check")
 @click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def course_check(directory):
-    """What of the course in DIRECTORY other users of this machine could read (exit 1 if anything)."""
+    """What of the course in DIRECTORY other users of this machine could read, and, in a course its staff's
+    group shares, what another TA could not replace (exit 1 if anything); home folders others may enter are
+    said too."""
     from grader.lms.course_init import exchange_of
-    from grader.lms.privacy import check
+    from grader.lms.privacy import check, homes, shared
 
     warnings, notes = check(directory, exchange_of(directory))
+    staff = shared(directory, exchange_of(directory))
+    for line in homes():  # outside the course: said, for the administrator, without failing the check
+        click.echo(f"warning: {line}", err=True)
     for line in notes:
         click.echo(f"note: {line}")
-    for line in warnings:
+    for line in warnings + staff:
         click.echo(f"warning: {line}", err=True)
     if warnings:
         raise click.ClickException(f"{len(warnings)} thing(s) in {directory} other users may read; see the README's "
                                    "checklist for a course on a shared server")
+    if staff:
+        raise click.ClickException(f"{directory}: the staff's group shares it, but {len(staff)} thing(s) keep another "
+                                   "TA from replacing what they grade; see the README's checklist")
     click.echo(f"{directory}: nothing in it is readable by other users")
 
 
@@ -278,8 +289,14 @@ def course_check(directory):
               help="The solved notebook (default: solutions/backprop_ninja_solved.ipynb beside course.yml, a "
                    "course directory's source notebook, or the checkout's).")
 @course_option("The course.yml beside which to look for the solved notebook (default: ./course.yml if any).")
-def solution(grade_id, notebook, force, solved, course_file):
+@click.option("--exercise", "exercise_spec", metavar="FILE.py:ATTRIBUTE|NAME",
+              help="The course's own exercise, where its course.yml is not at hand (the file released beside the "
+                   "notebook). A notebook's own settings name only an exercise the package carries: no file a "
+                   "notebook names is ever loaded.")
+def solution(grade_id, notebook, force, solved, course_file, exercise_spec):
     """The reference answer for GRADE_ID, explained line by line, once NOTEBOOK holds your attempt at it."""
+    from grader.exercise import ExerciseError
+    from grader.exercise import load as load_exercise
     from grader.student.solution import SolutionError, show
 
     if notebook is None and not force:
@@ -287,7 +304,17 @@ def solution(grade_id, notebook, force, solved, course_file):
     course_file = _here(course_file)
     course = _load_course(course_file) if course_file is not None else None
     try:
-        text = show(grade_id, notebook, solved=solved, course=course, force=force, derived=_derived_references)
+        exercise = None
+        if exercise_spec is not None:
+            module, colon, attribute = exercise_spec.rpartition(":")
+            if module.endswith(".py") and not Path(module).is_file():
+                raise click.ClickException(f"--exercise: no such file {module}")
+            exercise = load_exercise(f"{Path(module).resolve()}{colon}{attribute}" if module.endswith(".py")
+                                     else exercise_spec)
+        text = show(grade_id, notebook, solved=solved, course=course, force=force, derived=_derived_references,
+                    exercise=exercise)
+    except ExerciseError as exc:
+        raise click.ClickException(str(exc)) from None
     except SolutionError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(text)

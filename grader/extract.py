@@ -7,6 +7,7 @@ name and scores 0 on its own tensor only; identical copies are one answer. The s
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import stat
@@ -38,6 +39,7 @@ class Submission:
     forged: dict[str, object] = field(default_factory=dict)  # cells that run but print a fake result
     error: str | None = None
     analysis_seconds: float = 0.0  # CPU time the trusted process spent reading it (grader.limits.Budget)
+    sha256: str = ""  # of the file's bytes as read: a result is of this file, not of one that replaced it since
 
 
 def discover(paths: list[Path]) -> list[tuple[str, Path]]:
@@ -149,7 +151,9 @@ def read(sid: str, path: Path, cells: tuple[str, ...], cpu: float = Limits.analy
 def _read(sid: str, path: Path, cells: tuple[str, ...], budget: Budget) -> Submission:
     submission = Submission(sid, path)
     try:
-        text = notebook_bytes(path).decode("utf-8")
+        raw = notebook_bytes(path)
+        submission.sha256 = hashlib.sha256(raw).hexdigest()
+        text = raw.decode("utf-8")
         if not text.lstrip().startswith("{"):
             raise ValueError("not a JSON object")
         notebook = json.loads(text)

@@ -31,19 +31,27 @@ def root() -> Path:
 STUDENT_PACKAGE = {"gated": "backprop-ninja", "off": "backprop-ninja-student"}
 
 
+TORCH = "torch>=2.2,<3"  # as both packages require it
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
 def install_cell(solutions: str) -> str:
     """The notebook's first code cell: installs what it imports where it is missing (Colab, a JupyterHub
     image without it), and nothing where it is there. The package is pinned to the grader that made the
     notebook, so a student's self-check never runs other rules than the grader that will mark it;
     matplotlib (for the notebook's plots) is installed apart, only where missing, so the student package
-    stays a few hundred kB beside torch."""
+    stays a few hundred kB beside torch. Where torch is missing it comes first, from PyTorch's CPU index:
+    the package's own requirement would fetch PyPI's torch, a CUDA build of several GB on Linux."""
     package = f"{STUDENT_PACKAGE[solutions]}=={__version__}"
     return (f"# Installs the course's self-check where it is missing (Colab, a JupyterHub image): {package}\n"
             "import importlib.util, subprocess, sys\n"
+            "pip = [sys.executable, '-m', 'pip', 'install', '-q']\n"
+            "if importlib.util.find_spec('torch') is None:  # the CPU build: PyPI's is a CUDA build of several GB\n"
+            f"    subprocess.run([*pip, {TORCH!r}, '--index-url', {CPU_INDEX!r}], check=True)\n"
             f"needed = {{'grader': {package!r}, 'matplotlib': 'matplotlib'}}\n"
             "missing = [package for module, package in needed.items() if importlib.util.find_spec(module) is None]\n"
             "if missing:\n"
-            "    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', *missing], check=True)")
+            "    subprocess.run([*pip, *missing], check=True)")
 
 
 # The notebook's line holding course.yml's public settings (the self-check reads them): one dict literal.

@@ -13,6 +13,11 @@ The class (every other answer cell holds the reference answer):
 - jo: dprobs's self-check (a grade cell) and a read-only cell copied: full marks.
 - kim: the dW1 cell copied and the copy emptied but for a comment: one answer, full marks.
 - lu: the dlogits cell copied twice, then the original deleted: the copies agree, full marks.
+- mo: a markdown cell "```&#10;", on which nbconvert's markdown renderer raises (IndexError): shown as the text
+  typed, full marks (both routes once failed the notebook, the fast route leaving its submission on record with
+  no score, which every view read as 0).
+- fo: a grade cell of her own, with a grade id the assignment does not have, and a cell marked as nbgrader's with
+  none (nbgrader failed both routes: KeyError 'grade_id'): plain cells, full marks.
 """
 from __future__ import annotations
 
@@ -77,8 +82,22 @@ def _lu(nb):
     nb.cells.remove(original)
 
 
-EDITS = {"gus": _gus, "hal": _hal, "ida": _ida, "jo": _jo, "kim": _kim, "lu": _lu}
-ZERO = {"gus": set(), "hal": {"dprobs"}, "ida": {"dcounts"}, "jo": set(), "kim": set(), "lu": set()}
+FENCE = "```&#10;"
+
+
+def _mo(nb):
+    nb.cells.insert(3, nbformat.v4.new_markdown_cell(FENCE))
+
+
+def _fo(nb):
+    forged = {"grade": True, "solution": False, "locked": False, "points": 5, "schema_version": 3}
+    nb.cells += [nbformat.v4.new_code_cell("1", metadata={"nbgrader": {**forged, "grade_id": "check_bonus"}}),
+                 nbformat.v4.new_code_cell("2", metadata={"nbgrader": forged})]
+
+
+EDITS = {"gus": _gus, "hal": _hal, "ida": _ida, "jo": _jo, "kim": _kim, "lu": _lu, "mo": _mo, "fo": _fo}
+ZERO = {"gus": set(), "hal": {"dprobs"}, "ida": {"dcounts"}, "jo": set(), "kim": set(), "lu": set(), "mo": set(),
+        "fo": set()}
 MESSAGE = {"hal": ("2 answer cells have grade id 'dprobs', with different code", "dprobs"),
            "ida": ("no answer cell with grade id 'dcounts'", "dcounts")}
 
@@ -148,3 +167,11 @@ def test_the_student_reads_why_in_the_grade_cell(courses, student):
         printed = "".join(o.get("text", "") for o in cell.outputs)
         assert text in printed, (autograded, printed)
         assert [grade_id(c) for c in nb.cells].count(f"{GRADE_CELL_PREFIX}{gid}") == 1
+
+
+def test_a_cell_the_markdown_renderer_fails_on_is_kept_as_escaped_text(courses):
+    c, f = courses
+    for autograded in (c.autograded("mo"), f.autograded("mo")):
+        cells = nbformat.read(autograded, as_version=4).cells
+        sources = [cell.source for cell in cells if cell.cell_type == "markdown"]
+        assert "<div><pre>```&amp;#10;</pre></div>" in sources, autograded

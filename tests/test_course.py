@@ -229,6 +229,7 @@ def test_course_init_solutions_sets_course_yml_and_the_notebooks_settings(tmp_pa
 
     from grader import material
     from grader.cli import main
+    from grader.limits import REQUIRED_BY_DEFAULT
 
     target = tmp_path / "course"
     done = CliRunner().invoke(main, ["course", "init", str(target), "--course", str(COURSE_FILE),
@@ -238,6 +239,9 @@ def test_course_init_solutions_sets_course_yml_and_the_notebooks_settings(tmp_pa
     course = load(target / "course.yml")
     assert course.solutions == solutions
     assert (target / "course.yml").read_text(encoding="utf-8").count("\nsolutions:") == 1
+    text = (target / "course.yml").read_text(encoding="utf-8")
+    assert "backprop-ninja sandbox check" in text and course.limits.require == REQUIRED_BY_DEFAULT
+    assert yaml.safe_load(text)["sandbox"] == {"require": list(REQUIRED_BY_DEFAULT)}, "a block to edit, as is"
     nb = nbformat.read(target / "source" / course.assignment / course.notebook, as_version=4)
     settings = [s for s in (material.notebook_settings(c.source) for c in nb.cells if c.cell_type == "code") if s]
     assert len(settings) == 1 and settings[0].get("solutions", "gated") == solutions

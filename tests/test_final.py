@@ -5,6 +5,7 @@ its feedback, is tests/test_package.py."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import warnings
@@ -17,21 +18,29 @@ from grader.cli import main
 from grader.judge.scoring import Result
 from grader.judge.scoring import TestScore as Score
 from grader.outputs import final
+from grader.outputs.report import RESUBMITTED
 from grader.outputs.results import write_result
 from grader.vocabulary import Verdict
 
 ASSIGNMENT, NOTEBOOK = "backprop_ninja", "backprop_ninja"
 POINTS = {"dcounts": 1.0, "dprobs": 2.0}
 # ann: dcounts wrong, which a TA sets to full marks; bob: right, and late (a 0.5 penalty); cam: only
-# graded, never recorded in the gradebook (kept as graded).
+# graded, never recorded in the gradebook (kept as graded); dan: graded, but the gradebook holds his
+# submission with no score (as a grading that failed after nbgrader made the submission left it); eve:
+# graded, but the gradebook holds other scores (a regrade whose recording failed); fay: graded and on
+# record, then resubmitted, a truncated file whose regrade failed (her result and scores are of the old one).
 GRADED = {"ann": {"dcounts": 0.0, "dprobs": 2.0}, "bob": {"dcounts": 1.0, "dprobs": 2.0},
-          "cam": {"dcounts": 1.0, "dprobs": 0.0}}
+          "cam": {"dcounts": 1.0, "dprobs": 0.0}, "dan": {"dcounts": 1.0, "dprobs": 2.0},
+          "eve": {"dcounts": 1.0, "dprobs": 2.0}, "fay": {"dcounts": 1.0, "dprobs": 2.0}}
 MANUAL, PENALTY = ("ann", "dcounts", 1.0), ("bob", 0.5)
 FINAL = {"ann": 3.0, "bob": 2.5, "cam": 1.0}
+NOT_GRADED = {"dan": final.NOT_RECORDED, "eve": final.STALE, "fay": RESUBMITTED}
+SUBMITTED = {"ann": b'{"cells": []}', "fay": b'{"cells": [], "nbformat": 4, "meta'}  # as in submitted/ now
 
 
 def _result(student: str) -> Result:
-    result = Result(f"{student}/{ASSIGNMENT}/{NOTEBOOK}", f"submitted/{student}/{ASSIGNMENT}/{NOTEBOOK}.ipynb")
+    result = Result(f"{student}/{ASSIGNMENT}/{NOTEBOOK}", f"submitted/{student}/{ASSIGNMENT}/{NOTEBOOK}.ipynb",
+                    notebook_sha256=hashlib.sha256(b'{"cells": []}').hexdigest())
     for name, score in GRADED[student].items():
         verdict = Verdict.CORRECT if score == POINTS[name] else Verdict.INCORRECT
         result.tests.append(Score(name, score, POINTS[name], verdict, "as graded"))
@@ -47,17 +56,21 @@ def course(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("course")
     for student in GRADED:
         write_result(root / "results", _result(student))
+    for student, content in SUBMITTED.items():
+        (root / "submitted" / student / ASSIGNMENT).mkdir(parents=True)
+        (root / "submitted" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb").write_bytes(content)
     with warnings.catch_warnings(), Gradebook(f"sqlite:///{root / final.GRADEBOOK}") as gb:
         warnings.simplefilter("ignore")  # nbgrader's own add_submission trips SQLAlchemy's autoflush warnings
         gb.add_assignment(ASSIGNMENT)
         gb.add_notebook(NOTEBOOK, ASSIGNMENT)
         for name, points in POINTS.items():
             gb.add_grade_cell(f"check_{name}", NOTEBOOK, ASSIGNMENT, max_score=points, cell_type="code")
-        for student in ("ann", "bob"):
+        for student in ("ann", "bob", "dan", "eve", "fay"):
             gb.add_student(student)
             gb.add_submission(ASSIGNMENT, student)
-            for name, score in GRADED[student].items():
+            for name, score in GRADED[student].items() if student != "dan" else ():
                 gb.find_grade(f"check_{name}", NOTEBOOK, ASSIGNMENT, student).auto_score = score
+        gb.find_grade("check_dcounts", NOTEBOOK, ASSIGNMENT, "eve").auto_score = 0.0
         student, name, score = MANUAL
         gb.find_grade(f"check_{name}", NOTEBOOK, ASSIGNMENT, student).manual_score = score
         gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, PENALTY[0]).late_submission_penalty = PENALTY[1]
@@ -77,10 +90,14 @@ def test_report_takes_the_gradebooks_scores(course):
     assert {s["submission"].split("/")[0]: s["score"] for s in report["submissions"]} == FINAL
     assert (report["overridden"], report["late_penalties"]) == (1, 1)
     assert f"scores from the gradebook {course / final.GRADEBOOK}" in done.stderr
+    not_graded = {f"{s}/{ASSIGNMENT}/{NOTEBOOK}": why for s, why in NOT_GRADED.items()}
+    assert report["not_graded"] == sorted(not_graded) and report["not_graded_why"] == not_graded
+    assert all(f"not graded: {sid} ({why})" in done.stderr for sid, why in not_graded.items())
     page = run("report", str(course / "results")).stdout
     assert "class report" in page
     html = (course / "results" / "report.html").read_text(encoding="utf-8")
     assert "1 set by hand, 1 late penalties" in html
+    assert all(sid in html for sid in not_graded) and "the gradebook holds no score of it" in html
 
 
 def test_grade_ids_take_the_tas_score(course):
@@ -89,12 +106,16 @@ def test_grade_ids_take_the_tas_score(course):
     ann = next(r for r in rows if r["submission"].startswith("ann/") and r["grade_id"] == "dcounts")
     assert (float(ann["score"]), ann["status"]) == (1.0, "correct")
     assert ann["feedback"].startswith("your instructor set this score: 1 / 1 (the grader gave 0)")
+    assert sum("your instructor" in r["feedback"] for r in rows) == 1
+    for student, why in NOT_GRADED.items():
+        (row,) = [r for r in rows if r["submission"].startswith(f"{student}/")]
+        assert (row["score"], row["status"], row["feedback"]) == ("", "not graded", why)
 
 
 def test_canvas_takes_the_same_totals(course):
     run("export", str(course / "results"), "--format", "canvas")
     header, _, *rows = list(csv.reader(io.StringIO((course / "results" / "canvas.csv").read_text(encoding="utf-8"))))
-    assert {row[3]: float(row[-1]) for row in rows} == {s: FINAL[s] for s in ("ann", "bob")}
+    assert {row[3]: row[-1] for row in rows} == {"ann": "3", "bob": "2.5", "dan": "", "eve": "", "fay": ""}
 
 
 def test_an_explicit_gradebook_and_none(course, tmp_path):
@@ -106,7 +127,8 @@ def test_an_explicit_gradebook_and_none(course, tmp_path):
     done = run("report", str(alone), "--json")
     assert json.loads(done.stdout)["submissions"][0]["score"] == 2.0  # ann, as graded
     done = run("report", str(alone), "--json", "--gradebook", str(course / final.GRADEBOOK))
-    assert {s["submission"].split("/")[0]: s["score"] for s in json.loads(done.stdout)["submissions"]} == FINAL
+    scores = {s["submission"].split("/")[0]: s["score"] for s in json.loads(done.stdout)["submissions"]}
+    assert scores == {**FINAL, "fay": 3.0}  # no submitted/ beside these results to tell fay's notebook changed
 
 
 def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores():
@@ -141,3 +163,49 @@ def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores():
     dcounts = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "check_dcounts")
     assert dcounts.outputs[0].text.startswith("dcounts: 0.5 / 1 (partial). your instructor set this score")
     assert dcounts.outputs[1].data["text/plain"] == "0.5"
+
+
+def test_a_recording_that_fails_half_way_leaves_no_score_on_record(tmp_path):
+    """RecordGrades (SaveAutoGrades and AssignLatePenalties in one transaction), which both nbgrader routes
+    record with: a grade cell nbgrader cannot record (MissingEntry) after one it can leaves neither on record,
+    where SaveAutoGrades had committed the first; and a failure after everything was written (as the fast route's
+    autograded notebook) takes back the student and the submission too."""
+    import nbformat
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from grader.lms.nbgrader import RecordGrades, fill_grade_cells, record, transaction
+
+    db = f"sqlite:///{tmp_path / final.GRADEBOOK}"
+    with warnings.catch_warnings(), Gradebook(db) as gb:
+        warnings.simplefilter("ignore")
+        gb.add_assignment(ASSIGNMENT)
+        gb.add_notebook(NOTEBOOK, ASSIGNMENT)
+        for name, points in POINTS.items():
+            gb.add_grade_cell(f"check_{name}", NOTEBOOK, ASSIGNMENT, max_score=points, cell_type="code")
+        gb.add_student("ann")
+        gb.add_submission(ASSIGNMENT, "ann")  # as nbgrader's autograde makes it, before it grades
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("", metadata={"nbgrader": {
+        "grade": True, "grade_id": f"check_{name}", "points": POINTS.get(name, 1)}}) for name in (*POINTS, "x")])
+    fill_grade_cells(nb, _result("bob"), page=False)
+
+    def info(student):
+        return {"nbgrader": {"notebook": NOTEBOOK, "assignment": ASSIGNMENT, "student": student, "db_url": db}}
+
+    with pytest.raises(MissingEntry), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        RecordGrades().preprocess(nb, info("ann"))
+    nb.cells.pop()
+    with pytest.raises(OSError), warnings.catch_warnings(), transaction(db) as gb:
+        warnings.simplefilter("ignore")
+        gb.update_or_create_student("bob")
+        gb.update_or_create_submission(ASSIGNMENT, "bob")
+        record(gb, nb, info("bob"))
+        raise OSError("the autograded notebook cannot be written")
+    with Gradebook(db) as gb:
+        assert [g.auto_score for g in gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, "ann").grades] == [None] * 2
+        assert [s.id for s in gb.students] == ["ann"]
+    with warnings.catch_warnings(), transaction(db) as gb:
+        warnings.simplefilter("ignore")
+        record(gb, nb, info("ann"))
+    with Gradebook(db) as gb:
+        assert gb.find_submission(ASSIGNMENT, "ann").score == 3.0

@@ -77,13 +77,39 @@ def test_solution_from_the_released_folder_alone_derives_the_exercise_s_answer(m
     shutil.copy(folder / course.notebook, student / course.notebook)
     shutil.copy(folder / EXERCISE.name, student / EXERCISE.name)
     monkeypatch.chdir(student)
-    done = _solution("dh2", "--notebook", course.notebook)
+    done = _solution("dh2", "--notebook", course.notebook, "--exercise", f"{EXERCISE.name}:EXERCISE")
     assert done.exit_code == 0, done.output
     assert "derived" in done.output and "Wh.T" in done.output
     (student / EXERCISE.name).unlink()
-    done = _solution("dh2", "--notebook", course.notebook)
-    assert done.exit_code != 0 and "rnn.py is not beside it" in done.output
+    done = _solution("dh2", "--notebook", course.notebook, "--exercise", f"{EXERCISE.name}:EXERCISE")
+    assert done.exit_code != 0 and "rnn.py" in done.output
     assert len(done.output.strip().splitlines()) == 1
+
+
+def test_solution_never_loads_a_file_the_notebook_names(made, tmp_path, monkeypatch):
+    """A TA runs `solution --notebook` on a student's notebook whose course settings were edited to name a
+    file beside it: the file is never imported (it would run with the TA's rights); one line says to name
+    the exercise instead. A name the package carries still loads."""
+    course, folder = _source(made)
+    student = tmp_path / "student"
+    student.mkdir()
+    proof = tmp_path / "ran"
+    (student / "helper.py").write_text(f"open({str(proof)!r}, 'w').close()\nfrom grader.exercises.gallery.rnn "
+                                       "import EXERCISE\n", encoding="utf-8")
+    nb = nbformat.read(folder / course.notebook, as_version=4)
+    settings = next(c for c in nb.cells if "COURSE = {" in c.source)
+    for spec in ("helper.py:EXERCISE", "helper:EXERCISE", "rnn"):
+        settings.source = f"COURSE = {{'exercise': {spec!r}, 'solutions': 'gated'}}\n"
+        nbformat.write(nb, student / course.notebook)
+        monkeypatch.chdir(student)
+        monkeypatch.syspath_prepend(str(student))
+        done = _solution("dh2", "--notebook", course.notebook, "--force")
+        assert not proof.exists(), spec
+        if spec == "rnn":
+            assert done.exit_code == 0 and "Wh.T" in done.output, done.output
+        else:
+            assert done.exit_code == 1 and "loads no file a notebook names" in done.output, done.output
+            assert len(done.output.strip().splitlines()) == 1
 
 
 def test_demo_refuses_an_exercise_without_a_simulated_class_in_one_line_and_keeps_out(made, tmp_path):

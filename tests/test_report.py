@@ -239,9 +239,28 @@ def test_flags_and_errors_are_listed_for_review(page):
     assert [(f["submission"], f["kind"], f["where"]) for f in flags] == [
         (f"{HOSTILE}/backprop_ninja", "static-check", "dlogprobs")]
     assert "<script>alert('flag')</script>" in flags[0]["evidence"]
-    errors = parsed.table("errors")
-    assert [e["submission"] for e in errors] == ["junk/backprop_ninja"]
-    assert "not valid JSON" in errors[0]["error"]
+    errors = {e["submission"]: e["error"] for e in parsed.table("errors")}
+    assert list(errors) == [f"{HOSTILE}/backprop_ninja", "ben/backprop_ninja", "junk/backprop_ninja"]
+    assert "not valid JSON" in errors["junk/backprop_ninja"]
+    assert errors["ben/backprop_ninja"].startswith("raised (dh): RuntimeError on line 1")  # cells that raised too
+
+
+def test_the_errors_list_cells_that_raised_and_a_timeout_once():
+    """A cell past its time limit is flagged by both checks that ran it; the error view said it twice. A cell
+    that raised at run time (it scores 0, with no flag) was not in it at all."""
+    from grader.judge.scoring import Result, TestScore
+    from grader.outputs.report import _errors
+    from grader.vocabulary import Flag, Verdict
+
+    result = Result("ann/backprop_ninja", "ann.ipynb", flags=[
+        {"kind": Flag.TIMEOUT, "grade_id": "dprobs", "check": check, "evidence": "the cell ran past its time limit"}
+        for check in ("chain", "local")])
+    result.tests = [TestScore("dprobs", 0.0, 1.0, Verdict.INCORRECT, "the cell ran past its time limit"),
+                    TestScore("dh", 0.0, 1.0, Verdict.INCORRECT, "RuntimeError on line 1: size mismatch",
+                              {"raised": True}),
+                    TestScore("dW2", 1.0, 1.0, Verdict.CORRECT, "correct on every configuration")]
+    assert [e["error"] for e in _errors([result])] == ["timeout (dprobs): the cell ran past its time limit",
+                                                       "raised (dh): RuntimeError on line 1: size mismatch"]
 
 
 def test_every_submitted_notebook_was_graded(graded, page, as_json):
@@ -263,7 +282,7 @@ def test_submissions_found_but_not_graded_are_listed(graded, tmp_path):
     missing = [f"{s}/{COURSE.notebook.removesuffix('.ipynb')}" for s in ("yan", "zoe")]
     assert done.stderr.splitlines() == [f"not graded: {sid} (in {tmp_path / 'submitted'})" for sid in missing]
     parsed = Page((tmp_path / "results" / "report.html").read_text(encoding="utf-8"))
-    assert [list(row.values()) for row in parsed.table("not-graded")] == [[sid] for sid in missing]
+    assert [list(row.values()) for row in parsed.table("not-graded")] == [[sid, "no result"] for sid in missing]
     assert "not graded2" in parsed.text("summary")
     done = CliRunner().invoke(main, ["report", str(tmp_path / "results"), "--json"])
     assert json.loads(done.stdout)["not_graded"] == missing

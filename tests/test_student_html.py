@@ -56,6 +56,19 @@ def test_a_neutralised_markdown_cell_renders_again_unchanged_and_keeps_its_struc
         assert kept in once, kept
 
 
+def test_a_cell_the_renderer_fails_on_is_shown_as_escaped_text_and_the_others_as_prose():
+    """A fence followed by `&#10;` makes nbconvert's markdown renderer raise (IndexError); neutralising the
+    notebook cost the student the whole grade. That cell becomes the text typed, escaped; the others render."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("```&#10;\n<script>alert(1)</script>"),
+                                         nbformat.v4.new_markdown_cell("*prose*")])
+    neutralise(nb)
+    assert nb.cells[0].source == "<div><pre>```&amp;#10;&#10;&lt;script&gt;alert(1)&lt;/script&gt;</pre></div>"
+    assert markdown2html_mistune(nb.cells[0].source).strip() == nb.cells[0].source
+    assert nb.cells[1].source == "<div><p><em>prose</em></p></div>"
+
+
 def test_outputs_attachments_and_metadata_lose_what_a_template_would_write_out():
     nb = nbformat.v4.new_notebook(metadata={"title": "<script>", "widgets": {"x": 1},
                                             "kernelspec": {"name": "python3", "display_name": "Python 3"}})
@@ -80,6 +93,35 @@ def test_outputs_attachments_and_metadata_lose_what_a_template_would_write_out()
     assert "attachments" not in md and md.metadata == {} and re.fullmatch(r"[A-Za-z0-9_-]+", md.id)
     assert md.source == '<div><p><img alt="x"></p></div>'
     assert raw.source == "<img>ok" and raw.metadata == {"raw_mimetype": "text/html"}
+
+
+def test_notebook_metadata_reaches_nbconvert_only_through_the_allowlist(tmp_path, monkeypatch):
+    """language_info as a student can write it: `jupyter nbconvert --to script` on the autograded notebook
+    imported the module its nbconvert_exporter names (with the TA's rights), and templates print its name and
+    lexer raw. Once neutralised, only a Python kernel's own values are left, and nbconvert imports nothing."""
+    from nbconvert.exporters import ScriptExporter
+
+    proof = tmp_path / "ran"
+    (tmp_path / "evil_exporter.py").write_text(
+        f"open({str(proof)!r}, 'w').close()\nfrom nbconvert.exporters import PythonExporter as Exporter\n")
+    python = {"name": "python", "version": "3.11.7", "mimetype": "text/x-python", "file_extension": ".py",
+              "nbconvert_exporter": "python", "pygments_lexer": "ipython3",
+              "codemirror_mode": {"name": "ipython", "version": 3}}
+    evil = {**python, "name": "<script>alert(1)</script>", "pygments_lexer": "x` onerror=alert(1)",
+            "nbconvert_exporter": "evil_exporter.Exporter", "version": "3<b>", "file_extension": ".py;rm"}
+    kernelspec = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    for given, kept in ((python, python), (evil, {"name": "python", "mimetype": "text/x-python",
+                                                                   "codemirror_mode": python["codemirror_mode"]})):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")], metadata={
+            "language_info": dict(given), "kernelspec": {**kernelspec, "display_name": "<img src=x onerror=y>"}})
+        neutralise(nb)
+        assert nb.metadata == {"language_info": kept, "kernelspec": {**kernelspec, "display_name": "Python 3"}}
+    monkeypatch.syspath_prepend(str(tmp_path))
+    script, _ = ScriptExporter().from_notebook_node(nb)
+    assert not proof.exists() and "x = 1" in script
+    nb.metadata.language_info = evil
+    ScriptExporter().from_notebook_node(nb)
+    assert proof.exists(), "the attack this test stands for"
 
 
 def test_neutralising_twice_changes_nothing():

@@ -112,6 +112,38 @@ def test_the_first_cell_installs_the_student_package_in_a_graded_course():
                                                       if c.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL)
 
 
+@pytest.mark.parametrize("torch_missing", [True, False])
+def test_the_install_cell_never_fetches_a_cuda_build_of_torch(monkeypatch, torch_missing):
+    """Where torch is missing (a bare image), the package's own requirement would make pip fetch PyPI's torch, a
+    CUDA build of several GB: the cell installs the CPU build from PyTorch's index first, so that the package's
+    requirement is already met. Where torch is there (Colab's CUDA build), it is left alone."""
+    import importlib.util
+    import subprocess as real
+
+    ran = []
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "torch" and not torch_missing
+                        else None)
+    monkeypatch.setattr(real, "run", lambda args, check: ran.append(args[5:]))
+    exec(material.install_cell("off"), {})  # noqa: S102 - the cell as the notebook runs it
+    package = f"backprop-ninja-student=={__version__}"
+    wanted = [[material.TORCH, "--index-url", "https://download.pytorch.org/whl/cpu"]] if torch_missing else []
+    assert ran == [*wanted, [package, "matplotlib"]]
+
+
+def test_the_readmes_hub_recipe_gives_each_image_what_the_hub_starts_and_the_cpu_torch():
+    """Each image of the README's hub recipe is what JupyterHub starts a user's server from: without the
+    jupyterhub package there is no jupyterhub-singleuser to start. Each installs torch from the CPU index
+    before the package that requires it."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    recipe = text[text.index("## The hub image recipe"):text.index("## A course on a shared server")]
+    images = re.findall(r"```bash\n(.*?)```", recipe, re.S)
+    assert len(images) == 2, recipe
+    for lines in images:
+        torch, package = lines.strip().splitlines()
+        assert "torch" in torch and "--index-url https://download.pytorch.org/whl/cpu" in torch
+        assert "backprop-ninja" in package and "jupyterhub" in package.split()
+
+
 def test_the_install_cell_installs_the_pinned_student_package_and_nothing_heavy(student_env, tmp_path):
     """A fresh environment without `grader` (a hub image or Colab), the package index standing in as a folder
     holding the student wheel: the released notebook's first cell installs that very version, and the wheel

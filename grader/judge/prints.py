@@ -18,7 +18,11 @@ The sentences are sealed: each is XORed with a key stream drawn from the slip's 
 products with another set of random signs, to six digits, which the file does not hold), so the file
 lists no mistake's words, and some of them would hint at a right formula ("keeps only one factor of the
 sigmoid's derivative r * (1 - r)"); an answer that is the slip opens its sentence, as the grader would
-have said it.
+have said it. That is all the seal protects against: reading the file. A slip is, by construction, a small
+edit of the right answer, which any student has through autograd, so a student who tries the usual edits of
+it (a dropped factor, a missed sum, a transpose) opens the sentences of those slips; on the lecture's
+exercise one-edit guesses around the right answer opened 383 of the file's 1,836 sentences. No sentence is
+a reference answer, and none says more than the grader says to a student who makes that slip.
 
 Where the table has no fingerprint (the notebook's own batch, a torch whose batches differ, no file), a
 slip is unknown there: neither named nor ruled out by that batch.

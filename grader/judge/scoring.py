@@ -72,6 +72,7 @@ class Result:
     # Taken off the total, as nbgrader's gradebook holds it for a late submission (grader.outputs.final);
     # the grader itself never sets one.
     late_penalty: float = 0.0
+    notebook_sha256: str = ""  # of the notebook's bytes as graded (extract.Submission.sha256)
 
     @property
     def score(self) -> float:
@@ -129,7 +130,8 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
 
 
 def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Result:
-    result = Result(submission.id, str(submission.path), error=submission.error, exercise=course.exercise_spec)
+    result = Result(submission.id, str(submission.path), error=submission.error, exercise=course.exercise_spec,
+                    notebook_sha256=submission.sha256)
     for cell, refusal in submission.refused.items():
         kind = Flag.SYNTAX_ERROR if refusal.unreadable else Flag.STATIC_CHECK
         result.flags.append({"kind": kind, "cell": cell, "evidence": str(refusal)})
@@ -141,6 +143,8 @@ def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Res
         result.tests.append(test)
         if chain is not None and chain.extra:
             test.extra = dict(chain.extra)
+        if any(item is not None and item.kind == Status.ERROR for item in (chain, local)):
+            test.extra["raised"] = True  # the cell raised at run time: an error for the class report to list
         if test.verdict != Verdict.CORRECT:
             test.mistake = next((item.mistake for item in (chain, local) if item is not None and item.mistake), "")
         for check, item in ((CHAIN, chain), (LOCAL, local)):

@@ -53,23 +53,24 @@ c.Exchange.root = {exchange!r}
 c.ClearSolutions.code_stub = {{"python": ""}}
 
 # Autograde runs no kernel: backprop-ninja grades the answer cells in its sandbox and writes each grade
-# cell's score and feedback, which nbgrader's SaveAutoGrades then records per tensor.
+# cell's score and feedback, which RecordGrades then records per tensor with the late penalty, in one
+# transaction (nbgrader's SaveAutoGrades and AssignLatePenalties, which commit one cell at a time).
 c.Autograde.autograde_preprocessors = [
     "grader.lms.nbgrader.GradeInSandbox",
     "nbgrader.preprocessors.LimitOutput",
-    "nbgrader.preprocessors.SaveAutoGrades",
-    "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
+    "grader.lms.nbgrader.RecordGrades",
 ]
 c.GradeInSandbox.course = {course_file!r}  # relative to the course directory, where nbgrader runs
 # Each result as a file too, for `backprop-ninja report results/` and `backprop-ninja export results/`.
 c.GradeInSandbox.results = "results"
-# Grade cells come back from the gradebook, a deleted one too (nbgrader's own restore can fail on it).
+# Grade cells come back from the gradebook, a deleted one too (nbgrader's own restore can fail on it); a cell
+# a student marked as nbgrader's with no grade id, or one the assignment does not have, becomes a plain cell.
 # Then the student's HTML is neutralised (markdown, raw cells, outputs, metadata): formgrader renders the
 # autograded notebook on this server's origin, logged in as you, and sanitizes nothing itself.
 c.Autograde.sanitize_preprocessors = [
     "nbgrader.preprocessors.ClearOutput",
-    "nbgrader.preprocessors.DeduplicateIds",
+    "grader.lms.nbgrader.Deduplicate",
     "nbgrader.preprocessors.OverwriteKernelspec",
     "grader.lms.nbgrader.RestoreCells",
     "nbgrader.preprocessors.CheckCellMetadata",
@@ -102,7 +103,19 @@ c.ZipCollectApp.collector_plugin = "grader.lms.nbgrader.LmsCollector"
 c.LmsCollector.notebook = {notebook!r}
 c.ZipCollectApp.force = True
 c.ExtractorPlugin.force = True
+{shared}'''
+
+# In nbgrader_config.py of a course shared by a group of TAs (course init --group): nbgrader writes its own files
+# (gradebook.db, autograded/, feedback/, the copies of names.txt) as the umask says, and a TA's 022 left them
+# for no other TA to replace.
+SHARED = '''
+# A course its staff group shares (course init --group): what nbgrader writes is the group's to replace too, and
+# never other users' to read. Every nbgrader command run here reads this file, formgrader included.
+import os  # noqa: E402
+
+os.umask(0o007)
 '''
+UMASK_LINE = "os.umask(0o007)"
 
 
 class InitError(Exception):
@@ -371,15 +384,18 @@ def known_mistakes(text: str, exercise: Exercise) -> str:
 
 
 def init(course, target: Path, *, course_id: str | None = None, exchange: Path | None = None,
-         variant: str | None = None, exercise: str | None = None, solutions: str | None = None) -> list[Path]:
+         variant: str | None = None, exercise: str | None = None, solutions: str | None = None,
+         group: str | None = None) -> list[Path]:
     """Write the course directory; refuse to touch one that already has files (nothing is overwritten).
 
     `variant` (a variant's name or `from-salt`) makes the course grade that variant of course.yml's
     exercise; course.yml's own `exercise: {name, variant: from-salt}` does the same. Either way the variant
     is drawn with the new course's fresh salt, and its course.yml names it outright (with the points of
     its grade ids), so that the notebook written here and the exercise graded can never drift apart.
-    `solutions` (gated or off) replaces course.yml's, in the course.yml written and the notebook alike."""
+    `solutions` (gated or off) replaces course.yml's, in the course.yml written and the notebook alike.
+    `group`: the staff's group, which shares the course (see share)."""
     target = Path(target).resolve()
+    gid = _group_id(group) if group is not None else None
     if target.exists() and any(target.iterdir()):
         raise InitError(f"{target} is not empty: choose a new folder (nothing there is overwritten), or "
                         "--update a course written by course init")
@@ -396,7 +412,7 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
         raise InitError("--exercise and --variant: a variant is of the built-in exercise; give one or the other")
     created = not target.exists()
     try:
-        course, text = _material(course, text, target, exercise, variant, solutions, salt)
+        course, text = _material(course, text, target, exercise, variant, solutions, salt, gid)
     except BaseException:  # a refusal (or a fault) leaves no half-written course behind, nor a folder it made
         if created:
             shutil.rmtree(target, ignore_errors=True)
@@ -412,15 +428,34 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
     text = re.sub(r"(?m)^autotests:.*\n", "", text) + "autotests: autotests\n"
     atomic_write(target / COURSE_FILE, text, mode=0o600)  # the salt: the course's staff only, from the start
     (target / CONFIG_FILE).write_text(
-        CONFIG.format(course_id=course_id, course_file=COURSE_FILE, exchange=str(exchange), notebook=course.notebook),
-        encoding="utf-8")
+        CONFIG.format(course_id=course_id, course_file=COURSE_FILE, exchange=str(exchange), notebook=course.notebook,
+                      shared=SHARED if gid is not None else ""), encoding="utf-8")
+    if gid is not None:
+        # SQLite makes a database 0644 less the umask: never writable by the group. An empty file, the group's,
+        # is one nbgrader fills as a new gradebook, keeping its mode.
+        atomic_write(target / "gradebook.db", b"")
     make_private(target, keep=exchange)
     exchange.mkdir(parents=True, exist_ok=True)
     return sorted(p for p in target.rglob("*") if p.is_file() and exchange not in p.parents)
 
 
+def _group_id(group: str) -> int:
+    """The id of `group`, which the user must be in (only a member may give it a folder)."""
+    import grp
+
+    try:
+        entry = grp.getgrnam(group)
+    except KeyError:
+        raise InitError(f"--group {group}: no such group (an administrator makes it: groupadd {group}, then "
+                        f"usermod -aG {group} for each TA and the instructor)") from None
+    if entry.gr_gid not in os.getgroups() and entry.gr_gid != os.getegid() and os.geteuid() != 0:
+        raise InitError(f"--group {group}: you are not in it (id -Gn lists your groups; log in again after "
+                        "being added)")
+    return entry.gr_gid
+
+
 def _material(course, text: str, target: Path, exercise: str | None, variant: str | None, solutions: str | None,
-              salt: str):
+              salt: str, gid: int | None = None):
     """The course (and course.yml's text) init writes, its material written into `target`."""
     if exercise is not None:
         course, text = _own_exercise(course, text, exercise, target)
@@ -434,6 +469,11 @@ def _material(course, text: str, target: Path, exercise: str | None, variant: st
     # Private before anything is in it: the solved notebook and the salt are never readable by others.
     private_dir(target)
     os.chmod(target, private_mode(target.parent, directory=True))
+    if gid is not None:
+        # The staff's group owns it, setgid: every folder and file made in it is the group's, with its group
+        # bits (grader.files.private_mode), and never anything for other users.
+        os.chown(target, -1, gid)
+        os.chmod(target, 0o2770)
     _write_material(course, target)
     return course, text
 

@@ -2,8 +2,9 @@
 autograded notebooks formgrader and generate_feedback need, and none of nbgrader's per-notebook start-up.
 
 Each submitted notebook goes through the same nbgrader preprocessors `nbgrader autograde` runs around
-the grader (sanitizing first, then nbgrader's own SaveAutoGrades writing the gradebook), so both routes
-record identical scores by construction.
+the grader (sanitizing first, then grader.lms.nbgrader.RecordGrades, nbgrader's own SaveAutoGrades and
+AssignLatePenalties in one transaction), so both routes record identical scores by construction, and a
+submission is on record whole or not at all.
 """
 from __future__ import annotations
 
@@ -66,19 +67,14 @@ class Recorder:
 
 
 def _record(submission: Submission, result: Result, db_url: str, coursedir, log) -> bool:
+    """One submission on record, whole or not at all: every step that can fail on what the student wrote
+    runs on the notebook first, then the student, the submission, its grades, late penalty and flag are
+    written in one transaction (grader.lms.nbgrader.transaction) with the autograded notebook."""
     import nbformat
     from nbgrader.api import Gradebook, MissingEntry
-    from nbgrader.preprocessors import (
-        AssignLatePenalties,
-        CheckCellMetadata,
-        ClearOutput,
-        DeduplicateIds,
-        LimitOutput,
-        OverwriteKernelspec,
-        SaveAutoGrades,
-    )
+    from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, LimitOutput, OverwriteKernelspec
 
-    from grader.lms.nbgrader import RestoreCells, fill_grade_cells, set_flagged
+    from grader.lms.nbgrader import Deduplicate, RestoreCells, fill_grade_cells, record, set_flagged, transaction
     from grader.lms.student_html import unsafe_name
 
     # Made absolute, never resolved: a student's notebook linked to a classmate's must be recorded (as
@@ -96,14 +92,9 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
             log(f"skipped {submission.id}: the gradebook has no notebook {notebook_id} in an assignment "
                 f"{assignment} (expected submitted/<student>/<assignment>/<notebook>.ipynb)")
             return False
-        gb.update_or_create_student(student)
-        # nbgrader opens timestamp.txt as it finds it: a FIFO there would stop the batch, a link read another file.
-        stamp = path.parent / "timestamp.txt"
-        timestamp = coursedir.get_existing_timestamp(str(path.parent)) if extract.plain_file(stamp) else None
-        if timestamp:
-            gb.update_or_create_submission(assignment, student, timestamp=timestamp)
-        else:
-            gb.update_or_create_submission(assignment, student)
+    # nbgrader opens timestamp.txt as it finds it: a FIFO there would stop the batch, a link read another file.
+    stamp = path.parent / "timestamp.txt"
+    timestamp = coursedir.get_existing_timestamp(str(path.parent)) if extract.plain_file(stamp) else None
     if submission.error:
         # An unreadable file still gets its zeros on record, in the notebook students were given (never
         # the source: feedback shows this notebook to the student).
@@ -113,13 +104,17 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
         nb = nbformat.reads(extract.notebook_bytes(path).decode("utf-8"), as_version=4)  # as it was graded
     resources = {"nbgrader": {"notebook": notebook_id, "assignment": assignment, "student": student,
                               "db_url": db_url}}
-    for preprocessor in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(), RestoreCells(), CheckCellMetadata()):
+    for preprocessor in (ClearOutput(), Deduplicate(), OverwriteKernelspec(), RestoreCells(), CheckCellMetadata()):
         nb, resources = preprocessor.preprocess(nb, resources)
     fill_grade_cells(nb, result, title=f"{assignment}/{notebook_id}")
-    for preprocessor in (LimitOutput(), SaveAutoGrades(), AssignLatePenalties(), CheckCellMetadata()):
+    for preprocessor in (LimitOutput(), CheckCellMetadata()):
         nb, resources = preprocessor.preprocess(nb, resources)
-    if result.integrity_flags:
-        set_flagged(db_url, notebook_id, assignment, student)
-    autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
-    _write_notebook(nb, autograded / path.name)
+    with transaction(db_url) as gb:
+        gb.update_or_create_student(student)
+        gb.update_or_create_submission(assignment, student, **({"timestamp": timestamp} if timestamp else {}))
+        nb, resources = record(gb, nb, resources)
+        if result.integrity_flags:
+            set_flagged(gb, notebook_id, assignment, student)
+        autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
+        _write_notebook(nb, autograded / path.name)
     return True

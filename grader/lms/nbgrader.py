@@ -15,12 +15,13 @@ import json
 import os
 import re
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.plugins import ExportPlugin, FileNameCollectorPlugin
-from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
+from nbgrader.preprocessors import DeduplicateIds, NbGraderPreprocessor, OverwriteCells
 from traitlets import Bool, Unicode
 
 from grader import safe_text
@@ -140,6 +141,21 @@ class NeutraliseHtml(NbGraderPreprocessor):
         return nb, resources
 
 
+class Deduplicate(DeduplicateIds):
+    """nbgrader's DeduplicateIds, which fails the whole notebook (KeyError 'grade_id') on a cell a student marked
+    as nbgrader's graded, solution or read-only cell without a grade id: such a cell becomes a plain cell, worth
+    nothing, and the rest of the notebook is graded."""
+
+    def preprocess_cell(self, cell, resources, index):
+        meta = cell.metadata.get("nbgrader")
+        if isinstance(meta, dict) and any(meta.get(k) for k in ("grade", "solution", "locked")) \
+                and not isinstance(meta.get("grade_id"), str):
+            self.log.warning("Cell %d is marked as nbgrader's but has no grade id: made a plain cell", index)
+            del cell.metadata["nbgrader"]
+            return cell, resources
+        return super().preprocess_cell(cell, resources, index)
+
+
 class RestoreCells(OverwriteCells):
     """nbgrader's OverwriteCells, restoring every deleted grade cell, and never failing on a copied one.
 
@@ -158,6 +174,18 @@ class RestoreCells(OverwriteCells):
             if cell.metadata.get("nbgrader") == {}:
                 del cell.metadata["nbgrader"]
         return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell, resources, index):
+        meta = cell.metadata.get("nbgrader")
+        cell, resources = super().preprocess_cell(cell, resources, index)
+        if isinstance(meta, dict) and "grade_id" not in meta:
+            # A cell the student marked as nbgrader's, with a grade id the assignment does not have (nbgrader
+            # then drops the id and keeps the mark) or none: nbgrader fails on it further on (KeyError), and
+            # the student would get no grade. Their own cell is worth nothing; it stays as a plain cell.
+            self.log.warning("Cell %d is marked as nbgrader's but is none of the assignment's: made a plain cell",
+                             index)
+            del cell.metadata["nbgrader"]
+        return cell, resources
 
     def add_missing_grade_cells(self, nb, resources):
         source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
@@ -190,15 +218,72 @@ def feedback_templates() -> dict[str, list[str]]:
                                      str(formgrader / "static" / "node_modules" / "bootstrap" / "dist" / "css")]}
 
 
-def set_flagged(db_url: str, notebook: str, assignment: str, student: str) -> None:
-    """formgrader's "Flagged?" for a submission with integrity flags (never for an error the student
-    fixes, such as a syntax error), so a TA sees it in the submission list. Only ever set: a flag a TA
-    set by hand is theirs to clear."""
+@contextmanager
+def transaction(db_url: str):
+    """nbgrader's Gradebook whose writes are one transaction: committed when the block ends, rolled back when it
+    raises. nbgrader's own methods and preprocessors commit after each step (SaveAutoGrades after each grade
+    cell), so a failure half-way left a submission on record with some scores or none, which every view then
+    read as zeros; here their commits only flush."""
     from nbgrader.api import Gradebook
 
     with Gradebook(db_url) as gb:
-        gb.find_submission_notebook(notebook, assignment, student).flagged = True
-        gb.db.commit()
+        session = gb.db
+
+        def flush():
+            session.flush()
+            session.expire_all()  # what a commit does, so that a total (a column_property) is read again
+
+        session.commit = flush
+        try:
+            yield gb
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            del session.commit
+        session.commit()
+
+
+class RecordGrades(NbGraderPreprocessor):
+    """nbgrader's SaveAutoGrades and AssignLatePenalties, in one transaction: a submission's grades are on
+    record whole, its late penalty with them, or not at all (see transaction). `nbgrader autograde` runs it in
+    their place (course init's nbgrader_config.py), and so does the fast route (grader.lms.gradebook)."""
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        with transaction(info["db_url"]) as gb:
+            return record(gb, nb, resources, parent=self)
+
+
+def record(gb, nb, resources, parent=None):
+    """SaveAutoGrades' and AssignLatePenalties' writes, into `gb` (an open transaction)."""
+    from nbconvert.preprocessors import Preprocessor
+    from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
+
+    info = resources["nbgrader"]
+    save = SaveAutoGrades(parent=parent)
+    save.notebook_id, save.assignment_id, save.student_id = info["notebook"], info["assignment"], info["student"]
+    save.gradebook = gb
+    nb, resources = Preprocessor.preprocess(save, nb, resources)  # SaveAutoGrades' own, cell by cell
+    late = AssignLatePenalties(parent=parent)
+    late.init_plugin()
+    submission = gb.find_submission(info["assignment"], info["student"])
+    notebook = gb.find_submission_notebook(info["notebook"], info["assignment"], info["student"])
+    notebook.late_submission_penalty = None
+    if submission.total_seconds_late > 0:
+        penalty = late.plugin_inst.late_submission_penalty(info["student"], notebook.score,
+                                                          submission.total_seconds_late)
+        if penalty is not None:
+            notebook.late_submission_penalty = late._check_late_penalty(notebook, penalty)
+    return nb, resources
+
+
+def set_flagged(gb, notebook: str, assignment: str, student: str) -> None:
+    """formgrader's "Flagged?" for a submission with integrity flags (never for an error the student
+    fixes, such as a syntax error), so a TA sees it in the submission list. Only ever set: a flag a TA
+    set by hand is theirs to clear."""
+    gb.find_submission_notebook(notebook, assignment, student).flagged = True
+    gb.db.commit()
 
 
 class PointsChanged(ValueError):
@@ -270,7 +355,8 @@ class GradeInSandbox(NbGraderPreprocessor):
             sort = "integrity flag" if Flag.is_integrity(flag["kind"]) else "error"
             self.log.warning(safe_text.terminal(f"{submission.id}: {sort} {flag['kind']}: {flag['evidence']}"))
         if result.integrity_flags and info.get("db_url"):
-            set_flagged(info["db_url"], info["notebook"], info["assignment"], info["student"])
+            with transaction(info["db_url"]) as gb:
+                set_flagged(gb, info["notebook"], info["assignment"], info["student"])
         if self.results:
             from grader.outputs import feedback_page, results
 
@@ -283,9 +369,13 @@ class GradeInSandbox(NbGraderPreprocessor):
 class PerGradeIdExport(ExportPlugin):
     """`nbgrader export --exporter=grader.lms.nbgrader.PerGradeIdExport`: one row per student and
     assignment, one column per grade id (nbgrader's own CSV has only totals). Written as the grader's
-    grades.csv is, whole or not at all: an export stopped half-way leaves the previous one to upload."""
+    grades.csv is, whole or not at all: an export stopped half-way leaves the previous one to upload. A
+    grade with no score on record (a grading that failed) is blank, and so is its total: nbgrader's own
+    reads it as 0."""
 
     def export(self, gradebook) -> None:
+        from grader.outputs.final import recorded
+
         path = self.to or "grades_per_grade_id.csv"
         rows, grade_ids = [], []
         for assignment in gradebook.assignments:
@@ -300,17 +390,22 @@ class PerGradeIdExport(ExportPlugin):
                 except Exception:  # nbgrader's MissingEntry: no submission, an empty row
                     rows.append(row)
                     continue
-                row["score"], row["max_score"] = submission.score, submission.max_score
+                whole = all(recorded(notebook.grades) for notebook in submission.notebooks)
+                row["score"], row["max_score"] = submission.score if whole else None, submission.max_score
                 for notebook in submission.notebooks:
                     for grade in notebook.grades:
-                        row[grade.name] = grade.score
+                        row[grade.name] = grade.score if recorded([grade]) else None
                 rows.append(row)
         columns = [g.removeprefix(GRADE_CELL_PREFIX) for g in grade_ids]
         table = [["assignment", "student_id", "score", "max_score", *columns]]
-        table += [[row["assignment"], row["student_id"], f"{row['score']:g}", f"{row['max_score']:g}",
-                   *(f"{row[g]:g}" if g in row else "" for g in grade_ids)] for row in rows]
+        table += [[row["assignment"], row["student_id"], _number(row["score"]), _number(row["max_score"]),
+                   *(_number(row.get(g)) for g in grade_ids)] for row in rows]
         atomic_write(Path(path), csv_text(table))
         self.log.info("wrote %s", path)
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
 
 
 # The names each LMS gives a submitted file in its bulk download (the file part is the student's own file

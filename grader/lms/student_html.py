@@ -15,8 +15,9 @@ What a student wrote goes through nh3 (the maintained binding of Rust's ammonia,
 - a raw cell's source is cleaned as HTML; an output's HTML (and markdown) is cleaned, every other rich type
   than plain text and base64 PNG/JPEG is dropped, and so is output metadata (templates write it into tags);
 - attachments, cell metadata other than nbgrader's and tags, and notebook metadata other than the kernel's and
-  language's are dropped (widget state loads scripts, `transient` hides a cell from the TA), and a cell id or
-  execution count that is not what nbformat allows is replaced.
+  language's are dropped (widget state loads scripts, `transient` hides a cell from the TA), the kernel's and
+  language's keep only the values a Python kernel writes (nbconvert imports the exporter language_info names),
+  and a cell id or execution count that is not what nbformat allows is replaced.
 
 The allowlist keeps text structure (headings, lists, tables, code, emphasis, quotes) and nothing that runs or
 fetches: no script, style, iframe, object, embed, form, svg or math markup, no event handler or style attribute,
@@ -26,6 +27,7 @@ text). Classes are kept only where nbconvert's highlighter writes them, on code.
 """
 from __future__ import annotations
 
+import html
 import re
 
 import nh3
@@ -45,7 +47,15 @@ URL_SCHEMES = {"http", "https", "mailto"}
 # Each output kind a student's output may keep; text/markdown is rendered and cleaned into text/html.
 KEPT_OUTPUTS = {"text/plain", "text/html", "image/png", "image/jpeg"}
 CELL_METADATA = {"nbgrader", "tags"}
-NOTEBOOK_METADATA = {"kernelspec", "language_info"}
+# Notebook metadata, value by value as a Python kernel writes it: nbconvert --to script imports the module
+# language_info's nbconvert_exporter names, and the markdown and rst templates print its name and lexer raw.
+LANGUAGE_INFO = {"name": {"python"}, "nbconvert_exporter": {"python"}, "pygments_lexer": {"ipython3", "python"},
+                 "file_extension": {".py"}, "mimetype": {"text/x-python"}}
+CODEMIRROR_MODE = {"name": "ipython", "version": 3}
+VERSION = re.compile(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}")
+KERNELSPEC = {"name", "display_name", "language"}
+KERNELSPEC_TEXT = re.compile(r"[A-Za-z0-9 ._()-]{1,64}")
+PYTHON_KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 # nbformat 4.5's cell id: what a template may write into an id attribute.
 CELL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TAG = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
@@ -92,7 +102,13 @@ def markdown(source: str) -> str:
             # No source: nbconvert would embed an attachment (and fail on a missing one); an image keeps its alt.
             return HTMLRenderer.image(self, text, "", title)
 
-    return "<div>" + _one_line(clean(MarkdownWithMath(renderer=Renderer(escape=False)).render(source))) + "</div>"
+    try:
+        rendered = MarkdownWithMath(renderer=Renderer(escape=False)).render(source)
+    except Exception:  # noqa: BLE001 (mistune fails on some sources, e.g. a fence "```&#10;": IndexError)
+        # The cell as the text the student typed, never a failure: one cell must not cost a student the grade
+        # of every other (the notebook is neutralised before it is recorded).
+        rendered = f"<pre>{html.escape(source)}</pre>"
+    return "<div>" + _one_line(clean(rendered)) + "</div>"
 
 
 def _one_line(html: str) -> str:
@@ -124,11 +140,31 @@ def _output(output) -> None:
         output["execution_count"] = None
 
 
+def _notebook_metadata(given) -> dict:
+    """The kernel's and language's metadata, each value kept only where the allowlist has it."""
+    kept = {}
+    info = given.get("language_info")
+    if isinstance(info, dict):
+        kept["language_info"] = {k: v for k, v in info.items() if isinstance(v, str) and v in LANGUAGE_INFO.get(k, ())}
+        kept["language_info"]["name"] = "python"  # nbformat requires one; every course's notebook is Python
+        if isinstance(info.get("version"), str) and VERSION.fullmatch(info["version"]):
+            kept["language_info"]["version"] = info["version"]
+        if info.get("codemirror_mode") == CODEMIRROR_MODE:
+            kept["language_info"]["codemirror_mode"] = dict(CODEMIRROR_MODE)
+    spec = given.get("kernelspec")
+    if isinstance(spec, dict):
+        spec = {k: v for k, v in spec.items()
+                if k in KERNELSPEC and isinstance(v, str) and KERNELSPEC_TEXT.fullmatch(v)}
+        # nbformat requires a name and a display name: where either is not kept, Python's own.
+        kept["kernelspec"] = spec if {"name", "display_name"} <= set(spec) else dict(PYTHON_KERNELSPEC)
+    return kept
+
+
 def neutralise(nb) -> None:
     """Every cell of `nb` (an nbformat notebook, changed in place) made safe to render, as the module says."""
     from nbformat.corpus.words import generate_corpus_id
 
-    nb.metadata = {k: v for k, v in nb.metadata.items() if k in NOTEBOOK_METADATA}
+    nb.metadata = _notebook_metadata(nb.metadata)
     for cell in nb.cells:
         cell.pop("attachments", None)
         given = cell.get("metadata")

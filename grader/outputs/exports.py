@@ -17,6 +17,7 @@ loads the exercise, and torch with it) is imported where it is done.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,14 +46,23 @@ def student_id(submission: str) -> str:
     return submission.split("/", 1)[0]
 
 
-def grade_id_rows(results: list[Result]) -> list[list[str]]:
+NOT_GRADED = "not graded"
+
+
+def grade_id_rows(results: list[Result], left_out: dict[str, str] | None = None) -> list[list[str]]:
     """submission, grade_id, score, max_score, status, mistake, feedback: by submission, then grade
-    id in the exercise's order. status is the verdict: correct, partial, incorrect or not attempted."""
+    id in the exercise's order. status is the verdict: correct, partial, incorrect or not attempted; a
+    submission `left_out` (grader.outputs.final) has one row, "not graded", with a blank score and why."""
     from grader.outputs.report import grade_ids
 
     order = {g: i for i, g in enumerate(grade_ids(results))}
     rows = [["submission", "grade_id", "score", "max_score", "status", "mistake", "feedback"]]
-    for r in sorted(results, key=lambda r: r.submission):
+    by_id = {r.submission: r for r in results} | dict.fromkeys(left_out or {})
+    for sid in sorted(by_id):
+        r = by_id[sid]
+        if r is None:
+            rows.append([sid, "", "", "", NOT_GRADED, "", left_out[sid]])
+            continue
         for t in sorted(r.tests, key=lambda t: order[t.name]):
             rows.append([r.submission, t.name, f"{t.score:g}", f"{t.max_score:g}", t.verdict, t.mistake,
                          t.output])
@@ -65,10 +75,11 @@ class Grade:
 
     student: str
     source: str  # what a warning names: the submission id, or the gradebook's student
-    score: float
+    score: float | None  # None: not graded (a submission the gradebook holds without its scores), left blank
     max_score: float
     canvas_id: str | None = None  # Canvas's user id (its gradebook's ID column), as zip_collect recorded it
     name: str = ""  # the student's name as the gradebook has it
+    why: str = "the gradebook holds no score of it"  # why a score is None
 
 
 def from_results(results: list[Result]) -> list[Grade]:
@@ -81,6 +92,8 @@ def from_gradebook(path: Path, assignment: str | None) -> list[Grade]:
     participant id, moodle-<id>'s, is no Canvas id)."""
     from nbgrader.api import Gradebook, MissingEntry
 
+    from grader.outputs.final import recorded
+
     with Gradebook(f"sqlite:///{Path(path).resolve()}") as gb:
         names = [a.name for a in gb.assignments]
         if assignment is None:
@@ -92,7 +105,9 @@ def from_gradebook(path: Path, assignment: str | None) -> list[Grade]:
             submissions = gb.assignment_submissions(assignment)
         except MissingEntry:
             raise ExportError(f"{path}: no assignment {assignment!r} in the gradebook ({', '.join(names)})") from None
-        grades = [Grade(s.student.id, f"{s.student.id} (gradebook)", s.score - (s.late_submission_penalty or 0.0),
+        grades = [Grade(s.student.id, f"{s.student.id} (gradebook)",
+                        s.score - (s.late_submission_penalty or 0.0)
+                        if all(recorded(n.grades) for n in s.notebooks) else None,
                         s.max_score, None if s.student.id.startswith("moodle-") else s.student.lms_user_id,
                         " ".join(filter(None, (s.student.first_name, s.student.last_name))))
                   for s in submissions]
@@ -176,11 +191,14 @@ def canvas_rows(grades: list[Grade], column: str, roster: Roster | None, warn=pr
     best: dict[str, Grade] = {}
     for g in sorted(grades, key=lambda g: g.source):
         if g.student in best:
-            kept = max(best[g.student], g, key=lambda x: x.score)
+            kept = max(best[g.student], g, key=lambda x: -1.0 if x.score is None else x.score)
             warn(f"{g.student}: several submissions ({best[g.student].source}, {g.source}); "
-                 f"kept {kept.source} ({kept.score:g} points)")
+                 f"kept {kept.source} ({_score(kept)} points)")
             g = kept
         best[g.student] = g
+    for g in sorted(best.values(), key=lambda g: g.student):
+        if g.score is None:
+            warn(f"{g.source}: not graded ({g.why}): its score is left blank, which Canvas leaves as it was")
     max_score = max(g.max_score for g in grades)
     if roster is not None:
         found = roster.column(column)
@@ -203,7 +221,7 @@ def canvas_rows(grades: list[Grade], column: str, roster: Roster | None, warn=pr
              "course has none (give --roster to take the course's own column)")
         for student, g in sorted(best.items()):
             login = "" if g.canvas_id else student
-            rows.append([g.name or student, g.canvas_id or "", "", login, "", f"{g.score:g}"])
+            rows.append([g.name or student, g.canvas_id or "", "", login, "", _score(g)])
         return rows
     matched = _match(list(best.values()), roster.students)
     for student, g in sorted(best.items()):
@@ -213,10 +231,14 @@ def canvas_rows(grades: list[Grade], column: str, roster: Roster | None, warn=pr
     by_row = {id(row): student for student, row in matched.items()}
     for row in roster.students:  # in the roster's order, as the course's gradebook shows it
         if id(row) in by_row:
-            rows.append([*(row.get(c, "") for c in IDENTITY), f"{best[by_row[id(row)]].score:g}"])
+            rows.append([*(row.get(c, "") for c in IDENTITY), _score(best[by_row[id(row)]])])
         else:
             warn(f"{row.get('Student') or row.get('ID')}: in the roster, but no submission")
     return rows
+
+
+def _score(grade: Grade) -> str:
+    return "" if grade.score is None else f"{grade.score:g}"
 
 
 def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None = None,
@@ -224,16 +246,20 @@ def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None 
            assignment: str | None = None) -> Path:
     """`backprop-ninja export`: write `fmt` for a results folder (default: a CSV in the folder), with the
     scores `gradebook` holds when given (grader.outputs.final)."""
-    from grader.outputs import final
-    from grader.outputs.report import load, refuse_to_replace
+    from grader.outputs.report import beside, refuse_to_replace, scored
 
     out = Path(out) if out is not None else Path(folder) / DEFAULT_NAMES[fmt]
     refuse_to_replace(out)
+    results, left_out = scored(folder, [out], gradebook, beside(folder))
     if fmt == "grade-ids":
-        rows = grade_id_rows(final.from_gradebook(load(folder, skip=[out]), gradebook))
+        rows = grade_id_rows(results, left_out)
     else:
-        grades = (from_gradebook(gradebook, assignment) if gradebook is not None
-                  else from_results(load(folder, skip=[out])))
+        grades = from_gradebook(gradebook, assignment) if gradebook is not None else from_results(results)
+        why = {student_id(sid): reason for sid, reason in left_out.items()}
+        grades = [dataclasses.replace(g, score=None, why=why[g.student]) if g.student in why else g for g in grades]
+        named = {g.student for g in grades}
+        grades += [Grade(student, f"{student} (results)", None, 0.0, why=reason)
+                   for student, reason in why.items() if student not in named]
         rows = canvas_rows(grades, column, read_roster(roster) if roster is not None else None, warn)
     atomic_write(out, csv_text(rows))
     return out

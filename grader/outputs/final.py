@@ -47,23 +47,53 @@ def adjust(result: Result, grades: dict[str, float], late_penalty: float = 0.0) 
     return result
 
 
-def from_gradebook(results: list[Result], gradebook: Path | None) -> list[Result]:
-    """`results` as the gradebook scores them (see adjust); a result the gradebook has no submission for (one
-    graded outside the course) stays as graded. A submission id is <student>/<assignment>/<notebook>, as
-    both nbgrader routes name them."""
+NOT_RECORDED = "graded, but the gradebook holds no score of it (its grading failed, or was stopped): grade it again"
+STALE = ("the gradebook's scores are not those of its result (a grading that failed after its result was written, "
+         "or a result from elsewhere): grade it again")
+
+
+def recorded(grades) -> bool:
+    """Whether a submitted notebook's grades (nbgrader's) all have a score on record: nbgrader creates a
+    submission's grades empty before it grades, reads an empty one as 0, and keeps them so when grading fails."""
+    return all(g.auto_score is not None or g.manual_score is not None for g in grades)
+
+
+def _same(gradebook_score: float, graded: float) -> bool:
+    """The gradebook's score is the one the grade cell printed, to its 6 significant digits."""
+    return abs(gradebook_score - graded) <= 1e-5 * max(1.0, abs(graded))
+
+
+def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[Result], dict[str, str]]:
+    """`results` as the gradebook scores them (see adjust), and the submissions left out with why: a
+    submission the gradebook holds without a score, or with other scores than its result's, is not graded
+    (never 0, and never a TA's decision). A result the gradebook has no submission for (one graded outside
+    the course) stays as graded. A submission id is <student>/<assignment>/<notebook>, as both nbgrader
+    routes name them."""
     if gradebook is None:
-        return results
+        return results, {}
     from nbgrader.api import Gradebook, MissingEntry
 
+    kept, left_out = [], {}
     with Gradebook(f"sqlite:///{Path(gradebook).resolve()}") as gb:
         for result in results:
             parts = result.submission.split("/")
-            if len(parts) != 3:
+            entry = None
+            if len(parts) == 3:
+                student, assignment, notebook = parts
+                try:
+                    entry = gb.find_submission_notebook(notebook, assignment, student)
+                except MissingEntry:
+                    pass
+            if entry is None:
+                kept.append(result)
                 continue
-            student, assignment, notebook = parts
-            try:
-                entry = gb.find_submission_notebook(notebook, assignment, student)
-            except MissingEntry:
-                continue
-            adjust(result, {g.name: g.score for g in entry.grades}, entry.late_submission_penalty or 0.0)
-    return results
+            graded = {t.name: t.extra.get("autograded_score", t.score) for t in result.tests}
+            auto = {g.name.removeprefix(GRADE_CELL_PREFIX): g.auto_score for g in entry.grades}
+            if not recorded(entry.grades):
+                left_out[result.submission] = NOT_RECORDED
+            elif any(a is not None and name in graded and not _same(a, graded[name]) for name, a in auto.items()):
+                left_out[result.submission] = STALE
+            else:
+                kept.append(adjust(result, {g.name: g.score for g in entry.grades if g.manual_score is not None},
+                                   entry.late_submission_penalty or 0.0))
+    return kept, left_out

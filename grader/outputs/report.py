@@ -9,6 +9,7 @@ students' notebooks: every one of them is escaped before it reaches the page.
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
 import itertools
@@ -144,25 +145,35 @@ def _flags(results: list[Result]) -> list[dict]:
 
 
 def _errors(results: list[Result]) -> list[dict]:
-    """Each submission's error, then its error flags (a syntax error, a time limit) not already said."""
+    """Each submission's error, then its error flags (a syntax error, a time limit) not already said, each
+    once per place (a cell past its time limit is flagged by each check that ran it), then the answer cells
+    that raised at run time."""
     found = []
     for r in results:
         said = [r.error] if r.error else []
-        said += [f"{f.get('kind', '')} ({f.get('grade_id') or f.get('cell') or 'submission'}): {f.get('evidence', '')}"
-                 for f in r.error_flags if f.get("evidence") != r.error]
+        places = set()
+        for f in r.error_flags:
+            where = f.get("grade_id") or f.get("cell") or "submission"
+            if f.get("evidence") != r.error and (f.get("kind"), where) not in places:
+                places.add((f.get("kind"), where))
+                said.append(f"{f.get('kind', '')} ({where}): {f.get('evidence', '')}")
+        said += [f"raised ({t.name}): {t.output}" for t in r.tests if t.extra.get("raised")]
         found += [{"submission": r.submission, "error": text} for text in said]
     return found
 
 
-def not_graded(results: list[Result], submitted: Path | None) -> list[str]:
+def not_graded(results: list[Result], submitted: Path | None, left_out: dict[str, str] | None = None) -> list[str]:
     """The notebooks in `submitted` (nbgrader's submitted/, or any folder given to grade) that have no
-    result: a batch stopped midway, a student autograde skipped or failed on, a late arrival."""
-    if submitted is None or not Path(submitted).is_dir():
-        return []
-    from grader.extract import discover
+    result: a batch stopped midway, a student autograde skipped or failed on, a late arrival; and those
+    `left_out` (submission id -> why: grader.outputs.final), wherever they are."""
+    left_out = left_out or {}
+    found = []
+    if submitted is not None and Path(submitted).is_dir():
+        from grader.extract import discover
 
-    graded = {r.submission for r in results}
-    return [sid for sid, _ in discover([Path(submitted)]) if sid not in graded]
+        graded = {r.submission for r in results}
+        found = [sid for sid, _ in discover([Path(submitted)]) if sid not in graded]
+    return sorted(set(found) | set(left_out))
 
 
 def beside(folder: Path) -> Path | None:
@@ -171,9 +182,11 @@ def beside(folder: Path) -> Path | None:
     return submitted if submitted.is_dir() else None
 
 
-def build(results: list[Result], folder: Path, submitted: Path | None = None, gradebook: Path | None = None) -> dict:
+def build(results: list[Result], folder: Path, submitted: Path | None = None, gradebook: Path | None = None,
+          left_out: dict[str, str] | None = None) -> dict:
     """Everything the report shows, as plain data (the --json output, and what the page is drawn from);
-    `gradebook` is where the scores were taken from (grader.outputs.final), if any."""
+    `gradebook` is where the scores were taken from (grader.outputs.final), if any, and `left_out` the
+    submissions with a result but no score to count (submission id -> why)."""
     ids = grade_ids(results)
     scores = [r.score for r in results]
     seconds = [r.seconds for r in results]
@@ -195,7 +208,8 @@ def build(results: list[Result], folder: Path, submitted: Path | None = None, gr
         "flags": _flags(results),
         "errors": _errors(results),
         "submitted_dir": str(submitted) if submitted is not None else None,
-        "not_graded": not_graded(results, submitted),
+        "not_graded": not_graded(results, submitted, left_out),
+        "not_graded_why": dict(sorted((left_out or {}).items())),
         "times": {"mean": round(statistics.fmean(seconds), 3), "max": max(seconds), "total": round(sum(seconds), 3),
                   "slowest": [{"submission": r.submission, "seconds": r.seconds} for r in slowest]},
         "submissions": [{"submission": r.submission, "score": r.score, "max_score": r.max_score,
@@ -360,7 +374,9 @@ def render(report: dict) -> str:
         if report["flags"] else _none("No integrity flags.")
     errors = _table(["submission", "error"], [[e["submission"], e["error"]] for e in report["errors"]]) \
         if report["errors"] else _none("Every notebook graded was read and run.")
-    missing = _table(["submission in " + (report["submitted_dir"] or "")], [[sid] for sid in report["not_graded"]]) \
+    why = report["not_graded_why"]
+    missing = _table(["submission in " + (report["submitted_dir"] or ""), "why"],
+                     [[sid, why.get(sid, "no result")] for sid in report["not_graded"]]) \
         if report["not_graded"] else _none(f"Every notebook in {report['submitted_dir']} was graded."
                                            if report["submitted_dir"] else
                                            "No submitted/ folder beside the results to compare with.")
@@ -394,6 +410,45 @@ def render(report: dict) -> str:
             f"</section>{body}</body></html>\n")
 
 
+RESUBMITTED = ("its latest submission was not graded (the notebook in submitted/ is not the one its result is of: "
+               "a resubmission whose grading failed, or not run yet): grade it again; the earlier score is not counted")
+
+
+def resubmitted(results: list[Result], submitted: Path | None) -> dict[str, str]:
+    """The submissions whose notebook in `submitted` is no longer the one their result was graded from, with
+    why: a regrade that failed (a truncated download nbgrader could not read) leaves the earlier result and
+    scores in place, which no view may count as the student's latest."""
+    if submitted is None or not Path(submitted).is_dir():
+        return {}
+    from grader.extract import Refused, discover, notebook_bytes
+
+    graded = {r.submission: r.notebook_sha256 for r in results if r.notebook_sha256}
+    found = {}
+    for sid, path in discover([Path(submitted)]):
+        if sid not in graded:
+            continue
+        try:
+            now = hashlib.sha256(notebook_bytes(path)).hexdigest()
+        except (Refused, OSError):
+            continue
+        if now != graded[sid]:
+            found[sid] = RESUBMITTED
+    return found
+
+
+def scored(folder: Path, skip: list, gradebook: Path | None,
+           submitted: Path | None) -> tuple[list[Result], dict[str, str]]:
+    """The results of `folder` with the gradebook's scores, and those left out with why: scores the gradebook
+    does not hold (final.from_gradebook), and results of a notebook since replaced in `submitted`."""
+    results, left_out = final.from_gradebook(load(folder, skip=skip), gradebook)
+    left_out |= resubmitted(results, submitted)
+    results = [r for r in results if r.submission not in left_out]
+    if not results:
+        raise ReportError(f"{folder}: none of its {len(left_out)} result(s) has its score in the gradebook "
+                          f"{gradebook} (e.g. {min(left_out)}: {left_out[min(left_out)]})")
+    return results, left_out
+
+
 def write_html(folder: Path, out: Path | None = None, submitted: Path | None = None,
                gradebook: Path | None = None) -> Path:
     """The page for a results folder, written to `out` (default: report.html in the folder), with the
@@ -401,8 +456,9 @@ def write_html(folder: Path, out: Path | None = None, submitted: Path | None = N
     submitted/ folder beside the results)."""
     out = Path(out) if out is not None else Path(folder) / REPORT
     refuse_to_replace(out)
-    results = final.from_gradebook(load(folder, skip=[out]), gradebook)
-    atomic_write(out, render(build(results, Path(folder), submitted or beside(folder), gradebook)))
+    submitted = submitted or beside(folder)
+    results, left_out = scored(folder, [out], gradebook, submitted)
+    atomic_write(out, render(build(results, Path(folder), submitted, gradebook, left_out)))
     return out
 
 
@@ -412,13 +468,13 @@ def run(folder: Path, out: Path | None, as_json: bool, echo, submitted: Path | N
     with the scores `gradebook` holds when given. Notebooks of `submitted` without a result are named on
     stderr too."""
     submitted = submitted or beside(folder)
-    results = final.from_gradebook(load(folder, skip=[out] if out else []), gradebook)
-    for sid in not_graded(results, submitted):
-        echo(f"not graded: {sid} (in {submitted})", err=True)
+    results, left_out = scored(folder, [out] if out else [], gradebook, submitted)
+    for sid in not_graded(results, submitted, left_out):
+        echo(f"not graded: {sid} ({left_out[sid] if sid in left_out else f'in {submitted}'})", err=True)
     if not as_json:
         echo(f"class report: {write_html(folder, out, submitted, gradebook)}")
         return
-    text = json.dumps(build(results, Path(folder), submitted, gradebook), indent=2) + "\n"
+    text = json.dumps(build(results, Path(folder), submitted, gradebook, left_out), indent=2) + "\n"
     if out is None:
         echo(text, nl=False)
     else:

@@ -28,7 +28,8 @@ def gradescope(result: Result) -> dict:
         "flags": result.flags,
         "extra_data": {"submission": result.submission, "path": result.path, "exercise": result.exercise,
                        "grader_version": __version__,
-                       "input_digest": result.digest, "isolation": result.isolation},
+                       "input_digest": result.digest, "isolation": result.isolation,
+                       **({"notebook_sha256": result.notebook_sha256} if result.notebook_sha256 else {})},
     }
 
 
@@ -81,7 +82,8 @@ def result_from_json(data: dict) -> Result:
     extra = data["extra_data"]
     result = Result(extra["submission"], extra["path"], flags=data["flags"], seconds=data["execution_time"],
                     isolation=extra["isolation"], digest=extra["input_digest"],
-                    exercise=extra.get("exercise", DEFAULT))  # grader 0.1 graded one exercise, the default
+                    exercise=extra.get("exercise", DEFAULT),  # grader 0.1 graded one exercise, the default
+                    notebook_sha256=str(extra.get("notebook_sha256", "")))
     result.tests = [_test(t) for t in data["tests"]]
     if data["output"] != f"{result.score:g} / {result.max_score:g}":
         result.error = data["output"]

@@ -24,7 +24,7 @@ from pathlib import Path
 import click
 
 from grader import material
-from grader.exercise import DEFAULT, Answer, Exercise, ExerciseError, Function, load
+from grader.exercise import BUILTIN, DEFAULT, FAMILIES, Answer, Exercise, ExerciseError, Function, load
 from grader.material import SOLVED
 
 # nbgrader's default solution delimiters, which the solved notebook uses around every reference.
@@ -373,7 +373,9 @@ def closed_by(course, notebook: Path | None) -> str | None:
 
 def notebook_exercise(notebook: Path) -> Exercise | None:
     """The exercise a released notebook's self-check loads (its `COURSE = {...}` names one other than the
-    lecture's; a course's own file is released beside the notebook), None for the lecture's."""
+    lecture's), None for the lecture's. Only an exercise the package carries: the notebook may be a
+    student's, run by a TA, and a file or module it names would run with the caller's rights (course.yml's
+    salt, the gradebook); a course's own exercise file is named by the caller (--exercise, --course)."""
     import nbformat
 
     try:
@@ -395,13 +397,11 @@ def notebook_exercise(notebook: Path) -> Exercise | None:
                     return None
                 if not isinstance(spec, str):
                     return None
-                module, _, attribute = spec.rpartition(":")
-                if module.endswith(".py"):
-                    path = notebook.parent / module
-                    if not path.is_file():
-                        raise SolutionError(f"{notebook}: its exercise file {module} is not beside it: keep the "
-                                            "released folder together, or pass --course course.yml")
-                    spec = f"{path.resolve()}:{attribute}"
+                if not bundled(spec):
+                    raise SolutionError(f"{notebook}: its course settings name the exercise {spec!r}, which this "
+                                        "package does not carry, and `solution` loads no file a notebook names: "
+                                        "pass --exercise with the course's exercise file (FILE.py:EXERCISE) or "
+                                        "--course course.yml")
                 try:
                     return load(spec)
                 except ExerciseError as exc:
@@ -409,18 +409,26 @@ def notebook_exercise(notebook: Path) -> Exercise | None:
     return None
 
 
+def bundled(spec: str) -> bool:
+    """Whether `spec` names an exercise the package carries (a registered name, or a family's variant)."""
+    family, slash, _ = spec.partition("/")
+    return spec in BUILTIN or bool(slash) and family in FAMILIES
+
+
 def show(grade_id: str, notebook: Path | None, *, solved: Path | None = None, course=None,
-         force: bool = False, derived: Callable[[Exercise], dict[str, str]] | None = None) -> str:
+         force: bool = False, derived: Callable[[Exercise], dict[str, str]] | None = None,
+         exercise: Exercise | None = None) -> str:
     """The text to print; SolutionError when the notebook holds no attempt (unless `force`) or the
-    reference cannot be found. The answers are the course's exercise's, else the one the notebook's
-    self-check loads, else the lecture's. An exercise other than the lecture's with no solved notebook at
-    hand (one of the instructor's own, a variant) has its references `derived` from its forward lines,
-    never the lecture's shown in their place."""
+    reference cannot be found. The answers are `exercise`'s, else the course's exercise's, else the one the
+    notebook's self-check names (one the package carries), else the lecture's. An exercise other than the
+    lecture's with no solved notebook at hand (one of the instructor's own, a variant) has its references
+    `derived` from its forward lines, never the lecture's shown in their place."""
     closed = closed_by(course, notebook)
     if closed:
         raise SolutionError(f"no reference: {closed} sets `solutions: off` (a graded course); ask the course's "
                             "staff, who hold the solved notebook")
-    exercise = course.exercise if course is not None else None
+    if exercise is None and course is not None:
+        exercise = course.exercise
     if exercise is None and notebook is not None:
         exercise = notebook_exercise(notebook)
     exercise = exercise or load()

@@ -1,0 +1,95 @@
+"""A course two TAs share (`course init --group`), as two normal unix users in the staff's group: what one
+TA's nbgrader wrote, the other replaces (a TA's umask 022 once left `PermissionError` for the next), and
+`course check` verifies the group, setgid folders and umask, and warns of home folders others may enter."""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import users
+from helpers.paths import COURSE, COURSE_FILE
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.getuid() != 0, reason="making users and a group needs root")]
+
+
+@pytest.fixture(scope="module")
+def staff():
+    """Two TAs in a staff group of their own, each with an environment that runs this checkout's grader."""
+    group = f"bpnstaff{secrets.token_hex(2)}"
+    subprocess.run(["groupadd", group], check=True, capture_output=True)
+    try:
+        with users.Session("bpnta") as one, users.Session("bpnta") as two:
+            tas = [one.user, two.user]
+            for ta in tas:
+                subprocess.run(["usermod", "-aG", group, ta.name], check=True, capture_output=True)
+            yield group, [(ta, ta.venv()) for ta in tas]
+    finally:
+        subprocess.run(["groupdel", group], capture_output=True)
+
+
+def _run(ta, venv: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    base = Path(getattr(sys, "_base_executable", sys.executable)).parent  # nbgrader runs alembic from there
+    env = ta.env(PATH=f"{venv / 'bin'}:{base}:/usr/bin:/bin", JUPYTER_CONFIG_DIR=str(ta.home / ".jupyter"))
+    return ta.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_two_tas_share_a_course_and_course_check_verifies_it(staff, tmp_path):
+    group, [(first, first_venv), (second, second_venv)] = staff
+    place = Path(f"/tmp/bpn-shared-{secrets.token_hex(3)}")
+    place.mkdir(mode=0o755)
+    os.chown(place, first.uid, first.gid)
+    try:
+        shutil.copy(COURSE_FILE, place / "course.yml")
+        os.chown(place / "course.yml", first.uid, first.gid)
+        course = place / "course"
+        done = _run(first, first_venv, ["backprop-ninja", "course", "init", str(course), "--course",
+                                        str(place / "course.yml"), "--group", group], place)
+        assert done.returncode == 0, done.stderr
+        top = course.stat()
+        assert (stat.S_IMODE(top.st_mode), top.st_gid) == (0o2770, __import__("grp").getgrnam(group).gr_gid)
+        assert stat.S_IMODE((course / "course.yml").stat().st_mode) == 0o660  # the salt: the staff's, no one else's
+        python = str(first_venv / "bin" / "python")
+        done = _run(first, first_venv, [python, "-m", "nbgrader", "generate_assignment", COURSE.assignment], course)
+        assert done.returncode == 0, done.stderr[-2000:]
+        done = _run(second, second_venv, [str(second_venv / "bin" / "python"), "-m", "nbgrader", "generate_assignment",
+                                          COURSE.assignment, "--force"], course)
+        assert done.returncode == 0, done.stderr[-2000:]  # the first TA's gradebook.db and release/ replaced
+        assert stat.S_IMODE((course / "gradebook.db").stat().st_mode) & 0o067 == 0o060
+        done = _run(second, second_venv, ["backprop-ninja", "course", "check", str(course)], course)
+        assert done.returncode == 0, done.stderr
+        assert f"group {group}" in done.stdout and "Traceback" not in done.stderr
+        os.chmod(course / "release", 0o770)  # a folder made without the setgid bit
+        (course / "nbgrader_config.py").write_text((course / "nbgrader_config.py").read_text().replace(
+            "os.umask(0o007)", ""))
+        done = _run(second, second_venv, ["backprop-ninja", "course", "check", str(course)], course)
+        assert done.returncode == 1, done.stdout
+        assert f"{course / 'release'}: chmod g+rwxs" in done.stderr and "sets no umask" in done.stderr
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+
+
+def test_course_check_warns_of_home_folders_others_may_enter(staff, tmp_path):
+    """Debian's default 0755 homes let every student read the others' notebooks and feedback: said, for the
+    administrator, without failing the check of a private course."""
+    from click.testing import CliRunner
+
+    from grader.cli import main
+
+    _, [(ta, _), _] = staff
+    course = tmp_path / "course"
+    course.mkdir(mode=0o700)
+    mode = stat.S_IMODE(ta.home.stat().st_mode)
+    try:
+        ta.home.chmod(0o755)
+        done = CliRunner().invoke(main, ["course", "check", str(course)])
+    finally:
+        ta.home.chmod(mode)
+    assert done.exit_code == 0, done.output
+    assert "home folder(s) other users may enter or list" in done.stderr and "chmod 700" in done.stderr
