@@ -56,6 +56,8 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
                           aspect="dtype")
     if answer.is_sparse or answer.layout != torch.strided:
         return Comparison(Match.WRONG, "is not a dense tensor", aspect="layout")
+    if answer.is_meta:  # a shape without values: no comparison can read it
+        return Comparison(Match.WRONG, "is a meta tensor: it has a shape but no values", aspect="layout")
     got = answer.detach().to(torch.float64)
     want = expected.detach().to(torch.float64)
     if got.shape != want.shape:

@@ -142,6 +142,8 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     # is first named as its tensor's one-step cell's would be; its inner steps are searched only when
     # nothing else fits (the step's candidates are cached per case, so a class pays for them once).
     block = answer if answer.kind in (FUSED, FUNCTION) else None
+    if any(got.is_meta or got.layout != torch.strided for _, got in tensors):
+        return None  # no values to name a mistake by (the comparison said what the tensor is)
     if tensors:
         answer, check = counterpart(tensors[0][0].exercise, answer) or (answer, check)
     tensors = [(case, got.detach().to(torch.float64)) for case, got in tensors]

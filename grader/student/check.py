@@ -24,6 +24,8 @@ import ast
 import builtins
 import functools
 import importlib.util
+import re
+import sys
 import time
 import traceback
 
@@ -81,13 +83,30 @@ def _result(value) -> _Ran:
 
 @functools.lru_cache(maxsize=1024)
 def _assigns(source: str, names: frozenset[str]) -> bool:
+    """Whether the cell binds one of `names`; a cell that does not parse (a student's syntax error, which
+    the grader refuses) is read line by line, so that its answer cell is still found and judged."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return False
+        return any(re.search(rf"(?m)^\s*(def\s+)?{re.escape(n)}\s*([-+*/@]?=[^=]|\()", source) for n in names)
     bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     bound |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     return bool(bound & names)
+
+
+def _given(source: str, sinks: frozenset[str]) -> bool:
+    """A read-only cell that hands a fused answer autograd's gradient of its sink (`dhpreact =
+    hpreact.grad.clone()`, so that exercise 3 does not depend on exercise 1): not an answer cell. Only
+    that exact form, so a student's answer that reads .grad is still found (and refused, as the grader
+    refuses it)."""
+    try:
+        statements = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return bool(statements) and all(
+        isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+        and s.targets[0].id[1:] in sinks and ast.unparse(s.value) == f"{s.targets[0].id[1:]}.grad.clone()"
+        for s in statements)
 
 
 def _reads(source: str) -> set[str]:
@@ -107,6 +126,47 @@ def _record(info) -> None:
         _CELLS[info.cell_id] = info.raw_cell
 
 
+# What the answer cells left, for the lines on stale state: variable -> the gradients its cell read, as
+# they were then, and the tensor it assigned with that tensor's version (torch counts in-place changes);
+# and variable -> the later cell that changed it in place.
+_RAN: dict[str, tuple[dict[str, torch.Tensor], torch.Tensor, int]] = {}
+_CHANGED: dict[str, str] = {}
+
+
+def _remember(namespace: dict, source: str, count) -> None:
+    """After each cell: which answer variables it assigned (and from what), and which earlier answers it
+    changed in place (`dhprebn = dbndiff; dhprebn += ...` changes dbndiff)."""
+    settings = namespace.get("COURSE")
+    if not isinstance(settings, dict):
+        return
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return
+    gradients = {a.variable for a in load(settings.get("exercise", DEFAULT)).answers if a.kind != FUNCTION}
+    names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)} & gradients
+    read = {n.id for n in names if isinstance(n.ctx, ast.Load)} & gradients
+    assigned = sorted(v for v in stored if type(namespace.get(v)) is torch.Tensor)
+    where = f"{assigned[0]}'s cell" if assigned else f"the cell you ran as In[{count}]"
+    for variable, (_, tensor, version) in list(_RAN.items()):
+        if variable not in stored and namespace.get(variable) is tensor and tensor._version != version:
+            _CHANGED.setdefault(variable, where)
+    for variable in assigned:
+        tensor = namespace[variable]
+        _RAN[variable] = ({g: namespace[g].detach().clone() for g in read - {variable}
+                           if type(namespace.get(g)) is torch.Tensor}, tensor, tensor._version)
+        _CHANGED.pop(variable, None)
+
+
+def _after(result) -> None:
+    try:
+        from IPython import get_ipython
+        _remember(get_ipython().user_ns, result.info.raw_cell, result.execution_count)
+    except Exception:  # noqa: S110 - bookkeeping for better lines must never get in the student's way
+        pass
+
+
 def _listen() -> None:
     try:
         from IPython import get_ipython
@@ -115,6 +175,7 @@ def _listen() -> None:
     shell = get_ipython()
     if shell is not None and _record not in shell.events.callbacks["pre_run_cell"]:
         shell.events.register("pre_run_cell", _record)
+        shell.events.register("post_run_cell", _after)
 
 
 class SelfCheck:
@@ -185,8 +246,9 @@ class SelfCheck:
         history = (self.namespace or {}).get("In") or []
         function = self.exercise.function_of(answer)
         wanted = frozenset({function.name} if function else {answer.variable})
+        sinks = frozenset(a.sink for a in self.exercise.answers if a.sink)
         for cell in reversed(history[:-1] if history else []):
-            if isinstance(cell, str) and _assigns(cell, wanted) and ".grad" not in cell and "check(" not in cell:
+            if isinstance(cell, str) and _assigns(cell, wanted) and "check(" not in cell and not _given(cell, sinks):
                 return cell
         return None
 
@@ -297,6 +359,9 @@ class SelfCheck:
             exact = comparison.status == Match.EXACT
             return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {comparison.maxdiff:.3g}"
                     f" | shape {tuple(expected.shape)} ok")
+        stale = self._stale(answer) if answer is not None and answer.kind != FUNCTION else None
+        if stale:
+            return f"{label} {stale}"
         status = self._shape_slip() if comparison.status == Match.SQUEEZABLE else "WRONG"
         named = None
         case = self.notebook_case() if answer is not None and answer.kind != FUNCTION else None
@@ -333,9 +398,16 @@ class SelfCheck:
             return f"{self._shape_slip() if failures[CHAIN].kind == Match.SQUEEZABLE else 'WRONG'}: " \
                    f"{failures[CHAIN].feedback}"
         if not comparison.passed and notebook is not None:
-            upstream = self._wrong_upstream(answer, source, notebook)
-            if upstream:
-                note = f"{upstream} above is wrong; with the true {upstream} this cell is right"
+            chain = self._wrong_upstream(answer, source, notebook)
+            if chain:
+                upstream, first = chain[0], chain[-1]
+                state = ("is not assigned (its cell never ran, or stopped with an error)"
+                         if first not in self.namespace else
+                         "is not attempted yet" if self.namespace[first] is None else "is wrong")
+                between = "" if len(chain) == 1 else \
+                    f" ({', '.join(reversed(chain[:-1]))}, computed from it, {'is' if len(chain) == 2 else 'are'} " \
+                    "wrong too)"
+                note = f"{first} above {state}{between}; with the true {upstream} this cell is right"
                 local = failures.get(LOCAL)
                 return note if local is None else f"WRONG: {note}, but {local.feedback}"
         if failures.get(LOCAL) is not None and self.policy.chain_only_credit < 1:
@@ -348,14 +420,40 @@ class SelfCheck:
         return "WRONG (right values, wrong shape)" if self.policy.squeezable_shape_credit < 1 else \
             "right values, wrong shape"
 
-    def _wrong_upstream(self, answer: Answer, source: str, case) -> str | None:
-        """The nearest upstream gradient the cell reads whose notebook value is not autograd's."""
-        reads = _reads(source)
-        for g in reversed(answer.upstream):
-            if g in reads and not compare(self.namespace.get(g), case.truth[g], rtol=self.tolerance.rtol,
-                                          atol=self.tolerance.atol).passed:
-                return g
+    def _stale(self, answer: Answer) -> str | None:
+        """Why the notebook's value is not what the answer's (right) cell computes from today's values:
+        a gradient it read changed since it ran, or a later cell changed it in place."""
+        variable = answer.variable
+        ran = _RAN.get(variable)
+        if ran is None or self.namespace is None or self.namespace.get(variable) is not ran[1]:
+            return None
+        if variable in _CHANGED:
+            return (f"your {variable} is not what its cell computed: {_CHANGED[variable]} changed it in place "
+                    f"afterwards (after `x = {variable}`, `x += ...` changes {variable} too: write "
+                    f"`x = {variable}.clone()`); fix that cell, then run {variable}'s cell and that one again")
+        changed = [g for g, then in ran[0].items()
+                   if not (type(now := self.namespace.get(g)) is torch.Tensor and now.shape == then.shape
+                           and torch.equal(now, then))]
+        if changed:
+            return f"re-run {variable}'s cell: {', '.join(changed)} changed since it ran"
         return None
+
+    def _wrong_upstream(self, answer: Answer, source: str, case) -> tuple[str, ...]:
+        """The chain of wrong upstream gradients behind the cell's value: the nearest one the cell reads
+        whose notebook value is not autograd's, then the one that one's cell read, and so on up to the
+        first wrong answer (whose own inputs are right). Empty when every gradient it reads is right."""
+        chain: list[str] = []
+        while True:
+            wrong = next((g for g in reversed(answer.upstream) if g in _reads(source) and g not in chain
+                          and not compare(self.namespace.get(g), case.truth[g], rtol=self.tolerance.rtol,
+                                          atol=self.tolerance.atol).passed), None)
+            if wrong is None:
+                return tuple(chain)
+            chain.append(wrong)
+            answer = next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == wrong), None)
+            source = None if answer is None or wrong not in self.namespace else self.source(answer)
+            if source is None:
+                return tuple(chain)
 
     def training(self, *args, lr: float) -> None:
         """The exercise's whole-run check, `training(function, params, batches, lr=...)`: the same SGD
@@ -462,3 +560,113 @@ class SelfCheck:
                 return (f"run on its own ({function.name}'s cell with only torch and F) on a batch of other sizes "
                         f"({sizes}), as the grader runs it: {failed} (a size or a name read from the notebook?)")
         return None
+
+
+# The notebook's SelfCheck, by the id of its namespace: built by the first check cell from the notebook's COURSE.
+_NOTEBOOKS: dict[int, tuple[str, SelfCheck]] = {}
+SETUP = "run the notebook's setup cells first (from the top: Run > Run All Above Selected Cell)"
+
+
+class NotebookCheck:
+    """What a check cell calls: `check("dh")`, after `from grader.check import check` in the same cell.
+
+    It takes the answer and autograd's tensor by name from the notebook's namespace (the caller's
+    globals), so the cell itself evaluates nothing of the student's: a name never assigned, a kernel
+    restarted before the setup ran, a skipped cell, a value that raises when read each give one line
+    saying what to run or fix, never a traceback (a raising check cell is a failed test to nbgrader,
+    and after a syntax error in one answer cell every later check cell raised). A function's answers are
+    read from the dict `answers` names, autograd's from the dict of leaves `gradients_of` names.
+    Notebooks of grader 0.1 and 0.2 call a SelfCheck they build, with the values: that still works."""
+
+    def __call__(self, grade_id: str, *, answers: str | None = None, gradients_of: str | None = None) -> None:
+        print(self.line(grade_id, sys._getframe(1).f_globals, answers, gradients_of))
+
+    def line(self, grade_id: str, namespace: dict, answers: str | None = None,
+             gradients_of: str | None = None) -> str:
+        label = f"{grade_id:<15s}|"
+        try:
+            found = _notebook_check(namespace)
+            if isinstance(found, str):
+                return f"{label} not checked: {found}"
+            answer = found.exercise.by_grade_id.get(grade_id)
+            if answer is None:
+                return f"{label} not checked: {grade_id} is not an answer of exercise {found.exercise.name}"
+            if answer.kind == FUNCTION:
+                return self._function_line(found, answer, namespace, answers, gradients_of)
+            tensor = namespace.get(answer.source)
+            if not isinstance(tensor, torch.Tensor):
+                return (f"{label} not checked: {answer.source} is not defined: run the forward pass's cell (the one "
+                        "that calls backward()) first")
+            if answer.variable in namespace:
+                return found.line(grade_id, namespace[answer.variable], tensor)
+            if found.source(answer) is None:
+                return (f"{label} not attempted yet: {answer.variable} was never assigned since the kernel started: "
+                        "run its answer cell, above")
+            verdict = found.line(grade_id, None, tensor)
+            if "WRONG" in verdict:
+                return verdict
+            return (f"{label} not checked: {answer.variable} is not assigned: its answer cell stopped with an "
+                    "error when it last ran; run the cells above it, then it")
+        except Exception as exc:  # a check cell never raises, whatever the notebook holds
+            return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
+
+    @staticmethod
+    def _function_line(found: SelfCheck, answer: Answer, namespace: dict, answers: str | None,
+                       gradients_of: str | None) -> str:
+        label = f"{answer.grade_id:<15s}|"
+        function = found.exercise.function_of(answer)
+        leaves = namespace.get(gradients_of or "")
+        if not isinstance(leaves, dict) or not isinstance(leaves.get(answer.source), torch.Tensor):
+            return f"{label} not checked: run the cell after {function.name}'s, which calls it, first"
+        returned = namespace.get(answers or "")
+        verdict = found.line(answer.grade_id, returned.get(answer.variable) if isinstance(returned, dict) else None,
+                             leaves[answer.source])
+        if returned is None and "WRONG" not in verdict:
+            return (f"{label} not checked: {answers} is not set: the cell that calls {function.name} stopped with an "
+                    "error; run it again")
+        return verdict
+
+    def training(self, *, start: str, batches: str, lr: float) -> None:
+        """The whole-run check, SelfCheck.training, with the exercise's function, the start and the
+        batches taken by name from the notebook."""
+        namespace = sys._getframe(1).f_globals
+        found = _notebook_check(namespace)
+        if isinstance(found, str):
+            print(f"{'training':<15s}| not checked: {found}")
+            return
+        function = found.exercise.training.function
+        missing = [n for n in (function.name, start, batches) if n not in namespace]
+        if missing:
+            print(f"{'training':<15s}| {self._missing(found, function, missing[0])}")
+            return
+        found.training(namespace[function.name], namespace[start], namespace[batches], lr=lr)
+
+    @staticmethod
+    def _missing(found: SelfCheck, function, name: str) -> str:
+        """Why the whole-run check cannot start: the function's cell refused as the grader refuses it
+        (a syntax error leaves the function undefined), or the cell to run."""
+        if name == function.name:
+            answer = next(a for a in found.exercise.answers if found.exercise.function_of(a) is function)
+            source = found.source(answer)
+            refusal = None if source is None else static_check.check(source, found.allow)
+            if refusal is not None:
+                return f"WRONG: the grader refuses {function.name}'s cell, {refusal}"
+            return f"not attempted yet: {function.name} is not defined: run its cell above"
+        return f"not checked: {name} is not defined: run the cells above this one first"
+
+
+def _notebook_check(namespace: dict) -> SelfCheck | str:
+    """The SelfCheck of the notebook whose globals are `namespace`, built from its COURSE (the course's
+    public settings, which its setup cell holds), or why there is none yet."""
+    settings = namespace.get("COURSE")
+    if not isinstance(settings, dict):
+        return SETUP
+    key = repr(settings)
+    built = _NOTEBOOKS.get(id(namespace))
+    if built is None or built[0] != key:
+        built = _NOTEBOOKS[id(namespace)] = (key, SelfCheck(namespace=namespace, course=settings))
+    return built[1]
+
+
+check = NotebookCheck()
+_listen()
