@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import sys
 
 import nbformat
@@ -175,6 +176,37 @@ def test_exercise_4_checks_never_raise(kernel):
     assert error is None and err == "" and out.count("\n") == 1, out
     assert out.startswith("training       | WRONG: the grader refuses manual_backward's cell, line 1: syntax "
                           "error"), out
+    # A hard-coded batch size: the grader's diagnosis (the lecture's sizes only), not just "wrong values".
+    hard_coded = CELLS["ex4_backward"].replace("n = Xb.shape[0]", "n = 32")
+    assert hard_coded != CELLS["ex4_backward"]
+    kernel.run("ex4_backward", hard_coded)
+    kernel.run("setup_ex4_check")
+    line = kernel.check("ex4_dC")
+    assert "WRONG" in line and "right for the lecture's sizes (n=32) but wrong for every other size" in line, line
+    kernel.run("ex4_backward")
+    kernel.run("setup_ex4_check")
+    assert right(kernel.check("ex4_dC"))
+    out, err, error = kernel.run("check_ex4_training")
+    assert error is None and err == "" and re.fullmatch(r"training {7}\| 50 steps match autograd: loss "
+                                                        r"\d\.\d{4} -> \d\.\d{4}\n", out), out
+
+
+def test_sizes_say_which_batch_and_partial_credit_is_announced(kernel):
+    setup(kernel)
+    for cell in EX1[:2]:
+        kernel.run(cell)
+    kernel.run("dcounts_sum_inv", "dcounts_sum_inv = (counts * dprobs).sum(1)\n")
+    line = kernel.check("dcounts_sum_inv")
+    assert line.startswith("dcounts_sum_inv| WRONG (right values, wrong shape; the grader gives half its points): "
+                           "dcounts_sum_inv: shape ("), line
+    assert re.search(r"\(on the self-check's own batch: n=\d+, vocab=\d+, .*; your notebook's: n=32, vocab=27, "
+                     r"block_size=3, n_embd=10, n_hidden=64\)", line), line
+    for cell in EX1[2:6]:
+        kernel.run(cell)
+    kernel.run("dlogit_maxes", "dlogit_maxes = torch.zeros_like(logit_maxes)\n")
+    line = kernel.check("dlogit_maxes")
+    assert line.startswith("dlogit_maxes   | WRONG (the grader gives half its points: right with the upstream "
+                           "gradients given, not as one backward step)"), line
 
 
 EX1 = ("dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts", "dnorm_logits", "dlogit_maxes", "dlogits",
