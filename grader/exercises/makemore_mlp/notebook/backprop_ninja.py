@@ -241,12 +241,16 @@ print(f"loss {loss.item():.4f}")
 #
 # The check then runs your cell's code the way the grader does, with the grader's tolerances,
 # static check and feedback: with the true upstream gradients and with random ones (so that
-# a missing branch or a hard-coded value shows), on this batch and on two batches of other
+# a missing branch or a hard-coded value shows), on this batch and on three batches of other
 # sizes that it draws itself (one with a tiny activation variance, where eps matters). A
 # wrong answer prints `WRONG` (or `wrong shape`) and, where it can tell, what the mistake is;
-# a line without `WRONG` is one the grader accepts. When your cell is right but an earlier
-# answer it reads is wrong, it says so (`dprobs above is wrong; with the true dprobs this
-# cell is right`), so fix that one first.
+# a line without `WRONG` is one the grader accepts, and a line that loses only part of the
+# points says how much. A size quoted from one of the check's own batches says so. When your
+# cell is right but an earlier answer it reads is wrong, it names the first wrong one
+# (`dprobs above is wrong; with the true dprobs this cell is right`): fix that one first. When
+# a value is stale it says what to re-run (`re-run dcounts_sum_inv's cell: dprobs changed
+# since it ran`). A check cell never raises: after a kernel restart it says to run the setup
+# cells, and a skipped or broken answer cell is named as such.
 
 # %% [raw] begin="rules"
 
