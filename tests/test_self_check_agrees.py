@@ -304,6 +304,7 @@ def _refused_cells() -> list[tuple[str, str, str]]:
     """(attack, answer cell, source) for every red-team cell the grader's static check refuses, as the
     static check's own vehicle submits it; none of them is ever run here (the self-check refuses it first)."""
     import redteam
+
     from grader.sandbox import static_check
 
     found = []
@@ -319,7 +320,6 @@ def _refused_cells() -> list[tuple[str, str, str]]:
 def test_every_red_team_cell_the_static_check_refuses_is_refused_by_the_self_check(state, capfd, attack, cell,
                                                                                     source):
     from grader.sandbox import static_check
-
     from grader.student import check
 
     nb = Notebook(state)
