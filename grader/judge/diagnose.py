@@ -43,6 +43,12 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
         # e.g. a gradient of shape (1, H) given where it is (n, H) with every row that one row.
         return [f"broadcast to {_shape(ws)} its values are right: a gradient has its tensor's full shape, not one "
                 f"that broadcasts to it"]
+    summed_to = [d for d, w in enumerate(ws) if w == 1]
+    if got.dim() == 0 and summed_to and got.numel() < want.numel():
+        # e.g. a batch-norm gain's gradient summed with .sum(): its (1, H) shape sums over the rows only.
+        over = summed_to[0] if len(summed_to) == 1 else tuple(summed_to)
+        hints.append(f"a single number, summed over every dimension: a gradient of shape {_shape(ws)} comes from "
+                     f"a sum over dimension {over} only (keepdim=True)")
     if got.dim() == 2 and gs == ws[::-1]:
         same = _close(got.T, want, rtol, atol)
         hints.append("looks transposed" + (": its transpose is the expected gradient" if same else
