@@ -158,10 +158,13 @@ def _remember(namespace: dict, source: str, count) -> None:
         tree = ast.parse(source)
     except SyntaxError:
         return
-    gradients = {a.variable for a in load(settings.get("exercise", DEFAULT)).answers if a.kind != FUNCTION}
+    exercise = load(settings.get("exercise", DEFAULT))
+    gradients = {a.variable for a in exercise.answers if a.kind != FUNCTION}
+    network = exercise.network  # a forward value run again with other values makes an answer stale too
+    inputs = gradients | {*network.intermediates, *network.parameters, *network.data}
     names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
     stored = {n.id for n in names if isinstance(n.ctx, ast.Store)} & gradients
-    read = {n.id for n in names if isinstance(n.ctx, ast.Load)} & gradients
+    read = {n.id for n in names if isinstance(n.ctx, ast.Load)} & inputs
     assigned = sorted(v for v in stored if type(namespace.get(v)) is torch.Tensor)
     where = f"{assigned[0]}'s cell" if assigned else f"the cell you ran as In[{count}]"
     for variable, (_, tensor, version) in list(_RAN.items()):
