@@ -10,8 +10,10 @@ variance); a function answer runs in a clean namespace at those sizes (so readin
 globals fails here too), and so does a training-run answer. The cell's code comes from the
 notebook's own history (IPython's), so nothing needs to be passed in. A line contains WRONG exactly
 when the grader takes a point there (a shape that differs only by a size-1 dimension too, unless the
-course gives it full credit). When the cell is right but an upstream answer is wrong, the line says
-which and checks the cell with the true value instead.
+course gives it full credit), and a line that loses part of the points says how much. When the cell
+is right but an upstream answer is wrong, the line names the first wrong answer of the chain; when
+the notebook's value is stale (an input changed since the cell ran, or a later cell changed it in
+place, both recorded after each cell through IPython's events), it says what to re-run.
 
 Everything it knows of the network, the answers and their cells comes from the exercise value
 (grader.exercise), so it checks any exercise's notebook. It prints to stdout only, never stderr
@@ -197,8 +199,10 @@ def _listen() -> None:
 
 
 class SelfCheck:
-    """`check = SelfCheck(n=n, namespace=globals(), course=COURSE)` once, then
-    `check("dx", dx, x)` after each answer; the checks of a part whose answers share a
+    """The check itself. Notebooks made now call it through `check("dx")` (NotebookCheck, below), which
+    builds one from the notebook's COURSE; notebooks already released build it themselves,
+    `check = SelfCheck(n=n, namespace=globals(), course=COURSE)` once, then
+    `check("dx", dx, x)` after each answer, which still works; the checks of a part whose answers share a
     gradient's name with another part's (a function's, say) are `SelfCheck(..., part=4)`. `course` holds
     course.yml's public settings (tolerance, allow, hints, `exercise`, and `solutions` when off), which the notebook's
     generator writes into the notebook. The exercise is named as course.yml names it (a registered name
