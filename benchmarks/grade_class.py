@@ -75,8 +75,10 @@ BROKEN = ("truncated JSON", "empty file", "nbgrader metadata lost")
 # ---------------------------------------------------------------------------------------------
 # 1. The instructor's nbgrader course: the solved notebook with assert test cells
 
-ATOMIC_CHECK = re.compile(r'^check\("(\w+)", (\w+), (\w+)\)$')
-EX4_CHECK = re.compile(r'^check_ex4\("(\w+)", grads\.get\("(\w+)"\), leaves\["(\w+)"\]\)$')
+# The check cells: `check("<grade id>")`, a function's `check("<grade id>", answers=..., gradients_of=...)`.
+ATOMIC_CHECK = re.compile(r'^from grader\.check import check\ncheck\("(\w+)"\)$')
+EX4_CHECK = re.compile(r'^from grader\.check import check\n'
+                       r'check\("ex4_d(\w+)", answers="(\w+)", gradients_of="(\w+)"\)$')
 EX4_TRAINING_CELL = "check_ex4_training"
 EX4_TRAINING_TEST = '''\
 # 50 SGD steps with manual_backward and with autograd, from the same start on the same batches
@@ -116,14 +118,17 @@ c.ClearSolutions.code_stub = {{"python": ""}}
 
 def instructor_tests(grade_id: str, source: str) -> str:
     """The asserts an instructor would write in place of the notebook's self-check grade cell."""
+    from grader.exercises.makemore_mlp import EXERCISE
     if grade_id == EX4_TRAINING_CELL:
         return EX4_TRAINING_TEST
     if match := ATOMIC_CHECK.match(source.strip()):
-        name, mine, tensor = match.groups()
-        truth, tol = f"{tensor}.grad", "rtol=1e-5, atol=1e-8"
+        name = match[1]
+        answer = EXERCISE.by_grade_id[name]
+        mine, truth, tol = answer.variable, f"{answer.source}.grad", "rtol=1e-5, atol=1e-8"
     elif match := EX4_CHECK.match(source.strip()):
-        name, param, leaf = match.groups()
-        mine, truth, tol = f'grads["{param}"]', f'leaves["{leaf}"].grad', "rtol=1e-4, atol=1e-6"  # float32
+        param, answers, leaves = match.groups()
+        name = f"d{param}"
+        mine, truth, tol = f'{answers}["{param}"]', f'{leaves}["{param}"].grad', "rtol=1e-4, atol=1e-6"  # float32
     else:
         raise LookupError(f"grade cell {grade_id} is no longer `check(...)`: the notebook changed, update "
                           f"{Path(__file__).name}")

@@ -36,22 +36,35 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def install_cell(solutions: str) -> str:
-    """The notebook's first code cell: installs what it imports where it is missing (Colab, a JupyterHub
-    image without it), and nothing where it is there. The package is pinned to the grader that made the
-    notebook, so a student's self-check never runs other rules than the grader that will mark it;
+    """The notebook's first code cell: installs what it imports where it is missing or another version
+    (Colab, a JupyterHub image, an install from an earlier course), and nothing where it is there. The
+    package is pinned to the grader that made the notebook, so a student's self-check never runs other
+    rules than the grader that will mark it: whichever package provides `grader` (the whole one or the
+    student one) must be that version. Where pip cannot install it, the cell stops with the command to
+    run; where it replaced a version this kernel already imported, it says to restart the kernel.
     matplotlib (for the notebook's plots) is installed apart, only where missing, so the student package
     stays a few hundred kB beside torch. Where torch is missing it comes first, from PyTorch's CPU index:
     the package's own requirement would fetch PyPI's torch, a CUDA build of several GB on Linux."""
     package = f"{STUDENT_PACKAGE[solutions]}=={__version__}"
-    return (f"# Installs the course's self-check where it is missing (Colab, a JupyterHub image): {package}\n"
-            "import importlib.util, subprocess, sys\n"
+    return (f"# Installs the course's self-check, {package} (the grader's version), where it is missing or\n"
+            "# another version (Colab, a JupyterHub image, an earlier course's install)\n"
+            "import importlib.metadata, importlib.util, subprocess, sys\n"
             "pip = [sys.executable, '-m', 'pip', 'install', '-q']\n"
             "if importlib.util.find_spec('torch') is None:  # the CPU build: PyPI's is a CUDA build of several GB\n"
             f"    subprocess.run([*pip, {TORCH!r}, '--index-url', {CPU_INDEX!r}], check=True)\n"
-            f"needed = {{'grader': {package!r}, 'matplotlib': 'matplotlib'}}\n"
-            "missing = [package for module, package in needed.items() if importlib.util.find_spec(module) is None]\n"
-            "if missing:\n"
-            "    subprocess.run([*pip, *missing], check=True)")
+            f"pinned, version = {package!r}, {__version__!r}\n"
+            "found = sorted({importlib.metadata.version(d) for d in importlib.metadata.packages_distributions().get("
+            "'grader', []) if importlib.util.find_spec('grader')})\n"
+            "needed = [] if found == [version] else [pinned]\n"
+            "needed += ['matplotlib'] if importlib.util.find_spec('matplotlib') is None else []\n"
+            "if needed and subprocess.run([*pip, *needed]).returncode:\n"
+            "    raise SystemExit(f\"could not install {' '.join(needed)}: run  pip install {' '.join(needed)}  \"\n"
+            "                     \"in a terminal, then restart the kernel (Kernel > Restart)\")\n"
+            "if pinned in needed and 'grader' in sys.modules:\n"
+            "    print(f\"installed {pinned} in place of version {', '.join(found)}: restart the kernel \"\n"
+            "          \"(Kernel > Restart) and run the notebook from the top\")\n"
+            "elif pinned in needed and found:\n"
+            "    print(f\"installed {pinned} in place of version {', '.join(found)}\")")
 
 
 # The notebook's line holding course.yml's public settings (the self-check reads them): one dict literal.

@@ -399,3 +399,11 @@ def test_a_crash_on_a_hidden_configuration_says_which_in_fixed_words():
     failure = outcome_text(outcome, tiny().answers[0], exercise=tiny(), public=False)
     assert failure.feedback == ("the cell stopped the grading process (it ended the process); the other cells "
                                 "were graded without it")
+
+
+def test_a_gradient_summed_over_every_dimension_is_named():
+    """`(bnraw * dhpreact).sum()` for a (1, H) gain: a shape () answer said only "exactly its tensor's shape"."""
+    hints = diagnose(torch.tensor(3.0, dtype=torch.float64), torch.ones(1, 5, dtype=torch.float64), rtol=1e-5,
+                     atol=1e-8)
+    assert hints == ["a single number, summed over every dimension: a gradient of shape (1, 5) comes from a sum "
+                     "over dimension 0 only (keepdim=True)"]

@@ -41,7 +41,7 @@ SOLVED = nbformat.read(ROOT / SOLVED_PATH, as_version=4)
 STUB = nbformat.read(ROOT / STUB_PATH, as_version=4)
 
 # What the self-check cells print, in order: exercise 1, exercises 2 and 3, exercise 4 per parameter.
-CHECK_LABELS = (*ATOMIC, "ex2_dlogits", "ex3_dhprebn", *(f"d{p}" for p in PARAMETERS), "training")
+CHECK_LABELS = (*ATOMIC, "ex2_dlogits", "ex3_dhprebn", *(f"ex4_d{p}" for p in PARAMETERS), "training")
 SKIP_TRAINING = "exercise 4 not attempted yet: skipping training"
 
 

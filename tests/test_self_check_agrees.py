@@ -13,6 +13,7 @@ import os
 import shutil
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -297,3 +298,36 @@ def test_every_check_line_says_wrong_exactly_where_the_grader_takes_a_point(tmp_
     assert set(lines) >= set(scores), set(scores) - set(lines)
     for grade_id, line in lines.items():
         assert failed(line) == (grade_id in docked), (grade_id, line, scores[grade_id].output)
+
+
+def _refused_cells() -> list[tuple[str, str, str]]:
+    """(attack, answer cell, source) for every red-team cell the grader's static check refuses, as the
+    static check's own vehicle submits it; none of them is ever run here (the self-check refuses it first)."""
+    import redteam
+
+    from grader.sandbox import static_check
+
+    found = []
+    for attack in redteam.attacks():
+        for cell in attack.cells:
+            source = attack.cell("checked", course="/nonexistent")
+            if cell in BY_GRADE_ID and static_check.check(source) is not None:
+                found.append((attack.name, cell, source))
+    return found
+
+
+@pytest.mark.parametrize(("attack", "cell", "source"), _refused_cells(), ids=lambda v: v if len(v) < 40 else "")
+def test_every_red_team_cell_the_static_check_refuses_is_refused_by_the_self_check(state, capfd, attack, cell,
+                                                                                    source):
+    from grader.sandbox import static_check
+    from grader.student import check
+
+    nb = Notebook(state)
+    # As JupyterLab runs it, its id sent with it (it is not run here: the self-check reads it before running
+    # anything). The notebook's history alone does not name a cell that assigns its answer by no name.
+    check._record(SimpleNamespace(cell_id=cell, raw_cell=source))
+    try:
+        line = nb.check(cell, capfd)
+    finally:
+        del check._CELLS[cell]
+    assert f"WRONG: the grader refuses this cell, {static_check.check(source)}" in line, (attack, line)

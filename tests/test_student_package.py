@@ -158,13 +158,23 @@ def test_the_install_cell_installs_the_pinned_student_package_and_nothing_heavy(
     nb = nbformat.read(STUB, as_version=4)
     (install,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL]
     source = material.install_cell("off")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheel.parent),
+           "PIP_CONFIG_FILE": "/dev/null"}
     done = subprocess.run([venv / "bin" / "python", "-c", source], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1",
-                               "PIP_FIND_LINKS": str(wheel.parent), "PIP_CONFIG_FILE": "/dev/null"})
+                          timeout=600, env=env)
     assert done.returncode == 0, done.stderr
     version = run(venv, "from importlib.metadata import version; print(version('backprop-ninja-student'))", tmp_path)
     assert version.stdout.strip() == __version__, version.stderr
     assert "pip" in install.source and f"=={__version__}" in install.source
+    # A notebook of another grader's version, where that version cannot be installed: the cell stops with
+    # the command to run, instead of leaving the installed self-check to give another grader's verdicts.
+    other = source.replace(f"=={__version__}'", "==0.0.1'").replace(f", '{__version__}'", ", '0.0.1'")
+    assert other.count("0.0.1") == 2
+    done = subprocess.run([venv / "bin" / "python", "-c", other], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert done.returncode == 1 and done.stderr.strip().splitlines()[-1] == (
+        "could not install backprop-ninja-student==0.0.1: run  pip install backprop-ninja-student==0.0.1  in a "
+        "terminal, then restart the kernel (Kernel > Restart)"), done.stderr
 
 
 def test_no_command_prints_a_reference_answer(student_env, tmp_path):

@@ -56,6 +56,8 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
                           aspect="dtype")
     if answer.is_sparse or answer.layout != torch.strided:
         return Comparison(Match.WRONG, "is not a dense tensor", aspect="layout")
+    if answer.is_meta:  # a shape without values: no comparison can read it
+        return Comparison(Match.WRONG, "is a meta tensor: it has a shape but no values", aspect="layout")
     got = answer.detach().to(torch.float64)
     want = expected.detach().to(torch.float64)
     if got.shape != want.shape:
@@ -237,7 +239,7 @@ def _compared(outcome, case, answer, check, tol) -> Comparison | None:
     return compare(outcome.tensor, case.expected(answer, check), rtol=tol.rtol, atol=tol.atol)
 
 
-def _configurations(cases, wrong_on) -> str:
+def _configurations(cases, wrong_on, public: bool = False) -> str:
     """What is certain about where the answer fails, when that is not everywhere."""
     scored = [c for c in cases if c.config.scored]
     if len(wrong_on) == len(scored) or not wrong_on:
@@ -246,8 +248,19 @@ def _configurations(cases, wrong_on) -> str:
     if unusual and all(c.config.options for c in wrong_on):
         return f"; right on every configuration except the one {unusual}"
     # The hidden configurations' sizes are not shown: only that they differ.
-    return (f"; right on {len(scored) - len(wrong_on)} of the {len(scored)} hidden configurations"
-            " and wrong on the others")
+    return (f"; right on {len(scored) - len(wrong_on)} of the {len(scored)} "
+            f"{'batches of the self-check' if public else 'hidden configurations'} and wrong on the others")
+
+
+def _batch(case, probe) -> str:
+    """Which batch a public failure's sizes come from: one of the self-check's own, and the student's."""
+    def sizes(c) -> str:
+        return ", ".join(f"{k}={v}" for k, v in c.config.sizes.items())
+
+    if not case.config.scored:
+        return f" (on your notebook's batch: {sizes(case)})"
+    yours = f"; your notebook's: {sizes(probe)}" if probe is not None else ""
+    return f" (on the self-check's own batch: {sizes(case)}{yours})"
 
 
 SHAPES = "the tensors' shapes"
@@ -332,8 +345,11 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
         return None
     case, first = next(((c, f) for c, f in failures if getattr(f, "status", None) != Match.SQUEEZABLE), failures[0])
     wrong_on = [c for c, _ in failures]
+    # The self-check's batches are public but not the student's: a size quoted from one says so.
+    batch = _batch(case, probe) if public else ""
     if isinstance(first, Failure):
         kind, feedback, mistake = first.kind, first.feedback, first.mistake
+        feedback += batch if kind == "error" else ""
         named = bool(mistake)
     else:
         kind, mistake = first.status, ""
@@ -353,7 +369,7 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
         named = bool(mistake)
         shown = _shown(first, case, cases, outcomes, answer, check, tol, public)
         hinted = mistake or "; ".join(shown.hints)
-        feedback = f"{answer.variable}: {shown.message}" + (f"; {hinted}" if hinted and hints != "none" else "")
+        feedback = f"{answer.variable}: {shown.message}{batch}" + (f"; {hinted}" if hinted and hints != "none" else "")
         mistake = hinted
     probe_compared = _compared(outcomes.get(probe.config.name), probe, answer, check, tol) if probe else None
     if kind != Match.BLANK and not named and probe_compared is not None and probe_compared.passed and \
@@ -361,7 +377,7 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
         mistake = "; ".join(filter(None, [mistake, "depends on the lecture's sizes"]))
         feedback += _lecture_only(probe)
     elif kind != Match.BLANK and not named:
-        feedback += _configurations(cases, wrong_on)
+        feedback += _configurations(cases, wrong_on, public)
     if check != "chain":
         feedback = "with random upstream gradients (a check of this one backward step): " + feedback
     return Failure(kind, feedback, mistake)

@@ -43,6 +43,12 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
         # e.g. a gradient of shape (1, H) given where it is (n, H) with every row that one row.
         return [f"broadcast to {_shape(ws)} its values are right: a gradient has its tensor's full shape, not one "
                 f"that broadcasts to it"]
+    summed_to = [d for d, w in enumerate(ws) if w == 1]
+    if got.dim() == 0 and summed_to and got.numel() < want.numel():
+        # e.g. a batch-norm gain's gradient summed with .sum(): its (1, H) shape sums over the rows only.
+        over = summed_to[0] if len(summed_to) == 1 else tuple(summed_to)
+        hints.append(f"a single number, summed over every dimension: a gradient of shape {_shape(ws)} comes from "
+                     f"a sum over dimension {over} only (keepdim=True)")
     if got.dim() == 2 and gs == ws[::-1]:
         same = _close(got.T, want, rtol, atol)
         hints.append("looks transposed" + (": its transpose is the expected gradient" if same else
@@ -142,6 +148,8 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     # is first named as its tensor's one-step cell's would be; its inner steps are searched only when
     # nothing else fits (the step's candidates are cached per case, so a class pays for them once).
     block = answer if answer.kind in (FUSED, FUNCTION) else None
+    if any(got.is_meta or got.layout != torch.strided for _, got in tensors):
+        return None  # no values to name a mistake by (the comparison said what the tensor is)
     if tensors:
         answer, check = counterpart(tensors[0][0].exercise, answer) or (answer, check)
     tensors = [(case, got.detach().to(torch.float64)) for case, got in tensors]

@@ -18,8 +18,8 @@ its package's notebook/ folder. A cell's role is its marker's metadata:
     #                            `solutions` says which)
     # %% answer="CELL"           the exercise's answer cell CELL: its blank, then the reference answer
     #                            between nbgrader's solution delimiters. An atomic or fused answer is
-    #                            followed by its self-check `check("<grade id>", <variable>, <tensor>)`,
-    #                            the nbgrader grade cell of its grade id
+    #                            followed by its self-check `check("<grade id>")` (which imports `check`
+    #                            first), the nbgrader grade cell of its grade id
     # %% graded="GRADE_ID"       a self-check written here that is GRADE_ID's grade cell (the keys of a
     #                            function's answer, a whole-run check)
     # %% [raw]                   a note to the source's author, left out of the notebooks
@@ -141,6 +141,13 @@ def _nbgrader(grade_id: str, *, solution: bool, points: float | None = None) -> 
 def locked(grade_id: str, source: str):
     """Read-only code: students run it but should not change it (nbgrader restores it anyway)."""
     return nbformat.v4.new_code_cell(source, metadata=_nbgrader(grade_id, solution=False))
+
+
+def check_cell(grade_id: str) -> str:
+    """A check cell: it imports the check itself and names the answer, evaluating nothing of the student's,
+    so that it never raises (after a kernel restart, a skipped or broken answer cell: see
+    grader.student.check.NotebookCheck)."""
+    return f'from grader.check import check\ncheck("{grade_id}")'
 
 
 def graded(grade_id: str, source: str, points: Mapping[str, float]):
@@ -279,7 +286,7 @@ class _Builder:
         if function is not None:
             return cells
         self.checks.append(cell_id)
-        return cells + [graded(cell_id, f'check("{cell_id}", {answer.variable}, {answer.source})',
+        return cells + [graded(cell_id, check_cell(cell_id),
                                self.course.points)]
 
     def graded(self, grade_id: str, cell) -> list:

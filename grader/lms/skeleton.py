@@ -59,7 +59,7 @@ what is wrong; an answer still `None` is "not attempted yet", so *Run All* works
              _code("""import torch
 import torch.nn.functional as F
 
-from grader.check import SelfCheck
+from grader.check import check  # what each check cell calls (it imports it again, for a restarted kernel)
 from grader.exercise import load
 
 torch.set_num_threads(1)  # the tensors here are tiny: one thread is many times faster than several
@@ -88,7 +88,6 @@ autograd's gradient of every intermediate, so that the self-check can compare yo
 for t in [{", ".join(s.name for s in net.steps if "d" + s.name in exercise.atomic)}]:
     t.retain_grad()
 {net.loss}.backward()
-check = SelfCheck(namespace=globals(), course=COURSE)
 print(f"loss {{{net.loss}.item():.4f}}")""", locked="setup_forward")]
     steps = net.step
     for part, title in sorted(exercise.parts.items()):
@@ -116,6 +115,12 @@ def _function_cells(exercise: Exercise, function: Function) -> list[str]:
     cache = dict(a for a in function.arguments if not isinstance(a, str))["cache"]
     arguments = ", ".join(a if isinstance(a, str) else a[0] for a in function.arguments)
     part = function.part
+    trains = exercise.training is not None and exercise.training.function == function
+    # The whole-run check's start and batches: 50 SGD steps with the student's gradients and autograd's.
+    training = f"""g = torch.Generator().manual_seed({SEED} + 1)
+start = EXERCISE.init(EXERCISE.lecture, g, torch.float64)
+batches = [tuple(EXERCISE.batch(EXERCISE.lecture, g).values()) for _ in range(50)]
+""" if trains else ""
     cells = [_markdown(f"""Write `{function.name}({arguments})`: it returns the gradient of the loss with
 respect to every parameter, as a dict keyed by the parameter's name. `params` and `cache` are dicts of
 the parameters and of the forward pass's intermediates; it may use only its arguments, `torch` and `F`
@@ -125,18 +130,17 @@ the parameters and of the forward pass's intermediates; it may use only its argu
 values = EXERCISE.network.forward(leaves, batch)
 values[EXERCISE.network.loss].backward()  # autograd's gradients, only to check yours
 cache = {{k: values[k].detach() for k in {tuple(cache)!r}}}
+{training}grads = None  # until {function.name} returns: never an earlier run's
 with torch.no_grad():
-    grads = {function.name}({{k: p.detach() for k, p in leaves.items()}}, cache, {", ".join(net.data)}) or {{}}
-check_ex{part} = SelfCheck(namespace=globals(), course=COURSE, part={part})""", locked=f"setup_ex{part}_check")]
+    grads = {function.name}({{k: p.detach() for k, p in leaves.items()}}, cache, {", ".join(net.data)}) or {{}}""",
+                   locked=f"setup_ex{part}_check")]
     for name in function.returns:
-        cells.append(_code(f'check_ex{part}("d{name}", grads.get("{name}"), leaves["{name}"])',
+        cells.append(_code(f'from grader.check import check\n'
+                           f'check("{function.prefix}{name}", answers="grads", gradients_of="leaves")',
                            graded=f"{function.prefix}{name}"))
-    if exercise.training is not None and exercise.training.function == function:
-        cells.append(_code(f"""# 50 SGD steps with your gradients and autograd's, from one start on the same batches
-g = torch.Generator().manual_seed({SEED} + 1)
-start = EXERCISE.init(EXERCISE.lecture, g, torch.float64)
-batches = [tuple(EXERCISE.batch(EXERCISE.lecture, g).values()) for _ in range(50)]
-check_ex{part}.training({function.name}, start, batches, lr=0.1)""", graded=exercise.training.grade_id))
+    if trains:
+        cells.append(_code('from grader.check import check\ncheck.training(start="start", batches="batches", lr=0.1)',
+                           graded=exercise.training.grade_id))
     return cells
 
 

@@ -10,8 +10,10 @@ variance); a function answer runs in a clean namespace at those sizes (so readin
 globals fails here too), and so does a training-run answer. The cell's code comes from the
 notebook's own history (IPython's), so nothing needs to be passed in. A line contains WRONG exactly
 when the grader takes a point there (a shape that differs only by a size-1 dimension too, unless the
-course gives it full credit). When the cell is right but an upstream answer is wrong, the line says
-which and checks the cell with the true value instead.
+course gives it full credit), and a line that loses part of the points says how much. When the cell
+is right but an upstream answer is wrong, the line names the first wrong answer of the chain; when
+the notebook's value is stale (an input changed since the cell ran, or a later cell changed it in
+place, both recorded after each cell through IPython's events), it says what to re-run.
 
 Everything it knows of the network, the answers and their cells comes from the exercise value
 (grader.exercise), so it checks any exercise's notebook. It prints to stdout only, never stderr
@@ -24,7 +26,8 @@ import ast
 import builtins
 import functools
 import importlib.util
-import time
+import re
+import sys
 import traceback
 
 import torch
@@ -53,10 +56,26 @@ _CASES: dict[str, tuple] = {}
 def own_cases(spec: str) -> tuple:
     """One batch of each kind the grader's hidden configurations hold (the exercise's `hidden` gives the
     first and the last their own, the middle ones none), so no kind the grader scores goes unchecked."""
+    return tuple(case for case in _all_cases(spec) if case.config.scored)
+
+
+def own_probe(spec: str):
+    """The unscored batch at the lecture's sizes the grader runs beside its own: an answer right there
+    and wrong at every other size hard-codes a lecture size, which the grader says."""
+    return next(case for case in _all_cases(spec) if not case.config.scored)
+
+
+def _all_cases(spec: str) -> tuple:
     if spec not in _CASES:
         torch.set_num_threads(1)
-        _CASES[spec] = tuple(prepare(config) for config in generate(spec, SALT, 3) if config.scored)
+        _CASES[spec] = tuple(prepare(config) for config in generate(spec, SALT, 3))
     return _CASES[spec]
+
+
+def _credit(fraction: float) -> str:
+    """The partial credit the grader gives, said where the line says WRONG, so that no half point is a surprise."""
+    share = "nothing" if fraction <= 0 else "half its points" if fraction == 0.5 else f"{fraction:g} of its points"
+    return f"the grader gives {share}"
 
 
 class _Ran:
@@ -81,13 +100,30 @@ def _result(value) -> _Ran:
 
 @functools.lru_cache(maxsize=1024)
 def _assigns(source: str, names: frozenset[str]) -> bool:
+    """Whether the cell binds one of `names`; a cell that does not parse (a student's syntax error, which
+    the grader refuses) is read line by line, so that its answer cell is still found and judged."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return False
+        return any(re.search(rf"(?m)^\s*(def\s+)?{re.escape(n)}\s*([-+*/@]?=[^=]|\()", source) for n in names)
     bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     bound |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     return bool(bound & names)
+
+
+def _given(source: str, sinks: frozenset[str]) -> bool:
+    """A read-only cell that hands a fused answer autograd's gradient of its sink (`dhpreact =
+    hpreact.grad.clone()`, so that exercise 3 does not depend on exercise 1): not an answer cell. Only
+    that exact form, so a student's answer that reads .grad is still found (and refused, as the grader
+    refuses it)."""
+    try:
+        statements = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return bool(statements) and all(
+        isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+        and s.targets[0].id[1:] in sinks and ast.unparse(s.value) == f"{s.targets[0].id[1:]}.grad.clone()"
+        for s in statements)
 
 
 def _reads(source: str) -> set[str]:
@@ -107,6 +143,50 @@ def _record(info) -> None:
         _CELLS[info.cell_id] = info.raw_cell
 
 
+# What the answer cells left, for the lines on stale state: variable -> the gradients its cell read, as
+# they were then, and the tensor it assigned with that tensor's version (torch counts in-place changes);
+# and variable -> the later cell that changed it in place.
+_RAN: dict[str, tuple[dict[str, torch.Tensor], torch.Tensor, int]] = {}
+_CHANGED: dict[str, str] = {}
+
+
+def _remember(namespace: dict, source: str, count) -> None:
+    """After each cell: which answer variables it assigned (and from what), and which earlier answers it
+    changed in place (`dhprebn = dbndiff; dhprebn += ...` changes dbndiff)."""
+    settings = namespace.get("COURSE")
+    if not isinstance(settings, dict):
+        return
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return
+    exercise = load(settings.get("exercise", DEFAULT))
+    gradients = {a.variable for a in exercise.answers if a.kind != FUNCTION}
+    network = exercise.network  # a forward value run again with other values makes an answer stale too
+    inputs = gradients | {*network.intermediates, *network.parameters, *network.data}
+    names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)} & gradients
+    read = {n.id for n in names if isinstance(n.ctx, ast.Load)} & inputs
+    assigned = sorted(v for v in stored if type(namespace.get(v)) is torch.Tensor)
+    where = f"{assigned[0]}'s cell" if assigned else f"the cell you ran as In[{count}]"
+    for variable, (_, tensor, version) in list(_RAN.items()):
+        if variable not in stored and namespace.get(variable) is tensor and tensor._version != version:
+            _CHANGED.setdefault(variable, where)
+    for variable in assigned:
+        tensor = namespace[variable]
+        _RAN[variable] = ({g: namespace[g].detach().clone() for g in read - {variable}
+                           if type(namespace.get(g)) is torch.Tensor}, tensor, tensor._version)
+        _CHANGED.pop(variable, None)
+
+
+def _after(result) -> None:
+    try:
+        from IPython import get_ipython
+        _remember(get_ipython().user_ns, result.info.raw_cell, result.execution_count)
+    except Exception:  # noqa: S110 - bookkeeping for better lines must never get in the student's way
+        pass
+
+
 def _listen() -> None:
     try:
         from IPython import get_ipython
@@ -115,11 +195,14 @@ def _listen() -> None:
     shell = get_ipython()
     if shell is not None and _record not in shell.events.callbacks["pre_run_cell"]:
         shell.events.register("pre_run_cell", _record)
+        shell.events.register("post_run_cell", _after)
 
 
 class SelfCheck:
-    """`check = SelfCheck(n=n, namespace=globals(), course=COURSE)` once, then
-    `check("dx", dx, x)` after each answer; the checks of a part whose answers share a
+    """The check itself. Notebooks made now call it through `check("dx")` (NotebookCheck, below), which
+    builds one from the notebook's COURSE; notebooks already released build it themselves,
+    `check = SelfCheck(n=n, namespace=globals(), course=COURSE)` once, then
+    `check("dx", dx, x)` after each answer, which still works; the checks of a part whose answers share a
     gradient's name with another part's (a function's, say) are `SelfCheck(..., part=4)`. `course` holds
     course.yml's public settings (tolerance, allow, hints, `exercise`, and `solutions` when off), which the notebook's
     generator writes into the notebook. The exercise is named as course.yml names it (a registered name
@@ -185,8 +268,9 @@ class SelfCheck:
         history = (self.namespace or {}).get("In") or []
         function = self.exercise.function_of(answer)
         wanted = frozenset({function.name} if function else {answer.variable})
+        sinks = frozenset(a.sink for a in self.exercise.answers if a.sink)
         for cell in reversed(history[:-1] if history else []):
-            if isinstance(cell, str) and _assigns(cell, wanted) and ".grad" not in cell and "check(" not in cell:
+            if isinstance(cell, str) and _assigns(cell, wanted) and "check(" not in cell and not _given(cell, sinks):
                 return cell
         return None
 
@@ -254,7 +338,7 @@ class SelfCheck:
         outcomes: dict = {}
         ns = {"__builtins__": builtins, **NAMESPACE}
         defined = (self.namespace or {}).get(function.name)
-        for case in own_cases(self.spec):
+        for case in (*own_cases(self.spec), own_probe(self.spec)):
             try:
                 if source is not None:
                     exec(compile(source, filename, "exec"), ns)
@@ -297,6 +381,9 @@ class SelfCheck:
             exact = comparison.status == Match.EXACT
             return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {comparison.maxdiff:.3g}"
                     f" | shape {tuple(expected.shape)} ok")
+        stale = self._stale(answer) if answer is not None and answer.kind != FUNCTION else None
+        if stale:
+            return f"{label} {stale}"
         status = self._shape_slip() if comparison.status == Match.SQUEEZABLE else "WRONG"
         named = None
         case = self.notebook_case() if answer is not None and answer.kind != FUNCTION else None
@@ -304,7 +391,8 @@ class SelfCheck:
             named = name_mistake([(case, manual)], answer, CHAIN, rtol, atol)
         hints = "" if self.hints == "none" else \
             "".join(f" — hint: {h}" for h in ([named] if named else comparison.hints))
-        return f"{label} {status}: {comparison.message}{hints}{self.pointer(name)}"
+        where = " (your notebook's batch)" if comparison.aspect == "shape" else ""
+        return f"{label} {status}: {comparison.message}{where}{hints}{self.pointer(name)}"
 
     def _as_graded(self, answer: Answer, comparison) -> str | None:
         """The grader's verdict on the cell's code, or None when it agrees with the value check alone
@@ -321,8 +409,8 @@ class SelfCheck:
         if function:
             ran = self._function_outcomes(answer, source)
             outcomes = {case: per[answer.variable] for case, per in ran.items()}
-            failure = judge(outcomes, own_cases(self.spec), answer, CHAIN, self.tolerance, hints=self.hints,
-                            public=True)
+            failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
+                            hints=self.hints, public=True)
             return None if failure is None else f"WRONG: {failure.feedback}"
         notebook = self.notebook_case()
         cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
@@ -333,29 +421,64 @@ class SelfCheck:
             return f"{self._shape_slip() if failures[CHAIN].kind == Match.SQUEEZABLE else 'WRONG'}: " \
                    f"{failures[CHAIN].feedback}"
         if not comparison.passed and notebook is not None:
-            upstream = self._wrong_upstream(answer, source, notebook)
-            if upstream:
-                note = f"{upstream} above is wrong; with the true {upstream} this cell is right"
+            chain = self._wrong_upstream(answer, source, notebook)
+            if chain:
+                upstream, first = chain[0], chain[-1]
+                state = ("is not assigned (its cell never ran, or stopped with an error)"
+                         if first not in self.namespace else
+                         "is not attempted yet" if self.namespace[first] is None else "is wrong")
+                between = "" if len(chain) == 1 else \
+                    f" ({', '.join(reversed(chain[:-1]))}, computed from it, {'is' if len(chain) == 2 else 'are'} " \
+                    "wrong too)"
+                note = f"{first} above {state}{between}; with the true {upstream} this cell is right"
                 local = failures.get(LOCAL)
                 return note if local is None else f"WRONG: {note}, but {local.feedback}"
         if failures.get(LOCAL) is not None and self.policy.chain_only_credit < 1:
-            return f"WRONG: {failures[LOCAL].feedback}"
+            return (f"WRONG ({_credit(self.policy.chain_only_credit)}: right with the upstream gradients given, "
+                    f"not as one backward step): {failures[LOCAL].feedback}")
         return None
 
     def _shape_slip(self) -> str:
         """Right values in a shape that differs only by size-1 dimensions: WRONG unless the course gives
         such an answer full credit."""
-        return "WRONG (right values, wrong shape)" if self.policy.squeezable_shape_credit < 1 else \
-            "right values, wrong shape"
+        if self.policy.squeezable_shape_credit >= 1:
+            return "right values, wrong shape"
+        return f"WRONG (right values, wrong shape; {_credit(self.policy.squeezable_shape_credit)})"
 
-    def _wrong_upstream(self, answer: Answer, source: str, case) -> str | None:
-        """The nearest upstream gradient the cell reads whose notebook value is not autograd's."""
-        reads = _reads(source)
-        for g in reversed(answer.upstream):
-            if g in reads and not compare(self.namespace.get(g), case.truth[g], rtol=self.tolerance.rtol,
-                                          atol=self.tolerance.atol).passed:
-                return g
+    def _stale(self, answer: Answer) -> str | None:
+        """Why the notebook's value is not what the answer's (right) cell computes from today's values:
+        a gradient it read changed since it ran, or a later cell changed it in place."""
+        variable = answer.variable
+        ran = _RAN.get(variable)
+        if ran is None or self.namespace is None or self.namespace.get(variable) is not ran[1]:
+            return None
+        if variable in _CHANGED:
+            return (f"your {variable} is not what its cell computed: {_CHANGED[variable]} changed it in place "
+                    f"afterwards (after `x = {variable}`, `x += ...` changes {variable} too: write "
+                    f"`x = {variable}.clone()`); fix that cell, then run {variable}'s cell and that one again")
+        changed = [g for g, then in ran[0].items()
+                   if not (type(now := self.namespace.get(g)) is torch.Tensor and now.shape == then.shape
+                           and torch.equal(now, then))]
+        if changed:
+            return f"re-run {variable}'s cell: {', '.join(changed)} changed since it ran"
         return None
+
+    def _wrong_upstream(self, answer: Answer, source: str, case) -> tuple[str, ...]:
+        """The chain of wrong upstream gradients behind the cell's value: the nearest one the cell reads
+        whose notebook value is not autograd's, then the one that one's cell read, and so on up to the
+        first wrong answer (whose own inputs are right). Empty when every gradient it reads is right."""
+        chain: list[str] = []
+        while True:
+            wrong = next((g for g in reversed(answer.upstream) if g in _reads(source) and g not in chain
+                          and not compare(self.namespace.get(g), case.truth[g], rtol=self.tolerance.rtol,
+                                          atol=self.tolerance.atol).passed), None)
+            if wrong is None:
+                return tuple(chain)
+            chain.append(wrong)
+            answer = next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == wrong), None)
+            source = None if answer is None or wrong not in self.namespace else self.source(answer)
+            if source is None:
+                return tuple(chain)
 
     def training(self, *args, lr: float) -> None:
         """The exercise's whole-run check, `training(function, params, batches, lr=...)`: the same SGD
@@ -382,8 +505,8 @@ class SelfCheck:
         ran = self._steps(function, start, steps, lr)
         if isinstance(ran, str):
             return ran
-        mine, final, spent = ran
-        losses, expected, theirs = autograd_steps(network, start, steps, lr)
+        mine, final = ran
+        losses, expected, _ = autograd_steps(network, start, steps, lr)
         differs = self._differs(mine, final, losses, expected)
         if differs:
             return f"WRONG: {differs}"
@@ -391,25 +514,22 @@ class SelfCheck:
         if alone:
             return f"WRONG: right on your notebook's batches, but {alone}"
         first, last = losses[0].item(), losses[-1].item()
-        return (f"{len(steps)} steps match autograd: loss {first:.4f} -> {last:.4f}; your backward "
-                f"{1e3 * spent:.2f} ms/step, autograd's {1e3 * theirs:.2f} ms/step ({theirs / max(spent, 1e-9):.1f}x)")
+        # No timing: one run's ratio to autograd's varied 0.3x-3.1x between identical runs of a notebook.
+        return f"{len(steps)} steps match autograd: loss {first:.4f} -> {last:.4f}"
 
     def _steps(self, function, params: dict, steps: list[dict], lr: float):
-        """The student's SGD steps as the grader's sandbox drives them: (losses, final parameters, seconds
-        per call), or the line that says why they stopped."""
+        """The student's SGD steps as the grader's sandbox drives them: (losses, final parameters), or the
+        line that says why they stopped."""
         network, declared = self.exercise.network, self.exercise.training.function
-        seconds = 0.0
         losses = []
         for step, data in enumerate(steps, start=1):
             with torch.no_grad():
                 values = network.forward(params, data)
-                started = time.perf_counter()
                 try:
                     grads = function(*declared.call_arguments(values))
                 except Exception as exc:
                     return (f"WRONG: {declared.name} raised {type(exc).__name__} at training step {step}: "
                             f"{str(exc)[:300]}")
-                seconds += time.perf_counter() - started
             if grads is None or (isinstance(grads, dict) and all(grads.get(k) is None for k in params)):
                 return "not attempted yet"
             bad = [k for k in params if not isinstance(grads, dict) or type(grads.get(k)) is not torch.Tensor
@@ -420,7 +540,7 @@ class SelfCheck:
                        if isinstance(grads, dict) and isinstance(grads.get(bad[0]), torch.Tensor) else "")
             losses.append(values[network.loss])
             params = {k: params[k] - lr * grads[k].detach().to(params[k].dtype) for k in params}
-        return torch.stack(losses), params, seconds / max(1, len(steps))
+        return torch.stack(losses), params
 
     def _differs(self, mine: torch.Tensor, final: dict, losses: torch.Tensor, expected: dict) -> str | None:
         """Where the student's run parts from autograd's, judged as the grader judges it."""
@@ -462,3 +582,113 @@ class SelfCheck:
                 return (f"run on its own ({function.name}'s cell with only torch and F) on a batch of other sizes "
                         f"({sizes}), as the grader runs it: {failed} (a size or a name read from the notebook?)")
         return None
+
+
+# The notebook's SelfCheck, by the id of its namespace: built by the first check cell from the notebook's COURSE.
+_NOTEBOOKS: dict[int, tuple[str, SelfCheck]] = {}
+SETUP = "run the notebook's setup cells first (from the top: Run > Run All Above Selected Cell)"
+
+
+class NotebookCheck:
+    """What a check cell calls: `check("dh")`, after `from grader.check import check` in the same cell.
+
+    It takes the answer and autograd's tensor by name from the notebook's namespace (the caller's
+    globals), so the cell itself evaluates nothing of the student's: a name never assigned, a kernel
+    restarted before the setup ran, a skipped cell, a value that raises when read each give one line
+    saying what to run or fix, never a traceback (a raising check cell is a failed test to nbgrader,
+    and after a syntax error in one answer cell every later check cell raised). A function's answers are
+    read from the dict `answers` names, autograd's from the dict of leaves `gradients_of` names.
+    Notebooks of grader 0.1 and 0.2 call a SelfCheck they build, with the values: that still works."""
+
+    def __call__(self, grade_id: str, *, answers: str | None = None, gradients_of: str | None = None) -> None:
+        print(self.line(grade_id, sys._getframe(1).f_globals, answers, gradients_of))
+
+    def line(self, grade_id: str, namespace: dict, answers: str | None = None,
+             gradients_of: str | None = None) -> str:
+        label = f"{grade_id:<15s}|"
+        try:
+            found = _notebook_check(namespace)
+            if isinstance(found, str):
+                return f"{label} not checked: {found}"
+            answer = found.exercise.by_grade_id.get(grade_id)
+            if answer is None:
+                return f"{label} not checked: {grade_id} is not an answer of exercise {found.exercise.name}"
+            if answer.kind == FUNCTION:
+                return self._function_line(found, answer, namespace, answers, gradients_of)
+            tensor = namespace.get(answer.source)
+            if not isinstance(tensor, torch.Tensor):
+                return (f"{label} not checked: {answer.source} is not defined: run the forward pass's cell (the one "
+                        "that calls backward()) first")
+            if answer.variable in namespace:
+                return found.line(grade_id, namespace[answer.variable], tensor)
+            if found.source(answer) is None:
+                return (f"{label} not attempted yet: {answer.variable} was never assigned since the kernel started: "
+                        "run its answer cell, above")
+            verdict = found.line(grade_id, None, tensor)
+            if "WRONG" in verdict:
+                return verdict
+            return (f"{label} not checked: {answer.variable} is not assigned: its answer cell stopped with an "
+                    "error when it last ran; run the cells above it, then it")
+        except Exception as exc:  # a check cell never raises, whatever the notebook holds
+            return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
+
+    @staticmethod
+    def _function_line(found: SelfCheck, answer: Answer, namespace: dict, answers: str | None,
+                       gradients_of: str | None) -> str:
+        label = f"{answer.grade_id:<15s}|"
+        function = found.exercise.function_of(answer)
+        leaves = namespace.get(gradients_of or "")
+        if not isinstance(leaves, dict) or not isinstance(leaves.get(answer.source), torch.Tensor):
+            return f"{label} not checked: run the cell after {function.name}'s, which calls it, first"
+        returned = namespace.get(answers or "")
+        verdict = found.line(answer.grade_id, returned.get(answer.variable) if isinstance(returned, dict) else None,
+                             leaves[answer.source])
+        if returned is None and "WRONG" not in verdict:
+            return (f"{label} not checked: {answers} is not set: the cell that calls {function.name} stopped with an "
+                    "error; run it again")
+        return verdict
+
+    def training(self, *, start: str, batches: str, lr: float) -> None:
+        """The whole-run check, SelfCheck.training, with the exercise's function, the start and the
+        batches taken by name from the notebook."""
+        namespace = sys._getframe(1).f_globals
+        found = _notebook_check(namespace)
+        if isinstance(found, str):
+            print(f"{'training':<15s}| not checked: {found}")
+            return
+        function = found.exercise.training.function
+        missing = [n for n in (function.name, start, batches) if n not in namespace]
+        if missing:
+            print(f"{'training':<15s}| {self._missing(found, function, missing[0])}")
+            return
+        found.training(namespace[function.name], namespace[start], namespace[batches], lr=lr)
+
+    @staticmethod
+    def _missing(found: SelfCheck, function, name: str) -> str:
+        """Why the whole-run check cannot start: the function's cell refused as the grader refuses it
+        (a syntax error leaves the function undefined), or the cell to run."""
+        if name == function.name:
+            answer = next(a for a in found.exercise.answers if found.exercise.function_of(a) is function)
+            source = found.source(answer)
+            refusal = None if source is None else static_check.check(source, found.allow)
+            if refusal is not None:
+                return f"WRONG: the grader refuses {function.name}'s cell, {refusal}"
+            return f"not attempted yet: {function.name} is not defined: run its cell above"
+        return f"not checked: {name} is not defined: run the cells above this one first"
+
+
+def _notebook_check(namespace: dict) -> SelfCheck | str:
+    """The SelfCheck of the notebook whose globals are `namespace`, built from its COURSE (the course's
+    public settings, which its setup cell holds), or why there is none yet."""
+    settings = namespace.get("COURSE")
+    if not isinstance(settings, dict):
+        return SETUP
+    key = repr(settings)
+    built = _NOTEBOOKS.get(id(namespace))
+    if built is None or built[0] != key:
+        built = _NOTEBOOKS[id(namespace)] = (key, SelfCheck(namespace=namespace, course=settings))
+    return built[1]
+
+
+check = NotebookCheck()
+_listen()

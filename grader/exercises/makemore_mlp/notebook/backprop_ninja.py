@@ -78,7 +78,7 @@ import torch
 import torch.nn.functional as F
 
 from grader import data
-from grader.check import SelfCheck
+from grader.check import check  # what each check cell calls (it imports it again, for a restarted kernel)
 
 torch.set_num_threads(1)  # the tensors here are tiny: one thread is many times faster than several
 # The course's tolerances, allowlist and hints: the self-check gives the grader's verdicts
@@ -216,7 +216,6 @@ for t in [logprobs, probs, counts, counts_sum, counts_sum_inv, norm_logits, logi
           embcat, emb]:
     t.retain_grad()
 loss.backward()
-check = SelfCheck(n=n, namespace=globals(), course=COURSE)
 print(f"loss {loss.item():.4f}")
 
 # %% [raw] end="forward"
@@ -224,7 +223,7 @@ print(f"loss {loss.item():.4f}")
 # %% [markdown]
 # ### Reading the self-check
 #
-# `check("dhpreact", dhpreact, hpreact)` compares your `dhpreact` with `hpreact.grad` and
+# `check("dhpreact")` takes your `dhpreact` from the notebook, compares it with `hpreact.grad` and
 # prints, for a correct answer,
 #
 # ```
@@ -242,12 +241,16 @@ print(f"loss {loss.item():.4f}")
 #
 # The check then runs your cell's code the way the grader does, with the grader's tolerances,
 # static check and feedback: with the true upstream gradients and with random ones (so that
-# a missing branch or a hard-coded value shows), on this batch and on two batches of other
+# a missing branch or a hard-coded value shows), on this batch and on three batches of other
 # sizes that it draws itself (one with a tiny activation variance, where eps matters). A
 # wrong answer prints `WRONG` (or `wrong shape`) and, where it can tell, what the mistake is;
-# a line without `WRONG` is one the grader accepts. When your cell is right but an earlier
-# answer it reads is wrong, it says so (`dprobs above is wrong; with the true dprobs this
-# cell is right`), so fix that one first.
+# a line without `WRONG` is one the grader accepts, and a line that loses only part of the
+# points says how much. A size quoted from one of the check's own batches says so. When your
+# cell is right but an earlier answer it reads is wrong, it names the first wrong one
+# (`dprobs above is wrong; with the true dprobs this cell is right`): fix that one first. When
+# a value is stale it says what to re-run (`re-run dcounts_sum_inv's cell: dprobs changed
+# since it ran`). A check cell never raises: after a kernel restart it says to run the setup
+# cells, and a skipped or broken answer cell is named as such.
 
 # %% [raw] begin="rules"
 
@@ -501,41 +504,50 @@ ix = torch.randint(0, Xtr.shape[0], (batch_size,), generator=g)
 leaves = {name: p.clone().requires_grad_() for name, p in params.items()}
 loss_autograd, cache = fused_forward(leaves, Xtr[ix], Ytr[ix])
 loss_autograd.backward()  # autograd's gradients, only to check yours
-with torch.no_grad():
-    grads = manual_backward(params, {k: v.detach() for k, v in cache.items()}, Ytr[ix]) or {}
-check_ex4 = SelfCheck(n=batch_size, exercise=4, namespace=globals(), course=COURSE)
-
-# %% [raw] begin="ex4_checks"
-
-# %% graded="ex4_dC"
-check_ex4("dC", grads.get("C"), leaves["C"])
-
-# %% graded="ex4_dW1"
-check_ex4("dW1", grads.get("W1"), leaves["W1"])
-
-# %% graded="ex4_db1"
-check_ex4("db1", grads.get("b1"), leaves["b1"])
-
-# %% graded="ex4_dW2"
-check_ex4("dW2", grads.get("W2"), leaves["W2"])
-
-# %% graded="ex4_db2"
-check_ex4("db2", grads.get("b2"), leaves["b2"])
-
-# %% graded="ex4_dbngain"
-check_ex4("dbngain", grads.get("bngain"), leaves["bngain"])
-
-# %% graded="ex4_dbnbias"
-check_ex4("dbnbias", grads.get("bnbias"), leaves["bnbias"])
-
-# %% [raw] end="ex4_checks"
-
-# %% graded="ex4_training"
 # 50 SGD steps with your gradients and with autograd's, from the same start on the same batches
 g = torch.Generator().manual_seed(SEED + 1)
 batches = [(Xtr[ix], Ytr[ix]) for ix in
            (torch.randint(0, Xtr.shape[0], (batch_size,), generator=g) for _ in range(50))]
-check_ex4.training(fused_forward, manual_backward, init_params(200, torch.float64, g), batches, lr=0.1)
+start = init_params(200, torch.float64, g)
+grads = None  # until manual_backward returns: never an earlier run's
+with torch.no_grad():
+    grads = manual_backward(params, {k: v.detach() for k, v in cache.items()}, Ytr[ix]) or {}
+
+# %% [raw] begin="ex4_checks"
+
+# %% graded="ex4_dC"
+from grader.check import check
+check("ex4_dC", answers="grads", gradients_of="leaves")
+
+# %% graded="ex4_dW1"
+from grader.check import check
+check("ex4_dW1", answers="grads", gradients_of="leaves")
+
+# %% graded="ex4_db1"
+from grader.check import check
+check("ex4_db1", answers="grads", gradients_of="leaves")
+
+# %% graded="ex4_dW2"
+from grader.check import check
+check("ex4_dW2", answers="grads", gradients_of="leaves")
+
+# %% graded="ex4_db2"
+from grader.check import check
+check("ex4_db2", answers="grads", gradients_of="leaves")
+
+# %% graded="ex4_dbngain"
+from grader.check import check
+check("ex4_dbngain", answers="grads", gradients_of="leaves")
+
+# %% graded="ex4_dbnbias"
+from grader.check import check
+check("ex4_dbnbias", answers="grads", gradients_of="leaves")
+
+# %% [raw] end="ex4_checks"
+
+# %% graded="ex4_training"
+from grader.check import check
+check.training(start="start", batches="batches", lr=0.1)
 
 # %% [raw] begin="training"
 

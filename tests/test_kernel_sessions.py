@@ -1,0 +1,263 @@
+"""The self-check as students really run it: one real kernel (jupyter_client, the cells sent with their ids
+as JupyterLab sends them) driven through scripted sessions: check cells before the setup, a restart
+mid-way, skipped cells, cells out of order, syntax errors, forbidden calls, meta tensors, values that
+raise. No check cell may raise or write to stderr, and each line must say what is true of the notebook.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import re
+import sys
+
+import nbformat
+import pytest
+
+from helpers.paths import ROOT
+
+pytestmark = pytest.mark.slow
+SOLVED = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
+CELLS = {c.id: c.source for c in SOLVED.cells if c.cell_type == "code"}
+SETUP = ("setup_imports", "setup_data", "setup_params", "setup_forward")
+
+
+class Kernel:
+    """A notebook's kernel: `run(cell_id)` runs that cell of the solved notebook (or `code` in its place)."""
+
+    def __init__(self, cwd):
+        from jupyter_client import KernelManager
+        env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}"}
+        self.manager = KernelManager(kernel_name="python3")
+        self.manager.kernel_cmd = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        self.manager.start_kernel(cwd=str(cwd), env=env)
+        self.start_client()
+
+    def start_client(self):
+        self.client = self.manager.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=60)
+
+    def restart(self):
+        self.client.stop_channels()
+        self.manager.restart_kernel(now=True)
+        self.start_client()
+
+    def run(self, cell_id: str, code: str | None = None, *, send_id: bool = True) -> tuple[str, str, str | None]:
+        """(stdout, stderr, the error's name or None), as the cell `cell_id` with `code` shows them. Without
+        `send_id` the cell's id is not sent, as by nbclient and the classic Notebook."""
+        client = self.client
+        message = client.session.msg("execute_request", {"code": CELLS[cell_id] if code is None else code,
+                                                         "silent": False, "store_history": True,
+                                                         "user_expressions": {}, "allow_stdin": False,
+                                                         "stop_on_error": False},
+                                     metadata={"cellId": cell_id} if send_id else {})
+        client.shell_channel.send(message)
+        out, err, error = [], [], None
+        while True:
+            try:
+                reply = client.get_iopub_msg(timeout=300)
+            except queue.Empty:
+                raise AssertionError(f"cell {cell_id} did not finish") from None
+            if reply["parent_header"].get("msg_id") != message["header"]["msg_id"]:
+                continue
+            kind, content = reply["msg_type"], reply["content"]
+            if kind == "stream":
+                (out if content["name"] == "stdout" else err).append(content["text"])
+            elif kind == "error":
+                error = content["ename"]
+            elif kind == "status" and content["execution_state"] == "idle":
+                return "".join(out), "".join(err), error
+
+    def check(self, grade_id: str, *, send_id: bool = True) -> str:
+        """The check cell of `grade_id`: it never raises, never writes to stderr, prints one line."""
+        out, err, error = self.run(f"check_{grade_id}", send_id=send_id)
+        assert error is None and err == "", (out, err, error)
+        assert out.count("\n") == 1 and out.startswith(f"{grade_id:<15s}|"), out
+        return out[:-1]
+
+    def close(self):
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+def setup(kernel, *, full: bool = False):
+    """The setup cells: all of them after a restart, else the parameters and the forward pass again (a
+    fresh batch and autograd's gradients, with the data already loaded)."""
+    for cell in SETUP if full else SETUP[2:]:
+        out, err, error = kernel.run(cell)
+        assert error is None, (cell, out, err)
+
+
+def right(line: str) -> bool:
+    return "approximate: True" in line and "WRONG" not in line
+
+
+def check_cells_before_the_setup_and_after_a_restart_say_what_to_run(kernel):
+    for grade_id in ("dlogprobs", "ex2_dlogits", "ex4_dC", "training"):
+        assert "not checked: run the notebook's setup cells first" in kernel.check(grade_id) \
+            if grade_id != "training" else "run the notebook's setup cells first" in kernel.run("check_ex4_training")[0]
+    setup(kernel, full=True)
+    # Skipped answer cells: never assigned since the kernel started.
+    assert "not attempted yet: dprobs was never assigned since the kernel started" in kernel.check("dprobs")
+    kernel.run("dlogprobs")
+    assert right(kernel.check("dlogprobs"))
+    kernel.restart()
+    assert "run the notebook's setup cells first" in kernel.check("dlogprobs")
+    setup(kernel, full=True)
+    assert "dlogprobs was never assigned since the kernel started" in kernel.check("dlogprobs")
+
+
+def a_syntax_error_is_the_graders_refusal_and_later_checks_still_run(kernel):
+    setup(kernel)
+    out, _, error = kernel.run("dlogprobs", "dlogprobs = torch.zeros_like(logprobs\n")
+    assert error == "SyntaxError"
+    line = kernel.check("dlogprobs")
+    assert "WRONG: the grader refuses this cell" in line and "syntax error" in line, line
+    # A later answer reading it: its cell raised, it is right with the true upstream gradient.
+    _, _, error = kernel.run("dprobs")
+    assert error == "NameError"
+    line = kernel.check("dprobs")
+    assert "dlogprobs above is not assigned (its cell never ran, or stopped with an error); with the true " \
+           "dlogprobs this cell is right" in line, line
+
+
+def a_forbidden_answer_is_refused_as_the_grader_refuses_it(kernel):
+    setup(kernel)
+    for cell in ("dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts", "dnorm_logits",
+                 "dlogit_maxes", "dlogits"):
+        kernel.run(cell)
+    # Without cell ids (nbclient, the classic Notebook) the cell is found in the history, and refused too.
+    for send_id in (False, True):
+        kernel.run("dh", "dh = h.grad.clone()\n", send_id=send_id)
+        line = kernel.check("dh", send_id=send_id)
+        assert "exact: True" not in line and "WRONG: the grader refuses this cell" in line and ".grad" in line, line
+    # Exercise 3's read-only cell hands dhpreact autograd's value: it is not an answer cell.
+    kernel.run("dhpreact")
+    kernel.run("setup_ex3_dhpreact")
+    assert right(kernel.check("dhpreact"))
+
+
+def cells_out_of_order_odd_values_and_the_old_call_form(kernel):
+    setup(kernel)
+    kernel.run("scratch", "del dlogits, dh\n")
+    kernel.run("dh")  # before dlogits: a NameError in the notebook, right as the grader runs it
+    assert "dlogits above is not assigned (its cell never ran, or stopped with an error); with the true dlogits " \
+           "this cell is right" in kernel.check("dh")
+    kernel.run("dh", "dh = torch.empty(32, 64, device='meta', dtype=torch.float64)\n")
+    line = kernel.check("dh")
+    assert "WRONG" in line and "meta tensor" in line, line
+    kernel.run("scratch", "class Odd(torch.Tensor):\n"
+                          "    @classmethod\n"
+                          "    def __torch_function__(cls, *args, **kwargs):\n"
+                          "        raise RuntimeError('no')\n"
+                          "odd = torch.zeros(32, 64, dtype=torch.float64).as_subclass(Odd)\n")
+    kernel.run("dh", "dh = odd\n")
+    line = kernel.check("dh")
+    assert "WRONG" in line or "not checked" in line, line
+    # Notebooks already released build a SelfCheck and pass the values.
+    kernel.run("dlogprobs")
+    out, err, error = kernel.run("old", "from grader.check import SelfCheck\n"
+                                        "old = SelfCheck(n=n, namespace=globals(), course=COURSE)\n"
+                                        "old('dlogprobs', dlogprobs, logprobs)\n")
+    assert error is None and err == "" and out.startswith("dlogprobs") and right(out), (out, err)
+
+
+def exercise_4_checks_never_raise(kernel):
+    setup(kernel)
+    kernel.run("setup_ex4_forward")
+    kernel.run("ex4_backward", "def manual_backward(params, cache, Yb:\n    return {}\n")
+    _, _, error = kernel.run("setup_ex4_check")
+    assert error == "NameError"  # manual_backward never defined: the read-only cell stops there
+    line = kernel.check("ex4_dC")
+    assert "WRONG" in line and "syntax error" in line, line
+    out, err, error = kernel.run("check_ex4_training")
+    assert error is None and err == "" and out.count("\n") == 1, out
+    assert out.startswith("training       | WRONG: the grader refuses manual_backward's cell, line 1: syntax "
+                          "error"), out
+    # A hard-coded batch size: the grader's diagnosis (the lecture's sizes only), not just "wrong values".
+    hard_coded = CELLS["ex4_backward"].replace("n = Xb.shape[0]", "n = 32")
+    assert hard_coded != CELLS["ex4_backward"]
+    kernel.run("ex4_backward", hard_coded)
+    kernel.run("setup_ex4_check")
+    line = kernel.check("ex4_dC")
+    assert "WRONG" in line and "right for the lecture's sizes (n=32) but wrong for every other size" in line, line
+    kernel.run("ex4_backward")
+    kernel.run("setup_ex4_check")
+    assert right(kernel.check("ex4_dC"))
+    out, err, error = kernel.run("check_ex4_training")
+    assert error is None and err == "" and re.fullmatch(r"training {7}\| 50 steps match autograd: loss "
+                                                        r"\d\.\d{4} -> \d\.\d{4}\n", out), out
+
+
+def sizes_say_which_batch_and_partial_credit_is_announced(kernel):
+    setup(kernel)
+    for cell in EX1[:2]:
+        kernel.run(cell)
+    kernel.run("dcounts_sum_inv", "dcounts_sum_inv = (counts * dprobs).sum(1)\n")
+    line = kernel.check("dcounts_sum_inv")
+    assert line.startswith("dcounts_sum_inv| WRONG (right values, wrong shape; the grader gives half its points): "
+                           "dcounts_sum_inv: shape ("), line
+    assert re.search(r"\(on the self-check's own batch: n=\d+, vocab=\d+, .*; your notebook's: n=32, vocab=27, "
+                     r"block_size=3, n_embd=10, n_hidden=64\)", line), line
+    for cell in EX1[2:6]:
+        kernel.run(cell)
+    kernel.run("dlogit_maxes", "dlogit_maxes = torch.zeros_like(logit_maxes)\n")
+    line = kernel.check("dlogit_maxes")
+    assert line.startswith("dlogit_maxes   | WRONG (the grader gives half its points: right with the upstream "
+                           "gradients given, not as one backward step)"), line
+
+
+EX1 = ("dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts", "dnorm_logits", "dlogit_maxes", "dlogits",
+       "dh", "dW2", "db2", "dhpreact", "dbngain", "dbnbias", "dbnraw", "dbnvar_inv", "dbnvar", "dbndiff2", "dbndiff",
+       "dbnmeani", "dhprebn")
+
+
+def stale_values_and_a_cascade_are_named(kernel):
+    setup(kernel)
+    kernel.run("dlogprobs")
+    kernel.run("dprobs", "dprobs = 2 * (1.0 / probs) * dlogprobs\n")
+    kernel.run("dcounts_sum_inv")
+    kernel.run("dprobs")  # fixed, and only the check of the next cell re-run
+    line = kernel.check("dcounts_sum_inv")
+    assert line == "dcounts_sum_inv| re-run dcounts_sum_inv's cell: dprobs changed since it ran", line
+    kernel.run("dcounts_sum_inv")
+    assert right(kernel.check("dcounts_sum_inv"))
+    # A wrong dlogprobs: the cells after it are right, and the first wrong one is named.
+    kernel.run("dlogprobs", "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[range(n), Yb] = -1.0\n")
+    kernel.run("dprobs")
+    kernel.run("dcounts_sum_inv")
+    line = kernel.check("dcounts_sum_inv")
+    assert "dlogprobs above is wrong (dprobs, computed from it, is wrong too); with the true dprobs this cell is " \
+           "right" in line, line
+    assert "WRONG" in kernel.check("dlogprobs")
+
+
+def an_answer_changed_in_place_by_a_later_cell_is_named_there(kernel):
+    setup(kernel)
+    for cell in EX1[:-1]:
+        kernel.run(cell)
+    assert right(kernel.check("dbndiff"))
+    kernel.run("dhprebn", "dhprebn = dbndiff\ndhprebn += -dbnmeani / n\n")
+    line = kernel.check("dbndiff")
+    assert line.startswith("dbndiff        | your dbndiff is not what its cell computed: dhprebn's cell changed it in "
+                           "place afterwards"), line
+    kernel.run("dbndiff")
+    assert right(kernel.check("dbndiff"))
+
+
+def test_scripted_student_sessions():
+    """One kernel for every session (a kernel and torch take seconds to start), in this order: each
+    session starts from what the ones before it left, as a student's notebook does."""
+    kernel = Kernel(ROOT / "solutions")
+    try:
+        for session in (check_cells_before_the_setup_and_after_a_restart_say_what_to_run,
+                        a_syntax_error_is_the_graders_refusal_and_later_checks_still_run,
+                        a_forbidden_answer_is_refused_as_the_grader_refuses_it,
+                        cells_out_of_order_odd_values_and_the_old_call_form,
+                        exercise_4_checks_never_raise,
+                        sizes_say_which_batch_and_partial_credit_is_announced,
+                        stale_values_and_a_cascade_are_named,
+                        an_answer_changed_in_place_by_a_later_cell_is_named_there):
+            session(kernel)
+    finally:
+        kernel.close()
