@@ -31,6 +31,7 @@ import builtins
 import hashlib
 import importlib
 import importlib.util
+import keyword
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +55,12 @@ CHAIN, LOCAL = "chain", "local"
 
 # What a step's code may call besides its inputs; the same names every answer cell is given.
 NAMESPACE = {"torch": torch, "F": F}
+
+# The names a notebook built from an exercise binds for itself (grader/lms/skeleton.py) besides the
+# exercise's functions and each one's `check_ex<part>`: a tensor of one of these names would be
+# overwritten there, so none may be an exercise's. `math` and the builtins are the static check's.
+NOTEBOOK_NAMES = frozenset({*NAMESPACE, "math", "SelfCheck", "load", "COURSE", "EXERCISE", "generator", "params",
+                            "batch", "batches", "start", "leaves", "values", "cache", "grads", "check"})
 
 
 @dataclass(frozen=True)
@@ -297,7 +304,7 @@ class Sizes(Mapping):
 
     __slots__ = ("_values",)
 
-    def __init__(self, **values: int):
+    def __init__(self, /, **values: int):  # a size may be named `self`
         object.__setattr__(self, "_values", tuple(values.items()))
 
     def __getitem__(self, key: str) -> int:
@@ -551,6 +558,17 @@ def problems(exercise: Exercise) -> list[tuple[str, str]]:
         found.append((f"{what} {name!r}: no such {'gradient' if name.startswith('d') else 'name'} in the "
                       f"network{hint}", name))
 
+    taken = NOTEBOOK_NAMES | {f.name for f in exercise.functions} | {f"check_ex{f.part}" for f in exercise.functions}
+    names = (*net.parameters, *net.data, *net.sizes, *net.intermediates)
+    for name in names:
+        why = ("holds a double underscore, which no answer cell may read" if "__" in name else
+               "is a Python builtin, which the answer cells' static check refuses to let a cell read"
+               if name in vars(builtins) else
+               f"is a name the notebook uses for itself (it keeps {', '.join(sorted(taken))})" if name in taken else
+               f"has a gradient d{name} that is a Python keyword" if keyword.iskeyword(f"d{name}") else
+               f"has a gradient d{name} of the same name as a tensor" if f"d{name}" in names else "")
+        if why:
+            found.append((f"the name {name!r} {why}: rename it", name))
     if net.loss not in net.intermediates:
         found.append((f"the loss {net.loss!r} is no step of the network: its last line must assign it", net.loss))
     for name in net.parameters:
