@@ -64,7 +64,7 @@ TORCH = frozenset("""
     abs absolute add addcmul addmm all allclose amax amin any arange argmax argmin argsort
     baddbmm bmm bool broadcast_tensors broadcast_to cat chunk clamp clamp_max clamp_min clip clone
     concat concatenate cos cosh cumprod cumsum diag diag_embed diagonal diff div divide dot dsplit
-    einsum empty empty_like eq equal exp expand_copy eye flatten flip float16 float32 float64 full
+    einsum empty empty_like eq equal erf exp expand_copy eye flatten flip float16 float32 float64 full
     full_like gather ge ger greater gt heaviside hsplit hstack index_add index_copy index_put index_select int16 int32
     int64 int8 isclose isfinite isinf isnan kron le linspace log log10 log1p log2 log_softmax
     logical_and logical_not logical_or logsumexp long lt masked_fill masked_select matmul max maximum
