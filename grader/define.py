@@ -287,7 +287,8 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         if gradient not in atomic:
             raise DefinitionError(f"fused: {gradient} is no gradient of the exercise (they are {', '.join(atomic)})")
         block = () if sink == network.loss else (f"d{sink}",)
-        answers.append(ex.Answer(f"ex{part}_{gradient}", gradient, gradient[1:], ex.FUSED, part, block, block,
+        local = () if sink in network.unit_gradients else block  # a gradient of 1 is never randomised
+        answers.append(ex.Answer(f"ex{part}_{gradient}", gradient, gradient[1:], ex.FUSED, part, block, local,
                                  sink=None if sink == network.loss else sink, title=block_title))
     part = backward_part or len(fused or {}) + 2
     if backward_part is not None and (not backward or backward_part < len(fused or {}) + 2):

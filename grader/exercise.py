@@ -176,6 +176,20 @@ class Network:
             values[step.name] = step.fn(*(values[i] for i in step.inputs))
         return values
 
+    @property
+    def unit_gradients(self) -> frozenset[str]:
+        """The steps whose gradient is identically 1: the loss, and each term of a sum a step with that
+        gradient is (`loss = data_loss + reg_loss`) when nothing else reads the term. An upstream gradient
+        of 1 is never randomised: a textbook answer leaves it out (`dW2 = h1.T @ dscores + reg * W2`)."""
+        unit = {self.loss}
+        for step in reversed(self.steps):
+            if step.name not in unit:
+                continue
+            terms = _sum_terms(syntax.parse(step.code, mode="eval").body)
+            if terms is not None and len(set(terms)) == len(terms):
+                unit |= {t for t in terms if t in self.step and self.consumers(t) == (step.name,)}
+        return frozenset(unit)
+
     def upstream_of(self, name: str) -> tuple[str, ...]:
         """The parameters whose gradients reach the loss only through `name` or through steps that
         `name` depends on (what a mistake in `name`'s gradient spoils)."""
@@ -428,13 +442,24 @@ class Exercise:
         return [a.grade_id for a in self.answers if a.kind == ATOMIC or a.local_upstream]
 
 
+def _sum_terms(node: ast.expr) -> list[str] | None:
+    """The names `a + b + c` adds, or None when the expression is not a sum of plain names."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _sum_terms(node.left), _sum_terms(node.right)
+        return None if left is None or right is None else left + right
+    return None
+
+
 def atomic_answers(network: Network, order: tuple[str, ...], part: int) -> tuple[Answer, ...]:
     """Atomic answers in notebook order: each reads every gradient before it, and its LOCAL check
-    randomises the gradients of the steps that read its tensor directly."""
+    randomises the gradients of the steps that read its tensor directly, but for those identically 1."""
     answers = []
+    unit = network.unit_gradients
     for index, grade_id in enumerate(order):
         source = grade_id[1:]
-        local = tuple("d" + c for c in network.consumers(source) if c != network.loss)
+        local = tuple("d" + c for c in network.consumers(source) if c not in unit)
         answers.append(Answer(grade_id, grade_id, source, ATOMIC, part, order[:index], local))
     return tuple(answers)
 

@@ -78,7 +78,10 @@ def case_of(config: Config, params: dict[str, torch.Tensor], data: dict[str, tor
     local = {}
     for answer in exercise.answers:
         if answer.kind == ATOMIC and answer.local_upstream:
-            upstream = {name[1:]: random_upstream[name] for name in answer.local_upstream}
+            # A step whose gradient is identically 1 (a term of the loss's sum) passes it back unchanged.
+            upstream = {c: torch.ones_like(values[c]) for c in network.consumers(answer.source)
+                        if c in network.unit_gradients}
+            upstream.update({name[1:]: random_upstream[name] for name in answer.local_upstream})
             local[answer.grade_id] = local_vjp(network, values, answer.source, upstream)
         elif answer.kind == FUSED and answer.sink is not None:
             local[answer.grade_id] = block_vjp(network, values, answer.source, answer.sink,

@@ -32,4 +32,5 @@ EXERCISE = exercise(
         reg_loss = 0.05 * ((W1 * W1).sum() + (W2 * W2).sum())
         loss = data_loss + reg_loss
     """,
+    fused={"dscores": "data_loss"},
 )
