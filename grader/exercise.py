@@ -391,6 +391,9 @@ class Exercise:
     demo: str = ""
     # The notebook's parts by number, as feedback pages and reports head them ("Exercise 1: ...").
     parts: Mapping[int, str] = field(default_factory=dict)
+    # Rule-table slips the instructor accepts as right, by gradient ("dxhat" -> ("mul-local",)): `exercise
+    # check` refuses an exercise where any other slip scores full on every hidden configuration.
+    accepted: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------- derived
     @property

@@ -1,5 +1,6 @@
 """CS231n's two-layer net (tests/exercises/cs231n_net.py) as a course, graded as a class would answer it:
-the textbook answers get full credit, and no slip hides behind a gain initialised to ones."""
+the textbook answers get full credit, and no slip hides behind a gain initialised to ones. (The lecture-
+sized configuration keeps the exercise's own init: a notebook's self-check draws what the student sees.)"""
 from __future__ import annotations
 
 import json
@@ -25,6 +26,9 @@ SUBMISSIONS = {
     "textbook": ({"dW2": "dW2 = h1.T @ dscores + 0.1 * W2\n", "dW1": "dW1 = X.T @ da1 + 0.1 * W1\n",
                   "ex2_dscores": "dscores = F.softmax(scores, 1)\ndscores[range(scores.shape[0]), y] -= 1\n"
                                  "dscores /= scores.shape[0]\n"}, {}),
+    # The gain forgotten: right wherever gamma is exactly ones, as nn.LayerNorm starts it (hidden
+    # configurations give it noise).
+    "no-gain": ({"dxhat": "dxhat = dln1\n"}, {"dxhat": 0.0}),
 }
 
 
