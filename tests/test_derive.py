@@ -236,7 +236,8 @@ def _refused(gradients) -> list[tuple[str, str, str]]:
 
 def test_every_rule_derives_only_what_an_answer_cell_may_run():
     """Exact F.gelu derived `torch.erf`, which the static check refused: the solved notebook lost a point with an
-    integrity flag, and every student who wrote the right derivative 0."""
+    integrity flag, and every student who wrote the right derivative 0 (and a whole-backward function, which
+    computes the forward again, lost its gradients to `F.gelu`)."""
     used = {op.kind for line in EVERY_OPERATION.strip().splitlines()
             for node in ast.walk(ast.parse(line.split("=", 1)[1].strip(), mode="eval"))
             if (op := rules.classify(node)) is not None}
@@ -246,6 +247,8 @@ def test_every_rule_derives_only_what_an_answer_cell_may_run():
     gradients = derive.derive(network, [derive.Configuration(_every_operation_inputs(5, 3, 4, 6, 0), Sizes(n=5)),
                                         derive.Configuration(_every_operation_inputs(7, 2, 5, 3, 1), Sizes(n=7))])
     assert _refused(gradients) == []
+    # A whole-backward function's derived answer computes the forward lines again.
+    assert [line for line in EVERY_OPERATION.strip().splitlines() if static_check.check(line) is not None] == []
 
 
 # ------------------------------------------------------------------------------- networks of the gallery to come

@@ -181,3 +181,16 @@ def test_an_accepted_slip_the_exercise_cannot_have_is_one_line_at_load(tmp_path,
     path.write_text(HIDING.replace("ACCEPT", f"accept={accept},"), encoding="utf-8")
     code, output = check(path)
     assert code == 1 and says in output and len(output.strip().splitlines()) == 1, output
+
+
+def test_a_derived_answer_the_static_check_refuses_is_named(tmp_path, monkeypatch):
+    """Exact F.gelu derives torch.erf: with an allowlist without it (as the static check's was), exercise check
+    names the cell, where the solved notebook once lost a point at grading time."""
+    from grader.sandbox import static_check
+
+    path = tiny(tmp_path, ("a = torch.relu(h)", "a = F.gelu(h)"))
+    assert check(f"{path}:EXERCISE")[0] == 0
+    narrower, original = static_check.Allow(torch=static_check.TORCH - {"erf"}), static_check.check
+    monkeypatch.setattr(static_check, "check", lambda source, allow=narrower: original(source, allow))
+    code, output = check(f"{path}:EXERCISE")
+    assert code == 1 and "dh: the static check refuses the derived answer" in output and "torch.erf" in output, output

@@ -7,7 +7,8 @@ the forward lines (an operation without a rule is named with its line), each sho
 will hold it (the fused blocks' and the functions' cells after the atomic ones), with how many wrong
 variants of them the rule table makes, each of which must lose credit on some hidden configuration (graded
 here on the trial configurations, CHAIN and LOCAL, as the hidden suite grades it) unless the exercise
-accepts it. It does not build a course or run any grading route: `course init` and a `grade` of the
+accepts it; and every answer cell of the solved notebook passes the static check's default allowlist. It
+does not build a course or run any grading route: `course init` and a `grade` of the
 solved notebook and its stub do (docs/instructors.md).
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from grader.course import Tolerance
 from grader.judge import configs, exam
 from grader.judge.compare import compare
 from grader.lms import skeleton
+from grader.sandbox import static_check
 
 # Enough configurations to find ranges that admit too few sizes, as a course's default count would.
 TRIAL_CONFIGURATIONS = 4
@@ -126,6 +128,10 @@ def check(spec: str) -> Iterator[str]:
         raise CheckError("\n".join(hiding))
     slips = sum(len(g.slips()) for g in found.gradients)
     cells = skeleton.references(exercise, found)
+    refused = [f"{cell_id}: the static check refuses the derived answer, line {r.line}: {r.reason}: {r.code}"
+               for cell_id, source in cells.items() if (r := static_check.check(source)) is not None]
+    if refused:  # the rule table emits a call no answer cell may make: the solved notebook itself would lose it
+        raise CheckError("\n".join(refused))
     others = [a for a in exercise.answers if a.kind != ex.ATOMIC and a.cell_id in cells]
     yield (f"derived: {len(found.gradients)} reference answers, {len(dict.fromkeys(a.cell_id for a in others))} "
            f"fused and function cells, {slips} mutants from the rule table's slips")

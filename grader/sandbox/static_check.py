@@ -77,7 +77,7 @@ TORCH = frozenset("""
 """.split())
 
 FUNCTIONAL = frozenset("""
-    one_hot softmax log_softmax tanh pad normalize relu sigmoid cross_entropy linear embedding nll_loss
+    one_hot softmax log_softmax tanh pad normalize relu sigmoid gelu cross_entropy linear embedding nll_loss
 """.split())
 
 MATH = frozenset("pi e inf nan sqrt exp log log2 log10 log1p tanh isclose prod fsum ceil floor".split())
@@ -120,7 +120,7 @@ KEYWORDS = frozenset("""
     descending stable sorted largest k diagonal dims dim0 dim1 start_dim end_dim size fill_value
     start end step steps pad mode p eps rtol atol equal_nan unbiased correction mask source
     return_inverse return_counts sizes shifts chunks split_size_or_sections sections indices_or_sections
-    bins sep flush key reverse default strict ndigits
+    bins sep flush key reverse default strict ndigits approximate
 """.split())
 
 MAX_CELL_CHARS = 20_000
