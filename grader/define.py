@@ -59,7 +59,7 @@ import torch.nn.functional as F
 
 from grader import exercise as ex
 from grader import syntax
-from grader.derive import rules
+from grader.vocabulary import SLIPS
 
 # The standard deviation of the noise a constant parameter gets in a hidden configuration: far above any
 # tolerance, small beside the parameter's own scale.
@@ -336,12 +336,12 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         raise DefinitionError(f"points: {', '.join(unknown)} is no grade id (they are {', '.join(grade_ids)})")
     accepted = {gradient: tuple(str(slips).split()) for gradient, slips in (accept or {}).items()}
     for gradient, slips in accepted.items():
-        unknown = [s for s in slips if s not in rules.SLIPS]
+        unknown = [s for s in slips if s not in SLIPS]
         if gradient not in atomic or unknown or not slips:
             raise DefinitionError(f"accept: {gradient}: " + (
                 f"no gradient of the exercise (they are {', '.join(atomic)})" if gradient not in atomic else
                 f"{', '.join(unknown) or 'nothing'} is no slip of the rule table (`exercise check` names the slips "
-                "that score full; they are among " + ", ".join(sorted(rules.SLIPS)) + ")"))
+                "that score full; they are among " + ", ".join(sorted(SLIPS)) + ")"))
     value = ex.Exercise(
         name=name, title=title, network=network, answers=tuple(answers), functions=functions, training=check,
         lecture=ex.Sizes(**lecture), ranges=ranges, init=init, batch=batch, sizes_of=sizes_of,
