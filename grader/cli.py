@@ -215,7 +215,8 @@ def course():
                                  "from-salt: one drawn from the new course's secret salt.")
 @click.option("--exercise", "exercise_file", metavar="FILE[:ATTRIBUTE]",
               help="Grade an exercise of your own (ATTRIBUTE defaults to EXERCISE): the file is copied into the "
-                   "course, its notebooks and reference answers are derived from its forward pass.")
+                   "course, its notebooks and reference answers are derived from its forward pass. With --update, "
+                   "the edited file replaces the course's copy.")
 @click.option("--solutions", type=click.Choice(["gated", "off"]),
               help="off: a graded course (the notebook installs backprop-ninja-student and `solution` refuses); "
                    "gated: references after an attempt, for self-learners (default: course.yml's, else gated).")
@@ -229,11 +230,12 @@ def course_init(directory, course_file, course_id, exchange, update, variant, ex
 
     try:
         if update:
-            if course_file or course_id or exchange or variant or solutions or exercise_file or group:
+            if course_file or course_id or exchange or variant or solutions or group:
                 raise click.UsageError("--update reads DIRECTORY's own course.yml and nbgrader_config.py: edit those "
-                                       "instead of passing --course, --course-id, --exchange, --variant, --solutions "
-                                       "or --exercise")
-            for line in refresh(directory):
+                                       "instead of passing --course, --course-id, --exchange, --variant, "
+                                       "--solutions or --group (--exercise FILE replaces the course's copy of its "
+                                       "exercise)")
+            for line in refresh(directory, exercise=exercise_file):
                 click.echo(f"updated {line}")
             return
         config = _load_course(course_file or default_course())

@@ -44,7 +44,9 @@ grade ids released before must keep theirs), `order` (exercise 1's gradients in 
 can compute them in, for a notebook that asks them so), `hidden` ({"first": "n <= vocab"}: a condition on
 the sizes the first hidden configuration must meet, such as every target distinct; {"last": {"W1":
 3e-3}}: parameters the last one scales, such as a variance made comparable to an eps), `points`, `parts`
-(titles), `mistakes`, `demo`.
+(titles), `mistakes`, `demo`, `accept` ({"dxhat": "mul-local"}: rule-table slips, by their names, that the
+instructor accepts as right answers; `exercise check` refuses an exercise where any other slip scores full
+on every hidden configuration).
 """
 from __future__ import annotations
 
@@ -57,7 +59,11 @@ import torch.nn.functional as F
 
 from grader import exercise as ex
 from grader import syntax
+from grader.vocabulary import SLIPS
 
+# The standard deviation of the noise a constant parameter gets in a hidden configuration: far above any
+# tolerance, small beside the parameter's own scale.
+CONSTANT_NOISE = 0.1
 # What a parameter's or a data tensor's expression may call besides the sizes.
 DRAWS = ("randn", "rand", "randint", "randperm", "ones", "zeros")
 
@@ -202,8 +208,8 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
              backward: bool | str = False, training: str | None = None, backward_part: int | None = None,
              order: str | None = None, hidden: Mapping[str, object] | None = None,
              points: Mapping[str, float] | None = None, parts: Mapping[int, str] | None = None,
-             mistakes: ex.Mistakes | None = None, assignment: str | None = None, demo: str | None = None
-             ) -> ex.Exercise:
+             mistakes: ex.Mistakes | None = None, assignment: str | None = None, demo: str | None = None,
+             accept: Mapping[str, str] | None = None) -> ex.Exercise:
     _check_sizes(sizes)
     lecture = {k: v[0] if isinstance(v, tuple) else v for k, v in sizes.items()}
     ranges = {k: tuple(v[1]) for k, v in sizes.items() if isinstance(v, tuple)}
@@ -251,7 +257,15 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
 
     def init(sizes: ex.Sizes, generator: torch.Generator, dtype=torch.float64, **scale: float
              ) -> dict[str, torch.Tensor]:
-        return _evaluate(param_lines, sizes, generator, dtype, "parameters", scale)
+        """Away from the lecture's sizes (every hidden configuration), a parameter drawn the same everywhere
+        (`ones`, `zeros`) gets noise: a slip that only a gain of exactly 1 or a bias of exactly 0 hides
+        (`dxhat = dln1`, the gain forgotten) shows there."""
+        values = _evaluate(param_lines, sizes, generator, dtype, "parameters", scale)
+        if dict(sizes) != lecture:
+            for key, value in values.items():
+                if value.numel() and bool((value == value.reshape(-1)[0]).all()):
+                    values[key] = value + CONSTANT_NOISE * torch.randn(value.shape, generator=generator, dtype=dtype)
+        return values
 
     def configuration(index: int, count: int, sizes: ex.Sizes) -> dict | None:
         if index == 0 and first and not eval(first, {"__builtins__": {}}, dict(sizes)):  # noqa: S307 - checked at load
@@ -287,7 +301,8 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         if gradient not in atomic:
             raise DefinitionError(f"fused: {gradient} is no gradient of the exercise (they are {', '.join(atomic)})")
         block = () if sink == network.loss else (f"d{sink}",)
-        answers.append(ex.Answer(f"ex{part}_{gradient}", gradient, gradient[1:], ex.FUSED, part, block, block,
+        local = () if sink in network.unit_gradients else block  # a gradient of 1 is never randomised
+        answers.append(ex.Answer(f"ex{part}_{gradient}", gradient, gradient[1:], ex.FUSED, part, block, local,
                                  sink=None if sink == network.loss else sink, title=block_title))
     part = backward_part or len(fused or {}) + 2
     if backward_part is not None and (not backward or backward_part < len(fused or {}) + 2):
@@ -319,6 +334,14 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
     unknown = sorted(set(points or {}) - set(grade_ids))
     if unknown:
         raise DefinitionError(f"points: {', '.join(unknown)} is no grade id (they are {', '.join(grade_ids)})")
+    accepted = {gradient: tuple(str(slips).split()) for gradient, slips in (accept or {}).items()}
+    for gradient, slips in accepted.items():
+        unknown = [s for s in slips if s not in SLIPS]
+        if gradient not in atomic or unknown or not slips:
+            raise DefinitionError(f"accept: {gradient}: " + (
+                f"no gradient of the exercise (they are {', '.join(atomic)})" if gradient not in atomic else
+                f"{', '.join(unknown) or 'nothing'} is no slip of the rule table (`exercise check` names the slips "
+                "that score full; they are among " + ", ".join(sorted(SLIPS)) + ")"))
     value = ex.Exercise(
         name=name, title=title, network=network, answers=tuple(answers), functions=functions, training=check,
         lecture=ex.Sizes(**lecture), ranges=ranges, init=init, batch=batch, sizes_of=sizes_of,
@@ -327,6 +350,7 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         settings={"points": {g: (points or {}).get(g, 1) for g in grade_ids}},
         mistakes=mistakes or ex.Mistakes(),
         parts={p: f"Exercise {p}: {t}" for p, t in {**titles, **(parts or {})}.items()},
+        accepted=accepted,
     )
     found = ex.problems(value)
     if found:

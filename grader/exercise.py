@@ -31,6 +31,7 @@ import builtins
 import hashlib
 import importlib
 import importlib.util
+import keyword
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +55,12 @@ CHAIN, LOCAL = "chain", "local"
 
 # What a step's code may call besides its inputs; the same names every answer cell is given.
 NAMESPACE = {"torch": torch, "F": F}
+
+# The names a notebook built from an exercise binds for itself (grader/lms/skeleton.py) besides the
+# exercise's functions and each one's `check_ex<part>`: a tensor of one of these names would be
+# overwritten there, so none may be an exercise's. `math` and the builtins are the static check's.
+NOTEBOOK_NAMES = frozenset({*NAMESPACE, "math", "SelfCheck", "load", "COURSE", "EXERCISE", "generator", "params",
+                            "batch", "batches", "start", "leaves", "values", "cache", "grads", "check"})
 
 
 @dataclass(frozen=True)
@@ -168,6 +175,20 @@ class Network:
             step = (replace or {}).get(step.name, step)
             values[step.name] = step.fn(*(values[i] for i in step.inputs))
         return values
+
+    @property
+    def unit_gradients(self) -> frozenset[str]:
+        """The steps whose gradient is identically 1: the loss, and each term of a sum a step with that
+        gradient is (`loss = data_loss + reg_loss`) when nothing else reads the term. An upstream gradient
+        of 1 is never randomised: a textbook answer leaves it out (`dW2 = h1.T @ dscores + reg * W2`)."""
+        unit = {self.loss}
+        for step in reversed(self.steps):
+            if step.name not in unit:
+                continue
+            terms = _sum_terms(syntax.parse(step.code, mode="eval").body)
+            if terms is not None and len(set(terms)) == len(terms):
+                unit |= {t for t in terms if t in self.step and self.consumers(t) == (step.name,)}
+        return frozenset(unit)
 
     def upstream_of(self, name: str) -> tuple[str, ...]:
         """The parameters whose gradients reach the loss only through `name` or through steps that
@@ -297,7 +318,7 @@ class Sizes(Mapping):
 
     __slots__ = ("_values",)
 
-    def __init__(self, **values: int):
+    def __init__(self, /, **values: int):  # a size may be named `self`
         object.__setattr__(self, "_values", tuple(values.items()))
 
     def __getitem__(self, key: str) -> int:
@@ -370,6 +391,9 @@ class Exercise:
     demo: str = ""
     # The notebook's parts by number, as feedback pages and reports head them ("Exercise 1: ...").
     parts: Mapping[int, str] = field(default_factory=dict)
+    # Rule-table slips the instructor accepts as right, by gradient ("dxhat" -> ("mul-local",)): `exercise
+    # check` refuses an exercise where any other slip scores full on every hidden configuration.
+    accepted: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------- derived
     @property
@@ -421,13 +445,24 @@ class Exercise:
         return [a.grade_id for a in self.answers if a.kind == ATOMIC or a.local_upstream]
 
 
+def _sum_terms(node: ast.expr) -> list[str] | None:
+    """The names `a + b + c` adds, or None when the expression is not a sum of plain names."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _sum_terms(node.left), _sum_terms(node.right)
+        return None if left is None or right is None else left + right
+    return None
+
+
 def atomic_answers(network: Network, order: tuple[str, ...], part: int) -> tuple[Answer, ...]:
     """Atomic answers in notebook order: each reads every gradient before it, and its LOCAL check
-    randomises the gradients of the steps that read its tensor directly."""
+    randomises the gradients of the steps that read its tensor directly, but for those identically 1."""
     answers = []
+    unit = network.unit_gradients
     for index, grade_id in enumerate(order):
         source = grade_id[1:]
-        local = tuple("d" + c for c in network.consumers(source) if c != network.loss)
+        local = tuple("d" + c for c in network.consumers(source) if c not in unit)
         answers.append(Answer(grade_id, grade_id, source, ATOMIC, part, order[:index], local))
     return tuple(answers)
 
@@ -551,6 +586,17 @@ def problems(exercise: Exercise) -> list[tuple[str, str]]:
         found.append((f"{what} {name!r}: no such {'gradient' if name.startswith('d') else 'name'} in the "
                       f"network{hint}", name))
 
+    taken = NOTEBOOK_NAMES | {f.name for f in exercise.functions} | {f"check_ex{f.part}" for f in exercise.functions}
+    names = (*net.parameters, *net.data, *net.sizes, *net.intermediates)
+    for name in names:
+        why = ("holds a double underscore, which no answer cell may read" if "__" in name else
+               "is a Python builtin, which the answer cells' static check refuses to let a cell read"
+               if name in vars(builtins) else
+               f"is a name the notebook uses for itself (it keeps {', '.join(sorted(taken))})" if name in taken else
+               f"has a gradient d{name} that is a Python keyword" if keyword.iskeyword(f"d{name}") else
+               f"has a gradient d{name} of the same name as a tensor" if f"d{name}" in names else "")
+        if why:
+            found.append((f"the name {name!r} {why}: rename it", name))
     if net.loss not in net.intermediates:
         found.append((f"the loss {net.loss!r} is no step of the network: its last line must assign it", net.loss))
     for name in net.parameters:

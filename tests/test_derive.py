@@ -19,6 +19,7 @@ from grader import derive
 from grader.derive import rules
 from grader.exercise import Network, Sizes, load
 from grader.exercises.makemore_mlp import variants
+from grader.sandbox import static_check
 
 torch.set_num_threads(1)
 sys.path.insert(0, str(Path(__file__).parent))
@@ -188,6 +189,66 @@ def test_an_operation_without_a_rule_names_its_line():
     inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}
     with pytest.raises(derive.DeriveError, match=r"line `c = torch.cos\(h\)`: no backward rule for `torch.cos\(h\)`"):
         derive.derive(network, [derive.Configuration(inputs, Sizes(n=5))])
+
+
+# ------------------------------------------------------------------------------- what a rule emits, a cell may run
+
+# Every operation the rule table differentiates, at least once (checked against rules.RULES below, so a new
+# rule without a line here fails, naming it).
+EVERY_OPERATION = """
+x0 = X @ W0 + g0
+x1 = x0 - x0.mean(1, keepdim=True)
+x2 = -x1 * x0 + (+x1)
+x3 = torch.sigmoid(x2)
+x4 = x0 / x3 + x3 ** 2 + x3.sqrt() + x3.log()
+x5 = torch.tanh(x4) + torch.relu(x4) + x4.exp() + x4.clone()
+x6 = F.gelu(x5) + F.gelu(x5, approximate='tanh')
+x7 = F.softmax(x6, 1) + F.log_softmax(x6, 1)
+x8 = x7 * x7.var(0, keepdim=True) * x7.std(1, keepdim=True) + x7.max(1, keepdim=True).values + x7.sum(0)
+x9 = x8.view(-1).reshape(x8.shape[1], x8.shape[0]) + x8.transpose(0, 1) + x8.mT
+x10 = torch.cat([x9, x9], 0).sum(0) + torch.stack([x9, x9], 0).sum(0).permute(1, 0).T.sum(0)
+x11 = x9.masked_fill(M.T > 0, 0.0) + torch.where(M.T > 0, x9, x9 * 2)
+x12 = torch.matmul(x11.T, x11) + x10[:2].sum() + x11.max() + C0[I].sum()
+loss = F.cross_entropy(x12, T) + x12[range(x12.shape[0]), T].sum()
+"""
+
+
+def _every_operation_inputs(n: int, a: int, b: int, c: int, seed: int) -> dict:
+    generator = torch.Generator().manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+    return {"W0": randn(a, b), "g0": randn(b), "C0": randn(c, a), "X": randn(n, a), "M": randn(n, b),
+            "I": torch.randint(0, c, (n, 2), generator=generator), "T": torch.randint(0, n, (n,), generator=generator)}
+
+
+def _refused(gradients) -> list[tuple[str, str, str]]:
+    """Each derived answer's and slip's line the static check refuses, with the default allowlist (the least a
+    course allows: course.yml only adds to it)."""
+    found = []
+    for gradient in gradients:
+        for source in (gradient.source, *(slip.code for slip in gradient.slips())):
+            refusal = static_check.check(source)
+            if refusal is not None:
+                found.append((gradient.name, refusal.reason, refusal.code))
+    return found
+
+
+def test_every_rule_derives_only_what_an_answer_cell_may_run():
+    """Exact F.gelu derived `torch.erf`, which the static check refused: the solved notebook lost a point with an
+    integrity flag, and every student who wrote the right derivative 0 (and a whole-backward function, which
+    computes the forward again, lost its gradients to `F.gelu`)."""
+    used = {op.kind for line in EVERY_OPERATION.strip().splitlines()
+            for node in ast.walk(ast.parse(line.split("=", 1)[1].strip(), mode="eval"))
+            if (op := rules.classify(node)) is not None}
+    assert not set(rules.RULES) - used, f"no line of EVERY_OPERATION uses {sorted(set(rules.RULES) - used)}"
+    network = Network.parse(EVERY_OPERATION, parameters=("W0", "g0", "C0"), data=("X", "M", "I", "T"),
+                            sizes={"n": "X.shape[0]"})
+    gradients = derive.derive(network, [derive.Configuration(_every_operation_inputs(5, 3, 4, 6, 0), Sizes(n=5)),
+                                        derive.Configuration(_every_operation_inputs(7, 2, 5, 3, 1), Sizes(n=7))])
+    assert _refused(gradients) == []
+    # A whole-backward function's derived answer computes the forward lines again.
+    assert [line for line in EVERY_OPERATION.strip().splitlines() if static_check.check(line) is not None] == []
 
 
 # ------------------------------------------------------------------------------- networks of the gallery to come
@@ -426,6 +487,7 @@ def _derived_equal_autograd(drawn):
     configurations = [derive.Configuration(_draw_inputs(lines, params, data, sizes, seed), Sizes(**sizes))
                       for seed, sizes in enumerate(SIZE_VALUES[:2])]
     gradients = derive.derive(network, configurations)
+    assert _refused(gradients) == [], "\n".join(lines)
     for seed, sizes in enumerate(SIZE_VALUES):
         inputs = _draw_inputs(lines, params, data, sizes, 10 + seed)
         values, true = _forward(network, inputs)

@@ -133,3 +133,64 @@ def test_a_fused_block_of_one_line_is_noted_and_a_longer_one_is_not(tmp_path, fu
     gradient = fused.split('"')[1]
     assert ("note: ex2_" + gradient + " spans one forward line (" in out) == noted, out
     assert (f"{gradient}'s atomic one again" in out) == noted, out
+
+
+HIDING = '''from grader.define import exercise
+
+EXERCISE = exercise(
+    name="hide",
+    title="A mask that is zero away from the lecture's batch size",
+    sizes={"n": (8, (6, 30)), "dim": (3, (2, 10)), "hidden": (4, (2, 10))},
+    parameters="""
+        W = randn(dim, hidden)
+        b = randn(hidden) * 0.1
+    """,
+    data="""
+        X = randn(n, dim)
+        M = randn(n, hidden) * (n == 8)
+    """,
+    forward="""
+        h = X @ W + b
+        z = h * M + h
+        loss = (z ** 2).sum() / n
+    """,
+    ACCEPT
+)
+'''
+
+
+def test_a_slip_that_scores_full_on_every_hidden_configuration_is_refused_unless_accepted(tmp_path):
+    """Here the mask is zero in every hidden configuration, so leaving its branch out of dh scores full: the
+    instructor hears of it before a class does, and may accept it."""
+    path = tmp_path / "hide.py"
+    path.write_text(HIDING.replace("ACCEPT", ""), encoding="utf-8")
+    code, output = check(path)
+    assert code == 1 and "dh: the slip forward-value" in output and "scores full on every hidden" in output, output
+    assert 'accept={"dh": "forward-value"}' in output
+    path = tmp_path / "accepted.py"  # a file of another name: this process keeps the first one loaded
+    path.write_text(HIDING.replace("ACCEPT", 'accept={"dh": "forward-value missed-branch mul-local"},'),
+                    encoding="utf-8")
+    code, output = check(path)
+    assert code == 0, output
+
+
+@pytest.mark.parametrize("accept, says", [('{"dq": "sign"}', "accept: dq: no gradient of the exercise"),
+                                          ('{"dh": "sign slipped"}', "accept: dh: slipped is no slip of the rule")])
+def test_an_accepted_slip_the_exercise_cannot_have_is_one_line_at_load(tmp_path, accept, says):
+    path = tmp_path / "hide.py"
+    path.write_text(HIDING.replace("ACCEPT", f"accept={accept},"), encoding="utf-8")
+    code, output = check(path)
+    assert code == 1 and says in output and len(output.strip().splitlines()) == 1, output
+
+
+def test_a_derived_answer_the_static_check_refuses_is_named(tmp_path, monkeypatch):
+    """Exact F.gelu derives torch.erf: with an allowlist without it (as the static check's was), exercise check
+    names the cell, where the solved notebook once lost a point at grading time."""
+    from grader.sandbox import static_check
+
+    path = tiny(tmp_path, ("a = torch.relu(h)", "a = F.gelu(h)"))
+    assert check(f"{path}:EXERCISE")[0] == 0
+    narrower, original = static_check.Allow(torch=static_check.TORCH - {"erf"}), static_check.check
+    monkeypatch.setattr(static_check, "check", lambda source, allow=narrower: original(source, allow))
+    code, output = check(f"{path}:EXERCISE")
+    assert code == 1 and "dh: the static check refuses the derived answer" in output and "torch.erf" in output, output

@@ -80,8 +80,9 @@ def test_a_named_slip_right_on_the_chain_is_said_before_any_guess():
     assert test.score == COURSE.policy.chain_only_credit
     assert test.output.index("your dlogit_maxes has its sign flipped") < test.output.index("Partial credit")
     assert "hard-coded" not in test.output and "autograd?" not in test.output
-    unnamed = scoring._one("db1", 1.0, chain, ItemResult(WRONG, Match.WRONG, "wrong values"), COURSE.policy)
-    assert "a hard-coded value, a skipped step, or autograd?" in unnamed.output
+    unnamed = scoring._one("db1", 1.0, chain, ItemResult(WRONG, Match.WRONG, "wrong values"), COURSE.policy,
+                           ("dbnraw",))
+    assert "it skips dbnraw" in unnamed.output and "autograd" not in unnamed.output, unnamed.output
 
 
 def test_a_notebook_none_of_whose_answers_ran_is_not_graded_in_the_table():

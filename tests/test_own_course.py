@@ -56,6 +56,30 @@ def test_update_rebuilds_the_exercise_s_own_notebook_and_keeps_its_catalogue(mad
     assert (folder / EXERCISE.name).read_bytes() == EXERCISE.read_bytes()
 
 
+def test_update_with_exercise_replaces_the_course_s_copy_and_says_which_file_it_read(made, tmp_path):
+    """`--update` rebuilt from the course's own copy, ignored the edited file, said "updated", and refused
+    `--exercise` with a message that did not name the copy it reads."""
+    target = tmp_path / "course"
+    shutil.copytree(made, target)
+    broken = tmp_path / "broken.py"
+    broken.write_text("EXERCISE = (\n", encoding="utf-8")
+    done = CliRunner().invoke(main, ["course", "init", "--update", str(target), "--exercise", str(broken)])
+    assert done.exit_code == 1 and len(done.output.strip().splitlines()) == 1, done.output
+    assert str(target / EXERCISE.name) in done.output and "keeps its copy" in done.output
+    assert (target / EXERCISE.name).read_bytes() == EXERCISE.read_bytes()
+    edited = tmp_path / "edited.py"
+    edited.write_text(EXERCISE.read_text(encoding="utf-8").replace('title="A vanilla RNN', 'title="My RNN'),
+                      encoding="utf-8")
+    done = CliRunner().invoke(main, ["course", "init", "--update", str(target), "--exercise", str(edited)])
+    assert done.exit_code == 0, (done.output, done.exception)
+    assert f"{EXERCISE.name}: replaced by {edited}" in done.output
+    assert f"the exercise from {target / EXERCISE.name}" in done.output
+    assert (target / EXERCISE.name).read_bytes() == edited.read_bytes()
+    course, folder = _source(target)
+    assert (folder / EXERCISE.name).read_bytes() == edited.read_bytes(), "the copy released beside the notebook"
+    assert "My RNN" in (folder / course.notebook).read_text(encoding="utf-8")
+
+
 def _solution(*args):
     return CliRunner().invoke(main, ["solution", *map(str, args)])
 

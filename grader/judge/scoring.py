@@ -15,7 +15,9 @@ Policy (course.yml `policy`):
 - CHAIN passes but LOCAL fails: `chain_only_credit` of the points. The value is right for this loss but
   the cell does not compute this step of the chain rule from its own upstream gradients: a hard-coded
   zero (`db1 = torch.zeros_like(b1)`, right only because batch norm removes b1's effect), a path that
-  skips an intermediate gradient, or an answer recomputed with autograd.
+  skips an intermediate gradient, or an answer recomputed with autograd. The feedback names the gradients
+  it skipped and guesses at no cause (most are honest slips). An upstream gradient identically 1 (the
+  loss's, a term of its final sum) is never randomised, so leaving it out loses nothing.
 - Right values in a shape that differs only by size-1 dimensions (the lecture's own batch-norm mean gradient of
   shape (H,) for a (1, H) tensor): `squeezable_shape_credit` of the points, since broadcasting would
   turn it into a wrong-shaped gradient one step later.
@@ -99,7 +101,9 @@ class Result:
         return sum(t.max_score for t in self.tests)
 
 
-def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResult | None, policy) -> TestScore:
+def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResult | None, policy,
+         upstream: tuple[str, ...] = ()) -> TestScore:
+    """`upstream`: the gradients the answer's LOCAL check randomised, which a chain-only answer skips."""
     def scored(fraction: float, verdict: Verdict, output: str) -> TestScore:
         return TestScore(grade_id, round(points * fraction, 6), points, verdict, output)
 
@@ -116,10 +120,11 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
                       f"{local.feedback}. Partial credit: right with this loss's own upstream gradients, where "
                       "the slip does not show")
     if chain.status == PASSED:
+        named = " and ".join(upstream) or "its upstream gradients"
         return scored(policy.chain_only_credit, Verdict.PARTIAL,
-                      "right value for this loss, but not this step of the chain rule: with other upstream "
-                      "gradients it gives a different result, so it does not compute the gradient from its "
-                      f"own upstream gradients (a hard-coded value, a skipped step, or autograd?). {local.feedback}")
+                      f"right value for this loss, but not this step of the chain rule: it skips {named}, so with "
+                      f"other values of {named} it gives a different result; compute it from {named} as the chain "
+                      f"rule does. {local.feedback}")
     if chain.kind == Match.SQUEEZABLE and (local_ok or local.kind == Match.SQUEEZABLE):
         return scored(policy.squeezable_shape_credit, Verdict.PARTIAL,
                       f"{chain.feedback}. Partial credit: the values are right, but a gradient must have exactly "
@@ -139,7 +144,8 @@ def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Res
         result.flags.append({"kind": Flag.FORGED_OUTPUT, "cell": cell, "evidence": str(found)})
     for grade_id, points in course.points.items():
         chain, local = results.get((grade_id, CHAIN)), results.get((grade_id, LOCAL))
-        test = _one(grade_id, points, chain, local, course.policy)
+        answer = course.exercise.by_grade_id.get(grade_id)
+        test = _one(grade_id, points, chain, local, course.policy, answer.local_upstream if answer else ())
         result.tests.append(test)
         if chain is not None and chain.extra:
             test.extra = dict(chain.extra)

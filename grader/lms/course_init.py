@@ -541,15 +541,18 @@ def _own_exercise(course, text: str, spec: str, target: Path):
     return dataclasses.replace(loaded, path=course.path), text
 
 
-def update(target: Path, log=print) -> list[str]:
+def update(target: Path, log=print, exercise: str | None = None) -> list[str]:
     """Bring a course written by init back in line with its own course.yml: the source notebook's grade
     cells, its data and the hidden suite rewritten, then (once generate_assignment has run) nbgrader's
-    generate_assignment run again, so the gradebook holds course.yml's points. Returns what changed."""
+    generate_assignment run again, so the gradebook holds course.yml's points. `exercise` (FILE or
+    FILE:ATTRIBUTE) first replaces the course's copy of its own exercise file, once it loads. Returns what
+    changed."""
     from grader.course import CourseError, load
 
     target = Path(target).resolve()
     if not (target / CONFIG_FILE).is_file():
         raise InitError(f"{target}: no {CONFIG_FILE} here: --update takes a folder written by course init")
+    replaced = [_replace_exercise(target, exercise)] if exercise else []
     try:
         course = load(target / COURSE_FILE)
     except CourseError as exc:
@@ -557,7 +560,9 @@ def update(target: Path, log=print) -> list[str]:
     kept = _graded_cells(target, course)
     _write_material(course, target, kept)
     foreign = make_private(target, keep=exchange_of(target))
-    done = [f"source/{course.assignment}/{course.notebook}: grade cells worth course.yml's points "
+    own = own_file(course)
+    done = [*replaced, *([f"the exercise from {own}"] if own else []),
+            f"source/{course.assignment}/{course.notebook}: grade cells worth course.yml's points "
             f"({len(course.points)} grade ids, {course.max_score:g} points)", "autotests/: the hidden suite"]
     if foreign:
         shown = ", ".join(str(p.relative_to(target)) for p in foreign[:5]) + (", ..." if len(foreign) > 5 else "")
@@ -567,6 +572,30 @@ def update(target: Path, log=print) -> list[str]:
         _generate(target, course.assignment)
         done.append("gradebook.db and release/: nbgrader generate_assignment --force ran again")
     return done
+
+
+def _replace_exercise(target: Path, exercise: str) -> str:
+    """Copy FILE[:ATTRIBUTE] over the course's own exercise file, once it loads (a file that does not is
+    said, and the course keeps its copy); the line that says so. Run before the course is loaded, so that
+    this process reads the new copy."""
+    from grader.course import read_yaml
+    from grader.exercise import ExerciseError
+
+    setting = str((read_yaml((target / COURSE_FILE).read_text(encoding="utf-8")) or {}).get("exercise") or DEFAULT)
+    module, _, attribute = setting.rpartition(":")
+    if not module.endswith(".py"):
+        raise InitError(f"--exercise: {target / COURSE_FILE} grades {setting}, not an exercise file of its own: "
+                        "make a course of your file with `course init DIRECTORY --exercise FILE`")
+    source, _, given = exercise.partition(":")
+    if given and given != attribute:
+        raise InitError(f"--exercise {exercise}: the course reads {attribute} from its file (course.yml `exercise: "
+                        f"{setting}`): give {source}:{attribute}, or edit course.yml")
+    try:
+        load_exercise(f"{Path(source).resolve()}:{attribute}")
+    except (ExerciseError, OSError) as exc:
+        raise InitError(f"--exercise {exercise}: {exc}; the course keeps its copy, {target / module}") from None
+    shutil.copyfile(source, target / module)
+    return f"{module}: replaced by {source}"
 
 
 def exchange_of(target: Path) -> Path | None:

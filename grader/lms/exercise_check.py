@@ -5,7 +5,11 @@ gradient not yet computed), the hidden draws (four configurations from a throw-a
 admit none are said now), the forward pass at every drawn size, and the reference answers derived from
 the forward lines (an operation without a rule is named with its line), each shown as the solved notebook
 will hold it (the fused blocks' and the functions' cells after the atomic ones), with how many wrong
-variants of them the rule table makes.
+variants of them the rule table makes, each of which must lose credit on some hidden configuration (graded
+here on the trial configurations, CHAIN and LOCAL, as the hidden suite grades it) unless the exercise
+accepts it; and every answer cell of the solved notebook passes the static check's default allowlist. It
+does not build a course or run any grading route: `course init` and a `grade` of the
+solved notebook and its stub do (docs/instructors.md).
 """
 from __future__ import annotations
 
@@ -15,8 +19,11 @@ import torch
 
 from grader import derive
 from grader import exercise as ex
-from grader.judge import configs
+from grader.course import Tolerance
+from grader.judge import configs, exam
+from grader.judge.compare import compare
 from grader.lms import skeleton
+from grader.sandbox import static_check
 
 # Enough configurations to find ranges that admit too few sizes, as a course's default count would.
 TRIAL_CONFIGURATIONS = 4
@@ -48,6 +55,35 @@ def _single_line_blocks(exercise: ex.Exercise) -> Iterator[str]:
         if reached & before == {sink}:
             yield (f"note: {answer.grade_id} spans one forward line ({sink} = {net.step[sink].code}), so its answer "
                    f"is d{answer.source}'s atomic one again: end the block at a later tensor, or drop it")
+
+
+def _hidden_slips(exercise: ex.Exercise, gradients, scored: list[configs.Config]) -> Iterator[str]:
+    """A line for each rule-table slip that scores full on every hidden configuration (a gain of exactly
+    ones everywhere would hide `dxhat = dln1`), unless the exercise accepts it: each slip's cell runs here,
+    in this process, as the suite would grade it (CHAIN and LOCAL)."""
+    cases = [exam.prepare(config) for config in scored]
+    atomic = {a.variable: a for a in exercise.answers if a.kind == ex.ATOMIC}
+    tolerance = Tolerance()
+    for gradient in gradients:
+        answer = atomic.get(gradient.name)
+        accepted = exercise.accepted.get(gradient.name, ())
+        for slip in (s for s in gradient.slips() if answer is not None and s.name not in accepted):
+            if all(_passes(slip.code, answer, case, check, tolerance)
+                   for case in cases for check in exam.checks(answer)):
+                yield (f"{answer.grade_id}: the slip {slip.name} (your {gradient.name} {slip.sentence}) scores full on "
+                       f"every hidden configuration: draw what it reads at random (not ones or zeros "
+                       f"alone), or accept it: accept={{\"{gradient.name}\": \"{slip.name}\"}}")
+                break
+
+
+def _passes(source: str, answer: ex.Answer, case, check: str, tolerance: Tolerance) -> bool:
+    namespace = {**case.student_view(), **case.sizes, **case.upstream(answer, check), **ex.NAMESPACE}
+    try:
+        exec(compile(source, f"<{answer.grade_id}>", "exec"), namespace)  # noqa: S102 - the rule table's code
+    except Exception:  # noqa: BLE001 - a slip that fails to run loses credit
+        return False
+    return compare(namespace.get(answer.variable), case.expected(answer, check), rtol=tolerance.rtol,
+                   atol=tolerance.atol).passed
 
 
 def check(spec: str) -> Iterator[str]:
@@ -87,8 +123,15 @@ def check(spec: str) -> Iterator[str]:
         found = skeleton.derived(exercise)
     except derive.DeriveError as exc:
         raise CheckError(str(exc)) from None
+    hiding = list(_hidden_slips(exercise, found.gradients, [c for c in drawn if c.scored]))
+    if hiding:
+        raise CheckError("\n".join(hiding))
     slips = sum(len(g.slips()) for g in found.gradients)
     cells = skeleton.references(exercise, found)
+    refused = [f"{cell_id}: the static check refuses the derived answer, line {r.line}: {r.reason}: {r.code}"
+               for cell_id, source in cells.items() if (r := static_check.check(source)) is not None]
+    if refused:  # the rule table emits a call no answer cell may make: the solved notebook itself would lose it
+        raise CheckError("\n".join(refused))
     others = [a for a in exercise.answers if a.kind != ex.ATOMIC and a.cell_id in cells]
     yield (f"derived: {len(found.gradients)} reference answers, {len(dict.fromkeys(a.cell_id for a in others))} "
            f"fused and function cells, {slips} mutants from the rule table's slips")

@@ -70,13 +70,11 @@ EXERCISE = load(COURSE["exercise"])""", locked="setup_imports"),
 
 Drawn at the lecture's sizes ({", ".join(f"{k} = {v}" for k, v in exercise.lecture.items())}) from one
 seeded generator, in double precision, so that rounding can never be mistaken for a mistake."""),
-             _code(f"""g = torch.Generator().manual_seed({SEED})
-params = EXERCISE.init(EXERCISE.lecture, g, torch.float64)
-batch = EXERCISE.batch(EXERCISE.lecture, g)
+             _code(f"""generator = torch.Generator().manual_seed({SEED})
+params = {{k: p.requires_grad_() for k, p in EXERCISE.init(EXERCISE.lecture, generator, torch.float64).items()}}
+batch = EXERCISE.batch(EXERCISE.lecture, generator)
 {", ".join(net.parameters)} = ({", ".join(f'params["{p}"]' for p in net.parameters)})
 {", ".join(net.data)}{comma} = ({", ".join(f'batch["{d}"]' for d in net.data)}{comma})
-for p in params.values():
-    p.requires_grad = True
 {"".join(f"{k} = {v}" + chr(10) for k, v in net.sizes.items())}""", locked="setup_params"),
              _markdown("""## The forward pass
 
@@ -85,9 +83,7 @@ autograd's gradient of every intermediate, so that the self-check can compare yo
              _code("\n".join(f"{s.name} = ..." for s in net.steps) + f"""
 
 # Autograd's gradients, to check yours against
-for t in [{", ".join(s.name for s in net.steps if "d" + s.name in exercise.atomic)}]:
-    t.retain_grad()
-{net.loss}.backward()
+{"".join(f"{s.name}.retain_grad(){chr(10)}" for s in net.steps if "d" + s.name in exercise.atomic)}{net.loss}.backward()
 print(f"loss {{{net.loss}.item():.4f}}")""", locked="setup_forward")]
     steps = net.step
     for part, title in sorted(exercise.parts.items()):
@@ -117,9 +113,9 @@ def _function_cells(exercise: Exercise, function: Function) -> list[str]:
     part = function.part
     trains = exercise.training is not None and exercise.training.function == function
     # The whole-run check's start and batches: 50 SGD steps with the student's gradients and autograd's.
-    training = f"""g = torch.Generator().manual_seed({SEED} + 1)
-start = EXERCISE.init(EXERCISE.lecture, g, torch.float64)
-batches = [tuple(EXERCISE.batch(EXERCISE.lecture, g).values()) for _ in range(50)]
+    training = f"""generator = torch.Generator().manual_seed({SEED} + 1)
+start = EXERCISE.init(EXERCISE.lecture, generator, torch.float64)
+batches = [tuple(EXERCISE.batch(EXERCISE.lecture, generator).values()) for _ in range(50)]
 """ if trains else ""
     cells = [_markdown(f"""Write `{function.name}({arguments})`: it returns the gradient of the loss with
 respect to every parameter, as a dict keyed by the parameter's name. `params` and `cache` are dicts of

@@ -81,7 +81,7 @@ def _on_probe(answer, attempt: Attempt, probe: Case, tol) -> Evidence:
         if outcome is None or outcome.status != Status.TENSOR:
             return Evidence(NO_TENSOR, check)
         expected = probe.expected(answer, check)
-        if not compare(outcome.tensor, expected, rtol=tol.rtol, atol=tol.atol, n=probe.n).passed:
+        if not compare(outcome.tensor, expected, rtol=tol.rtol, atol=tol.atol).passed:
             return Evidence(DRAWN, check, outcome.tensor, expected)
     return Evidence(MATCHES)
 

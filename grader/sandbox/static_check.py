@@ -64,7 +64,7 @@ TORCH = frozenset("""
     abs absolute add addcmul addmm all allclose amax amin any arange argmax argmin argsort
     baddbmm bmm bool broadcast_tensors broadcast_to cat chunk clamp clamp_max clamp_min clip clone
     concat concatenate cos cosh cumprod cumsum diag diag_embed diagonal diff div divide dot dsplit
-    einsum empty empty_like eq equal exp expand_copy eye flatten flip float16 float32 float64 full
+    einsum empty empty_like eq equal erf exp expand_copy eye flatten flip float16 float32 float64 full
     full_like gather ge ger greater gt heaviside hsplit hstack index_add index_copy index_put index_select int16 int32
     int64 int8 isclose isfinite isinf isnan kron le linspace log log10 log1p log2 log_softmax
     logical_and logical_not logical_or logsumexp long lt masked_fill masked_select matmul max maximum
@@ -77,7 +77,7 @@ TORCH = frozenset("""
 """.split())
 
 FUNCTIONAL = frozenset("""
-    one_hot softmax log_softmax tanh pad normalize relu sigmoid cross_entropy linear embedding nll_loss
+    one_hot softmax log_softmax tanh pad normalize relu sigmoid gelu cross_entropy linear embedding nll_loss
 """.split())
 
 MATH = frozenset("pi e inf nan sqrt exp log log2 log10 log1p tanh isclose prod fsum ceil floor".split())
@@ -120,7 +120,7 @@ KEYWORDS = frozenset("""
     descending stable sorted largest k diagonal dims dim0 dim1 start_dim end_dim size fill_value
     start end step steps pad mode p eps rtol atol equal_nan unbiased correction mask source
     return_inverse return_counts sizes shifts chunks split_size_or_sections sections indices_or_sections
-    bins sep flush key reverse default strict ndigits
+    bins sep flush key reverse default strict ndigits approximate
 """.split())
 
 MAX_CELL_CHARS = 20_000

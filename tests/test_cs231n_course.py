@@ -1,0 +1,61 @@
+"""CS231n's two-layer net (tests/exercises/cs231n_net.py) as a course, graded as a class would answer it:
+the textbook answers get full credit, and no slip hides behind a gain initialised to ones. (The lecture-
+sized configuration keeps the exercise's own init: a notebook's self-check draws what the student sees.)"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from grader import course as course_config
+from grader.lms import notebooks
+from helpers.paths import ROOT
+
+pytestmark = pytest.mark.slow
+
+CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
+EXERCISE = ROOT / "tests" / "exercises" / "cs231n_net.py"
+# Each submission: the solved notebook with these answer cells rewritten, and the score each grade id
+# must get (those not named: full).
+SUBMISSIONS = {
+    # `loss = data_loss + reg_loss`: dreg_loss and ddata_loss are identically 1, and CS231n leaves them out.
+    "textbook": ({"dW2": "dW2 = h1.T @ dscores + 0.1 * W2\n", "dW1": "dW1 = X.T @ da1 + 0.1 * W1\n",
+                  "ex2_dscores": "dscores = F.softmax(scores, 1)\ndscores[range(scores.shape[0]), y] -= 1\n"
+                                 "dscores /= scores.shape[0]\n"}, {}),
+    # The gain forgotten: right wherever gamma is exactly ones, as nn.LayerNorm starts it (hidden
+    # configurations give it noise).
+    "no-gain": ({"dxhat": "dxhat = dln1\n"}, {"dxhat": 0.0}),
+}
+
+
+def _run(args: list[str], cwd) -> str:
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=dict(os.environ), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_a_cs231n_class_is_graded_as_its_textbook_answers_deserve(tmp_path):
+    target = tmp_path / "course"
+    _run([*CLI, "course", "init", str(target), "--exercise", str(EXERCISE)], tmp_path)
+    course = course_config.load(target / "course.yml")
+    solved = nbformat.read(target / "source" / course.assignment / course.notebook, as_version=4)
+    tries = tmp_path / "tries"
+    tries.mkdir()
+    for stem, (cells, _) in SUBMISSIONS.items():
+        nb = nbformat.from_dict(json.loads(json.dumps(solved)))
+        for cell in nb.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id in cells:
+                cell.source = cells[grade_id]
+        nbformat.write(notebooks.release(nb) if stem == "stub" else nb, tries / f"{stem}.ipynb")
+    _run([*CLI, "grade", str(tries), "--out", str(tmp_path / "results"), "--course", str(target / "course.yml")],
+         target)
+    for stem, (_, expected) in SUBMISSIONS.items():
+        result = json.loads((tmp_path / "results" / f"{stem}.json").read_text())
+        got = {t["name"]: (t["score"], t["output"]) for t in result["tests"]}
+        for name, (score, output) in got.items():
+            assert score == expected.get(name, course.points[name]), (stem, name, output)
