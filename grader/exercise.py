@@ -595,15 +595,3 @@ def problems(exercise: Exercise) -> list[tuple[str, str]]:
                           "hold a value unlike every lecture size", key))
     return found
 
-
-def __getattr__(name: str):
-    """grader 0.1's `grader.exercise` held the makemore exercise's constants (BY_GRADE_ID, EX4_CELL, ...),
-    which existing courses' hidden suites import: kept for one release."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    from grader.exercises.makemore_mlp import answers
-
-    try:
-        return getattr(answers, name)
-    except AttributeError:
-        raise AttributeError(f"module 'grader.exercise' has no attribute {name!r}") from None

@@ -714,29 +714,3 @@ GRAMMAR = (
     "torch.cat, torch.stack, .masked_fill(mask, value), torch.where(cond, a, b)",
     "F.cross_entropy(logits, targets)",
 )
-
-# Every slip by its stable name, and the kind of classic mistake it is (feedback and the blind
-# measurement of issue 25 count them by these).
-TRANSPOSE, BROADCAST, KEEPDIM, DIMENSION, SIGN, FACTOR, BRANCH, FORWARD, INPUT, LOCAL_RULE = (
-    "missing transpose or wrong operand order", "missing sum over a broadcast dimension", "lost keepdim",
-    "wrong dimension", "sign", "a factor of a size", "a missed branch of a reused tensor",
-    "the forward value used for the gradient", "a derivative written through the input instead of the output",
-    "a slip in the local derivative")
-SLIPS = {
-    "matmul-transpose": TRANSPOSE, "matmul-order": TRANSPOSE, "transpose-missing": TRANSPOSE,
-    "permute-same": TRANSPOSE,
-    "broadcast-no-sum": BROADCAST, "broadcast-keepdim": KEEPDIM, "broadcast-wrong-dim": DIMENSION,
-    "sign": SIGN, "sub-sign": SIGN, "neg-sign": SIGN, "where-swapped": SIGN,
-    "mean-count": FACTOR, "sum-mean": FACTOR, "bessel": FACTOR, "ce-mean": FACTOR, "power-factor": FACTOR,
-    "sqrt-factor": FACTOR,
-    "missed-branch": BRANCH, "overwrite": BRANCH, "index-overwrite": BRANCH, "mask-forgotten": BRANCH,
-    "forward-value": FORWARD,
-    "tanh-input": INPUT, "sigmoid-input": INPUT, "exp-input": INPUT, "sqrt-input": INPUT, "log-output": INPUT,
-    "mul-local": LOCAL_RULE, "mul-operand": LOCAL_RULE, "div-multiplies": LOCAL_RULE, "div-square": LOCAL_RULE,
-    "power-exponent": LOCAL_RULE, "power-raised": LOCAL_RULE, "eps-dropped": LOCAL_RULE, "tanh-square": LOCAL_RULE,
-    "tanh-no-square": LOCAL_RULE, "tanh-plus": LOCAL_RULE, "tanh-sigmoid": LOCAL_RULE, "sigmoid-half": LOCAL_RULE,
-    "sigmoid-tanh": LOCAL_RULE, "relu-output": LOCAL_RULE, "relu-inverted": LOCAL_RULE,
-    "log-multiplies": LOCAL_RULE, "gelu-one-term": LOCAL_RULE, "softmax-no-sum": LOCAL_RULE,
-    "softmax-elementwise": LOCAL_RULE, "log-softmax-no-sum": LOCAL_RULE, "max-everywhere": LOCAL_RULE,
-    "ce-one-hot": LOCAL_RULE,
-}

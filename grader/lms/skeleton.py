@@ -59,7 +59,7 @@ what is wrong; an answer still `None` is "not attempted yet", so *Run All* works
              _code("""import torch
 import torch.nn.functional as F
 
-from grader.check import SelfCheck
+from grader.student.check import SelfCheck
 from grader.exercise import load
 
 torch.set_num_threads(1)  # the tensors here are tiny: one thread is many times faster than several

@@ -77,8 +77,8 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
-from grader import data
-from grader.check import SelfCheck
+from grader.exercises.makemore_mlp import data
+from grader.student.check import SelfCheck
 
 torch.set_num_threads(1)  # the tensors here are tiny: one thread is many times faster than several
 # The course's tolerances, allowlist and hints: the self-check gives the grader's verdicts
