@@ -194,8 +194,8 @@ def define_variant(ns: dict, name: str) -> None:
     The forward is the exercise's network itself (the text the grader's oracle differentiates); its
     values, every intermediate by name, are the cache. Calibrated batch-norm statistics replace the steps
     `bnmeani` and `bnvar`, as the notebook's `bnstats` does."""
+    from grader.authoring import skeleton
     from grader.exercise import Sizes, Step, load
-    from grader.lms import skeleton
 
     torch = ns["torch"]
     exercise = load(f"makemore-mlp/{name}")

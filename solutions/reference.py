@@ -40,7 +40,7 @@ def shapes(sizes: Sizes) -> dict[str, tuple[int, ...]]:
 
 @functools.cache
 def _cells() -> tuple[tuple[str, str], ...]:
-    from grader.lms import skeleton
+    from grader.authoring import skeleton
 
     return tuple(skeleton.references(EXERCISE).items())
 

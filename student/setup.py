@@ -72,7 +72,7 @@ class StudentModules(build_py):
             target = Path(self.build_lib) / source.relative_to(CHECKOUT)
             self.mkpath(str(target.parent))
             self.copy_file(str(source), str(target))
-        for name in DATA:  # where grader/material.py looks in an installed package
+        for name in DATA:  # where grader/course/material.py looks in an installed package
             self.mkpath(str((package / "course_data" / name).parent))
             self.copy_file(str(CHECKOUT / name), str(package / "course_data" / name))
 

@@ -227,8 +227,8 @@ def test_course_init_solutions_sets_course_yml_and_the_notebooks_settings(tmp_pa
     import nbformat
     from click.testing import CliRunner
 
-    from grader import material
     from grader.cli import main
+    from grader.course import material
 
     target = tmp_path / "course"
     done = CliRunner().invoke(main, ["course", "init", str(target), "--course", str(COURSE_FILE),

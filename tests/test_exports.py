@@ -161,7 +161,7 @@ def test_exporting_an_empty_folder_is_a_one_line_error(tmp_path):
 
 
 def test_text_a_student_controls_never_reaches_a_spreadsheet_as_a_formula(tmp_path):
-    from grader.files import csv_text
+    from grader.outputs.files import csv_text
 
     rows = [["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2", "0.5", "@SUM(A1)", "plain", "-cmd|' /C calc'!A0"]]
     parsed = next(csv.reader(io.StringIO(csv_text(rows))))

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
 
-from grader import material
 from grader.cli import main
+from grader.course import material
 from grader.exercise import Sizes, load
 from grader.student import solution
 from helpers.notebooks import submission, write

@@ -18,12 +18,12 @@ import pytest
 import torch
 
 from grader import exercise as exercises
+from grader.authoring import skeleton
+from grader.course import choice
 from grader.exercise import ATOMIC, FUNCTION, FUSED
-from grader.exercises import choice
 from grader.exercises.makemore_mlp import EXERCISE, variants
 from grader.exercises.makemore_mlp.mistakes import EPS
 from grader.judge import oracle
-from grader.lms import skeleton
 from grader.sandbox import static_check
 from grader.student import solution
 from helpers.variant_courses import submissions_of

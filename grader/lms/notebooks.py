@@ -75,7 +75,8 @@ from nbgrader.preprocessors import (
 )
 
 from grader import course as course_config
-from grader import material, syntax
+from grader import syntax
+from grader.course import material
 from grader.exercise import DEFAULT, FUNCTION, Exercise, Function, grade_cell_id
 from grader.student.solution import BEGIN_SOLUTION, END_SOLUTION
 

@@ -2,7 +2,7 @@
 the lecture's, so that 24 notebooks come from one lecture text and one text of differences, never from
 copies of the lecture. Part of the package, so that `course init --variant` writes a variant's notebooks
 from a wheel: grader/lms/course_init.py builds them from this text and the reference answers the rule
-table derives from the variant's forward lines (grader/lms/skeleton.py), so nothing here is an answer.
+table derives from the variant's forward lines (grader/authoring/skeleton.py), so nothing here is an answer.
 
 The lecture's source (notebook/backprop_ninja.py) marks its replaceable sections with empty raw cells
 `begin="NAME"` / `end="NAME"`; notebook/backprop_ninja_variant.py writes each section's variant text once

@@ -23,7 +23,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import define
+from grader.authoring import define
 from grader.exercise import (
     FUSED,
     Answer,
@@ -276,7 +276,8 @@ def exercise_file(name: str) -> str:
     """The variant as an exercise file of one's own (`backprop-ninja variants NAME`): a start for an
     instructor's network, which `course init --exercise` grades exactly as the variant."""
     lines = [f'"""{EXERCISE.title} ({name}):\na variant written out as an exercise file of its own."""',
-             "from grader.define import exercise", "from grader.exercises.makemore_mlp.mistakes import for_variant",
+             "from grader.authoring.define import exercise",
+             "from grader.exercises.makemore_mlp.mistakes import for_variant",
              "", "EXERCISE = exercise("]
     for key, value in definition(name).items():
         if key == "name":

@@ -15,8 +15,8 @@ import torch
 
 from grader import derive
 from grader import exercise as ex
+from grader.authoring import skeleton
 from grader.judge import configs
-from grader.lms import skeleton
 
 # Enough configurations to find ranges that admit too few sizes, as a course's default count would.
 TRIAL_CONFIGURATIONS = 4
