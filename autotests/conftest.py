@@ -1,5 +1,6 @@
-"""How the hidden suite judges one answer on every configuration and turns a failure into feedback,
-for whatever exercise the course grades.
+"""The hidden suite's hook and fixtures, for whatever exercise the course grades: which grade ids its
+tests run for, and judging, which grader.judge.verdicts does (so a course copied by `course init` keeps
+nothing of it but this call and its own known_mistakes.yml).
 
 Never released to students. The grader's plugin supplies the fixtures `each` (judges every submission
 of the batch with a function of one graded submission: its answer cells and what they produced in the

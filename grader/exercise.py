@@ -210,11 +210,6 @@ class Answer:
     def cell_id(self) -> str:
         return self.cell or self.grade_id
 
-    @property
-    def exercise(self) -> int:
-        """The name hidden suites of grader 0.1 read; new code reads `part`."""
-        return self.part
-
 
 @dataclass(frozen=True)
 class Function:

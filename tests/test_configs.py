@@ -210,7 +210,7 @@ def test_the_reference_answer_passes_the_local_check_on_every_config(batch):
     _, _, cases = batch
     with_local = {a.grade_id for a in EXERCISE.answers if LOCAL in checks(a)}
     assert set(cases[0].local) == with_local
-    ex1_local = {a.grade_id for a in EXERCISE.answers if a.exercise == 1 and a.local_upstream}
+    ex1_local = {a.grade_id for a in EXERCISE.answers if a.part == 1 and a.local_upstream}
     assert with_local == ex1_local | {"ex3_dhprebn"}
     for case in cases:
         for grade_id in sorted(with_local):

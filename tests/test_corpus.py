@@ -38,7 +38,7 @@ UNSEEN = yaml.safe_load((CORPUS / "unseen_mistakes.yml").read_text())
 KNOWN_MISTAKES = yaml.safe_load((ROOT / "autotests" / "known_mistakes.yml").read_text())
 
 # Exercises 1-3: every grade id must have wrong answers in the corpus.
-CELL_GRADE_IDS = tuple(a.grade_id for a in EXERCISE.answers if a.exercise in (1, 2, 3))
+CELL_GRADE_IDS = tuple(a.grade_id for a in EXERCISE.answers if a.part in (1, 2, 3))
 
 
 def _cell_of(grade_id: str) -> str:
@@ -95,7 +95,7 @@ ALTERNATIVE_SUBMISSION = {i: name for name, members in ALTERNATIVE_PACKS.items()
 
 def _stub_cells() -> dict[str, str]:
     """Every answer cell as released: a blank, and for exercise 4 a function returning blanks."""
-    cells = {a.cell_id: f"{a.variable} = None  # TODO\n" for a in EXERCISE.answers if a.exercise in (1, 2, 3)}
+    cells = {a.cell_id: f"{a.variable} = None  # TODO\n" for a in EXERCISE.answers if a.part in (1, 2, 3)}
     blanks = ", ".join(f'"{p}": None' for p in EXERCISE.network.parameters)
     cells[EX4.cell] = f"def {EX4.name}(params, cache, Yb):\n    return {{{blanks}}}\n"
     return cells

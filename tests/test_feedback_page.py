@@ -65,7 +65,7 @@ BEN = {
     "dC": f"import os  # {MARKUP}\ndC = torch.zeros_like(C)\n",
     "ex4_backward": reference.cells()["ex4_backward"].replace("db2 = dlogits.sum(0)", "db2 = 3 * dlogits.sum(0)"),
 }
-EXERCISES_1_TO_3 = [a for a in EXERCISE.answers if a.exercise in (1, 2, 3)]
+EXERCISES_1_TO_3 = [a for a in EXERCISE.answers if a.part in (1, 2, 3)]
 NOISY = {a.cell_id: f"{a.variable} = torch.randn_like({a.source})\n" for a in EXERCISES_1_TO_3}
 IDS = ["ben/backprop_ninja", "dee/backprop_ninja", "noisy/backprop_ninja"]
 FIGURES = ["yours", "expected", "yours − expected"]

@@ -318,7 +318,7 @@ def test_a_few_dozen_steps_decrease_the_loss(make_batch, sizes, dtype):
 
 def test_answer_cells_cover_exactly_the_grade_ids():
     """One cell per grade id of exercises 1-3, and one "ex4_backward" cell for exercise 4's seven."""
-    ex4 = {a.grade_id for a in EXERCISE.answers if a.exercise == 4}
+    ex4 = {a.grade_id for a in EXERCISE.answers if a.part == 4}
     assert ex4 == {"ex4_d" + p for p in NETWORK.parameters}
     assert EXERCISE.functions[0].cell == "ex4_backward"
     expected = (set(EXERCISE.grade_ids) - ex4 - {"ex4_training"}) | {"ex4_backward"}

@@ -75,7 +75,7 @@ class Notebook:
 
     def check(self, grade_id: str, capfd) -> str:
         a = EXERCISE.by_grade_id[grade_id]
-        label = a.variable if a.exercise == 1 else grade_id
+        label = a.variable if a.part == 1 else grade_id
         self.ns["In"].append(f'check("{label}", {a.variable}, {a.source})')
         capfd.readouterr()
         with warnings.catch_warnings():

@@ -34,9 +34,9 @@ else:
     answer = EXERCISE.by_grade_id[grade_id]
     values = values_of(ns)
     one = torch.ones((), dtype=values['logits'].dtype)
-    if answer.exercise == 2:
+    if answer.part == 2:
         result = oracle.block_vjp(NETWORK, values, 'logits', 'loss', one)
-    elif answer.exercise == 3:
+    elif answer.part == 3:
         result = oracle.block_vjp(NETWORK, values, 'hprebn', 'hpreact', ns['dhpreact'])
     elif answer.source == 'logprobs':
         result = oracle.local_vjp(NETWORK, values, 'logprobs', {'loss': one})
