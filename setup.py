@@ -1,4 +1,4 @@
-"""The wheel carries the course: build_py copies the course material of the checkout (grader/material.py
+"""The wheel carries the course: build_py copies the course material of the checkout (grader/course/material.py
 names it) into grader/course_data/, a folder of data, not modules, so `pip install backprop-ninja` is
 enough for `backprop-ninja course init` and the demo. Everything else is in pyproject.toml."""
 from pathlib import Path

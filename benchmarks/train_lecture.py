@@ -194,9 +194,8 @@ def define_variant(ns: dict, name: str) -> None:
     The forward is the exercise's network itself (the text the grader's oracle differentiates); its
     values, every intermediate by name, are the cache. Calibrated batch-norm statistics replace the steps
     `bnmeani` and `bnvar`, as the notebook's `bnstats` does."""
+    from grader.authoring import skeleton
     from grader.exercise import Sizes, Step, load
-    from grader.exercises.makemore_mlp.answers import EX4_CELL, EX4_FUNCTION
-    from grader.lms import skeleton
 
     torch = ns["torch"]
     exercise = load(f"makemore-mlp/{name}")
@@ -218,8 +217,9 @@ def define_variant(ns: dict, name: str) -> None:
         return (None if Y is None else values[network.loss]), values
 
     function = {"torch": torch, "F": ns["F"]}
-    exec(compile(skeleton.references(exercise)[EX4_CELL], f"<answer {EX4_CELL}>", "exec"), function)  # noqa: S102
-    manual_backward = function[EX4_FUNCTION]
+    ex4 = exercise.functions[0]
+    exec(compile(skeleton.references(exercise)[ex4.cell], f"<answer {ex4.cell}>", "exec"), function)  # noqa: S102
+    manual_backward = function[ex4.name]
     ns.update(init_params=init_params, fused_forward=fused_forward, manual_backward=manual_backward)
 
 

@@ -327,7 +327,8 @@ def _derived_references(exercise) -> dict[str, str]:
     forward lines, for `solution` where no solved notebook is at hand; an exercise the rule table cannot
     derive is refused in one line."""
     from grader import derive
-    from grader.lms import notebooks, skeleton
+    from grader.authoring import skeleton
+    from grader.lms import notebooks
     from grader.student.solution import SolutionError
 
     try:
@@ -343,7 +344,7 @@ def variants(name):
     """Every variant of each exercise that has some, with what changes for the student in each; with NAME
     (`relu-layernorm`), that variant written out as an exercise file of your own, to edit and give to
     `course init --exercise`."""
-    from grader.exercises.choice import exercise_file, listing
+    from grader.course.choice import exercise_file, listing
 
     if name is None:
         click.echo(listing(), nl=False)
@@ -464,7 +465,7 @@ def exercise():
 def exercise_check(spec):
     """Load SPEC (path/to/file.py[:ATTRIBUTE], module:ATTRIBUTE or a built-in name), validate it, draw its
     hidden sizes, run its forward pass and print the reference answers derived from it."""
-    from grader.lms.exercise_check import CheckError, check
+    from grader.authoring.exercise_check import CheckError, check
 
     if ":" not in spec and spec.endswith(".py"):
         spec += ":EXERCISE"

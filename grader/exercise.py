@@ -231,11 +231,6 @@ class Answer:
     def cell_id(self) -> str:
         return self.cell or self.grade_id
 
-    @property
-    def exercise(self) -> int:
-        """The name hidden suites of grader 0.1 read; new code reads `part`."""
-        return self.part
-
 
 @dataclass(frozen=True)
 class Function:
@@ -641,15 +636,3 @@ def problems(exercise: Exercise) -> list[tuple[str, str]]:
                           "hold a value unlike every lecture size", key))
     return found
 
-
-def __getattr__(name: str):
-    """grader 0.1's `grader.exercise` held the makemore exercise's constants (BY_GRADE_ID, EX4_CELL, ...),
-    which existing courses' hidden suites import: kept for one release."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    from grader.exercises.makemore_mlp import answers
-
-    try:
-        return getattr(answers, name)
-    except AttributeError:
-        raise AttributeError(f"module 'grader.exercise' has no attribute {name!r}") from None

@@ -91,7 +91,7 @@ def name(path: str | os.PathLike) -> str:
 # submission's output may take one of their names, whatever case the file system ignores.
 CLASS_FILES = re.compile(r"(grades|grades\.shard-\d+-of-\d+|grade_ids|canvas)\.csv|report\.html", re.IGNORECASE)
 # A name part longer than this, in UTF-8, is shortened: with ".json" and the temporary name a write takes
-# beside it (grader.files.atomic_write) it must fit a file system's 255 bytes.
+# beside it (grader.outputs.files.atomic_write) it must fit a file system's 255 bytes.
 PART_BYTES = 200
 # What a part shortened or renamed ends with; a part that already looks like it is renamed as well, so no
 # name can be given twice.

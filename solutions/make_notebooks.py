@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 
 from grader import course as course_config
-from grader import material
+from grader.course import material
 from grader.exercises.makemore_mlp import EXERCISE
 from grader.lms.notebooks import build, release_path
 from solutions import reference

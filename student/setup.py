@@ -15,8 +15,8 @@ from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-# What notebooks import: grader 0.1's paths (the released notebook's) and the ones they alias.
-NOTEBOOK_IMPORTS = ("grader", "grader.check", "grader.data", "grader.student.check")
+# What notebooks import: the self-check and the lecture's data loader.
+NOTEBOOK_IMPORTS = ("grader", "grader.exercises.makemore_mlp.data", "grader.student.check")
 
 
 def _file(module: str) -> Path | None:
@@ -72,7 +72,7 @@ class StudentModules(build_py):
             target = Path(self.build_lib) / source.relative_to(CHECKOUT)
             self.mkpath(str(target.parent))
             self.copy_file(str(source), str(target))
-        for name in DATA:  # where grader/material.py looks in an installed package
+        for name in DATA:  # where grader/course/material.py looks in an installed package
             self.mkpath(str((package / "course_data" / name).parent))
             self.copy_file(str(CHECKOUT / name), str(package / "course_data" / name))
 

@@ -43,7 +43,7 @@ import yaml
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.exercises.makemore_mlp.answers import ANSWER_CELLS, ANSWERS, ATOMIC, BY_GRADE_ID, EX4_CELL
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.extract import read as read_notebook
 from grader.judge.compare import compare
 from grader.judge.configs import generate
@@ -98,9 +98,9 @@ HONEST = ("honest-a", "honest-b", "honest-c")
 def _grade_ids(cell: str) -> list[str]:
     """The grade ids an answer cell's code decides: its own, and for exercise 4's cell every graded check
     of the whole function that is not one answer (e.g. the training run)."""
-    ids = [a.grade_id for a in ANSWERS if a.cell_id == cell]
-    if cell == EX4_CELL:
-        ids += [g for g in POINTS if g not in BY_GRADE_ID]
+    ids = [a.grade_id for a in EXERCISE.answers if a.cell_id == cell]
+    if cell == EXERCISE.functions[0].cell:
+        ids += [g for g in POINTS if g not in EXERCISE.by_grade_id]
     return ids
 
 
@@ -111,7 +111,7 @@ def _exec(code: str) -> str:
 
 def _stub_cells() -> dict[str, str]:
     stub = read_notebook("stub", ROOT / "assignments" / RAW_COURSE["assignment"] / RAW_COURSE["notebook"],
-                         ANSWER_CELLS)
+                         EXERCISE.answer_cells)
     assert stub.error is None and not stub.problems
     return stub.cells
 
@@ -189,7 +189,7 @@ class World:
 
 def honest_notebooks() -> dict[str, nbformat.NotebookNode]:
     stub = _stub_cells()
-    half = set(ATOMIC[len(ATOMIC) // 2:]) | {"ex2_dlogits", "ex3_dhprebn", "ex4_backward"}
+    half = set(EXERCISE.atomic[len(EXERCISE.atomic) // 2:]) | {"ex2_dlogits", "ex3_dhprebn", "ex4_backward"}
     return {
         "honest-a": submission(),
         # two typical mistakes: the branch through counts_sum missed, the lecture's (H,)-shaped dbnmeani
@@ -627,7 +627,7 @@ def test_the_autograd_attacks_would_be_right_if_run():
     case = first_scored("adversarial-autograd")
     cells = {**REFERENCE, **CHEAT_AUTOGRAD}
     for cell in ("dprobs", "dcounts_sum_inv", "dcounts_sum", "dnorm_logits", "dh"):
-        answer = BY_GRADE_ID[cell]
+        answer = EXERCISE.by_grade_id[cell]
         for check in checks(answer):
             ns = {**case.student_view(), **case.upstream(answer, check), "n": case.n, "torch": torch, "F": F}
             exec(compile(cells[cell], f"<attack {cell}>", "exec"), ns)

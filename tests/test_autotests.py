@@ -52,3 +52,15 @@ def test_the_hidden_suite_grades_any_exercise():
     assert failed[("fit_db", CHAIN)].feedback.startswith("b: wrong values")
     assert failed[("fit_db", CHAIN)].mistake == "your b is n times too large"
     assert failed[("dh", CHAIN)].mistake.startswith("your dh misses the branch through z")
+
+
+def test_the_course_conftest_only_calls_the_judge():
+    """Every course copies autotests/ (course init): judging kept in grader.judge reaches old courses too,
+    so the course's conftest holds the pytest hook and fixtures that call it, nothing more."""
+    import ast
+
+    source = (Path(__file__).resolve().parents[1] / "autotests" / "conftest.py").read_text()
+    functions = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
+    assert len(source.splitlines()) <= 60
+    assert all(f.name == "pytest_generate_tests" or any(ast.unparse(d).startswith("pytest.fixture")
+                                                        for d in f.decorator_list) for f in functions)

@@ -7,8 +7,8 @@ import warnings
 import pytest
 import torch
 
-from grader.exercises.makemore_mlp.answers import ATOMIC
-from grader.exercises.makemore_mlp.model import INTERMEDIATES, Sizes
+from grader.exercise import Sizes
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.student.check import SelfCheck
 from solutions import reference
 
@@ -64,12 +64,12 @@ def passed(line, shape):
 
 
 def source_of(name):
-    return name[1:] if name in ATOMIC else {"ex2_dlogits": "logits", "ex3_dhprebn": "hprebn"}[name]
+    return name[1:] if name in EXERCISE.atomic else {"ex2_dlogits": "logits", "ex3_dhprebn": "hprebn"}[name]
 
 
 # --- right answers ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ATOMIC + ("ex2_dlogits", "ex3_dhprebn"))
+@pytest.mark.parametrize("name", EXERCISE.atomic + ("ex2_dlogits", "ex3_dhprebn"))
 def test_a_right_answer_prints_a_match_line(nb, run, name):
     tensor = nb.t[source_of(name)]
     line = run(nb.check, name, nb.a[name], tensor)
@@ -207,7 +207,7 @@ def test_a_leaf_without_a_gradient_asks_for_backward(nb, run):
 
 def test_every_tensor_of_the_notebook_has_its_gradient(nb):
     """The fixture is the notebook's real state: every intermediate retained its gradient."""
-    for name in INTERMEDIATES:
+    for name in EXERCISE.network.intermediates:
         assert nb.t[name].grad is not None, name
 
 

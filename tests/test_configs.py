@@ -16,15 +16,16 @@ import pytest
 import torch
 
 from grader.exercises.makemore_mlp import EXERCISE
-from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID
-from grader.exercises.makemore_mlp.model import EPS, LECTURE, NETWORK, PARAMETERS
-from grader.exercises.makemore_mlp.model import shapes as model_shapes
+from grader.exercises.makemore_mlp.mistakes import EPS
 from grader.judge.compare import compare
 from grader.judge.configs import PROBE_SEED, Config, generate
 from grader.judge.exam import CHAIN, LOCAL, checks, prepare
 from grader.judge.oracle import chain_gradients
 from helpers.paths import COURSE
 from solutions import reference
+from solutions.reference import shapes as model_shapes
+
+NETWORK = EXERCISE.network
 
 TOL = COURSE.tolerance
 LECTURE_VALUES = {32, 27, 3, 10, 64}
@@ -76,7 +77,7 @@ def test_scored_configs_and_one_unscored_lecture_probe(batch):
     assert len(configs) == COUNTS[salt] + 1
     assert len(scored(configs)) == COUNTS[salt] >= 4
     probes = [c for c in configs if not c.scored]
-    assert len(probes) == 1 and probes[0].sizes == LECTURE and probes[0].options == ()
+    assert len(probes) == 1 and probes[0].sizes == EXERCISE.lecture and probes[0].options == ()
     assert len({c.name for c in configs}) == len(configs)
     assert len({c.seed for c in configs}) == len(configs)
 
@@ -84,7 +85,7 @@ def test_scored_configs_and_one_unscored_lecture_probe(batch):
 def test_the_probe_is_public_the_same_for_every_salt_while_the_scored_configs_are_not():
     """Feedback pages draw the probe's tensors: nothing drawn from it may depend on the secret salt."""
     probes = {[c for c in generate("makemore-mlp", salt, COUNTS[salt]) if not c.scored][0] for salt in SALTS}
-    assert probes == {Config("makemore-mlp", "lecture-sizes", LECTURE, PROBE_SEED, scored=False)}
+    assert probes == {Config("makemore-mlp", "lecture-sizes", EXERCISE.lecture, PROBE_SEED, scored=False)}
     scored_seeds = [{c.seed for c in scored(generate("makemore-mlp", salt, COUNTS[salt]))} for salt in SALTS]
     assert all(a.isdisjoint(b) for i, a in enumerate(scored_seeds) for b in scored_seeds[i + 1:])
     assert PROBE_SEED not in set().union(*scored_seeds)
@@ -124,7 +125,7 @@ def test_the_lecture_init_scales(batch):
     _, configs, cases = batch
     for config, case in zip(configs, cases):
         v, s = case.values, config.sizes
-        assert all(v[p].dtype == torch.float64 for p in PARAMETERS)
+        assert all(v[p].dtype == torch.float64 for p in NETWORK.parameters)
         w1_std = (5 / 3) / math.sqrt(s.block_size * s.n_embd) * config.init_options.get("W1", 1.0)
         assert 0.7 < float(v["C"].std()) < 1.3, config.name
         assert 0.7 * w1_std < float(v["W1"].std()) < 1.3 * w1_std, config.name
@@ -132,7 +133,7 @@ def test_the_lecture_init_scales(batch):
         for name in ("b1", "b2", "bnbias"):
             assert 0.03 < float(v[name].std()) < 0.2, (config.name, name)
         assert abs(float(v["bngain"].mean()) - 1) < 0.1 and 0.03 < float(v["bngain"].std()) < 0.2, config.name
-        for p in PARAMETERS:
+        for p in NETWORK.parameters:
             assert v[p].shape == model_shapes(s)[p]
 
 
@@ -174,13 +175,13 @@ def test_truth_is_the_oracle_of_the_case_batch(batch, autograd_pass):
     _, configs, cases = batch
     for case in cases:
         v = case.values
-        params = {p: v[p] for p in PARAMETERS}
+        params = {p: v[p] for p in NETWORK.parameters}
         again = chain_gradients(NETWORK, params, {"Xb": v["Xb"], "Yb": v["Yb"]})
         assert case.truth.keys() == again.keys()
         assert all(torch.equal(case.truth[k], again[k]) for k in again)
         # And independently of grader.judge.oracle: the notebook's own retain_grad()/backward() pass.
         graph = autograd_pass(params, v["Xb"], v["Yb"])
-        for g in ATOMIC:
+        for g in EXERCISE.atomic:
             expected = graph[g[1:]].grad
             assert case.truth[g].shape == expected.shape
             assert torch.allclose(case.truth[g], expected, rtol=1e-9, atol=1e-14), (case.config.name, g)
@@ -197,8 +198,8 @@ def test_the_student_view_holds_no_gradient_and_no_loss(batch):
 def test_random_upstream_is_random_not_the_truth(batch):
     _, _, cases = batch
     for case in cases:
-        assert set(case.random_upstream) == set(ATOMIC)
-        for g in ATOMIC:
+        assert set(case.random_upstream) == set(EXERCISE.atomic)
+        for g in EXERCISE.atomic:
             r = case.random_upstream[g]
             assert r.shape == case.truth[g].shape and r.dtype == torch.float64
             assert not torch.allclose(r, case.truth[g], rtol=TOL.rtol, atol=TOL.atol), g
@@ -207,12 +208,13 @@ def test_random_upstream_is_random_not_the_truth(batch):
 def test_the_reference_answer_passes_the_local_check_on_every_config(batch):
     """case.local is what the reference answer cell computes from the random upstream gradients."""
     _, _, cases = batch
-    with_local = {a.grade_id for a in ANSWERS if LOCAL in checks(a)}
+    with_local = {a.grade_id for a in EXERCISE.answers if LOCAL in checks(a)}
     assert set(cases[0].local) == with_local
-    assert with_local == {a.grade_id for a in ANSWERS if a.exercise == 1 and a.local_upstream} | {"ex3_dhprebn"}
+    ex1_local = {a.grade_id for a in EXERCISE.answers if a.part == 1 and a.local_upstream}
+    assert with_local == ex1_local | {"ex3_dhprebn"}
     for case in cases:
         for grade_id in sorted(with_local):
-            answer = BY_GRADE_ID[grade_id]
+            answer = EXERCISE.by_grade_id[grade_id]
             ns = {**reference.namespace(case.values), **case.upstream(answer, LOCAL)}
             got = reference.run_cell(answer.cell_id, ns)[answer.variable]
             expected = case.expected(answer, LOCAL)
@@ -226,6 +228,6 @@ def test_the_local_check_is_not_the_chain_check(batch):
     _, _, cases = batch
     for case in cases:
         for grade_id, local in case.local.items():
-            answer = BY_GRADE_ID[grade_id]
+            answer = EXERCISE.by_grade_id[grade_id]
             assert local.shape == case.expected(answer, CHAIN).shape
             assert not torch.allclose(local, case.expected(answer, CHAIN), rtol=TOL.rtol, atol=TOL.atol), grade_id

@@ -21,19 +21,12 @@ import nbformat
 import pytest
 import yaml
 
-from grader.exercises.makemore_mlp.answers import (
-    ANSWER_CELLS,
-    ANSWERS,
-    BY_GRADE_ID,
-    EX4_CELL,
-    EX4_FUNCTION,
-    EX4_TRAINING,
-    GRADE_IDS,
-)
-from grader.exercises.makemore_mlp.model import PARAMETERS
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.pipeline.batch import grade
 from helpers.paths import COURSE, ROOT, SOLVED, STUB
 from solutions import reference
+
+EX4 = EXERCISE.functions[0]
 
 CORPUS = Path(__file__).with_name("corpus")
 REFERENCE = reference.cells()
@@ -45,14 +38,14 @@ UNSEEN = yaml.safe_load((CORPUS / "unseen_mistakes.yml").read_text())
 KNOWN_MISTAKES = yaml.safe_load((ROOT / "autotests" / "known_mistakes.yml").read_text())
 
 # Exercises 1-3: every grade id must have wrong answers in the corpus.
-CELL_GRADE_IDS = tuple(a.grade_id for a in ANSWERS if a.exercise in (1, 2, 3))
+CELL_GRADE_IDS = tuple(a.grade_id for a in EXERCISE.answers if a.part in (1, 2, 3))
 
 
 def _cell_of(grade_id: str) -> str:
     """The answer cell a corpus entry replaces: exercise 4's tests all live in one cell."""
-    if grade_id == EX4_TRAINING:
-        return EX4_CELL
-    return BY_GRADE_ID[grade_id].cell_id if grade_id in BY_GRADE_ID else grade_id
+    if grade_id == EXERCISE.training.grade_id:
+        return EX4.cell
+    return EXERCISE.by_grade_id[grade_id].cell_id if grade_id in EXERCISE.by_grade_id else grade_id
 
 
 def _says(feedback: str, words: str | list[str]) -> bool:
@@ -74,7 +67,7 @@ def _owned(entry: dict) -> list[str]:
 def _may_change(entry: dict) -> list[str]:
     """Also the training check, which a wrong exercise-4 function drives (some mistakes, such as a wrong
     db1, leave the training unchanged: batch norm cancels b1)."""
-    return [*_owned(entry), *([EX4_TRAINING] if _cell_of(entry["grade_id"]) == EX4_CELL else [])]
+    return [*_owned(entry), *([EXERCISE.training.grade_id] if _cell_of(entry["grade_id"]) == EX4.cell else [])]
 
 
 def _pack(prefix: str, entries: list[dict]) -> dict[str, list[int]]:
@@ -102,9 +95,9 @@ ALTERNATIVE_SUBMISSION = {i: name for name, members in ALTERNATIVE_PACKS.items()
 
 def _stub_cells() -> dict[str, str]:
     """Every answer cell as released: a blank, and for exercise 4 a function returning blanks."""
-    cells = {a.cell_id: f"{a.variable} = None  # TODO\n" for a in ANSWERS if a.exercise in (1, 2, 3)}
-    blanks = ", ".join(f'"{p}": None' for p in PARAMETERS)
-    cells[EX4_CELL] = f"def {EX4_FUNCTION}(params, cache, Yb):\n    return {{{blanks}}}\n"
+    cells = {a.cell_id: f"{a.variable} = None  # TODO\n" for a in EXERCISE.answers if a.part in (1, 2, 3)}
+    blanks = ", ".join(f'"{p}": None' for p in EXERCISE.network.parameters)
+    cells[EX4.cell] = f"def {EX4.name}(params, cache, Yb):\n    return {{{blanks}}}\n"
     return cells
 
 
@@ -156,7 +149,7 @@ def _healthy(result, cells) -> None:
     def cell(flag: dict) -> str | None:
         if "cell" in flag:
             return flag["cell"]
-        return BY_GRADE_ID[flag["grade_id"]].cell_id if flag.get("grade_id") in BY_GRADE_ID else None
+        return EXERCISE.by_grade_id[flag["grade_id"]].cell_id if flag.get("grade_id") in EXERCISE.by_grade_id else None
 
     flags = [f for f in result.flags if f.get("kind") == "grader-error" or cell(f) is None or cell(f) in cells]
     assert not flags, flags
@@ -173,15 +166,15 @@ def _param(kind: str, index: int, entry: dict):
 
 
 def test_corpus_is_well_formed():
-    cells = set(ANSWER_CELLS)
+    cells = set(EXERCISE.answer_cells)
     assert len(WRONG) >= 45 and len(ALTERNATIVES) >= 20
     assert set(REFERENCE) == cells, "reference.cells() must hold exactly the answer cells"
     for entry in WRONG:
         assert set(entry) <= {"grade_id", "code", "expect", "forbid", "fraction", "affects", "xfail"}, entry
-        assert entry["grade_id"] in GRADE_IDS and entry["expect"], entry
+        assert entry["grade_id"] in EXERCISE.grade_ids and entry["expect"], entry
         assert 0 <= entry.get("fraction", 0) < 1, entry
         for other in entry.get("affects", []):
-            assert BY_GRADE_ID[other].cell_id == _cell_of(entry["grade_id"]) == EX4_CELL, entry
+            assert EXERCISE.by_grade_id[other].cell_id == _cell_of(entry["grade_id"]) == EX4.cell, entry
     for entry in ALTERNATIVES:
         assert set(entry) <= {"grade_id", "code", "with", "xfail"}, entry
         assert set(_cells(entry)) <= cells, entry
@@ -192,8 +185,8 @@ def test_corpus_is_well_formed():
 def test_corpus_covers_every_answer_cell():
     wrong = {e["grade_id"] for e in WRONG}
     assert set(CELL_GRADE_IDS) <= wrong, sorted(set(CELL_GRADE_IDS) - wrong)
-    assert sum(BY_GRADE_ID[g].exercise == 4 for g in (e["grade_id"] for e in WRONG)) >= 3
-    assert any(e["grade_id"] == EX4_CELL for e in ALTERNATIVES)
+    assert sum(EXERCISE.by_grade_id[g].exercise == 4 for g in (e["grade_id"] for e in WRONG)) >= 3
+    assert any(e["grade_id"] == EX4.cell for e in ALTERNATIVES)
 
 
 def test_packing_never_puts_two_entries_in_one_cell():
@@ -235,7 +228,7 @@ def test_correct_alternative_gets_full_credit(graded, index):
     result = graded[ALTERNATIVE_SUBMISSION[index]]
     _healthy(result, _cells(entry))
     tests = _tests(result)
-    mine = [g for g in GRADE_IDS if _cell_of(g) in _cells(entry)]
+    mine = [g for g in EXERCISE.grade_ids if _cell_of(g) in _cells(entry)]
     lost = {g: tests[g].output for g in mine if tests[g].score != tests[g].max_score}
     assert not lost, lost
     # The other alternatives of the submission are checked by their own tests; whatever is left is the
@@ -248,7 +241,7 @@ def test_correct_alternative_gets_full_credit(graded, index):
 @pytest.mark.parametrize("name", ["reference", "solved-notebook"])
 def test_solution_scores_the_maximum(graded, name):
     result = graded[name]
-    _healthy(result, ANSWER_CELLS)
+    _healthy(result, EXERCISE.answer_cells)
     assert [t.name for t in result.tests] == list(COURSE.points)
     assert result.score == result.max_score == COURSE.max_score
     assert all(t.verdict == "correct" for t in result.tests), [t for t in result.tests if t.verdict != "correct"]
@@ -258,16 +251,16 @@ def test_solution_scores_the_maximum_on_other_configurations(tmp_path):
     """Another salt and the most configurations a course may ask for: still full marks."""
     course = dataclasses.replace(COURSE, secret_salt="corpus: another course, another term", configurations=16)
     ((_, result),) = grade([SOLVED], course, tmp_path, jobs=1)
-    _healthy(result, ANSWER_CELLS)
+    _healthy(result, EXERCISE.answer_cells)
     assert result.score == result.max_score == course.max_score, [t for t in result.tests if t.score < t.max_score]
 
 
 @pytest.mark.parametrize("name", ["stub-built", "stub-released"])
 def test_stub_scores_zero_not_attempted(graded, name):
     result = graded[name]
-    _healthy(result, ANSWER_CELLS)
+    _healthy(result, EXERCISE.answer_cells)
     assert result.score == 0
-    assert len(result.tests) == len(GRADE_IDS)
+    assert len(result.tests) == len(EXERCISE.grade_ids)
     for test in result.tests:
         assert test.verdict == "not attempted", (test.name, test.output)
         assert "not attempted" in test.output.lower(), (test.name, test.output)

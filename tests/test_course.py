@@ -8,8 +8,7 @@ import pytest
 import yaml
 
 from grader.course import Course, CourseError, load
-from grader.exercises.makemore_mlp.answers import ATOMIC, GRADE_IDS
-from grader.exercises.makemore_mlp.model import PARAMETERS
+from grader.exercises.makemore_mlp import EXERCISE
 from helpers.paths import COURSE_FILE
 
 VALID = {
@@ -41,7 +40,7 @@ def test_the_repository_course_loads():
     course = load(COURSE_FILE)
     assert isinstance(course, Course)
     assert course.points
-    assert set(course.points) <= set(GRADE_IDS)
+    assert set(course.points) <= set(EXERCISE.grade_ids)
     assert all(isinstance(v, float) and v >= 0 for v in course.points.values())
     assert course.max_score == sum(course.points.values()) > 0
     assert 4 <= course.configurations <= 16
@@ -52,9 +51,10 @@ def test_the_repository_course_loads():
 
 
 def test_grade_ids_are_every_answer_and_every_ex4_parameter():
-    expected = set(ATOMIC) | {"ex2_dlogits", "ex3_dhprebn"} | {"ex4_d" + p for p in PARAMETERS} | {"ex4_training"}
-    assert set(GRADE_IDS) == expected
-    assert len(GRADE_IDS) == len(expected) == 26 + 2 + 7 + 1
+    expected = set(EXERCISE.atomic) | {"ex2_dlogits", "ex3_dhprebn", "ex4_training"} | \
+        {"ex4_d" + p for p in EXERCISE.network.parameters}
+    assert set(EXERCISE.grade_ids) == expected
+    assert len(EXERCISE.grade_ids) == len(expected) == 26 + 2 + 7 + 1
 
 
 def test_a_valid_file_loads_with_its_values(tmp_path):
@@ -227,8 +227,8 @@ def test_course_init_solutions_sets_course_yml_and_the_notebooks_settings(tmp_pa
     import nbformat
     from click.testing import CliRunner
 
-    from grader import material
     from grader.cli import main
+    from grader.course import material
     from grader.limits import REQUIRED_BY_DEFAULT
 
     target = tmp_path / "course"

@@ -1,4 +1,4 @@
-"""The short form of an exercise (grader/define.py): what it derives from the instructor's few lines."""
+"""The short form of an exercise (grader/authoring/define.py): what it derives from the instructor's few lines."""
 from __future__ import annotations
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 
 from grader import derive
 from grader import exercise as ex
-from grader.define import DefinitionError, exercise
+from grader.authoring.define import DefinitionError, exercise
 from grader.judge import oracle
 from helpers.paths import ROOT
 

@@ -5,10 +5,12 @@ import re
 
 import pytest
 
-from grader.exercises.makemore_mlp.answers import EX4_CELL, EX4_TRAINING, GRADE_IDS
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.pipeline.batch import grade
 from helpers.notebooks import reference_sources, submission, write
 from helpers.paths import COURSE
+
+EX4 = EXERCISE.functions[0]
 
 REFERENCE = reference_sources()
 
@@ -28,9 +30,9 @@ def results(tmp_path_factory):
     root = tmp_path_factory.mktemp("ex4")
     write(root / "subs" / "solved.ipynb", submission())
     for name, (right, wrong, _) in VARIANTS.items():
-        assert right in REFERENCE[EX4_CELL], name
+        assert right in REFERENCE[EX4.cell], name
         write(root / "subs" / f"{name}.ipynb",
-              submission(replace={EX4_CELL: REFERENCE[EX4_CELL].replace(right, wrong)}))
+              submission(replace={EX4.cell: REFERENCE[EX4.cell].replace(right, wrong)}))
     pairs = grade([root / "subs"], COURSE, root / "out", jobs=2)
     return {r.submission: {t.name: t for t in r.tests} for _, r in pairs}
 
@@ -38,8 +40,8 @@ def results(tmp_path_factory):
 def test_the_solved_function_gets_full_credit_and_a_timing_on_record(results):
     tests = results["solved"]
     assert all(t.score == t.max_score for t in tests.values()), [t for t in tests.values() if t.score < t.max_score]
-    assert "training steps match autograd" in tests[EX4_TRAINING].output
-    assert tests[EX4_TRAINING].extra["manual_backward_ms_per_step"] > 0
+    assert "training steps match autograd" in tests[EXERCISE.training.grade_id].output
+    assert tests[EXERCISE.training.grade_id].extra["manual_backward_ms_per_step"] > 0
 
 
 # The cross-entropy step without its 1/n: every parameter's gradient n times too large (db1's is 0 either way).
@@ -51,11 +53,11 @@ UPSTREAM = {"no-softmax-n": {"ex4_dC", "ex4_dW1", "ex4_dW2", "ex4_db2", "ex4_dbn
 def test_a_wrong_parameter_loses_its_credit_and_the_training_names_the_step(results, name):
     tests = results[name]
     own = VARIANTS[name][2]
-    lost = {g for g in GRADE_IDS if tests[g].score < tests[g].max_score}
-    assert lost == {own, EX4_TRAINING}, {g: tests[g].output for g in lost}
+    lost = {g for g in EXERCISE.grade_ids if tests[g].score < tests[g].max_score}
+    assert lost == {own, EXERCISE.training.grade_id}, {g: tests[g].output for g in lost}
     assert tests[own].score == 0
     # On a hidden configuration: the verdict alone, no loss and no step the student's code parted at.
-    training = tests[EX4_TRAINING].output
+    training = tests[EXERCISE.training.grade_id].output
     assert training.startswith("training diverges from autograd"), training
     assert not re.search(r"\d\.\d|step \d", training), training
 
@@ -68,8 +70,8 @@ def test_feedback_names_the_mistake_inside_manual_backward(results):
 
 def test_a_mistake_of_the_fused_cross_entropy_step_is_named_on_every_parameter_it_reaches(results):
     tests = results["no-softmax-n"]
-    lost = {g for g in GRADE_IDS if tests[g].score < tests[g].max_score}
-    assert lost == UPSTREAM["no-softmax-n"] | {EX4_TRAINING}, lost
+    lost = {g for g in EXERCISE.grade_ids if tests[g].score < tests[g].max_score}
+    assert lost == UPSTREAM["no-softmax-n"] | {EXERCISE.training.grade_id}, lost
     for grade_id in UPSTREAM["no-softmax-n"]:
         assert "the cross-entropy step of manual_backward" in tests[grade_id].output, tests[grade_id].output
         assert "n times too large" in tests[grade_id].output
@@ -84,7 +86,8 @@ def test_a_product_that_does_not_fit_inside_the_function_names_the_line_not_the_
     """The function stops at `dh = dlogits @ W2`: every parameter loses its credit, and the hint names the
     product's line and the gradient it computes, never a parameter's shape (b1 is 1-D: no product has it)."""
     tests = results["product"]
-    assert {g for g in GRADE_IDS if tests[g].score < tests[g].max_score} == UPSTREAM["product"] | {EX4_TRAINING}
+    lost = {g for g in EXERCISE.grade_ids if tests[g].score < tests[g].max_score}
+    assert lost == UPSTREAM["product"] | {EXERCISE.training.grade_id}
     for grade_id in UPSTREAM["product"]:
         output = tests[grade_id].output
         assert "whose shape is the gradient that line computes" in output, output

@@ -110,7 +110,7 @@ def test_a_size_without_a_range_is_a_structural_constant(tmp_path):
     assert ex.problems(ex.load(spec)) == []
 
 
-SHORT = """from grader.define import exercise
+SHORT = """from grader.authoring.define import exercise
 
 EXERCISE = exercise(
     name="short", title="short", sizes={"n": (8, (6, 30)), "vocab": (5, (2, 12)), "dim": 3, "hidden": (4, (2, 10))},

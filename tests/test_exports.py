@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from test_report import COURSE, COURSE_FILE, HOSTILE, SUBMISSIONS, grade_class, results
 
 from grader.cli import main
-from grader.exercises.makemore_mlp.answers import GRADE_IDS
+from grader.exercises.makemore_mlp import EXERCISE
 
 CANVAS_HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 # A Canvas gradebook export: ada by login (Canvas keeps its own case), ben by SIS User ID, dee by Canvas
@@ -54,7 +54,7 @@ def test_grade_ids_has_a_row_per_submission_and_grade_id(graded):
     assert done.exit_code == 0, done.output
     header, *rows = read(graded / "grade_ids.csv")
     assert header == ["submission", "grade_id", "score", "max_score", "status", "mistake", "feedback"]
-    order = [g for g in GRADE_IDS if g in COURSE.points]
+    order = [g for g in EXERCISE.grade_ids if g in COURSE.points]
     assert [(r[0], r[1]) for r in rows] == [(sid, g) for sid in SUBMISSIONS for g in order]
     for sid, result in results(graded).items():
         for test, row in zip(result["tests"], (r for r in rows if r[0] == sid)):
@@ -161,7 +161,7 @@ def test_exporting_an_empty_folder_is_a_one_line_error(tmp_path):
 
 
 def test_text_a_student_controls_never_reaches_a_spreadsheet_as_a_formula(tmp_path):
-    from grader.files import csv_text
+    from grader.outputs.files import csv_text
 
     rows = [["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2", "0.5", "@SUM(A1)", "plain", "-cmd|' /C calc'!A0"]]
     parsed = next(csv.reader(io.StringIO(csv_text(rows))))

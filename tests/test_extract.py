@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from grader import extract
-from grader.exercises.makemore_mlp.answers import ANSWER_CELLS
+from grader.exercises.makemore_mlp import EXERCISE
 from helpers.notebooks import (
     answer_cell,
     code_cell,
@@ -31,7 +31,7 @@ REFERENCE = reference_sources()
 
 
 def read(path):
-    return extract.read("student", path, ANSWER_CELLS)
+    return extract.read("student", path, EXERCISE.answer_cells)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -43,7 +43,7 @@ def test_the_reference_submission_yields_every_answer_cell(tmp_path):
     assert s.error is None
     assert s.problems == {}
     assert s.cells == REFERENCE
-    assert list(REFERENCE) == list(ANSWER_CELLS)
+    assert list(REFERENCE) == list(EXERCISE.answer_cells)
 
 
 def test_answer_cells_are_found_by_grade_id_not_position(tmp_path):
@@ -60,7 +60,7 @@ def test_answer_cells_are_found_by_grade_id_not_position(tmp_path):
         # A raw cell likewise.
         nbformat.v4.new_raw_cell("db1 = 'raw'", metadata=nbgrader_metadata("db1")),
     ]
-    answers = [answer_cell(g, REFERENCE[g]) for g in reversed(ANSWER_CELLS)]  # reversed order
+    answers = [answer_cell(g, REFERENCE[g]) for g in reversed(EXERCISE.answer_cells)]  # reversed order
     cells = [decoys[0]]
     for i, cell in enumerate(answers):
         cells.append(cell)
@@ -300,7 +300,7 @@ def test_reading_a_notebook_skips_the_iri_grammar_nbformat_never_uses(tmp_path):
 
     path = write(tmp_path / "s.ipynb", submission())
     code = ("import sys\nfrom pathlib import Path\nfrom grader import extract\n"
-            f"s = extract.read('s', Path({str(path)!r}), {ANSWER_CELLS!r})\n"
+            f"s = extract.read('s', Path({str(path)!r}), {EXERCISE.answer_cells!r})\n"
             "assert s.error is None and s.cells, s\n"
             "assert sys.modules.get('rfc3987_syntax') is None\n")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -36,7 +36,7 @@ from PIL import Image
 
 from grader.cli import main
 from grader.course import load
-from grader.exercises.makemore_mlp.answers import ANSWERS, GRADE_IDS
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.judge import scoring
 from grader.judge.configs import generate
 from grader.judge.exam import prepare
@@ -65,7 +65,7 @@ BEN = {
     "dC": f"import os  # {MARKUP}\ndC = torch.zeros_like(C)\n",
     "ex4_backward": reference.cells()["ex4_backward"].replace("db2 = dlogits.sum(0)", "db2 = 3 * dlogits.sum(0)"),
 }
-EXERCISES_1_TO_3 = [a for a in ANSWERS if a.exercise in (1, 2, 3)]
+EXERCISES_1_TO_3 = [a for a in EXERCISE.answers if a.part in (1, 2, 3)]
 NOISY = {a.cell_id: f"{a.variable} = torch.randn_like({a.source})\n" for a in EXERCISES_1_TO_3}
 IDS = ["ben/backprop_ninja", "dee/backprop_ninja", "noisy/backprop_ninja"]
 FIGURES = ["yours", "expected", "yours − expected"]
@@ -230,7 +230,7 @@ def test_a_page_is_self_contained_and_has_a_row_per_tensor_as_in_the_result(with
     result = json.loads((with_pages / f"{sid}.json").read_text(encoding="utf-8"))
     assert f"Feedback for {sid}" in page.all_text
     assert f"Total: {result['score']:g} / {result['max_score']:g}" in page.all_text
-    assert [r.grade_id for r in page.rows] == list(GRADE_IDS)  # exercise order
+    assert [r.grade_id for r in page.rows] == list(EXERCISE.grade_ids)  # exercise order
     tests = {t["name"]: t for t in result["tests"]}
     for row in page.rows:
         test = tests[row.grade_id]

@@ -1,4 +1,4 @@
-"""grader.files: what the grader writes is its owner's alone, or its staff group's in a setgid folder,
+"""grader.outputs.files: what the grader writes is its owner's alone, or its staff group's in a setgid folder,
 never other users', whatever the umask (on a shared server every other user is a student)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from grader.files import atomic_write, private_dir
+from grader.outputs.files import atomic_write, private_dir
 
 
 def mode(path) -> int:

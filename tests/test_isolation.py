@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.judge.compare import compare
 from grader.judge.exam import CHAIN, LOCAL, checks
 from grader.sandbox import parent as sandbox
@@ -207,7 +207,7 @@ def _right(attempt, case, grade_id, check):
     outcome = attempt.outcomes[(grade_id, check, case.config.name)]
     if outcome.status != "tensor":
         return False
-    expected = case.expected(BY_GRADE_ID[grade_id], check)
+    expected = case.expected(EXERCISE.by_grade_id[grade_id], check)
     return compare(outcome.tensor, expected, rtol=1e-5, atol=1e-8).passed
 
 
@@ -215,7 +215,7 @@ def test_the_probing_child_finished_and_the_reference_cells_after_the_probes_are
     assert walls.error is None, walls.error
     for grade_id in ("dh", "dW2", "dhpreact", "dbnraw", "dhprebn", "dW1",
                      "dC", "ex2_dlogits", "ex3_dhprebn", "ex4_dW1"):
-        for check in checks(BY_GRADE_ID[grade_id]):
+        for check in checks(EXERCISE.by_grade_id[grade_id]):
             assert _right(walls, case, grade_id, check), (grade_id, check)
 
 
@@ -317,7 +317,7 @@ def test_the_data_limit_stops_a_40_gb_allocation_and_later_cells_run(walls, case
         assert outcome.status == "error", outcome
         assert outcome.detail["error_type"] in ("RuntimeError", "MemoryError"), outcome.detail
         assert "allocate" in outcome.detail["error"], outcome.detail
-    for check in checks(BY_GRADE_ID["dlogits"]):
+    for check in checks(EXERCISE.by_grade_id["dlogits"]):
         assert walls.outcomes[("dlogits", check, case.config.name)].answered.status == "error"  # the next probe ran
     assert _right(walls, case, "dh", CHAIN)
 
@@ -494,7 +494,7 @@ def test_the_grader_does_not_keep_oversized_answers(case):
     cells = {**REFERENCE, **{g: f"{g} = torch.zeros(4 * 2**20)\n" for g in flooded}}  # 16 MB each
     attempt = sandbox.run(cells, [case], sandbox.Limits(timeout=60, cell_timeout=10))
     assert attempt.error is None, attempt.error
-    expected = max(case.expected(BY_GRADE_ID[g], CHAIN).numel() for g in flooded) * 8
+    expected = max(case.expected(EXERCISE.by_grade_id[g], CHAIN).numel() for g in flooded) * 8
     held = sum(o.tensor.nbytes for o in attempt.outcomes.values() if o.tensor is not None)
     reference_only = held - sum(o.tensor.nbytes for (g, _, _), o in attempt.outcomes.items()
                                 if g in flooded and o.tensor is not None)

@@ -156,7 +156,7 @@ def cells_out_of_order_odd_values_and_the_old_call_form(kernel):
     assert "WRONG" in line or "not checked" in line, line
     # Notebooks already released build a SelfCheck and pass the values.
     kernel.run("dlogprobs")
-    out, err, error = kernel.run("old", "from grader.check import SelfCheck\n"
+    out, err, error = kernel.run("old", "from grader.student.check import SelfCheck\n"
                                         "old = SelfCheck(n=n, namespace=globals(), course=COURSE)\n"
                                         "old('dlogprobs', dlogprobs, logprobs)\n")
     assert error is None and err == "" and out.startswith("dlogprobs") and right(out), (out, err)

@@ -40,8 +40,8 @@ import pytest
 import yaml
 
 from grader.course import load
-from grader.exercises.makemore_mlp.answers import ANSWER_CELLS, BY_GRADE_ID, EX4_CELL, GRADE_CELL_PREFIX, grade_cell_id
-from grader.exercises.makemore_mlp.model import PARAMETERS
+from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.judge import prints
 from helpers.nbgrader_course import (
     Course,
@@ -59,6 +59,8 @@ from helpers.nbgrader_course import (
 )
 from helpers.paths import COURSE, COURSE_FILE, ROOT, SOLVED, STUB
 from solutions import reference
+
+EX4 = EXERCISE.functions[0]
 
 pytestmark = pytest.mark.slow
 
@@ -340,13 +342,13 @@ def test_students_get_exactly_the_committed_stub(course):
 def test_the_stub_has_one_blank_per_gradient_and_a_self_check_per_grade_id(course):
     nb = nbformat.read(course.released(), as_version=4)
     answers = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
-    assert [grade_id(c) for c in answers] == list(ANSWER_CELLS)
+    assert [grade_id(c) for c in answers] == list(EXERCISE.answer_cells)
     for cell in answers:
-        if grade_id(cell) == EX4_CELL:
+        if grade_id(cell) == EX4.cell:
             blanks = [line.strip() for line in cell.source.splitlines() if "None  # TODO" in line]
-            assert blanks == [f"d{p} = None  # TODO" for p in PARAMETERS]
+            assert blanks == [f"d{p} = None  # TODO" for p in EXERCISE.network.parameters]
         else:
-            assert cell.source == f"{BY_GRADE_ID[grade_id(cell)].variable} = None  # TODO\n", grade_id(cell)
+            assert cell.source == f"{EXERCISE.by_grade_id[grade_id(cell)].variable} = None  # TODO\n", grade_id(cell)
     checks = {grade_id(c): c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
     assert list(checks) == [grade_cell_id(g) for g in GRADE_IDS]
     for gid in GRADE_IDS:
@@ -354,8 +356,8 @@ def test_the_stub_has_one_blank_per_gradient_and_a_self_check_per_grade_id(cours
         assert meta["points"] == POINTS[gid] and meta["locked"] and not meta["solution"], gid
         assert checks[grade_cell_id(gid)].outputs == []
     ids = [grade_id(c) for c in nb.cells]
-    for a in BY_GRADE_ID.values():
-        if a.cell_id != EX4_CELL:
+    for a in EXERCISE.by_grade_id.values():
+        if a.cell_id != EX4.cell:
             assert ids.index(grade_cell_id(a.grade_id)) > ids.index(a.cell_id), a.grade_id
 
 

@@ -96,7 +96,7 @@ def test_answer_and_check_cells_come_from_the_exercise(solved):
     for answer in EXERCISE.answers:
         check = code(solved, grade_cell_id(answer.grade_id))
         if answer.kind != "function":
-            assert check == f'from grader.check import check\ncheck("{answer.grade_id}")'
+            assert check == f'from grader.student.check import check\ncheck("{answer.grade_id}")'
         meta = next(c for c in solved.cells if c.id == grade_cell_id(answer.grade_id)).metadata.nbgrader
         assert meta["points"] == points[answer.grade_id]
 

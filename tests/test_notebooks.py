@@ -19,20 +19,17 @@ import torch
 import torch.nn.functional as F
 
 from grader import course as course_config
+from grader.exercise import grade_cell_id
 from grader.exercises.makemore_mlp import EXERCISE as MAKEMORE
-from grader.exercises.makemore_mlp.answers import (
-    ANSWER_CELLS,
-    ATOMIC,
-    BY_GRADE_ID,
-    EX4_CACHE,
-    EX4_CELL,
-    EX4_FUNCTION,
-    grade_cell_id,
-)
-from grader.exercises.makemore_mlp.model import LECTURE, PARAMETERS, init_params
 from grader.lms import notebooks
 from helpers.notebooks import execute
 from solutions import make_notebooks, reference
+
+LECTURE = MAKEMORE.lecture
+
+NETWORK = MAKEMORE.network
+
+EX4 = MAKEMORE.functions[0]
 
 ROOT = make_notebooks.ROOT
 SOLVED_PATH = make_notebooks.SOLVED
@@ -41,7 +38,7 @@ SOLVED = nbformat.read(ROOT / SOLVED_PATH, as_version=4)
 STUB = nbformat.read(ROOT / STUB_PATH, as_version=4)
 
 # What the self-check cells print, in order: exercise 1, exercises 2 and 3, exercise 4 per parameter.
-CHECK_LABELS = (*ATOMIC, "ex2_dlogits", "ex3_dhprebn", *(f"ex4_d{p}" for p in PARAMETERS), "training")
+CHECK_LABELS = (*MAKEMORE.atomic, "ex2_dlogits", "ex3_dhprebn", *(f"ex4_d{p}" for p in NETWORK.parameters), "training")
 SKIP_TRAINING = "exercise 4 not attempted yet: skipping training"
 
 
@@ -86,8 +83,8 @@ def test_committed_notebooks_have_no_outputs_and_a_python3_kernel(nb):
 @pytest.mark.parametrize("nb", [SOLVED, STUB], ids=["solved", "stub"])
 def test_answer_cells_have_the_grade_ids_in_order(nb):
     answers = answer_cells(nb)
-    assert [nbgrader_id(c) for c in answers] == list(ANSWER_CELLS)
-    assert ANSWER_CELLS == (*ATOMIC, "ex2_dlogits", "ex3_dhprebn", EX4_CELL)
+    assert [nbgrader_id(c) for c in answers] == list(MAKEMORE.answer_cells)
+    assert MAKEMORE.answer_cells == (*MAKEMORE.atomic, "ex2_dlogits", "ex3_dhprebn", EX4.cell)
     for c in answers:
         meta = c.metadata.nbgrader
         assert {k: meta[k] for k in ("grade", "solution", "locked", "grade_id", "schema_version")} == {
@@ -104,8 +101,8 @@ def test_grade_ids_are_unique_and_each_tensor_has_its_grade_cell_with_the_course
     for grade_id, value in points.items():
         meta = grade_cells[grade_cell_id(grade_id)].metadata.nbgrader
         assert meta["points"] == value and meta["locked"] and not meta["solution"], grade_id
-    others = set(ids) - set(ANSWER_CELLS)
-    assert not others & set(BY_GRADE_ID), "a read-only cell uses a grade id of the grader"
+    others = set(ids) - set(MAKEMORE.answer_cells)
+    assert not others & set(MAKEMORE.by_grade_id), "a read-only cell uses a grade id of the grader"
     for c in nb.cells:
         if nbgrader_id(c) in others:
             assert c.metadata.nbgrader["locked"] and not c.metadata.nbgrader["solution"], c.id
@@ -124,17 +121,17 @@ def test_solved_answer_cells_hold_the_reference_answers():
 def test_stub_answer_cells_hold_only_their_blank():
     for c in answer_cells(STUB):
         grade_id = nbgrader_id(c)
-        if grade_id != EX4_CELL:
-            assert c.source.rstrip("\n") == f"{BY_GRADE_ID[grade_id].variable} = None  # TODO", grade_id
+        if grade_id != EX4.cell:
+            assert c.source.rstrip("\n") == f"{MAKEMORE.by_grade_id[grade_id].variable} = None  # TODO", grade_id
 
 
 def test_stub_exercise4_keeps_the_contract_with_every_gradient_blank():
     namespace = {"torch": torch, "F": F}
-    exec(cell(STUB, EX4_CELL).source, namespace)
-    manual_backward = namespace[EX4_FUNCTION]
+    exec(cell(STUB, EX4.cell).source, namespace)
+    manual_backward = namespace[EX4.name]
     assert list(inspect.signature(manual_backward).parameters) == ["params", "cache", "Yb"]
     assert inspect.getdoc(manual_backward)
-    assert manual_backward({}, {}, None) == dict.fromkeys(PARAMETERS)
+    assert manual_backward({}, {}, None) == dict.fromkeys(NETWORK.parameters)
 
 
 def test_stub_shows_no_solution():
@@ -143,20 +140,20 @@ def test_stub_shows_no_solution():
     reference_lines = {line.strip() for source in reference.cells().values() for line in source.splitlines()}
     # Exercise 4's signature, docstring and return statement are the contract students keep; the forward
     # lines its reference computes again are the notebook's own forward cell.
-    contract = {line.strip() for line in cell(STUB, EX4_CELL).source.splitlines()
+    contract = {line.strip() for line in cell(STUB, EX4.cell).source.splitlines()
                 if line.strip().startswith(("def ", '"""', "return "))}
-    forward = {f"{step.name} = {step.code}" for step in MAKEMORE.network.steps}
+    forward = {f"{step.name} = {step.code}" for step in NETWORK.steps}
     assert (stub_lines & reference_lines) - contract - forward - {""} == set()
 
 
 def test_exercise4_cache_holds_what_the_grader_passes():
     namespace = {"torch": torch, "F": F}
     exec(cell(SOLVED, "setup_ex4_forward").source, namespace)
-    params = init_params(LECTURE, torch.Generator().manual_seed(0), dtype=torch.float32)
+    params = MAKEMORE.init(LECTURE, torch.Generator().manual_seed(0), dtype=torch.float32)
     Xb = torch.randint(0, LECTURE.vocab, (LECTURE.n, LECTURE.block_size))
     Yb = torch.randint(0, LECTURE.vocab, (LECTURE.n,))
     loss, cache = namespace["fused_forward"](params, Xb, Yb)
-    assert tuple(cache) == EX4_CACHE
+    assert tuple(cache) == dict(a for a in EX4.arguments if isinstance(a, tuple))["cache"]
     assert torch.isfinite(loss)
 
 

@@ -23,7 +23,7 @@ from grader.safe_text import CLASS_FILES, EXTENSIONS, output_stem, same_file
 from helpers.notebooks import submission, write
 from helpers.paths import COURSE, COURSE_FILE
 
-# What atomic_write's temporary name adds to a file's (grader.files): the longest name must still fit 255 bytes.
+# What atomic_write's temporary name adds to a file's (grader.outputs.files): the longest name must still fit 255 bytes.
 TEMPORARY = len(".") + len(".") + 8 + len(".tmp")
 
 

@@ -12,8 +12,9 @@ import pytest
 
 from grader import course as course_config
 from grader import derive
+from grader.authoring import skeleton
 from grader.exercise import ATOMIC
-from grader.lms import notebooks, skeleton
+from grader.lms import notebooks
 from helpers.paths import ROOT
 from helpers.variant_courses import CLI, _run, _run_all, _submission
 

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 # A two-layer network with a sigmoid and a log-softmax loss written out: no gallery has it.
 MINE = textwrap.dedent('''\
-    from grader.define import exercise
+    from grader.authoring.define import exercise
 
     EXERCISE = exercise(
         name="sigmoid-mlp", title="Two layers, a sigmoid and a log-softmax",

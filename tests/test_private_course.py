@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import material
+from grader.course import material
 from helpers import users
 from helpers.nbgrader_course import set_answers
 from helpers.paths import COURSE, COURSE_FILE

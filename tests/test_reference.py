@@ -13,19 +13,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.exercises.makemore_mlp.answers import (
-    ANSWER_CELLS,
-    ANSWERS,
-    ATOMIC,
-    BY_GRADE_ID,
-    EX4_CACHE,
-    EX4_CELL,
-    GRADE_IDS,
-)
-from grader.exercises.makemore_mlp.model import INTERMEDIATES, LECTURE, NETWORK, PARAMETERS, Sizes, consumers, forward
-from grader.exercises.makemore_mlp.model import shapes as model_shapes
+from grader.exercise import Sizes
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.judge import oracle
 from solutions import reference
+from solutions.reference import forward
+from solutions.reference import shapes as model_shapes
+
+LECTURE = EXERCISE.lecture
+
+NETWORK = EXERCISE.network
+# What exercise 4's `cache` argument holds: the forward values the notebook's training loop builds.
+EX4_CACHE = dict(a for a in EXERCISE.functions[0].arguments if isinstance(a, tuple))["cache"]
 
 CONFIGS = (
     Sizes(n=5, vocab=7, block_size=2, n_embd=3, n_hidden=4),
@@ -39,7 +38,7 @@ DTYPES = (torch.float32, torch.float64)
 # to 2.8e-8 and dlogit_maxes/db1, zero in exact arithmetic, are pure ~1e-8 noise: an atol above that noise.
 TOL = {torch.float64: dict(rtol=1e-9, atol=1e-12), torch.float32: dict(rtol=1e-4, atol=1e-6)}
 # Every tensor that has a gradient: the parameters and every intermediate but the loss.
-GRADIENT_SOURCES = PARAMETERS + tuple(name for name in INTERMEDIATES if name != "loss")
+GRADIENT_SOURCES = NETWORK.parameters + tuple(name for name in NETWORK.intermediates if name != "loss")
 
 
 @dataclass
@@ -127,9 +126,9 @@ def test_repeated_indices_matter_for_dC(case):
 
 def test_atomic_gradients_equal_autograd(case):
     got = reference.atomic_gradients(case.values)
-    assert tuple(got) == ATOMIC
-    assert len(ATOMIC) == 26
-    for name in ATOMIC:
+    assert tuple(got) == EXERCISE.atomic
+    assert len(EXERCISE.atomic) == 26
+    for name in EXERCISE.atomic:
         assert_same(got[name], case.true[name], case.tol, name)
 
 
@@ -144,19 +143,19 @@ def test_fused_dhprebn_equals_autograd(case):
 
 def test_manual_backward_equals_autograd(case):
     """Given only the parameters and the cache the notebook's training loop builds."""
-    params = {k: case.values[k] for k in PARAMETERS}
+    params = {k: case.values[k] for k in NETWORK.parameters}
     cache = {k: case.values[k] for k in EX4_CACHE}
     got = reference.manual_backward(params, cache, case.Yb)
-    assert set(got) == set(PARAMETERS)
-    for name in PARAMETERS:
+    assert set(got) == set(NETWORK.parameters)
+    for name in NETWORK.parameters:
         assert_same(got[name], case.true["d" + name], case.tol, "ex4 d" + name)
 
 
-@pytest.mark.parametrize("grade_id", ATOMIC)
+@pytest.mark.parametrize("grade_id", EXERCISE.atomic)
 def test_each_atomic_answer_follows_the_chain_rule_from_random_upstream(case, grade_id):
     """One answer cell with its own upstream gradients replaced by random ones equals one local
     backward step: catches what the true chain hides (a dropped max branch, db1 = 0, ...)."""
-    answer = BY_GRADE_ID[grade_id]
+    answer = EXERCISE.by_grade_id[grade_id]
     ns = reference.namespace(case.values)
     ns.update({g: case.true[g] for g in answer.upstream})
     random_upstream = {g: _random(case, g[1:], 100 + i) for i, g in enumerate(answer.local_upstream)}
@@ -174,7 +173,8 @@ def test_reference_leaves_the_forward_pass_untouched(case):
     reference.atomic_gradients(case.values)
     reference.fused("ex2_dlogits", case.values)
     reference.fused("ex3_dhprebn", case.values, dhpreact=case.true["dhpreact"])
-    reference.manual_backward({k: case.values[k] for k in PARAMETERS}, {k: case.values[k] for k in EX4_CACHE}, case.Yb)
+    reference.manual_backward({k: case.values[k] for k in NETWORK.parameters},
+                              {k: case.values[k] for k in EX4_CACHE}, case.Yb)
     for k, v in before.items():
         assert torch.equal(case.values[k], v), k
 
@@ -191,7 +191,8 @@ def test_chain_gradients_equal_the_retain_grad_oracle(case):
 
 def _true_upstream(case, name):
     """Each direct consumer of `name` with its true gradient (the loss receives 1)."""
-    return {c: (torch.ones((), dtype=case.dtype) if c == "loss" else case.true["d" + c]) for c in consumers(name)}
+    return {c: (torch.ones((), dtype=case.dtype) if c == "loss" else case.true["d" + c])
+            for c in NETWORK.consumers(name)}
 
 
 @pytest.mark.parametrize("source", GRADIENT_SOURCES)
@@ -296,7 +297,7 @@ def test_train_step_equals_an_autograd_sgd_step(case):
     params = {k: v.clone() for k, v in case.params.items()}
     got_loss = reference.train_step(params, case.Xb, case.Yb, lr)
     assert torch.allclose(got_loss, loss.detach(), **case.tol)
-    for name in PARAMETERS:
+    for name in NETWORK.parameters:
         assert_same(params[name], want[name], case.tol, name)
         if name != "b1":  # db1 is zero in exact arithmetic: b1 does not move
             assert not torch.allclose(params[name], case.params[name], **case.tol), f"{name} did not move"
@@ -317,10 +318,10 @@ def test_a_few_dozen_steps_decrease_the_loss(make_batch, sizes, dtype):
 
 def test_answer_cells_cover_exactly_the_grade_ids():
     """One cell per grade id of exercises 1-3, and one "ex4_backward" cell for exercise 4's seven."""
-    ex4 = {a.grade_id for a in ANSWERS if a.exercise == 4}
-    assert ex4 == {"ex4_d" + p for p in PARAMETERS}
-    assert EX4_CELL == "ex4_backward"
-    expected = (set(GRADE_IDS) - ex4 - {"ex4_training"}) | {"ex4_backward"}
+    ex4 = {a.grade_id for a in EXERCISE.answers if a.part == 4}
+    assert ex4 == {"ex4_d" + p for p in NETWORK.parameters}
+    assert EXERCISE.functions[0].cell == "ex4_backward"
+    expected = (set(EXERCISE.grade_ids) - ex4 - {"ex4_training"}) | {"ex4_backward"}
     assert len(expected) == 26 + 2 + 1
-    assert set(reference.cells()) == expected == set(ANSWER_CELLS)
+    assert set(reference.cells()) == expected == set(EXERCISE.answer_cells)
     assert all(body.strip() for body in reference.cells().values())

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from grader.cli import main
 from grader.exercise import grade_cell_id
-from grader.exercises.makemore_mlp.answers import GRADE_IDS
+from grader.exercises.makemore_mlp import EXERCISE
 from helpers.browser import assert_readable
 from helpers.notebooks import submission, write
 from helpers.paths import COURSE, COURSE_FILE, STUB
@@ -185,7 +185,7 @@ def test_the_page_is_self_contained_and_runs_no_script(page):
 def test_success_per_tensor_follows_the_exercise_and_the_results(graded, page):
     _, parsed = page
     rows = parsed.table("tensors")
-    assert [r["grade id"] for r in rows] == [g for g in GRADE_IDS if g in COURSE.points]
+    assert [r["grade id"] for r in rows] == [g for g in EXERCISE.grade_ids if g in COURSE.points]
     tests = [t for r in results(graded).values() for t in r["tests"]]
     for row in rows:
         verdicts = [verdict(t) for t in tests if t["name"] == row["grade id"]]

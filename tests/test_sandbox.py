@@ -16,7 +16,6 @@ import pytest
 import torch
 
 from grader.exercises.makemore_mlp import EXERCISE
-from grader.exercises.makemore_mlp.answers import ANSWERS, ATOMIC, BY_GRADE_ID, FORWARD_NAMES
 from grader.judge.compare import compare
 from grader.judge.configs import generate
 from grader.judge.exam import CHAIN, LOCAL, checks, prepare
@@ -38,7 +37,7 @@ def expected_keys(cases) -> set[tuple[str, str, str]]:
     """Every (grade id, check, case) the sandbox runs; it must include every check the suite scores."""
     keys = {(g, LOCAL, case.config.name) for case in cases for g in EXERCISE.local_schedule()}
     keys |= {(g, CHAIN, case.config.name) for case in cases for g in EXERCISE.chain_schedule()}
-    scored = {(a.grade_id, check, case.config.name) for case in cases for a in ANSWERS for check in checks(a)}
+    scored = {(a.grade_id, check, case.config.name) for case in cases for a in EXERCISE.answers for check in checks(a)}
     assert scored <= keys
     return keys
 
@@ -54,7 +53,8 @@ def right(attempt, case, grade_id: str, check: str) -> bool:
         return False
     if not has_expectation(case, grade_id, check):
         return True
-    comparison = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol, atol=TOL.atol)
+    expected = case.expected(EXERCISE.by_grade_id[grade_id], check)
+    comparison = compare(outcome.tensor, expected, rtol=TOL.rtol, atol=TOL.atol)
     return comparison.passed
 
 
@@ -105,7 +105,7 @@ def test_the_reference_answers_match_every_expectation(reference_run, cases):
         assert type(outcome.tensor) is torch.Tensor
         if not has_expectation(case, grade_id, check):
             continue
-        comparison = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol,
+        comparison = compare(outcome.tensor, case.expected(EXERCISE.by_grade_id[grade_id], check), rtol=TOL.rtol,
                              atol=TOL.atol)
         assert comparison.passed, (grade_id, check, name, comparison.message)
     assert 0 < attempt.seconds < 60
@@ -126,7 +126,7 @@ def test_no_true_gradient_is_revealed_before_the_childs_answer_for_it(reference_
         if direction == "recv" and replies:
             for reply in replies:
                 key = (reply["grade_id"], reply["check"], reply["case"])
-                target = "d" + BY_GRADE_ID[reply["grade_id"]].source
+                target = "d" + EXERCISE.by_grade_id[reply["grade_id"]].source
                 # The child answered before it could have seen the true value of what it computes.
                 assert (reply["case"], target) not in revealed, (key, "answered after its truth was revealed")
                 answered.add(key)
@@ -144,7 +144,7 @@ def test_no_true_gradient_is_revealed_before_the_childs_answer_for_it(reference_
                 assert torch.equal(value, case.truth[g])
                 revealed[(case.config.name, g)] = position
     # Not vacuous: every gradient was revealed on every case, and every answer came back.
-    assert set(revealed) == {(c.config.name, g) for c in cases for g in ATOMIC}
+    assert set(revealed) == {(c.config.name, g) for c in cases for g in EXERCISE.atomic}
     assert answered == expected_keys(cases)
     # The fused answers arrive before the truth they compute is revealed.
     for case in cases:
@@ -173,7 +173,7 @@ def test_no_local_pass_message_carries_a_true_gradient(reference_run, cases):
     local_phase = [(h, t) for h, t in sends if h.get("op") == "case"]
     for header, tensors in local_phase:
         if header["op"] == "case":
-            assert set(tensors) <= set(FORWARD_NAMES), sorted(set(tensors) - set(FORWARD_NAMES))
+            assert set(tensors) <= set(EXERCISE.given), sorted(set(tensors) - set(EXERCISE.given))
             assert "loss" not in tensors
     # No message but a CHAIN reveal carries a true gradient, in the LOCAL pass or after it.
     truths = [t for case in cases for t in case.truth.values()]
@@ -187,7 +187,7 @@ def test_no_local_pass_message_carries_a_true_gradient(reference_run, cases):
                     checked += 1
                     assert not torch.allclose(tensor.to(truth.dtype), truth, rtol=TOL.rtol, atol=TOL.atol), \
                         f"{header['op']} message for {header.get('case')} carries a true gradient as {name}"
-    assert checked >= len(ATOMIC) * len(cases)  # at least every random upstream against its own truth
+    assert checked >= len(EXERCISE.atomic) * len(cases)  # at least every random upstream against its own truth
 
 
 def test_the_child_is_gone_after_a_normal_run(reference_run):
@@ -268,14 +268,14 @@ def test_in_place_mutation_does_not_reach_the_next_cell(misbehaving_run):
              "ex3_dhprebn", "ex4_dC", "ex4_dW2"]
     for case in chosen:
         for grade_id in later:
-            for check in checks(BY_GRADE_ID[grade_id]):
+            for check in checks(EXERCISE.by_grade_id[grade_id]):
                 assert right(attempt, case, grade_id, check), (grade_id, check, case.config.name)
 
 
 def test_an_exception_is_an_error_with_its_type_and_line(misbehaving_run):
     attempt, chosen = misbehaving_run
     for case in chosen:
-        for check in checks(BY_GRADE_ID["dh"]):
+        for check in checks(EXERCISE.by_grade_id["dh"]):
             outcome = attempt.outcomes[("dh", check, case.config.name)]
             assert outcome.status == "error"
             assert outcome.detail["error_type"] == "ValueError"
@@ -287,7 +287,7 @@ def test_an_exception_is_an_error_with_its_type_and_line(misbehaving_run):
 def test_sys_exit_is_an_error_of_that_cell_only(misbehaving_run):
     attempt, chosen = misbehaving_run
     for case in chosen:
-        for check in checks(BY_GRADE_ID["dW2"]):
+        for check in checks(EXERCISE.by_grade_id["dW2"]):
             outcome = attempt.outcomes[("dW2", check, case.config.name)]
             assert outcome.status == "error" and outcome.detail["error_type"] == "SystemExit"
             assert outcome.detail["line"] == 2
@@ -309,10 +309,10 @@ def test_an_infinite_loop_hits_the_cell_time_limit(misbehaving_run):
 def test_a_tensor_subclass_and_a_non_tensor_are_named(misbehaving_run):
     attempt, chosen = misbehaving_run
     for case in chosen:
-        for check in checks(BY_GRADE_ID["dbngain"]):
+        for check in checks(EXERCISE.by_grade_id["dbngain"]):
             outcome = attempt.outcomes[("dbngain", check, case.config.name)]
             assert outcome.status == "subclass" and outcome.detail["type"] == "Sneaky" and outcome.tensor is None
-        for check in checks(BY_GRADE_ID["dbnbias"]):
+        for check in checks(EXERCISE.by_grade_id["dbnbias"]):
             outcome = attempt.outcomes[("dbnbias", check, case.config.name)]
             assert outcome.status == "not-tensor" and outcome.detail["type"] == "list" and outcome.tensor is None
 
@@ -450,7 +450,7 @@ def test_cells_slower_together_than_one_limit_are_not_stopped(cases):
     """Nine cells of 0.8 s in one exchange, each within its limit of 1 s and together past one limit and
     the grace: the child's announcements keep the parent waiting, and every answer arrives."""
     case = cases[0]
-    slow = [g for g in EXERCISE.local_schedule() if g in ATOMIC][:9]
+    slow = [g for g in EXERCISE.local_schedule() if g in EXERCISE.atomic][:9]
     cells = {**REFERENCE, **{g: "import time\ntime.sleep(0.8)\n" + REFERENCE[g] for g in slow}}
     attempt, log, _ = logged_run(cells, [case], timeout=60, cell_timeout=1)
     assert attempt.error is None, attempt.error
@@ -460,7 +460,7 @@ def test_cells_slower_together_than_one_limit_are_not_stopped(cases):
             assert outcome.status == "forbidden-call" and "import('time')" in outcome.detail["evidence"]
             outcome = outcome.answered
         if has_expectation(case, grade_id, check):
-            comparison = compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=TOL.rtol,
+            comparison = compare(outcome.tensor, case.expected(EXERCISE.by_grade_id[grade_id], check), rtol=TOL.rtol,
                                  atol=TOL.atol)
             assert comparison.passed, (grade_id, check)
 
@@ -479,11 +479,11 @@ def test_an_exception_whose_message_runs_student_code_is_named_without_running_i
     case = cases[0]
     attempt = sandbox.run({**REFERENCE, **UNPRINTABLE}, [case], sandbox.Limits(timeout=60, cell_timeout=10))
     assert attempt.error is None, attempt.error
-    for check in checks(BY_GRADE_ID["dh"]):
+    for check in checks(EXERCISE.by_grade_id["dh"]):
         outcome = attempt.outcomes[("dh", check, case.config.name)]
         assert outcome.status == "error" and outcome.detail["error_type"] == "Late", outcome.detail
         assert outcome.detail["error"] == "('told', 3)" and outcome.detail["line"] == 5
-    for check in checks(BY_GRADE_ID["dW2"]):
+    for check in checks(EXERCISE.by_grade_id["dW2"]):
         outcome = attempt.outcomes[("dW2", check, case.config.name)]
         assert outcome.detail == {"error_type": "ValueError", "error": "<Bad object>", "line": 5}, outcome.detail
     assert right(attempt, case, "db2", CHAIN) and right(attempt, case, "dbngain", CHAIN)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from grader import extract
-from grader.exercises.makemore_mlp.answers import ANSWERS, BY_GRADE_ID, EX4_CELL, EX4_TRAINING
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.judge import suite
 from grader.judge.compare import compare
 from grader.judge.configs import generate
@@ -21,8 +21,10 @@ from grader.sandbox import parent as sandbox
 from helpers.notebooks import reference_sources
 from helpers.paths import COURSE, ROOT
 
+EX4 = EXERCISE.functions[0]
+
 REFERENCE = reference_sources()
-EX4_IDS = [a.grade_id for a in ANSWERS if a.cell_id == EX4_CELL]
+EX4_IDS = [a.grade_id for a in EXERCISE.answers if a.cell_id == EX4.cell]
 
 # cell -> (attack, what the evidence must name). Each attack computes the right answer where it can.
 ATTACKS = {
@@ -59,7 +61,7 @@ ATTACKS = {
                 "subprocess.Popen"),
     "dbnvar": ("socket = torch.special.torch.serialization.sys.modules['socket']\n"
                "s = socket.socket()\ns.close()\n" + REFERENCE["dbnvar"], "socket.__new__"),
-    EX4_CELL: (REFERENCE[EX4_CELL].replace("def manual_backward(params, cache, Yb):",
+    EX4.cell: (REFERENCE[EX4.cell].replace("def manual_backward(params, cache, Yb):",
                                            "def manual_backward(params, cache, Yb):\n"
                                            "    torch.autograd.backward([])", 1),
                "torch.autograd.backward"),
@@ -84,13 +86,13 @@ def attacked(cases, training):
 
 
 def _ids(cell: str) -> list[str]:
-    return [*EX4_IDS, EX4_TRAINING] if cell == EX4_CELL else [cell]
+    return [*EX4_IDS, EXERCISE.training.grade_id] if cell == EX4.cell else [cell]
 
 
 def _keys(cases, training, grade_id):
-    if grade_id == EX4_TRAINING:
-        return [(EX4_TRAINING, CHAIN, training.config.name)]
-    return [(grade_id, check, case.config.name) for case in cases for check in checks(BY_GRADE_ID[grade_id])]
+    if grade_id == EXERCISE.training.grade_id:
+        return [(EXERCISE.training.grade_id, CHAIN, training.config.name)]
+    return [(grade_id, check, case.config.name) for case in cases for check in checks(EXERCISE.by_grade_id[grade_id])]
 
 
 @pytest.mark.parametrize("cell", list(ATTACKS))
@@ -149,7 +151,7 @@ def test_the_reference_cells_beside_the_attacks_are_right_and_unreported(attacke
         assert outcome.status == "tensor", (grade_id, check, name, outcome)
         if check == CHAIN or grade_id in case.local:
             tol = COURSE.tolerance
-            assert compare(outcome.tensor, case.expected(BY_GRADE_ID[grade_id], check), rtol=tol.rtol,
+            assert compare(outcome.tensor, case.expected(EXERCISE.by_grade_id[grade_id], check), rtol=tol.rtol,
                            atol=tol.atol).passed
             checked += 1
     assert checked > 20
@@ -202,14 +204,14 @@ def test_a_cell_that_timed_out_runs_once_in_the_submission(cases):
 
 
 def test_exercise_4s_cell_that_timed_out_runs_once_for_every_ex4_grade_id_and_the_training(cases, training):
-    loop = REFERENCE[EX4_CELL].replace("def manual_backward(params, cache, Yb):",
+    loop = REFERENCE[EX4.cell].replace("def manual_backward(params, cache, Yb):",
                                        "def manual_backward(params, cache, Yb):\n"
                                        "    import os\n    while True:\n        pass", 1)
-    attempt, runs = _counted_run({**REFERENCE, EX4_CELL: loop}, cases, training)
+    attempt, runs = _counted_run({**REFERENCE, EX4.cell: loop}, cases, training)
     assert attempt.error is None, attempt.error
     ordered = _in_run_order(cases)
-    assert runs == [(EX4_CELL, ordered[0].config.name, CHAIN)]
-    assert attempt.outcomes[(EX4_TRAINING, CHAIN, training.config.name)].status == "timeout"
+    assert runs == [(EX4.cell, ordered[0].config.name, CHAIN)]
+    assert attempt.outcomes[(EXERCISE.training.grade_id, CHAIN, training.config.name)].status == "timeout"
     for case in ordered[1:]:
         assert {attempt.outcomes[(g, CHAIN, case.config.name)].status for g in EX4_IDS} == {"timeout"}
 

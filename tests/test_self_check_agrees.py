@@ -21,20 +21,24 @@ import torch
 import torch.nn.functional as F
 import yaml
 
-from grader.exercises.makemore_mlp.answers import ATOMIC, BY_GRADE_ID, EX4_CELL
-from grader.exercises.makemore_mlp.model import LECTURE, forward, init_params
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.lms import notebooks
 from grader.pipeline.batch import grade
 from grader.student.check import SelfCheck
 from helpers.paths import COURSE, ROOT
 from solutions import make_notebooks, reference
+from solutions.reference import forward
+
+LECTURE = EXERCISE.lecture
+
+EX4 = EXERCISE.functions[0]
 
 CORPUS = Path(__file__).with_name("corpus")
 UNSEEN = yaml.safe_load((CORPUS / "unseen_mistakes.yml").read_text())
 WRONG = yaml.safe_load((CORPUS / "wrong_answers.yml").read_text())
 ALTERNATIVES = yaml.safe_load((CORPUS / "correct_alternatives.yml").read_text())
 CELLS = reference.cells()
-ORDER = (*ATOMIC, "ex2_dlogits", "ex3_dhprebn")
+ORDER = (*EXERCISE.atomic, "ex2_dlogits", "ex3_dhprebn")
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +46,7 @@ def state():
     """The notebook's globals after its setup, forward and backward cells."""
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(2147483647)
-    params = {k: v.requires_grad_() for k, v in init_params(LECTURE, g).items()}
+    params = {k: v.requires_grad_() for k, v in EXERCISE.init(LECTURE, g).items()}
     Xb = torch.randint(0, LECTURE.vocab, (LECTURE.n, LECTURE.block_size), generator=g)
     Yb = torch.randint(0, LECTURE.vocab, (LECTURE.n,), generator=g)
     values = forward(params, Xb, Yb)
@@ -71,8 +75,8 @@ class Notebook:
             pass
 
     def check(self, grade_id: str, capfd) -> str:
-        a = BY_GRADE_ID[grade_id]
-        label = a.variable if a.exercise == 1 else grade_id
+        a = EXERCISE.by_grade_id[grade_id]
+        label = a.variable if a.part == 1 else grade_id
         self.ns["In"].append(f'check("{label}", {a.variable}, {a.source})')
         capfd.readouterr()
         with warnings.catch_warnings():
@@ -192,17 +196,17 @@ EX4_SLIPS = {
 
 def _ex4(slip: str | None) -> str:
     if slip is None:
-        return CELLS[EX4_CELL]
+        return CELLS[EX4.cell]
     old, new = EX4_SLIPS[slip]
-    assert old in CELLS[EX4_CELL]
-    return CELLS[EX4_CELL].replace(old, new)
+    assert old in CELLS[EX4.cell]
+    return CELLS[EX4.cell].replace(old, new)
 
 
 def _training_line(state, capfd, source: str) -> str:
     nb = Notebook(state)
     nb.execute(source)
     g = torch.Generator().manual_seed(7)
-    params = init_params(LECTURE, g)
+    params = EXERCISE.init(LECTURE, g)
     batches = [(torch.randint(0, LECTURE.vocab, (LECTURE.n, LECTURE.block_size), generator=g),
                 torch.randint(0, LECTURE.vocab, (LECTURE.n,), generator=g)) for _ in range(50)]
     check = SelfCheck(n=state["n"], exercise=4, namespace=nb.ns, course=notebooks.public_settings(COURSE))
@@ -233,7 +237,7 @@ WRONG_BUT_PASSED = {
     "ex2_dlogits": "dlogits = dlogits",  # exercise 1's answer
     "demb": "demb = dembcat.view(32, 3, 10)",
     # manual_backward reading the notebook's global n: the reference without its own n
-    EX4_CELL: CELLS[EX4_CELL].replace("    n = Xb.shape[0]\n", ""),
+    EX4.cell: CELLS[EX4.cell].replace("    n = Xb.shape[0]\n", ""),
 }
 # Right answer cells that the old self-check passed and the grader's static check refused: the default
 # allowlist now holds F.linear, torch.addcmul and torch.ger, so both pass them.
@@ -258,7 +262,7 @@ def _with_answers(nb, replace: dict[str, str]):
 # Each notebook Run All runs, then the grader grades: the disagreements above with the lecture's shape slip,
 # and each of exercise 4's slips (one manual_backward per notebook).
 NOTEBOOKS = {"cells": {**DISAGREEMENTS, "dbnmeani": "dbnmeani = (-dbndiff).sum(0)"},
-             **{f"ex4-{slip}": {EX4_CELL: _ex4(slip)} for slip in EX4_SLIPS}}
+             **{f"ex4-{slip}": {EX4.cell: _ex4(slip)} for slip in EX4_SLIPS}}
 
 
 @pytest.mark.slow
@@ -289,7 +293,7 @@ def test_every_check_line_says_wrong_exactly_where_the_grader_takes_a_point(tmp_
     scores = {t.name: t for t in result.tests}
     docked = {g for g, t in scores.items() if t.score < t.max_score}
     if which == "cells":
-        expected = ({g for g in WRONG_BUT_PASSED if g != EX4_CELL}
+        expected = ({g for g in WRONG_BUT_PASSED if g != EX4.cell}
                     | {f"ex4_d{p}" for p in ("C", "W1", "b1", "W2", "b2", "bngain", "bnbias")} | {"dbnmeani"})
         assert expected <= docked, {g: scores[g].output for g in expected - docked}
         assert not docked & set(RIGHT_BUT_REFUSED), {g: scores[g].output for g in docked & set(RIGHT_BUT_REFUSED)}

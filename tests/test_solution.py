@@ -14,19 +14,19 @@ import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
 
-from grader import material
 from grader.cli import main
-from grader.exercise import load
-from grader.exercises.makemore_mlp.answers import ANSWERS, BY_GRADE_ID, EX4_CELL
-from grader.exercises.makemore_mlp.model import PARAMETERS, Sizes, forward
+from grader.course import material
+from grader.exercise import Sizes, load
 from grader.student import solution
 from helpers.notebooks import submission, write
 from helpers.paths import COURSE, COURSE_FILE, ROOT, SOLVED, STUB
 from solutions import make_notebooks, reference
+from solutions.reference import forward
 
 EXERCISE = load("makemore-mlp")
+NETWORK, EX4 = EXERCISE.network, EXERCISE.functions[0]
 EX4_STUB = next(c.source for c in nbformat.read(STUB, as_version=4).cells
-                if c.metadata.get("nbgrader", {}).get("grade_id") == EX4_CELL)
+                if c.metadata.get("nbgrader", {}).get("grade_id") == EX4.cell)
 WRONG_DPROBS = "dprobs = 1.0 / probs\n"
 
 
@@ -117,7 +117,7 @@ def test_exercise2_has_its_own_cell_and_reference(tmp_path):
 
 
 def ex4_notebook(tmp_path, name, source):
-    return notebook_with(tmp_path, name, {EX4_CELL: source})
+    return notebook_with(tmp_path, name, {EX4.cell: source})
 
 
 def test_exercise4_opens_only_the_gradients_written(tmp_path):
@@ -134,7 +134,7 @@ def test_exercise4_opens_only_the_gradients_written(tmp_path):
 
 def test_the_released_exercise4_stub_opens_nothing(tmp_path):
     nb = ex4_notebook(tmp_path, "ex4-stub", EX4_STUB)
-    for param in PARAMETERS:
+    for param in NETWORK.parameters:
         one_line_error(run(f"ex4_d{param}", "--notebook", nb), "try it first", f"d{param}")
 
 
@@ -151,7 +151,7 @@ def test_the_released_exercise4_stub_opens_nothing(tmp_path):
 ], ids=["stub", "expression", "returns-None", "reassigned", "syntax-error", "restructured", "empty",
         "no-function"])
 def test_what_counts_as_an_attempt_in_exercise4(source, attempted):
-    assert (solution.blank_reason(EXERCISE, BY_GRADE_ID["ex4_dW1"], source) is None) == attempted
+    assert (solution.blank_reason(EXERCISE, EXERCISE.by_grade_id["ex4_dW1"], source) is None) == attempted
 
 
 @pytest.mark.parametrize("source, attempted", [
@@ -164,13 +164,13 @@ def test_what_counts_as_an_attempt_in_exercise4(source, attempted):
     ("dC, other = None, None\n", False),
 ], ids=["stub", "comment-only", "assigned", "into-a-blank", "in-place", "syntax-error", "tuple-of-None"])
 def test_what_counts_as_an_attempt_in_exercise1(source, attempted):
-    assert (solution.blank_reason(EXERCISE, BY_GRADE_ID["dC"], source) is None) == attempted
+    assert (solution.blank_reason(EXERCISE, EXERCISE.by_grade_id["dC"], source) is None) == attempted
 
 
-@pytest.mark.parametrize("param", PARAMETERS)
+@pytest.mark.parametrize("param", NETWORK.parameters)
 def test_exercise4_lines_shown_compute_the_gradient_on_their_own(param, make_batch):
     """The statements shown for one parameter, run alone, give the reference function's gradient."""
-    ref = solution.reference(EXERCISE, BY_GRADE_ID[f"ex4_d{param}"], SOLVED)
+    ref = solution.reference(EXERCISE, EXERCISE.by_grade_id[f"ex4_d{param}"], SOLVED)
     body = "\n".join(line for step in ref.steps for line in step.code)
     namespace = {"torch": torch, "F": F}
     exec(f"def part(params, cache, Yb):\n{textwrap.indent(body, '    ')}\n    return d{param}\n", namespace)
@@ -186,17 +186,17 @@ def test_exercise4_lines_shown_compute_the_gradient_on_their_own(param, make_bat
 
 
 def full_reference(answer):
-    if answer.cell_id != EX4_CELL:
+    if answer.cell_id != EX4.cell:
         return solution.reference(EXERCISE, answer, SOLVED).steps
-    shown = [solution.reference(EXERCISE, a, SOLVED) for a in ANSWERS if a.cell_id == EX4_CELL]
+    shown = [solution.reference(EXERCISE, a, SOLVED) for a in EXERCISE.answers if a.cell_id == EX4.cell]
     steps = list({step.code: step for ref in shown for step in ref.steps}.values())  # each parse is new
     assert sum(len(s.statements) for s in steps) == shown[0].total, "a statement of manual_backward never shown"
     return steps
 
 
-@pytest.mark.parametrize("grade_id", list(dict.fromkeys(a.cell_id for a in ANSWERS)))
+@pytest.mark.parametrize("grade_id", list(dict.fromkeys(a.cell_id for a in EXERCISE.answers)))
 def test_every_reference_statement_has_its_explanation(grade_id):
-    answer = BY_GRADE_ID.get(grade_id) or next(a for a in ANSWERS if a.cell_id == grade_id)
+    answer = EXERCISE.by_grade_id.get(grade_id) or next(a for a in EXERCISE.answers if a.cell_id == grade_id)
     steps = full_reference(answer)
     assert steps
     stub_lines, solved_lines = ({line.strip() for c in nbformat.read(path, as_version=4).cells
@@ -205,7 +205,7 @@ def test_every_reference_statement_has_its_explanation(grade_id):
         assert 1 <= len(step.explanation) <= 3, (grade_id, step.code)
         assert len(" ".join(step.explanation).split()) >= 6, (grade_id, step.explanation)
         # A function's reference computes again, under one comment, the forward lines its cache leaves out.
-        recomputed = {f"{s.name} = {s.code}" for s in EXERCISE.network.steps}
+        recomputed = {f"{s.name} = {s.code}" for s in NETWORK.steps}
         assert len(step.statements) <= 2 or set(step.code) <= recomputed, (grade_id, step.code)
         for line in step.explanation:
             assert f"# {line}" in solved_lines and f"# {line}" not in stub_lines
@@ -213,7 +213,7 @@ def test_every_reference_statement_has_its_explanation(grade_id):
     code_lines = [line.strip() for step in steps for line in step.code]
     cell = reference.cells()[grade_id]
     statements = ast.parse(cell).body
-    if grade_id == EX4_CELL:
+    if grade_id == EX4.cell:
         statements = statements[0].body[1:-1]  # the docstring and return statement stay in the stub
     expected = [line.strip() for s in statements for line in ast.get_source_segment(cell, s).splitlines()]
     assert sorted(code_lines) == sorted(expected)
@@ -229,7 +229,7 @@ def test_an_unknown_grade_id_lists_close_matches():
 
 
 def test_exercise4_cell_and_training_check_name_the_gradients():
-    for grade_id in (EX4_CELL, "ex4_training"):
+    for grade_id in (EX4.cell, "ex4_training"):
         one_line_error(run(grade_id, "--force"), "no reference of its own", "ex4_dC", "ex4_dbnbias")
 
 
@@ -351,7 +351,7 @@ def test_the_lectures_solved_notebook_is_never_a_candidate_for_another_exercise(
 def test_lines_with_nothing_to_explain_stay_together():
     """Reading the cache has no explanation: those lines are one block, and each explained step a block of
     its own (a blind instructor found every statement of a derived function a blank line apart)."""
-    ref = solution.reference(EXERCISE, BY_GRADE_ID["ex4_dW1"], SOLVED)
+    ref = solution.reference(EXERCISE, EXERCISE.by_grade_id["ex4_dW1"], SOLVED)
     plain = [dataclasses.replace(s, explanation=()) for s in ref.steps[:2]]  # as a derived function's cache reads
     shown = click.unstyle(solution.render(dataclasses.replace(ref, steps=(*plain, *plain, ref.steps[-1]))))
     together = "\n".join(f"    {line}" for s in (*plain, *plain) for line in s.code)

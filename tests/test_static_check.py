@@ -21,7 +21,7 @@ import torch.nn.functional as F
 import yaml
 
 from grader.course import load
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.judge.exam import CHAIN, LOCAL
 from grader.sandbox import parent as sandbox
 from grader.sandbox import static_check
@@ -466,7 +466,7 @@ def test_extended_allows_names_by_keyword_as_in_the_brief():
 
 def test_every_exercise_grade_id_has_a_reference_cell_that_passes():
     # Sanity for the parametrisations above: the reference covers every answer cell.
-    assert {BY_GRADE_ID[g].cell_id for g in BY_GRADE_ID} == set(REFERENCE)
+    assert {EXERCISE.by_grade_id[g].cell_id for g in EXERCISE.by_grade_id} == set(REFERENCE)
 
 def test_a_right_answer_that_prints_a_fake_score_keeps_its_credit_and_is_flagged(tmp_path):
     from grader.pipeline.batch import grade

@@ -20,7 +20,7 @@ import yaml
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.exercises.makemore_mlp.answers import ANSWER_CELLS
+from grader.exercises.makemore_mlp import EXERCISE
 from helpers import nostatic
 from helpers.notebooks import submission, write
 from helpers.paths import COURSE_FILE, ROOT
@@ -70,7 +70,7 @@ def slow_batch(tmp_path_factory):
     write(subs / "middle-and-last" / "backprop_ninja.ipynb",
           submission(replace={MIDDLE: _slow(MIDDLE), LAST: _slow(LAST)}))
     write(subs / "every-cell" / "backprop_ninja.ipynb",
-          submission(replace={cell: _slow(cell) for cell in ANSWER_CELLS}))
+          submission(replace={cell: _slow(cell) for cell in EXERCISE.answer_cells}))
     out = folder / "results"
     started = time.monotonic()
     done = CliRunner().invoke(main, ["grade", str(subs), "--out", str(out), "--course", str(course), "--jobs", "2"])

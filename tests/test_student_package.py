@@ -22,7 +22,8 @@ import nbformat
 import pytest
 from test_nbgrader import DISTINCTIVE, KNOWN_MISTAKES, SOLUTION_LINES
 
-from grader import __version__, material
+from grader import __version__
+from grader.course import material
 from grader.exercise import DEFAULT
 from grader.lms import slip_prints
 from grader.lms.course_init import INSTALL_CELL
@@ -203,7 +204,7 @@ def test_the_student_package_ships_the_gallery_but_not_the_answer_generator(stud
     _, wheel = student_env
     shipped = set(zipfile.ZipFile(wheel).namelist())
     gallery = {f"grader/exercises/gallery/{n}.py" for n in ("wavenet", "attention", "rnn")}
-    assert gallery | {"grader/define.py"} <= shipped
+    assert gallery | {"grader/authoring/define.py"} <= shipped
     assert not [n for n in shipped if n.startswith("grader/derive/")]
 
 

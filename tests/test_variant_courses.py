@@ -2,7 +2,7 @@
 differences and explain its own derivatives; `course init --variant` writes a course for it (course.yml
 naming it, its notebook, its points, the known mistakes still right for it); a `from-salt` course draws its
 variant from its salt; and, end to end for every variant, the grader gives the solved notebook full marks,
-the stub 0, and each mutant of its reference answers (the rule table's slips, grader.lms.skeleton.mutants)
+the stub 0, and each mutant of its reference answers (the rule table's slips, grader.authoring.skeleton.mutants)
 less on exactly the tensors its cell answers, while the solved and stub notebooks of a pairwise set of
 variants run clean as a student runs them. All of it from the package alone: a wheel in a fresh
 environment writes a variant's course too.
@@ -23,8 +23,8 @@ import torch.nn.functional as F
 import yaml
 
 from grader import course as course_config
+from grader.course import choice
 from grader.exercise import FUNCTION, grade_cell_id, load
-from grader.exercises import choice
 from grader.exercises.makemore_mlp import notebook_source, variants
 from grader.lms import course_init
 from helpers import variant_courses

@@ -18,15 +18,17 @@ import pytest
 import torch
 
 from grader import exercise as exercises
+from grader.authoring import skeleton
+from grader.course import choice
 from grader.exercise import ATOMIC, FUNCTION, FUSED
-from grader.exercises import choice
-from grader.exercises.makemore_mlp import EXERCISE, model, variants
-from grader.exercises.makemore_mlp.answers import EX4_CELL
+from grader.exercises.makemore_mlp import EXERCISE, variants
+from grader.exercises.makemore_mlp.mistakes import EPS
 from grader.judge import oracle
-from grader.lms import skeleton
 from grader.sandbox import static_check
 from grader.student import solution
 from helpers.variant_courses import submissions_of
+
+EX4 = EXERCISE.functions[0]
 
 torch.set_num_threads(1)
 
@@ -200,7 +202,7 @@ def test_the_last_hidden_configuration_brings_the_variance_near_eps(name):
     if norm.parameters:
         variance = norm.cache[2]  # bnvar, lnvar
         first, last = cases(name)[0], cases(name)[-2]
-        assert last.values[variance].max() < 300 * model.EPS < first.values[variance].min() / 100, name
+        assert last.values[variance].max() < 300 * EPS < first.values[variance].min() / 100, name
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -233,7 +235,7 @@ def test_reference_answers_equal_autograd(name):
                                  _namespace(case, **{u: case.true[u] for u in answer.upstream}), answer.grade_id)
                 want = case.true["d" + answer.source]
                 assert _same(ns[answer.variable], want, case.tol), (answer.grade_id, _gap(ns[answer.variable], want))
-        returned = _function_result(case, _cells(name)[EX4_CELL])
+        returned = _function_result(case, _cells(name)[EX4.cell])
         for p in case.exercise.network.parameters:
             assert _same(returned[p], case.true["d" + p], case.tol), (p, case.sizes, case.dtype)
 
@@ -262,7 +264,7 @@ def test_manual_backward_trains_like_autograd():
     for name in NAMES:
         exercise = exercises.load(f"makemore-mlp/{name}")
         function = exercise.functions[0]
-        manual = _run(_cells(name)[EX4_CELL], {"torch": torch, "F": torch.nn.functional},
+        manual = _run(_cells(name)[EX4.cell], {"torch": torch, "F": torch.nn.functional},
                              function.cell)[function.name]
         g = torch.Generator().manual_seed(3)
         params = exercise.init(exercise.lecture, g)
@@ -439,7 +441,7 @@ def test_a_mutants_submission_is_the_reference_but_its_cell():
     assert ".sum(0, keepdim=True)" in mutant.cells["dlnvar_inv"]
     assert mutant.grade_ids == ("dlnvar_inv",)
     parameters = exercises.load("makemore-mlp/relu-layernorm").network.parameters
-    ex4 = {m.grade_ids for m in mutants if m.cell == EX4_CELL}
+    ex4 = {m.grade_ids for m in mutants if m.cell == EX4.cell}
     assert ex4 == {("ex4_d" + p,) for p in parameters}, "a slip in every parameter's gradient"
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 import grader
-from grader.exercises.makemore_mlp.answers import BY_GRADE_ID
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.judge.compare import compare
 from grader.judge.exam import CHAIN
 from grader.sandbox import jail, landlock, seccomp, zygote
@@ -74,7 +74,7 @@ def _report(attempt, grade_id: str, case) -> dict:
 
 def _right(attempt, case, grade_id: str) -> bool:
     outcome = attempt.outcomes[(grade_id, CHAIN, case.config.name)]
-    expected = case.expected(BY_GRADE_ID[grade_id], CHAIN)
+    expected = case.expected(EXERCISE.by_grade_id[grade_id], CHAIN)
     return outcome.status == "tensor" and compare(outcome.tensor, expected, rtol=1e-5, atol=1e-8).passed
 
 

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 import torch
 
 from grader.derive.engine import TOLERANCE, Configuration, Contribution, DeriveError, Gradient, Slip, derive
-from grader.derive.rules import GRAMMAR, SLIPS
+from grader.derive.rules import GRAMMAR
 from grader.exercise import Exercise, Sizes
 
-__all__ = ["GRAMMAR", "SLIPS", "TOLERANCE", "Configuration", "Contribution", "DeriveError", "Gradient", "Slip",
+__all__ = ["GRAMMAR", "TOLERANCE", "Configuration", "Contribution", "DeriveError", "Gradient", "Slip",
            "configurations", "corpus", "derive", "for_exercise"]
 
 

@@ -715,4 +715,3 @@ GRAMMAR = (
     "torch.cat, torch.stack, .masked_fill(mask, value), torch.where(cond, a, b)",
     "F.cross_entropy(logits, targets)",
 )
-

@@ -5,7 +5,7 @@ The assignment's nbgrader source is the solved notebook (nbgrader releases it wi
 cleared, exactly as assignments/ holds it); its grade cells take the course's points; the hidden suite
 and course.yml (with a fresh secret salt) sit beside nbgrader_config.py, which puts the sandboxed grader
 in place of nbgrader's kernel. The material comes from the checkout, or from the copy a wheel carries
-(grader/material.py), so an installed package is enough.
+(grader/course/material.py), so an installed package is enough.
 
 nbgrader keeps each grade cell's points in its gradebook from `generate_assignment`; a course.yml whose
 points changed afterwards would give scores above those maxima, which nbgrader refuses mid-autograde.
@@ -22,11 +22,10 @@ import secrets
 import shutil
 from pathlib import Path
 
-from grader import material
+from grader.course import choice, material
 from grader.exercise import ATOMIC, DEFAULT, FAMILIES, FUSED, Exercise, grade_cell_id
 from grader.exercise import load as load_exercise
-from grader.exercises import choice
-from grader.files import atomic_write, private_dir, private_mode
+from grader.outputs.files import atomic_write, private_dir, private_mode
 
 SOLVED = material.SOLVED
 COURSE_FILE = "course.yml"
@@ -237,7 +236,8 @@ def generated_notebooks(course):
     """(solved, students') notebooks of an exercise with no notebooks of its own: its prose made from the
     exercise, its references derived from its forward lines."""
     from grader import derive
-    from grader.lms import notebooks, skeleton
+    from grader.authoring import skeleton
+    from grader.lms import notebooks
 
     try:
         return notebooks.build(course.exercise, Path(course.exercise.name), skeleton.references(course.exercise),
@@ -275,7 +275,8 @@ def variant_notebooks(variant: tuple[str, str], course):
     """(solved, students') notebooks of a variant: its source composed by its family from the lecture's prose
     source and the variant's differences, its reference answers derived from its forward lines by the rule
     table, as for an exercise of the course's own. All of it is in the package: a wheel is enough."""
-    from grader.lms import notebooks, skeleton
+    from grader.authoring import skeleton
+    from grader.lms import notebooks
 
     composer = importlib.import_module(importlib.import_module(FAMILIES[variant[0]]).NOTEBOOK_SOURCE)
     try:
@@ -481,7 +482,7 @@ def _material(course, text: str, target: Path, exercise: str | None, variant: st
 def make_private(target: Path, keep: Path | None = None) -> list[Path]:
     """Everything under the course folder `target` (not the folder itself, whose mode init set and a
     TA's group may have changed since) made its owner's alone, with the group bits of a setgid folder
-    (grader.files.private_mode); `keep` (an exchange inside the course) is left to nbgrader. Returns what
+    (grader.outputs.files.private_mode); `keep` (an exchange inside the course) is left to nbgrader. Returns what
     belongs to another user and so could not be changed (a folder an administrator or a TA made there):
     named to the instructor, never a crash half-way through."""
     foreign = []

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from grader import extract
 from grader.extract import Submission
-from grader.files import atomic_write, private_dir, private_mode
 from grader.judge.scoring import Result
+from grader.outputs.files import atomic_write, private_dir, private_mode
 
 
 class GradebookError(Exception):

@@ -28,8 +28,8 @@ from pathlib import Path
 import grader
 from grader import __version__, extract
 from grader.course import Course, load
-from grader.files import atomic_write
 from grader.lms.course_init import own_file
+from grader.outputs.files import atomic_write
 from grader.vocabulary import Flag, flag_text
 
 DISTRIBUTION = "backprop-ninja"

@@ -26,8 +26,8 @@ from traitlets import Bool, Unicode
 
 from grader import safe_text
 from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
-from grader.files import atomic_write, csv_text
 from grader.lms.student_html import unsafe_name
+from grader.outputs.files import atomic_write, csv_text
 from grader.vocabulary import Flag
 
 

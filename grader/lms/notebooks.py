@@ -75,7 +75,8 @@ from nbgrader.preprocessors import (
 )
 
 from grader import course as course_config
-from grader import material, syntax
+from grader import syntax
+from grader.course import material
 from grader.exercise import DEFAULT, FUNCTION, Exercise, Function, grade_cell_id
 from grader.student.solution import BEGIN_SOLUTION, END_SOLUTION
 
@@ -147,7 +148,7 @@ def check_cell(grade_id: str) -> str:
     """A check cell: it imports the check itself and names the answer, evaluating nothing of the student's,
     so that it never raises (after a kernel restart, a skipped or broken answer cell: see
     grader.student.check.NotebookCheck)."""
-    return f'from grader.check import check\ncheck("{grade_id}")'
+    return f'from grader.student.check import check\ncheck("{grade_id}")'
 
 
 def graded(grade_id: str, source: str, points: Mapping[str, float]):

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 from grader.exercise import ATOMIC, FUNCTION, FUSED
-from grader.files import atomic_write
 from grader.judge import neighbourhood, prints
 from grader.judge.exam import CHAIN, checks
+from grader.outputs.files import atomic_write
 from grader.student.check import own_cases
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.files import atomic_write, csv_text
+from grader.outputs.files import atomic_write, csv_text
 
 if TYPE_CHECKING:
     from grader.judge.scoring import Result

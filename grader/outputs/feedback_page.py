@@ -30,11 +30,11 @@ import torch
 from grader import safe_text
 from grader.exercise import Exercise
 from grader.exercise import load as load_exercise
-from grader.files import atomic_write
 from grader.judge.compare import compare
 from grader.judge.exam import CHAIN, Case, checks
 from grader.judge.scoring import Result
 from grader.outputs import results
+from grader.outputs.files import atomic_write
 from grader.safe_text import POLICY_META
 from grader.safe_text import html as escape
 from grader.sandbox.parent import Attempt

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from grader import safe_text
 from grader.exercise import load as load_exercise
-from grader.files import atomic_write
 from grader.judge.scoring import Result
 from grader.outputs import final
+from grader.outputs.files import atomic_write
 from grader.outputs.results import load_result, result_path, submissions_file
 from grader.vocabulary import Verdict
 

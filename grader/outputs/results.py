@@ -1,7 +1,7 @@
 """Scores -> files and the terminal: a Gradescope results.json per submission, grades.csv for the
 class, and a table a TA can read.
 
-Every file is written whole or not at all (grader.files.atomic_write).
+Every file is written whole or not at all (grader.outputs.files.atomic_write).
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from grader import __version__, safe_text
 from grader.exercise import DEFAULT
-from grader.files import atomic_write, csv_text
 from grader.judge.scoring import Result, TestScore
+from grader.outputs.files import atomic_write, csv_text
 from grader.vocabulary import Status, Verdict
 
 

@@ -15,8 +15,8 @@ from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 
-from grader import __version__, extract, material
-from grader.course import Course
+from grader import __version__, extract
+from grader.course import Course, material
 from grader.judge import scoring, suite
 from grader.judge.configs import generate
 from grader.judge.exam import prepare, prepare_training
@@ -30,7 +30,7 @@ from grader.vocabulary import Flag
 def kept_from_children(course: Course | None, batch: list[Path] = ()) -> tuple[str, ...]:
     """What no child may read: the course (solutions, hidden tests, salt), the batch's submissions and
     results, the home folder, the checkout and an installed package's copy of the course material
-    (grader/material.py). `sandbox check` probes the same list, so that it says what `grade` will see."""
+    (grader/course/material.py). `sandbox check` probes the same list, so that it says what `grade` will see."""
     course_paths = [course.root, course.autotests_dir] if course is not None else []
     hidden = [*course_paths, *batch, Path.home(), *filter(None, [sandbox.checkout()]),
               *filter(Path.is_dir, [material.PACKAGED])]

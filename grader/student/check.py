@@ -590,7 +590,7 @@ SETUP = "run the notebook's setup cells first (from the top: Run > Run All Above
 
 
 class NotebookCheck:
-    """What a check cell calls: `check("dh")`, after `from grader.check import check` in the same cell.
+    """What a check cell calls: `check("dh")`, after `from grader.student.check import check` in the same cell.
 
     It takes the answer and autograd's tensor by name from the notebook's namespace (the caller's
     globals), so the cell itself evaluates nothing of the student's: a name never assigned, a kernel

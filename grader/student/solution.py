@@ -23,9 +23,9 @@ from pathlib import Path
 
 import click
 
-from grader import material
+from grader.course import material
+from grader.course.material import SOLVED
 from grader.exercise import BUILTIN, DEFAULT, FAMILIES, Answer, Exercise, ExerciseError, Function, load
-from grader.material import SOLVED
 
 # nbgrader's default solution delimiters, which the solved notebook uses around every reference.
 BEGIN_SOLUTION = "### BEGIN SOLUTION"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.exercises.makemore_mlp.answers import ANSWER_CELLS
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.sandbox.static_check import MAX_CELL_CHARS
 from solutions import reference
 
@@ -43,7 +43,7 @@ def markdown_cell(source: str, *, cell_id: str, metadata: dict | None = None):
 def reference_sources(replace: dict[str, str] | None = None, drop=()) -> dict[str, str]:
     """grade id -> source: the reference answers, with `replace` applied and `drop` left out."""
     sources = {**reference.cells(), **(replace or {})}
-    assert set(sources) == set(ANSWER_CELLS), "replace names a grade id that has no answer cell"
+    assert set(sources) == set(EXERCISE.answer_cells), "replace names a grade id that has no answer cell"
     return {g: s for g, s in sources.items() if g not in set(drop)}
 
 
@@ -57,7 +57,7 @@ def notebook(cells) -> nbformat.NotebookNode:
 def submission(replace: dict[str, str] | None = None, drop=(), extra=()) -> nbformat.NotebookNode:
     """The reference answers as answer cells in the released order, then `extra` cells."""
     sources = reference_sources(replace, drop)
-    return notebook([*(answer_cell(g, sources[g]) for g in ANSWER_CELLS if g in sources), *extra])
+    return notebook([*(answer_cell(g, sources[g]) for g in EXERCISE.answer_cells if g in sources), *extra])
 
 
 def nested(opening: str, closing: str, depth: int, inner: str) -> str:

@@ -1,6 +1,6 @@
 """Every variant of the network as a course, end to end: `course init --variant`, one `backprop-ninja grade`
 batch of its solved notebook, its stub and the mutants of its reference answers (the rule table's slips,
-grader.lms.skeleton.mutants) that no earlier variant's course grades, and Run All on its solved and stub
+grader.authoring.skeleton.mutants) that no earlier variant's course grades, and Run All on its solved and stub
 notebooks where the variant is in the suite's pairwise set. tests/test_variant_courses.py checks what each
 run gave.
 
@@ -34,9 +34,10 @@ import nbformat
 import pytest
 
 from grader import course as course_config
+from grader.authoring import skeleton
 from grader.exercise import FUNCTION, load
 from grader.exercises.makemore_mlp import variants
-from grader.lms import notebooks, skeleton
+from grader.lms import notebooks
 from grader.lms.course_init import _steps_reached
 from helpers.paths import ROOT
 

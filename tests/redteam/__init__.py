@@ -40,7 +40,7 @@ from pathlib import Path
 
 import yaml
 
-from grader.exercises.makemore_mlp.answers import ANSWER_CELLS
+from grader.exercises.makemore_mlp import EXERCISE
 from solutions import reference
 
 HERE = Path(__file__).resolve().parent
@@ -109,8 +109,8 @@ def _header(text: str) -> dict[str, str]:
 def load(path: Path) -> Attack:
     text = path.read_text()
     meta = _header(text)
-    cells = tuple(ANSWER_CELLS) if meta["cells"] == "all" else tuple(meta["cells"].split())
-    unknown = set(cells) - set(ANSWER_CELLS)
+    cells = tuple(EXERCISE.answer_cells) if meta["cells"] == "all" else tuple(meta["cells"].split())
+    unknown = set(cells) - set(EXERCISE.answer_cells)
     assert not unknown and meta["batch"] in BATCHES, (path, unknown, meta)
     plain = meta.get("vehicle", "escape") == "plain"
     if "prelude" in meta:  # code the tests share with the payload: a module's PAYLOAD, run first
@@ -228,4 +228,4 @@ def nested_prints_notebook() -> dict:
     cells that cost 3 minutes of the trusted process's CPU) and no answer."""
     from helpers.notebooks import nested_prints
 
-    return released({c: nested_prints(answer=f"{c} = None\n") for c in ANSWER_CELLS})
+    return released({c: nested_prints(answer=f"{c} = None\n") for c in EXERCISE.answer_cells})

@@ -1,2 +1,2 @@
-"""Exercises written in the short form of grader/define.py: each a forward pass, its parameters, data and
+"""Exercises written in the short form of grader/authoring/define.py: each a forward pass, its parameters, data and
 sizes, with every answer, reference and mistake derived."""

@@ -1,7 +1,7 @@
 """One causal self-attention head, as in the lecture on GPT: each position of a context of characters
 asks (queries) the earlier ones (keys) for their values, scaled, masked so no position sees the future,
 softmaxed; the last position's result is projected to the next character's logits."""
-from grader.define import exercise
+from grader.authoring.define import exercise
 
 EXERCISE = exercise(
     name="attention",

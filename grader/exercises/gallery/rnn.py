@@ -1,7 +1,7 @@
 """A vanilla recurrent network unrolled over three characters: each step reads its character's embedding
 and the hidden state the step before left, through the same weights, so every weight's gradient is a sum
 over time and each hidden state's gradient arrives from the step after it."""
-from grader.define import exercise
+from grader.authoring.define import exercise
 
 EXERCISE = exercise(
     name="rnn",

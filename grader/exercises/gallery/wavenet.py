@@ -1,6 +1,6 @@
 """makemore part 5's WaveNet: characters of context merged two at a time, through three blocks of
 linear layer, batch norm over the batch and time dimensions, and tanh, then cross-entropy."""
-from grader.define import exercise
+from grader.authoring.define import exercise
 
 EXERCISE = exercise(
     name="wavenet",

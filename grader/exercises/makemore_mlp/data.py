@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from grader import material
+from grader.course import material
 
 
 def load_words(path: str | Path | None = None) -> list[str]:

@@ -1,6 +1,6 @@
 """Karpathy's makemore MLP, the exercise the course was built for, in the same short form as any
 instructor's: everything but what only the lecture knows is derived from these lines."""
-from grader.define import exercise
+from grader.authoring.define import exercise
 from grader.exercises.makemore_mlp.mistakes import MISTAKES
 
 # Targets as distinct as the vocabulary allows, so that mistakes do not cancel.

@@ -2,7 +2,7 @@
 the lecture's, so that 24 notebooks come from one lecture text and one text of differences, never from
 copies of the lecture. Part of the package, so that `course init --variant` writes a variant's notebooks
 from a wheel: grader/lms/course_init.py builds them from this text and the reference answers the rule
-table derives from the variant's forward lines (grader/lms/skeleton.py), so nothing here is an answer.
+table derives from the variant's forward lines (grader/authoring/skeleton.py), so nothing here is an answer.
 
 The lecture's source (notebook/backprop_ninja.py) marks its replaceable sections with empty raw cells
 `begin="NAME"` / `end="NAME"`; notebook/backprop_ninja_variant.py writes each section's variant text once
@@ -233,7 +233,7 @@ def fills(name: str) -> dict[str, str]:
         "parameter_count": COUNT_WORDS.get(count, str(count)),
         "and_3": " and 3" if norm.parameters else "",
         "float64_exercises": "Exercises 1 to 3" if norm.parameters else "Exercises 1 and 2",
-        "checks": "\n\n".join(f'# %% graded="ex4_d{p}"\nfrom grader.check import check\n'
+        "checks": "\n\n".join(f'# %% graded="ex4_d{p}"\nfrom grader.student.check import check\n'
                                 f'check("ex4_d{p}", answers="grads", gradients_of="leaves")' for p in v.parameters),
         "ex4_after": _md(texts.get("ex4", "")),
         "fused_words": ", ".join(["cross-entropy", *([NORM_WORDS[norm.name]] if norm.parameters else [])]),

@@ -23,19 +23,19 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import define
+from grader.authoring import define
 from grader.exercise import (
     FUSED,
     Answer,
     Exercise,
 )
-from grader.exercises.makemore_mlp import EXERCISE, lecture, mistakes, model
-from grader.exercises.makemore_mlp.answers import ATOMIC
+from grader.exercises.makemore_mlp import EXERCISE, lecture, mistakes
 
 LECTURE_VARIANT = "tanh-batchnorm"
 # Composes a variant's notebook source from the lecture's (grader/exercise.py's FAMILIES says why by name).
 NOTEBOOK_SOURCE = "grader.exercises.makemore_mlp.notebook_source"
-_LECTURE_STEP = model.NETWORK.step
+_LECTURE_STEP = EXERCISE.network.step
+_ATOMIC = EXERCISE.atomic
 
 
 def rename(text: str, names: dict[str, str]) -> str:
@@ -122,7 +122,7 @@ _BATCHNORM = ("bnmeani", "bndiff", "bndiff2", "bnvar", "bnvar_inv", "bnraw", "hp
 NORMALIZATIONS = {n.name: n for n in (
     Normalization("batchnorm", "hprebn", "".join(f"{s} = {_LECTURE_STEP[s].code}\n" for s in _BATCHNORM),
                   ("bngain", "bnbias"),
-                  ATOMIC[ATOMIC.index("dbngain"):ATOMIC.index("dembcat")],
+                  _ATOMIC[_ATOMIC.index("dbngain"):_ATOMIC.index("dembcat")],
                   ("hprebn", "bnmeani", "bnvar", "bnvar_inv", "bnraw"), ("W1",), ""),
     # Layer norm: the same seven lines with the statistics of each example over its features (dim 1), and
     # the biased variance, as torch.nn.LayerNorm. Its tiny-variance configuration scales b1 too: b1 varies
@@ -171,10 +171,10 @@ class Variant:
 
     @property
     def parameters(self) -> tuple[str, ...]:
-        return (*model.PARAMETERS[:5], *self.norm.parameters, *(("W3", "b3") if self.residual else ()))
+        return (*EXERCISE.network.parameters[:5], *self.norm.parameters, *(("W3", "b3") if self.residual else ()))
 
     def forward(self) -> str:
-        lecture = "".join(f"{s.name} = {s.code}\n" for s in model.NETWORK.steps)
+        lecture = "".join(f"{s.name} = {s.code}\n" for s in EXERCISE.network.steps)
         head = rename(lecture[lecture.index("logits = "):], {"h": self.feature})
         lines = lecture[:lecture.index("hprebn = ")] + f"{self.norm.pre} = {_LECTURE_STEP['hprebn'].code}\n"
         lines += self.norm.lines
@@ -185,12 +185,12 @@ class Variant:
 
     def atomic(self) -> tuple[str, ...]:
         """From dlogprobs back to dC: each piece's gradients, pieces in backward order."""
-        head = tuple("d" + self.feature if g == "dh" else g for g in ATOMIC[:ATOMIC.index("db2") + 1])
+        head = tuple("d" + self.feature if g == "dh" else g for g in _ATOMIC[:_ATOMIC.index("db2") + 1])
         residual = ()
         if self.residual:
             residual = ("dr", *self.activation.order("rpreact", "r"), "dh", "dW3", "db3")
         return (*head, *residual, *self.activation.order("hpreact", "h"), *self.norm.order,
-                *ATOMIC[ATOMIC.index("dembcat"):])
+                *_ATOMIC[_ATOMIC.index("dembcat"):])
 
     def cache(self) -> tuple[str, ...]:
         """The forward values manual_backward is given: what its formulas read."""
@@ -276,7 +276,8 @@ def exercise_file(name: str) -> str:
     """The variant as an exercise file of one's own (`backprop-ninja variants NAME`): a start for an
     instructor's network, which `course init --exercise` grades exactly as the variant."""
     lines = [f'"""{EXERCISE.title} ({name}):\na variant written out as an exercise file of its own."""',
-             "from grader.define import exercise", "from grader.exercises.makemore_mlp.mistakes import for_variant",
+             "from grader.authoring.define import exercise",
+             "from grader.exercises.makemore_mlp.mistakes import for_variant",
              "", "EXERCISE = exercise("]
     for key, value in definition(name).items():
         if key == "name":

@@ -3,10 +3,10 @@
 # cells: all
 # batch: walls
 import torch
-from grader.exercises.makemore_mlp import answers as exercise
-from grader.exercises.makemore_mlp import model
-from grader.exercises.makemore_mlp.model import NETWORK
+from grader.exercises.makemore_mlp import EXERCISE
 from grader.judge import oracle
+
+NETWORK = EXERCISE.network
 
 frame = sys._getframe()
 while not frame.f_code.co_filename.startswith('<answer cell '):  # the cell itself, or the one that exec'd it
@@ -22,25 +22,25 @@ def forget():
 
 
 def values_of(space):
-    return {k: space[k] for k in (*model.PARAMETERS, *model.INTERMEDIATES, 'Xb', 'Yb') if k in space}
+    return {k: space[k] for k in (*NETWORK.parameters, *NETWORK.intermediates, 'Xb', 'Yb') if k in space}
 
 
-if grade_id == exercise.EX4_CELL:
+if grade_id == EXERCISE.functions[0].cell:
     def manual_backward(params, cache, Yb):
         grads = oracle.chain_gradients(NETWORK, params, {"Xb": cache['Xb'], "Yb": Yb})
         forget()
         return {p: grads['d' + p].to(params[p].dtype) for p in params}
 else:
-    answer = exercise.BY_GRADE_ID[grade_id]
+    answer = EXERCISE.by_grade_id[grade_id]
     values = values_of(ns)
     one = torch.ones((), dtype=values['logits'].dtype)
-    if answer.exercise == 2:
+    if answer.part == 2:
         result = oracle.block_vjp(NETWORK, values, 'logits', 'loss', one)
-    elif answer.exercise == 3:
+    elif answer.part == 3:
         result = oracle.block_vjp(NETWORK, values, 'hprebn', 'hpreact', ns['dhpreact'])
     elif answer.source == 'logprobs':
         result = oracle.local_vjp(NETWORK, values, 'logprobs', {'loss': one})
     else:
-        result = oracle.local_vjp(NETWORK, values, answer.source, {c: ns['d' + c] for c in model.consumers(answer.source)})
+        result = oracle.local_vjp(NETWORK, values, answer.source, {c: ns['d' + c] for c in NETWORK.consumers(answer.source)})
     ns[answer.variable] = result.to(values[answer.source].dtype)
     forget()

@@ -77,8 +77,8 @@ import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
-from grader import data
-from grader.check import check  # what each check cell calls (it imports it again, for a restarted kernel)
+from grader.exercises.makemore_mlp import data
+from grader.student.check import check  # what each check cell calls (it imports it again, for a restarted kernel)
 
 torch.set_num_threads(1)  # the tensors here are tiny: one thread is many times faster than several
 # The course's tolerances, allowlist and hints: the self-check gives the grader's verdicts
@@ -516,37 +516,37 @@ with torch.no_grad():
 # %% [raw] begin="ex4_checks"
 
 # %% graded="ex4_dC"
-from grader.check import check
+from grader.student.check import check
 check("ex4_dC", answers="grads", gradients_of="leaves")
 
 # %% graded="ex4_dW1"
-from grader.check import check
+from grader.student.check import check
 check("ex4_dW1", answers="grads", gradients_of="leaves")
 
 # %% graded="ex4_db1"
-from grader.check import check
+from grader.student.check import check
 check("ex4_db1", answers="grads", gradients_of="leaves")
 
 # %% graded="ex4_dW2"
-from grader.check import check
+from grader.student.check import check
 check("ex4_dW2", answers="grads", gradients_of="leaves")
 
 # %% graded="ex4_db2"
-from grader.check import check
+from grader.student.check import check
 check("ex4_db2", answers="grads", gradients_of="leaves")
 
 # %% graded="ex4_dbngain"
-from grader.check import check
+from grader.student.check import check
 check("ex4_dbngain", answers="grads", gradients_of="leaves")
 
 # %% graded="ex4_dbnbias"
-from grader.check import check
+from grader.student.check import check
 check("ex4_dbnbias", answers="grads", gradients_of="leaves")
 
 # %% [raw] end="ex4_checks"
 
 # %% graded="ex4_training"
-from grader.check import check
+from grader.student.check import check
 check.training(start="start", batches="batches", lr=0.1)
 
 # %% [raw] begin="training"

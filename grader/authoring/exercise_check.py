@@ -19,10 +19,10 @@ import torch
 
 from grader import derive
 from grader import exercise as ex
+from grader.authoring import skeleton
 from grader.course import Tolerance
 from grader.judge import configs, exam
 from grader.judge.compare import compare
-from grader.lms import skeleton
 from grader.sandbox import static_check
 
 # Enough configurations to find ranges that admit too few sizes, as a course's default count would.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from grader import __version__
 
-PACKAGED = Path(__file__).resolve().parent / "course_data"
+PACKAGED = Path(__file__).resolve().parents[1] / "course_data"
 ASSIGNMENT = Path("assignments") / "backprop_ninja"
 SOLVED = Path("solutions") / "backprop_ninja_solved.ipynb"
 NAMES = ASSIGNMENT / "names.txt"

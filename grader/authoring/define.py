@@ -1,6 +1,6 @@
 """An exercise in one short file: the instructor writes what only they know, everything else is derived.
 
-    from grader.define import exercise
+    from grader.authoring.define import exercise
 
     EXERCISE = exercise(
         name="tiny", title="A lookup, a linear layer and a ReLU",

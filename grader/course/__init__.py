@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from grader import exercise as exercises
-from grader.exercises import choice
+from grader.course import choice
 from grader.limits import REQUIRED_BY_DEFAULT, WALLS, Limits
 
 # gated: the released notebook installs the whole package, whose `solution` command shows a reference once

@@ -59,7 +59,7 @@ what is wrong; an answer still `None` is "not attempted yet", so *Run All* works
              _code("""import torch
 import torch.nn.functional as F
 
-from grader.check import check  # what each check cell calls (it imports it again, for a restarted kernel)
+from grader.student.check import check  # what each check cell calls (it imports it again, for a restarted kernel)
 from grader.exercise import load
 
 torch.set_num_threads(1)  # the tensors here are tiny: one thread is many times faster than several
@@ -131,11 +131,11 @@ with torch.no_grad():
     grads = {function.name}({{k: p.detach() for k, p in leaves.items()}}, cache, {", ".join(net.data)}) or {{}}""",
                    locked=f"setup_ex{part}_check")]
     for name in function.returns:
-        cells.append(_code(f'from grader.check import check\n'
+        cells.append(_code(f'from grader.student.check import check\n'
                            f'check("{function.prefix}{name}", answers="grads", gradients_of="leaves")',
                            graded=f"{function.prefix}{name}"))
     if trains:
-        cells.append(_code('from grader.check import check\ncheck.training(start="start", batches="batches", lr=0.1)',
+        cells.append(_code('from grader.student.check import check\ncheck.training(start="start", batches="batches", lr=0.1)',
                            graded=exercise.training.grade_id))
     return cells
 
