@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from grader import derive
+from grader.derive import rules
 from grader.exercise import Network, Sizes, load
 from grader.exercises.makemore_mlp import variants
 from grader.sandbox import static_check

@@ -315,7 +315,7 @@ def _refused_cells() -> list[tuple[str, str, str]]:
     for attack in redteam.attacks():
         for cell in attack.cells:
             source = attack.cell("checked", course="/nonexistent")
-            if cell in BY_GRADE_ID and static_check.check(source) is not None:
+            if cell in EXERCISE.by_grade_id and static_check.check(source) is not None:
                 found.append((attack.name, cell, source))
     return found
 

@@ -135,7 +135,8 @@ with torch.no_grad():
                            f'check("{function.prefix}{name}", answers="grads", gradients_of="leaves")',
                            graded=f"{function.prefix}{name}"))
     if trains:
-        cells.append(_code('from grader.student.check import check\ncheck.training(start="start", batches="batches", lr=0.1)',
+        cells.append(_code('from grader.student.check import check\n'
+                           'check.training(start="start", batches="batches", lr=0.1)',
                            graded=exercise.training.grade_id))
     return cells
 
