@@ -21,7 +21,7 @@ import pytest
 from grader import course as course_config
 from grader import derive
 from grader import exercise as ex
-from grader.define import DefinitionError
+from grader.authoring.define import DefinitionError
 from grader.exercise import ATOMIC
 from grader.lms import notebooks
 
@@ -29,7 +29,7 @@ CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
 
 # CS231n's two-layer net with a layer norm, the batch size used by a forward line and the loss a sum
 # of two terms; every name a slot.
-TEMPLATE = '''from grader.define import exercise
+TEMPLATE = '''from grader.authoring.define import exercise
 
 EXERCISE = exercise(
     name="drawn",

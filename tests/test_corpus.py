@@ -185,7 +185,7 @@ def test_corpus_is_well_formed():
 def test_corpus_covers_every_answer_cell():
     wrong = {e["grade_id"] for e in WRONG}
     assert set(CELL_GRADE_IDS) <= wrong, sorted(set(CELL_GRADE_IDS) - wrong)
-    assert sum(EXERCISE.by_grade_id[g].exercise == 4 for g in (e["grade_id"] for e in WRONG)) >= 3
+    assert sum(EXERCISE.by_grade_id[g].part == 4 for g in (e["grade_id"] for e in WRONG)) >= 3
     assert any(e["grade_id"] == EX4.cell for e in ALTERNATIVES)
 
 

@@ -135,7 +135,7 @@ def test_a_fused_block_of_one_line_is_noted_and_a_longer_one_is_not(tmp_path, fu
     assert (f"{gradient}'s atomic one again" in out) == noted, out
 
 
-HIDING = '''from grader.define import exercise
+HIDING = '''from grader.authoring.define import exercise
 
 EXERCISE = exercise(
     name="hide",

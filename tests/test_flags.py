@@ -27,7 +27,7 @@ CHEATS = {Flag.STATIC_CHECK, Flag.FORGED_OUTPUT, Flag.AUTOGRAD, Flag.FORBIDDEN_C
 
 def _scored(refused: dict[str, str], results: dict | None = None, error: str | None = None) -> scoring.Result:
     refusals = static_check.screen(refused, static_check.Allow()).refused
-    submission = SimpleNamespace(id="s", path="s.ipynb", error=error, refused=refusals, forged={})
+    submission = SimpleNamespace(id="s", path="s.ipynb", error=error, refused=refusals, forged={}, sha256="")
     return scoring.score(submission, results or {}, COURSE)
 
 

@@ -472,7 +472,7 @@ def _material(course, text: str, target: Path, exercise: str | None, variant: st
     os.chmod(target, private_mode(target.parent, directory=True))
     if gid is not None:
         # The staff's group owns it, setgid: every folder and file made in it is the group's, with its group
-        # bits (grader.files.private_mode), and never anything for other users.
+        # bits (grader.outputs.files.private_mode), and never anything for other users.
         os.chown(target, -1, gid)
         os.chmod(target, 0o2770)
     _write_material(course, target)

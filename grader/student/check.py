@@ -112,8 +112,8 @@ def _assigns(source: str, names: frozenset[str]) -> bool:
 
 
 def _given(source: str, sinks: frozenset[str]) -> bool:
-    """A read-only cell that hands a fused answer autograd's gradient of its sink (`dhpreact =
-    hpreact.grad.clone()`, so that exercise 3 does not depend on exercise 1): not an answer cell. Only
+    """A read-only cell that hands a fused answer autograd's gradient of its sink (`dX = X.grad.clone()`,
+    so that a fused exercise does not depend on the atomic one): not an answer cell. Only
     that exact form, so a student's answer that reads .grad is still found (and refused, as the grader
     refuses it)."""
     try:
@@ -152,7 +152,7 @@ _CHANGED: dict[str, str] = {}
 
 def _remember(namespace: dict, source: str, count) -> None:
     """After each cell: which answer variables it assigned (and from what), and which earlier answers it
-    changed in place (`dhprebn = dbndiff; dhprebn += ...` changes dbndiff)."""
+    changed in place (`dx = dy; dx += ...` changes dy)."""
     settings = namespace.get("COURSE")
     if not isinstance(settings, dict):
         return
@@ -590,7 +590,7 @@ SETUP = "run the notebook's setup cells first (from the top: Run > Run All Above
 
 
 class NotebookCheck:
-    """What a check cell calls: `check("dh")`, after `from grader.student.check import check` in the same cell.
+    """What a check cell calls: `check("dx")`, after `from grader.student.check import check` in the same cell.
 
     It takes the answer and autograd's tensor by name from the notebook's namespace (the caller's
     globals), so the cell itself evaluates nothing of the student's: a name never assigned, a kernel

@@ -1,7 +1,7 @@
 """CS231n's two-layer net as a course writes it: a batch size named `N`, a layer norm whose gain starts
 at `ones` (nn.LayerNorm's default), and a loss that is the sum of a data loss and an L2 penalty. Each is
 a way an exercise of one's own once broke or mis-graded (tests/test_any_names.py)."""
-from grader.define import exercise
+from grader.authoring.define import exercise
 
 EXERCISE = exercise(
     name="cs231n",
