@@ -76,8 +76,8 @@ BROKEN = ("truncated JSON", "empty file", "nbgrader metadata lost")
 # 1. The instructor's nbgrader course: the solved notebook with assert test cells
 
 # The check cells: `check("<grade id>")`, a function's `check("<grade id>", answers=..., gradients_of=...)`.
-ATOMIC_CHECK = re.compile(r'^from grader\.check import check\ncheck\("(\w+)"\)$')
-EX4_CHECK = re.compile(r'^from grader\.check import check\n'
+ATOMIC_CHECK = re.compile(r'^from grader\.student\.check import check\ncheck\("(\w+)"\)$')
+EX4_CHECK = re.compile(r'^from grader\.student\.check import check\n'
                        r'check\("ex4_d(\w+)", answers="(\w+)", gradients_of="(\w+)"\)$')
 EX4_TRAINING_CELL = "check_ex4_training"
 EX4_TRAINING_TEST = '''\

@@ -47,7 +47,7 @@ def test_broken_images_are_named(check_page, tmp_path):
     assert len(check.broken_images) == 2
     assert check.broken_images[0].startswith("data:image/png;base64,!!!notbase64: did not load")
     assert check.broken_images[1].endswith("missing.png: did not load")
-    assert check.requests == [(tmp_path / "missing.png").as_uri()]
+    assert len(check.requests) == 1 and check.requests[0].endswith("/missing.png"), check.requests
     with pytest.raises(AssertionError, match=r"broken image .*missing\.png"):
         assert_readable(check)
 

@@ -85,7 +85,8 @@ def lms_course(tmp_path):
     (root / "release" / ASSIGNMENT).mkdir(parents=True)
     (root / "release" / ASSIGNMENT / NOTEBOOK).write_text(_notebook("released"), encoding="utf-8")
     (root / "nbgrader_config.py").write_text(CONFIG.format(
-        course_id=COURSE_ID, course_file="course.yml", exchange=str(tmp_path / "exchange"), notebook=NOTEBOOK),
+        course_id=COURSE_ID, course_file="course.yml", exchange=str(tmp_path / "exchange"), notebook=NOTEBOOK,
+        shared=""),
         encoding="utf-8")
     (tmp_path / "exchange").mkdir()
     return root

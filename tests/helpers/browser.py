@@ -181,7 +181,8 @@ def loopback_browser(tmp_path_factory):
 
 
 def _short(url: str) -> str:
-    return url if len(url) <= 80 else url[:77] + "..."
+    """A long URL by its two ends: where it is and which file it names."""
+    return url if len(url) <= 80 else url[:37] + "..." + url[-40:]
 
 
 def _requests_from(performance_log, page_url: str) -> list[str]:
