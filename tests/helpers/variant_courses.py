@@ -12,9 +12,9 @@ activation and normalization, its activation and residual block, and its normali
 are a pair no earlier notebook of the set ran: 12 of the 24 notebooks cover every pair of pieces that meet
 in a cell.
 
-All of it is subprocesses: so it starts with the session, one variant at a time at a lower CPU priority, and
-runs beside the rest of the suite on whatever the other tests leave of the machine; once the suite reaches
-the variant tests, which wait for it, a second variant runs beside the first. The tests run what a user
+All of it is subprocesses, at a lower CPU priority: it starts when the first variant test asks (under
+pytest-xdist, in the one worker given the variant tests' group, which tests/conftest.py hands out first),
+and runs two variants at a time beside the other worker's tests while the variant tests wait for it. The tests run what a user
 runs, through the CLI; only the order of the work is the suite's. (tests/conftest.py loads this module as a
 plugin.)
 """
