@@ -13,8 +13,8 @@ are a pair no earlier notebook of the set ran: 12 of the 24 notebooks cover ever
 in a cell.
 
 All of it is subprocesses, at a lower CPU priority: it starts when the first variant test asks (under
-pytest-xdist, in the one worker given the variant tests' group, which tests/conftest.py hands out first),
-and runs two variants at a time beside the other worker's tests while the variant tests wait for it. The tests run what a user
+pytest-xdist, in the one worker given the variant tests' group, which tests/conftest.py hands out
+first), and runs two variants at a time beside the other worker's tests while the variant tests wait. The tests run what a user
 runs, through the CLI; only the order of the work is the suite's. (tests/conftest.py loads this module as a
 plugin.)
 """
