@@ -14,9 +14,9 @@ in a cell.
 
 All of it is subprocesses, at a lower CPU priority: it starts when the first variant test asks (under
 pytest-xdist, in the one worker given the variant tests' group, which tests/conftest.py hands out
-first), and runs two variants at a time beside the other worker's tests while the variant tests wait. The tests run what a user
-runs, through the CLI; only the order of the work is the suite's. (tests/conftest.py loads this module as a
-plugin.)
+first), and runs two variants at a time beside the other worker's tests while the variant tests wait.
+The tests run what a user runs, through the CLI; only the order of the work is the suite's.
+(tests/conftest.py loads this module as a plugin.)
 """
 from __future__ import annotations
 
