@@ -33,7 +33,7 @@ import importlib
 import importlib.util
 import keyword
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -190,16 +190,31 @@ class Network:
                 unit |= {t for t in terms if t in self.step and self.consumers(t) == (step.name,)}
         return frozenset(unit)
 
+    def descendants(self, *names: str) -> tuple[str, ...]:
+        """The steps that read any of `names`, directly or through other steps, in the forward's order:
+        what a change to them moves."""
+        reached = set(names)
+        for step in self.steps:
+            if reached.intersection(step.inputs):
+                reached.add(step.name)
+        return tuple(s.name for s in self.steps if s.name in reached and s.name not in names)
+
+    def ancestors(self, *names: str, held: Collection[str] = ()) -> frozenset[str]:
+        """Everything `names` read, directly or through other steps (parameters, data, sizes and steps):
+        what computing them needs. A name in `held` is read as given, not computed from its own inputs."""
+        steps, found, frontier = self.step, set(), list(names)
+        while frontier:
+            current = frontier.pop()
+            if current in steps and current not in held:
+                inputs = [i for i in steps[current].inputs if i not in found]
+                found.update(inputs)
+                frontier += inputs
+        return frozenset(found)
+
     def upstream_of(self, name: str) -> tuple[str, ...]:
         """The parameters whose gradients reach the loss only through `name` or through steps that
         `name` depends on (what a mistake in `name`'s gradient spoils)."""
-        needed, frontier = set(), [name]
-        steps = self.step
-        while frontier:
-            current = frontier.pop()
-            if current in steps:
-                frontier += [i for i in steps[current].inputs if i not in needed]
-            needed.add(current)
+        needed = self.ancestors(name) | {name}
         return tuple(p for p in self.parameters if p in needed)
 
 

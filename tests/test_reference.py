@@ -325,3 +325,17 @@ def test_answer_cells_cover_exactly_the_grade_ids():
     assert len(expected) == 26 + 2 + 1
     assert set(reference.cells()) == expected == set(EXERCISE.answer_cells)
     assert all(body.strip() for body in reference.cells().values())
+
+
+def test_the_network_answers_what_a_tensor_reads_and_what_reads_it():
+    # Every walk over the steps (a fused block, the parameters a gradient spoils, what a notebook
+    # recomputes) asks these two questions of the network.
+    assert NETWORK.descendants("bnvar") == ("bnvar_inv", "bnraw", "hpreact", "h", "logits", "logit_maxes",
+                                            "norm_logits", "counts", "counts_sum", "counts_sum_inv", "probs",
+                                            "logprobs", "loss")
+    assert NETWORK.descendants("bngain", "bnbias")[:2] == ("hpreact", "h")
+    assert NETWORK.ancestors("bnvar") == {"bndiff2", "bndiff", "hprebn", "bnmeani", "embcat", "emb", "C", "Xb", "W1",
+                                          "b1", "n"}
+    # A held value is read as given: what a function's cache holds is not recomputed from its inputs.
+    assert NETWORK.ancestors("bnraw", held={"bndiff", "bnvar_inv"}) == {"bndiff", "bnvar_inv"}
+    assert NETWORK.upstream_of("bnraw") == ("C", "W1", "b1")

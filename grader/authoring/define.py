@@ -120,10 +120,7 @@ def _order(network: ex.Network) -> tuple[str, ...]:
     reads its inputs: dlogprobs, dprobs, dcounts_sum_inv, dcounts_sum, dcounts, ... as the lecture asks. A
     line that reads no parameter, even through earlier lines (a causal mask), is a constant: no gradient."""
     steps = network.steps
-    live = set(network.parameters)
-    for step in steps:
-        if live & set(step.inputs):
-            live.add(step.name)
+    live = {*network.parameters, *network.descendants(*network.parameters)}
     done, order = {network.loss}, []
     for step in reversed(steps):
         if step.name not in done:

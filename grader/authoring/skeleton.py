@@ -279,11 +279,8 @@ def _function_reference(exercise: Exercise, function: Function, sources: list[st
     code = [line for source in sources for line in source.rstrip("\n").splitlines()]
     known = {*net.parameters, *cache, *(a for a in function.arguments if isinstance(a, str)), *net.sizes}
     needed = _read("\n".join(code))
-    recomputed = []
-    for step in reversed(net.steps):
-        if step.name in needed and step.name not in known:
-            recomputed.insert(0, f"{step.name} = {step.code}")
-            needed |= set(step.inputs)
+    needed |= net.ancestors(*needed, held=known)
+    recomputed = [f"{step.name} = {step.code}" for step in net.steps if step.name in needed and step.name not in known]
     sizes = {k: v for k, v in net.sizes.items() if k in needed}
     needed |= _read("\n".join(sizes.values()))
     body = []

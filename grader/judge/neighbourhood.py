@@ -471,17 +471,8 @@ def _between(case: Case, source: str, sink: str) -> list[str]:
     slip told where it enters the backward pass last, in the most specific words (a chain's factor
     fits at every tensor of a single path; the branch it belongs to shows only at the last)."""
     net = case.exercise.network
-    after = {source}
-    for step in net.steps:
-        if after.intersection(step.inputs):
-            after.add(step.name)
-    before, found = {sink}, []
-    for step in reversed(net.steps):
-        if step.name in before:
-            before.update(step.inputs)
-            if step.name not in (source, sink) and step.name in after:
-                found.append(step.name)
-    return found[::-1]
+    before = net.ancestors(sink)
+    return [step for step in net.descendants(source) if step in before]
 
 
 def inside(case: Case, answer: Answer, check: str, keep: set[str] | None, got: torch.Tensor):

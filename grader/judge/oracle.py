@@ -59,15 +59,11 @@ def local_vjp(network: Network, values: Mapping, source: str, upstream: Mapping[
 def _block(network: Network, values: Mapping, source: str, sink: str):
     """`sink` as a function of `source`, every other input held at its forward value."""
     held = _held(network, values)
-    steps, touched = [], {source}
-    for step in network.steps:
-        if touched.intersection(step.inputs):
-            steps.append(step)
-            touched.add(step.name)
-        if step.name == sink:
-            break
-    if sink not in touched:
+    reached = network.descendants(source)
+    if sink not in (source, *reached):
         raise ValueError(f"{sink} does not depend on {source}")
+    needed = network.ancestors(sink) | {sink}
+    steps = [network.step[name] for name in reached if name in needed]
 
     def run(x: torch.Tensor) -> torch.Tensor:
         live = {**held, source: x}
