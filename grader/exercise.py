@@ -305,6 +305,82 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Factor:
+    """A simple function of a tensor the search of a wrong answer's neighbourhood tries as a factor one
+    step's derivative has or lacks: how feedback writes it (`{}` the tensor), its code on the tensor `_t`,
+    whether a gradient may lack it (a 0/1 mask or a sign cannot be divided out; None: a reciprocal, whose
+    factor too many or too few is the tensor's own, the other way), and whose derivative it is."""
+
+    shown: str
+    code: str
+    divides: bool | None = True
+    whose: str = ""
+
+    def __post_init__(self):  # bound once, as a step is (see _bind)
+        object.__setattr__(self, "fn", _bind("factor", self.code, ("_t",)))
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """One elementwise function of the forward grammar, `y = f(x)` (`torch.f(x)`, `x.f()`), whole: the
+    rule table (grader.derive) differentiates a line with `local` and derives its classic `slips`; the
+    judge, where no rule table is installed too, reads its `rule` (the derivative at any tensor, with
+    feedback's name for it) and its `factor`. Code is written on `_x` (the input) and `_y` (the output), and
+    a slip's sentence may name {x} and {y}. A new function is one entry of ELEMENTWISE."""
+
+    name: str  # the torch function and tensor method
+    grammar: str  # how the grammar's prose lists it
+    called: str  # feedback's name for it: "the derivative of {called}"
+    local: str
+    why: str  # the rule table's comment on the derived line
+    slips: tuple[tuple[str, str, str], ...] = ()
+    factor: Factor | None = None
+
+    def __post_init__(self):
+        local = _bind(self.name, self.local, ("_x", "_y"))
+        object.__setattr__(self, "rule", Rule(f"the derivative of {self.called}", "y" if "_y" in self.local else "x",
+                                              lambda x, y: local(x, y).to(x.dtype)))
+
+
+ELEMENTWISE = {f.name: f for f in (
+    Elementwise("tanh", "torch.tanh", "tanh", "1 - _y**2", "d tanh(x)/dx = 1 - tanh(x)**2, written with the output {y}",
+                (("tanh-input", "uses {x} where the derivative of tanh needs {y}, its output", "1 - _x**2"),
+                 ("tanh-square", "squares (1 - {y}) in the derivative of tanh: the square belongs to {y} alone",
+                  "(1 - _y)**2"),
+                 ("tanh-no-square", "uses {y} where the derivative of tanh needs its square", "1 - _y"),
+                 ("tanh-plus", "adds the square of {y} in the derivative of tanh instead of subtracting it",
+                  "1 + _y**2"),
+                 ("tanh-sigmoid", "uses the sigmoid's derivative {y} * (1 - {y}) where tanh's is needed",
+                  "_y * (1 - _y)")),
+                Factor("1 - {}²", "1 - _t * _t", True, " (1 - y² is tanh's derivative, y its output)")),
+    Elementwise("sigmoid", "torch.sigmoid", "the sigmoid", "_y * (1 - _y)",
+                "d sigmoid(x)/dx = sigmoid(x) * (1 - sigmoid(x)), written with the output {y}",
+                (("sigmoid-input", "uses {x} where the derivative of the sigmoid needs {y}, its output",
+                  "_x * (1 - _x)"),
+                 ("sigmoid-half", "keeps only one factor of the sigmoid's derivative {y} * (1 - {y})", "_y"),
+                 ("sigmoid-tanh", "uses tanh's derivative (1 - {y}**2) where the sigmoid's is needed", "1 - _y**2")),
+                Factor("{0}·(1 - {0})", "_t * (1 - _t)", True,
+                       " (y·(1 - y) is the sigmoid's derivative, y its output)")),
+    Elementwise("relu", "torch.relu", "ReLU", "(_x > 0)",
+                "ReLU passes the gradient where its input {x} is positive and stops it elsewhere",
+                (("relu-output", "multiplies by ReLU's output {y} where its derivative is a 0/1 mask", "_y"),
+                 ("relu-inverted", "masks the wrong side: ReLU passes the gradient where its input is positive",
+                  "(_x <= 0)")),
+                Factor("({} > 0)", "(_t > 0).to(_t.dtype)", False, " ((x > 0) is ReLU's derivative, x its input)")),
+    Elementwise("exp", ".exp()", "exp", "_y", "d exp(x)/dx = exp(x), which is the output {y} itself",
+                (("exp-input", "uses {x} where the derivative of exp is exp itself, {y}", "_x"),),
+                Factor("exp({})", "torch.exp(_t)", True, " (exp(x) is the derivative of exp)")),
+    Elementwise("log", ".log()", "log", "1 / _x", "d log(x)/dx = 1/x, with x = {x}",
+                (("log-multiplies", "multiplies by {x} where the derivative of log divides by it", "_x"),
+                 ("log-output", "divides by {y}, the output, where the derivative of log divides by its input {x}",
+                  "1 / _y"))),
+    Elementwise("sqrt", ".sqrt()", "sqrt", "0.5 / _y", "d sqrt(x)/dx = 0.5 / sqrt(x), written with the output {y}",
+                (("sqrt-input", "divides by {x} where the derivative of sqrt divides by its output {y}", "0.5 / _x"),
+                 ("sqrt-factor", "leaves out the factor 0.5 of the derivative of sqrt", "1 / _y"))),
+)}
+
+
+@dataclass(frozen=True)
 class Mistakes:
     """What an exercise knows of its students' mistakes beyond what the network shows, so that feedback
     can name them; without it the engine's search of the network still names most wrong answers.

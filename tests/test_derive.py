@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from grader import derive
 from grader.derive import rules
-from grader.exercise import Network, Sizes, load
+from grader.exercise import ELEMENTWISE, Network, Sizes, load
 from grader.exercises.makemore_mlp import variants
 from grader.sandbox import static_check
+from grader.vocabulary import SLIPS
 
 torch.set_num_threads(1)
 sys.path.insert(0, str(Path(__file__).parent))
@@ -192,7 +193,7 @@ def test_an_operation_without_a_rule_names_its_line():
 
 # ------------------------------------------------------------------------------- what a rule emits, a cell may run
 
-# Every operation the rule table differentiates, at least once (checked against rules.RULES below, so a new
+# Every operation the rule table differentiates, at least once (checked against rules.OPERATIONS below, so a new
 # rule without a line here fails, naming it).
 EVERY_OPERATION = """
 x0 = X @ W0 + g0
@@ -240,12 +241,14 @@ def test_every_rule_derives_only_what_an_answer_cell_may_run():
     used = {op.kind for line in EVERY_OPERATION.strip().splitlines()
             for node in ast.walk(ast.parse(line.split("=", 1)[1].strip(), mode="eval"))
             if (op := rules.classify(node)) is not None}
-    assert not set(rules.RULES) - used, f"no line of EVERY_OPERATION uses {sorted(set(rules.RULES) - used)}"
+    assert not set(rules.OPERATIONS) - used, f"no line of EVERY_OPERATION uses {sorted(set(rules.OPERATIONS) - used)}"
     network = Network.parse(EVERY_OPERATION, parameters=("W0", "g0", "C0"), data=("X", "M", "I", "T"),
                             sizes={"n": "X.shape[0]"})
     gradients = derive.derive(network, [derive.Configuration(_every_operation_inputs(5, 3, 4, 6, 0), Sizes(n=5)),
                                         derive.Configuration(_every_operation_inputs(7, 2, 5, 3, 1), Sizes(n=7))])
     assert _refused(gradients) == []
+    # An exercise may accept a slip by its name (define's `accept`), checked where no rule table is loaded.
+    assert {s.name for g in gradients for s in g.slips()} - set(SLIPS) == set()
     # A whole-backward function's derived answer computes the forward lines again.
     assert [line for line in EVERY_OPERATION.strip().splitlines() if static_check.check(line) is not None] == []
 
@@ -524,3 +527,18 @@ def test_random_forward_passes_equal_autograd(drawn):
 def test_many_random_forward_passes_equal_autograd(drawn):
     """New forward passes every run."""
     _derived_equal_autograd(drawn)
+
+
+@pytest.mark.parametrize("function", list(ELEMENTWISE.values()), ids=list(ELEMENTWISE))
+def test_an_elementwise_function_is_one_entry_every_view_reads(function):
+    """Its rule is the rule table's, its words the grammar's, and the derivative the judge reads at other
+    tensors (and its factor, where it has one) is autograd's: one entry, no second copy to drift."""
+    assert rules.OPERATIONS[function.name].calls == (function.name,)
+    assert function.grammar in rules.GRAMMAR[rules.FAMILIES.index(rules.ELEMENTWISE_FAMILY)].split(", ")
+    x = torch.linspace(0.1, 3.0, 7, dtype=torch.float64, requires_grad=True)
+    y = getattr(torch, function.name)(x)
+    (autograd,) = torch.autograd.grad(y.sum(), x)
+    x, y = x.detach(), y.detach()
+    assert torch.allclose(function.rule.derivative(x, y), autograd)
+    if function.factor is not None:  # written with the input or the output, as its note says
+        assert any(torch.allclose(function.factor.fn(at), autograd) for at in (x, y)), function.factor.shown

@@ -344,9 +344,9 @@ class Derivation:
         if not self.is_diff(node):
             return
         op = rules.classify(node)
-        if op is None or op.kind not in rules.RULES:
+        if op is None:
             raise self.no_rule(node)
-        rule = rules.RULES[op.kind]
+        rule = rules.OPERATIONS[op.kind].vjp
         edges = rule(rules.Site(node, out, g, self), op)
         for k, edge in enumerate(edges):
             if not self.is_diff(edge.child):

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from grader import syntax
-from grader.exercise import ATOMIC, Answer, Exercise
+from grader.exercise import ATOMIC, ELEMENTWISE, Answer, Exercise, Factor
 from grader.judge import prints
 from grader.judge.exam import CHAIN, Case
 from grader.judge.oracle import block_jvp, block_vjp, local_vjp
@@ -389,21 +389,16 @@ def _transposes(want: torch.Tensor) -> list[Candidate]:
             for a, b in itertools.combinations(range(want.dim()), 2) if want.shape[a] == want.shape[b]]
 
 
-# Simple functions of a tensor the cell may read, as a factor one step's derivative has or lacks: the
-# expression the feedback shows (`{}` is the tensor's name), the function, whether the gradient may lack
-# it (a 0/1 mask or a sign cannot be divided out; None: a reciprocal, whose factor too many or too few is
-# the tensor's own, the other way), and whose derivative it is.
-_SHAPES = (
-    ("{}", lambda t: t, True, ""),
-    ("1/{}", torch.reciprocal, None, ""),
-    ("{}²", torch.square, True, ""),
-    ("1 - {}²", lambda t: 1 - t * t, True, " (1 - y² is tanh's derivative, y its output)"),
-    ("{0}·(1 - {0})", lambda t: t * (1 - t), True, " (y·(1 - y) is the sigmoid's derivative, y its output)"),
-    ("-1/{}²", lambda t: -1 / (t * t), True, " (-1/x² is the derivative of 1/x)"),
-    ("2{}", lambda t: 2 * t, True, " (2x is the derivative of x²)"),
-    ("exp({})", torch.exp, True, " (exp(x) is the derivative of exp)"),
-    ("sign({})", torch.sign, False, ""),
-    ("({} > 0)", lambda t: (t > 0).to(t.dtype), False, " ((x > 0) is ReLU's derivative, x its input)"),
+# Simple functions of a tensor the cell may read, as a factor one step's derivative has or lacks: these, then
+# the derivative of each elementwise function of the grammar.
+_FACTORS = (
+    Factor("{}", "_t"),
+    Factor("1/{}", "torch.reciprocal(_t)", None),
+    Factor("{}²", "torch.square(_t)"),
+    Factor("-1/{}²", "-1 / (_t * _t)", True, " (-1/x² is the derivative of 1/x)"),
+    Factor("2{}", "2 * _t", True, " (2x is the derivative of x²)"),
+    Factor("sign({})", "torch.sign(_t)", False),
+    *(f.factor for f in ELEMENTWISE.values() if f.factor is not None),
 )
 
 
@@ -420,8 +415,8 @@ def tensor_factors(case: Case, answer: Answer, check: str):
     tensors = [t for t in _tensors(case.exercise) if case.values[t].dim() == want.dim() and all(
         v in (1, w) for v, w in zip(case.values[t].shape, want.shape, strict=True))]
     # The simplest functions first: a tensor itself before a function of another that equals it.
-    functions = [(shape.format(t), functools.partial(fn, case.values[t]), divides, whose)
-                 for shape, fn, divides, whose in _SHAPES for t in tensors]
+    functions = [(f.shown.format(t), functools.partial(f.fn, case.values[t]), f.divides, f.whose)
+                 for f in _FACTORS for t in tensors]
     # By family, the most specific first: a derivative replaced by another is what a cell pasted from
     # another activation does, and it may also read as a factor too many of the whole answer.
     for step, (part, up) in parts.items():

@@ -9,7 +9,9 @@ it lacks.
 """
 from __future__ import annotations
 
-from grader.exercise import Mistakes, Rule
+from dataclasses import replace
+
+from grader.exercise import ELEMENTWISE, Mistakes, Rule
 
 # The eps the forward pass adds to batch norm's variance: (bnvar + 1e-5) ** -0.5.
 EPS = 1e-5
@@ -31,17 +33,17 @@ def _square(diff: str) -> Rule:
         ("square", f"squares {diff} in the derivative of the square, which is linear in it", lambda x, y: x**2),))
 
 
-# Each rule's derivative also serves the search for one read at another tensor of the same shape; its
-# slips are only those the rule table's own (grader.derive) lack.
-TANH = Rule("the derivative of tanh", "y", lambda x, y: 1 - y**2)
-SIGMOID = Rule("the derivative of the sigmoid", "y", lambda x, y: y * (1 - y), (
+# Each rule's derivative, the grammar's own (grader.exercise.ELEMENTWISE), also serves the search for one
+# read at another tensor of the same shape; its slips are only those the rule table's own lack.
+TANH = ELEMENTWISE["tanh"].rule
+SIGMOID = replace(ELEMENTWISE["sigmoid"].rule, slips=(
     ("sigmoid-other-half", "keeps only the (1 - {y}) factor of the sigmoid's derivative", lambda x, y: 1 - y),))
-RELU = Rule("the derivative of ReLU", "x", lambda x, y: (x > 0).to(x.dtype))
+RELU = ELEMENTWISE["relu"].rule
 CUBE = Rule("the derivative of the cube", "x", lambda x, y: 3 * x**2)
 # The cross-entropy's steps, the same in every variant.
 CROSS_ENTROPY = {
-    "logprobs": Rule("the derivative of log", "x", lambda x, y: 1 / x),
-    "counts": Rule("the derivative of exp", "y", lambda x, y: y),
+    "logprobs": ELEMENTWISE["log"].rule,
+    "counts": ELEMENTWISE["exp"].rule,
     "counts_sum_inv": Rule("the derivative of x**-1", "x", lambda x, y: -x**-2, (
         ("power-twice", "lowers the exponent by two in the derivative of x**-1", lambda x, y: -x**-3),
         ("power-positive", "writes a positive exponent in the derivative of x**-1", lambda x, y: -x**2))),
