@@ -13,7 +13,8 @@ import torch.nn.functional as F
 
 from grader import derive
 from grader.exercise import ATOMIC
-from grader.exercises.makemore_mlp import variants
+from grader.exercises.makemore_mlp import mistakes, variants
+from grader.judge import neighbourhood
 from grader.judge.configs import generate
 from grader.judge.diagnose import name
 from grader.judge.exam import CHAIN, LOCAL, checks, prepare
@@ -199,3 +200,19 @@ def test_a_batch_of_square_matrices_transposed_is_told_as_a_transpose():
     assert name([(case, _run(code, case, answer, CHAIN)) for case in cases], answer, CHAIN, RTOL, ATOL) == (
         "your datt is the transpose of the gradient, as from multiplying in the wrong order (or one transpose too "
         "many)")
+
+
+def test_a_sentence_with_a_subject_of_its_own_keeps_it_whatever_its_first_word(monkeypatch, tmp_path):
+    """Where no rule table is installed and no fingerprints lie beside the notebook (the student package), the
+    search names an overwritten lookup in the exercise's words for an index entry: "each character ..." was
+    once said as what "your dC" does, since only a first word "the", "a" or "an" marked a subject."""
+    monkeypatch.setattr(neighbourhood, "_derived", lambda exercise: None)
+    monkeypatch.setitem(mistakes.WORDS, "Xb", "each character")
+    monkeypatch.chdir(tmp_path)
+    neighbourhood.candidates.cache_clear()
+    try:
+        got = said("relu-none", "dC", "dC = torch.zeros_like(C)\ndC[Xb] = demb")
+    finally:
+        neighbourhood.candidates.cache_clear()
+    assert got == ("each character that occurs several times in Xb keeps the gradient of only one of its uses (an "
+                   "assignment overwrites; the uses must add up)")

@@ -153,23 +153,23 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     if tensors:
         answer, check = counterpart(tensors[0][0].exercise, answer) or (answer, check)
     tensors = [(case, got.detach().to(torch.float64)) for case, got in tensors]
-    sentences: dict[str, str] = {}
+    sentences: dict[str, tuple[str, bool]] = {}  # key: (sentence, whether it has its own subject)
 
     def search(found) -> list[str]:
-        """The keys, in the order `found(case, got, keys)` gives them as (key, sentence, fits), whose
+        """The keys, in the order `found(case, got, keys)` gives them as (key, sentence, whole, fits), whose
         candidate equals the answer on every configuration where that is known, and on at least one.
         Tensor factors are many: each is made only while it has fitted every configuration before."""
         keys: list[str] | None = None
         seen: set[str] = set()  # keys that fitted somewhere, not only went unknown
         for case, got in tensors:
             fitted = []
-            for key, sentence, fits in found(case, got, keys):
+            for key, sentence, whole, fits in found(case, got, keys):
                 if keys is None or key in keys:
                     fit = fits(got, rtol, atol)
                     if fit is not False:
                         fitted.append(key)
                         if fit:  # a fingerprint's sentence is known once an answer fits it
-                            sentences.setdefault(key, sentence() if callable(sentence) else sentence)
+                            sentences.setdefault(key, (sentence() if callable(sentence) else sentence, whole))
                             seen.add(key)
             keys = fitted if keys is None else [k for k in keys if k in fitted]
             if not keys:
@@ -177,11 +177,11 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
         return [k for k in keys or [] if k in seen]
 
     def made(candidates):
-        return ((c.key, c.said, c.fits) for c in candidates)
+        return ((c.key, c.said, c.whole, c.fits) for c in candidates)
 
     def factors(case, got, keys):
-        for key, sentence, make in neighbourhood.tensor_factors(case, answer, check):
-            yield key, sentence, lambda got, rtol, atol, make=make: _close(got, make(), rtol, atol)
+        for key, sentence, whole, make in neighbourhood.tensor_factors(case, answer, check):
+            yield key, sentence, whole, lambda got, rtol, atol, make=make: _close(got, make(), rtol, atol)
 
     # In the order they are preferred, each family searched only when none before it fits: a
     # neighbourhood's candidate, a tensor factor, a step inside a fused block.
@@ -192,8 +192,8 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     for family in families:
         keys = search(family)
         if keys:
-            sentence = sentences[keys[0]]
-            return sentence if sentence.startswith(("the ", "a ", "an ")) else f"your {variable} {sentence}"
+            sentence, whole = sentences[keys[0]]
+            return sentence if whole else f"your {variable} {sentence}"
     constants = []
     for case, got in tensors:
         want = case.expected(answer, check)

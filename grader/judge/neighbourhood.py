@@ -39,6 +39,9 @@ class Candidate:
     sentence: str  # what the student's code does, in words, without the right formula
     tensor: torch.Tensor | None  # None: a slip known by its fingerprint alone (grader.judge.prints)
     fingerprint: dict | None = None
+    # The sentence has a subject of its own ("the part flowing back through h ..."); else it says what the
+    # answer does and continues "your dX ..." (as every rule-table slip, and so every fingerprint, does).
+    whole: bool = False
     opened: dict = field(default_factory=dict, compare=False)  # a fingerprint's sentence, once an answer opens it
 
     def fits(self, got: torch.Tensor, rtol: float, atol: float) -> bool | None:
@@ -147,8 +150,8 @@ def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[
         for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words):
             if key == "2":  # a branch's part twice over is a branch counted twice, not a square's derivative
                 does = f"is counted twice: {answer.source} reaches {step} once"
-            out.append(Candidate(f"branch:{step}:{key}",
-                                 f"the part flowing back through {step} {does}", want + (factor - 1) * part))
+            out.append(Candidate(f"branch:{step}:{key}", f"the part flowing back through {step} {does}",
+                                 want + (factor - 1) * part, whole=True))
     if len(branches) > 2:
         out += [Candidate(f"only:{step}", only_branch(answer.source, list(branches), step), part)
                 for step, part in branches.items()]
@@ -282,7 +285,7 @@ def _chain_rule(case: Case, answer: Answer, want, branches, up) -> list[Candidat
         alone = _branch(case, answer, {step: torch.ones_like(up[step])}, step)
         out.append(Candidate(f"local-only:{step}", f"the local derivative through {step} is not multiplied by "
                                                    f"d{step}, the gradient flowing back from it (chain rule)",
-                             want - part + alone))
+                             want - part + alone, whole=True))
         if up[step].shape == want.shape:
             # With one branch the answer is d{step} itself: a local derivative left out and the next cell's
             # formula copied give those values alike, so the sentence says what they are, not which.
@@ -317,7 +320,7 @@ def _indexing(case: Case, answer: Answer, want, up) -> list[Candidate]:
         entry = case.exercise.mistakes.words.get(index, "an index")
         out.append(Candidate("overwrite", f"{entry} that occurs several times in {index} keeps the gradient of "
                                           f"only one of its uses (an assignment overwrites; the uses must add up)",
-                             kept))
+                             kept, whole=True))
     return out
 
 
@@ -403,7 +406,7 @@ _FACTORS = (
 
 
 def tensor_factors(case: Case, answer: Answer, check: str):
-    """(key, sentence, make) for an answer off by a factor that is a tensor the cell may read, or a
+    """(key, sentence, whole, make) for an answer off by a factor that is a tensor the cell may read, or a
     simple function of one, per element, row or column: too many to keep, so each is made only when
     every configuration before it fitted (grader.judge.diagnose.name)."""
     want = case.expected(answer, check)
@@ -424,27 +427,27 @@ def tensor_factors(case: Case, answer: Answer, check: str):
             for expr, f, _, whose in functions:
                 yield (f"local:{step}:{expr}", f"multiplies d{step} by {expr} where it needs the derivative of the "
                                                f"step that computes {step}{whose}",
-                       lambda f=f, part=part, up=up: want - part + up * f())
+                       False, lambda f=f, part=part, up=up: want - part + up * f())
     for expr, f, divides, _ in functions:
         if divides is not None:
             yield (f"extra:{expr}", f"is multiplied by {expr}, a factor the right gradient does not have",
-                   lambda f=f: want * f())
+                   False, lambda f=f: want * f())
     # Divided by a tensor: a factor of the right formula left out, or its reciprocal put in; only the
     # cell's code tells which, so the sentence says both.
     for expr, f, divides, _ in functions:
         if divides:
             yield (f"missing:{expr}", f"is the right gradient divided by {expr}: a factor {expr} left out, or a "
-                                      f"1/{expr} too many", lambda f=f: want / f())
+                                      f"1/{expr} too many", False, lambda f=f: want / f())
     for step, (part, _) in parts.items() if len(parts) > 1 else ():
         for expr, f, divides, _ in functions:
             if divides is not None:
                 yield (f"branch-extra:{step}:{expr}", f"the part flowing back through {step} is multiplied by "
-                                                      f"{expr}, a factor it does not have",
+                                                      f"{expr}, a factor it does not have", True,
                        lambda f=f, part=part: want - part + part * f())
             if divides:
                 yield (f"branch-missing:{step}:{expr}", f"the part flowing back through {step} is divided by "
                                                         f"{expr}: a factor {expr} left out, or a 1/{expr} too many",
-                       lambda f=f, part=part: want - part + part / f())
+                       True, lambda f=f, part=part: want - part + part / f())
 
 
 def _generic(case: Case, want: torch.Tensor) -> list[Candidate]:
@@ -508,7 +511,7 @@ def inside(case: Case, answer: Answer, check: str, keep: set[str] | None, got: t
         passed = [i for i, ok in zip(kept, near, strict=True) if ok]
         tried = [inner[i] for i in passed]
         carried = _carried(case, answer.source, tensor, errors[passed]) if passed else []
-        made = [Candidate(f"inside:{tensor}:{c.key}", _inside_sentence(tensor, c.sentence), want + extra)
+        made = [Candidate(f"inside:{tensor}:{c.key}", _inside_sentence(tensor, c.sentence, c.whole), want + extra)
                 for c, extra in zip(tried, carried, strict=True)]
         yield from (c for c in made if c.key.endswith(":zeros"))
         yield from slips
@@ -536,9 +539,8 @@ def _along(case: Case, source: str, tensor: str, cell: Answer) -> tuple[list[Can
     return inner, errors, (errors * _direction(case, source, tensor)[1]).flatten(1).sum(1)
 
 
-def _inside_sentence(tensor: str, sentence: str) -> str:
-    return (f"goes wrong at {tensor}: {sentence}" if sentence.startswith(("the ", "a ", "an "))
-            else f"forms a gradient for {tensor} that {sentence}")
+def _inside_sentence(tensor: str, sentence: str, whole: bool) -> str:
+    return f"goes wrong at {tensor}: {sentence}" if whole else f"forms a gradient for {tensor} that {sentence}"
 
 
 def carried_slips(case: Case, answer: Answer) -> list[tuple[str, str, torch.Tensor]]:
@@ -555,7 +557,7 @@ def carried_slips(case: Case, answer: Answer) -> list[tuple[str, str, torch.Tens
         if not values:
             continue
         carried = _carried(case, answer.source, tensor, torch.stack([t - truth for _, _, t in values]))
-        found += [(f"inside:{tensor}:{key}", _inside_sentence(tensor, sentence), want + extra)
+        found += [(f"inside:{tensor}:{key}", _inside_sentence(tensor, sentence, False), want + extra)
                   for (key, sentence, _), extra in zip(values, carried, strict=True)]
     return found
 
