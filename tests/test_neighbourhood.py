@@ -216,3 +216,13 @@ def test_a_sentence_with_a_subject_of_its_own_keeps_it_whatever_its_first_word(m
         neighbourhood.candidates.cache_clear()
     assert got == ("each character that occurs several times in Xb keeps the gradient of only one of its uses (an "
                    "assignment overwrites; the uses must add up)")
+
+
+def test_one_order_of_preference_orders_a_steps_candidates():
+    """A step's candidates go in PREFERENCE's one order (a fused block's inner ones too, in `inside`): the first
+    that fits on every configuration is the one named."""
+    case = _cases("tanh-batchnorm")[0]
+    found = neighbourhood.candidates(case, case.exercise.by_grade_id["dbndiff"], CHAIN)
+    rank = [neighbourhood.PREFERENCE.index(c.family) for c in found]
+    assert rank == sorted(rank)
+    assert len({c.family for c in found}) > 5

@@ -183,14 +183,13 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
         for key, sentence, whole, make in neighbourhood.tensor_factors(case, answer, check):
             yield key, sentence, whole, lambda got, rtol, atol, make=make: _close(got, make(), rtol, atol)
 
-    # In the order they are preferred, each family searched only when none before it fits: a
-    # neighbourhood's candidate, a tensor factor, a step inside a fused block.
-    families = [lambda case, got, keys: made(neighbourhood.candidates(case, answer, check)), factors]
+    searches = {"candidates": lambda case, got, keys: made(neighbourhood.candidates(case, answer, check)),
+                "tensor factors": factors}
     if block is not None:
-        families.append(lambda case, got, keys: made(neighbourhood.inside(
-            case, block, CHAIN if block.kind == FUNCTION else check, None if keys is None else set(keys), got)))
-    for family in families:
-        keys = search(family)
+        searches["inside"] = lambda case, got, keys: made(neighbourhood.inside(
+            case, block, CHAIN if block.kind == FUNCTION else check, None if keys is None else set(keys), got))
+    for family in neighbourhood.SEARCHES:
+        keys = search(searches[family]) if family in searches else None
         if keys:
             sentence, whole = sentences[keys[0]]
             return sentence if whole else f"your {variable} {sentence}"

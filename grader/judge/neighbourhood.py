@@ -20,7 +20,7 @@ import functools
 import importlib
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +42,7 @@ class Candidate:
     # The sentence has a subject of its own ("the part flowing back through h ..."); else it says what the
     # answer does and continues "your dX ..." (as every rule-table slip, and so every fingerprint, does).
     whole: bool = False
+    family: str = ""  # which of PREFERENCE's families it is
     opened: dict = field(default_factory=dict, compare=False)  # a fingerprint's sentence, once an answer opens it
 
     def fits(self, got: torch.Tensor, rtol: float, atol: float) -> bool | None:
@@ -491,8 +492,8 @@ def inside(case: Case, answer: Answer, check: str, keep: set[str] | None, got: t
     for tensor in _between(case, answer.source, sink):
         if tensor not in cells:
             continue
-        # In the order the step's own candidates go: all zeros, then the slips, then the rest.
-        slips = [Candidate(key, "", None, print_) for key, print_ in printed
+        # In PREFERENCE's order, the fingerprints' slips among the step's own candidates.
+        slips = [Candidate(key, "", None, print_, family="slips") for key, print_ in printed
                  if key.startswith(f"inside:{tensor}:") and (keep is None or key in keep)]
         inner, errors, along = _along(case, answer.source, tensor, cells[tensor])
         kept = [i for i, c in enumerate(inner) if keep is None or f"inside:{tensor}:{c.key}" in keep]
@@ -511,11 +512,9 @@ def inside(case: Case, answer: Answer, check: str, keep: set[str] | None, got: t
         passed = [i for i, ok in zip(kept, near, strict=True) if ok]
         tried = [inner[i] for i in passed]
         carried = _carried(case, answer.source, tensor, errors[passed]) if passed else []
-        made = [Candidate(f"inside:{tensor}:{c.key}", _inside_sentence(tensor, c.sentence, c.whole), want + extra)
-                for c, extra in zip(tried, carried, strict=True)]
-        yield from (c for c in made if c.key.endswith(":zeros"))
-        yield from slips
-        yield from (c for c in made if not c.key.endswith(":zeros"))
+        made = [Candidate(f"inside:{tensor}:{c.key}", _inside_sentence(tensor, c.sentence, c.whole), want + extra,
+                          family=c.family) for c, extra in zip(tried, carried, strict=True)]
+        yield from sorted([*made, *slips], key=lambda c: PREFERENCE.index(c.family))
 
 
 @functools.lru_cache(maxsize=4096)  # Case hashes by identity: every wrong answer of a class shares these
@@ -639,32 +638,41 @@ def _rule_slips(case: Case, answer: Answer, check: str) -> list[Candidate]:
     return [Candidate(key, "", None, print_) for key, print_ in table.slips(case, answer, check)]
 
 
+# The one order in which families of candidates are preferred when more than one fits an answer on every
+# configuration: all zeros (a fact, where any cause would be one of many); the exercise's own named slips
+# (its instructor's words); the rule table's slips of the step itself (each the one edit of the derived
+# answer that makes it, told with this exercise's own names); then the search of the neighbourhood for what
+# no single slip reaches. A factor of the whole answer goes before a branch's: when both fit, the other
+# branches are (nearly) zero on these upstream gradients, and the whole answer's factor is the account that
+# holds for any. The chain rule's slips go before the elementwise ones: a local derivative left out is the
+# simpler account of an answer that also equals a derivative read at a tensor where it is 1 everywhere.
+PREFERENCE = ("zeros", "named", "slips", "indexing", "reductions", "generic", "twice", "chain", "elementwise",
+              "operands", "substitutions", "neighbours")
+# After every family of `candidates`, each searched only when none before it fits (each costs more to make): an
+# answer off by a factor that is a tensor (`tensor_factors`), then a step's mistake inside a fused block
+# (`inside`, whose candidates go in PREFERENCE's order too).
+SEARCHES = ("candidates", "tensor factors", "inside")
+
+
 @functools.lru_cache(maxsize=4096)  # Case hashes by identity: a class reuses each case's neighbourhood
 def candidates(case: Case, answer: Answer, check: str) -> tuple[Candidate, ...]:
-    """Every candidate of this answer on this case and check, in the order they are preferred: all zeros
-    (a fact, where any cause would be one of many), the exercise's own named slips, then the rule table's
-    slips of the step itself (each the one edit of the derived answer that makes it, told with this
-    exercise's own names), then the search of its neighbourhood for what no single slip reaches. Only an
-    atomic answer is one backward step, whose branches the forward pass shows; any other is searched for
-    factors, a transpose and zeros."""
+    """Every candidate of this answer on this case and check, in the order they are preferred
+    (PREFERENCE). Only an atomic answer is one backward step, whose branches the forward pass shows; any
+    other is searched for factors, a transpose and zeros."""
     net = case.exercise.network
-    if answer.kind != ATOMIC:
-        want = case.expected(answer, check)
-        return (*_zeros(want), *_generic(case, want))
-    slips = _rule_slips(case, answer, check)
-    if not any(c != net.loss for c in net.consumers(answer.source)):
-        want = case.expected(answer, check)
-        return (*_zeros(want), *slips, *_generic(case, want))
-    want, branches, up = _per_branch(case, answer, check)
-    # The chain rule's slips go before the elementwise ones: a local derivative left out is the simpler
-    # account of an answer that also equals a derivative read at a tensor where it is 1 everywhere.
-    # A factor of the whole answer before a branch's: when both fit, the other branches are (nearly) zero
-    # on these upstream gradients, and the whole answer's factor is the account that holds for any.
-    found = [*_zeros(want), *_named_slips(case, answer, want, branches, up), *slips,
-             *_indexing(case, answer, want, up), *_reductions(case, answer, want, up),
-             *_generic(case, want),
-             *_twice_used(case, answer, check, want, branches), *_chain_rule(case, answer, want, branches, up),
-             *_elementwise(case, answer, want, branches, up), *_operands(case, answer, want, branches, up),
-             *_substitutions(case, answer, check, want, branches, up),
-             *_neighbour_steps(case, answer, want, branches, up)]
-    return tuple(found)
+    want = case.expected(answer, check)
+    found = {"zeros": _zeros(want), "generic": _generic(case, want)}
+    if answer.kind == ATOMIC:
+        found["slips"] = _rule_slips(case, answer, check)
+        if any(c != net.loss for c in net.consumers(answer.source)):
+            want, branches, up = _per_branch(case, answer, check)
+            found.update(named=_named_slips(case, answer, want, branches, up),
+                         indexing=_indexing(case, answer, want, up),
+                         reductions=_reductions(case, answer, want, up),
+                         twice=_twice_used(case, answer, check, want, branches),
+                         chain=_chain_rule(case, answer, want, branches, up),
+                         elementwise=_elementwise(case, answer, want, branches, up),
+                         operands=_operands(case, answer, want, branches, up),
+                         substitutions=_substitutions(case, answer, check, want, branches, up),
+                         neighbours=_neighbour_steps(case, answer, want, branches, up))
+    return tuple(replace(c, family=family) for family in PREFERENCE for c in found.get(family, ()))
