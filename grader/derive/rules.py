@@ -7,6 +7,10 @@ an `Edge` per operand: the gradient that operand receives, why in the lecture's 
 student makes there, each as a stable name, a sentence that continues "your dX ..." and the wrong
 gradient. Sums over broadcast dimensions are not the rules' business: the derivation adds them after
 every edge, from the shapes.
+
+Each operation is one entry of OPERATIONS, registered by `@operation` where its rule is written (an
+elementwise function by its entry in grader.exercise.ELEMENTWISE): `classify`, the rule a line is
+differentiated with and the grammar's prose (GRAMMAR) are read from there.
 """
 from __future__ import annotations
 
