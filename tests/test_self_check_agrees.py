@@ -25,7 +25,7 @@ from grader.exercises.makemore_mlp import EXERCISE
 from grader.lms import notebooks
 from grader.pipeline.batch import grade
 from grader.student.check import SelfCheck
-from helpers.paths import COURSE, ROOT
+from helpers.paths import COURSE, ROOT, STUB
 from solutions import make_notebooks, reference
 from solutions.reference import forward
 
@@ -335,3 +335,47 @@ def test_every_red_team_cell_the_static_check_refuses_is_refused_by_the_self_che
     finally:
         del check._CELLS[cell]
     assert f"WRONG: the grader refuses this cell, {static_check.check(source)}" in line, (attack, line)
+
+
+@pytest.mark.slow
+def test_on_every_refused_red_team_cell_the_self_check_gives_the_graders_verdict_and_flag(state, capfd, tmp_path):
+    """The real grader, sandboxed, on the same cells (each submission holds at most one per answer cell, the
+    others as released; nothing refused is run): the verdict and the static check's flag the self-check
+    announces are the grader's, and so is the reason it gives."""
+    from test_self_check_verdicts import said
+
+    from grader.student import check
+    from grader.vocabulary import Flag
+
+    refused = _refused_cells()
+    packed: list[dict[str, tuple[str, str]]] = []
+    for attack, cell, source in refused:
+        free = next((p for p in packed if cell not in p), None)
+        if free is None:
+            packed.append(free := {})
+        free[cell] = (attack, source)
+    released = nbformat.read(STUB, as_version=4)
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    for index, cells in enumerate(packed):
+        nb = nbformat.from_dict(released)
+        for c in nb.cells:
+            if c.id in cells:
+                c.source = cells[c.id][1]
+        nbformat.write(nb, folder / f"redteam-{index}.ipynb")
+    graded = {s.id: r for s, r in grade([folder], COURSE, tmp_path / "results", jobs=1)}
+    differ = []
+    for index, cells in enumerate(packed):
+        result = graded[f"redteam-{index}"]
+        verdicts = {t.name: t.verdict for t in result.tests}
+        flagged = {f["cell"]: f["evidence"] for f in result.flags if f["kind"] == Flag.STATIC_CHECK.value}
+        for cell, (attack, source) in cells.items():
+            check._record(SimpleNamespace(cell_id=cell, raw_cell=source))
+            try:
+                line = Notebook(state).check(cell, capfd)
+            finally:
+                del check._CELLS[cell]
+            grader = (verdicts[cell], Flag.STATIC_CHECK.value if cell in flagged else None)
+            if said(line) != grader or f"the grader refuses this cell, {flagged.get(cell)}" not in line:
+                differ.append((attack, cell, grader, line))
+    assert not differ, "\n".join(map(str, differ))

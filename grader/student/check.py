@@ -411,15 +411,14 @@ class SelfCheck:
             outcomes = {case: per[answer.variable] for case, per in ran.items()}
             failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
                             hints=self.hints, public=True)
-            return None if failure is None else f"WRONG: {failure.feedback}"
+            return None if failure is None else self._failed(failure)
         notebook = self.notebook_case()
         cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
         # Every batch here is public (the self-check's own, and the notebook's): all of it may be shown.
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
                                  self.tolerance, hints=self.hints, public=True) for check in checks(answer)}
         if failures[CHAIN] is not None:
-            return f"{self._shape_slip() if failures[CHAIN].kind == Match.SQUEEZABLE else 'WRONG'}: " \
-                   f"{failures[CHAIN].feedback}"
+            return self._failed(failures[CHAIN])
         if not comparison.passed and notebook is not None:
             chain = self._wrong_upstream(answer, source, notebook)
             if chain:
@@ -437,6 +436,11 @@ class SelfCheck:
             return (f"WRONG ({_credit(self.policy.chain_only_credit)}: right with the upstream gradients given, "
                     f"not as one backward step): {failures[LOCAL].feedback}")
         return None
+
+    def _failed(self, failure) -> str:
+        """The line's verdict on a failed run of the cell: right values in a squeezable shape get the
+        grader's partial credit, a function's returned gradient as much as a cell's."""
+        return f"{self._shape_slip() if failure.kind == Match.SQUEEZABLE else 'WRONG'}: {failure.feedback}"
 
     def _shape_slip(self) -> str:
         """Right values in a shape that differs only by size-1 dimensions: WRONG unless the course gives
