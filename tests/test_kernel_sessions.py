@@ -60,6 +60,30 @@ def a_syntax_error_is_the_graders_refusal_and_later_checks_still_run(kernel):
            "dlogprobs this cell is right" in line, line
 
 
+def without_cell_ids_the_cell_that_bound_the_answer_is_judged_however_it_bound_it(kernel):
+    """nbclient and the classic Notebook send no cell ids: the history shows no `dh = ...` in a cell that
+    binds dh through exec or globals(), so the check judged an older cell, or the value alone ("exact:
+    True"); the cell seen binding it is the one the grader would run, and refuses."""
+    setup(kernel)
+    for cell in ("dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts", "dnorm_logits",
+                 "dlogit_maxes", "dlogits"):
+        kernel.run(cell, send_id=False)
+    kernel.run("dh", 'exec("dh = dlogits @ W2.T")\n', send_id=False)
+    line = kernel.check("dh", send_id=False)
+    assert "WRONG: the grader refuses this cell" in line and "exec" in line, line
+    kernel.run("dh", "dh = None  # TODO\n", send_id=False)  # the released cell, run first
+    kernel.run("dh", 'globals()["dh"] = h.grad.clone()\n', send_id=False)
+    line = kernel.check("dh", send_id=False)
+    assert "WRONG: the grader refuses this cell" in line and "globals" in line, line
+    # A later cell that stops with an error binds nothing: the newest cell that assigns dh is judged.
+    _, _, error = kernel.run("dh", "dh = dlogits @ W2.T +\n", send_id=False)
+    assert error == "SyntaxError"
+    line = kernel.check("dh", send_id=False)
+    assert "WRONG: the grader refuses this cell" in line and "syntax error" in line, line
+    kernel.run("dh", send_id=False)
+    assert right(kernel.check("dh", send_id=False))
+
+
 def a_forbidden_answer_is_refused_as_the_grader_refuses_it(kernel):
     setup(kernel)
     for cell in ("dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts", "dnorm_logits",
@@ -191,6 +215,7 @@ def test_scripted_student_sessions():
     try:
         for session in (check_cells_before_the_setup_and_after_a_restart_say_what_to_run,
                         a_syntax_error_is_the_graders_refusal_and_later_checks_still_run,
+                        without_cell_ids_the_cell_that_bound_the_answer_is_judged_however_it_bound_it,
                         a_forbidden_answer_is_refused_as_the_grader_refuses_it,
                         cells_out_of_order_odd_values_and_the_old_call_form,
                         exercise_4_checks_never_raise,
