@@ -115,9 +115,11 @@ class Session:
     """The course's notebook in a kernel, every answer cell holding `reference`'s code, as Run All leaves it
     (the training run, the longest cell, and what reads it aside); `seconds` records each check cell's time."""
 
-    def __init__(self, course: CourseNotebook, reference: dict[str, str]):
+    def __init__(self, course: CourseNotebook, reference: dict[str, str], first: str | None = None):
         self.course, self.reference = course, reference
         self.kernel = Kernel(course.folder, course.cells)
+        if first is not None:  # code run before the notebook's (what the kernel's environment would hold)
+            self.kernel.run("first", first)
         self.seconds: list[tuple[float, str, str]] = []  # (seconds, answer cell, grade id)
         for cell_id in course.cells:
             if cell_id == "setup_install" or cell_id.startswith("check_"):
