@@ -25,6 +25,7 @@ from grader.exercises.makemore_mlp import EXERCISE
 from grader.lms import notebooks
 from grader.pipeline.batch import grade
 from grader.student.check import SelfCheck
+from grader.vocabulary import Verdict
 from helpers.paths import COURSE, ROOT, STUB
 from solutions import make_notebooks, reference
 from solutions.reference import forward
@@ -174,6 +175,32 @@ def test_the_lectures_shape_slip_says_wrong_as_it_loses_points(state, capfd):
     """dbnmeani of shape (H,), the lecture's own: the grader gives squeezable_shape_credit (half)."""
     line = Notebook(state).run_to("dbnmeani", {"dbnmeani": "dbnmeani = (-dbndiff).sum(0)"}, capfd)
     assert "WRONG" in line and "right values, wrong shape" in line, line
+
+
+# Right values in a squeezable shape on the true chain: the grader's half credit only where the check of
+# the one backward step finds nothing but the shape wrong either (a zero is right on the chain alone).
+SHAPE_SLIPS = {"dlogit_maxes = (-dnorm_logits).sum(1)": Verdict.PARTIAL,
+               "dlogit_maxes = torch.zeros(n, dtype=torch.float64)": Verdict.INCORRECT}
+
+
+@pytest.mark.parametrize("code", SHAPE_SLIPS)
+def test_a_shape_slip_gets_half_credit_only_where_the_backward_step_is_right(state, capfd, code):
+    from test_self_check_verdicts import said
+
+    line = Notebook(state).run_to("dlogit_maxes", {"dlogit_maxes": code}, capfd)
+    assert said(line) == (SHAPE_SLIPS[code], None), line
+
+
+@pytest.mark.slow
+def test_the_grader_gives_the_shape_slips_what_the_self_check_says(tmp_path):
+    solved = nbformat.read(ROOT / make_notebooks.SOLVED, as_version=4)
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    for index, code in enumerate(SHAPE_SLIPS):
+        nbformat.write(_with_answers(solved, {"dlogit_maxes": code}), folder / f"slip-{index}.ipynb")
+    graded = {s.id: r for s, r in grade([folder], COURSE, tmp_path / "results", jobs=1)}
+    for index, verdict in enumerate(SHAPE_SLIPS.values()):
+        assert {t.name: t.verdict for t in graded[f"slip-{index}"].tests}["dlogit_maxes"] == verdict
 
 
 def test_a_course_that_gives_a_shape_slip_full_credit_accepts_it(state, capfd):

@@ -461,7 +461,7 @@ class SelfCheck:
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
                                  self.tolerance, hints=self.hints, public=True) for check in checks(answer)}
         if failures[CHAIN] is not None:
-            return self._failed(failures[CHAIN])
+            return self._failed(failures[CHAIN], failures.get(LOCAL))
         if not comparison.passed and notebook is not None:
             chain = self._wrong_upstream(answer, source, notebook)
             if chain:
@@ -480,10 +480,12 @@ class SelfCheck:
                     f"not as one backward step): {failures[LOCAL].feedback}")
         return None
 
-    def _failed(self, failure) -> str:
+    def _failed(self, failure, local=None) -> str:
         """The line's verdict on a failed run of the cell: right values in a squeezable shape get the
-        grader's partial credit, a function's returned gradient as much as a cell's."""
-        return f"{self._shape_slip() if failure.kind == Match.SQUEEZABLE else 'WRONG'}: {failure.feedback}"
+        grader's partial credit (a function's returned gradient as much as a cell's), unless the check of
+        the one backward step (`local`) finds more wrong than the shape, where the grader gives nothing."""
+        squeezable = failure.kind == Match.SQUEEZABLE and (local is None or local.kind == Match.SQUEEZABLE)
+        return f"{self._shape_slip() if squeezable else 'WRONG'}: {failure.feedback}"
 
     def _shape_slip(self) -> str:
         """Right values in a shape that differs only by size-1 dimensions: WRONG unless the course gives
