@@ -98,3 +98,28 @@ def test_train_lecture_rejects_a_missing_data_file(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
     assert "no such file" in run.stderr
+
+
+SPEED = ROOT / "benchmarks" / "self_check_speed.py"
+
+
+@pytest.mark.slow
+def test_self_check_speed_times_the_check_cells_of_a_few_slips():
+    """Two slips (exercise 1's first cell) in a kernel: the cold first check, the slowest others, then the
+    median and the worst."""
+    run = subprocess.run([sys.executable, str(SPEED), "--limit", "2", "--slowest", "1"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = run.stdout
+    assert out.startswith("makemore-mlp: 2 slips; kernel and Run All took "), out
+    assert re.search(r"^first check cell \(builds the self-check's batches\): \d+\.\d\d s, dlogprobs \(", out, re.M)
+    assert re.search(r"^slowest 1 of the other 1 check cells:\n +\d+\.\d\d s  dlogprobs \(", out, re.M), out
+    assert re.search(r"^median \d+\.\d\d s, worst \d+\.\d\d s, total \d+ s$", out, re.M), out
+
+
+@pytest.mark.slow
+def test_self_check_speed_rejects_an_unknown_variant():
+    run = subprocess.run([sys.executable, str(SPEED), "--variant", "swish-batchnorm"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "unknown variant 'swish-batchnorm'" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr

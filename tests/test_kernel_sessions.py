@@ -5,79 +5,18 @@ raise. No check cell may raise or write to stderr, and each line must say what i
 """
 from __future__ import annotations
 
-import os
-import queue
 import re
-import sys
 
 import nbformat
 import pytest
 
+from helpers.kernel import Kernel
 from helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow
 SOLVED = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
 CELLS = {c.id: c.source for c in SOLVED.cells if c.cell_type == "code"}
 SETUP = ("setup_imports", "setup_data", "setup_params", "setup_forward")
-
-
-class Kernel:
-    """A notebook's kernel: `run(cell_id)` runs that cell of the solved notebook (or `code` in its place)."""
-
-    def __init__(self, cwd):
-        from jupyter_client import KernelManager
-        env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}"}
-        self.manager = KernelManager(kernel_name="python3")
-        self.manager.kernel_cmd = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-        self.manager.start_kernel(cwd=str(cwd), env=env)
-        self.start_client()
-
-    def start_client(self):
-        self.client = self.manager.client()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=60)
-
-    def restart(self):
-        self.client.stop_channels()
-        self.manager.restart_kernel(now=True)
-        self.start_client()
-
-    def run(self, cell_id: str, code: str | None = None, *, send_id: bool = True) -> tuple[str, str, str | None]:
-        """(stdout, stderr, the error's name or None), as the cell `cell_id` with `code` shows them. Without
-        `send_id` the cell's id is not sent, as by nbclient and the classic Notebook."""
-        client = self.client
-        message = client.session.msg("execute_request", {"code": CELLS[cell_id] if code is None else code,
-                                                         "silent": False, "store_history": True,
-                                                         "user_expressions": {}, "allow_stdin": False,
-                                                         "stop_on_error": False},
-                                     metadata={"cellId": cell_id} if send_id else {})
-        client.shell_channel.send(message)
-        out, err, error = [], [], None
-        while True:
-            try:
-                reply = client.get_iopub_msg(timeout=300)
-            except queue.Empty:
-                raise AssertionError(f"cell {cell_id} did not finish") from None
-            if reply["parent_header"].get("msg_id") != message["header"]["msg_id"]:
-                continue
-            kind, content = reply["msg_type"], reply["content"]
-            if kind == "stream":
-                (out if content["name"] == "stdout" else err).append(content["text"])
-            elif kind == "error":
-                error = content["ename"]
-            elif kind == "status" and content["execution_state"] == "idle":
-                return "".join(out), "".join(err), error
-
-    def check(self, grade_id: str, *, send_id: bool = True) -> str:
-        """The check cell of `grade_id`: it never raises, never writes to stderr, prints one line."""
-        out, err, error = self.run(f"check_{grade_id}", send_id=send_id)
-        assert error is None and err == "", (out, err, error)
-        assert out.count("\n") == 1 and out.startswith(f"{grade_id:<15s}|"), out
-        return out[:-1]
-
-    def close(self):
-        self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
 
 
 def setup(kernel, *, full: bool = False):
@@ -119,6 +58,30 @@ def a_syntax_error_is_the_graders_refusal_and_later_checks_still_run(kernel):
     line = kernel.check("dprobs")
     assert "dlogprobs above is not assigned (its cell never ran, or stopped with an error); with the true " \
            "dlogprobs this cell is right" in line, line
+
+
+def without_cell_ids_the_cell_that_bound_the_answer_is_judged_however_it_bound_it(kernel):
+    """nbclient and the classic Notebook send no cell ids: the history shows no `dh = ...` in a cell that
+    binds dh through exec or globals(), so the check judged an older cell, or the value alone ("exact:
+    True"); the cell seen binding it is the one the grader would run, and refuses."""
+    setup(kernel)
+    for cell in ("dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts", "dnorm_logits",
+                 "dlogit_maxes", "dlogits"):
+        kernel.run(cell, send_id=False)
+    kernel.run("dh", 'exec("dh = dlogits @ W2.T")\n', send_id=False)
+    line = kernel.check("dh", send_id=False)
+    assert "WRONG: the grader refuses this cell" in line and "exec" in line, line
+    kernel.run("dh", "dh = None  # TODO\n", send_id=False)  # the released cell, run first
+    kernel.run("dh", 'globals()["dh"] = h.grad.clone()\n', send_id=False)
+    line = kernel.check("dh", send_id=False)
+    assert "WRONG: the grader refuses this cell" in line and "globals" in line, line
+    # A later cell that stops with an error binds nothing: the newest cell that assigns dh is judged.
+    _, _, error = kernel.run("dh", "dh = dlogits @ W2.T +\n", send_id=False)
+    assert error == "SyntaxError"
+    line = kernel.check("dh", send_id=False)
+    assert "WRONG: the grader refuses this cell" in line and "syntax error" in line, line
+    kernel.run("dh", send_id=False)
+    assert right(kernel.check("dh", send_id=False))
 
 
 def a_forbidden_answer_is_refused_as_the_grader_refuses_it(kernel):
@@ -248,10 +211,11 @@ def an_answer_changed_in_place_by_a_later_cell_is_named_there(kernel):
 def test_scripted_student_sessions():
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does."""
-    kernel = Kernel(ROOT / "solutions")
+    kernel = Kernel(ROOT / "solutions", CELLS)
     try:
         for session in (check_cells_before_the_setup_and_after_a_restart_say_what_to_run,
                         a_syntax_error_is_the_graders_refusal_and_later_checks_still_run,
+                        without_cell_ids_the_cell_that_bound_the_answer_is_judged_however_it_bound_it,
                         a_forbidden_answer_is_refused_as_the_grader_refuses_it,
                         cells_out_of_order_odd_values_and_the_old_call_form,
                         exercise_4_checks_never_raise,

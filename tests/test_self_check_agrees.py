@@ -25,7 +25,8 @@ from grader.exercises.makemore_mlp import EXERCISE
 from grader.lms import notebooks
 from grader.pipeline.batch import grade
 from grader.student.check import SelfCheck
-from helpers.paths import COURSE, ROOT
+from grader.vocabulary import Verdict
+from helpers.paths import COURSE, ROOT, STUB
 from solutions import make_notebooks, reference
 from solutions.reference import forward
 
@@ -174,6 +175,32 @@ def test_the_lectures_shape_slip_says_wrong_as_it_loses_points(state, capfd):
     """dbnmeani of shape (H,), the lecture's own: the grader gives squeezable_shape_credit (half)."""
     line = Notebook(state).run_to("dbnmeani", {"dbnmeani": "dbnmeani = (-dbndiff).sum(0)"}, capfd)
     assert "WRONG" in line and "right values, wrong shape" in line, line
+
+
+# Right values in a squeezable shape on the true chain: the grader's half credit only where the check of
+# the one backward step finds nothing but the shape wrong either (a zero is right on the chain alone).
+SHAPE_SLIPS = {"dlogit_maxes = (-dnorm_logits).sum(1)": Verdict.PARTIAL,
+               "dlogit_maxes = torch.zeros(n, dtype=torch.float64)": Verdict.INCORRECT}
+
+
+@pytest.mark.parametrize("code", SHAPE_SLIPS)
+def test_a_shape_slip_gets_half_credit_only_where_the_backward_step_is_right(state, capfd, code):
+    from test_self_check_verdicts import said
+
+    line = Notebook(state).run_to("dlogit_maxes", {"dlogit_maxes": code}, capfd)
+    assert said(line) == (SHAPE_SLIPS[code], None), line
+
+
+@pytest.mark.slow
+def test_the_grader_gives_the_shape_slips_what_the_self_check_says(tmp_path):
+    solved = nbformat.read(ROOT / make_notebooks.SOLVED, as_version=4)
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    for index, code in enumerate(SHAPE_SLIPS):
+        nbformat.write(_with_answers(solved, {"dlogit_maxes": code}), folder / f"slip-{index}.ipynb")
+    graded = {s.id: r for s, r in grade([folder], COURSE, tmp_path / "results", jobs=1)}
+    for index, verdict in enumerate(SHAPE_SLIPS.values()):
+        assert {t.name: t.verdict for t in graded[f"slip-{index}"].tests}["dlogit_maxes"] == verdict
 
 
 def test_a_course_that_gives_a_shape_slip_full_credit_accepts_it(state, capfd):
@@ -335,3 +362,47 @@ def test_every_red_team_cell_the_static_check_refuses_is_refused_by_the_self_che
     finally:
         del check._CELLS[cell]
     assert f"WRONG: the grader refuses this cell, {static_check.check(source)}" in line, (attack, line)
+
+
+@pytest.mark.slow
+def test_on_every_refused_red_team_cell_the_self_check_gives_the_graders_verdict_and_flag(state, capfd, tmp_path):
+    """The real grader, sandboxed, on the same cells (each submission holds at most one per answer cell, the
+    others as released; nothing refused is run): the verdict and the static check's flag the self-check
+    announces are the grader's, and so is the reason it gives."""
+    from test_self_check_verdicts import said
+
+    from grader.student import check
+    from grader.vocabulary import Flag
+
+    refused = _refused_cells()
+    packed: list[dict[str, tuple[str, str]]] = []
+    for attack, cell, source in refused:
+        free = next((p for p in packed if cell not in p), None)
+        if free is None:
+            packed.append(free := {})
+        free[cell] = (attack, source)
+    released = nbformat.read(STUB, as_version=4)
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    for index, cells in enumerate(packed):
+        nb = nbformat.from_dict(released)
+        for c in nb.cells:
+            if c.id in cells:
+                c.source = cells[c.id][1]
+        nbformat.write(nb, folder / f"redteam-{index}.ipynb")
+    graded = {s.id: r for s, r in grade([folder], COURSE, tmp_path / "results", jobs=1)}
+    differ = []
+    for index, cells in enumerate(packed):
+        result = graded[f"redteam-{index}"]
+        verdicts = {t.name: t.verdict for t in result.tests}
+        flagged = {f["cell"]: f["evidence"] for f in result.flags if f["kind"] == Flag.STATIC_CHECK.value}
+        for cell, (attack, source) in cells.items():
+            check._record(SimpleNamespace(cell_id=cell, raw_cell=source))
+            try:
+                line = Notebook(state).check(cell, capfd)
+            finally:
+                del check._CELLS[cell]
+            grader = (verdicts[cell], Flag.STATIC_CHECK.value if cell in flagged else None)
+            if said(line) != grader or f"the grader refuses this cell, {flagged.get(cell)}" not in line:
+                differ.append((attack, cell, grader, line))
+    assert not differ, "\n".join(map(str, differ))

@@ -134,13 +134,51 @@ def _reads(source: str) -> set[str]:
 
 
 # cell id -> the code it last ran. The notebook's cells have their grade ids as ids, and JupyterLab
-# and Notebook send the id with each execution; nbclient does not, hence the history as a fallback.
+# and Notebook send the id with each execution; nbclient and the classic Notebook do not, hence the
+# history as a fallback, and the cells seen binding an answer's name.
 _CELLS: dict[str, str] = {}
+# Without ids: name (an answer's variable or function) -> (execution count, code) of the last cell that
+# bound it, by any means (`exec("dh = ...")`, `globals()["dh"] = ...` name nothing the history shows), and
+# what each such name held before the running cell.
+_BOUND: dict[str, tuple[int, str]] = {}
+_BEFORE: dict[str, object] = {}
 
 
 def _record(info) -> None:
     if getattr(info, "cell_id", None):
         _CELLS[info.cell_id] = info.raw_cell
+    try:
+        from IPython import get_ipython
+        namespace = get_ipython().user_ns
+        _BEFORE.clear()
+        _BEFORE.update({name: namespace.get(name) for name in _answer_names(namespace)})
+    except Exception:  # noqa: S110 - bookkeeping for better lines must never get in the student's way
+        pass
+
+
+def _answer_names(namespace: dict) -> frozenset[str]:
+    """The names the notebook's answer cells bind: each gradient's variable and each function's name."""
+    settings = namespace.get("COURSE")
+    return _names_of(settings.get("exercise", DEFAULT)) if isinstance(settings, dict) else frozenset()
+
+
+@functools.lru_cache(maxsize=8)
+def _names_of(spec: str) -> frozenset[str]:
+    exercise = load(spec)
+    return frozenset({a.variable for a in exercise.answers if a.kind != FUNCTION}
+                     | {f.name for f in exercise.functions})
+
+
+def _bound(namespace: dict, source: str, count) -> None:
+    """After each cell: the answer names it bound anew, whatever the cell looks like (a check cell, or a
+    read-only cell handing a fused answer autograd's gradient, is no answer cell)."""
+    names = _answer_names(namespace)
+    if not names or "check(" in source or not isinstance(count, int) \
+            or _given(source, frozenset(name[1:] for name in names if name.startswith("d"))):
+        return
+    for name in names:
+        if name in namespace and namespace[name] is not _BEFORE.get(name):
+            _BOUND[name] = (count, source)
 
 
 # What the answer cells left, for the lines on stale state: variable -> the gradients its cell read, as
@@ -182,6 +220,7 @@ def _remember(namespace: dict, source: str, count) -> None:
 def _after(result) -> None:
     try:
         from IPython import get_ipython
+        _bound(get_ipython().user_ns, result.info.raw_cell, result.execution_count)
         _remember(get_ipython().user_ns, result.info.raw_cell, result.execution_count)
     except Exception:  # noqa: S110 - bookkeeping for better lines must never get in the student's way
         pass
@@ -261,18 +300,22 @@ class SelfCheck:
 
     def source(self, answer: Answer) -> str | None:
         """The answer cell's code as last run: by the cell's id where the notebook's front end sends
-        it, else the newest cell of the notebook's history that assigns its variable (defines its
-        function), other than the read-only cells that set it up."""
+        it, else the newer of the cell last seen binding its variable (defining its function) and the
+        newest cell of the notebook's history that assigns it by name (one that stopped with an error
+        bound nothing), other than the read-only cells that set it up."""
         if answer.cell_id in _CELLS:
             return _CELLS[answer.cell_id]
         history = (self.namespace or {}).get("In") or []
         function = self.exercise.function_of(answer)
-        wanted = frozenset({function.name} if function else {answer.variable})
+        wanted = function.name if function else answer.variable
         sinks = frozenset(a.sink for a in self.exercise.answers if a.sink)
-        for cell in reversed(history[:-1] if history else []):
-            if isinstance(cell, str) and _assigns(cell, wanted) and "check(" not in cell and not _given(cell, sinks):
+        bound = _BOUND.get(wanted) if self.namespace is not None and "In" in self.namespace else None
+        for count in range(len(history) - 2, bound[0] if bound else 0, -1):
+            cell = history[count]
+            if isinstance(cell, str) and _assigns(cell, frozenset({wanted})) and "check(" not in cell \
+                    and not _given(cell, sinks):
                 return cell
-        return None
+        return bound[1] if bound else None
 
     def _sources_before(self, answer: Answer) -> list[tuple[str, str]]:
         """The earlier atomic answer cells, as the grader runs them first (their names carry over)."""
@@ -411,15 +454,14 @@ class SelfCheck:
             outcomes = {case: per[answer.variable] for case, per in ran.items()}
             failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
                             hints=self.hints, public=True)
-            return None if failure is None else f"WRONG: {failure.feedback}"
+            return None if failure is None else self._failed(failure)
         notebook = self.notebook_case()
         cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
         # Every batch here is public (the self-check's own, and the notebook's): all of it may be shown.
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
                                  self.tolerance, hints=self.hints, public=True) for check in checks(answer)}
         if failures[CHAIN] is not None:
-            return f"{self._shape_slip() if failures[CHAIN].kind == Match.SQUEEZABLE else 'WRONG'}: " \
-                   f"{failures[CHAIN].feedback}"
+            return self._failed(failures[CHAIN], failures.get(LOCAL))
         if not comparison.passed and notebook is not None:
             chain = self._wrong_upstream(answer, source, notebook)
             if chain:
@@ -437,6 +479,13 @@ class SelfCheck:
             return (f"WRONG ({_credit(self.policy.chain_only_credit)}: right with the upstream gradients given, "
                     f"not as one backward step): {failures[LOCAL].feedback}")
         return None
+
+    def _failed(self, failure, local=None) -> str:
+        """The line's verdict on a failed run of the cell: right values in a squeezable shape get the
+        grader's partial credit (a function's returned gradient as much as a cell's), unless the check of
+        the one backward step (`local`) finds more wrong than the shape, where the grader gives nothing."""
+        squeezable = failure.kind == Match.SQUEEZABLE and (local is None or local.kind == Match.SQUEEZABLE)
+        return f"{self._shape_slip() if squeezable else 'WRONG'}: {failure.feedback}"
 
     def _shape_slip(self) -> str:
         """Right values in a shape that differs only by size-1 dimensions: WRONG unless the course gives
