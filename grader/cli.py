@@ -290,7 +290,8 @@ def course_check(directory):
 @click.option("--solved", type=click.Path(dir_okay=False, path_type=Path),
               help="The solved notebook (default: solutions/backprop_ninja_solved.ipynb beside course.yml, a "
                    "course directory's source notebook, or the checkout's).")
-@course_option("The course.yml beside which to look for the solved notebook (default: ./course.yml if any).")
+@course_option("The course.yml beside which to look for the solved notebook, and whose exercise it is (none "
+               "unless given: a course.yml in the folder it runs in may be a student's).")
 @click.option("--exercise", "exercise_spec", metavar="FILE.py:ATTRIBUTE|NAME",
               help="The course's own exercise, where its course.yml is not at hand (the file released beside the "
                    "notebook). A notebook's own settings name only an exercise the package carries: no file a "
@@ -303,7 +304,8 @@ def solution(grade_id, notebook, force, solved, course_file, exercise_spec):
 
     if notebook is None and not force:
         raise click.UsageError("--notebook is required: the reference opens once it holds your attempt (or --force)")
-    course_file = _here(course_file)
+    # Only the course the caller names: a course.yml in the folder it runs in may be a student's, naming an
+    # exercise file that would run with the caller's rights.
     course = _load_course(course_file) if course_file is not None else None
     try:
         exercise = None
