@@ -109,16 +109,22 @@ def test_solution_from_the_released_folder_alone_derives_the_exercise_s_answer(m
     assert len(done.output.strip().splitlines()) == 1
 
 
-def test_solution_never_loads_a_file_the_notebook_names(made, tmp_path, monkeypatch):
-    """A TA runs `solution --notebook` on a student's notebook whose course settings were edited to name a
-    file beside it: the file is never imported (it would run with the TA's rights); one line says to name
-    the exercise instead. A name the package carries still loads."""
-    course, folder = _source(made)
+def _hostile_folder(tmp_path):
+    """A student's folder holding helper.py, which leaves a file `proof` behind once anything imports it."""
     student = tmp_path / "student"
     student.mkdir()
     proof = tmp_path / "ran"
     (student / "helper.py").write_text(f"open({str(proof)!r}, 'w').close()\nfrom grader.exercises.gallery.rnn "
                                        "import EXERCISE\n", encoding="utf-8")
+    return student, proof
+
+
+def test_solution_never_loads_a_file_the_notebook_names(made, tmp_path, monkeypatch):
+    """A TA runs `solution --notebook` on a student's notebook whose course settings were edited to name a
+    file beside it: the file is never imported (it would run with the TA's rights); one line says to name
+    the exercise instead. A name the package carries still loads."""
+    course, folder = _source(made)
+    student, proof = _hostile_folder(tmp_path)
     nb = nbformat.read(folder / course.notebook, as_version=4)
     settings = next(c for c in nb.cells if "COURSE = {" in c.source)
     for spec in ("helper.py:EXERCISE", "helper:EXERCISE", "rnn"):
@@ -139,11 +145,7 @@ def test_solution_never_loads_the_course_yml_of_the_folder_it_runs_in(made, tmp_
     """A TA runs `solution --notebook` in a student's folder, where a course.yml names a file beside it as
     the exercise: only a course the caller names is loaded, so the file never runs with the TA's rights."""
     course, folder = _source(made)
-    student = tmp_path / "student"
-    student.mkdir()
-    proof = tmp_path / "ran"
-    (student / "helper.py").write_text(f"open({str(proof)!r}, 'w').close()\nfrom grader.exercises.gallery.rnn "
-                                       "import EXERCISE\n", encoding="utf-8")
+    student, proof = _hostile_folder(tmp_path)
     (student / "course.yml").write_text((made / "course.yml").read_text(encoding="utf-8").replace(
         f"exercise: {EXERCISE.name}:", "exercise: helper.py:"), encoding="utf-8")
     assert "exercise: helper.py:EXERCISE" in (student / "course.yml").read_text(encoding="utf-8")
