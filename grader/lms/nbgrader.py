@@ -9,6 +9,7 @@ grade cells, which OverwriteCells restores) it never runs, and cannot change a s
 """
 from __future__ import annotations
 
+import datetime
 import glob
 import hashlib
 import json
@@ -509,7 +510,7 @@ class LmsCollector(FileNameCollectorPlugin):
                              collected["file"], student)
             return None
         if info["late"]:
-            self.log.warning("%s: Canvas marks %s's submission late", submitted_file, student)
+            info["timestamp"] = info["timestamp"] or self._late(submitted_file, student)
         if current is not None:
             self._regrade(student)
         self._record(info)
@@ -584,6 +585,33 @@ class LmsCollector(FileNameCollectorPlugin):
             if folder.is_dir():
                 shutil.rmtree(folder)
                 self.log.warning("%s: a newer file; removed %s so that it is graded again", student, folder)
+
+    def _late(self, submitted_file: str, student: str) -> str | None:
+        """The time a file Canvas marks late is recorded as submitted: Canvas names no time, and nbgrader's late
+        penalty (the course's LateSubmissionPlugin) counts only a time past the due date, so the file counts as
+        one second past the student's due date (an extension included). None, said, where the gradebook holds
+        no due date: then no penalty can apply."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        assignment = self._coursedir().assignment_id
+        with Gradebook(self._coursedir().db_url) as gb:
+            try:
+                due = gb.find_submission(assignment, student).duedate  # graded before: with any extension
+            except MissingEntry:
+                try:
+                    due = gb.find_assignment(assignment).duedate
+                except MissingEntry:
+                    due = None
+        if due is None:
+            self.log.warning("%s: Canvas marks %s's submission late, but the gradebook holds no due date for %s, so "
+                             "no late penalty applies (set one: nbgrader db assignment add %s --duedate=...)",
+                             submitted_file, student, assignment, assignment)
+            return None
+        late = due + datetime.timedelta(seconds=1)
+        self.log.warning("%s: Canvas marks %s's submission late: recorded as submitted at %s UTC, past the due "
+                         "date, so the course's late penalty applies", submitted_file, student,
+                         f"{late:%Y-%m-%d %H:%M:%S}")
+        return f"{late:%Y-%m-%d %H:%M:%S} UTC"
 
     def _record(self, info: dict) -> None:
         """The LMS's id and the LMS's name of the student, in the gradebook generate_assignment made; a
