@@ -256,6 +256,23 @@ def course_init(directory, course_file, course_id, exchange, update, variant, ex
                f"nbgrader release_assignment {config.assignment}")
 
 
+@course.command("formgrader")
+@click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def course_formgrader(directory):
+    """Make formgrader, in the Jupyter server you start (on a hub, the one the hub starts in your home), grade
+    the course in DIRECTORY: your own Jupyter nbgrader_config.py names it. Each TA runs it once."""
+    from grader.lms.course_init import FormgraderConfigError, formgrader_config
+
+    if not (directory / "nbgrader_config.py").is_file():
+        raise click.ClickException(f"{directory}: no nbgrader_config.py, so no course `course init` made")
+    try:
+        said = formgrader_config(directory)
+    except FormgraderConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    for line in said:
+        click.echo(line, err=line.startswith("warning: "))
+
+
 @course.command("check")
 @click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def course_check(directory):
