@@ -256,6 +256,23 @@ def course_init(directory, course_file, course_id, exchange, update, variant, ex
                f"nbgrader release_assignment {config.assignment}")
 
 
+@course.command("formgrader")
+@click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def course_formgrader(directory):
+    """Make formgrader, in the Jupyter server you start (on a hub, the one the hub starts in your home), grade
+    the course in DIRECTORY: your own Jupyter nbgrader_config.py names it. Each TA runs it once."""
+    from grader.lms.course_init import FormgraderConfigError, formgrader_config
+
+    if not (directory / "nbgrader_config.py").is_file():
+        raise click.ClickException(f"{directory}: no nbgrader_config.py, so no course `course init` made")
+    try:
+        said = formgrader_config(directory)
+    except FormgraderConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    for line in said:
+        click.echo(line, err=line.startswith("warning: "))
+
+
 @course.command("check")
 @click.argument("directory", default=".", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def course_check(directory):
@@ -290,7 +307,8 @@ def course_check(directory):
 @click.option("--solved", type=click.Path(dir_okay=False, path_type=Path),
               help="The solved notebook (default: solutions/backprop_ninja_solved.ipynb beside course.yml, a "
                    "course directory's source notebook, or the checkout's).")
-@course_option("The course.yml beside which to look for the solved notebook (default: ./course.yml if any).")
+@course_option("The course.yml beside which to look for the solved notebook, and whose exercise it is (none "
+               "unless given: a course.yml in the folder it runs in may be a student's).")
 @click.option("--exercise", "exercise_spec", metavar="FILE.py:ATTRIBUTE|NAME",
               help="The course's own exercise, where its course.yml is not at hand (the file released beside the "
                    "notebook). A notebook's own settings name only an exercise the package carries: no file a "
@@ -303,7 +321,8 @@ def solution(grade_id, notebook, force, solved, course_file, exercise_spec):
 
     if notebook is None and not force:
         raise click.UsageError("--notebook is required: the reference opens once it holds your attempt (or --force)")
-    course_file = _here(course_file)
+    # Only the course the caller names: a course.yml in the folder it runs in may be a student's, naming an
+    # exercise file that would run with the caller's rights.
     course = _load_course(course_file) if course_file is not None else None
     try:
         exercise = None

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from grader.cli import main
 from grader.judge.scoring import Result
 from grader.judge.scoring import TestScore as Score
-from grader.outputs import final
+from grader.outputs import feedback_page, final
 from grader.outputs.report import RESUBMITTED
 from grader.outputs.results import write_result
 from grader.vocabulary import Verdict
@@ -56,6 +56,7 @@ def course(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("course")
     for student in GRADED:
         write_result(root / "results", _result(student))
+        feedback_page.write(root / "results", _result(student))
     for student, content in SUBMITTED.items():
         (root / "submitted" / student / ASSIGNMENT).mkdir(parents=True)
         (root / "submitted" / student / ASSIGNMENT / f"{NOTEBOOK}.ipynb").write_bytes(content)
@@ -125,10 +126,46 @@ def test_an_explicit_gradebook_and_none(course, tmp_path):
     alone = tmp_path / "results"
     shutil.copytree(course / "results", alone)
     done = run("report", str(alone), "--json")
-    assert json.loads(done.stdout)["submissions"][0]["score"] == 2.0  # ann, as graded
+    assert json.loads(done.stdout)["submissions"][0]["score"] == 3.0  # ann's file, written back with the TA's score
     done = run("report", str(alone), "--json", "--gradebook", str(course / final.GRADEBOOK))
     scores = {s["submission"].split("/")[0]: s["score"] for s in json.loads(done.stdout)["submissions"]}
     assert scores == {**FINAL, "fay": 3.0}  # no submitted/ beside these results to tell fay's notebook changed
+
+
+def _own(course: Path, student: str) -> tuple[dict, str]:
+    """The student's own result file and page in results/, as read."""
+    folder = course / "results" / student / ASSIGNMENT
+    return (json.loads((folder / f"{NOTEBOOK}.json").read_text(encoding="utf-8")),
+            (folder / f"{NOTEBOOK}.html").read_text(encoding="utf-8"))
+
+
+def test_each_students_own_file_and_page_show_the_final_score(course):
+    """A TA's score and a late penalty set after grading reach the student's own result file and page once
+    report or export read the gradebook; a TA's score taken back again gives the grader's back."""
+    from nbgrader.api import Gradebook
+
+    run("report", str(course / "results"))
+    ann, page = _own(course, "ann")
+    assert ann["score"] == FINAL["ann"] and 'class="bpn-total">Total: 3 / 3<' in page
+    assert [t["output"].startswith("your instructor set this score: 1 / 1 (the grader gave 0)")
+            for t in ann["tests"]] == [True, False]
+    bob, page = _own(course, "bob")
+    assert bob["score"] == FINAL["bob"] and "Total: 2.5 / 3 (after a late penalty of 0.5)" in page
+    run("report", str(course / "results"))  # read again: nothing said twice
+    assert _own(course, "ann")[0] == ann
+    student, name, score = MANUAL
+    with Gradebook(f"sqlite:///{course / final.GRADEBOOK}") as gb:
+        gb.find_grade(f"check_{name}", NOTEBOOK, ASSIGNMENT, student).manual_score = None
+        gb.db.commit()
+    try:
+        run("export", str(course / "results"), "--format", "grade-ids")
+        ann, page = _own(course, "ann")
+        assert ann["score"] == 2.0 and "your instructor" not in json.dumps(ann) and "Total: 2 / 3" in page
+        assert ann["tests"][0]["verdict"] == "incorrect" and ann["tests"][0]["output"] == "as graded"
+    finally:
+        with Gradebook(f"sqlite:///{course / final.GRADEBOOK}") as gb:
+            gb.find_grade(f"check_{name}", NOTEBOOK, ASSIGNMENT, student).manual_score = score
+            gb.db.commit()
 
 
 def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores():

@@ -4,6 +4,7 @@ nbgrader's own zip_collect and release_feedback with the course's configuration,
 come: same-name students, resubmissions, late files, a second download."""
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
@@ -114,8 +115,15 @@ def test_zip_collect_takes_downloads_as_they_come(lms_course):
     _zip(archive / "blackboard.zip", {
         "A1_bitdiddle_attempt_2026-11-30-15-04-05_backprop_ninja.ipynb": "ben, second attempt",
         "A1_bitdiddle_attempt_2026-11-29-09-00-00_backprop_ninja.ipynb": "ben, first attempt"})
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:  # the due date, as formgrader or `nbgrader db` set it
+        gb.update_or_create_assignment(ASSIGNMENT, duedate=datetime.datetime(2026, 11, 15, 23, 59))
     first = _nbgrader(root, "zip_collect", ASSIGNMENT)
     assert first.returncode == 0 and "Traceback" not in first.stderr, first.stderr
+    # Canvas names no time: its LATE file counts as submitted past the due date, so the late penalty applies.
+    assert (submitted / "canvas-101" / ASSIGNMENT / "timestamp.txt").read_text().startswith("2026-11-15 23:59:01")
+    assert not (submitted / "canvas-102" / ASSIGNMENT / "timestamp.txt").exists()
     assert _mark(submitted / "canvas-101" / ASSIGNMENT / NOTEBOOK) == "john 101, resubmitted"
     assert _mark(submitted / "canvas-102" / ASSIGNMENT / NOTEBOOK) == "john 102, first"
     assert _mark(submitted / "moodle-4321" / ASSIGNMENT / NOTEBOOK) == "ada"
@@ -125,8 +133,6 @@ def test_zip_collect_takes_downloads_as_they_come(lms_course):
     assert "eve submitted through nbgrader's exchange" in first.stderr
     assert "Canvas marks canvas-101's submission late" in first.stderr
     assert "moodle-4321: several files with nothing to tell which is newer (notes.ipynb)" in first.stderr
-    from nbgrader.api import Gradebook
-
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         johns = {s.id: (s.lms_user_id, s.last_name) for s in gb.students if s.id.startswith("canvas-")}
     assert johns == {"canvas-101": ("101", "smithjohn"), "canvas-102": ("102", "smithjohn")}

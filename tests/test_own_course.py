@@ -84,10 +84,9 @@ def _solution(*args):
     return CliRunner().invoke(main, ["solution", *map(str, args)])
 
 
-def test_solution_shows_the_course_s_exercise_s_answer(made, monkeypatch):
-    monkeypatch.chdir(made)
+def test_solution_shows_the_course_s_exercise_s_answer(made):
     course, folder = _source(made)
-    done = _solution("dh2", "--notebook", folder / course.notebook)
+    done = _solution("dh2", "--notebook", folder / course.notebook, "--course", made / "course.yml")
     assert done.exit_code == 0, done.output
     assert "dh2 = (1 - h3 ** 2) * dh3 @ Wh.T" in done.output.replace("((1 - h3 ** 2) * dh3) @", "(1 - h3 ** 2) * dh3 @")
 
@@ -110,16 +109,22 @@ def test_solution_from_the_released_folder_alone_derives_the_exercise_s_answer(m
     assert len(done.output.strip().splitlines()) == 1
 
 
-def test_solution_never_loads_a_file_the_notebook_names(made, tmp_path, monkeypatch):
-    """A TA runs `solution --notebook` on a student's notebook whose course settings were edited to name a
-    file beside it: the file is never imported (it would run with the TA's rights); one line says to name
-    the exercise instead. A name the package carries still loads."""
-    course, folder = _source(made)
+def _hostile_folder(tmp_path):
+    """A student's folder holding helper.py, which leaves a file `proof` behind once anything imports it."""
     student = tmp_path / "student"
     student.mkdir()
     proof = tmp_path / "ran"
     (student / "helper.py").write_text(f"open({str(proof)!r}, 'w').close()\nfrom grader.exercises.gallery.rnn "
                                        "import EXERCISE\n", encoding="utf-8")
+    return student, proof
+
+
+def test_solution_never_loads_a_file_the_notebook_names(made, tmp_path, monkeypatch):
+    """A TA runs `solution --notebook` on a student's notebook whose course settings were edited to name a
+    file beside it: the file is never imported (it would run with the TA's rights); one line says to name
+    the exercise instead. A name the package carries still loads."""
+    course, folder = _source(made)
+    student, proof = _hostile_folder(tmp_path)
     nb = nbformat.read(folder / course.notebook, as_version=4)
     settings = next(c for c in nb.cells if "COURSE = {" in c.source)
     for spec in ("helper.py:EXERCISE", "helper:EXERCISE", "rnn"):
@@ -134,6 +139,22 @@ def test_solution_never_loads_a_file_the_notebook_names(made, tmp_path, monkeypa
         else:
             assert done.exit_code == 1 and "loads no file a notebook names" in done.output, done.output
             assert len(done.output.strip().splitlines()) == 1
+
+
+def test_solution_never_loads_the_course_yml_of_the_folder_it_runs_in(made, tmp_path, monkeypatch):
+    """A TA runs `solution --notebook` in a student's folder, where a course.yml names a file beside it as
+    the exercise: only a course the caller names is loaded, so the file never runs with the TA's rights."""
+    course, folder = _source(made)
+    student, proof = _hostile_folder(tmp_path)
+    (student / "course.yml").write_text((made / "course.yml").read_text(encoding="utf-8").replace(
+        f"exercise: {EXERCISE.name}:", "exercise: helper.py:"), encoding="utf-8")
+    assert "exercise: helper.py:EXERCISE" in (student / "course.yml").read_text(encoding="utf-8")
+    shutil.copy(folder / course.notebook, student / course.notebook)
+    monkeypatch.chdir(student)
+    monkeypatch.syspath_prepend(str(student))
+    done = _solution("dh2", "--notebook", course.notebook, "--force")
+    assert not proof.exists()
+    assert done.exit_code == 1 and "pass --exercise with the course's exercise file" in done.output, done.output
 
 
 def test_demo_refuses_an_exercise_without_a_simulated_class_in_one_line_and_keeps_out(made, tmp_path):

@@ -9,12 +9,13 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from helpers import users
-from helpers.paths import COURSE, COURSE_FILE
+from helpers.paths import COURSE, COURSE_FILE, ROOT, SOLVED
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.getuid() != 0, reason="making users and a group needs root")]
 
@@ -93,3 +94,34 @@ def test_course_check_warns_of_home_folders_others_may_enter(staff, tmp_path):
         ta.home.chmod(mode)
     assert done.exit_code == 0, done.output
     assert "home folder(s) other users may enter or list" in done.stderr and "chmod 700" in done.stderr
+
+
+def test_a_graders_environment_only_the_staff_may_read_grades(staff, tmp_path):
+    """The README's graders' environment on a hub: every folder and file of it the staff group's, closed to
+    others (the solved notebook is among its files). A TA's sandboxed child once failed to start there
+    (`FileNotFoundError` on its work dir): the folders others cannot enter inside the environment were
+    covered again after it was bound back, hiding the grader beneath them."""
+    group, [(ta, _), _] = staff
+    base = getattr(sys, "_base_executable", sys.executable)
+    env = Path(tempfile.mkdtemp(prefix="bpn-graders-", dir="/srv" if os.path.isdir("/srv") else None))
+    try:
+        subprocess.run([base, "-m", "venv", "--without-pip", "--system-site-packages", str(env)], check=True)
+        site = env / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+        shutil.copytree(ROOT / "grader", site / "grader", ignore=shutil.ignore_patterns("__pycache__"))
+        solved = site / "grader" / "course_data" / "solutions" / SOLVED.name
+        solved.parent.mkdir(parents=True)
+        shutil.copy(SOLVED, solved)
+        subprocess.run(["chgrp", "-R", group, str(env)], check=True)
+        subprocess.run(["chmod", "-R", "g+rX,g-w,o-rwx", str(env)], check=True)  # the README's recipe
+        done = ta.run([str(env / "bin" / "python"), "-c", "from grader.cli import main; main()", "sandbox", "check"],
+                      env=ta.env(PATH=f"{env / 'bin'}:/usr/bin:/bin"), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "every required wall holds" in done.stdout and "failed to start" not in done.stderr
+        where = ta.run([str(env / "bin" / "python"), "-c", "import grader; print(grader.__file__)"],
+                       capture_output=True, text=True)
+        assert where.stdout.startswith(str(site / "grader")), where
+        with users.Session("bpnstu") as student:
+            seen = student.user.run(["cat", str(solved)], capture_output=True, text=True)
+        assert seen.returncode != 0 and "Permission denied" in seen.stderr
+    finally:
+        shutil.rmtree(env, ignore_errors=True)

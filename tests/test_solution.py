@@ -262,7 +262,7 @@ def test_without_a_checkout_or_course_it_says_where_it_looked(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     one_line_error(run("dprobs", "--notebook", nb), "no solved notebook found", "pass --solved")
     shutil.copy(ROOT / "course.yml", tmp_path / "course.yml")  # a course.yml, but no solved notebook by it
-    one_line_error(run("dprobs", "--notebook", nb), "no solved notebook found",
+    one_line_error(run("dprobs", "--notebook", nb, "--course", "course.yml"), "no solved notebook found",
                    str(tmp_path / make_notebooks.SOLVED), "pass --solved")
 
 
@@ -329,7 +329,7 @@ def test_a_graded_courses_course_yml_opens_no_reference(tmp_path, monkeypatch):
     course = tmp_path / "course.yml"
     course.write_text(COURSE_FILE.read_text(encoding="utf-8") + "solutions: off\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    one_line_error(run("dcounts", "--force"), "solutions: off", str(course.resolve()))
+    one_line_error(run("dcounts", "--force", "--course", "course.yml"), "solutions: off", str(course.resolve()))
 
 
 def test_a_gated_courses_notebook_still_opens_it(tmp_path, monkeypatch):

@@ -140,9 +140,50 @@ def test_the_readmes_hub_recipe_gives_each_image_what_the_hub_starts_and_the_cpu
     images = re.findall(r"```bash\n(.*?)```", recipe, re.S)
     assert len(images) == 2, recipe
     for lines in images:
-        torch, package = lines.strip().splitlines()
-        assert "torch" in torch and "--index-url https://download.pytorch.org/whl/cpu" in torch
-        assert "backprop-ninja" in package and "jupyterhub" in package.split()
+        installs = [line for line in lines.splitlines() if " install " in line]
+        torch, package = [line for line in installs if "torch numpy" in line], [line for line in installs
+                                                                                 if "backprop-ninja" in line]
+        assert len(torch) == len(package) == 1 and lines.index(torch[0]) < lines.index(package[0]), lines
+        assert "--index-url https://download.pytorch.org/whl/cpu" in torch[0]
+        assert "jupyterhub" in package[0].split()
+
+
+def test_the_students_image_leaves_formgrader_off(tmp_path):
+    """The students' image of the README's hub recipe: nbgrader, installed there for the Assignments tab, turns
+    on its formgrader for everyone; the recipe's own lines turn it off, run here in an environment where
+    nbgrader's configuration is its own, as pip leaves it."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    recipe = text[text.index("## The hub image recipe"):text.index("## A course on a shared server")]
+    students = re.findall(r"```bash\n(.*?)```", recipe, re.S)[0]
+    venv = fresh_venv(tmp_path / "image")
+    shipped = Path(sys.base_prefix) / "etc" / "jupyter" / "jupyter_server_config.d" / "nbgrader.json"
+    (venv / "etc" / "jupyter" / "jupyter_server_config.d").mkdir(parents=True)
+    shutil.copy(shipped, venv / "etc" / "jupyter" / "jupyter_server_config.d" / "nbgrader.json")
+    for script, module in (("jupyter-server", "jupyter_server.serverapp"), ("jupyter-labextension",
+                                                                            "jupyterlab.labextensions")):
+        (venv / "bin" / script).write_text(f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom {module} import main\n"
+                                           "sys.exit(main())\n")  # as pip installs them in the image
+        (venv / "bin" / script).chmod(0o755)
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")}
+
+    def jupyter(*args: str) -> str:
+        done = subprocess.run([venv / "bin" / "python", "-m", "jupyter", *args], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert done.returncode == 0, (args, done.stderr)
+        return done.stdout + done.stderr
+
+    assert json.loads(shipped.read_text())["ServerApp"]["jpserver_extensions"][
+        "nbgrader.server_extensions.formgrader"] is True
+    lines = [line.split()[1:] for line in students.splitlines() if line.strip().startswith("jupyter ")]
+    assert len(lines) == 2, students
+    for line in lines:
+        jupyter(*line)
+    listed = jupyter("server", "extension", "list")
+    assert re.search(r"nbgrader\.server_extensions\.formgrader \S*disabled", listed), listed
+    assert re.search(r"nbgrader\.server_extensions\.assignment_list \S*enabled", listed), listed
+    lab = json.loads((venv / "etc" / "jupyter" / "labconfig" / "page_config.json").read_text())
+    assert lab["disabledExtensions"] == {"@jupyter/nbgrader:formgrader": True,
+                                         "@jupyter/nbgrader:create-assignment": True}
 
 
 def test_the_install_cell_installs_the_pinned_student_package_and_nothing_heavy(student_env, tmp_path):

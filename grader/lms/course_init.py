@@ -90,6 +90,9 @@ c.GenerateFeedback.preprocessors = [
     "grader.lms.nbgrader.GradebookFeedback",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
+# formgrader's view of an autograded notebook: the page at its top says the gradebook's score now (a TA's
+# manual scores, the late penalty), not the one autograde wrote.
+c.HTMLExporter.preprocessors = ["grader.lms.nbgrader.FormgraderScores"]
 # release_feedback releases to the students who submitted through the exchange and lists the pages of those
 # collected from LMS downloads (nbgrader's own stops at the first of them), to hand back through the LMS.
 c.ExchangeFactory.release_feedback = "grader.lms.nbgrader.ReleaseFeedback"
@@ -653,3 +656,36 @@ def _generate(target: Path, assignment: str) -> None:
         os.chdir(here)
     if not outcome.get("success"):
         raise InitError(f"nbgrader generate_assignment failed: {' '.join(str(outcome.get('error')).split())[-500:]}")
+
+
+FORMGRADER_MARK = "# formgrader's course, as `backprop-ninja course formgrader` wrote it:"
+
+
+class FormgraderConfigError(ValueError):
+    """The caller's nbgrader_config.py names another course already; the message says what to do."""
+
+
+def formgrader_config(directory: Path) -> list[str]:
+    """The caller's own Jupyter nbgrader_config.py (JUPYTER_CONFIG_DIR, else ~/.jupyter) made to name the course
+    in `directory` as formgrader's: a server a hub starts runs in the home folder and reads no course folder's
+    configuration, so formgrader listed nothing until `c.CourseDirectory.root` was set by hand. Returns what
+    to tell the caller; FormgraderConfigError where a line of the caller's own names a course already."""
+    from jupyter_core.paths import jupyter_config_dir
+
+    root = Path(os.path.abspath(directory))  # as given: a link in the home to a course elsewhere stays the link
+    line = f"c.CourseDirectory.root = {str(root)!r}"
+    path = Path(jupyter_config_dir()) / "nbgrader_config.py"
+    rows = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    ours = {i + d for i, row in enumerate(rows) if row == FORMGRADER_MARK for d in (0, 1)}
+    kept = [row for i, row in enumerate(rows) if i not in ours]
+    if any("CourseDirectory.root" in row and not row.lstrip().startswith("#") for row in kept):
+        raise FormgraderConfigError(f"{path} sets c.CourseDirectory.root already: change that line to {line}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([*kept, FORMGRADER_MARK, line]) + "\n", encoding="utf-8")
+    said = [f"{path}: formgrader's course is {root}"]
+    home = Path.home()
+    if home not in root.parents:
+        said.append(f"warning: {root} is not inside {home}, where a hub starts your server, and formgrader serves "
+                    f"only a course inside it: link it there (ln -s {root} {home / root.name}) and run this again "
+                    f"with {home / root.name}")
+    return said

@@ -9,6 +9,7 @@ grade cells, which OverwriteCells restores) it never runs, and cannot change a s
 """
 from __future__ import annotations
 
+import datetime
 import glob
 import hashlib
 import json
@@ -19,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
+from nbconvert.preprocessors import Preprocessor
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.plugins import ExportPlugin, FileNameCollectorPlugin
 from nbgrader.preprocessors import DeduplicateIds, NbGraderPreprocessor, OverwriteCells
@@ -104,28 +106,59 @@ class GradebookFeedback(NbGraderPreprocessor):
     autograde time had the grader's scores only; its pictures are kept as they were drawn."""
 
     def preprocess(self, nb, resources):
-        from grader.outputs import feedback_page, final
-        from grader.outputs.results import result_from_json
-
         info = resources["nbgrader"]
-        page = next((c for c in nb.cells if PAGE_KEY in c.metadata), None)
-        if page is None:  # a notebook autograded before the page carried its result: left as it was
-            return nb, resources
         grades = {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["score"] for c in nb.cells
                   if c.metadata.get("nbgrader", {}).get("grade") and c.metadata.nbgrader.get("score") is not None}
-        result = final.adjust(result_from_json(page.metadata[PAGE_KEY]), grades, info.get("late_penalty") or 0.0)
-        old = "".join(o.get("data", {}).get("text/html", "") for o in page.outputs)
-        page.outputs = [nbformat.v4.new_output("display_data", data={
-            "text/html": feedback_page.fragment(result, f"{info['assignment']}/{info['notebook']}",
-                                                drawn=feedback_page.drawn_on(old))})]
-        tests = {grade_cell_id(t.name): t for t in result.tests if final.overridden(t)}
-        for cell in nb.cells:
-            test = tests.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
-            for output in cell.outputs if test is not None else []:
-                if output.get("name") == "stdout":
-                    output.text = _grade_cell_text(test)
-                elif output.get("output_type") == "execute_result":
-                    output.data = _score_outputs(test.score, test.max_score)
+        remake_page(nb, grades, info.get("late_penalty") or 0.0, f"{info['assignment']}/{info['notebook']}")
+        return nb, resources
+
+
+def remake_page(nb, grades: dict[str, float], late_penalty: float, title: str) -> None:
+    """The feedback page at the top of an autograded notebook, and the grade cells' lines, with `grades` (grade
+    id -> score) and `late_penalty` over the grader's (grader.outputs.final.adjust); a notebook autograded
+    before the page carried its result is left as it was."""
+    from grader.outputs import feedback_page, final
+    from grader.outputs.results import result_from_json
+
+    page = next((c for c in nb.cells if PAGE_KEY in c.metadata), None)
+    if page is None:
+        return
+    result = final.adjust(result_from_json(page.metadata[PAGE_KEY]), grades, late_penalty)
+    old = "".join(o.get("data", {}).get("text/html", "") for o in page.outputs)
+    page.outputs = [nbformat.v4.new_output("display_data", data={
+        "text/html": feedback_page.fragment(result, title, drawn=feedback_page.drawn_on(old))})]
+    tests = {grade_cell_id(t.name): t for t in result.tests if final.overridden(t)}
+    for cell in nb.cells:
+        test = tests.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
+        for output in cell.outputs if test is not None else []:
+            if output.get("name") == "stdout":
+                output.text = _grade_cell_text(test)
+            elif output.get("output_type") == "execute_result":
+                output.data = _score_outputs(test.score, test.max_score)
+
+
+class FormgraderScores(Preprocessor):
+    """In formgrader's view of an autograded notebook (course init's nbgrader_config.py adds it to the
+    HTMLExporter formgrader renders with): the page at its top says the score the gradebook holds now, a
+    TA's manual scores and the late penalty included, as every other place does, not the grader's from
+    autograde time. Anything else the exporter renders (no formgrader submission in its resources) is left
+    as it is."""
+
+    def preprocess(self, nb, resources):
+        from nbgrader.api import Gradebook, MissingEntry
+        from nbgrader.coursedir import CourseDirectory
+
+        if "submission_id" not in resources or "nbgrader" in resources:
+            return nb, resources
+        assignment, notebook = resources["assignment_id"], resources["notebook_id"]
+        with Gradebook(CourseDirectory(config=self.config).db_url) as gb:
+            try:
+                entry = gb.find_submission_notebook(notebook, assignment, resources["student"])
+            except MissingEntry:
+                return nb, resources
+            grades = {g.name: g.score for g in entry.grades if g.manual_score is not None}
+            penalty = entry.late_submission_penalty or 0.0
+        remake_page(nb, grades, penalty, f"{assignment}/{notebook}")
         return nb, resources
 
 
@@ -509,7 +542,7 @@ class LmsCollector(FileNameCollectorPlugin):
                              collected["file"], student)
             return None
         if info["late"]:
-            self.log.warning("%s: Canvas marks %s's submission late", submitted_file, student)
+            info["timestamp"] = info["timestamp"] or self._late(submitted_file, student)
         if current is not None:
             self._regrade(student)
         self._record(info)
@@ -584,6 +617,33 @@ class LmsCollector(FileNameCollectorPlugin):
             if folder.is_dir():
                 shutil.rmtree(folder)
                 self.log.warning("%s: a newer file; removed %s so that it is graded again", student, folder)
+
+    def _late(self, submitted_file: str, student: str) -> str | None:
+        """The time a file Canvas marks late is recorded as submitted: Canvas names no time, and nbgrader's late
+        penalty (the course's LateSubmissionPlugin) counts only a time past the due date, so the file counts as
+        one second past the student's due date (an extension included). None, said, where the gradebook holds
+        no due date: then no penalty can apply."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        assignment = self._coursedir().assignment_id
+        with Gradebook(self._coursedir().db_url) as gb:
+            try:
+                due = gb.find_submission(assignment, student).duedate  # graded before: with any extension
+            except MissingEntry:
+                try:
+                    due = gb.find_assignment(assignment).duedate
+                except MissingEntry:
+                    due = None
+        if due is None:
+            self.log.warning("%s: Canvas marks %s's submission late, but the gradebook holds no due date for %s, so "
+                             "no late penalty applies (set one: nbgrader db assignment add %s --duedate=...)",
+                             submitted_file, student, assignment, assignment)
+            return None
+        late = due + datetime.timedelta(seconds=1)
+        self.log.warning("%s: Canvas marks %s's submission late: recorded as submitted at %s UTC, past the due "
+                         "date, so the course's late penalty applies", submitted_file, student,
+                         f"{late:%Y-%m-%d %H:%M:%S}")
+        return f"{late:%Y-%m-%d %H:%M:%S} UTC"
 
     def _record(self, info: dict) -> None:
         """The LMS's id and the LMS's name of the student, in the gradebook generate_assignment made; a

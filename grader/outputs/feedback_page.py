@@ -328,13 +328,13 @@ def fragment(result: Result, title: str | None = None, drawn: dict[str, str] | N
     return "".join(parts)
 
 
-def page(result: Result, stamp: str = "") -> str:
-    """A whole HTML document; `stamp` identifies the result file it was made from."""
+def page(result: Result, stamp: str = "", drawn: dict[str, str] | None = None) -> str:
+    """A whole HTML document; `stamp` identifies the result file it was made from; `drawn` as fragment's."""
     meta = f'<meta name="{STAMP}" content="{escape(stamp)}">' if stamp else ""
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f'{POLICY_META}<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"{meta}<title>Feedback: {escape(result.submission)}</title></head>"
-            f'<body style="margin:0;background:#fff">{fragment(result)}</body></html>\n')
+            f'<body style="margin:0;background:#fff">{fragment(result, drawn=drawn)}</body></html>\n')
 
 
 def page_path(out: Path, submission: str) -> Path:
@@ -347,10 +347,10 @@ def _stamp(out: Path, submission: str) -> str:
     return hashlib.sha256(results.result_path(out, submission).read_bytes()).hexdigest()
 
 
-def write(out: Path, result: Result) -> Path:
-    """`<out>/<submission>.html`, beside the result file already written there."""
+def write(out: Path, result: Result, drawn: dict[str, str] | None = None) -> Path:
+    """`<out>/<submission>.html`, beside the result file already written there; `drawn` as fragment's."""
     path = page_path(out, result.submission)
-    atomic_write(path, page(result, _stamp(out, result.submission)))
+    atomic_write(path, page(result, _stamp(out, result.submission), drawn))
     return path
 
 

@@ -27,19 +27,35 @@ def overridden(test) -> bool:
     return "autograded_score" in test.extra
 
 
+def _as_graded(test) -> None:
+    """`test` as the grader scored it, before any score a TA set (a result file written back by `written`
+    holds the TA's)."""
+    if not overridden(test):
+        return
+    extra = dict(test.extra)
+    test.score = extra.pop("autograded_score")
+    test.verdict = Verdict(extra.pop("autograded_verdict", test.verdict))
+    test.output = test.output.split("; ", 1)[-1] if test.output.startswith(SET_BY_HAND) else test.output
+    test.extra = extra
+
+
+SET_BY_HAND = "your instructor set this score: "
+
+
 def adjust(result: Result, grades: dict[str, float], late_penalty: float = 0.0) -> Result:
     """`result` (changed in place) with each test scored as `grades` says (grade id or grade cell id ->
     score): a score other than the grader's is a TA's, said first in that test's feedback, with the grader's
-    kept in its extra_data; and the late penalty taken off the total."""
+    kept in its extra_data; and the late penalty taken off the total. A result adjusted before starts again
+    from the grader's scores, so a score a TA has since changed back is the grader's again."""
     grades = {name.removeprefix(GRADE_CELL_PREFIX): score for name, score in grades.items()}
     for test in result.tests:
+        _as_graded(test)
         score = grades.get(test.name)
         if score is None or abs(score - test.score) < 1e-9:
             continue
-        graded = test.extra.get("autograded_score", test.score)
-        test.extra = {**test.extra, "autograded_score": graded}
-        test.output = f"your instructor set this score: {score:g} / {test.max_score:g} (the grader gave {graded:g}); " \
-                      + test.output
+        graded = test.score
+        test.extra = {**test.extra, "autograded_score": graded, "autograded_verdict": test.verdict.value}
+        test.output = f"{SET_BY_HAND}{score:g} / {test.max_score:g} (the grader gave {graded:g}); " + test.output
         test.score = score
         test.verdict = (Verdict.CORRECT if score >= test.max_score else Verdict.PARTIAL if score > 0
                         else test.verdict if test.verdict == Verdict.NOT_ATTEMPTED else Verdict.INCORRECT)
@@ -97,3 +113,27 @@ def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[
                 kept.append(adjust(result, {g.name: g.score for g in entry.grades if g.manual_score is not None},
                                    entry.late_submission_penalty or 0.0))
     return kept, left_out
+
+
+def written(folder: Path, results: list[Result]) -> None:
+    """Each result's own file in the results `folder`, and the page beside it, made again where its final
+    score (from_gradebook) is not what they say: a TA's score or a late penalty set after grading shows in
+    the student's result file and page too, not only in the class-wide ones. The pictures are kept."""
+    import json
+
+    from grader.outputs import feedback_page
+    from grader.outputs import results as result_files
+
+    for result in results:
+        path = result_files.result_path(Path(folder), result.submission)
+        wanted = json.dumps(result_files.gradescope(result), indent=2) + "\n"
+        try:
+            if path.read_text(encoding="utf-8") == wanted:
+                continue
+        except OSError:  # a result read from a copy elsewhere in the folder: its own file is not there
+            continue
+        page = feedback_page.page_path(Path(folder), result.submission)
+        old = page.read_text(encoding="utf-8") if page.is_file() else None
+        result_files.write_result(Path(folder), result)
+        if old is not None:
+            feedback_page.write(Path(folder), result, feedback_page.drawn_on(old))

@@ -441,6 +441,8 @@ def scored(folder: Path, skip: list, gradebook: Path | None,
     """The results of `folder` with the gradebook's scores, and those left out with why: scores the gradebook
     does not hold (final.from_gradebook), and results of a notebook since replaced in `submitted`."""
     results, left_out = final.from_gradebook(load(folder, skip=skip), gradebook)
+    if gradebook is not None:
+        final.written(folder, results)
     left_out |= resubmitted(results, submitted)
     results = [r for r in results if r.submission not in left_out]
     if not results:

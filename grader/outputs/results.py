@@ -29,7 +29,8 @@ def gradescope(result: Result) -> dict:
         "extra_data": {"submission": result.submission, "path": result.path, "exercise": result.exercise,
                        "grader_version": __version__,
                        "input_digest": result.digest, "isolation": result.isolation,
-                       **({"notebook_sha256": result.notebook_sha256} if result.notebook_sha256 else {})},
+                       **({"notebook_sha256": result.notebook_sha256} if result.notebook_sha256 else {}),
+                       **({"late_penalty": result.late_penalty} if result.late_penalty else {})},
     }
 
 
@@ -85,6 +86,7 @@ def result_from_json(data: dict) -> Result:
                     exercise=extra.get("exercise", DEFAULT),  # grader 0.1 graded one exercise, the default
                     notebook_sha256=str(extra.get("notebook_sha256", "")))
     result.tests = [_test(t) for t in data["tests"]]
+    result.late_penalty = float(extra.get("late_penalty", 0.0))
     if data["output"] != f"{result.score:g} / {result.max_score:g}":
         result.error = data["output"]
     return valid(result)

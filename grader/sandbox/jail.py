@@ -128,12 +128,16 @@ def _limits(config: dict, other_tasks: int) -> dict:
 def _untraversable(expose: list[str]) -> list[str]:
     """Ancestors of exposed paths that an unprivileged user cannot enter (e.g. /root, mode 700 here,
     which holds the Python installation): covering them and binding the exposed paths back makes
-    Python importable for `nobody` without opening the rest of the folder."""
+    Python importable for `nobody` without opening the rest of the folder.
+
+    A folder inside another exposed path is left alone: that path comes back whole, and covering the
+    folder again would hide the package beneath it (a graders' environment readable by the staff group
+    only, every folder in it closed to others, left the child no grader to import)."""
     found = set()
     for path in expose:
         parent = os.path.dirname(path)
         while parent not in ("/", ""):
-            if not os.stat(parent).st_mode & 0o001:
+            if not os.stat(parent).st_mode & 0o001 and not any(_within(parent, e) for e in expose):
                 found.add(parent)
             parent = os.path.dirname(parent)
     return sorted(found)

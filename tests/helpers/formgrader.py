@@ -20,21 +20,23 @@ STARTUP = 300  # seconds for Jupyter Server to import its extensions on a busy m
 
 
 @contextlib.contextmanager
-def serve(course: Path, folder: Path, token: str = ""):
-    """Yields the server's base URL; `folder` (empty) holds its config, runtime files and server.log."""
+def serve(course: Path, folder: Path, token: str = "", home: Path | None = None):
+    """Yields the server's base URL; `folder` holds its config (`folder/config`, where a test may have put an
+    nbgrader_config.py), runtime files and server.log. With `home`, the server starts there, as a hub starts
+    a user's server in their home folder, the course inside it; else in the course."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    (folder / "config").mkdir()
+    (folder / "config").mkdir(exist_ok=True)
     (folder / "config" / "jupyter_server_config.json").write_text(json.dumps(
         {"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": True}}}))
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(folder / "config"), "JUPYTER_RUNTIME_DIR": str(folder / "run"),
            "JUPYTER_DATA_DIR": str(folder / "data")}
     args = [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-            f"--IdentityProvider.token={token}", "--ServerApp.password=", f"--ServerApp.root_dir={course}",
+            f"--IdentityProvider.token={token}", "--ServerApp.password=", f"--ServerApp.root_dir={home or course}",
             *(["--allow-root"] if os.geteuid() == 0 else [])]
     log = open(folder / "server.log", "w")
-    process = subprocess.Popen(args, cwd=course, env=env, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(args, cwd=home or course, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + STARTUP
