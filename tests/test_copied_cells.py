@@ -29,7 +29,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.exercise import GRADE_CELL_PREFIX
+from grader.vocabulary import GRADE_CELL_PREFIX
 from helpers.nbgrader_course import Course, cell_by_grade_id, edit, grade_id, set_answers
 from helpers.paths import COURSE, COURSE_FILE, ROOT
 from solutions import reference

@@ -40,9 +40,9 @@ import pytest
 import yaml
 
 from grader.course import load
-from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
 from grader.exercises.makemore_mlp import EXERCISE
 from grader.judge import prints
+from grader.vocabulary import GRADE_CELL_PREFIX, grade_cell_id
 from helpers.nbgrader_course import (
     Course,
     cell_by_grade_id,

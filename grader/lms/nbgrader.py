@@ -25,10 +25,9 @@ from nbgrader.preprocessors import DeduplicateIds, NbGraderPreprocessor, Overwri
 from traitlets import Bool, Unicode
 
 from grader import safe_text
-from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
 from grader.lms.student_html import unsafe_name
 from grader.outputs.files import atomic_write, csv_text
-from grader.vocabulary import Flag
+from grader.vocabulary import GRADE_CELL_PREFIX, Flag, grade_cell_id
 
 
 def fill_grade_cells(nb, result, page: bool = True, title: str | None = None) -> None:
