@@ -196,7 +196,7 @@ def course(tmp_path_factory) -> Course:
 def fast(course) -> Course:
     """A second course with the first one's course.yml (same secret salt), grading the same `submitted/`
     in one `backprop-ninja grade --gradebook` instead of nbgrader's collect-and-autograde."""
-    return course.fast_route(COURSE_FILE, ROOT)
+    return course.fast_route()
 
 
 def read_gradebook(course_dir: Path) -> dict[str, dict]:
