@@ -80,7 +80,7 @@ def _student(api, course, name: str, changes, home: Path) -> None:
 
 
 def _table(api, course, students) -> str:
-    from grader.exercise import GRADE_CELL_PREFIX
+    from grader.vocabulary import GRADE_CELL_PREFIX
 
     lines = [f"{'student':<8} {'score':>12}  tensors that lost points"]
     with api.gradebook as gb:

@@ -558,15 +558,6 @@ def function_answers(function: Function) -> tuple[Answer, ...]:
                  for p in function.returns)
 
 
-# nbgrader keeps a score per grade cell: each grade id's is the self-check cell after its answer, so the
-# gradebook holds a score per gradient. Its grade id is the answer's with this prefix, in every exercise.
-GRADE_CELL_PREFIX = "check_"
-
-
-def grade_cell_id(grade_id: str) -> str:
-    return GRADE_CELL_PREFIX + grade_id
-
-
 # Exercises shipped with the package, by the name course.yml uses.
 BUILTIN = {"makemore-mlp": "grader.exercises.makemore_mlp:EXERCISE",
            "wavenet": "grader.exercises.gallery.wavenet:EXERCISE",

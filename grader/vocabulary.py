@@ -4,6 +4,7 @@
 - Match: how a tensor it produced compares with the expected one there.
 - Flag: an error the student fixes, or an integrity flag an instructor should look at whatever it scored.
 - Verdict: how one grade id of a submission was judged, as results files store it.
+- A grade cell's id: nbgrader's name for where one answer's score lives.
 
 Each is a `StrEnum`, so a member equals its string: the wire format and the results JSON carry plain
 strings, and a file written before these existed reads the same. A leaf module: the sandbox, the
@@ -183,3 +184,12 @@ SLIPS = {
     "softmax-elementwise": LOCAL_RULE, "log-softmax-no-sum": LOCAL_RULE, "max-everywhere": LOCAL_RULE,
     "ce-one-hot": LOCAL_RULE,
 }
+
+
+# nbgrader keeps a score per grade cell: each grade id's is the self-check cell after its answer, so the
+# gradebook holds a score per gradient. Its grade id is the answer's with this prefix, in every exercise.
+GRADE_CELL_PREFIX = "check_"
+
+
+def grade_cell_id(grade_id: str) -> str:
+    return GRADE_CELL_PREFIX + grade_id

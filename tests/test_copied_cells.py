@@ -29,8 +29,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.exercise import GRADE_CELL_PREFIX
-from helpers.nbgrader_course import Course, cell_by_grade_id, edit, grade_id, set_answers
+from grader.vocabulary import GRADE_CELL_PREFIX
+from helpers.nbgrader_course import Course, cell_by_grade_id, grade_id, set_answers
 from helpers.paths import COURSE, COURSE_FILE, ROOT
 from solutions import reference
 
@@ -107,13 +107,10 @@ def courses(tmp_path_factory):
     """nbgrader's course (collect, autograde) and a second one with the same course.yml, grading the same
     submitted/ by the fast route."""
     c = Course(tmp_path_factory.mktemp("copies"), COURSE.course_id, ASSIGNMENT).released_course(COURSE_FILE, ROOT)
-    c.for_each(EDITS, lambda s: c.student(s, "fetch_assignment", must=True))
     for student, change in EDITS.items():
-        edit(c.fetched(student), lambda nb, change=change: (set_answers(nb, REFERENCE), change(nb)))
-    c.for_each(EDITS, lambda s: c.student(s, "submit", must=True))
-    c.nbgrader("collect", ASSIGNMENT, f"--Exchange.root={c.exchange}", must=True)
+        c.handed_in(student, lambda nb, change=change: (set_answers(nb, REFERENCE), change(nb)))
     c.grade = c.nbgrader("autograde", ASSIGNMENT)
-    return c, c.fast_route(COURSE_FILE, ROOT)
+    return c, c.fast_route()
 
 
 def _scores(course_dir) -> dict[str, dict[str, float]]:

@@ -18,6 +18,15 @@ from grader.lms.course_init import CONFIG
 from grader.lms.nbgrader import lms_name
 
 
+def test_the_course_config_imports_no_torch():
+    """Every nbgrader command of a course (generate, release, collect, feedback: about 300 in this suite)
+    loads the nbgrader_config.py `course init` writes, which imports grader.lms.nbgrader; only autograde
+    grades, and only it may pay torch's seconds of start-up."""
+    code = "import grader.lms.nbgrader, sys; assert 'torch' not in sys.modules"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize("path, expected", [
     # Canvas's first field is the surname and first name run together: the Canvas user id is the student.
     ("submissions/smithjohn_1234_5678901_backprop_ninja.ipynb",

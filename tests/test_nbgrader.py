@@ -40,9 +40,9 @@ import pytest
 import yaml
 
 from grader.course import load
-from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
 from grader.exercises.makemore_mlp import EXERCISE
 from grader.judge import prints
+from grader.vocabulary import GRADE_CELL_PREFIX, grade_cell_id
 from helpers.nbgrader_course import (
     Course,
     cell_by_grade_id,
@@ -196,7 +196,7 @@ def course(tmp_path_factory) -> Course:
 def fast(course) -> Course:
     """A second course with the first one's course.yml (same secret salt), grading the same `submitted/`
     in one `backprop-ninja grade --gradebook` instead of nbgrader's collect-and-autograde."""
-    return course.fast_route(COURSE_FILE, ROOT)
+    return course.fast_route()
 
 
 def read_gradebook(course_dir: Path) -> dict[str, dict]:

@@ -15,9 +15,10 @@ import torch
 import torch.nn.functional as F
 
 from grader import course as course_config
-from grader.exercise import Sizes, grade_cell_id
+from grader.exercise import Sizes
 from grader.exercises.makemore_mlp import EXERCISE
 from grader.lms import notebooks
+from grader.vocabulary import grade_cell_id
 from solutions import make_notebooks, reference
 
 NETWORK = EXERCISE.network

@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 
 from grader import course as course_config
-from grader.exercise import grade_cell_id
 from grader.exercises.makemore_mlp import EXERCISE as MAKEMORE
 from grader.lms import notebooks
+from grader.vocabulary import grade_cell_id
 from helpers.notebooks import execute
 from solutions import make_notebooks, reference
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from grader.cli import main
 from grader.course import load
-from grader.exercise import grade_cell_id
+from grader.vocabulary import grade_cell_id
 from helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow

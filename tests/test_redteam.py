@@ -41,8 +41,8 @@ import pytest
 import redteam
 import yaml
 
-from grader.exercise import GRADE_CELL_PREFIX
 from grader.safe_text import output_stem
+from grader.vocabulary import GRADE_CELL_PREFIX
 from helpers import ipc, nostatic, refuse, users
 from helpers.cli import export_formats
 from helpers.paths import COURSE, ROOT

@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from grader.cli import main
-from grader.exercise import grade_cell_id
 from grader.exercises.makemore_mlp import EXERCISE
+from grader.vocabulary import grade_cell_id
 from helpers.browser import assert_readable
 from helpers.notebooks import submission, write
 from helpers.paths import COURSE, COURSE_FILE, STUB

@@ -24,9 +24,10 @@ import yaml
 
 from grader import course as course_config
 from grader.course import choice
-from grader.exercise import FUNCTION, grade_cell_id, load
+from grader.exercise import FUNCTION, load
 from grader.exercises.makemore_mlp import notebook_source, variants
 from grader.lms import course_init
+from grader.vocabulary import grade_cell_id
 from helpers import variant_courses
 from helpers.paths import ROOT
 

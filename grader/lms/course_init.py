@@ -23,9 +23,10 @@ import shutil
 from pathlib import Path
 
 from grader.course import choice, material
-from grader.exercise import ATOMIC, DEFAULT, FAMILIES, FUSED, Exercise, grade_cell_id
+from grader.exercise import ATOMIC, DEFAULT, FAMILIES, FUSED, Exercise
 from grader.exercise import load as load_exercise
 from grader.outputs.files import atomic_write, private_dir, private_mode
+from grader.vocabulary import grade_cell_id
 
 SOLVED = material.SOLVED
 COURSE_FILE = "course.yml"

@@ -27,10 +27,9 @@ from nbgrader.preprocessors import DeduplicateIds, NbGraderPreprocessor, Overwri
 from traitlets import Bool, Unicode
 
 from grader import safe_text
-from grader.exercise import GRADE_CELL_PREFIX, grade_cell_id
 from grader.lms.student_html import unsafe_name
 from grader.outputs.files import atomic_write, csv_text
-from grader.vocabulary import Flag
+from grader.vocabulary import GRADE_CELL_PREFIX, Flag, grade_cell_id
 
 
 def fill_grade_cells(nb, result, page: bool = True, title: str | None = None) -> None:
@@ -339,6 +338,22 @@ def same_points(course, info: dict) -> None:
                             "in the course directory, then autograde again")
 
 
+# nbgrader makes its preprocessors anew for every notebook of an autograde run. The Grader (the hidden
+# configurations and their oracle values, a sandbox probed once) is the same for every notebook while the
+# course is: made again, it cost each student's notebook seconds before its first answer ran.
+_made: dict[tuple, object] = {}
+
+
+def _grader(course, weaker: bool, evidence: bool):
+    from grader.pipeline.grading import Grader, course_digest
+
+    key = (str(course.path.resolve()), course_digest(course), weaker, evidence, str(Path.cwd()))
+    if key not in _made:
+        _made.clear()
+        _made[key] = Grader(course, hidden=[Path.cwd()], evidence=evidence)
+    return _made[key]
+
+
 class GradeInSandbox(NbGraderPreprocessor):
     """Replaces Execute in Autograde.autograde_preprocessors (see `backprop-ninja course init`)."""
 
@@ -364,7 +379,6 @@ class GradeInSandbox(NbGraderPreprocessor):
         from grader import extract
         from grader.course import load
         from grader.pipeline.batch import weaker_course
-        from grader.pipeline.grading import Grader
 
         info = resources["nbgrader"]
         why = unsafe_name(info["student"])
@@ -379,7 +393,7 @@ class GradeInSandbox(NbGraderPreprocessor):
         # through DeduplicateIds, which keeps the last of several copies of a cell without a word.
         submission = extract.read(f"{info['student']}/{info['assignment']}/{info['notebook']}",
                                   self.submitted(info), course.exercise.answer_cells, course.limits.analysis_cpu)
-        grader = Grader(course, hidden=[Path.cwd()], evidence=self.feedback_page)
+        grader = _grader(course, self.allow_weaker_sandbox, self.feedback_page)
         # Log lines go to the instructor's terminal and name the submission or quote its errors.
         [result] = grader.run([submission], progress=lambda line: self.log.info(safe_text.terminal(line)))
         if result.error:

@@ -77,8 +77,9 @@ from nbgrader.preprocessors import (
 from grader import course as course_config
 from grader import syntax
 from grader.course import material
-from grader.exercise import DEFAULT, FUNCTION, Exercise, Function, grade_cell_id
+from grader.exercise import DEFAULT, FUNCTION, Exercise, Function
 from grader.student.solution import BEGIN_SOLUTION, END_SOLUTION
+from grader.vocabulary import grade_cell_id
 
 # The only ClearSolutions trait that differs from nbgrader's default (see the module docstring).
 CLEAR_SOLUTIONS = {"code_stub": {"python": ""}}

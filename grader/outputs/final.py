@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.exercise import GRADE_CELL_PREFIX
 from grader.judge.scoring import Result
-from grader.vocabulary import Verdict
+from grader.vocabulary import GRADE_CELL_PREFIX, Verdict
 
 GRADEBOOK = "gradebook.db"  # nbgrader's, in the course directory beside results/
 

@@ -64,8 +64,8 @@ class Grader:
         if not gc.isenabled():
             # The grade command paused collection while it started. What is in memory now (torch,
             # nbformat, pytest, the oracle values) lives as long as the batch: frozen, it is no longer
-            # walked by each full collection (0.15 s apiece, every 30 submissions). A process that
-            # makes Graders again and again (nbgrader's autograde) keeps collecting as usual.
+            # walked by each full collection (0.15 s apiece, every 30 submissions). nbgrader's autograde,
+            # which grades one notebook at a time with its Graders kept, keeps collecting as usual.
             gc.freeze()
             gc.enable()
 

@@ -105,19 +105,23 @@ class Course:
         self.run(["backprop-ninja", "course", "init", str(self.dir), "--course", str(course_file)], checkout,
                  must=True)
         self.nbgrader("generate_assignment", self.assignment, must=True)
+        shutil.copytree(self.dir, self.generated)
         self.exchange.mkdir()
         os.chmod(self.exchange, 0o777)
         self.nbgrader("release_assignment", self.assignment, *self.exchange_args(), must=True)
         return self
 
-    def fast_route(self, course_file: Path, checkout: Path, name: str = "fast-course") -> Course:
-        """A second course with this one's course.yml (same secret salt), grading the same `submitted/` in
-        one `backprop-ninja grade --gradebook` instead of nbgrader's autograde (its run: `.grade`)."""
+    @property
+    def generated(self) -> Path:
+        """The course as generate_assignment left it, before any student: what a second course made from
+        the same course.yml (same secret salt) would hold."""
+        return self.tmp / f"{self.name}-generated"
+
+    def fast_route(self, name: str = "fast-course") -> Course:
+        """A second course, this one as generate_assignment left it, grading the same `submitted/` in one
+        `backprop-ninja grade --gradebook` instead of nbgrader's autograde (its run: `.grade`)."""
         fast = Course(self.tmp, self.course_id, self.assignment, name=name)
-        fast.run(["backprop-ninja", "course", "init", str(fast.dir), "--course", str(course_file)], checkout,
-                 must=True)
-        shutil.copy(self.dir / "course.yml", fast.dir / "course.yml")
-        fast.nbgrader("generate_assignment", self.assignment, must=True)
+        shutil.copytree(self.generated, fast.dir)
         shutil.copytree(self.dir / "submitted", fast.dir / "submitted")
         fast.grade = fast.run(["backprop-ninja", "grade", "submitted", "--out", "fast", "--course", "course.yml",
                                "--gradebook", "gradebook.db"], fast.dir)
@@ -125,6 +129,14 @@ class Course:
 
     # -----------------------------------------------------------------------------------------
     # Paths
+
+    def handed_in(self, student: str, change) -> None:
+        """The released notebook, changed by `change` as a student's Jupyter would, where nbgrader's collect
+        leaves it: for tests of grading, not of the exchange (tests/test_nbgrader.py runs that)."""
+        path = self.submitted(student)
+        path.parent.mkdir(parents=True)
+        shutil.copy(self.released(), path)
+        edit(path, change)
 
     def fetched(self, student: str) -> Path:
         return self.homes / student / self.assignment / f"{self.assignment}.ipynb"
