@@ -14,6 +14,7 @@ leaves of its body, so each parameter's gradient carries one of its own slips be
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -62,6 +63,9 @@ class Submission:
 def _course_args(spec: str) -> list[str]:
     """`course init`'s arguments for the exercise SPEC names: a file of one's own, or a built-in variant."""
     module, _, attribute = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    if attribute and not module.endswith(".py"):  # module:ATTRIBUTE: course init takes the module's file
+        found = importlib.util.find_spec(module)
+        module = found.origin if found is not None and found.origin else module
     if module.endswith(".py"):
         return ["--exercise", f"{Path(module).resolve()}:{attribute or 'EXERCISE'}"]
     family, _, variant = spec.partition("/")
@@ -71,7 +75,10 @@ def _course_args(spec: str) -> list[str]:
 
 
 def _run(command: list[str], cwd: Path, what: str, env: dict[str, str] | None = None) -> str:
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
+    try:
+        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
+    except OSError as exc:  # nbgrader not installed, say
+        raise RouteError(f"{what} could not start: {exc.strerror}: {command[0]}") from None
     if done.returncode:
         said = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
         raise RouteError(f"{what} failed (exit {done.returncode}): {said[-1] if said else 'no message'}")
