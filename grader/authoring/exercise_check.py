@@ -7,10 +7,10 @@ the forward lines (an operation without a rule is named with its line), each sho
 will hold it (the fused blocks' and the functions' cells after the atomic ones), with how many wrong
 variants of them the rule table makes, each of which must lose credit on some hidden configuration (graded
 here on the trial configurations, CHAIN and LOCAL, as the hidden suite grades it) unless the exercise
-accepts it; and every answer cell of the solved notebook passes the static check's default allowlist. Slips the rule table
-made but could not tell from the right answer on the derivation's configurations are said, not graded.
-What runs here is in this process; the course itself is built and graded after it, through every route,
-by grader/lms/dry_run.py.
+accepts it; and every answer cell of the solved notebook passes the static check's default allowlist.
+Slips the rule table made but could not tell from the right answer on the derivation's configurations
+are said, not graded. All of that runs in this process; the course itself is built and graded after
+it, through every route, by grader/lms/dry_run.py.
 """
 from __future__ import annotations
 
