@@ -290,3 +290,14 @@ def test_exercise_check_grades_the_course_through_every_route_and_names_the_one_
     assert [line.split()[0] for line in table] == ["answers", "slips", "routes", "time"], table
     assert "routes     grade --html --gradebook, Gradescope (--quick: not nbgrader autograde)" in table, table
     assert re.fullmatch(r"slips      \d+ in \d+ notebooks \(one slip per answer in each\)", table[1]), table
+
+
+def test_a_slip_equal_to_the_right_answer_everywhere_is_said_not_dropped(tmp_path):
+    """A mask of zeros on every configuration: leaving its branch out of dh is the right answer, so no
+    notebook can show it; the rule table used to drop it silently, the check now lists it."""
+    path = tmp_path / "zero.py"
+    path.write_text(HIDING.replace("ACCEPT", "").replace("* (n == 8)", "* 0"), encoding="utf-8")
+    code, out = check(path)
+    assert code == 0, out
+    assert ("note: 3 slips equal the right answer on every derivation configuration and are not graded: "
+            "dh forward-value, dh missed-branch, dh overwrite") in out, out
