@@ -481,10 +481,15 @@ def exercise():
 
 @exercise.command("check")
 @click.argument("spec")
-def exercise_check(spec):
+@click.option("--quick", is_flag=True, help="Skip the nbgrader autograde route (the slowest); every other route "
+                                            "still grades every notebook.")
+def exercise_check(spec, quick):
     """Load SPEC (path/to/file.py[:ATTRIBUTE], module:ATTRIBUTE or a built-in name), validate it, draw its
-    hidden sizes, run its forward pass and print the reference answers derived from it."""
+    hidden sizes, run its forward pass, print the reference answers derived from it, then build its course
+    in a temporary folder and grade the solved notebook, the stub and every slip of the rule table through
+    every route that records a grade. Exit 1 with one line per problem."""
     from grader.authoring.exercise_check import CheckError, check
+    from grader.lms.dry_run import dry_run
 
     if ":" not in spec and spec.endswith(".py"):
         spec += ":EXERCISE"
@@ -493,6 +498,11 @@ def exercise_check(spec):
     except CheckError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo("\n".join(lines))
+    problems, table = dry_run(spec, quick=quick, log=lambda line: click.echo(line, err=True))
+    if problems:
+        click.echo("\n".join(safe_text.terminal(p) for p in problems), err=True)
+        raise SystemExit(1)
+    click.echo("\n" + "\n".join(table))
 
 
 @main.group()

@@ -2,16 +2,22 @@
 file is one line naming the line to fix, at load, never a KeyError at grading time."""
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 
 from grader import exercise as ex
+from grader.authoring import skeleton
 from grader.cli import main
 from grader.judge import configs
+from grader.lms import dry_run
 from helpers.paths import ROOT
 
 TINY = ROOT / "tests" / "exercises" / "tiny_relu.py"
@@ -33,6 +39,14 @@ def line_of(path: Path, text: str) -> int:
     return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 
 
+@pytest.fixture(autouse=True)
+def _no_course(request, monkeypatch):
+    """The checks made in this process, without the course built and graded after them (minutes, not
+    seconds): the tests marked `routes` run that part, through the command a user runs."""
+    if "routes" not in request.keywords:
+        monkeypatch.setattr(dry_run, "dry_run", lambda spec, quick=False, log=None: ([], ["routes     (not run)"]))
+
+
 def check(spec) -> tuple[int, str]:
     result = CliRunner().invoke(main, ["exercise", "check", str(spec)])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
@@ -50,11 +64,10 @@ def test_a_good_exercise_prints_its_sizes_answers_and_derived_references():
     assert "# ---- fused_dh: the solved notebook's answer cell" in out and "def backward(" in out, out
 
 
-def test_the_command_works_as_a_user_runs_it():
-    done = subprocess.run([sys.executable, "-c", "from grader.cli import main; main()", "exercise", "check",
-                           "makemore-mlp/relu-none"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    assert "dhpreact = " in done.stdout and "17 reference answers" in done.stdout
+def test_the_command_derives_a_variant_as_a_user_names_it():
+    code, out = check("makemore-mlp/relu-none")
+    assert code == 0, out
+    assert "dhpreact = " in out and "17 reference answers" in out
 
 
 @pytest.mark.parametrize(("change", "says"), [
@@ -194,3 +207,97 @@ def test_a_derived_answer_the_static_check_refuses_is_named(tmp_path, monkeypatc
     monkeypatch.setattr(static_check, "check", lambda source, allow=narrower: original(source, allow))
     code, output = check(f"{path}:EXERCISE")
     assert code == 1 and "dh: the static check refuses the derived answer" in output and "torch.erf" in output, output
+
+
+# --- the course, built and graded through every route (grader/lms/dry_run.py) ------------------
+
+def test_one_notebook_carries_one_slip_of_every_answer_and_each_slip_is_graded_once():
+    """A tensor's grade reads only true or random upstream gradients, so slips of different answers share a
+    notebook: as many notebooks as the most slips of one answer (a fused cell's chain, one slip at a time;
+    a function's parameters, one each), every slip in exactly one of them, every other cell the reference."""
+    exercise = ex.load(f"{TINY}:EXERCISE")
+    made = dry_run.submissions(exercise)
+    assert [s.stem for s in made[:2]] == ["solved", "stub"] and not made[0].mutants and not made[1].mutants
+    mutants = skeleton.mutants(exercise)
+    carried = [m for s in made[2:] for m in s.mutants]
+    assert sorted(map(repr, carried)) == sorted(map(repr, mutants))
+    per_answer = Counter((m.cell, m.slip.gradient) for m in mutants)
+    per_fused = Counter(m.cell for m in mutants if m.cell == "fused_dh")
+    assert len(made) - 2 == max(*per_answer.values(), *per_fused.values()) < len(mutants)
+    reference = skeleton.references(exercise)
+    for submission in made[2:]:
+        slipped = {m.cell for m in submission.mutants}
+        assert all(submission.cells[c] == reference[c] for c in reference if c not in slipped)
+        assert all(submission.cells[c] != reference[c] for c in slipped)
+
+
+def _scores(tests: dict[str, dict[str, float]]) -> dry_run.Scores:
+    return dry_run.Scores({stem: {g: (s, 1.0, f"{g}: wrong values") for g, s in got.items()}
+                           for stem, got in tests.items()})
+
+
+def test_each_problem_a_route_shows_is_one_line_naming_the_forward_line_and_the_fix():
+    exercise = ex.load(f"{TINY}:EXERCISE")
+    course = SimpleNamespace(exercise=exercise, points=dict.fromkeys(exercise.grade_ids, 1))
+    solved, stub, *_, last = dry_run.submissions(exercise)  # the last carries the fewest slips
+    made = [solved, stub, last]
+    slip = made[2].mutants[0]
+    own = slip.grade_ids[0]
+    other = next(g for g in exercise.grade_ids if g not in made[2].own and g != "fit_training")
+    full = dict.fromkeys(exercise.grade_ids, 1.0)
+    scores = _scores({"solved": {**full, "dz": 0.0}, "stub": {**dict.fromkeys(full, 0.0), "db": 0.5},
+                      made[2].stem: {**full, **dict.fromkeys(made[2].own, 0.0), other: 0.0, own: 1.0}})
+    lines = dry_run._problems(course, "nbgrader autograde", scores, made)
+    assert lines[0].startswith("nbgrader autograde: the solved notebook loses credit on dz (forward line "
+                               "`loss = ((z - Y) ** 2).sum() / n`)"), lines
+    assert "the stub gets credit on db" in lines[1] and "`h = e @ W + b`" in lines[1], lines
+    assert f"the slip {slip.slip.name} in {slip.cell}" in lines[2] and "keeps full credit" in lines[2], lines
+    assert f'accept={{"{slip.slip.gradient}": "{slip.slip.name}"}}' in lines[2], lines
+    assert f"{other} loses credit with its reference answer" in lines[3], lines
+    assert len(lines) == 4
+    missing = dry_run._problems(course, "Gradescope", dry_run.Scores({}), made[:1])
+    assert missing == ["Gradescope: solved got no grade at all"]
+
+
+FAILING_NBGRADER = """#!/bin/sh
+# nbgrader, but autograde dies as it did on a batch size not named n (judge/exam.py read config.sizes.n)
+if [ "$1" = autograde ]; then echo "AttributeError: n" >&2; exit 1; fi
+exec {python} -m nbgrader "$@"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.routes
+def test_exercise_check_grades_the_course_through_every_route_and_names_the_one_that_breaks(tmp_path):
+    """An exercise whose course breaks only on nbgrader's route (as `N` for the batch size once did) exits
+    1 naming the route; --quick skips that route, grades the others and prints the table."""
+    path = tmp_path / "short.py"
+    path.write_text(SHORT.replace("FUSED", '{"dh": "loss"}'), encoding="utf-8")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nbgrader").write_text(FAILING_NBGRADER.format(python=sys.executable), encoding="utf-8")
+    (fake / "nbgrader").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    command = [sys.executable, "-c", "from grader.cli import main; main()", "exercise", "check", str(path)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
+    assert done.returncode == 1, (done.stdout[-2000:], done.stderr[-2000:])
+    problems = [line for line in done.stderr.splitlines() if not line.startswith("grading ")]
+    assert problems == ["nbgrader autograde failed (exit 1): AttributeError: n"], done.stderr
+    assert "Traceback" not in done.stderr
+    done = subprocess.run([*command, "--quick"], capture_output=True, text=True, env=env, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = done.stdout.split("\n\n")[-1].splitlines()
+    assert [line.split()[0] for line in table] == ["answers", "slips", "routes", "time"], table
+    assert "routes     grade --html --gradebook, Gradescope (--quick: not nbgrader autograde)" in table, table
+    assert re.fullmatch(r"slips      \d+ in \d+ notebooks \(one slip per answer in each\)", table[1]), table
+
+
+def test_a_slip_equal_to_the_right_answer_everywhere_is_said_not_dropped(tmp_path):
+    """A mask of zeros on every configuration: leaving its branch out of dh is the right answer, so no
+    notebook can show it; the rule table used to drop it silently, the check now lists it."""
+    path = tmp_path / "zero.py"
+    path.write_text(HIDING.replace("ACCEPT", "").replace("* (n == 8)", "* 0"), encoding="utf-8")
+    code, out = check(path)
+    assert code == 0, out
+    assert ("note: 3 slips equal the right answer on every derivation configuration and are not graded: "
+            "dh forward-value, dh missed-branch, dh overwrite") in out, out

@@ -7,9 +7,10 @@ the forward lines (an operation without a rule is named with its line), each sho
 will hold it (the fused blocks' and the functions' cells after the atomic ones), with how many wrong
 variants of them the rule table makes, each of which must lose credit on some hidden configuration (graded
 here on the trial configurations, CHAIN and LOCAL, as the hidden suite grades it) unless the exercise
-accepts it; and every answer cell of the solved notebook passes the static check's default allowlist. It
-does not build a course or run any grading route: `course init` and a `grade` of the
-solved notebook and its stub do (docs/instructors.md).
+accepts it; and every answer cell of the solved notebook passes the static check's default allowlist.
+Slips the rule table made but could not tell from the right answer on the derivation's configurations
+are said, not graded. All of that runs in this process; the course itself is built and graded after
+it, through every route, by grader/lms/dry_run.py.
 """
 from __future__ import annotations
 
@@ -135,6 +136,10 @@ def check(spec: str) -> Iterator[str]:
     others = [a for a in exercise.answers if a.kind != ex.ATOMIC and a.cell_id in cells]
     yield (f"derived: {len(found.gradients)} reference answers, {len(dict.fromkeys(a.cell_id for a in others))} "
            f"fused and function cells, {slips} mutants from the rule table's slips")
+    right = [f"{g.name} {s.name}" for g in found.gradients for s in g.right_anyway]
+    if right:  # the rule table made them, but no notebook could tell them from the answer: said, not graded
+        yield (f"note: {len(right)} slips equal the right answer on every derivation configuration and are not "
+               f"graded: {', '.join(right)}")
     for gradient in found.gradients:
         yield ""
         yield from gradient.source.rstrip("\n").splitlines()

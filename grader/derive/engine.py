@@ -83,6 +83,9 @@ class Gradient:
     contributions: tuple[Contribution, ...]
     reads: tuple[str, ...]
     _slips: tuple[Slip, ...] = ()
+    # Slips whose values are the right answer's on every derivation configuration: no mistake to grade
+    # there, said by `exercise check` so that an instructor sees what the rule table could not tell apart.
+    right_anyway: tuple[Slip, ...] = ()
 
     @property
     def source(self) -> str:
@@ -505,7 +508,7 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
     negated = tuple(Contribution(c.consumer, c.line, c.why, _negated(c.value), c.index) for c in contributions)
     slips.append(("sign", "has its sign flipped", "", render(gradient_name, tensor, negated, comments=False)))
     return Gradient(gradient_name, tensor, contributions, _reads(plain, gradient_name),
-                    _kept(d, gradient_name, plain, slips))
+                    *_kept(d, gradient_name, plain, slips))
 
 
 def _negated(value: str) -> str:
@@ -535,12 +538,12 @@ def _run(namespaces: Sequence[dict], source: str, gradient_name: str) -> list[to
     return out
 
 
-def _kept(d: Derivation, gradient_name: str, plain: str, slips) -> tuple[Slip, ...]:
+def _kept(d: Derivation, gradient_name: str, plain: str, slips) -> tuple[tuple[Slip, ...], tuple[Slip, ...]]:
     """The slips that change the gradient (its values beyond the grader's tolerance, or its shape) on
-    some configuration, each value once."""
+    some configuration, each value once; and those equal to the right answer on every one."""
     namespaces = [*d.namespaces, *({**ns, **noise} for ns, noise in zip(d.namespaces, d.noise, strict=True))]
     reference = _run(namespaces, plain, gradient_name)
-    kept, seen = [], []
+    kept, seen, right = [], [], []
     for key, sentence, consumer, source in slips:
         try:
             values = _run(namespaces, source, gradient_name)
@@ -549,12 +552,13 @@ def _kept(d: Derivation, gradient_name: str, plain: str, slips) -> tuple[Slip, .
         if not all(isinstance(v, torch.Tensor) for v in values):
             continue
         if all(_same(v, r) for v, r in zip(values, reference, strict=True)):
+            right.append(Slip(gradient_name, key, sentence, consumer, source))
             continue
         if any(all(_same(v, s) for v, s in zip(values, other, strict=True)) for other in seen):
             continue
         seen.append(values)
         kept.append(Slip(gradient_name, key, sentence, consumer, source))
-    return tuple(kept)
+    return tuple(kept), tuple(right)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -1,0 +1,320 @@
+"""The course an exercise makes, graded before any student meets it: `exercise check` builds it in a
+temporary folder with `course init` and grades the solved notebook, its stub and the rule table's slips
+through every route that records a grade, each the product's own command run as a course runs it
+(`backprop-ninja grade --html --gradebook`, `nbgrader autograde` and `generate_feedback`, the Gradescope
+zip's run_autograder). A route that dies, a right answer that loses credit, a slip that keeps it or takes
+it from another tensor, or two routes that disagree are what a class would otherwise find at grading time.
+
+The grader checks each answer with the true upstream gradients (CHAIN) or random ones (LOCAL), never with
+the submission's own (grader.judge.exam), so a tensor's grade is independent of every other answer. One
+submission therefore carries one slip in every answer at once, and the batch is as long as the most
+slips any one answer has, not the sum of them: starting sandboxes and kernels is what costs the seconds.
+A fused cell's slips are on one chain, so its cell takes one at a time; a function's parameters are
+leaves of its body, so each parameter's gradient carries one of its own slips beside the others'.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from grader import course as course_config
+from grader import exercise as ex
+from grader.authoring import skeleton
+from grader.lms import notebooks
+from grader.sandbox.zygote import default_jobs
+
+CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
+GRADE, NBGRADER, GRADESCOPE = "grade --html --gradebook", "nbgrader autograde", "Gradescope"
+SOLVED, STUB = "solved", "stub"
+
+
+class RouteError(RuntimeError):
+    """A route that did not grade at all: the command and the last line it said."""
+
+
+@dataclass
+class Submission:
+    """One notebook of the dry run: what it must lose (`own`), the mutants it carries, and whether a
+    function's slip in it may also fail the training run that function drives."""
+
+    stem: str
+    cells: dict[str, str]
+    mutants: list[skeleton.Mutant] = field(default_factory=list)
+    training: bool = False
+
+    @property
+    def own(self) -> set[str]:
+        return {m.grade_ids[0] for m in self.mutants}
+
+
+def _course_args(spec: str) -> list[str]:
+    """`course init`'s arguments for the exercise SPEC names: a file of one's own, or a built-in variant."""
+    module, _, attribute = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    if attribute and not module.endswith(".py"):  # module:ATTRIBUTE: course init takes the module's file
+        found = importlib.util.find_spec(module)
+        module = found.origin if found is not None and found.origin else module
+    if module.endswith(".py"):
+        return ["--exercise", f"{Path(module).resolve()}:{attribute or 'EXERCISE'}"]
+    family, _, variant = spec.partition("/")
+    if not variant and family != ex.load(spec).name:
+        raise RouteError(f"{spec}: give the exercise's file (path/to/file.py:ATTRIBUTE) to build a course of it")
+    return ["--variant", variant] if variant else []
+
+
+def _run(command: list[str], cwd: Path, what: str, env: dict[str, str] | None = None) -> str:
+    try:
+        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
+    except OSError as exc:  # nbgrader not installed, say
+        raise RouteError(f"{what} could not start: {exc.strerror}: {command[0]}") from None
+    if done.returncode:
+        said = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        raise RouteError(f"{what} failed (exit {done.returncode}): {said[-1] if said else 'no message'}")
+    return done.stdout
+
+
+def submissions(exercise: ex.Exercise) -> list[Submission]:
+    """The solved notebook's answers, the stub's (none), and the slips the exercise does not accept, laid
+    out in as few notebooks as the module docstring says they can be."""
+    found = skeleton.derived(exercise)
+    reference = skeleton.references(exercise, found)
+    kind = {a.cell_id: a.kind for a in exercise.answers}
+    groups: dict[tuple[str, ...], list[skeleton.Mutant]] = {}
+    for mutant in skeleton.mutants(exercise):
+        if mutant.slip.name in exercise.accepted.get(mutant.slip.gradient, ()):
+            continue  # the exercise says this slip may keep its credit
+        key = (mutant.cell,) if kind[mutant.cell] == ex.FUSED else (mutant.cell, mutant.slip.gradient)
+        groups.setdefault(key, []).append(mutant)
+    made = [Submission(SOLVED, {}), Submission(STUB, {})]
+    for index in range(max(map(len, groups.values()), default=0)):
+        one = Submission(f"slips-{index + 1}", dict(reference))
+        written: dict[str, dict[str, str]] = {}
+        for mutants in groups.values():
+            if index < len(mutants):
+                mutant = mutants[index]
+                one.mutants.append(mutant)
+                if kind[mutant.cell] == ex.FUNCTION:
+                    written.setdefault(mutant.cell, {})[mutant.slip.gradient] = mutant.slip.code
+                    one.training = True
+                else:
+                    one.cells[mutant.cell] = mutant.cells[mutant.cell]
+        for cell, slips in written.items():
+            one.cells[cell] = skeleton.references(exercise, found, slips)[cell]
+        made.append(one)
+    return made
+
+
+def _notebook(solved, student, submission: Submission):
+    """The notebook a student would hand in: the released one, its answer cells written."""
+    if submission.stem == SOLVED:
+        return solved
+    nb = nbformat.from_dict(json.loads(json.dumps(student)))
+    for cell in nb.cells:
+        if cell.id in submission.cells:
+            cell.source = submission.cells[cell.id]
+    return nb
+
+
+@dataclass
+class Scores:
+    """What a route gave each submission: grade id -> (score, max score, the feedback it wrote)."""
+
+    by_stem: dict[str, dict[str, tuple[float, float, str]]] = field(default_factory=dict)
+
+
+def _grade_route(target: Path, course, work: Path) -> Scores:
+    """`backprop-ninja grade --html --gradebook` on nbgrader's submitted/ folder, into a gradebook of its own."""
+    gradebook = work / "grade-gradebook.db"
+    shutil.copy(target / "gradebook.db", gradebook)
+    out = work / "grade-results"
+    _run([*CLI, "grade", str(target / "submitted"), "--out", str(out), "--course", str(target / "course.yml"),
+          "--html", "--gradebook", str(gradebook)], target, GRADE)
+    scores = Scores()
+    for path in out.rglob("*.json"):  # out/<student>/<assignment>/<notebook>.json, as submitted/ lays them
+        result = json.loads(path.read_text(encoding="utf-8"))
+        student = path.relative_to(out).parts[0]
+        if not path.with_suffix(".html").is_file():
+            raise RouteError(f"{GRADE}: no feedback page for {student}")
+        scores.by_stem[student] = {t["name"]: (t["score"], t["max_score"], t["output"]) for t in result["tests"]}
+    _from_gradebook(gradebook, course, scores, "")
+    return scores
+
+
+def _from_gradebook(path: Path, course, scores: Scores, route: str) -> None:
+    """The gradebook's score of every grade cell; with `route`, they are the scores (else they must be the
+    results' own)."""
+    from nbgrader.api import Gradebook
+
+    cell_ids = {ex.grade_cell_id(g): g for g in course.exercise.grade_ids}
+    with Gradebook(f"sqlite:///{path}") as gradebook:
+        for student in [s.id for s in gradebook.students]:
+            notebook = gradebook.find_submission_notebook(Path(course.notebook).stem, course.assignment, student)
+            got = {cell_ids[g.name]: (g.score, g.max_score) for g in notebook.grades if g.name in cell_ids}
+            if route:
+                scores.by_stem[student] = {k: (s, m, "") for k, (s, m) in got.items()}
+                continue
+            results = scores.by_stem.get(student, {})
+            differ = sorted(k for k, (s, _) in got.items() if k in results and abs(results[k][0] - s) > 1e-9)
+            if differ:
+                raise RouteError(f"{GRADE}: the gradebook and the results differ for {student} on {', '.join(differ)}")
+
+
+def _nbgrader_route(target: Path, course) -> Scores:
+    """nbgrader's own autograde and generate_feedback, in the course folder, on its gradebook."""
+    _run(["nbgrader", "autograde", course.assignment], target, NBGRADER)
+    _run(["nbgrader", "generate_feedback", course.assignment], target, "nbgrader generate_feedback")
+    scores = Scores()
+    _from_gradebook(target / "gradebook.db", course, scores, NBGRADER)
+    for student in scores.by_stem:
+        if not any((target / "feedback" / student / course.assignment).glob("*.html")):
+            raise RouteError(f"nbgrader generate_feedback wrote no feedback for {student}")
+    return scores
+
+
+def _gradescope_route(target: Path, course, work: Path, made: dict[str, Path]) -> Scores:
+    """The zip `gradescope build` writes, unpacked as Gradescope unpacks it, its run_autograder run once per
+    submission with the submission alone in submission/."""
+    archive = work / "autograder.zip"
+    _run([*CLI, "gradescope", "build", "--course", str(target / "course.yml"), "--out", str(archive)], target,
+         "gradescope build")
+    env = {**os.environ, "BACKPROP_NINJA_PREFIX": sys.prefix}
+
+    def one(stem: str, notebook: Path) -> dict:
+        root = work / "gradescope" / stem
+        with zipfile.ZipFile(archive) as bundle:  # Gradescope unpacks it, modes kept, into source/
+            for info in bundle.infolist():
+                bundle.extract(info, root / "source")
+                os.chmod(root / "source" / info.filename, (info.external_attr >> 16) & 0o777)
+        shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
+        (root / "submission").mkdir()
+        shutil.copy(notebook, root / "submission" / course.notebook)
+        _run([str(root / "run_autograder")], root, GRADESCOPE, {**env, "AUTOGRADER_ROOT": str(root)})
+        return json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+
+    # Gradescope runs each submission in a machine of its own: side by side here, as many as the cores.
+    with ThreadPoolExecutor(max_workers=default_jobs()) as pool:
+        results = dict(zip(made, pool.map(one, made, made.values()), strict=True))
+    return Scores({stem: {t["name"]: (t["score"], t["max_score"], t.get("output", "")) for t in result["tests"]}
+                   for stem, result in results.items()})
+
+
+def _line(exercise: ex.Exercise, grade_id: str) -> str:
+    """The forward lines an answer's gradient comes back through (those that read its tensor), to name in
+    a problem."""
+    answer = exercise.by_grade_id[grade_id]
+    net = exercise.network
+    readers = [net.step[name] for name in net.consumers(answer.source)]
+    return "; ".join(f"`{s.name} = {s.code}`" for s in readers[:2]) or f"`{answer.source}`"
+
+
+def _problems(course, route: str, scores: Scores, made: list[Submission]) -> list[str]:
+    """One line per thing a class would meet on this route."""
+    exercise, problems = course.exercise, []
+    training = exercise.training.grade_id if exercise.training else None
+    for submission in made:
+        tests = scores.by_stem.get(submission.stem)
+        if tests is None:
+            problems.append(f"{route}: {submission.stem} got no grade at all")
+            continue
+        lost = {g for g, (s, m, _) in tests.items() if s < m}
+        missing = set(course.points) - set(tests)
+        if missing:
+            problems.append(f"{route}: {submission.stem} has no score for {', '.join(sorted(missing))}")
+        if submission.stem == SOLVED:
+            problems += [f"{route}: the solved notebook loses credit on {g} (forward line {_line(exercise, g)}): "
+                         f"{_said(tests[g][2])}; the course's own grader refuses the answer derived from it: write "
+                         f"that line another way"
+                         for g in sorted(lost)]
+        elif submission.stem == STUB:
+            problems += [f"{route}: the stub gets credit on {g}, where it answers nothing: its check cannot fail "
+                         f"(forward line {_line(exercise, g)})" for g, (s, _, _) in sorted(tests.items()) if s > 0]
+        else:
+            for mutant in submission.mutants:
+                grade_id = mutant.grade_ids[0]
+                if grade_id not in lost:
+                    problems.append(
+                        f"{route}: the slip {mutant.slip.name} in {mutant.cell} (your {mutant.slip.gradient} "
+                        f"{mutant.slip.sentence}) keeps full credit (forward line {_line(exercise, grade_id)}): draw "
+                        f"what it reads at random, or accept it: accept={{\"{mutant.slip.gradient}\": "
+                        f"\"{mutant.slip.name}\"}}")
+            allowed = submission.own | ({training} if submission.training and training else set())
+            for grade_id in sorted(lost - allowed):
+                problems.append(f"{route}: {grade_id} loses credit with its reference answer beside slips in "
+                                f"{', '.join(sorted({m.cell for m in submission.mutants}))} ({submission.stem}): "
+                                f"it reads another answer's value (forward line {_line(exercise, grade_id)})")
+    return problems
+
+
+def _said(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return lines[0][:200] if lines else "no feedback"
+
+
+def _agree(first: tuple[str, Scores], other: tuple[str, Scores]) -> list[str]:
+    problems = []
+    for stem, tests in first[1].by_stem.items():
+        theirs = other[1].by_stem.get(stem, {})
+        for grade_id, (score, _, _) in sorted(tests.items()):
+            if grade_id in theirs and abs(theirs[grade_id][0] - score) > 1e-9:
+                problems.append(f"{other[0]} gives {stem} {theirs[grade_id][0]:g} on {grade_id}, {first[0]} "
+                                f"{score:g}")
+    return problems
+
+
+def dry_run(spec: str, quick: bool = False,
+            log: Callable[[str], None] = lambda line: None) -> tuple[list[str], list[str]]:
+    """(problems, the table's lines): the course SPEC makes, graded through every route (`quick`: all but
+    nbgrader's)."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="backprop-ninja-check-") as folder:
+        work = Path(folder)
+        target = work / "course"
+        try:
+            _run([*CLI, "course", "init", str(target), *_course_args(spec)], work, "course init")
+            course = course_config.load(target / "course.yml")
+            _run(["nbgrader", "generate_assignment", course.assignment, "--force"], target,
+                 "nbgrader generate_assignment")
+        except RouteError as exc:
+            return [str(exc)], []
+        solved = nbformat.read(target / "source" / course.assignment / course.notebook, as_version=4)
+        student = notebooks.release(solved)
+        made = submissions(course.exercise)
+        paths = {}
+        for submission in made:
+            path = target / "submitted" / submission.stem / course.assignment / course.notebook
+            path.parent.mkdir(parents=True)
+            nbformat.write(_notebook(solved, student, submission), path)
+            paths[submission.stem] = path
+        routes = [(GRADE, lambda: _grade_route(target, course, work)),
+                  (GRADESCOPE, lambda: _gradescope_route(target, course, work, paths))]
+        if not quick:
+            routes.append((NBGRADER, lambda: _nbgrader_route(target, course)))
+        graded, problems = [], []
+        for name, route in routes:
+            log(f"grading {len(made)} notebooks through {name}")
+            try:
+                graded.append((name, route()))
+            except RouteError as exc:
+                problems.append(str(exc))
+        for name, scores in graded:
+            problems += _problems(course, name, scores, made)
+        problems += [line for other in graded[1:] for line in _agree(graded[0], other)]
+    slips = sum(len(s.mutants) for s in made)
+    table = [f"{'answers':<10} {len(course.exercise.answers)} ({len(course.exercise.answer_cells)} cells)",
+             f"{'slips':<10} {slips} in {len(made) - 2} notebooks (one slip per answer in each)",
+             f"{'routes':<10} {', '.join(name for name, _ in graded) or 'none'}"
+             + (" (--quick: not nbgrader autograde)" if quick else ""),
+             f"{'time':<10} {time.monotonic() - started:.0f} s"]
+    return problems, table
