@@ -17,8 +17,8 @@ from __future__ import annotations
 import ast
 import collections
 import functools
-import importlib
 import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -511,25 +511,33 @@ def _carried(case: Case, source: str, tensor: str, errors: torch.Tensor) -> torc
         return torch.stack([block_vjp(net, case.values, source, tensor, e) for e in errors])
 
 
-# The rule table's gradients by exercise (grader.derive), derived once per exercise a process grades;
-# None where the rule table is not installed.
-_DERIVED: dict[int, tuple[Exercise, dict | None]] = {}
+# The rule table this process names slips with (grader.derive.for_exercise), chosen once by what starts the
+# process (`use_rule_table`): the grader's hidden suite and `course init`'s fingerprints choose it, the
+# self-check chooses it where grader.derive is installed. Never imported here: backprop-ninja-student ships
+# the modules the self-check imports, and the rule table writes every reference answer, so it stays out of
+# that wheel (whose self-check knows the slips by their fingerprints). None: no rule table.
+_RULE_TABLE: list[Callable[[Exercise], Iterable] | None] = [None]
+# Its gradients by exercise, derived once per exercise a process grades.
+_DERIVED: dict[int, tuple[Exercise, dict]] = {}
+
+
+def use_rule_table(derive: Callable[[Exercise], Iterable] | None) -> None:
+    """Name slips with `derive` (grader.derive.for_exercise), or, with None, by the fingerprints alone."""
+    if _RULE_TABLE[0] is not derive:
+        _RULE_TABLE[0] = derive
+        _DERIVED.clear()
 
 
 def _derived(exercise: Exercise) -> dict | None:
+    """The rule table's gradients of `exercise` by name; None without a rule table."""
+    derive = _RULE_TABLE[0]
+    if derive is None:
+        return None
     if id(exercise) not in _DERIVED:
         try:
-            # Imported by name, not by an import statement: backprop-ninja-student ships the modules the
-            # self-check imports, and grader.derive writes every reference answer from the forward lines, so
-            # it must stay out of that wheel (where the self-check knows the slips by their fingerprints).
-            derive = importlib.import_module("grader.derive")
-        except ImportError:
-            gradients = None
-        else:
-            try:
-                gradients = {g.name: g for g in derive.for_exercise(exercise)}
-            except ValueError:  # derive.DeriveError: an operation the rule table has no rule for
-                gradients = {}
+            gradients = {g.name: g for g in derive(exercise)}
+        except ValueError:  # derive.DeriveError: an operation the rule table has no rule for
+            gradients = {}
         _DERIVED[id(exercise)] = (exercise, gradients)
     return _DERIVED[id(exercise)][1]
 
