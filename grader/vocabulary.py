@@ -193,3 +193,217 @@ GRADE_CELL_PREFIX = "check_"
 
 def grade_cell_id(grade_id: str) -> str:
     return GRADE_CELL_PREFIX + grade_id
+
+
+# The families of feedback sentences, each worded here once: the shape hints (grader.judge.diagnose), the
+# search of an answer's neighbourhood (grader.judge.neighbourhood) and the rule table's slips (grader.derive)
+# name the same mistake from different evidence, and a student who meets it from two of them should read
+# one account of it. A sentence that continues "your dX ..." starts with its verb.
+
+class Transpose:
+    """A gradient in the transposed layout, or a product whose operand needed its transpose."""
+
+    OF_RIGHT = "is the transpose of the right gradient"
+    # A product in the wrong order and a product right but transposed once too often are the same values:
+    # the sentence says what both give, and both ways to it.
+    ORDER = "is the transpose of the gradient, as from multiplying in the wrong order (or one transpose too many)"
+    MISSING = "leaves the gradient in the output's layout: transpose it back"
+    PERMUTE_SAME = "permutes the gradient with the forward's order instead of its inverse"
+    PRODUCT_SHAPES = "the shapes of a matrix product do not fit (a transpose is probably missing or misplaced)"
+
+    @staticmethod
+    def looks(same: bool) -> str:
+        """A 2-D answer of the reverse shape, or of the right square shape, whose transpose may be right."""
+        return "looks transposed" + (": its transpose is the expected gradient" if same else
+                                     " (the reverse of the expected shape): swap the operands or add .T")
+
+    @staticmethod
+    def swapped(a: int, b: int) -> str:
+        return (f"is the right gradient with its dimensions {a} and {b} swapped, as a transpose does: a transpose "
+                f"too many, or one left out")
+
+    @staticmethod
+    def needs(operand: str) -> str:
+        return f"multiplies by {operand} where the shape rule needs its transpose"
+
+    @staticmethod
+    def product_shapes(whose: str) -> str:
+        return (f"the shapes of a matrix product do not fit: write the product whose shape is {whose} (a transpose "
+                f"is probably missing or misplaced)")
+
+    REORDERED = ("has the right entries in the wrong places: it reads them in another order, as a view or reshape "
+                 "does where the dimensions must be permuted (a view keeps the memory order; only a transpose or "
+                 "permute moves entries)")
+
+
+def _dims(dims) -> str:
+    return f"dimension {dims}" if isinstance(dims, int) else f"dimensions {dims}"
+
+
+class Broadcast:
+    """A tensor broadcast in the forward pass sums its gradient back over the broadcast dimensions, keeping
+    its own shape: a sum left out, over the wrong dimension, without keepdim, or a mean in its place."""
+
+    SQUEEZABLE = ("Partial credit: the values are right, but a gradient must have exactly its tensor's shape "
+                  "(broadcasting would spread a wrong shape one step later)")
+
+    @staticmethod
+    def not_summed(dims, summed: bool) -> str:
+        return (f"not summed over {_dims(dims)}, along which this tensor was broadcast in the forward pass"
+                + (" (summing it there gives the expected gradient)" if summed else ""))
+
+    @staticmethod
+    def left_broadcast(shape: str) -> str:
+        return (f"broadcast to {shape} its values are right: a gradient has its tensor's full shape, not one "
+                f"that broadcasts to it")
+
+    @staticmethod
+    def summed_everywhere(shape: str, over) -> str:
+        return (f"a single number, summed over every dimension: a gradient of shape {shape} comes from a sum over "
+                f"dimension {over} only (keepdim=True)")
+
+    @staticmethod
+    def wrong_dim_shape(shape: str, right: int, summed: int) -> str:
+        return (f"summed over the wrong dimension: a gradient of shape {shape} comes from a sum over dimension "
+                f"{right} (keepdim=True), not over dimension {summed}")
+
+    @staticmethod
+    def missing_keepdim(shape: str) -> str:
+        return f"missing keepdim=True: a gradient has its tensor's shape, {shape}"
+
+    @staticmethod
+    def extra_dim(shape: str) -> str:
+        return f"an extra dimension of size 1: a gradient has its tensor's shape, {shape}"
+
+    @staticmethod
+    def moved_one(got: str, want: str, same: bool) -> str:
+        return (f"has its size-1 dimension in the wrong place: shape {got} where the gradient has {want}"
+                + ("; reshaped, its values are right" if same else ""))
+
+    @staticmethod
+    def full_shape(shape: str) -> str:
+        return f"a gradient has exactly its tensor's shape, {shape}"
+
+    @staticmethod
+    def averaged(tensor: str) -> str:
+        return f"averages over the dimension along which {tensor} was broadcast, where the gradient adds up"
+
+    @staticmethod
+    def wrong_dim(dim: int, tensor: str) -> str:
+        return f"sums over the wrong dimension ({dim}): {tensor} was broadcast along another one"
+
+    @staticmethod
+    def upstream_summed(step: str, dim: int) -> str:
+        return (f"sums d{step} over dimension {dim} before passing it back: each entry of {step} sends back its "
+                f"own gradient")
+
+    @staticmethod
+    def no_sum(what: str, shape: str) -> str:
+        return f"leaves out the sum over the dimension {what} {shape} was broadcast along"
+
+    @staticmethod
+    def sums_over(over: str, what: str, along: str) -> str:
+        return f"sums over {over} where {what} was broadcast over {along}"
+
+    @staticmethod
+    def lost_keepdim(what: str, shape: str) -> str:
+        return f"sums without keepdim=True, which loses {what}'s shape {shape}"
+
+
+class Sign:
+    FLIPPED = "has its sign flipped"
+
+    @staticmethod
+    def and_(rest: str) -> str:
+        return f"{Sign.FLIPPED} and {rest}"
+
+
+class Zeros:
+    """Told as a fact: an answer of zeros fits any cause whose values are zero too."""
+
+    CANDIDATE = "is all zeros"
+    HINT = "all zeros"
+
+
+class Chain:
+    """A step of the chain rule left out, or applied where it does not belong."""
+
+    @staticmethod
+    def skips(named: str) -> str:
+        """An answer right with the loss's own upstream gradients, wrong with others: it skips `named`."""
+        return (f"right value for this loss, but not this step of the chain rule: it skips {named}, so with other "
+                f"values of {named} it gives a different result; compute it from {named} as the chain rule does.")
+
+    @staticmethod
+    def local_only(step: str) -> str:
+        return (f"the local derivative through {step} is not multiplied by d{step}, the gradient flowing back from "
+                f"it (chain rule)")
+
+    @staticmethod
+    def upstream_only(step: str, alone: bool) -> str:
+        """`alone`: the step is the tensor's one use, so the answer is d{step} itself: a local derivative left
+        out and the next cell's formula copied give those values alike, so the sentence says what they are."""
+        if alone:
+            return (f"equals d{step}: the derivative of the step that computes {step} is not applied to it (left "
+                    f"out, or the formula of d{step} copied)")
+        return f"passes d{step} back unchanged: the local derivative of the step that computes {step} is missing"
+
+    @staticmethod
+    def too_early(source: str, before: str) -> str:
+        return (f"goes one step too far: it also applies the derivative of the step that computes {source} from "
+                f"{before}, which belongs in d{before}")
+
+    @staticmethod
+    def forward_applied(step: str) -> str:
+        return (f"applies the operation that computes {step} to d{step}, where it must multiply d{step} by that "
+                f"operation's derivative")
+
+    @staticmethod
+    def forward_value(consumer: str, upstream: str) -> str:
+        return f"uses {consumer}, the forward value, where the upstream gradient {upstream} is needed"
+
+
+def factors(sizes, words) -> tuple[tuple[str, float, str], ...]:
+    """The scale-factor family: (key, factor, what an answer that many times the right one does), for the
+    network's sizes (`words` says what each is)."""
+    def per_size(make):
+        return [entry for name, value in sizes.items() if value > 1 for entry in make(name, value)]
+
+    def scaled(s, v):
+        what = f" ({s} is {words[s]})" if s in words else ""
+        return (
+            (s, v, f"is {s} times too large{what}"),
+            (f"1/{s}", 1 / v, f"is {s} times too small{what}"),
+            (f"{s}-1", v - 1, f"is {s}-1 times too large{what}"),
+            (f"1/({s}-1)", 1 / (v - 1), f"is {s}-1 times too small{what}"),
+            (f"{s}/({s}-1)", v / (v - 1), f"is {s}/({s}-1) times the right value: it divides by {s}-1 where the "
+                                         f"forward divides by {s}"),
+            (f"({s}-1)/{s}", (v - 1) / v, f"is ({s}-1)/{s} times the right value: it divides by {s} where the "
+                                         f"forward divides by {s}-1 (the unbiased variance, Bessel's correction)"),
+        )
+
+    def ratio(s, v):
+        return tuple((f"{s}/{t}", v / w, f"is {s}/{t} times the right value, as when it divides by {t} where "
+                                         f"{s} belongs") for t, w in sizes.items() if w > 1 and t != s)
+
+    def flipped(s, v):
+        return ((f"-{s}", -v, Sign.and_(f"is {s} times too large")),
+                (f"-1/{s}", -1 / v, Sign.and_(f"is {s} times too small")))
+
+    return (
+        ("sign", -1.0, Sign.FLIPPED),
+        *per_size(scaled),
+        ("2", 2.0, "is twice the right value (a factor 2 too many, as from a square's derivative)"),
+        ("1/2", 0.5, "is half the right value (a factor 2 missing, as from a square's derivative)"),
+        *per_size(flipped),
+        *per_size(ratio),
+        ("-2", -2.0, Sign.and_("is twice too large")),
+        ("-1/2", -0.5, Sign.and_("is half the right value")),
+    )
+
+
+def constant_multiple(factor: float | None) -> str:
+    """An answer `factor` times the right one on every configuration; None: the factor is not given (the
+    configurations it was seen on are hidden)."""
+    times = "a constant multiple of the right value" if factor is None else f"{factor:.4g} times the right value"
+    return f"is {times} on every configuration"

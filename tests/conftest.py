@@ -9,7 +9,9 @@ import os
 import pytest
 import torch
 
+from grader import derive
 from grader.exercises.makemore_mlp import EXERCISE
+from grader.judge import neighbourhood
 from solutions.reference import forward
 
 # `check_page` (helpers/browser.py) for every module, one browser for the whole session; every variant's
@@ -40,6 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Locally a plain `python -m pytest` leaves out the slow tier (real notebooks, nbgrader, wheels, red
     team modes, unix users, browsers: each test over ~10 s), so that the run before a commit stays short."""
     config.stash[_CUT] = not _runs_everything(config)
+    # The tests judge as the grader does: with the rule table (a test of the self-check without it chooses so).
+    neighbourhood.use_rule_table(derive.for_exercise)
     if config.stash[_CUT]:
         config.option.markexpr = FAST
 

@@ -71,3 +71,45 @@ def test_no_import_circle_between_grader_modules_lazy_imports_included():
         if module not in state:
             visit(module, [module])
     assert not circles, circles
+
+
+def _family_texts() -> list[str]:
+    """Every sentence of grader.vocabulary's feedback families, a function's with a placeholder per field."""
+    from grader import vocabulary
+    texts = []
+    for family in (vocabulary.Transpose, vocabulary.Broadcast, vocabulary.Sign, vocabulary.Zeros, vocabulary.Chain):
+        for value in vars(family).values():
+            if isinstance(value, str):
+                texts.append(value)
+            elif isinstance(value, staticmethod):
+                fields = value.__func__.__code__.co_argcount
+                texts += [value.__func__(*["\0"] * fields), *([value.__func__(*["\0"] * (fields - 1), True)]
+                                                               if fields > 1 else [])]
+    texts += [text for _, _, text in vocabulary.factors({"n": 3, "m": 5}, {"n": "\0"})]
+    return texts
+
+
+def _literals(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of each string a module writes outside its docstrings, an f-string's pieces each."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_each_feedback_family_is_worded_in_grader_vocabulary_alone():
+    """Rewording a family (a transpose, a sum over a broadcast dimension, a scale factor, the sign, zeros, a
+    step of the chain rule) touches one module: no other module of the judge or the rule table writes a
+    piece of one of its sentences."""
+    texts = _family_texts()
+    # A whole sentence, or a long piece of one between its fields: phrases as short as " was broadcast over "
+    # are the lecture's too (the reference answers' explanations say them).
+    pieces = {piece.strip() for text in texts for piece in text.split("\0") if len(piece.strip()) >= 24}
+    whole = {text for text in texts if "\0" not in text}
+    copies = [f"{path.relative_to(ROOT)}:{line}: {literal!r}"
+              for folder in ("grader/judge", "grader/derive") for path in sorted((ROOT / folder).glob("*.py"))
+              for line, literal in _literals(path)
+              if literal.strip() in whole or any(piece in literal for piece in pieces)]
+    assert not copies, "worded outside grader.vocabulary:\n" + "\n".join(copies)

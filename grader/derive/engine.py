@@ -21,7 +21,7 @@ from grader import syntax
 from grader.derive import rules
 from grader.derive.algebra import Product, call, code, name, number, parse, subscript
 from grader.exercise import NAMESPACE, Network
-from grader.vocabulary import missed_branch
+from grader.vocabulary import Broadcast, Chain, Sign, missed_branch
 
 # Where a derived gradient counts as unchanged by a slip: what the grader accepts (course.yml's default).
 TOLERANCE = dict(rtol=1e-5, atol=1e-8)
@@ -314,7 +314,7 @@ class Derivation:
         node = g.node()
         what = code(child)
         shape = self.shape_words(child)
-        slips = [("broadcast-no-sum", f"leaves out the sum over the dimension {what} {shape} was broadcast along",
+        slips = [("broadcast-no-sum", Broadcast.no_sum(what, shape),
                   g)]
         whys = []
         if lead:
@@ -322,19 +322,19 @@ class Derivation:
             node = call(node, "sum", rules._dims_code(dims))
             whys.append(f"{what} {shape} was broadcast over {rules._dims_words(dims)} of the gradient: sum over it")
             if not keep and len(gs[0]) == 2:
-                slips.append(("broadcast-wrong-dim", f"sums over dim 1 where {what} was broadcast over dim 0",
+                slips.append(("broadcast-wrong-dim", Broadcast.sums_over("dim 1", what, "dim 0"),
                               Product.of(call(g.node(), "sum", number(1)))))
         if keep:
             summed = node
             node = call(summed, "sum", rules._dims_code(keep), keepdim=ast.Constant(True))
             whys.append(f"{what} {shape} was broadcast over {rules._dims_words(keep)}: sum over it, keepdim=True "
                         f"keeps its shape")
-            slips.append(("broadcast-keepdim", f"sums without keepdim=True, which loses {what}'s shape {shape}",
+            slips.append(("broadcast-keepdim", Broadcast.lost_keepdim(what, shape),
                           Product.of(call(summed, "sum", rules._dims_code(keep)))))
             others = tuple(d for d in range(len(cs[0])) if d not in keep and any(s[lead + d] != 1 for s in gs))
             if others:
-                slips.append(("broadcast-wrong-dim", f"sums over {rules._dims_words(others)} where {what} was "
-                                                     f"broadcast over {rules._dims_words(keep)}",
+                slips.append(("broadcast-wrong-dim", Broadcast.sums_over(rules._dims_words(others), what,
+                                                                         rules._dims_words(keep)),
                               Product.of(call(summed, "sum", rules._dims_code(others), keepdim=ast.Constant(True)))))
         return Product.of(node), "; ".join(whys), slips
 
@@ -491,8 +491,7 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
             replaced = _rename(c.value, upstream, c.consumer)
             if replaced != c.value:
                 changed = Contribution(c.consumer, c.line, c.why, replaced, c.index)
-                slips.append(("forward-value", f"uses {c.consumer}, the forward value, where the upstream gradient "
-                                               f"{upstream} is needed", c.consumer,
+                slips.append(("forward-value", Chain.forward_value(c.consumer, upstream), c.consumer,
                               render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
                                      comments=False)))
     uses = len(contributions)
@@ -506,7 +505,7 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
                                    "one is left", "", render(gradient_name, tensor, contributions, comments=False,
                                                              overwrite=True)))
     negated = tuple(Contribution(c.consumer, c.line, c.why, _negated(c.value), c.index) for c in contributions)
-    slips.append(("sign", "has its sign flipped", "", render(gradient_name, tensor, negated, comments=False)))
+    slips.append(("sign", Sign.FLIPPED, "", render(gradient_name, tensor, negated, comments=False)))
     return Gradient(gradient_name, tensor, contributions, _reads(plain, gradient_name),
                     *_kept(d, gradient_name, plain, slips))
 

@@ -22,16 +22,11 @@ from typing import Any
 
 from grader.derive.algebra import Product, call, code, number, subscript, template
 from grader.exercise import ELEMENTWISE, Elementwise
-from grader.vocabulary import SLIPS  # noqa: F401 - the rule table's slips, by name, named where no rule is loaded
+from grader.vocabulary import Transpose
 
 # The derivation the rules ask about shapes, sizes and words (engine.Derivation, which imports this
 # module: named here only in words, so the package has no import cycle).
 Derivation = Any
-
-# A product in the wrong order and a product right but transposed once too often are the same values:
-# the sentence says what both give, and both ways to it.
-_ORDER = "is the transpose of the gradient, as from multiplying in the wrong order (or one transpose too many)"
-
 
 @dataclass(frozen=True)
 class Site:
@@ -404,15 +399,15 @@ def matmul(site: Site, op: Op) -> list[Edge]:
     return [
         Edge(a, to_a, f"the product of {upstream} {shape(site.node)} and {_words(b)}.T {shape(b, True)} that has "
                       f"{_words(a)}'s shape {shape(a)}",
-             (("matmul-transpose", f"multiplies by {_words(b)} where the shape rule needs its transpose",
+             (("matmul-transpose", Transpose.needs(_words(b)),
                Product.of(ast.BinOp(gn, ast.MatMult(), b))),
-              ("matmul-order", _ORDER,
+              ("matmul-order", Transpose.ORDER,
                Product.of(ast.BinOp(b, ast.MatMult(), _t(ctx, gn)))))),
         Edge(b, to_b, f"{_words(a)}.T {shape(a, True)} @ {upstream} {shape(site.node)} has {_words(b)}'s shape "
                       f"{shape(b)}: the product sums over the rows that shared {_words(b)}",
-             (("matmul-transpose", f"multiplies by {_words(a)} where the shape rule needs its transpose",
+             (("matmul-transpose", Transpose.needs(_words(a)),
                Product.of(ast.BinOp(a, ast.MatMult(), gn))),
-              ("matmul-order", _ORDER,
+              ("matmul-order", Transpose.ORDER,
                Product.of(ast.BinOp(_t(ctx, gn), ast.MatMult(), a))))),
     ]
 
@@ -608,7 +603,7 @@ def transpose(site: Site, op: Op) -> list[Edge]:
     else:
         right = call(g, "transpose", *op.args)
         why = f"swapping dims {code(op.args[0])} and {code(op.args[1])} back gives the gradient {_words(x)}'s layout"
-    missing = ("transpose-missing", "leaves the gradient in the output's layout: transpose it back", Product.of(g))
+    missing = ("transpose-missing", Transpose.MISSING, Product.of(g))
     return [Edge(x, Product.of(right), why, (missing,))]
 
 
@@ -624,7 +619,7 @@ def permute(site: Site, op: Op) -> list[Edge]:
     right = call(g, "permute", *(number(i) for i in inverse))
     return [Edge(x, Product.of(right), f"the inverse permutation {tuple(inverse)} puts the gradient back in "
                                         f"{_words(x)}'s layout",
-                 (("permute-same", "permutes the gradient with the forward's order instead of its inverse",
+                 (("permute-same", Transpose.PERMUTE_SAME,
                    Product.of(call(g, "permute", *(number(i) for i in order)))),))]
 
 

@@ -17,7 +17,7 @@ import torch
 
 from grader.exercise import ATOMIC, FUNCTION, NAMESPACE, Answer, Exercise, load
 from grader.judge.diagnose import diagnose, name
-from grader.vocabulary import Match, Status, shape_text
+from grader.vocabulary import Match, Status, Transpose, shape_text
 
 
 @dataclass(frozen=True)
@@ -211,12 +211,11 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
         elif error_type == "NameError":
             text += f" (uses a variable the answer cells do not have: {_allowed(exercise)})"
         elif "cannot be multiplied" in outcome.detail["error"]:
-            mistake = "the shapes of a matrix product do not fit (a transpose is probably missing or misplaced)"
+            mistake = Transpose.PRODUCT_SHAPES
             if hints != "none":
                 whose = ("the gradient that line computes" if answer.kind == FUNCTION  # not the parameter's
                          else f"{answer.variable}'s")
-                text += (f"; the shapes of a matrix product do not fit: write the product whose shape is "
-                         f"{whose} (a transpose is probably missing or misplaced)")
+                text += f"; {Transpose.product_shapes(whose)}"
         if outcome.detail.get("limit") == "memory":
             return Failure("memory", text + "; the cell ran into the sandbox's memory limit (no gradient here "
                                             "needs more than a few megabytes)", mistake)

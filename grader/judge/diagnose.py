@@ -12,17 +12,12 @@ import torch
 from grader.exercise import ATOMIC, FUNCTION, FUSED, Answer, Exercise
 from grader.judge import neighbourhood
 from grader.judge.exam import CHAIN, Case
+from grader.vocabulary import Broadcast, Transpose, Zeros, constant_multiple
 from grader.vocabulary import shape_text as _shape
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> bool:
     return a.shape == b.shape and bool(torch.allclose(a, b, rtol=rtol, atol=atol))
-
-
-def _not_summed(dims, summed: bool) -> str:
-    where = f"dimension {dims}" if isinstance(dims, int) else f"dimensions {dims}"
-    return (f"not summed over {where}, along which this tensor was broadcast in the forward pass"
-            + (" (summing it there gives the expected gradient)" if summed else ""))
 
 
 def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> list[str]:
@@ -33,48 +28,42 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
     if squeezed_got == squeezed_want and len(gs) == len(ws):
         # Only a size-1 dimension moved, e.g. (1, n) for (n, 1): not a transpose, not a wrong sum.
         same = _close(got.reshape(ws), want, rtol, atol)
-        return [f"has its size-1 dimension in the wrong place: shape {_shape(gs)} where the gradient has "
-                f"{_shape(ws)}" + ("; reshaped, its values are right" if same else "")]
+        return [Broadcast.moved_one(_shape(gs), _shape(ws), same)]
     try:
         spread = got.expand(ws) if got.dim() <= len(ws) and got.numel() < want.numel() else None
     except RuntimeError:
         spread = None
     if spread is not None and _close(spread, want, rtol, atol):
         # e.g. a gradient of shape (1, H) given where it is (n, H) with every row that one row.
-        return [f"broadcast to {_shape(ws)} its values are right: a gradient has its tensor's full shape, not one "
-                f"that broadcasts to it"]
+        return [Broadcast.left_broadcast(_shape(ws))]
     summed_to = [d for d, w in enumerate(ws) if w == 1]
     if got.dim() == 0 and summed_to and got.numel() < want.numel():
         # e.g. a batch-norm gain's gradient summed with .sum(): its (1, H) shape sums over the rows only.
         over = summed_to[0] if len(summed_to) == 1 else tuple(summed_to)
-        hints.append(f"a single number, summed over every dimension: a gradient of shape {_shape(ws)} comes from "
-                     f"a sum over dimension {over} only (keepdim=True)")
+        hints.append(Broadcast.summed_everywhere(_shape(ws), over))
     if got.dim() == 2 and gs == ws[::-1]:
-        same = _close(got.T, want, rtol, atol)
-        hints.append("looks transposed" + (": its transpose is the expected gradient" if same else
-                                           " (the reverse of the expected shape): swap the operands or add .T"))
+        hints.append(Transpose.looks(_close(got.T, want, rtol, atol)))
     if squeezed_got == squeezed_want and len(gs) != len(ws):
         if len(gs) < len(ws):
-            hints.append(f"missing keepdim=True: a gradient has its tensor's shape, {_shape(ws)}")
+            hints.append(Broadcast.missing_keepdim(_shape(ws)))
         else:
-            hints.append(f"an extra dimension of size 1: a gradient has its tensor's shape, {_shape(ws)}")
+            hints.append(Broadcast.extra_dim(_shape(ws)))
     ones_got = [d for d, g in enumerate(gs) if g == 1]
     ones_want = [d for d, w in enumerate(ws) if w == 1]
     if len(gs) == len(ws) and len(ones_got) == len(ones_want) == 1 and ones_got != ones_want:
-        hints.append(f"summed over the wrong dimension: a gradient of shape {_shape(ws)} comes from a sum over "
-                     f"dimension {ones_want[0]} (keepdim=True), not over dimension {ones_got[0]}")
+        hints.append(Broadcast.wrong_dim_shape(_shape(ws), ones_want[0], ones_got[0]))
     if len(gs) == len(ws):
         for d, (g, w) in enumerate(zip(gs, ws, strict=True)):
             others_equal = all(a == b for i, (a, b) in enumerate(zip(gs, ws, strict=True)) if i != d)
             if w == 1 and g > 1 and others_equal:
                 summed = _close(got.sum(d, keepdim=True), want, rtol, atol)
-                hints.append(_not_summed(d, summed))
+                hints.append(Broadcast.not_summed(d, summed))
     elif len(gs) > len(ws) and gs[len(gs) - len(ws):] == ws and max(gs[: len(gs) - len(ws)]) > 1:
         leading = tuple(range(len(gs) - len(ws)))
         summed = _close(got.sum(leading), want, rtol, atol)
-        hints.append(_not_summed(leading[0] if len(leading) == 1 else leading, summed))
+        hints.append(Broadcast.not_summed(leading[0] if len(leading) == 1 else leading, summed))
     if not hints:
-        hints.append(f"a gradient has exactly its tensor's shape, {_shape(ws)}")
+        hints.append(Broadcast.full_shape(_shape(ws)))
     return hints
 
 
@@ -100,9 +89,9 @@ def where_wrong(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
 
 def value_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> list[str]:
     if not torch.any(got):
-        return ["all zeros"]
+        return [Zeros.HINT]
     if got.dim() == 2 and got.shape[0] == got.shape[1] and _close(got.T, want, rtol, atol):
-        return ["looks transposed: its transpose is the expected gradient"]
+        return [Transpose.looks(True)]
     return where_wrong(got, want, rtol, atol)
 
 
@@ -198,6 +187,5 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
         want = case.expected(answer, check)
         constants.append(_constant(got, want.to(torch.float64), atol) if got.shape == want.shape else None)
     if constants and None not in constants and max(constants) - min(constants) <= 1e-6 * abs(constants[0]):
-        times = f"{constants[0]:.4g} times the right value" if factor else "a constant multiple of the right value"
-        return f"your {variable} is {times} on every configuration"
+        return f"your {variable} {constant_multiple(constants[0] if factor else None)}"
     return None

@@ -17,9 +17,8 @@ from __future__ import annotations
 import ast
 import collections
 import functools
-import importlib
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -30,7 +29,7 @@ from grader.exercise import ATOMIC, ELEMENTWISE, Answer, Exercise, Factor
 from grader.judge import prints
 from grader.judge.exam import CHAIN, Case
 from grader.judge.oracle import block_jvp, block_vjp, local_vjp
-from grader.vocabulary import missed_branch, only_branch
+from grader.vocabulary import Broadcast, Chain, Transpose, Zeros, factors, missed_branch, only_branch
 
 
 @dataclass(frozen=True)
@@ -69,45 +68,6 @@ def _tensors(exercise: Exercise) -> tuple[str, ...]:
     """The forward tensors an answer cell may read: parameters and intermediates, not the loss."""
     net = exercise.network
     return (*net.parameters, *(name for name in net.intermediates if name != net.loss))
-
-
-def factors(sizes: Mapping[str, int], words: Mapping[str, str]) -> tuple[tuple[str, float, str], ...]:
-    """(key, factor, what an answer that many times the right one does), for the network's sizes
-    (`words` says what each is)."""
-    def per_size(make):
-        return [entry for name, value in sizes.items() if value > 1 for entry in make(name, value)]
-
-    def scaled(s, v):
-        what = f" ({s} is {words[s]})" if s in words else ""
-        return (
-            (s, v, f"is {s} times too large{what}"),
-            (f"1/{s}", 1 / v, f"is {s} times too small{what}"),
-            (f"{s}-1", v - 1, f"is {s}-1 times too large{what}"),
-            (f"1/({s}-1)", 1 / (v - 1), f"is {s}-1 times too small{what}"),
-            (f"{s}/({s}-1)", v / (v - 1), f"is {s}/({s}-1) times the right value: it divides by {s}-1 where the "
-                                         f"forward divides by {s}"),
-            (f"({s}-1)/{s}", (v - 1) / v, f"is ({s}-1)/{s} times the right value: it divides by {s} where the "
-                                         f"forward divides by {s}-1 (the unbiased variance, Bessel's correction)"),
-        )
-
-    def ratio(s, v):
-        return tuple((f"{s}/{t}", v / w, f"is {s}/{t} times the right value, as when it divides by {t} where "
-                                         f"{s} belongs") for t, w in sizes.items() if w > 1 and t != s)
-
-    def flipped(s, v):
-        return ((f"-{s}", -v, f"has its sign flipped and is {s} times too large"),
-                (f"-1/{s}", -1 / v, f"has its sign flipped and is {s} times too small"))
-
-    return (
-        ("sign", -1.0, "has its sign flipped"),
-        *per_size(scaled),
-        ("2", 2.0, "is twice the right value (a factor 2 too many, as from a square's derivative)"),
-        ("1/2", 0.5, "is half the right value (a factor 2 missing, as from a square's derivative)"),
-        *per_size(flipped),
-        *per_size(ratio),
-        ("-2", -2.0, "has its sign flipped and is twice too large"),
-        ("-1/2", -0.5, "has its sign flipped and is half the right value"),
-    )
 
 
 def _upstream(case: Case, answer: Answer, check: str) -> dict[str, torch.Tensor]:
@@ -206,9 +166,7 @@ def _substitutions(case: Case, answer: Answer, check: str, want, branches, up) -
         for dim in range(own.dim()):
             if own.shape[dim] > 1 and own.dim() > 1:
                 summed = own.sum(dim, keepdim=True).expand_as(own)
-                out.append(Candidate(f"gradient-summed:{step}:{dim}",
-                                     f"sums d{step} over dimension {dim} before passing it back: each entry of "
-                                     f"{step} sends back its own gradient",
+                out.append(Candidate(f"gradient-summed:{step}:{dim}", Broadcast.upstream_summed(step, dim),
                                      want - part + _branch(case, answer, {step: summed}, step)))
     return out
 
@@ -223,9 +181,7 @@ def _neighbour_steps(case: Case, answer: Answer, want, branches, up) -> list[Can
     if source in net.step:
         for before in net.step[source].inputs:
             if before in tensors and case.values[before].shape == want.shape:
-                out.append(Candidate(f"too-early:{before}",
-                                     f"goes one step too far: it also applies the derivative of the step that "
-                                     f"computes {source} from {before}, which belongs in d{before}",
+                out.append(Candidate(f"too-early:{before}", Chain.too_early(source, before),
                                      local_vjp(net, case.values, before, {source: want})))
     for step, part in branches.items():
         inputs = net.step[step].inputs
@@ -242,9 +198,8 @@ def _neighbour_steps(case: Case, answer: Answer, want, branches, up) -> list[Can
             except (RuntimeError, KeyError):
                 continue
             if applied.shape == want.shape:
-                out.append(Candidate(f"forward-applied:{step}",
-                                     f"applies the operation that computes {step} to d{step}, where it must multiply "
-                                     f"d{step} by that operation's derivative", want - part + applied.detach()))
+                out.append(Candidate(f"forward-applied:{step}", Chain.forward_applied(step),
+                                     want - part + applied.detach()))
     return out
 
 
@@ -284,17 +239,10 @@ def _chain_rule(case: Case, answer: Answer, want, branches, up) -> list[Candidat
     out = []
     for step, part in branches.items():
         alone = _branch(case, answer, {step: torch.ones_like(up[step])}, step)
-        out.append(Candidate(f"local-only:{step}", f"the local derivative through {step} is not multiplied by "
-                                                   f"d{step}, the gradient flowing back from it (chain rule)",
-                             want - part + alone, whole=True))
+        out.append(Candidate(f"local-only:{step}", Chain.local_only(step), want - part + alone, whole=True))
         if up[step].shape == want.shape:
-            # With one branch the answer is d{step} itself: a local derivative left out and the next cell's
-            # formula copied give those values alike, so the sentence says what they are, not which.
-            sentence = (f"equals d{step}: the derivative of the step that computes {step} is not applied to it "
-                        f"(left out, or the formula of d{step} copied)") if len(branches) == 1 else \
-                (f"passes d{step} back unchanged: the local derivative of the step that computes {step} is "
-                 f"missing")
-            out.append(Candidate(f"upstream-only:{step}", sentence, want - part + up[step]))
+            out.append(Candidate(f"upstream-only:{step}", Chain.upstream_only(step, len(branches) == 1),
+                                 want - part + up[step]))
     return out
 
 
@@ -341,16 +289,13 @@ def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
         lead = grad.dim() - value.dim()
         dims = [d for d in range(grad.dim()) if d < lead or (value.shape[d - lead] == 1 and grad.shape[d] != 1)]
         averaged = spread.mean(dims, keepdim=True).reshape(want.shape)
-        out.append(Candidate(f"mean:{step}", f"averages over the dimension along which {answer.source} was "
-                                             f"broadcast, where the gradient adds up", averaged))
+        out.append(Candidate(f"mean:{step}", Broadcast.averaged(answer.source), averaged))
         for dim in range(spread.dim()):
             for keep in (True, False):
                 summed = spread.sum(dim, keepdim=keep)
                 if summed.shape == want.shape or summed.numel() == want.numel():
                     continue  # the right sum, or a harmless keepdim slip (the shape check names it)
-                out.append(Candidate(f"sum:{step}:{dim}:{keep}",
-                                     f"sums over the wrong dimension ({dim}): {answer.source} was broadcast along "
-                                     f"another one", summed))
+                out.append(Candidate(f"sum:{step}:{dim}:{keep}", Broadcast.wrong_dim(dim, answer.source), summed))
     return out
 
 
@@ -368,10 +313,7 @@ def _orders(want: torch.Tensor) -> list[Candidate]:
         moved = want.permute(order).reshape(shape)
         for key, value in ((f"view-order:{order}", read), (f"permute-order:{order}", moved)):
             if value.shape == want.shape:
-                out.append(Candidate(key, "has the right entries in the wrong places: it reads them in another "
-                                          "order, as a view or reshape does where the dimensions must be permuted "
-                                          "(a view keeps the memory order; only a transpose or permute moves "
-                                          "entries)", value))
+                out.append(Candidate(key, Transpose.REORDERED, value))
     return out
 
 
@@ -386,10 +328,8 @@ def _transposes(want: torch.Tensor) -> list[Candidate]:
     matrices, `att.transpose(-2, -1)` where none was due). Told as a transpose, not as a view's order."""
     square = want.dim() == 2 and want.shape[0] == want.shape[1]
     if want.dim() == 2:
-        return [Candidate("transpose", "is the transpose of the right gradient", want.T)] if square else []
-    return [Candidate(f"transpose:{a}:{b}", f"is the right gradient with its dimensions {a} and {b} swapped, as a "
-                                            f"transpose does: a transpose too many, or one left out",
-                      want.transpose(a, b))
+        return [Candidate("transpose", Transpose.OF_RIGHT, want.T)] if square else []
+    return [Candidate(f"transpose:{a}:{b}", Transpose.swapped(a, b), want.transpose(a, b))
             for a, b in itertools.combinations(range(want.dim()), 2) if want.shape[a] == want.shape[b]]
 
 
@@ -462,7 +402,7 @@ def _generic(case: Case, want: torch.Tensor) -> list[Candidate]:
 def _zeros(want: torch.Tensor) -> list[Candidate]:
     """First: an answer that is all zeros is told so. A cause whose values are zero too (a branch that
     is zero on the true chain, a sum that cancels) cannot be told from a cell that wrote zeros."""
-    return [Candidate("zeros", "is all zeros", torch.zeros_like(want))]
+    return [Candidate("zeros", Zeros.CANDIDATE, torch.zeros_like(want))]
 
 
 def _between(case: Case, source: str, sink: str) -> list[str]:
@@ -571,25 +511,33 @@ def _carried(case: Case, source: str, tensor: str, errors: torch.Tensor) -> torc
         return torch.stack([block_vjp(net, case.values, source, tensor, e) for e in errors])
 
 
-# The rule table's gradients by exercise (grader.derive), derived once per exercise a process grades;
-# None where the rule table is not installed.
-_DERIVED: dict[int, tuple[Exercise, dict | None]] = {}
+# The rule table this process names slips with (grader.derive.for_exercise), chosen once by what starts the
+# process (`use_rule_table`): the grader's hidden suite and `course init`'s fingerprints choose it, the
+# self-check chooses it where grader.derive is installed. Never imported here: backprop-ninja-student ships
+# the modules the self-check imports, and the rule table writes every reference answer, so it stays out of
+# that wheel (whose self-check knows the slips by their fingerprints). None: no rule table.
+_RULE_TABLE: list[Callable[[Exercise], Iterable] | None] = [None]
+# Its gradients by exercise, derived once per exercise a process grades.
+_DERIVED: dict[int, tuple[Exercise, dict]] = {}
+
+
+def use_rule_table(derive: Callable[[Exercise], Iterable] | None) -> None:
+    """Name slips with `derive` (grader.derive.for_exercise), or, with None, by the fingerprints alone."""
+    if _RULE_TABLE[0] is not derive:
+        _RULE_TABLE[0] = derive
+        _DERIVED.clear()
 
 
 def _derived(exercise: Exercise) -> dict | None:
+    """The rule table's gradients of `exercise` by name; None without a rule table."""
+    derive = _RULE_TABLE[0]
+    if derive is None:
+        return None
     if id(exercise) not in _DERIVED:
         try:
-            # Imported by name, not by an import statement: backprop-ninja-student ships the modules the
-            # self-check imports, and grader.derive writes every reference answer from the forward lines, so
-            # it must stay out of that wheel (where the self-check knows the slips by their fingerprints).
-            derive = importlib.import_module("grader.derive")
-        except ImportError:
-            gradients = None
-        else:
-            try:
-                gradients = {g.name: g for g in derive.for_exercise(exercise)}
-            except ValueError:  # derive.DeriveError: an operation the rule table has no rule for
-                gradients = {}
+            gradients = {g.name: g for g in derive(exercise)}
+        except ValueError:  # derive.DeriveError: an operation the rule table has no rule for
+            gradients = {}
         _DERIVED[id(exercise)] = (exercise, gradients)
     return _DERIVED[id(exercise)][1]
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from grader.exercise import DEFAULT
 from grader.judge.exam import CHAIN, LOCAL
 from grader.judge.suite import ERROR, PASSED, ItemResult
-from grader.vocabulary import Flag, Match, Status, Verdict
+from grader.vocabulary import Broadcast, Chain, Flag, Match, Status, Verdict
 
 # What a judged answer did that its result records as a flag, whatever it scored (Flag says which of
 # them are integrity flags and which errors the student fixes).
@@ -122,13 +122,10 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
     if chain.status == PASSED:
         named = " and ".join(upstream) or "its upstream gradients"
         return scored(policy.chain_only_credit, Verdict.PARTIAL,
-                      f"right value for this loss, but not this step of the chain rule: it skips {named}, so with "
-                      f"other values of {named} it gives a different result; compute it from {named} as the chain "
-                      f"rule does. {local.feedback}")
+                      f"{Chain.skips(named)} {local.feedback}")
     if chain.kind == Match.SQUEEZABLE and (local_ok or local.kind == Match.SQUEEZABLE):
         return scored(policy.squeezable_shape_credit, Verdict.PARTIAL,
-                      f"{chain.feedback}. Partial credit: the values are right, but a gradient must have exactly "
-                      "its tensor's shape (broadcasting would spread a wrong shape one step later)")
+                      f"{chain.feedback}. {Broadcast.SQUEEZABLE}")
     if chain.kind == Status.BLANK:
         return scored(0.0, Verdict.NOT_ATTEMPTED, Status.BLANK.text)
     return scored(0.0, Verdict.INCORRECT, chain.feedback)

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from grader import derive
 from grader.extract import Submission
+from grader.judge import neighbourhood
 from grader.judge.exam import Case, Training
 from grader.sandbox.parent import Attempt
 from grader.vocabulary import Match
@@ -166,6 +168,7 @@ def run_batches(batches: Iterable[dict[str, Graded]], cases: list[Case], trainin
                 autotests: Path, on_results: Callable[[dict[str, Graded], ItemResults], None]) -> None:
     """One pytest session for every batch: `on_results(batch, results)` receives, batch by batch, the
     results of every test for every submission: {submission id: {(grade_id, check): result}}."""
+    neighbourhood.use_rule_table(derive.for_exercise)  # the grader names slips with the rule table itself
     plugin = _Plugin(batches, cases, training, course, on_results)
     # No assertion rewriting (the suite reports through Wrong, not assert) and no unraisable-exception
     # plugin, whose five gc.collect() calls over the grader's heap cost more than judging a class.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from grader import derive
 from grader.exercise import ATOMIC, FUNCTION, FUSED
 from grader.judge import neighbourhood, prints
 from grader.judge.exam import CHAIN, checks
@@ -19,6 +20,7 @@ def build(spec: str) -> tuple[dict, dict]:
     function's: each slip of a step inside its block); per self-check case, grade id and check, the right
     answer's fingerprint and each slip's, with its sentence sealed by its values. `spec` loads the exercise
     here (a course's own file by its path)."""
+    neighbourhood.use_rule_table(derive.for_exercise)  # what the fingerprints hold are the rule table's slips
     named: dict = {}
     cases: dict = {}
     for case in own_cases(spec):
