@@ -180,9 +180,14 @@ def stale_values_and_a_cascade_are_named(kernel):
     kernel.run("dlogprobs")
     kernel.run("dprobs", "dprobs = 2 * (1.0 / probs) * dlogprobs\n")
     kernel.run("dcounts_sum_inv")
-    kernel.run("dprobs")  # fixed, and only the check of the next cell re-run
+    kernel.run("dcounts_sum")
+    kernel.run("dprobs")  # fixed, and only the checks of the next cells re-run
     line = kernel.check("dcounts_sum_inv")
     assert line == "dcounts_sum_inv| re-run dcounts_sum_inv's cell: dprobs changed since it ran", line
+    # Two levels down the value is only out of date too, not wrong: the chain to re-run is named.
+    line = kernel.check("dcounts_sum")
+    assert line.startswith("dcounts_sum    | dcounts_sum_inv above is out of date (dprobs changed since it ran): "
+                           "re-run the cells from dcounts_sum_inv's down to this one; this cell itself is right"), line
     kernel.run("dcounts_sum_inv")
     assert right(kernel.check("dcounts_sum_inv"))
     # A wrong dlogprobs: the cells after it are right, and the first wrong one is named.
@@ -226,8 +231,8 @@ def an_augmented_assignment_on_an_earlier_answer_is_named_where_it_happens(kerne
 
 
 def a_later_cell_that_reassigns_an_answers_name_is_named(kernel):
-    """Exercise 2's cell assigns exercise 1's dlogits, a typo in dbnvar's cell assigns dbnvar_inv: the
-    right cells of exercise 1 were said WRONG, and the check after them blamed the cell above."""
+    """Exercise 2's cell assigns exercise 1's dlogits: the right cell of exercise 1 was said WRONG, and the
+    check after it blamed the cell above."""
     setup(kernel)
     for cell in EX1[:11]:
         kernel.run(cell)
@@ -242,7 +247,12 @@ def a_later_cell_that_reassigns_an_answers_name_is_named(kernel):
     kernel.run("dlogits")
     kernel.run("dW2")
     assert right(kernel.check("dlogits")) and right(kernel.check("dW2"))
-    for cell in EX1[11:16]:
+
+
+def a_typo_assigning_an_earlier_answers_name_is_named(kernel):
+    """dbnvar's cell assigning `dbnvar_inv = ...`: dbnvar_inv's right cell was said to go one step too far."""
+    setup(kernel)
+    for cell in EX1[:16]:
         kernel.run(cell)
     kernel.run("dbnvar", "dbnvar_inv = -0.5 * (bnvar + 1e-5) ** -1.5 * dbnvar_inv\n")
     line = kernel.check("dbnvar_inv")
@@ -268,20 +278,6 @@ def a_refused_backward_call_is_named_not_blamed_on_right_answers(kernel):
     assert right(kernel.check("dW2"))
 
 
-def a_stale_chain_names_where_to_re_run_from(kernel):
-    """Wrong dprobs -> dcounts_sum_inv -> dcounts_sum, dprobs fixed, only dcounts_sum's check re-run: it
-    said "dcounts_sum_inv above is wrong" of a value only out of date."""
-    setup(kernel)
-    kernel.run("dlogprobs")
-    kernel.run("dprobs", "dprobs = 2 * (1.0 / probs) * dlogprobs\n")
-    kernel.run("dcounts_sum_inv")
-    kernel.run("dcounts_sum")
-    kernel.run("dprobs")
-    line = kernel.check("dcounts_sum")
-    assert line.startswith("dcounts_sum    | dcounts_sum_inv above is out of date (dprobs changed since it ran): "
-                           "re-run the cells from dcounts_sum_inv's down to this one; this cell itself is right"), line
-
-
 def test_scripted_student_sessions():
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does."""
@@ -298,8 +294,8 @@ def test_scripted_student_sessions():
                         an_answer_changed_in_place_by_a_later_cell_is_named_there,
                         an_augmented_assignment_on_an_earlier_answer_is_named_where_it_happens,
                         a_later_cell_that_reassigns_an_answers_name_is_named,
-                        a_refused_backward_call_is_named_not_blamed_on_right_answers,
-                        a_stale_chain_names_where_to_re_run_from):
+                        a_typo_assigning_an_earlier_answers_name_is_named,
+                        a_refused_backward_call_is_named_not_blamed_on_right_answers):
             session(kernel)
     finally:
         kernel.close()
