@@ -498,14 +498,14 @@ class SelfCheck:
             outcomes = {case: per[answer.variable] for case, per in ran.items()}
             failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
                             hints=self.hints, public=True)
-            return None if failure is None else self._failed(failure)
+            return None if failure is None else self._failed(failure) + self._written_sizes(failure, source)
         notebook = self.notebook_case()
         cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
         # Every batch here is public (the self-check's own, and the notebook's): all of it may be shown.
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
                                  self.tolerance, hints=self.hints, public=True) for check in checks(answer)}
         if failures[CHAIN] is not None:
-            return self._failed(failures[CHAIN], failures.get(LOCAL))
+            return self._failed(failures[CHAIN], failures.get(LOCAL)) + self._written_sizes(failures[CHAIN], source)
         if not comparison.passed and notebook is not None:
             chain = self._wrong_upstream(answer, source, notebook)
             if chain:
@@ -542,6 +542,22 @@ class SelfCheck:
             return (f"{first} above is out of date ({reason}): re-run the cells from {first}'s down to this one; "
                     "this cell itself is right")
         return None
+
+    def _written_sizes(self, failure, source: str | None) -> str:
+        """For an answer right at the lecture's sizes only: the numbers its cell writes that are a lecture
+        size, by name (the grader's line lists the usual ones, 32, 27 and 64, whatever the cell wrote)."""
+        if "depends on the lecture's sizes" not in (failure.mistake or "") or source is None:
+            return ""
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return ""
+        written = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int}
+        named = [f"{value} ({' or '.join(k for k, v in self.exercise.lecture.items() if v == value)})"
+                 for value in dict.fromkeys(self.exercise.lecture.values()) if value in written]
+        if not named:
+            return ""
+        return f" — your cell writes {' and '.join(named)} as {'numbers' if len(named) > 1 else 'a number'}"
 
     def _failed(self, failure, local=None) -> str:
         """The line's verdict on a failed run of the cell: right values in a squeezable shape get the
