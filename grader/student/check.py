@@ -13,7 +13,9 @@ when the grader takes a point there (a shape that differs only by a size-1 dimen
 course gives it full credit), and a line that loses part of the points says how much. When the cell
 is right but an upstream answer is wrong, the line names the first wrong answer of the chain; when
 the notebook's value is stale (an input changed since the cell ran, or a later cell changed it in
-place, both recorded after each cell through IPython's events), it says what to re-run.
+place, or another cell reassigned its name, all recorded after each cell through IPython's events), it
+says what to re-run, and never calls a right cell wrong; nor does autograd's gradient changed by a
+(refused) backward() call, checked against the gradient computed here from the notebook's batch.
 
 Everything it knows of the network, the answers and their cells comes from the exercise value
 (grader.exercise), so it checks any exercise's notebook. It prints to stdout only, never stderr
@@ -285,6 +287,7 @@ class SelfCheck:
         self.policy = Policy(**course.get("policy", {}))
         self.solutions = course.get("solutions", "gated")
         self._function_ran: tuple | None = None  # a function's checks (one per key it returns) share one run
+        self._case: tuple | None = None  # the notebook's forward pass as a case, and the tensors it was built from
         _listen()
 
     def __call__(self, name: str, manual, tensor: torch.Tensor) -> None:
@@ -349,11 +352,16 @@ class SelfCheck:
         network = self.exercise.network
         if not all(isinstance(ns.get(k), torch.Tensor) for k in (*network.parameters, *network.data)):
             return None
+        # Built once per forward pass (a line asks for it twice): the same tensors, unchanged in place.
+        key = [(ns[k], ns[k]._version) for k in (*network.parameters, *network.data)]
+        if self._case is not None and all(t is u and v == w for (t, v), (u, w) in zip(self._case[0], key, strict=True)):
+            return self._case[1]
         params = {p: ns[p].detach().to(torch.float64) for p in network.parameters}
         data = {k: ns[k] for k in network.data}
         config = Config(self.spec, "your notebook's batch", self.exercise.sizes_of({**params, **data}), 0,
                         scored=False)
-        return case_of(config, params, data, torch.Generator().manual_seed(0))
+        self._case = (key, case_of(config, params, data, torch.Generator().manual_seed(0)))
+        return self._case[1]
 
     # --- running the cell the way the grader's sandbox does -----------------------------------------
 
