@@ -219,8 +219,8 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
     where = f"{assigned[0]}'s cell" if assigned else f"the cell you ran as In[{count}]"
     for variable, (_, tensor, version) in list(_RAN.items()):
         if variable not in rebound and namespace.get(variable) is tensor and tensor._version != version:
-            how = next((ast.unparse(a) for a in augmented.values()
-                        if isinstance(a.target, ast.Name) and a.target.id == variable), None) if variable in stored else None
+            how = next((ast.unparse(a) for a in augmented.values() if isinstance(a.target, ast.Name)
+                        and a.target.id == variable), None) if variable in stored else None
             _CHANGED.setdefault(variable, (where, assigned[0] if assigned else None, how))
     for variable in assigned:
         tensor = namespace[variable]
