@@ -143,7 +143,15 @@ def exercise_4_checks_never_raise(kernel):
     kernel.run("ex4_backward", hard_coded)
     kernel.run("setup_ex4_check")
     line = kernel.check("ex4_dC")
-    assert "WRONG" in line and "right for the lecture's sizes (n=32) but wrong for every other size" in line, line
+    assert "WRONG" in line and "right for the lecture's sizes (n=32) but wrong for every other size" in line \
+        and "— your cell writes 32 (n) as a number" in line, line
+    # The student trial's other sizes: the line names what the cell writes, not only the usual 32, 27, 64.
+    for written, said in (("num_classes=logits.shape[1]", "num_classes=27"), ("emb.shape", "(n, 3, 10)")):
+        kernel.run("ex4_backward", CELLS["ex4_backward"].replace(written, said))
+        kernel.run("setup_ex4_check")
+        line = kernel.check("ex4_dC")
+        assert "WRONG" in line and ("your cell writes 27 (vocab) as a number" if "27" in said else
+                                    "your cell writes 3 (block_size) and 10 (n_embd) as numbers") in line, line
     kernel.run("ex4_backward")
     kernel.run("setup_ex4_check")
     assert right(kernel.check("ex4_dC"))
@@ -180,9 +188,14 @@ def stale_values_and_a_cascade_are_named(kernel):
     kernel.run("dlogprobs")
     kernel.run("dprobs", "dprobs = 2 * (1.0 / probs) * dlogprobs\n")
     kernel.run("dcounts_sum_inv")
-    kernel.run("dprobs")  # fixed, and only the check of the next cell re-run
+    kernel.run("dcounts_sum")
+    kernel.run("dprobs")  # fixed, and only the checks of the next cells re-run
     line = kernel.check("dcounts_sum_inv")
     assert line == "dcounts_sum_inv| re-run dcounts_sum_inv's cell: dprobs changed since it ran", line
+    # Two levels down the value is only out of date too, not wrong: the chain to re-run is named.
+    line = kernel.check("dcounts_sum")
+    assert line.startswith("dcounts_sum    | dcounts_sum_inv above is out of date (dprobs changed since it ran): "
+                           "re-run the cells from dcounts_sum_inv's down to this one; this cell itself is right"), line
     kernel.run("dcounts_sum_inv")
     assert right(kernel.check("dcounts_sum_inv"))
     # A wrong dlogprobs: the cells after it are right, and the first wrong one is named.
@@ -208,6 +221,71 @@ def an_answer_changed_in_place_by_a_later_cell_is_named_there(kernel):
     assert right(kernel.check("dbndiff"))
 
 
+def an_augmented_assignment_on_an_earlier_answer_is_named_where_it_happens(kernel):
+    """The student trial's dhpreact cell, `dh *= 1.0 - h**2; dhpreact = dh`: dhpreact's check said ok and
+    dh's (right) cell was blamed for going "one step too far"."""
+    setup(kernel)
+    for cell in EX1[:11]:
+        kernel.run(cell)
+    kernel.run("dhpreact", "dh *= 1.0 - h**2\ndhpreact = dh\n")
+    line = kernel.check("dhpreact")
+    assert right(line) and "but this cell changes dh in place" in line, line
+    line = kernel.check("dh")
+    assert line.startswith("dh             | your dh is not what its cell computed: dhpreact's cell changed it in "
+                           "place afterwards (`dh *= 1.0 - h ** 2` there changes dh itself"), line
+    kernel.run("dh")
+    kernel.run("dhpreact")
+    assert right(kernel.check("dhpreact")) and right(kernel.check("dh"))
+
+
+def a_later_cell_that_reassigns_an_answers_name_is_named(kernel):
+    """Exercise 2's cell assigns exercise 1's dlogits: the right cell of exercise 1 was said WRONG, and the
+    check after it blamed the cell above."""
+    setup(kernel)
+    for cell in EX1[:11]:
+        kernel.run(cell)
+    kernel.run("ex2_dlogits", "dlogits = F.softmax(logits, 1)\ndlogits[range(n), Yb] -= 1\n")  # forgot / n
+    line = kernel.check("dlogits")
+    assert "WRONG" not in line and "ex2_dlogits's cell (exercise 2) assigned dlogits after it ran; re-run this " \
+           "cell" in line, line
+    kernel.run("dW2")
+    line = kernel.check("dW2")
+    assert "WRONG" not in line and "dlogits above is not its cell's value: ex2_dlogits's cell (exercise 2) " \
+           "assigned dlogits" in line, line
+    kernel.run("dlogits")
+    kernel.run("dW2")
+    assert right(kernel.check("dlogits")) and right(kernel.check("dW2"))
+
+
+def a_typo_assigning_an_earlier_answers_name_is_named(kernel):
+    """dbnvar's cell assigning `dbnvar_inv = ...`: dbnvar_inv's right cell was said to go one step too far."""
+    setup(kernel)
+    for cell in EX1[:16]:
+        kernel.run(cell)
+    kernel.run("dbnvar", "dbnvar_inv = -0.5 * (bnvar + 1e-5) ** -1.5 * dbnvar_inv\n")
+    line = kernel.check("dbnvar_inv")
+    assert "WRONG" not in line and "dbnvar's cell (a typo for dbnvar?) assigned dbnvar_inv after it ran" in line, line
+    kernel.run("dbnvar_inv")
+    assert right(kernel.check("dbnvar_inv"))
+
+
+def a_refused_backward_call_is_named_not_blamed_on_right_answers(kernel):
+    """A forbidden loss.backward() in an answer cell adds to W2.grad: dW2's right cell was said WRONG."""
+    setup(kernel)
+    for cell in EX1[:10]:
+        kernel.run(cell)
+    kernel.run("db2", "F.cross_entropy(h @ W2 + b2, Yb).backward()\ndb2 = b2.grad.clone()\n")
+    line = kernel.check("db2")
+    assert "WRONG: the grader refuses this cell" in line and "backward" in line, line
+    line = kernel.check("dW2")
+    assert "WRONG" not in line and "autograd's gradient on W2 is not your forward pass's any more (db2's cell " \
+           "called backward() again" in line, line
+    setup(kernel)
+    for cell in EX1[:10]:
+        kernel.run(cell)
+    assert right(kernel.check("dW2"))
+
+
 def test_scripted_student_sessions():
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does."""
@@ -221,7 +299,11 @@ def test_scripted_student_sessions():
                         exercise_4_checks_never_raise,
                         sizes_say_which_batch_and_partial_credit_is_announced,
                         stale_values_and_a_cascade_are_named,
-                        an_answer_changed_in_place_by_a_later_cell_is_named_there):
+                        an_answer_changed_in_place_by_a_later_cell_is_named_there,
+                        an_augmented_assignment_on_an_earlier_answer_is_named_where_it_happens,
+                        a_later_cell_that_reassigns_an_answers_name_is_named,
+                        a_typo_assigning_an_earlier_answers_name_is_named,
+                        a_refused_backward_call_is_named_not_blamed_on_right_answers):
             session(kernel)
     finally:
         kernel.close()

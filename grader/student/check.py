@@ -13,7 +13,9 @@ when the grader takes a point there (a shape that differs only by a size-1 dimen
 course gives it full credit), and a line that loses part of the points says how much. When the cell
 is right but an upstream answer is wrong, the line names the first wrong answer of the chain; when
 the notebook's value is stale (an input changed since the cell ran, or a later cell changed it in
-place, both recorded after each cell through IPython's events), it says what to re-run.
+place, or another cell reassigned its name, all recorded after each cell through IPython's events), it
+says what to re-run, and never calls a right cell wrong; nor does autograd's gradient changed by a
+(refused) backward() call, checked against the gradient computed here from the notebook's batch.
 
 Everything it knows of the network, the answers and their cells comes from the exercise value
 (grader.exercise), so it checks any exercise's notebook. It prints to stdout only, never stderr
@@ -146,10 +148,11 @@ def _reads(source: str) -> set[str]:
 # and Notebook send the id with each execution; nbclient and the classic Notebook do not, hence the
 # history as a fallback, and the cells seen binding an answer's name.
 _CELLS: dict[str, str] = {}
-# Without ids: name (an answer's variable or function) -> (execution count, code) of the last cell that
+# Name (an answer's variable or function) -> (execution count, code, cell id or None) of the last cell that
 # bound it, by any means (`exec("dh = ...")`, `globals()["dh"] = ...` name nothing the history shows), and
-# what each such name held before the running cell.
-_BOUND: dict[str, tuple[int, str]] = {}
+# what each such name held before the running cell. The id tells a later cell that reassigned an answer's
+# name (exercise 2's `dlogits = ...`, a typo's `dbnvar_inv = ...` in dbnvar's cell) from the answer's own.
+_BOUND: dict[str, tuple[int, str, str | None]] = {}
 _BEFORE: dict[str, object] = {}
 
 
@@ -178,7 +181,7 @@ def _names_of(spec: str) -> frozenset[str]:
                      | {f.name for f in exercise.functions})
 
 
-def _bound(namespace: dict, source: str, count) -> None:
+def _bound(namespace: dict, source: str, count, cell_id: str | None) -> None:
     """After each cell: the answer names it bound anew, whatever the cell looks like (a check cell, or a
     read-only cell handing a fused answer autograd's gradient, is no answer cell)."""
     names = _answer_names(namespace)
@@ -187,19 +190,23 @@ def _bound(namespace: dict, source: str, count) -> None:
         return
     for name in names:
         if name in namespace and namespace[name] is not _BEFORE.get(name):
-            _BOUND[name] = (count, source)
+            _BOUND[name] = (count, source, cell_id)
 
 
 # What the answer cells left, for the lines on stale state: variable -> the gradients its cell read, as
 # they were then, and the tensor it assigned with that tensor's version (torch counts in-place changes);
-# and variable -> the later cell that changed it in place.
+# and variable -> how a later cell changed it in place: (that cell, the answer it assigned, the statement
+# that changed it, or None for a change through another name).
 _RAN: dict[str, tuple[dict[str, torch.Tensor], torch.Tensor, int]] = {}
-_CHANGED: dict[str, str] = {}
+_CHANGED: dict[str, tuple[str, str | None, str | None]] = {}
+# The cell that last called backward() outside the forward pass's: autograd's .grad then holds a sum.
+_BACKWARD: list[str] = []
 
 
-def _remember(namespace: dict, source: str, count) -> None:
+def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -> None:
     """After each cell: which answer variables it assigned (and from what), and which earlier answers it
-    changed in place (`dx = dy; dx += ...` changes dy)."""
+    changed in place: through another name (`dx = dy; dx += ...` changes dy) or its own (`dy *= ...` in
+    dx's cell, which binds dy anew only in name)."""
     settings = namespace.get("COURSE")
     if not isinstance(settings, dict):
         return
@@ -211,26 +218,36 @@ def _remember(namespace: dict, source: str, count) -> None:
     gradients = {a.variable for a in exercise.answers if a.kind != FUNCTION}
     network = exercise.network  # a forward value run again with other values makes an answer stale too
     inputs = gradients | {*network.intermediates, *network.parameters, *network.data}
+    augmented = {id(n.target): n for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}
     names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    own = {a.variable for a in exercise.answers if a.cell_id == cell_id}
     stored = {n.id for n in names if isinstance(n.ctx, ast.Store)} & gradients
+    rebound = ({n.id for n in names if isinstance(n.ctx, ast.Store) and id(n) not in augmented} | own) & gradients
     read = {n.id for n in names if isinstance(n.ctx, ast.Load)} & inputs
-    assigned = sorted(v for v in stored if type(namespace.get(v)) is torch.Tensor)
+    assigned = sorted(v for v in rebound if type(namespace.get(v)) is torch.Tensor)
     where = f"{assigned[0]}'s cell" if assigned else f"the cell you ran as In[{count}]"
     for variable, (_, tensor, version) in list(_RAN.items()):
-        if variable not in stored and namespace.get(variable) is tensor and tensor._version != version:
-            _CHANGED.setdefault(variable, where)
+        if variable not in rebound and namespace.get(variable) is tensor and tensor._version != version:
+            how = next((ast.unparse(a) for a in augmented.values() if isinstance(a.target, ast.Name)
+                        and a.target.id == variable), None) if variable in stored else None
+            _CHANGED.setdefault(variable, (where, assigned[0] if assigned else None, how))
     for variable in assigned:
         tensor = namespace[variable]
         _RAN[variable] = ({g: namespace[g].detach().clone() for g in read - {variable}
                            if type(namespace.get(g)) is torch.Tensor}, tensor, tensor._version)
         _CHANGED.pop(variable, None)
+    if any(isinstance(n, ast.Attribute) and n.attr == "backward" for n in ast.walk(tree)):
+        # An answer cell's call adds to autograd's gradients (the grader refuses it); any other cell's is
+        # taken for the forward pass's, run anew.
+        _BACKWARD[:] = [where] if assigned else []
 
 
 def _after(result) -> None:
     try:
         from IPython import get_ipython
-        _bound(get_ipython().user_ns, result.info.raw_cell, result.execution_count)
-        _remember(get_ipython().user_ns, result.info.raw_cell, result.execution_count)
+        cell_id = getattr(result.info, "cell_id", None)
+        _bound(get_ipython().user_ns, result.info.raw_cell, result.execution_count, cell_id)
+        _remember(get_ipython().user_ns, result.info.raw_cell, result.execution_count, cell_id)
     except Exception:  # noqa: S110 - bookkeeping for better lines must never get in the student's way
         pass
 
@@ -280,6 +297,7 @@ class SelfCheck:
         self.policy = Policy(**course.get("policy", {}))
         self.solutions = course.get("solutions", "gated")
         self._function_ran: tuple | None = None  # a function's checks (one per key it returns) share one run
+        self._case: tuple | None = None  # the notebook's forward pass as a case, and the tensors it was built from
         _listen()
 
     def __call__(self, name: str, manual, tensor: torch.Tensor) -> None:
@@ -344,11 +362,16 @@ class SelfCheck:
         network = self.exercise.network
         if not all(isinstance(ns.get(k), torch.Tensor) for k in (*network.parameters, *network.data)):
             return None
+        # Built once per forward pass (a line asks for it twice): the same tensors, unchanged in place.
+        key = [(ns[k], ns[k]._version) for k in (*network.parameters, *network.data)]
+        if self._case is not None and all(t is u and v == w for (t, v), (u, w) in zip(self._case[0], key, strict=True)):
+            return self._case[1]
         params = {p: ns[p].detach().to(torch.float64) for p in network.parameters}
         data = {k: ns[k] for k in network.data}
         config = Config(self.spec, "your notebook's batch", self.exercise.sizes_of({**params, **data}), 0,
                         scored=False)
-        return case_of(config, params, data, torch.Generator().manual_seed(0))
+        self._case = (key, case_of(config, params, data, torch.Generator().manual_seed(0)))
+        return self._case[1]
 
     # --- running the cell the way the grader's sandbox does -----------------------------------------
 
@@ -430,10 +453,18 @@ class SelfCheck:
             return f"{label} not attempted yet"
         if wrong:
             return f"{label} {wrong}{self.pointer(name)}"
+        changed = self._autograd_changed(answer, expected, rtol, atol) if answer is not None else None
+        if changed:
+            return f"{label} {changed}"
         if comparison.passed:
             exact = comparison.status == Match.EXACT
             return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {comparison.maxdiff:.3g}"
-                    f" | shape {tuple(expected.shape)} ok")
+                    f" | shape {tuple(expected.shape)} ok{self._changes_others(answer)}")
+        other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
+        if other:
+            return (f"{label} not checked: this cell is right as the grader runs it, but your {answer.variable} is "
+                    f"not its value: {other} assigned {answer.variable} after it ran; re-run this cell, then "
+                    "this check")
         stale = self._stale(answer) if answer is not None and answer.kind != FUNCTION else None
         if stale:
             return f"{label} {stale}"
@@ -446,6 +477,27 @@ class SelfCheck:
             "".join(f" — hint: {h}" for h in ([named] if named else comparison.hints))
         where = " (your notebook's batch)" if comparison.aspect == "shape" else ""
         return f"{label} {status}: {comparison.message}{where}{hints}{self.pointer(name)}"
+
+    def _autograd_changed(self, answer: Answer, expected: torch.Tensor, rtol: float, atol: float) -> str | None:
+        """Autograd's gradient is not the notebook's forward pass's when a cell called backward() again
+        (each call adds to .grad: a refused answer that did leaves the right answers looking wrong), or
+        the batch or parameters changed since the forward cell ran: checked against the gradient the
+        self-check computes itself from the notebook's parameters and batch."""
+        case = self.notebook_case() if answer.kind != FUNCTION else None
+        if case is None or answer.variable not in case.truth or \
+                compare(expected.detach().to(torch.float64), case.truth[answer.variable], rtol=rtol, atol=atol).passed:
+            return None
+        who = f"{_BACKWARD[0]} called backward() again, which adds to .grad" if _BACKWARD else \
+            "a cell called backward() again (which adds to .grad), or the batch or parameters changed"
+        return (f"not checked: autograd's gradient on {answer.source} is not your forward pass's any more ({who}): "
+                "re-run the forward and loss.backward() cell, then this check")
+
+    def _changes_others(self, answer: Answer | None) -> str:
+        """On a right line: the earlier answers this cell changed in place, which their checks will show."""
+        changed = [v for v, (_, by, _) in _CHANGED.items() if answer is not None and by == answer.variable]
+        return "" if not changed else \
+            (f" — but this cell changes {' and '.join(changed)} in place, so your {changed[0]} is no longer what "
+             f"its cell computed: compute {answer.variable} into a new tensor instead")
 
     def _as_graded(self, answer: Answer, comparison) -> str | None:
         """The grader's verdict on the cell's code, or None when it agrees with the value check alone
@@ -464,18 +516,21 @@ class SelfCheck:
             outcomes = {case: per[answer.variable] for case, per in ran.items()}
             failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
                             hints=self.hints, public=True)
-            return None if failure is None else self._failed(failure)
+            return None if failure is None else self._failed(failure) + self._written_sizes(failure, source)
         notebook = self.notebook_case()
         cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
         # Every batch here is public (the self-check's own, and the notebook's): all of it may be shown.
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
                                  self.tolerance, hints=self.hints, public=True) for check in checks(answer)}
         if failures[CHAIN] is not None:
-            return self._failed(failures[CHAIN], failures.get(LOCAL))
+            return self._failed(failures[CHAIN], failures.get(LOCAL)) + self._written_sizes(failures[CHAIN], source)
         if not comparison.passed and notebook is not None:
             chain = self._wrong_upstream(answer, source, notebook)
             if chain:
                 upstream, first = chain[0], chain[-1]
+                blocked = self._blocked(first)
+                if blocked:
+                    return blocked
                 state = ("is not assigned (its cell never ran, or stopped with an error)"
                          if first not in self.namespace else
                          "is not attempted yet" if self.namespace[first] is None else "is wrong")
@@ -489,6 +544,38 @@ class SelfCheck:
             return (f"WRONG ({_credit(self.policy.chain_only_credit)}: right with the upstream gradients given, "
                     f"not as one backward step): {failures[LOCAL].feedback}")
         return None
+
+    def _blocked(self, first: str) -> str | None:
+        """When the first wrong answer upstream is not wrong but out of date (another cell reassigned it,
+        or its own inputs changed since it ran): which cells to re-run, from it down to this one."""
+        answer = next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == first), None)
+        if answer is None or first not in self.namespace:
+            return None
+        other = self._reassigned(answer)
+        if other is not None:
+            return (f"{first} above is not its cell's value: {other} assigned {first} after it ran; re-run "
+                    f"{first}'s cell, then the cells from it down to this one; this cell itself is right")
+        reason = self._stale_reason(answer)
+        if reason is not None:
+            return (f"{first} above is out of date ({reason}): re-run the cells from {first}'s down to this one; "
+                    "this cell itself is right")
+        return None
+
+    def _written_sizes(self, failure, source: str | None) -> str:
+        """For an answer right at the lecture's sizes only: the numbers its cell writes that are a lecture
+        size, by name (the grader's line lists the usual ones, 32, 27 and 64, whatever the cell wrote)."""
+        if "depends on the lecture's sizes" not in (failure.mistake or "") or source is None:
+            return ""
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return ""
+        written = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int}
+        named = [f"{value} ({' or '.join(k for k, v in self.exercise.lecture.items() if v == value)})"
+                 for value in dict.fromkeys(self.exercise.lecture.values()) if value in written]
+        if not named:
+            return ""
+        return f" — your cell writes {' and '.join(named)} as {'numbers' if len(named) > 1 else 'a number'}"
 
     def _failed(self, failure, local=None) -> str:
         """The line's verdict on a failed run of the cell: right values in a squeezable shape get the
@@ -508,19 +595,41 @@ class SelfCheck:
         """Why the notebook's value is not what the answer's (right) cell computes from today's values:
         a gradient it read changed since it ran, or a later cell changed it in place."""
         variable = answer.variable
+        reason = self._stale_reason(answer)
+        if reason is None or variable not in _CHANGED:
+            return None if reason is None else f"re-run {variable}'s cell: {reason}"
+        where, _, how = _CHANGED[variable]
+        fix = (f"after `x = {variable}`, `x += ...` changes {variable} too: write `x = {variable}.clone()`"
+               if how is None else
+               f"`{how}` there changes {variable} itself: compute the new gradient into a new tensor instead")
+        return (f"your {variable} is not what its cell computed: {where} changed it in place afterwards ({fix}); "
+                f"fix that cell, then run {variable}'s cell and that one again")
+
+    def _stale_reason(self, answer: Answer) -> str | None:
+        variable = answer.variable
         ran = _RAN.get(variable)
         if ran is None or self.namespace is None or self.namespace.get(variable) is not ran[1]:
             return None
         if variable in _CHANGED:
-            return (f"your {variable} is not what its cell computed: {_CHANGED[variable]} changed it in place "
-                    f"afterwards (after `x = {variable}`, `x += ...` changes {variable} too: write "
-                    f"`x = {variable}.clone()`); fix that cell, then run {variable}'s cell and that one again")
+            return f"{_CHANGED[variable][0]} changed it in place afterwards"
         changed = [g for g, then in ran[0].items()
                    if not (type(now := self.namespace.get(g)) is torch.Tensor and now.shape == then.shape
                            and torch.equal(now, then))]
-        if changed:
-            return f"re-run {variable}'s cell: {', '.join(changed)} changed since it ran"
-        return None
+        return f"{', '.join(changed)} changed since it ran" if changed else None
+
+    def _reassigned(self, answer: Answer) -> str | None:
+        """The other cell that bound the answer's name after its own cell ran (exercise 2's answer
+        assigns exercise 1's dlogits; a typo assigns an earlier answer's name), where the front end
+        sends cell ids; None when the value is its own cell's."""
+        bound = _BOUND.get(answer.variable)
+        if bound is None or bound[2] is None or bound[2] == answer.cell_id or answer.cell_id not in _CELLS:
+            return None
+        other = next((a for a in self.exercise.answers if a.cell_id == bound[2] and a.kind != FUNCTION), None)
+        if other is None:
+            return f"the cell you ran as In[{bound[0]}]"
+        if other.variable == answer.variable:
+            return f"{other.grade_id}'s cell (exercise {other.part})"
+        return f"{other.grade_id}'s cell (a typo for {other.variable}?)"
 
     def _wrong_upstream(self, answer: Answer, source: str, case) -> tuple[str, ...]:
         """The chain of wrong upstream gradients behind the cell's value: the nearest one the cell reads
