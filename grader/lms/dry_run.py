@@ -35,6 +35,7 @@ from grader import exercise as ex
 from grader.authoring import skeleton
 from grader.lms import notebooks
 from grader.sandbox.zygote import default_jobs
+from grader.vocabulary import grade_cell_id
 
 CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
 GRADE, NBGRADER, GRADESCOPE = "grade --html --gradebook", "nbgrader autograde", "Gradescope"
@@ -157,7 +158,7 @@ def _from_gradebook(path: Path, course, scores: Scores, route: str) -> None:
     results' own)."""
     from nbgrader.api import Gradebook
 
-    cell_ids = {ex.grade_cell_id(g): g for g in course.exercise.grade_ids}
+    cell_ids = {grade_cell_id(g): g for g in course.exercise.grade_ids}
     with Gradebook(f"sqlite:///{path}") as gradebook:
         for student in [s.id for s in gradebook.students]:
             notebook = gradebook.find_submission_notebook(Path(course.notebook).stem, course.assignment, student)
