@@ -149,9 +149,10 @@ def _reads(source: str) -> set[str]:
 # history as a fallback, and the cells seen binding an answer's name.
 _CELLS: dict[str, str] = {}
 # Name (an answer's variable or function) -> (execution count, code, cell id or None) of the last cell that
-# bound it, by any means (`exec("dh = ...")`, `globals()["dh"] = ...` name nothing the history shows), and
+# bound it, by any means (`exec("dx = ...")`, `globals()["dx"] = ...` name nothing the history shows), and
 # what each such name held before the running cell. The id tells a later cell that reassigned an answer's
-# name (exercise 2's `dlogits = ...`, a typo's `dbnvar_inv = ...` in dbnvar's cell) from the answer's own.
+# name (a fused exercise's answer reusing an atomic one's name, a typo naming an earlier answer) from the
+# answer's own.
 _BOUND: dict[str, tuple[int, str, str | None]] = {}
 _BEFORE: dict[str, object] = {}
 
@@ -618,8 +619,8 @@ class SelfCheck:
         return f"{', '.join(changed)} changed since it ran" if changed else None
 
     def _reassigned(self, answer: Answer) -> str | None:
-        """The other cell that bound the answer's name after its own cell ran (exercise 2's answer
-        assigns exercise 1's dlogits; a typo assigns an earlier answer's name), where the front end
+        """The other cell that bound the answer's name after its own cell ran (a fused exercise's answer
+        assigns an atomic one's name; a typo assigns an earlier answer's name), where the front end
         sends cell ids; None when the value is its own cell's."""
         bound = _BOUND.get(answer.variable)
         if bound is None or bound[2] is None or bound[2] == answer.cell_id or answer.cell_id not in _CELLS:
