@@ -44,14 +44,14 @@ def _entries(path: Path) -> list[dict]:
 def _variant_specific(notebook: str, grade_id: str) -> bool:
     """A part the variant adds: a grade id the lecture lacks, or one whose backward goes through other steps."""
     from grader.exercise import load
-    from grader.lms.course_init import _steps_reached
+    from grader.lms.course_init import steps_reached
 
     if (GALLERY / f"{notebook}.py").is_file():
         return False  # an exercise of its own: no lecture to share parts with
     lecture, variant = load("makemore-mlp"), load(f"makemore-mlp/{notebook}")
     if grade_id not in lecture.by_grade_id or grade_id not in variant.by_grade_id:
         return notebook != LECTURE
-    return _steps_reached(variant, grade_id) != _steps_reached(lecture, grade_id) \
+    return steps_reached(variant, grade_id) != steps_reached(lecture, grade_id) \
         if variant.by_grade_id[grade_id].kind != "function" else notebook != LECTURE
 
 

@@ -349,22 +349,16 @@ def _named_variant(text: str, family: str, variant: str, drawn: bool, points: di
     return text.rstrip("\n") + "\n" + setting
 
 
-def _steps_reached(exercise: Exercise, grade_id: str) -> dict[str, str]:
+def steps_reached(exercise: Exercise, grade_id: str) -> dict[str, str]:
     """The forward steps whose backward an answer's formula goes through: the steps reading its tensor (an
     atomic gradient), or every step from its tensor to where the fused block ends (its sink, or the loss)."""
     answer = exercise.by_grade_id[grade_id]
     network = exercise.network
     if answer.kind == ATOMIC:
         return {c: network.step[c].code for c in network.consumers(answer.source)}
-    end = answer.sink or network.loss
-    reached, names = {}, {answer.source}
-    for step in network.steps:
-        if names & set(step.inputs):
-            reached[step.name] = step.code
-            names.add(step.name)
-        if step.name == end:
-            break
-    return reached
+    order = [step.name for step in network.steps]
+    before_end = set(order[:order.index(answer.sink or network.loss) + 1])
+    return {name: network.step[name].code for name in network.descendants(answer.source) if name in before_end}
 
 
 def known_mistakes(text: str, exercise: Exercise) -> str:
@@ -383,7 +377,7 @@ def known_mistakes(text: str, exercise: Exercise) -> str:
             kept.append(block)
         elif grade_id in exercise.by_grade_id and grade_id in lecture.by_grade_id \
                 and exercise.by_grade_id[grade_id].kind in (ATOMIC, FUSED) \
-                and _steps_reached(exercise, grade_id) == _steps_reached(lecture, grade_id):
+                and steps_reached(exercise, grade_id) == steps_reached(lecture, grade_id):
             kept.append(block)
     return "".join(kept)
 

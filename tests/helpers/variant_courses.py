@@ -38,7 +38,7 @@ from grader.authoring import skeleton
 from grader.exercise import FUNCTION, load
 from grader.exercises.makemore_mlp import variants
 from grader.lms import notebooks
-from grader.lms.course_init import _steps_reached
+from grader.lms.course_init import steps_reached
 from helpers.paths import ROOT
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -151,7 +151,7 @@ def _key(exercise, mutant: skeleton.Mutant) -> str:
     """What makes two variants' slips the same: the cell, the slipped code, and the formula it is a slip of
     (an atomic or fused answer's forward steps; in a function, the slipped line says it all)."""
     grade_id = mutant.grade_ids[0]
-    formula = {} if exercise.by_grade_id[grade_id].kind == FUNCTION else _steps_reached(exercise, grade_id)
+    formula = {} if exercise.by_grade_id[grade_id].kind == FUNCTION else steps_reached(exercise, grade_id)
     return json.dumps([grade_id, formula, mutant.slip.gradient, mutant.slip.code], sort_keys=True)
 
 
