@@ -2,10 +2,13 @@
 file is one line naming the line to fix, at load, never a KeyError at grading time."""
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +20,7 @@ from grader import exercise as ex
 from grader.authoring import skeleton
 from grader.cli import main
 from grader.judge import configs
-from grader.lms import dry_run
+from grader.lms import dry_run, gradescope
 from helpers.paths import ROOT
 
 TINY = ROOT / "tests" / "exercises" / "tiny_relu.py"
@@ -259,6 +262,74 @@ def test_each_problem_a_route_shows_is_one_line_naming_the_forward_line_and_the_
     assert missing == ["Gradescope: solved got no grade at all"]
 
 
+def _result(score: float, output: str = "dz: wrong values") -> dict:
+    """What `grade` writes for one notebook graded on one tensor."""
+    return {"score": score, "max_score": 1.0, "output": "", "flags": [],
+            "tests": [{"name": "dz", "score": score, "max_score": 1.0, "output": output, "verdict": "wrong"}]}
+
+
+def _fake_gradescope(monkeypatch, wrote: dict[str, dict]) -> list[str]:
+    """dry_run's commands, with `gradescope build` writing a zip of one run_autograder and each run of it
+    writing `wrote`'s results.json for its notebook; the names of the notebooks run, in order."""
+    ran = []
+
+    def run(command, cwd, what, env=None):
+        if "build" in command:
+            with zipfile.ZipFile(command[command.index("--out") + 1], "w") as bundle:
+                info = zipfile.ZipInfo("run_autograder")
+                info.external_attr = 0o755 << 16
+                bundle.writestr(info, "#!/bin/sh\n")
+        else:
+            ran.append(cwd.name)
+            (cwd / "results").mkdir()
+            (cwd / "results" / "results.json").write_text(json.dumps(wrote[cwd.name]))
+        return ""
+
+    monkeypatch.setattr(dry_run, "_run", run)
+    return ran
+
+
+def test_gradescope_runs_its_zip_on_two_notebooks_and_reshapes_grades_results_for_the_rest(tmp_path, monkeypatch):
+    """run_autograder is `grade` on one notebook, then for_gradescope: the zip runs for real on the solved
+    notebook and the first slips' (and on a notebook grade gave nothing), the others are for_gradescope of
+    grade's results; a real run that differs from that is one line naming the notebook."""
+    graded = {"solved": _result(1.0), "stub": _result(0.0), "slips-1": _result(0.0), "slips-2": _result(0.5)}
+    made = {stem: tmp_path / f"{stem}.ipynb" for stem in [*graded, "slips-3"]}
+    for path in made.values():
+        path.write_text("{}")
+    course = SimpleNamespace(notebook="n.ipynb")
+    reshaped = {stem: gradescope.for_gradescope(result, log=print) for stem, result in graded.items()}
+    ran = _fake_gradescope(monkeypatch, {**reshaped, "slips-3": reshaped["stub"]})
+    scores = dry_run._gradescope_route(tmp_path, course, tmp_path, made, graded)
+    assert sorted(ran) == ["slips-1", "slips-3", "solved"]
+    assert {stem: tests["dz"][0] for stem, tests in scores.by_stem.items()} == {
+        "solved": 1.0, "stub": 0.0, "slips-1": 0.0, "slips-2": 0.5, "slips-3": 0.0}
+    assert scores.how == "run_autograder on 3 of 5 notebooks, the others from grade's results"
+
+    for folder in (tmp_path / "gradescope").iterdir():
+        shutil.rmtree(folder)
+    _fake_gradescope(monkeypatch, {**reshaped, "slips-1": reshaped["slips-2"], "slips-3": reshaped["stub"]})
+    with pytest.raises(dry_run.RouteError, match=r"^Gradescope: run_autograder's results.json for slips-1 is not "
+                                                 r"what `grade` gave it: score 0.5, not 0$"):
+        dry_run._gradescope_route(tmp_path, course, tmp_path, made, graded)
+
+
+def test_a_slip_the_feedback_does_not_name_is_a_warning_under_the_table():
+    """A slip told only "wrong values" is a warning naming it; one told by its own sentence, or by what is
+    wrong with its shape, is not."""
+    exercise = ex.load(f"{TINY}:EXERCISE")
+    slips = dry_run.submissions(exercise)[2]
+    first, second, third, *_ = slips.mutants
+    told = {first.grade_ids[0]: "wrong values (max abs diff 2), on a hidden configuration",
+            second.grade_ids[0]: f"wrong values; {second.slip.sentence}",
+            third.grade_ids[0]: "shape (3, 8), expected (8, 3); looks transposed"}
+    scores = dry_run.Scores({slips.stem: {g: (0.0, 1.0, said) for g, said in told.items()}})
+    assert dry_run._unnamed(scores, [slips]) == [
+        f"warning: the slip {first.slip.name} in {first.cell} (your {first.slip.gradient} {first.slip.sentence}) "
+        f"loses credit but is not named: the feedback says \"wrong values (max abs diff 2), on a hidden "
+        f"configuration\""]
+
+
 FAILING_NBGRADER = """#!/bin/sh
 # nbgrader, but autograde dies as it did on a batch size not named n (judge/exam.py read config.sizes.n)
 if [ "$1" = autograde ]; then echo "AttributeError: n" >&2; exit 1; fi
@@ -287,8 +358,10 @@ def test_exercise_check_grades_the_course_through_every_route_and_names_the_one_
     done = subprocess.run([*command, "--quick"], capture_output=True, text=True, env=env, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     table = done.stdout.split("\n\n")[-1].splitlines()
-    assert [line.split()[0] for line in table] == ["answers", "slips", "routes", "time"], table
-    assert "routes     grade --html --gradebook, Gradescope (--quick: not nbgrader autograde)" in table, table
+    assert [line.split()[0] for line in table[:4]] == ["answers", "slips", "routes", "time"], table
+    assert all(line.startswith("warning: the slip ") for line in table[4:]), table
+    assert ("routes     grade --html --gradebook, Gradescope (run_autograder on 2 of 9 notebooks, the others from "
+            "grade's results) (--quick: not nbgrader autograde)") in table, table
     assert re.fullmatch(r"slips      \d+ in \d+ notebooks \(one slip per answer in each\)", table[1]), table
 
 

@@ -2,8 +2,9 @@
 temporary folder with `course init` and grades the solved notebook, its stub and the rule table's slips
 through every route that records a grade, each the product's own command run as a course runs it
 (`backprop-ninja grade --html --gradebook`, `nbgrader autograde` and `generate_feedback`, the Gradescope
-zip's run_autograder). A route that dies, a right answer that loses credit, a slip that keeps it or takes
-it from another tensor, or two routes that disagree are what a class would otherwise find at grading time.
+zip's run_autograder, for real on two notebooks: see `_gradescope_route`). A route that dies, a right
+answer that loses credit, a slip that keeps it or takes it from another tensor, or two routes that
+disagree are what a class would otherwise find at grading time.
 
 The grader checks each answer with the true upstream gradients (CHAIN) or random ones (LOCAL), never with
 the submission's own (grader.judge.exam), so a tensor's grade is independent of every other answer. One
@@ -33,7 +34,7 @@ import nbformat
 from grader import course as course_config
 from grader import exercise as ex
 from grader.authoring import skeleton
-from grader.lms import notebooks
+from grader.lms import gradescope, notebooks
 from grader.sandbox.zygote import default_jobs
 from grader.vocabulary import grade_cell_id
 
@@ -133,6 +134,13 @@ class Scores:
     """What a route gave each submission: grade id -> (score, max score, the feedback it wrote)."""
 
     by_stem: dict[str, dict[str, tuple[float, float, str]]] = field(default_factory=dict)
+    results: dict[str, dict] = field(default_factory=dict)  # `grade`'s own result files, by stem
+    how: str = ""  # how the route graded them, when not each on its own, for the table
+
+    @classmethod
+    def of(cls, results: dict[str, dict]) -> Scores:
+        return cls({stem: {t["name"]: (t["score"], t["max_score"], t.get("output", "")) for t in result["tests"]}
+                    for stem, result in results.items()}, results)
 
 
 def _grade_route(target: Path, course, work: Path) -> Scores:
@@ -142,13 +150,13 @@ def _grade_route(target: Path, course, work: Path) -> Scores:
     out = work / "grade-results"
     _run([*CLI, "grade", str(target / "submitted"), "--out", str(out), "--course", str(target / "course.yml"),
           "--html", "--gradebook", str(gradebook)], target, GRADE)
-    scores = Scores()
+    results = {}
     for path in out.rglob("*.json"):  # out/<student>/<assignment>/<notebook>.json, as submitted/ lays them
-        result = json.loads(path.read_text(encoding="utf-8"))
         student = path.relative_to(out).parts[0]
         if not path.with_suffix(".html").is_file():
             raise RouteError(f"{GRADE}: no feedback page for {student}")
-        scores.by_stem[student] = {t["name"]: (t["score"], t["max_score"], t["output"]) for t in result["tests"]}
+        results[student] = json.loads(path.read_text(encoding="utf-8"))
+    scores = Scores.of(results)
     _from_gradebook(gradebook, course, scores, "")
     return scores
 
@@ -184,15 +192,20 @@ def _nbgrader_route(target: Path, course) -> Scores:
     return scores
 
 
-def _gradescope_route(target: Path, course, work: Path, made: dict[str, Path]) -> Scores:
-    """The zip `gradescope build` writes, unpacked as Gradescope unpacks it, its run_autograder run once per
-    submission with the submission alone in submission/."""
+def _gradescope_route(target: Path, course, work: Path, made: dict[str, Path], graded: dict[str, dict]) -> Scores:
+    """The zip `gradescope build` writes, unpacked as Gradescope unpacks it, its run_autograder run with one
+    submission alone in submission/, as Gradescope runs it, for the solved notebook, the first slips'
+    notebook and any notebook `grade` gave no result. On Gradescope that script is `backprop-ninja grade` on
+    the one notebook, then `for_gradescope` on its result (grader.lms.gradescope.run), so every other
+    notebook's results.json is `for_gradescope` of what `grade` gave it: a process per notebook (two Python
+    starts, torch, a sandbox: 10 to 20 CPU seconds each) would only say again what `grade` said, and the
+    notebooks run for real must give that same results.json, or the route says how it differs."""
     archive = work / "autograder.zip"
     _run([*CLI, "gradescope", "build", "--course", str(target / "course.yml"), "--out", str(archive)], target,
          "gradescope build")
     env = {**os.environ, "BACKPROP_NINJA_PREFIX": sys.prefix}
 
-    def one(stem: str, notebook: Path) -> dict:
+    def one(stem: str) -> dict:
         root = work / "gradescope" / stem
         with zipfile.ZipFile(archive) as bundle:  # Gradescope unpacks it, modes kept, into source/
             for info in bundle.infolist():
@@ -200,15 +213,43 @@ def _gradescope_route(target: Path, course, work: Path, made: dict[str, Path]) -
                 os.chmod(root / "source" / info.filename, (info.external_attr >> 16) & 0o777)
         shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
         (root / "submission").mkdir()
-        shutil.copy(notebook, root / "submission" / course.notebook)
+        shutil.copy(made[stem], root / "submission" / course.notebook)
         _run([str(root / "run_autograder")], root, GRADESCOPE, {**env, "AUTOGRADER_ROOT": str(root)})
         return json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
 
+    real = [SOLVED, *[stem for stem in made if stem not in (SOLVED, STUB)][:1]]
+    real += [stem for stem in made if stem not in graded and stem not in real]
     # Gradescope runs each submission in a machine of its own: side by side here, as many as the cores.
     with ThreadPoolExecutor(max_workers=default_jobs()) as pool:
-        results = dict(zip(made, pool.map(one, made, made.values()), strict=True))
-    return Scores({stem: {t["name"]: (t["score"], t["max_score"], t.get("output", "")) for t in result["tests"]}
-                   for stem, result in results.items()})
+        results = dict(zip(real, pool.map(one, real), strict=True))
+    for stem in made:
+        if stem not in graded:
+            continue
+        same = gradescope.for_gradescope(graded[stem], log=lambda line: None)
+        if stem not in results:
+            results[stem] = same
+        elif (said := _differ(results[stem], same)) is not None:
+            raise RouteError(f"{GRADESCOPE}: run_autograder's results.json for {stem} is not what `grade` gave "
+                             f"it: {said}")
+    scores = Scores.of(results)
+    scores.how = f"run_autograder on {len(real)} of {len(made)} notebooks, the others from grade's results"
+    return scores
+
+
+def _differ(ran: dict, same: dict) -> str | None:
+    """How a results.json run_autograder wrote differs from `for_gradescope` of `grade`'s result: the score,
+    or a test's score or feedback (None if in nothing)."""
+    if abs(ran["score"] - same["score"]) > 1e-9:
+        return f"score {ran['score']:g}, not {same['score']:g}"
+    theirs = {t["name"]: t for t in same["tests"]}
+    if {t["name"] for t in ran["tests"]} != theirs.keys():
+        return "it grades other tests"
+    for test in ran["tests"]:
+        other = theirs.get(test["name"], {})
+        for key in ("score", "output"):
+            if test.get(key) != other.get(key):
+                return f"{test['name']}'s {key} differs"
+    return None
 
 
 def _line(exercise: ex.Exercise, grade_id: str) -> str:
@@ -258,6 +299,25 @@ def _problems(course, route: str, scores: Scores, made: list[Submission]) -> lis
     return problems
 
 
+def _unnamed(scores: Scores, made: list[Submission]) -> list[str]:
+    """A warning for each slip whose feedback says "wrong values" without its own sentence (a wrong shape
+    is told in words of its own: "looks transposed", "not summed over dimension 0"). Not a problem: its
+    grade is right, and what the feedback says is the grader's search for a named mistake, not a line of
+    the exercise; a slip equal to another on every configuration is told by the other's sentence, rightly.
+    The instructor learns which slips students will be told less about, and the course still builds."""
+    lines = []
+    for submission in made:
+        tests = scores.by_stem.get(submission.stem, {})
+        for mutant in submission.mutants:
+            grade_id = mutant.grade_ids[0]
+            output = tests.get(grade_id, (0, 0, ""))[2]
+            if grade_id in tests and "wrong values" in output and mutant.slip.sentence not in output:
+                lines.append(f"warning: the slip {mutant.slip.name} in {mutant.cell} (your {mutant.slip.gradient} "
+                             f"{mutant.slip.sentence}) loses credit but is not named: the feedback says "
+                             f"\"{_said(output)}\"")
+    return lines
+
+
 def _said(output: str) -> str:
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     return lines[0][:200] if lines else "no feedback"
@@ -298,11 +358,12 @@ def dry_run(spec: str, quick: bool = False,
             path.parent.mkdir(parents=True)
             nbformat.write(_notebook(solved, student, submission), path)
             paths[submission.stem] = path
+        graded, problems = [], []
         routes = [(GRADE, lambda: _grade_route(target, course, work)),
-                  (GRADESCOPE, lambda: _gradescope_route(target, course, work, paths))]
+                  (GRADESCOPE, lambda: _gradescope_route(target, course, work, paths,
+                                                         graded[0][1].results if graded else {}))]
         if not quick:
             routes.append((NBGRADER, lambda: _nbgrader_route(target, course)))
-        graded, problems = [], []
         for name, route in routes:
             log(f"grading {len(made)} notebooks through {name}")
             try:
@@ -315,7 +376,7 @@ def dry_run(spec: str, quick: bool = False,
     slips = sum(len(s.mutants) for s in made)
     table = [f"{'answers':<10} {len(course.exercise.answers)} ({len(course.exercise.answer_cells)} cells)",
              f"{'slips':<10} {slips} in {len(made) - 2} notebooks (one slip per answer in each)",
-             f"{'routes':<10} {', '.join(name for name, _ in graded) or 'none'}"
+             f"{'routes':<10} {', '.join(name + (f' ({s.how})' if s.how else '') for name, s in graded) or 'none'}"
              + (" (--quick: not nbgrader autograde)" if quick else ""),
              f"{'time':<10} {time.monotonic() - started:.0f} s"]
-    return problems, table
+    return problems, table + [line for name, scores in graded[:1] for line in _unnamed(scores, made)]
