@@ -434,7 +434,10 @@ def _gradebook(results_dir: Path, given: Path | None) -> Path | None:
     """--gradebook, else nbgrader's beside RESULTS_DIR: the one source of scores (grader.outputs.final)."""
     from grader.outputs.final import beside
 
-    gradebook = given or beside(results_dir)
+    try:
+        gradebook = given or beside(results_dir)
+    except OSError as exc:  # a course folder the caller may not enter
+        raise click.ClickException(f"{exc.filename}: {exc.strerror}") from None
     if gradebook is not None:
         click.echo(f"scores from the gradebook {gradebook}", err=True)
     return gradebook
