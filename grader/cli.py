@@ -252,8 +252,29 @@ def course_init(directory, course_file, course_id, exchange, update, variant, ex
     click.echo(f"solutions: {chosen} (" + ("the notebook installs backprop-ninja-student; `backprop-ninja solution` "
                                            "refuses for it" if chosen == "off" else
                                            "`backprop-ninja solution` shows a reference after an attempt") + ")")
+    _name_formgrader_course(Path(directory))
     click.echo(f"next: cd {directory} && nbgrader generate_assignment {config.assignment} && "
                f"nbgrader release_assignment {config.assignment}")
+
+
+def _name_formgrader_course(directory: Path) -> None:
+    """`course init` names its course as the caller's formgrader's, so that the hub recipe has no step of its own
+    to forget; a course named there before is left, with the one command that switches."""
+    from grader.lms.course_init import FormgraderConfigError, formgrader_config, formgrader_course
+
+    switch = f"backprop-ninja course formgrader {directory.absolute()}"
+    named = formgrader_course()
+    if named is not None and named.absolute() != directory.absolute():
+        click.echo(f"formgrader: your Jupyter configuration names {named}; to grade this course there: {switch}")
+        return
+    try:
+        said = formgrader_config(directory)
+    except FormgraderConfigError as exc:
+        click.echo(f"formgrader: {exc}", err=True)
+        return
+    for line in said:
+        click.echo(line if line.startswith("warning: ") else f"formgrader: {line}", err=line.startswith("warning: "))
+    click.echo(f"formgrader: each other TA runs {switch} once")
 
 
 @course.command("formgrader")
@@ -413,7 +434,10 @@ def _gradebook(results_dir: Path, given: Path | None) -> Path | None:
     """--gradebook, else nbgrader's beside RESULTS_DIR: the one source of scores (grader.outputs.final)."""
     from grader.outputs.final import beside
 
-    gradebook = given or beside(results_dir)
+    try:
+        gradebook = given or beside(results_dir)
+    except OSError as exc:  # a course folder the caller may not enter
+        raise click.ClickException(f"{exc.filename}: {exc.strerror}") from None
     if gradebook is not None:
         click.echo(f"scores from the gradebook {gradebook}", err=True)
     return gradebook

@@ -5,6 +5,7 @@ grader/judge/oracle.py so that the oracle itself can be tested against it."""
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 import torch
@@ -18,6 +19,10 @@ from solutions.reference import forward
 # course made from the start of the session (helpers/variant_courses.py); `pytester` for
 # tests/test_default_run.py, which runs this file on a suite of its own.
 pytest_plugins = ["helpers.browser", "helpers.variant_courses", "pytester"]
+
+# `course init` names its course in the caller's own Jupyter configuration (formgrader's course): the tests write
+# one of their own, never the developer's.
+os.environ["JUPYTER_CONFIG_DIR"] = tempfile.mkdtemp(prefix="bpn-tests-jupyter-")
 
 # Tiny tensors: intra-op threads only cost time here (measured ~25x slower with 2 threads than with 1).
 torch.set_num_threads(1)

@@ -223,7 +223,13 @@ def test_only_true_and_false_are_booleans_elsewhere_too(tmp_path):
 
 
 @pytest.mark.parametrize("solutions", ["off", "gated"])
-def test_course_init_solutions_sets_course_yml_and_the_notebooks_settings(tmp_path, solutions):
+def test_course_init_solutions_sets_course_yml_and_the_notebooks_settings(tmp_path, solutions, monkeypatch):
+    """Also formgrader's course: `course init` names it in the caller's own Jupyter configuration (on a hub, a
+    separate step that could be forgotten), unless that names another course, which the course's own nbgrader
+    commands then never take for theirs (`nbgrader` run in one course once worked on the course named there)."""
+    import subprocess
+    import sys
+
     import nbformat
     from click.testing import CliRunner
 
@@ -231,10 +237,26 @@ def test_course_init_solutions_sets_course_yml_and_the_notebooks_settings(tmp_pa
     from grader.course import material
     from grader.limits import REQUIRED_BY_DEFAULT
 
+    jupyter, other = tmp_path / "jupyter", tmp_path / "other"
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(jupyter))
+    if solutions == "gated":  # a TA who grades another course in formgrader already
+        other.mkdir()
+        (other / "nbgrader_config.py").write_text("c.CourseDirectory.course_id = 'other'\n")
+        assert CliRunner().invoke(main, ["course", "formgrader", str(other)]).exit_code == 0
     target = tmp_path / "course"
     done = CliRunner().invoke(main, ["course", "init", str(target), "--course", str(COURSE_FILE),
                                      "--solutions", solutions])
     assert done.exit_code == 0, done.output
+    named = (jupyter / "nbgrader_config.py").read_text(encoding="utf-8")
+    if solutions == "off":
+        assert f"c.CourseDirectory.root = {str(target)!r}" in named, named
+        assert f"each other TA runs backprop-ninja course formgrader {target}" in done.output
+    else:
+        added = subprocess.run([sys.executable, "-m", "nbgrader", "db", "student", "add", "bob"], cwd=target,
+                               capture_output=True, text=True, timeout=300)
+        assert added.returncode == 0 and not (other / "gradebook.db").exists(), added.stderr[-2000:]
+        assert str(target) not in named and f"to grade this course there: backprop-ninja course formgrader " \
+                                              f"{target}" in done.output
     assert f"solutions: {solutions} (" in done.output
     course = load(target / "course.yml")
     assert course.solutions == solutions

@@ -8,6 +8,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -246,3 +247,47 @@ def test_a_recording_that_fails_half_way_leaves_no_score_on_record(tmp_path):
         record(gb, nb, info("ann"))
     with Gradebook(db) as gb:
         assert gb.find_submission(ASSIGNMENT, "ann").score == 3.0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.getuid() != 0, reason="making a unix user needs root")
+def test_a_ta_who_may_not_write_the_results_gets_the_report_elsewhere(course):
+    """A TA who may read an instructor's results/ but not write there: `report` once stopped on a
+    PermissionError (rewriting a student's file with the final score) even with --out elsewhere. Now it writes
+    the report where --out says, names the files left with an old score, and without --out says in one line
+    to pass it."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from helpers import users
+
+    place = Path(tempfile.mkdtemp(prefix="bpn-theirs-", dir="/tmp"))
+    try:
+        shutil.copytree(course, place / "course")
+        results = place / "course" / "results"
+        write_result(results, _result("ann"))  # as autograde left it: before the TA's score
+        subprocess.run(["chmod", "-R", "a+rX,go-w", str(place)], check=True)
+        with users.Session("bpnta") as session:
+            ta = session.user
+            venv = ta.venv()
+
+            def report(*args: str) -> subprocess.CompletedProcess:
+                return ta.run([str(venv / "bin" / "backprop-ninja"), "report", str(results), *args],
+                              capture_output=True, text=True, timeout=300)
+
+            done = report("--out", str(ta.home / "report.html"))
+            assert done.returncode == 0 and (ta.home / "report.html").is_file(), done.stderr
+            assert f"warning: {results / 'ann' / ASSIGNMENT}: still says the score before the gradebook's " \
+                   "(Permission denied)" in done.stderr
+            done = report()
+            assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+            assert done.stderr.strip().splitlines()[-1] == (
+                f"Error: {results / 'report.html'}: you may not write there (Permission denied); write it "
+                "elsewhere with --out FILE")
+            place.chmod(0o700)  # a course folder the TA may not even enter
+            done = report("--out", str(ta.home / "report.html"))
+            assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+                f"Error: {place / 'course' / 'gradebook.db'}: Permission denied"], done.stderr
+    finally:
+        shutil.rmtree(place, ignore_errors=True)

@@ -100,7 +100,8 @@ def test_a_graders_environment_only_the_staff_may_read_grades(staff, tmp_path):
     """The README's graders' environment on a hub: every folder and file of it the staff group's, closed to
     others (the solved notebook is among its files). A TA's sandboxed child once failed to start there
     (`FileNotFoundError` on its work dir): the folders others cannot enter inside the environment were
-    covered again after it was bound back, hiding the grader beneath them."""
+    covered again after it was bound back, hiding the grader beneath them. Root grades from it too: its
+    sandboxed child, a uid of its own in no group, still imports the grader, behind every required wall."""
     group, [(ta, _), _] = staff
     base = getattr(sys, "_base_executable", sys.executable)
     env = Path(tempfile.mkdtemp(prefix="bpn-graders-", dir="/srv" if os.path.isdir("/srv") else None))
@@ -120,6 +121,12 @@ def test_a_graders_environment_only_the_staff_may_read_grades(staff, tmp_path):
         where = ta.run([str(env / "bin" / "python"), "-c", "import grader; print(grader.__file__)"],
                        capture_output=True, text=True)
         assert where.stdout.startswith(str(site / "grader")), where
+        # root grading from it: the child becomes a uid of its own, in no group, and still imports the grader
+        done = subprocess.run([str(env / "bin" / "python"), "-c", "from grader.cli import main; main()", "grade",
+                               str(SOLVED), "--course", str(COURSE_FILE), "--out", str(tmp_path / "results")],
+                              cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600, env={"PATH": f"{env / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)})
+        assert done.returncode == 0 and f"{sum(COURSE.points.values()):g} / " in done.stdout, done.stderr[-3000:]
         with users.Session("bpnstu") as student:
             seen = student.user.run(["cat", str(solved)], capture_output=True, text=True)
         assert seen.returncode != 0 and "Permission denied" in seen.stderr

@@ -38,9 +38,16 @@ OWN_MISTAKES = ("# Named mistakes of this course's own exercise, by grade id (no
 
 CONFIG = '''\
 # Written by `backprop-ninja course init`. nbgrader runs this course; backprop-ninja grades it.
+import os
+
 c = get_config()  # noqa: F821 (nbgrader provides it)
 
 c.CourseDirectory.course_id = {course_id!r}
+
+# This folder is the course, wherever nbgrader runs from: your own Jupyter configuration names the course
+# formgrader grades (`course init` writes it), which every nbgrader command would otherwise take for its own,
+# so `nbgrader autograde` run in another course once graded that one.
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 
 # Where release_assignment puts the assignment and submit puts submissions. nbgrader's default,
 # /usr/local/share/nbgrader/exchange, only root can create. Students' own nbgrader must use the same
@@ -114,8 +121,6 @@ c.ExtractorPlugin.force = True
 SHARED = '''
 # A course its staff group shares (course init --group): what nbgrader writes is the group's to replace too, and
 # never other users' to read. Every nbgrader command run here reads this file, formgrader included.
-import os  # noqa: E402
-
 os.umask(0o007)
 '''
 UMASK_LINE = "os.umask(0o007)"
@@ -658,6 +663,18 @@ FORMGRADER_MARK = "# formgrader's course, as `backprop-ninja course formgrader` 
 
 class FormgraderConfigError(ValueError):
     """The caller's nbgrader_config.py names another course already; the message says what to do."""
+
+
+def formgrader_course() -> Path | None:
+    """The course `course formgrader` (or `course init`) last named in the caller's own nbgrader_config.py, when
+    it is still a course: `course init` names its new course there only where that takes none from the caller."""
+    from jupyter_core.paths import jupyter_config_dir
+
+    path = Path(jupyter_config_dir()) / "nbgrader_config.py"
+    rows = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    named = [row.partition("=")[2] for i, row in enumerate(rows[1:]) if rows[i] == FORMGRADER_MARK]
+    root = Path(ast.literal_eval(named[-1].strip())) if named else None
+    return root if root is not None and (root / CONFIG_FILE).is_file() else None
 
 
 def formgrader_config(directory: Path) -> list[str]:

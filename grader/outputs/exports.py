@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.outputs.files import atomic_write, csv_text
+from grader.outputs.files import csv_text
 
 if TYPE_CHECKING:
     from grader.judge.scoring import Result
@@ -246,11 +246,11 @@ def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None 
            assignment: str | None = None) -> Path:
     """`backprop-ninja export`: write `fmt` for a results folder (default: a CSV in the folder), with the
     scores `gradebook` holds when given (grader.outputs.final)."""
-    from grader.outputs.report import beside, refuse_to_replace, scored
+    from grader.outputs.report import beside, refuse_to_replace, scored, write_out
 
     out = Path(out) if out is not None else Path(folder) / DEFAULT_NAMES[fmt]
     refuse_to_replace(out)
-    results, left_out = scored(folder, [out], gradebook, beside(folder))
+    results, left_out = scored(folder, [out], gradebook, beside(folder), warn=lambda line: warn(f"warning: {line}"))
     if fmt == "grade-ids":
         rows = grade_id_rows(results, left_out)
     else:
@@ -261,5 +261,5 @@ def export(folder: Path, fmt: str, out: Path | None = None, roster: Path | None 
         grades += [Grade(student, f"{student} (results)", None, 0.0, why=reason)
                    for student, reason in why.items() if student not in named]
         rows = canvas_rows(grades, column, read_roster(roster) if roster is not None else None, warn)
-    atomic_write(out, csv_text(rows))
+    write_out(out, csv_text(rows))
     return out

@@ -114,15 +114,18 @@ def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[
     return kept, left_out
 
 
-def written(folder: Path, results: list[Result]) -> None:
+def written(folder: Path, results: list[Result]) -> list[str]:
     """Each result's own file in the results `folder`, and the page beside it, made again where its final
     score (from_gradebook) is not what they say: a TA's score or a late penalty set after grading shows in
-    the student's result file and page too, not only in the class-wide ones. The pictures are kept."""
+    the student's result file and page too, not only in the class-wide ones. The pictures are kept. Returns
+    the files left with an old score, with why: a TA who may read the results but not write them still gets
+    the class report (from the gradebook's scores), told which files someone who may write them must refresh."""
     import json
 
     from grader.outputs import feedback_page
     from grader.outputs import results as result_files
 
+    stale = []
     for result in results:
         path = result_files.result_path(Path(folder), result.submission)
         wanted = json.dumps(result_files.gradescope(result), indent=2) + "\n"
@@ -132,7 +135,11 @@ def written(folder: Path, results: list[Result]) -> None:
         except OSError:  # a result read from a copy elsewhere in the folder: its own file is not there
             continue
         page = feedback_page.page_path(Path(folder), result.submission)
-        old = page.read_text(encoding="utf-8") if page.is_file() else None
-        result_files.write_result(Path(folder), result)
-        if old is not None:
-            feedback_page.write(Path(folder), result, feedback_page.drawn_on(old))
+        try:
+            old = page.read_text(encoding="utf-8") if page.is_file() else None
+            result_files.write_result(Path(folder), result)
+            if old is not None:
+                feedback_page.write(Path(folder), result, feedback_page.drawn_on(old))
+        except PermissionError as exc:
+            stale.append(f"{path.parent}: still says the score before the gradebook's ({exc.strerror})")
+    return stale

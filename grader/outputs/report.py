@@ -436,13 +436,17 @@ def resubmitted(results: list[Result], submitted: Path | None) -> dict[str, str]
     return found
 
 
-def scored(folder: Path, skip: list, gradebook: Path | None,
-           submitted: Path | None) -> tuple[list[Result], dict[str, str]]:
+def scored(folder: Path, skip: list, gradebook: Path | None, submitted: Path | None,
+           warn=None) -> tuple[list[Result], dict[str, str]]:
     """The results of `folder` with the gradebook's scores, and those left out with why: scores the gradebook
-    does not hold (final.from_gradebook), and results of a notebook since replaced in `submitted`."""
+    does not hold (final.from_gradebook), and results of a notebook since replaced in `submitted`. A result's
+    own files the caller may not bring up to date are passed to `warn` (else a ReportError names the first)."""
     results, left_out = final.from_gradebook(load(folder, skip=skip), gradebook)
-    if gradebook is not None:
-        final.written(folder, results)
+    stale = final.written(folder, results) if gradebook is not None else []
+    if stale and warn is None:
+        raise ReportError(f"{stale[0]}; run this as a user who may write {folder}")
+    for line in stale:
+        warn(line)
     left_out |= resubmitted(results, submitted)
     results = [r for r in results if r.submission not in left_out]
     if not results:
@@ -460,29 +464,40 @@ def write_html(folder: Path, out: Path | None = None, submitted: Path | None = N
     refuse_to_replace(out)
     submitted = submitted or beside(folder)
     results, left_out = scored(folder, [out], gradebook, submitted)
-    atomic_write(out, render(build(results, Path(folder), submitted, gradebook, left_out)))
+    write_out(out, render(build(results, Path(folder), submitted, gradebook, left_out)))
     return out
+
+
+def write_out(out: Path, text: str) -> None:
+    """A class-wide file (the report, an export) written; where the caller may not write (a TA in a course
+    folder of the instructor's), one line saying so and how to write it elsewhere."""
+    try:
+        atomic_write(out, text)
+    except PermissionError as exc:
+        raise ReportError(f"{out}: you may not write there ({exc.strerror}); write it elsewhere with --out "
+                          "FILE") from None
 
 
 def run(folder: Path, out: Path | None, as_json: bool, echo, submitted: Path | None = None,
         gradebook: Path | None = None) -> None:
     """`backprop-ninja report`: the page, or with `as_json` the same content as JSON (echoed without `out`),
-    with the scores `gradebook` holds when given. Notebooks of `submitted` without a result are named on
-    stderr too."""
+    with the scores `gradebook` holds when given. Notebooks of `submitted` without a result, and results whose
+    own files the caller may not bring up to date, are named on stderr too."""
     submitted = submitted or beside(folder)
-    results, left_out = scored(folder, [out] if out else [], gradebook, submitted)
+    page = None if as_json else Path(out) if out is not None else Path(folder) / REPORT
+    target = page or (Path(out) if out is not None else None)
+    if target is not None:
+        refuse_to_replace(target)
+    results, left_out = scored(folder, [target] if target else [], gradebook, submitted,
+                               warn=lambda line: echo(f"warning: {line}", err=True))
     for sid in not_graded(results, submitted, left_out):
         echo(f"not graded: {sid} ({left_out[sid] if sid in left_out else f'in {submitted}'})", err=True)
-    if not as_json:
-        echo(f"class report: {write_html(folder, out, submitted, gradebook)}")
+    content = build(results, Path(folder), submitted, gradebook, left_out)
+    if target is None:
+        echo(json.dumps(content, indent=2) + "\n", nl=False)
         return
-    text = json.dumps(build(results, Path(folder), submitted, gradebook, left_out), indent=2) + "\n"
-    if out is None:
-        echo(text, nl=False)
-    else:
-        refuse_to_replace(Path(out))
-        atomic_write(Path(out), text)
-        echo(f"class report (JSON): {out}")
+    write_out(target, render(content) if page else json.dumps(content, indent=2) + "\n")
+    echo(f"class report: {target}" if page else f"class report (JSON): {target}")
 
 
 def refuse_to_replace(out: Path) -> None:
