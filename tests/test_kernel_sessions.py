@@ -5,7 +5,9 @@ raise. No check cell may raise or write to stderr, and each line must say what i
 """
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 import nbformat
 import pytest
@@ -152,6 +154,15 @@ def exercise_4_checks_never_raise(kernel):
         line = kernel.check("ex4_dC")
         assert "WRONG" in line and ("your cell writes 27 (vocab) as a number" if "27" in said else
                                     "your cell writes 3 (block_size) and 10 (n_embd) as numbers") in line, line
+    # The mistake is said of the gradient, dC, as exercise 1's check says it (not of C, the key it is returned under).
+    overwrite = CELLS["ex4_backward"].replace(
+        "dC = torch.zeros_like(C).index_add(0, Xb.view(-1), demb.view(-1, C.shape[1]))",
+        "dC = torch.zeros_like(C)\n    dC[Xb] += demb")
+    assert overwrite != CELLS["ex4_backward"]
+    kernel.run("ex4_backward", overwrite)
+    kernel.run("setup_ex4_check")
+    line = kernel.check("ex4_dC")
+    assert "WRONG" in line and "your dC keeps one use of each index repeated in Xb" in line, line
     kernel.run("ex4_backward")
     kernel.run("setup_ex4_check")
     assert right(kernel.check("ex4_dC"))
@@ -194,8 +205,8 @@ def stale_values_and_a_cascade_are_named(kernel):
     assert line == "dcounts_sum_inv| re-run dcounts_sum_inv's cell: dprobs changed since it ran", line
     # Two levels down the value is only out of date too, not wrong: the chain to re-run is named.
     line = kernel.check("dcounts_sum")
-    assert line.startswith("dcounts_sum    | dcounts_sum_inv above is out of date (dprobs changed since it ran): "
-                           "re-run the cells from dcounts_sum_inv's down to this one; this cell itself is right"), line
+    assert line == ("dcounts_sum    | dcounts_sum_inv above is out of date (dprobs changed since it ran): re-run the "
+                    "cells from dcounts_sum_inv's down to this one; this cell itself is right"), line
     kernel.run("dcounts_sum_inv")
     assert right(kernel.check("dcounts_sum_inv"))
     # A wrong dlogprobs: the cells after it are right, and the first wrong one is named.
@@ -203,9 +214,11 @@ def stale_values_and_a_cascade_are_named(kernel):
     kernel.run("dprobs")
     kernel.run("dcounts_sum_inv")
     line = kernel.check("dcounts_sum_inv")
-    assert "dlogprobs above is wrong (dprobs, computed from it, is wrong too); with the true dprobs this cell is " \
-           "right" in line, line
-    assert "WRONG" in kernel.check("dlogprobs")
+    # The reference's pointer belongs under a line that finds the cell wrong, not under this one.
+    assert line == ("dcounts_sum_inv| dlogprobs above is wrong (dprobs, computed from it, is wrong too); with the "
+                    "true dprobs this cell is right"), line
+    line = kernel.check("dlogprobs")
+    assert "WRONG" in line and "stuck? backprop-ninja solution dlogprobs" in line, line
 
 
 def an_answer_changed_in_place_by_a_later_cell_is_named_there(kernel):
@@ -284,6 +297,48 @@ def a_refused_backward_call_is_named_not_blamed_on_right_answers(kernel):
     for cell in EX1[:10]:
         kernel.run(cell)
     assert right(kernel.check("dW2"))
+
+
+def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code(tmp_path):
+    """nbclient (as nbgrader runs a notebook) and the classic Notebook send no cell ids: exercise 2's cell
+    assigning exercise 1's dlogits, and dbnvar's cell assigning dbnvar_inv (a typo), were taken for the
+    newest cell assigning the name, so the right cells of exercise 1 were said WRONG. Each cell is told
+    by its code; where its code fits two cells alike and its check does not follow it, the line says
+    which run it judged."""
+    from nbclient import NotebookClient
+
+    typo = "dbnvar_inv = -0.5 * (bnvar + 1e-5) ** -1.5 * dbnvar_inv\n"
+    fused = "dlogits = F.softmax(logits, 1)\ndlogits[range(n), Yb] -= 1\n"  # forgot / n
+    script = [*SETUP, *EX1[:16], ("dbnvar", typo), "check_dbnvar", "check_dbnvar_inv", "dbnvar_inv", "dbnvar",
+              *EX1[17:], "dembcat", "dW1", "db1", "demb", "dC", ("ex2_dlogits", fused), "check_ex2_dlogits",
+              "check_dlogits", "dW2", "check_dW2", "dlogits", "check_dlogits", "dW2", "check_dW2",
+              ("ex2_dlogits", fused), "check_dlogits"]
+    steps = [(s, CELLS[s]) if isinstance(s, str) else s for s in script]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for _, code in steps])
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}"}
+    NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
+                   resources={"metadata": {"path": str(ROOT / "solutions")}}).execute(env=env)
+    lines = []
+    for (label, _), cell in zip(steps, nb.cells, strict=True):
+        if label.startswith("check_"):
+            assert [o.output_type for o in cell.outputs] == ["stream"] and cell.outputs[0].name == "stdout", \
+                cell.outputs
+            lines.append(cell.outputs[0].text.rstrip("\n"))
+    dbnvar, dbnvar_inv, ex2, dlogits, dW2, dlogits_fixed, dW2_fixed, dlogits_after = lines
+    assert "WRONG" in dbnvar, dbnvar
+    assert "WRONG" not in dbnvar_inv and "dbnvar's cell (a typo for dbnvar?) assigned dbnvar_inv after it ran; " \
+           "re-run this cell" in dbnvar_inv, dbnvar_inv
+    assert "WRONG" in ex2 and "judged on" not in ex2, ex2
+    assert "WRONG" not in dlogits and "ex2_dlogits's cell (exercise 2) assigned dlogits after it ran; re-run this " \
+           "cell" in dlogits, dlogits
+    assert "WRONG" not in dW2 and "dlogits above is not its cell's value: ex2_dlogits's cell (exercise 2) " \
+           "assigned dlogits" in dW2, dW2
+    assert right(dlogits_fixed) and right(dW2_fixed), (dlogits_fixed, dW2_fixed)
+    # Exercise 2's cell, then exercise 1's check at once: its code fits both cells alike; the line says which
+    # run it judged, and what to do if that was exercise 2's.
+    assert dlogits_after.startswith("dlogits        | WRONG") and "(judged on the cell you ran as In[" in \
+        dlogits_after and "if that was another cell assigning the same name, re-run this cell, then this check" \
+        in dlogits_after, dlogits_after
 
 
 def test_scripted_student_sessions():

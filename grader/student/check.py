@@ -122,6 +122,7 @@ def _assigns(source: str, names: frozenset[str]) -> bool:
     return bool(bound & names)
 
 
+@functools.lru_cache(maxsize=1024)
 def _given(source: str, sinks: frozenset[str]) -> bool:
     """A read-only cell that hands a fused answer autograd's gradient of its sink (`dX = X.grad.clone()`,
     so that a fused exercise does not depend on the atomic one): not an answer cell. Only
@@ -144,10 +145,60 @@ def _reads(source: str) -> set[str]:
         return set()
 
 
-# cell id -> the code it last ran. The notebook's cells have their grade ids as ids, and JupyterLab
-# and Notebook send the id with each execution; nbclient and the classic Notebook do not, hence the
-# history as a fallback, and the cells seen binding an answer's name.
+def _first_uses(source: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(the names the code binds, those it reads before binding them), statement by statement (a value
+    is read before its target is bound, and `x += ...` reads x); None for code that does not parse."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return None
+    bound: set[str] = set()
+    early: set[str] = set()
+    for statement in body:
+        nodes = list(ast.walk(statement))
+        targets = [n.target for n in nodes if isinstance(n, ast.AugAssign)]
+        early |= {n.id for n in [*nodes, *targets] if isinstance(n, ast.Name)
+                  and (isinstance(n.ctx, ast.Load) or n in targets)} - bound
+        bound |= {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        bound |= {n.name for n in nodes if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    return frozenset(bound), frozenset(early)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cells_by_code(spec: str, source: str, bound_name: str | None = None) -> tuple[str, ...]:
+    """The answer cells (their ids) the code can be, from the code alone, for the front ends that send
+    no cell ids (nbclient, the classic Notebook). A cell binding an answer's variable is that answer's,
+    unless it reads the variable before binding it (a typo: `dbnvar_inv = ... * dbnvar_inv` is the cell
+    of the step that reads dbnvar_inv); of the answers sharing a variable (a fused exercise's and an
+    atomic one's), those whose one step's gradients it reads most, none of them reading a gradient the
+    answer may not. `bound_name`: the answer's name the code was seen binding (through exec or globals(),
+    which no statement shows). Empty: no answer's cell."""
+    exercise = load(spec)
+    gradients = [a for a in exercise.answers if a.kind != FUNCTION]
+    uses = _first_uses(source)
+    if uses is None:  # a syntax error: the names it assigns, line by line; nothing known of what it reads
+        uses = (frozenset(n for n in _names_of(spec) if _assigns(source, frozenset({n}))), frozenset())
+    bound, early = uses
+    if bound_name is not None and not bound & _names_of(spec):
+        bound = frozenset({bound_name})
+    cells: list[str] = []
+    read = early & {a.variable for a in gradients}
+    for variable in sorted(bound & {a.variable for a in gradients}):
+        candidates = [a for a in gradients if variable in a.local_upstream] if variable in early else []
+        candidates = candidates or [a for a in gradients if a.variable == variable]
+        candidates = [a for a in candidates if read - {variable} <= set(a.upstream)] or candidates
+        best = max(len(read & set(a.local_upstream)) for a in candidates)
+        cells += [a.cell_id for a in candidates if len(read & set(a.local_upstream)) == best]
+    cells += [f.cell for f in exercise.functions if f.name in bound]
+    return tuple(dict.fromkeys(cells))
+
+
+# cell id -> the code it last ran, and execution count -> the id of the cell that ran. The notebook's cells
+# have their grade ids as ids, and JupyterLab and Notebook 7 send the id with each execution; nbclient and
+# the classic Notebook do not, hence the history as a fallback, each cell of it told by its code
+# (_cells_by_code), and the cells seen binding an answer's name.
 _CELLS: dict[str, str] = {}
+_IDS: dict[int, str] = {}
 # Name (an answer's variable or function) -> (execution count, code, cell id or None) of the last cell that
 # bound it, by any means (`exec("dx = ...")`, `globals()["dx"] = ...` name nothing the history shows), and
 # what each such name held before the running cell. The id tells a later cell that reassigned an answer's
@@ -221,7 +272,8 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
     inputs = gradients | {*network.intermediates, *network.parameters, *network.data}
     augmented = {id(n.target): n for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}
     names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
-    own = {a.variable for a in exercise.answers if a.cell_id == cell_id}
+    cells = (cell_id,) if cell_id else _cells_by_code(settings.get("exercise", DEFAULT), source)
+    own = {a.variable for a in exercise.answers if a.cell_id in cells}
     stored = {n.id for n in names if isinstance(n.ctx, ast.Store)} & gradients
     rebound = ({n.id for n in names if isinstance(n.ctx, ast.Store) and id(n) not in augmented} | own) & gradients
     read = {n.id for n in names if isinstance(n.ctx, ast.Load)} & inputs
@@ -247,6 +299,8 @@ def _after(result) -> None:
     try:
         from IPython import get_ipython
         cell_id = getattr(result.info, "cell_id", None)
+        if cell_id and isinstance(result.execution_count, int):
+            _IDS[result.execution_count] = cell_id
         _bound(get_ipython().user_ns, result.info.raw_cell, result.execution_count, cell_id)
         _remember(get_ipython().user_ns, result.info.raw_cell, result.execution_count, cell_id)
     except Exception:  # noqa: S110 - bookkeeping for better lines must never get in the student's way
@@ -328,23 +382,60 @@ class SelfCheck:
     # --- where the cell's code and the notebook's values come from ---------------------------------
 
     def source(self, answer: Answer) -> str | None:
-        """The answer cell's code as last run: by the cell's id where the notebook's front end sends
-        it, else the newer of the cell last seen binding its variable (defining its function) and the
-        newest cell of the notebook's history that assigns it by name (one that stopped with an error
-        bound nothing), other than the read-only cells that set it up."""
+        """The answer cell's code as last run (see `located`)."""
+        found = self.located(answer)
+        return None if found is None else found[0]
+
+    def located(self, answer: Answer) -> tuple[str, int | None, bool] | None:
+        """(the answer cell's code as last run, its execution count, whether the cell is a guess): by the
+        cell's id where the notebook's front end sends it, else the newest cell of the notebook's
+        history, or seen binding an answer's name (through exec, say), that is this answer's cell by its
+        code (`cells_at`), other than the read-only cells that set answers up. One that stopped with an
+        error bound nothing, and is the one the grader runs."""
         if answer.cell_id in _CELLS:
-            return _CELLS[answer.cell_id]
+            return _CELLS[answer.cell_id], None, False
         history = (self.namespace or {}).get("In") or []
-        function = self.exercise.function_of(answer)
-        wanted = function.name if function else answer.variable
+        names = _names_of(self.spec)
         sinks = frozenset(a.sink for a in self.exercise.answers if a.sink)
-        bound = _BOUND.get(wanted) if self.namespace is not None and "In" in self.namespace else None
-        for count in range(len(history) - 2, bound[0] if bound else 0, -1):
-            cell = history[count]
-            if isinstance(cell, str) and _assigns(cell, frozenset({wanted})) and "check(" not in cell \
-                    and not _given(cell, sinks):
-                return cell
-        return bound[1] if bound else None
+        seen = {count: (code, name) for name, (count, code, _) in _BOUND.items()} if "In" in (self.namespace or {}) \
+            else {}
+        for count in range(len(history) - 2, 0, -1):
+            code, name = seen.get(count, (history[count], None))
+            if not isinstance(code, str) or "check(" in code or name is None and not _assigns(code, names) \
+                    or _given(code, sinks):
+                continue
+            cells, guess = self.cells_at(count, code, name)
+            if answer.cell_id in cells:
+                return code, count, guess
+        return None
+
+    def cells_at(self, count: int, code: str, name: str | None = None) -> tuple[tuple[str, ...], bool]:
+        """(the answer cells that ran as In[count], whether that is a guess): its id where the front end
+        sent one; else told by its code, and of the cells sharing a variable that its code fits alike,
+        the one whose check ran next (a cell's check follows it in the notebook), else the fused
+        exercise's (a cell that reads none of its step's gradients), a guess."""
+        if count in _IDS:
+            return tuple(a.cell_id for a in self.exercise.answers if a.cell_id == _IDS[count])[:1], False
+        cells = _cells_by_code(self.spec, code, name)
+        if len(cells) < 2 or len({self._variable_of(c) for c in cells}) > 1:
+            return cells, False
+        history = (self.namespace or {}).get("In") or []
+        following = history[count + 1] if count + 1 < len(history) else ""
+        checked = re.search(r"check\(\s*[\"']([^\"']+)[\"']", following if isinstance(following, str) else "")
+        answer = self.exercise.by_grade_id.get(checked.group(1)) if checked else None
+        fewest = min(cells, key=lambda c: len(self._answer_of_cell(c).upstream))
+        if answer is not None and answer.cell_id in cells:
+            # Still a guess where the check is of the answer whose one step's gradients the code never reads.
+            return (answer.cell_id,), answer.cell_id != fewest
+        return (fewest,), True
+
+    def _answer_of_cell(self, cell_id: str) -> Answer:
+        return next(a for a in self.exercise.answers if a.cell_id == cell_id)
+
+    def _variable_of(self, cell_id: str) -> str:
+        answer = self._answer_of_cell(cell_id)
+        function = self.exercise.function_of(answer)
+        return function.name if function else answer.variable
 
     def _sources_before(self, answer: Answer) -> list[tuple[str, str]]:
         """The earlier atomic answer cells, as the grader runs them first (their names carry over)."""
@@ -453,7 +544,10 @@ class SelfCheck:
         if comparison.status == Match.BLANK and (wrong is None or wrong.endswith(": not attempted yet")):
             return f"{label} not attempted yet"
         if wrong:
-            return f"{label} {wrong}{self.pointer(name)}"
+            # The reference is offered under a line that finds this cell wrong, not one that says it is right.
+            if not wrong.startswith(("WRONG", "right values, wrong shape")):
+                return f"{label} {wrong}"
+            return f"{label} {wrong}{self._guessed(answer)}{self.pointer(name)}"
         changed = self._autograd_changed(answer, expected, rtol, atol) if answer is not None else None
         if changed:
             return f"{label} {changed}"
@@ -478,6 +572,14 @@ class SelfCheck:
             "".join(f" — hint: {h}" for h in ([named] if named else comparison.hints))
         where = " (your notebook's batch)" if comparison.aspect == "shape" else ""
         return f"{label} {status}: {comparison.message}{where}{hints}{self.pointer(name)}"
+
+    def _guessed(self, answer: Answer) -> str:
+        """Where the cell judged was told from another by its code alone, a guess: which one was judged."""
+        found = self.located(answer) if answer.kind != FUNCTION else None
+        if found is None or not found[2]:
+            return ""
+        return (f" (judged on the cell you ran as In[{found[1]}], taken by its code for this one; if that was "
+                "another cell assigning the same name, re-run this cell, then this check)")
 
     def _autograd_changed(self, answer: Answer, expected: torch.Tensor, rtol: float, atol: float) -> str | None:
         """Autograd's gradient is not the notebook's forward pass's when a cell called backward() again
@@ -620,17 +722,31 @@ class SelfCheck:
 
     def _reassigned(self, answer: Answer) -> str | None:
         """The other cell that bound the answer's name after its own cell ran (a fused exercise's answer
-        assigns an atomic one's name; a typo assigns an earlier answer's name), where the front end
-        sends cell ids; None when the value is its own cell's."""
+        assigns an atomic one's name; a typo assigns an earlier answer's name), told by its id or else by
+        its code; None when the value is its own cell's."""
         bound = _BOUND.get(answer.variable)
-        if bound is None or bound[2] is None or bound[2] == answer.cell_id or answer.cell_id not in _CELLS:
+        if bound is None:
             return None
-        other = next((a for a in self.exercise.answers if a.cell_id == bound[2] and a.kind != FUNCTION), None)
-        if other is None:
+        if bound[2] is not None:
+            if bound[2] == answer.cell_id or answer.cell_id not in _CELLS:
+                return None
+            cells, guess = (bound[2],), False
+        else:
+            own = self.located(answer)
+            cells, guess = self.cells_at(bound[0], bound[1], answer.variable)
+            if answer.cell_id in cells or own is None or own[1] is None or own[1] > bound[0]:
+                return None
+        others = [a for a in self.exercise.answers if a.cell_id in cells and a.kind != FUNCTION]
+        if not others:
             return f"the cell you ran as In[{bound[0]}]"
+        if len(others) > 1:  # a typo in the cell of one of the steps that read the answer
+            return f"the cell you ran as In[{bound[0]}] (a typo in {' or '.join(a.grade_id for a in others)}'s cell?)"
+        other = others[0]
+        which = f"the cell you ran as In[{bound[0]}], by its code {other.grade_id}'s" if guess else \
+            f"{other.grade_id}'s cell"
         if other.variable == answer.variable:
-            return f"{other.grade_id}'s cell (exercise {other.part})"
-        return f"{other.grade_id}'s cell (a typo for {other.variable}?)"
+            return f"{which} (exercise {other.part})"
+        return f"{which} (a typo for {other.variable}?)"
 
     def _wrong_upstream(self, answer: Answer, source: str, case) -> tuple[str, ...]:
         """The chain of wrong upstream gradients behind the cell's value: the nearest one the cell reads
