@@ -29,6 +29,13 @@ def setup(kernel, *, full: bool = False):
         assert error is None, (cell, out, err)
 
 
+def answered(kernel, cells):
+    """A fresh forward pass, then the answer cells `cells` as the solution has them."""
+    setup(kernel)
+    for cell in cells:
+        kernel.run(cell)
+
+
 def right(line: str) -> bool:
     return "approximate: True" in line and "WRONG" not in line
 
@@ -96,6 +103,11 @@ def a_forbidden_answer_is_refused_as_the_grader_refuses_it(kernel):
         kernel.run("dh", "dh = h.grad.clone()\n", send_id=send_id)
         line = kernel.check("dh", send_id=send_id)
         assert "exact: True" not in line and "WRONG: the grader refuses this cell" in line and ".grad" in line, line
+    # The trial's s51: autograd refused for what it is, not for a keyword argument ("pass it by position").
+    kernel.run("dh", "dh = torch.autograd.grad(loss, h, retain_graph=True)[0]\n")
+    line = kernel.check("dh")
+    assert "torch.autograd.grad is not tensor math this exercise allows" in line and "by position" not in line, line
+    kernel.run("dh")
     # Exercise 3's read-only cell hands dhpreact autograd's value: it is not an answer cell.
     kernel.run("dhpreact")
     kernel.run("setup_ex3_dhpreact")
@@ -230,6 +242,16 @@ def an_answer_changed_in_place_by_a_later_cell_is_named_there(kernel):
     line = kernel.check("dbndiff")
     assert line.startswith("dbndiff        | your dbndiff is not what its cell computed: dhprebn's cell changed it in "
                            "place afterwards"), line
+    # The trial's s30: the cell run twice computes from the dbndiff it changed: it is the one to fix, not only
+    # the cells above to re-run (which brings the same line back once it runs again).
+    kernel.run("dbndiff")
+    for _ in range(2):
+        kernel.run("dhprebn", "dhprebn = dbndiff\ndhprebn += 1.0 / n * torch.ones_like(hprebn) * dbnmeani\n")
+    line = kernel.check("dhprebn")
+    assert line == ("dhprebn        | dbndiff above was changed in place by this cell when it last ran (after `x = "
+                    "dbndiff`, `x += ...` changes dbndiff too: write `x = dbndiff.clone()`): fix this cell, then "
+                    "re-run the cells from dbndiff's down to this one"), line
+    kernel.run("dhprebn")
     kernel.run("dbndiff")
     assert right(kernel.check("dbndiff"))
 
@@ -299,6 +321,129 @@ def a_refused_backward_call_is_named_not_blamed_on_right_answers(kernel):
     assert right(kernel.check("dW2"))
 
 
+EX4_KEYS = re.sub(r'"(C|W1|b1|W2|b2|bngain|bnbias)": ', r'"d\1": ', CELLS["ex4_backward"])
+EX3_BNRAW = ("dhprebn = bngain * bnvar_inv / n * (n * dhpreact - dhpreact.sum(0) - n / (n - 1) * bnraw * (dhpreact * "
+             "bnraw).sum(0))\n")
+FUSED_EX2 = "dlogits = F.softmax(logits, 1)\ndlogits[range(n), Yb] -= 1\ndlogits /= n\n"
+
+
+def trial_a_forward_value_changed_in_place_is_named_not_blamed_on_a_right_cell(kernel):
+    """The blind trial's s48: `bnraw.mul_(dhpreact)` in dbngain's cell passed silently, and exercise 3's right
+    cell, which reads bnraw, was said WRONG with a made-up cause (a missing branch)."""
+    answered(kernel, EX1[:12])
+    kernel.run("dbngain", "dbngain = bnraw.mul_(dhpreact).sum(0, keepdim=True)\n")
+    line = kernel.check("dbngain")
+    assert right(line) and "but this cell changes bnraw, a value of the forward pass, in place" in line, line
+    for cell in ("dbnbias", "dbnraw", "setup_ex3_dhpreact"):
+        kernel.run(cell)
+    kernel.run("ex3_dhprebn", EX3_BNRAW)
+    line = kernel.check("ex3_dhprebn")
+    assert line == ("ex3_dhprebn    | not checked: this cell is right as the grader runs it, but bnraw, which it "
+                    "reads, is not your forward pass's value any more (dbngain's cell changed it in place): re-run the "
+                    "forward pass's cell (the one that calls backward()) and the answer cells from there, then this "
+                    "check"), line
+    setup(kernel)
+    kernel.run("setup_ex3_dhpreact")
+    kernel.run("ex3_dhprebn", EX3_BNRAW)
+    assert right(kernel.check("ex3_dhprebn"))
+    # The trial's s36: exercise 3's cell reading exercise 1's dbndiff was told exercise 1's variables are allowed.
+    kernel.run("ex3_dhprebn", "dhprebn = dbndiff + 1.0 / n * torch.ones_like(hprebn) * dbnmeani\n")
+    line = kernel.check("ex3_dhprebn")
+    assert "WRONG: NameError" in line and "exercise 3's cell may use only the parameters, Xb, Yb, n, the forward " \
+           "intermediates by their lecture names, torch, F and dhpreact, not the answers of exercise 1)" in line, line
+
+
+def trial_exercise_4_wrong_keys_and_stale_gradients(kernel):
+    """The trial's s26 (gradients returned under "dC", "dW1", ...: "not attempted yet") and s24 (a fixed
+    manual_backward, its gradients not computed again: the old shape error repeated as WRONG)."""
+    setup(kernel)
+    kernel.run("setup_ex4_forward")
+    kernel.run("ex4_backward", EX4_KEYS)
+    kernel.run("setup_ex4_check")
+    line = kernel.check("ex4_dC")
+    assert line.startswith("ex4_dC         | WRONG: manual_backward returns no 'C' (its keys: 'dC', 'dW1', "), line
+    out, _, _ = kernel.run("check_ex4_training")
+    assert "(it returns no 'C'; its keys: 'dC', 'dW1'" in out, out
+    kernel.run("ex4_backward", CELLS["ex4_backward"].replace("db2 = dlogits.sum(0)", "db2 = dlogits.sum(1)"))
+    kernel.run("setup_ex4_check")
+    assert "WRONG" in kernel.check("ex4_db2")
+    kernel.run("ex4_backward")  # fixed, and the cell that calls it not run again
+    line = kernel.check("ex4_db2")
+    assert line == ("ex4_db2        | not checked: manual_backward is right as the grader runs it, but the gradients "
+                    "checked here are not what it returns now (they were computed before its cell last ran, or "
+                    "changed since): re-run the cell after manual_backward's, which calls it, then this check"), line
+    kernel.run("setup_ex4_check")
+    assert right(kernel.check("ex4_db2"))
+
+
+def trial_without_cell_ids_after_a_restart(kernel):
+    """The blind trial's sessions, as its kernel ran them: no cell ids. After a restart manual_backward's
+    check said WRONG: KeyError (s52); a typo `dprob = ...` was "not attempted yet: run its answer cell"
+    (s10); exercises 1 and 2 (and 3) assigning the same name made exercise 1's right cells WRONG, half
+    credit, or exercise 2's a NameError from exercise 1's code (s16, s44, s58, s59); `dlogit_maxes *= 1`
+    in dlogits's cell made dlogit_maxes's check a NameError (s55)."""
+    kernel.restart()
+    for cell in SETUP[:2]:
+        kernel.run(cell, send_id=False)
+    # The trial's s45: the forward pass's cell would stop too (no parameters): the setup cells are what to run.
+    assert kernel.check("dh", send_id=False) == ("dh             | not checked: run the notebook's setup cells first "
+                                                 "(from the top: Run > Run All Above Selected Cell)")
+    for cell in (*SETUP[2:], "setup_ex4_forward"):
+        kernel.run(cell, send_id=False)
+    _, _, error = kernel.run("setup_ex4_check", send_id=False)
+    assert error == "NameError"
+    line = kernel.check("ex4_dW2", send_id=False)
+    assert line == ("ex4_dW2        | not checked: manual_backward is not defined since the kernel started: run its "
+                    "cell above, then the cell after it, which calls it"), line
+    kernel.run("dlogprobs", send_id=False)
+    kernel.run("dprobs", "dprob = (1.0 / probs) * dlogprobs\n", send_id=False)
+    line = kernel.check("dprobs", send_id=False)
+    assert "run its answer cell" not in line and "assigns dprob: if that is dprobs's answer cell, it must assign " \
+           "dprobs" in line, line
+    # s16: exercise 2 before exercise 1, whose dlogits cell never ran.
+    kernel.run("ex2_dlogits", FUSED_EX2, send_id=False)
+    assert right(kernel.check("ex2_dlogits", send_id=False))
+    for cell in EX1[1:7]:
+        kernel.run(cell, send_id=False)
+    line = kernel.check("dlogits", send_id=False)
+    assert line == ("dlogits        | not attempted yet: this cell has not run since the kernel started; your dlogits "
+                    "is the value ex2_dlogits's cell (exercise 2) assigned: run this cell, then this check"), line
+    kernel.run("dlogits", "dlogits = dnorm_logits.clone()\n", send_id=False)
+    assert "WRONG" in kernel.check("dlogits", send_id=False)
+    kernel.run("dh", send_id=False)
+    line = kernel.check("ex2_dlogits", send_id=False)  # judged on its own cell: right (dlogit_maxes is ~0)
+    assert right(line) and "NameError" not in line, line
+    kernel.run("dlogits", "dlogits = 2 * dnorm_logits\n", send_id=False)
+    line = kernel.check("ex2_dlogits", send_id=False)
+    assert "WRONG" not in line and "dlogits's cell (exercise 1) assigned dlogits after it ran; re-run this cell" \
+        in line, line
+    # s59 and s44: exercise 1 done, then exercise 2's cell (right, then wrong), then exercise 1's check again.
+    kernel.run("dlogits", send_id=False)
+    kernel.run("ex2_dlogits", FUSED_EX2, send_id=False)
+    assert right(kernel.check("ex2_dlogits", send_id=False))
+    assert right(kernel.check("dlogits", send_id=False))
+    kernel.run("ex2_dlogits", FUSED_EX2.replace("dlogits /= n\n", ""), send_id=False)
+    assert "WRONG" in kernel.check("ex2_dlogits", send_id=False)
+    assert right(kernel.check("dh", send_id=False))
+    line = kernel.check("dlogits", send_id=False)
+    assert "WRONG" not in line and "ex2_dlogits's cell (exercise 2) assigned dlogits after it ran; re-run this " \
+           "cell" in line, line
+    # s58: exercise 3's cell, then exercise 1's dhprebn check again.
+    kernel.run("dlogits", send_id=False)
+    for cell in EX1[8:]:
+        kernel.run(cell, send_id=False)
+    assert right(kernel.check("dhprebn", send_id=False))
+    kernel.run("setup_ex3_dhpreact", send_id=False)
+    kernel.run("ex3_dhprebn", send_id=False)
+    assert right(kernel.check("ex3_dhprebn", send_id=False))
+    assert right(kernel.check("dhprebn", send_id=False))
+    # s55: an augmented assignment to an earlier answer in dlogits's cell is not dlogit_maxes's cell.
+    kernel.run("dlogits", "dlogit_maxes *= 1\n" + CELLS["dlogits"], send_id=False)
+    assert right(kernel.check("dlogits", send_id=False))
+    line = kernel.check("dlogit_maxes", send_id=False)
+    assert right(line) and "NameError" not in line, line
+
+
 def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code(tmp_path):
     """nbclient (as nbgrader runs a notebook) and the classic Notebook send no cell ids: exercise 2's cell
     assigning exercise 1's dlogits, and dbnvar's cell assigning dbnvar_inv (a typo), were taken for the
@@ -321,9 +466,8 @@ def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code
     lines = []
     for (label, _), cell in zip(steps, nb.cells, strict=True):
         if label.startswith("check_"):
-            assert [o.output_type for o in cell.outputs] == ["stream"] and cell.outputs[0].name == "stdout", \
-                cell.outputs
-            lines.append(cell.outputs[0].text.rstrip("\n"))
+            assert {(o.output_type, o.get("name")) for o in cell.outputs} == {("stream", "stdout")}, cell.outputs
+            lines.append("".join(o.text for o in cell.outputs).rstrip("\n"))
     dbnvar, dbnvar_inv, ex2, dlogits, dW2, dlogits_fixed, dW2_fixed, dlogits_after = lines
     assert "WRONG" in dbnvar, dbnvar
     assert "WRONG" not in dbnvar_inv and "dbnvar's cell (a typo for dbnvar?) assigned dbnvar_inv after it ran; " \
@@ -358,7 +502,10 @@ def test_scripted_student_sessions():
                         an_augmented_assignment_on_an_earlier_answer_is_named_where_it_happens,
                         a_later_cell_that_reassigns_an_answers_name_is_named,
                         a_typo_assigning_an_earlier_answers_name_is_named,
-                        a_refused_backward_call_is_named_not_blamed_on_right_answers):
+                        a_refused_backward_call_is_named_not_blamed_on_right_answers,
+                        trial_a_forward_value_changed_in_place_is_named_not_blamed_on_a_right_cell,
+                        trial_exercise_4_wrong_keys_and_stale_gradients,
+                        trial_without_cell_ids_after_a_restart):
             session(kernel)
     finally:
         kernel.close()

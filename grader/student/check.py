@@ -206,6 +206,11 @@ _IDS: dict[int, str] = {}
 # answer's own.
 _BOUND: dict[str, tuple[int, str, str | None]] = {}
 _BEFORE: dict[str, object] = {}
+# Forward value -> (its tensor, torch's count of in-place changes) before the running cell, and forward value ->
+# (the tensor a cell changed in place, that cell, the answer it assigned): `bnraw.mul_(dhpreact)` in dbngain's
+# cell leaves every later answer that reads bnraw computed from a wrong value.
+_FORWARD_BEFORE: dict[str, tuple[torch.Tensor, int]] = {}
+_FORWARD_CHANGED: dict[str, tuple[torch.Tensor, str, str | None]] = {}
 
 
 def _record(info) -> None:
@@ -216,6 +221,11 @@ def _record(info) -> None:
         namespace = get_ipython().user_ns
         _BEFORE.clear()
         _BEFORE.update({name: namespace.get(name) for name in _answer_names(namespace)})
+        settings = namespace.get("COURSE")
+        _FORWARD_BEFORE.clear()
+        if isinstance(settings, dict):
+            _FORWARD_BEFORE.update({name: (t, t._version) for name in load(settings.get("exercise", DEFAULT))
+                                    .network.intermediates if type(t := namespace.get(name)) is torch.Tensor})
     except Exception:  # noqa: S110 - bookkeeping for better lines must never get in the student's way
         pass
 
@@ -289,10 +299,21 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
         _RAN[variable] = ({g: namespace[g].detach().clone() for g in read - {variable}
                            if type(namespace.get(g)) is torch.Tensor}, tensor, tensor._version)
         _CHANGED.pop(variable, None)
+    for name, (tensor, version) in _FORWARD_BEFORE.items():
+        if namespace.get(name) is tensor and tensor._version != version:
+            _FORWARD_CHANGED[name] = (tensor, where, assigned[0] if assigned else None)
     if any(isinstance(n, ast.Attribute) and n.attr == "backward" for n in ast.walk(tree)):
         # An answer cell's call adds to autograd's gradients (the grader refuses it); any other cell's is
         # taken for the forward pass's, run anew.
         _BACKWARD[:] = [where] if assigned else []
+
+
+def _in_place_fix(variable: str, how: str | None, there: str = "") -> str:
+    """How a cell that changed an earlier answer in place is fixed: `how` is the statement that changed it
+    by its own name, None for a change through another name."""
+    if how is None:
+        return f"after `x = {variable}`, `x += ...` changes {variable} too: write `x = {variable}.clone()`"
+    return f"`{how}`{there} changes {variable} itself: compute the new gradient into a new tensor instead"
 
 
 def _after(result) -> None:
@@ -543,6 +564,9 @@ class SelfCheck:
         wrong = self._as_graded(answer, comparison) if answer is not None else None
         if comparison.status == Match.BLANK and (wrong is None or wrong.endswith(": not attempted yet")):
             return f"{label} not attempted yet"
+        unrun = self._not_run(answer) if answer is not None and answer.kind != FUNCTION else None
+        if unrun:
+            return f"{label} {unrun}"
         if wrong:
             # The reference is offered under a line that finds this cell wrong, not one that says it is right.
             if not wrong.startswith(("WRONG", "right values, wrong shape")):
@@ -563,6 +587,10 @@ class SelfCheck:
         stale = self._stale(answer) if answer is not None and answer.kind != FUNCTION else None
         if stale:
             return f"{label} {stale}"
+        stale = self._stale_returned(answer) if answer is not None and answer.kind == FUNCTION else \
+            self._forward_changed(answer) if answer is not None else None
+        if stale:
+            return f"{label} {stale}"
         status = self._shape_slip() if comparison.status == Match.SQUEEZABLE else "WRONG"
         named = None
         case = self.notebook_case() if answer is not None and answer.kind != FUNCTION else None
@@ -572,6 +600,51 @@ class SelfCheck:
             "".join(f" — hint: {h}" for h in ([named] if named else comparison.hints))
         where = " (your notebook's batch)" if comparison.aspect == "shape" else ""
         return f"{label} {status}: {comparison.message}{where}{hints}{self.pointer(name)}"
+
+    def _not_run(self, answer: Answer) -> str | None:
+        """An answer whose own cell has not run since the kernel started, its name bound by another answer's
+        cell (exercise 2's cell assigns dlogits too): the grader judges this cell, not that value."""
+        if "In" not in (self.namespace or {}) or self.located(answer) is not None:
+            return None
+        bound = _BOUND.get(answer.variable)
+        if bound is None:
+            return None
+        cells = (bound[2],) if bound[2] else self.cells_at(bound[0], bound[1], answer.variable)[0]
+        other = next((a for a in self.exercise.answers if a.cell_id in cells and a.cell_id != answer.cell_id
+                      and a.kind != FUNCTION), None)
+        if other is None:
+            return None
+        return (f"not attempted yet: this cell has not run since the kernel started; your {answer.variable} is the "
+                f"value {other.grade_id}'s cell (exercise {other.part}) assigned: run this cell, then this check")
+
+    def _stale_returned(self, answer: Answer) -> str | None:
+        """A function right as the grader runs it whose gradients here are not right: they were returned by
+        an earlier definition (its cell was fixed and run, the cell that calls it not), or changed since."""
+        function = self.exercise.function_of(answer)
+        if self.source(answer) is None and not callable((self.namespace or {}).get(function.name)):
+            return None  # nothing judged
+        return (f"not checked: {function.name} is right as the grader runs it, but the gradients checked here are not "
+                f"what it returns now (they were computed before its cell last ran, or changed since): re-run the "
+                f"cell after {function.name}'s, which calls it, then this check")
+
+    def _forward_changed(self, answer: Answer) -> str | None:
+        """A cell right as the grader runs it, whose value here is wrong because a forward value it reads is not
+        the forward pass's any more: a cell changed it in place (`bnraw.mul_(...)`)."""
+        source, case = self.source(answer), self.notebook_case()
+        if source is None or case is None:
+            return None
+        changed = [name for name in self.exercise.network.intermediates if name in _reads(source)
+                   and name in case.values and type(now := self.namespace.get(name)) is torch.Tensor
+                   and not compare(now.detach().to(torch.float64), case.values[name].to(torch.float64),
+                                   rtol=1e-4, atol=1e-6).passed]
+        if not changed:
+            return None
+        by = _FORWARD_CHANGED.get(changed[0])
+        who = f"{by[1]} changed it in place" if by is not None and by[0] is self.namespace.get(changed[0]) else \
+            "a cell changed it in place, or assigned it"
+        return (f"not checked: this cell is right as the grader runs it, but {changed[0]}, which it reads, is not your "
+                f"forward pass's value any more ({who}): re-run the forward pass's cell (the one that calls "
+                "backward()) and the answer cells from there, then this check")
 
     def _guessed(self, answer: Answer) -> str:
         """Where the cell judged was told from another by its code alone, a guess: which one was judged."""
@@ -598,6 +671,13 @@ class SelfCheck:
     def _changes_others(self, answer: Answer | None) -> str:
         """On a right line: the earlier answers this cell changed in place, which their checks will show."""
         changed = [v for v, (_, by, _) in _CHANGED.items() if answer is not None and by == answer.variable]
+        forward = [v for v, (tensor, _, by) in _FORWARD_CHANGED.items() if answer is not None
+                   and by == answer.variable and (self.namespace or {}).get(v) is tensor]
+        if forward:
+            return (f" — but this cell changes {' and '.join(forward)}, a value of the forward pass, in place, so "
+                    f"every answer after it that reads {forward[0]} is computed from a wrong value: compute "
+                    f"{answer.variable} without changing {forward[0]} (`{forward[0]} * ...`, not "
+                    f"`{forward[0]}.mul_(...)`), then re-run the forward pass's cell")
         return "" if not changed else \
             (f" — but this cell changes {' and '.join(changed)} in place, so your {changed[0]} is no longer what "
              f"its cell computed: compute {answer.variable} into a new tensor instead")
@@ -615,6 +695,8 @@ class SelfCheck:
             if refusal is not None:
                 return f"WRONG: the grader refuses this cell, {refusal}"
         if function:
+            if source is None and not callable((self.namespace or {}).get(self.exercise.function_of(answer).name)):
+                return None  # never defined since the kernel started: the notebook check says which cell to run
             ran = self._function_outcomes(answer, source)
             outcomes = {case: per[answer.variable] for case, per in ran.items()}
             failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
@@ -631,7 +713,7 @@ class SelfCheck:
             chain = self._wrong_upstream(answer, source, notebook)
             if chain:
                 upstream, first = chain[0], chain[-1]
-                blocked = self._blocked(first)
+                blocked = self._blocked(first, answer)
                 if blocked:
                     return blocked
                 state = ("is not assigned (its cell never ran, or stopped with an error)"
@@ -648,12 +730,19 @@ class SelfCheck:
                     f"not as one backward step): {failures[LOCAL].feedback}")
         return None
 
-    def _blocked(self, first: str) -> str | None:
+    def _blocked(self, first: str, checked: Answer) -> str | None:
         """When the first wrong answer upstream is not wrong but out of date (another cell reassigned it,
-        or its own inputs changed since it ran): which cells to re-run, from it down to this one."""
+        or its own inputs changed since it ran): which cells to re-run, from it down to this one. Where
+        the checked cell itself changed it in place when it last ran (`dhprebn = dbndiff; dhprebn += ...`
+        run twice), that cell is to fix first: re-running the others alone comes back here."""
         answer = next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == first), None)
         if answer is None or first not in self.namespace:
             return None
+        changed = _CHANGED.get(first)
+        if changed is not None and changed[1] == checked.variable and self._stale_reason(answer) is not None:
+            return (f"{first} above was changed in place by this cell when it last ran "
+                    f"({_in_place_fix(first, changed[2])}): fix this cell, then re-run the cells from {first}'s down "
+                    "to this one")
         other = self._reassigned(answer)
         if other is not None:
             return (f"{first} above is not its cell's value: {other} assigned {first} after it ran; re-run "
@@ -702,10 +791,8 @@ class SelfCheck:
         if reason is None or variable not in _CHANGED:
             return None if reason is None else f"re-run {variable}'s cell: {reason}"
         where, _, how = _CHANGED[variable]
-        fix = (f"after `x = {variable}`, `x += ...` changes {variable} too: write `x = {variable}.clone()`"
-               if how is None else
-               f"`{how}` there changes {variable} itself: compute the new gradient into a new tensor instead")
-        return (f"your {variable} is not what its cell computed: {where} changed it in place afterwards ({fix}); "
+        return (f"your {variable} is not what its cell computed: {where} changed it in place afterwards "
+                f"({_in_place_fix(variable, how, ' there')}); "
                 f"fix that cell, then run {variable}'s cell and that one again")
 
     def _stale_reason(self, answer: Answer) -> str | None:
@@ -815,14 +902,17 @@ class SelfCheck:
                 except Exception as exc:
                     return (f"WRONG: {declared.name} raised {type(exc).__name__} at training step {step}: "
                             f"{str(exc)[:300]}")
-            if grads is None or (isinstance(grads, dict) and all(grads.get(k) is None for k in params)):
+            if grads is None or (isinstance(grads, dict) and all(v is None for v in grads.values())
+                                 and all(grads.get(k) is None for k in params)):
                 return "not attempted yet"
             bad = [k for k in params if not isinstance(grads, dict) or type(grads.get(k)) is not torch.Tensor
                    or grads[k].shape != params[k].shape]
             if bad:
                 return "WRONG: " + Status.BAD_STEP.text.format(step=step, function=declared.name, parameter=bad[0]) \
                     + (f" (its shape is {tuple(grads[bad[0]].shape)}, {bad[0]}'s is {tuple(params[bad[0]].shape)})"
-                       if isinstance(grads, dict) and isinstance(grads.get(bad[0]), torch.Tensor) else "")
+                       if isinstance(grads, dict) and isinstance(grads.get(bad[0]), torch.Tensor) else
+                       f" (it returns no {bad[0]!r}; its keys: {', '.join(repr(k) for k in list(grads)[:8])})"
+                       if isinstance(grads, dict) and bad[0] not in grads else "")
             losses.append(values[network.loss])
             params = {k: params[k] - lr * grads[k].detach().to(params[k].dtype) for k in params}
         return torch.stack(losses), params
@@ -901,14 +991,16 @@ class NotebookCheck:
             if answer.kind == FUNCTION:
                 return self._function_line(found, answer, namespace, answers, gradients_of)
             tensor = namespace.get(answer.source)
+            if any(not isinstance(namespace.get(p), torch.Tensor) for p in found.exercise.network.parameters):
+                return f"{label} not checked: {SETUP}"  # the forward pass's cell would stop too
             if not isinstance(tensor, torch.Tensor):
                 return (f"{label} not checked: {answer.source} is not defined: run the forward pass's cell (the one "
                         "that calls backward()) first")
             if answer.variable in namespace:
                 return found.line(grade_id, namespace[answer.variable], tensor)
             if found.source(answer) is None:
-                return (f"{label} not attempted yet: {answer.variable} was never assigned since the kernel started: "
-                        "run its answer cell, above")
+                return (f"{label} not attempted yet: {answer.variable} was never assigned since the kernel started"
+                        f"{self._misnamed(answer, namespace)}")
             verdict = found.line(grade_id, None, tensor)
             if "WRONG" in verdict:
                 return verdict
@@ -918,10 +1010,32 @@ class NotebookCheck:
             return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
 
     @staticmethod
+    def _misnamed(answer: Answer, namespace: dict) -> str:
+        """Where the cell run just before this check assigned other names (`dprob = ...`, a typo): what it
+        assigned, since "run its answer cell" would send the student back to a cell just run."""
+        history = namespace.get("In") or []
+        previous = history[-2] if len(history) >= 2 and isinstance(history[-2], str) else ""
+        uses = None if "check(" in previous else _first_uses(previous)
+        assigned = sorted(n for n in uses[0] if not n.startswith("_")) if uses else []
+        if not assigned:
+            return ": run its answer cell, above"
+        return (f"; the cell you ran before this check (In[{len(history) - 2}]) assigns {', '.join(assigned[:4])}: if "
+                f"that is {answer.variable}'s answer cell, it must assign {answer.variable} (the grader finds no "
+                f"{answer.variable} there, and gives nothing)")
+
+    @staticmethod
     def _function_line(found: SelfCheck, answer: Answer, namespace: dict, answers: str | None,
                        gradients_of: str | None) -> str:
         label = f"{answer.grade_id:<15s}|"
         function = found.exercise.function_of(answer)
+        if not callable(namespace.get(function.name)):
+            return f"{label} {NotebookCheck._missing(found, function, function.name)}"
+        returned = namespace.get(answers or "")
+        if isinstance(returned, dict) and returned and answer.variable not in returned:
+            keys = ", ".join(repr(k) for k in list(returned)[:8])
+            return (f"{label} WRONG: {function.name} returns no {answer.variable!r} (its keys: {keys}): the grader "
+                    f"reads each gradient under its parameter's name, so it finds none for {answer.variable} and gives "
+                    f"nothing{found.pointer(answer.grade_id)}")
         leaves = namespace.get(gradients_of or "")
         if not isinstance(leaves, dict) or not isinstance(leaves.get(answer.source), torch.Tensor):
             return f"{label} not checked: run the cell after {function.name}'s, which calls it, first"
@@ -958,7 +1072,8 @@ class NotebookCheck:
             refusal = None if source is None else static_check.check(source, found.allow)
             if refusal is not None:
                 return f"WRONG: the grader refuses {function.name}'s cell, {refusal}"
-            return f"not attempted yet: {function.name} is not defined: run its cell above"
+            return (f"not checked: {function.name} is not defined since the kernel started: run its cell above, then "
+                    "the cell after it, which calls it")
         return f"not checked: {name} is not defined: run the cells above this one first"
 
 
