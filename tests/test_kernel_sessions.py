@@ -409,7 +409,9 @@ def trial_without_cell_ids_after_a_restart(kernel):
     assert line == ("dlogits        | not attempted yet: this cell has not run since the kernel started; your dlogits "
                     "is the value ex2_dlogits's cell (exercise 2) assigned: run this cell, then this check"), line
     kernel.run("dlogits", "dlogits = dnorm_logits.clone()\n", send_id=False)
-    assert "WRONG" in kernel.check("dlogits", send_id=False)
+    line = kernel.check("dlogits", send_id=False)  # the pointer names this answer's reference alone
+    assert "WRONG" in line and line.endswith("— stuck? backprop-ninja solution dlogits --notebook "
+                                             "YOUR_NOTEBOOK.ipynb"), line
     kernel.run("dh", send_id=False)
     line = kernel.check("ex2_dlogits", send_id=False)  # judged on its own cell: right (dlogit_maxes is ~0)
     assert right(line) and "NameError" not in line, line

@@ -354,7 +354,7 @@ class SelfCheck:
     needed: the sizes are read from the tensors."""
 
     def __init__(self, n: int | None = None, exercise: str | int | None = None, namespace: dict | None = None,
-                 course: dict | None = None, *, part: int | None = None):
+                 course: dict | None = None, *, part: int | None = None, by_grade_id: bool = False):
         course = course or {}
         if isinstance(exercise, int):
             exercise, part = None, exercise
@@ -362,6 +362,7 @@ class SelfCheck:
         self.spec = exercise or course.get("exercise", DEFAULT)
         self.exercise = load(self.spec)
         self.part = part
+        self.by_grade_id = by_grade_id  # each check names its grade id (NotebookCheck), not a variable
         self.namespace = namespace
         self.tolerance = Tolerance(*course.get("tolerance", TOLERANCES[torch.float64]))
         extra = course.get("allow", {})
@@ -392,8 +393,11 @@ class SelfCheck:
         return by_variable or ((name,) if name in self.exercise.by_grade_id else ())
 
     def pointer(self, name: str) -> str:
-        """Where a student stuck on `name` finds the reference, explained (empty for a name of their own)."""
-        ids = self.grade_ids(name)
+        """Where a student stuck on `name` finds the reference, explained (empty for a name of their own). A
+        check by grade id (NotebookCheck's) is that answer's alone: the other exercises' answers of its
+        variable (an unexplained "(exercise 2: ex2_dlogits)" on exercise 1's line) are for the checks of
+        released notebooks, which name the variable that exercises share."""
+        ids = (name,) if self.by_grade_id and name in self.exercise.by_grade_id else self.grade_ids(name)
         if not ids or self.solutions == "off" or importlib.util.find_spec("grader.student.solution") is None:
             return ""  # a graded course, or backprop-ninja-student: no references, and no command to show them
         answers = self.exercise.by_grade_id
@@ -1086,7 +1090,7 @@ def _notebook_check(namespace: dict) -> SelfCheck | str:
     key = repr(settings)
     built = _NOTEBOOKS.get(id(namespace))
     if built is None or built[0] != key:
-        built = _NOTEBOOKS[id(namespace)] = (key, SelfCheck(namespace=namespace, course=settings))
+        built = _NOTEBOOKS[id(namespace)] = (key, SelfCheck(namespace=namespace, course=settings, by_grade_id=True))
     return built[1]
 
 
