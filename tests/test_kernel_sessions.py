@@ -374,6 +374,16 @@ def trial_exercise_4_wrong_keys_and_stale_gradients(kernel):
                     "changed since): re-run the cell after manual_backward's, which calls it, then this check"), line
     kernel.run("setup_ex4_check")
     assert right(kernel.check("ex4_db2"))
+    # The trial's s37: the cell that calls it stopped for want of a cell above it, which running it again
+    # alone does not fix.
+    kernel.run("scratch", "del fused_forward, grads\n")
+    _, _, error = kernel.run("setup_ex4_check")
+    assert error == "NameError"
+    line = kernel.check("ex4_dW1")
+    assert line == ("ex4_dW1        | not checked: grads is not set: the cell that calls manual_backward stopped "
+                    "with an error (its output names it): run the cells above it that it needs, then it again"), line
+    kernel.run("setup_ex4_forward")
+    kernel.run("setup_ex4_check")
 
 
 def trial_without_cell_ids_after_a_restart(kernel):

@@ -1047,8 +1047,9 @@ class NotebookCheck:
         verdict = found.line(answer.grade_id, returned.get(answer.variable) if isinstance(returned, dict) else None,
                              leaves[answer.source])
         if returned is None and "WRONG" not in verdict:
+            # Running it again alone fails again where a cell above it has not run (the trial's s37).
             return (f"{label} not checked: {answers} is not set: the cell that calls {function.name} stopped with an "
-                    "error; run it again")
+                    "error (its output names it): run the cells above it that it needs, then it again")
         return verdict
 
     def training(self, *, start: str, batches: str, lr: float) -> None:
