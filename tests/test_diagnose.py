@@ -282,7 +282,8 @@ def test_an_answer_right_on_the_lecture_s_sizes_alone_is_told_the_lecture_s_numb
 
 
 def test_a_function_s_answer_is_named_with_its_tensor_s_one_step_cell():
-    assert named(tiny(), "fit_db", lambda v, t, n: n * t["db"]) == "your b is n times too large"
+    """As that cell's: the gradient db, not the key b the function returns it under."""
+    assert named(tiny(), "fit_db", lambda v, t, n: n * t["db"]) == "your db is n times too large"
 
 
 @pytest.mark.parametrize("error_type, error, hint", [

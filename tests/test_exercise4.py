@@ -64,7 +64,7 @@ def test_a_wrong_parameter_loses_its_credit_and_the_training_names_the_step(resu
 
 def test_feedback_names_the_mistake_inside_manual_backward(results):
     assert "n times too large" in results["missing-n"]["ex4_db2"].output
-    assert "overwrites where all its uses must add up" in results["overwrite"]["ex4_dC"].output
+    assert "your dC keeps one use of each index" in results["overwrite"]["ex4_dC"].output  # dC, as exercise 1 says
     assert "twice the right value" in results["wrong-dW2"]["ex4_dW2"].output
 
 

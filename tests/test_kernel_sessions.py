@@ -5,7 +5,9 @@ raise. No check cell may raise or write to stderr, and each line must say what i
 """
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 import nbformat
 import pytest
@@ -25,6 +27,13 @@ def setup(kernel, *, full: bool = False):
     for cell in SETUP if full else SETUP[2:]:
         out, err, error = kernel.run(cell)
         assert error is None, (cell, out, err)
+
+
+def answered(kernel, cells):
+    """A fresh forward pass, then the answer cells `cells` as the solution has them."""
+    setup(kernel)
+    for cell in cells:
+        kernel.run(cell)
 
 
 def right(line: str) -> bool:
@@ -94,6 +103,11 @@ def a_forbidden_answer_is_refused_as_the_grader_refuses_it(kernel):
         kernel.run("dh", "dh = h.grad.clone()\n", send_id=send_id)
         line = kernel.check("dh", send_id=send_id)
         assert "exact: True" not in line and "WRONG: the grader refuses this cell" in line and ".grad" in line, line
+    # The trial's s51: autograd refused for what it is, not for a keyword argument ("pass it by position").
+    kernel.run("dh", "dh = torch.autograd.grad(loss, h, retain_graph=True)[0]\n")
+    line = kernel.check("dh")
+    assert "torch.autograd.grad is not tensor math this exercise allows" in line and "by position" not in line, line
+    kernel.run("dh")
     # Exercise 3's read-only cell hands dhpreact autograd's value: it is not an answer cell.
     kernel.run("dhpreact")
     kernel.run("setup_ex3_dhpreact")
@@ -152,6 +166,15 @@ def exercise_4_checks_never_raise(kernel):
         line = kernel.check("ex4_dC")
         assert "WRONG" in line and ("your cell writes 27 (vocab) as a number" if "27" in said else
                                     "your cell writes 3 (block_size) and 10 (n_embd) as numbers") in line, line
+    # The mistake is said of the gradient, dC, as exercise 1's check says it (not of C, the key it is returned under).
+    overwrite = CELLS["ex4_backward"].replace(
+        "dC = torch.zeros_like(C).index_add(0, Xb.view(-1), demb.view(-1, C.shape[1]))",
+        "dC = torch.zeros_like(C)\n    dC[Xb] += demb")
+    assert overwrite != CELLS["ex4_backward"]
+    kernel.run("ex4_backward", overwrite)
+    kernel.run("setup_ex4_check")
+    line = kernel.check("ex4_dC")
+    assert "WRONG" in line and "your dC keeps one use of each index repeated in Xb" in line, line
     kernel.run("ex4_backward")
     kernel.run("setup_ex4_check")
     assert right(kernel.check("ex4_dC"))
@@ -194,8 +217,8 @@ def stale_values_and_a_cascade_are_named(kernel):
     assert line == "dcounts_sum_inv| re-run dcounts_sum_inv's cell: dprobs changed since it ran", line
     # Two levels down the value is only out of date too, not wrong: the chain to re-run is named.
     line = kernel.check("dcounts_sum")
-    assert line.startswith("dcounts_sum    | dcounts_sum_inv above is out of date (dprobs changed since it ran): "
-                           "re-run the cells from dcounts_sum_inv's down to this one; this cell itself is right"), line
+    assert line == ("dcounts_sum    | dcounts_sum_inv above is out of date (dprobs changed since it ran): re-run the "
+                    "cells from dcounts_sum_inv's down to this one; this cell itself is right"), line
     kernel.run("dcounts_sum_inv")
     assert right(kernel.check("dcounts_sum_inv"))
     # A wrong dlogprobs: the cells after it are right, and the first wrong one is named.
@@ -203,9 +226,11 @@ def stale_values_and_a_cascade_are_named(kernel):
     kernel.run("dprobs")
     kernel.run("dcounts_sum_inv")
     line = kernel.check("dcounts_sum_inv")
-    assert "dlogprobs above is wrong (dprobs, computed from it, is wrong too); with the true dprobs this cell is " \
-           "right" in line, line
-    assert "WRONG" in kernel.check("dlogprobs")
+    # The reference's pointer belongs under a line that finds the cell wrong, not under this one.
+    assert line == ("dcounts_sum_inv| dlogprobs above is wrong (dprobs, computed from it, is wrong too); with the "
+                    "true dprobs this cell is right"), line
+    line = kernel.check("dlogprobs")
+    assert "WRONG" in line and "stuck? backprop-ninja solution dlogprobs" in line, line
 
 
 def an_answer_changed_in_place_by_a_later_cell_is_named_there(kernel):
@@ -217,6 +242,16 @@ def an_answer_changed_in_place_by_a_later_cell_is_named_there(kernel):
     line = kernel.check("dbndiff")
     assert line.startswith("dbndiff        | your dbndiff is not what its cell computed: dhprebn's cell changed it in "
                            "place afterwards"), line
+    # The trial's s30: the cell run twice computes from the dbndiff it changed: it is the one to fix, not only
+    # the cells above to re-run (which brings the same line back once it runs again).
+    kernel.run("dbndiff")
+    for _ in range(2):
+        kernel.run("dhprebn", "dhprebn = dbndiff\ndhprebn += 1.0 / n * torch.ones_like(hprebn) * dbnmeani\n")
+    line = kernel.check("dhprebn")
+    assert line == ("dhprebn        | dbndiff above was changed in place by this cell when it last ran (after `x = "
+                    "dbndiff`, `x += ...` changes dbndiff too: write `x = dbndiff.clone()`): fix this cell, then "
+                    "re-run the cells from dbndiff's down to this one"), line
+    kernel.run("dhprebn")
     kernel.run("dbndiff")
     assert right(kernel.check("dbndiff"))
 
@@ -286,6 +321,182 @@ def a_refused_backward_call_is_named_not_blamed_on_right_answers(kernel):
     assert right(kernel.check("dW2"))
 
 
+EX4_KEYS = re.sub(r'"(C|W1|b1|W2|b2|bngain|bnbias)": ', r'"d\1": ', CELLS["ex4_backward"])
+EX3_BNRAW = ("dhprebn = bngain * bnvar_inv / n * (n * dhpreact - dhpreact.sum(0) - n / (n - 1) * bnraw * (dhpreact * "
+             "bnraw).sum(0))\n")
+FUSED_EX2 = "dlogits = F.softmax(logits, 1)\ndlogits[range(n), Yb] -= 1\ndlogits /= n\n"
+
+
+def trial_a_forward_value_changed_in_place_is_named_not_blamed_on_a_right_cell(kernel):
+    """The blind trial's s48: `bnraw.mul_(dhpreact)` in dbngain's cell passed silently, and exercise 3's right
+    cell, which reads bnraw, was said WRONG with a made-up cause (a missing branch)."""
+    answered(kernel, EX1[:12])
+    kernel.run("dbngain", "dbngain = bnraw.mul_(dhpreact).sum(0, keepdim=True)\n")
+    line = kernel.check("dbngain")
+    assert right(line) and "but this cell changes bnraw, a value of the forward pass, in place" in line, line
+    for cell in ("dbnbias", "dbnraw", "setup_ex3_dhpreact"):
+        kernel.run(cell)
+    kernel.run("ex3_dhprebn", EX3_BNRAW)
+    line = kernel.check("ex3_dhprebn")
+    assert line == ("ex3_dhprebn    | not checked: this cell is right as the grader runs it, but bnraw, which it "
+                    "reads, is not your forward pass's value any more (dbngain's cell changed it in place): re-run the "
+                    "forward pass's cell (the one that calls backward()) and the answer cells from there, then this "
+                    "check"), line
+    setup(kernel)
+    kernel.run("setup_ex3_dhpreact")
+    kernel.run("ex3_dhprebn", EX3_BNRAW)
+    assert right(kernel.check("ex3_dhprebn"))
+    # The trial's s36: exercise 3's cell reading exercise 1's dbndiff was told exercise 1's variables are allowed.
+    kernel.run("ex3_dhprebn", "dhprebn = dbndiff + 1.0 / n * torch.ones_like(hprebn) * dbnmeani\n")
+    line = kernel.check("ex3_dhprebn")
+    assert "WRONG: NameError" in line and "exercise 3's cell may use only the parameters, Xb, Yb, n, the forward " \
+           "intermediates by their lecture names, torch, F and dhpreact, not the answers of exercise 1)" in line, line
+
+
+def trial_exercise_4_wrong_keys_and_stale_gradients(kernel):
+    """The trial's s26 (gradients returned under "dC", "dW1", ...: "not attempted yet") and s24 (a fixed
+    manual_backward, its gradients not computed again: the old shape error repeated as WRONG)."""
+    setup(kernel)
+    kernel.run("setup_ex4_forward")
+    kernel.run("ex4_backward", EX4_KEYS)
+    kernel.run("setup_ex4_check")
+    line = kernel.check("ex4_dC")
+    assert line.startswith("ex4_dC         | WRONG: manual_backward returns no 'C' (its keys: 'dC', 'dW1', "), line
+    out, _, _ = kernel.run("check_ex4_training")
+    assert "(it returns no 'C'; its keys: 'dC', 'dW1'" in out, out
+    kernel.run("ex4_backward", CELLS["ex4_backward"].replace("db2 = dlogits.sum(0)", "db2 = dlogits.sum(1)"))
+    kernel.run("setup_ex4_check")
+    assert "WRONG" in kernel.check("ex4_db2")
+    kernel.run("ex4_backward")  # fixed, and the cell that calls it not run again
+    line = kernel.check("ex4_db2")
+    assert line == ("ex4_db2        | not checked: manual_backward is right as the grader runs it, but the gradients "
+                    "checked here are not what it returns now (they were computed before its cell last ran, or "
+                    "changed since): re-run the cell after manual_backward's, which calls it, then this check"), line
+    kernel.run("setup_ex4_check")
+    assert right(kernel.check("ex4_db2"))
+    # The trial's s37: the cell that calls it stopped for want of a cell above it, which running it again
+    # alone does not fix.
+    kernel.run("scratch", "del fused_forward, grads\n")
+    _, _, error = kernel.run("setup_ex4_check")
+    assert error == "NameError"
+    line = kernel.check("ex4_dW1")
+    assert line == ("ex4_dW1        | not checked: grads is not set: the cell that calls manual_backward stopped "
+                    "with an error (its output names it): run the cells above it that it needs, then it again"), line
+    kernel.run("setup_ex4_forward")
+    kernel.run("setup_ex4_check")
+
+
+def trial_without_cell_ids_after_a_restart(kernel):
+    """The blind trial's sessions, as its kernel ran them: no cell ids. After a restart manual_backward's
+    check said WRONG: KeyError (s52); a typo `dprob = ...` was "not attempted yet: run its answer cell"
+    (s10); exercises 1 and 2 (and 3) assigning the same name made exercise 1's right cells WRONG, half
+    credit, or exercise 2's a NameError from exercise 1's code (s16, s44, s58, s59); `dlogit_maxes *= 1`
+    in dlogits's cell made dlogit_maxes's check a NameError (s55)."""
+    kernel.restart()
+    for cell in SETUP[:2]:
+        kernel.run(cell, send_id=False)
+    # The trial's s45: the forward pass's cell would stop too (no parameters): the setup cells are what to run.
+    assert kernel.check("dh", send_id=False) == ("dh             | not checked: run the notebook's setup cells first "
+                                                 "(from the top: Run > Run All Above Selected Cell)")
+    for cell in (*SETUP[2:], "setup_ex4_forward"):
+        kernel.run(cell, send_id=False)
+    _, _, error = kernel.run("setup_ex4_check", send_id=False)
+    assert error == "NameError"
+    line = kernel.check("ex4_dW2", send_id=False)
+    assert line == ("ex4_dW2        | not checked: manual_backward is not defined since the kernel started: run its "
+                    "cell above, then the cell after it, which calls it"), line
+    kernel.run("dlogprobs", send_id=False)
+    kernel.run("dprobs", "dprob = (1.0 / probs) * dlogprobs\n", send_id=False)
+    line = kernel.check("dprobs", send_id=False)
+    assert "run its answer cell" not in line and "assigns dprob: if that is dprobs's answer cell, it must assign " \
+           "dprobs" in line, line
+    # s16: exercise 2 before exercise 1, whose dlogits cell never ran.
+    kernel.run("ex2_dlogits", FUSED_EX2, send_id=False)
+    assert right(kernel.check("ex2_dlogits", send_id=False))
+    for cell in EX1[1:7]:
+        kernel.run(cell, send_id=False)
+    line = kernel.check("dlogits", send_id=False)
+    assert line == ("dlogits        | not attempted yet: this cell has not run since the kernel started; your dlogits "
+                    "is the value ex2_dlogits's cell (exercise 2) assigned: run this cell, then this check"), line
+    kernel.run("dlogits", "dlogits = dnorm_logits.clone()\n", send_id=False)
+    line = kernel.check("dlogits", send_id=False)  # the pointer names this answer's reference alone
+    assert "WRONG" in line and line.endswith("— stuck? backprop-ninja solution dlogits --notebook "
+                                             "YOUR_NOTEBOOK.ipynb"), line
+    kernel.run("dh", send_id=False)
+    line = kernel.check("ex2_dlogits", send_id=False)  # judged on its own cell: right (dlogit_maxes is ~0)
+    assert right(line) and "NameError" not in line, line
+    kernel.run("dlogits", "dlogits = 2 * dnorm_logits\n", send_id=False)
+    line = kernel.check("ex2_dlogits", send_id=False)
+    assert "WRONG" not in line and "dlogits's cell (exercise 1) assigned dlogits after it ran; re-run this cell" \
+        in line, line
+    # s59 and s44: exercise 1 done, then exercise 2's cell (right, then wrong), then exercise 1's check again.
+    kernel.run("dlogits", send_id=False)
+    kernel.run("ex2_dlogits", FUSED_EX2, send_id=False)
+    assert right(kernel.check("ex2_dlogits", send_id=False))
+    assert right(kernel.check("dlogits", send_id=False))
+    kernel.run("ex2_dlogits", FUSED_EX2.replace("dlogits /= n\n", ""), send_id=False)
+    assert "WRONG" in kernel.check("ex2_dlogits", send_id=False)
+    assert right(kernel.check("dh", send_id=False))
+    line = kernel.check("dlogits", send_id=False)
+    assert "WRONG" not in line and "ex2_dlogits's cell (exercise 2) assigned dlogits after it ran; re-run this " \
+           "cell" in line, line
+    # s58: exercise 3's cell, then exercise 1's dhprebn check again.
+    kernel.run("dlogits", send_id=False)
+    for cell in EX1[8:]:
+        kernel.run(cell, send_id=False)
+    assert right(kernel.check("dhprebn", send_id=False))
+    kernel.run("setup_ex3_dhpreact", send_id=False)
+    kernel.run("ex3_dhprebn", send_id=False)
+    assert right(kernel.check("ex3_dhprebn", send_id=False))
+    assert right(kernel.check("dhprebn", send_id=False))
+    # s55: an augmented assignment to an earlier answer in dlogits's cell is not dlogit_maxes's cell.
+    kernel.run("dlogits", "dlogit_maxes *= 1\n" + CELLS["dlogits"], send_id=False)
+    assert right(kernel.check("dlogits", send_id=False))
+    line = kernel.check("dlogit_maxes", send_id=False)
+    assert right(line) and "NameError" not in line, line
+
+
+def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code(tmp_path):
+    """nbclient (as nbgrader runs a notebook) and the classic Notebook send no cell ids: exercise 2's cell
+    assigning exercise 1's dlogits, and dbnvar's cell assigning dbnvar_inv (a typo), were taken for the
+    newest cell assigning the name, so the right cells of exercise 1 were said WRONG. Each cell is told
+    by its code; where its code fits two cells alike and its check does not follow it, the line says
+    which run it judged."""
+    from nbclient import NotebookClient
+
+    typo = "dbnvar_inv = -0.5 * (bnvar + 1e-5) ** -1.5 * dbnvar_inv\n"
+    fused = "dlogits = F.softmax(logits, 1)\ndlogits[range(n), Yb] -= 1\n"  # forgot / n
+    script = [*SETUP, *EX1[:16], ("dbnvar", typo), "check_dbnvar", "check_dbnvar_inv", "dbnvar_inv", "dbnvar",
+              *EX1[17:], "dembcat", "dW1", "db1", "demb", "dC", ("ex2_dlogits", fused), "check_ex2_dlogits",
+              "check_dlogits", "dW2", "check_dW2", "dlogits", "check_dlogits", "dW2", "check_dW2",
+              ("ex2_dlogits", fused), "check_dlogits"]
+    steps = [(s, CELLS[s]) if isinstance(s, str) else s for s in script]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for _, code in steps])
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}"}
+    NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
+                   resources={"metadata": {"path": str(ROOT / "solutions")}}).execute(env=env)
+    lines = []
+    for (label, _), cell in zip(steps, nb.cells, strict=True):
+        if label.startswith("check_"):
+            assert {(o.output_type, o.get("name")) for o in cell.outputs} == {("stream", "stdout")}, cell.outputs
+            lines.append("".join(o.text for o in cell.outputs).rstrip("\n"))
+    dbnvar, dbnvar_inv, ex2, dlogits, dW2, dlogits_fixed, dW2_fixed, dlogits_after = lines
+    assert "WRONG" in dbnvar, dbnvar
+    assert "WRONG" not in dbnvar_inv and "dbnvar's cell (a typo for dbnvar?) assigned dbnvar_inv after it ran; " \
+           "re-run this cell" in dbnvar_inv, dbnvar_inv
+    assert "WRONG" in ex2 and "judged on" not in ex2, ex2
+    assert "WRONG" not in dlogits and "ex2_dlogits's cell (exercise 2) assigned dlogits after it ran; re-run this " \
+           "cell" in dlogits, dlogits
+    assert "WRONG" not in dW2 and "dlogits above is not its cell's value: ex2_dlogits's cell (exercise 2) " \
+           "assigned dlogits" in dW2, dW2
+    assert right(dlogits_fixed) and right(dW2_fixed), (dlogits_fixed, dW2_fixed)
+    # Exercise 2's cell, then exercise 1's check at once: its code fits both cells alike; the line says which
+    # run it judged, and what to do if that was exercise 2's.
+    assert dlogits_after.startswith("dlogits        | WRONG") and "(judged on the cell you ran as In[" in \
+        dlogits_after and "if that was another cell assigning the same name, re-run this cell, then this check" \
+        in dlogits_after, dlogits_after
+
+
 def test_scripted_student_sessions():
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does."""
@@ -303,7 +514,10 @@ def test_scripted_student_sessions():
                         an_augmented_assignment_on_an_earlier_answer_is_named_where_it_happens,
                         a_later_cell_that_reassigns_an_answers_name_is_named,
                         a_typo_assigning_an_earlier_answers_name_is_named,
-                        a_refused_backward_call_is_named_not_blamed_on_right_answers):
+                        a_refused_backward_call_is_named_not_blamed_on_right_answers,
+                        trial_a_forward_value_changed_in_place_is_named_not_blamed_on_a_right_cell,
+                        trial_exercise_4_wrong_keys_and_stale_gradients,
+                        trial_without_cell_ids_after_a_restart):
             session(kernel)
     finally:
         kernel.close()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from grader.exercise import ATOMIC, FUNCTION, NAMESPACE, Answer, Exercise, load
+from grader.exercise import ATOMIC, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, load
 from grader.judge.diagnose import diagnose, name
 from grader.vocabulary import Match, Status, Transpose, shape_text
 
@@ -148,11 +148,17 @@ def _and(words, last: str = "and") -> str:
     return ", ".join(words[:-1]) + f" {last} " + words[-1] if len(words) > 1 else "".join(words)
 
 
-def _allowed(exercise: Exercise) -> str:
-    """What an answer cell may read, for a cell that read something else."""
+def _allowed(exercise: Exercise, answer: Answer | None = None) -> str:
+    """What an answer cell may read, for a cell that read something else: a fused cell runs on its own, so
+    the names the atomic cells assign are not among them (a fused cell reading dbndiff was told that
+    "variables assigned by earlier answer cells of exercise 1" are allowed)."""
     net = exercise.network
     names = ["the parameters", *net.data, *net.sizes, "the forward intermediates by their lecture names", *NAMESPACE]
     parts = sorted({str(a.part) for a in exercise.answers if a.kind == ATOMIC})
+    if answer is not None and answer.kind == FUSED:
+        names.extend(answer.upstream)
+        others = f", not the answers of exercise {_and(parts)}" if parts and str(answer.part) not in parts else ""
+        return f"exercise {answer.part}'s cell may use only {_and(names)}{others}"
     if parts:
         names.append(f"variables assigned by earlier answer cells of exercise {_and(parts)}")
     return "answer cells may use only " + _and(names)
@@ -209,7 +215,7 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
         elif reads:
             text += f" ({reads})"
         elif error_type == "NameError":
-            text += f" (uses a variable the answer cells do not have: {_allowed(exercise)})"
+            text += f" (uses a variable the answer cells do not have: {_allowed(exercise, answer)})"
         elif "cannot be multiplied" in outcome.detail["error"]:
             mistake = Transpose.PRODUCT_SHAPES
             if hints != "none":

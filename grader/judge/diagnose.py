@@ -132,7 +132,8 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     """The mistake the answer's values equal on every configuration given, in a sentence about the
     student's code; None when no candidate fits them all. Without `factor`, a constant factor the
     answer is off by is named but not given (the configurations it was seen on are hidden)."""
-    variable = answer.variable
+    # A function's answer is the key it returns (C): its sentences name the gradient (dC), as a cell's do.
+    variable = f"d{answer.source}" if answer.kind == FUNCTION else answer.variable
     # A fused cell and a function run a whole block: a step inside it may be wrong. A function's gradient
     # is first named as its tensor's one-step cell's would be; its inner steps are searched only when
     # nothing else fits (the step's candidates are cached per case, so a class pays for them once).

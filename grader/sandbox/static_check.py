@@ -283,6 +283,8 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
         if outside:
             return f".{outside[0]} is not an attribute an answer cell may use (tensor math only)"
     elif isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Attribute) and _problem(node.func, allow, context):
+            return None  # the function itself is refused: that is the reason, not how it is called
         call_of_dict = isinstance(node.func, ast.Name) and node.func.id == "dict"
         for keyword in node.keywords:
             if keyword.arg is None:

@@ -122,6 +122,7 @@ def _assigns(source: str, names: frozenset[str]) -> bool:
     return bool(bound & names)
 
 
+@functools.lru_cache(maxsize=1024)
 def _given(source: str, sinks: frozenset[str]) -> bool:
     """A read-only cell that hands a fused answer autograd's gradient of its sink (`dX = X.grad.clone()`,
     so that a fused exercise does not depend on the atomic one): not an answer cell. Only
@@ -144,10 +145,60 @@ def _reads(source: str) -> set[str]:
         return set()
 
 
-# cell id -> the code it last ran. The notebook's cells have their grade ids as ids, and JupyterLab
-# and Notebook send the id with each execution; nbclient and the classic Notebook do not, hence the
-# history as a fallback, and the cells seen binding an answer's name.
+def _first_uses(source: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(the names the code binds, those it reads before binding them), statement by statement (a value
+    is read before its target is bound, and `x += ...` reads x); None for code that does not parse."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return None
+    bound: set[str] = set()
+    early: set[str] = set()
+    for statement in body:
+        nodes = list(ast.walk(statement))
+        targets = [n.target for n in nodes if isinstance(n, ast.AugAssign)]
+        early |= {n.id for n in [*nodes, *targets] if isinstance(n, ast.Name)
+                  and (isinstance(n.ctx, ast.Load) or n in targets)} - bound
+        bound |= {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        bound |= {n.name for n in nodes if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    return frozenset(bound), frozenset(early)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cells_by_code(spec: str, source: str, bound_name: str | None = None) -> tuple[str, ...]:
+    """The answer cells (their ids) the code can be, from the code alone, for the front ends that send
+    no cell ids (nbclient, the classic Notebook). A cell binding an answer's variable is that answer's,
+    unless it reads the variable before binding it (a typo: `dbnvar_inv = ... * dbnvar_inv` is the cell
+    of the step that reads dbnvar_inv); of the answers sharing a variable (a fused exercise's and an
+    atomic one's), those whose one step's gradients it reads most, none of them reading a gradient the
+    answer may not. `bound_name`: the answer's name the code was seen binding (through exec or globals(),
+    which no statement shows). Empty: no answer's cell."""
+    exercise = load(spec)
+    gradients = [a for a in exercise.answers if a.kind != FUNCTION]
+    uses = _first_uses(source)
+    if uses is None:  # a syntax error: the names it assigns, line by line; nothing known of what it reads
+        uses = (frozenset(n for n in _names_of(spec) if _assigns(source, frozenset({n}))), frozenset())
+    bound, early = uses
+    if bound_name is not None and not bound & _names_of(spec):
+        bound = frozenset({bound_name})
+    cells: list[str] = []
+    read = early & {a.variable for a in gradients}
+    for variable in sorted(bound & {a.variable for a in gradients}):
+        candidates = [a for a in gradients if variable in a.local_upstream] if variable in early else []
+        candidates = candidates or [a for a in gradients if a.variable == variable]
+        candidates = [a for a in candidates if read - {variable} <= set(a.upstream)] or candidates
+        best = max(len(read & set(a.local_upstream)) for a in candidates)
+        cells += [a.cell_id for a in candidates if len(read & set(a.local_upstream)) == best]
+    cells += [f.cell for f in exercise.functions if f.name in bound]
+    return tuple(dict.fromkeys(cells))
+
+
+# cell id -> the code it last ran, and execution count -> the id of the cell that ran. The notebook's cells
+# have their grade ids as ids, and JupyterLab and Notebook 7 send the id with each execution; nbclient and
+# the classic Notebook do not, hence the history as a fallback, each cell of it told by its code
+# (_cells_by_code), and the cells seen binding an answer's name.
 _CELLS: dict[str, str] = {}
+_IDS: dict[int, str] = {}
 # Name (an answer's variable or function) -> (execution count, code, cell id or None) of the last cell that
 # bound it, by any means (`exec("dx = ...")`, `globals()["dx"] = ...` name nothing the history shows), and
 # what each such name held before the running cell. The id tells a later cell that reassigned an answer's
@@ -155,6 +206,11 @@ _CELLS: dict[str, str] = {}
 # answer's own.
 _BOUND: dict[str, tuple[int, str, str | None]] = {}
 _BEFORE: dict[str, object] = {}
+# Forward value -> (its tensor, torch's count of in-place changes) before the running cell, and forward value ->
+# (the tensor a cell changed in place, that cell, the answer it assigned): `bnraw.mul_(dhpreact)` in dbngain's
+# cell leaves every later answer that reads bnraw computed from a wrong value.
+_FORWARD_BEFORE: dict[str, tuple[torch.Tensor, int]] = {}
+_FORWARD_CHANGED: dict[str, tuple[torch.Tensor, str, str | None]] = {}
 
 
 def _record(info) -> None:
@@ -165,6 +221,11 @@ def _record(info) -> None:
         namespace = get_ipython().user_ns
         _BEFORE.clear()
         _BEFORE.update({name: namespace.get(name) for name in _answer_names(namespace)})
+        settings = namespace.get("COURSE")
+        _FORWARD_BEFORE.clear()
+        if isinstance(settings, dict):
+            _FORWARD_BEFORE.update({name: (t, t._version) for name in load(settings.get("exercise", DEFAULT))
+                                    .network.intermediates if type(t := namespace.get(name)) is torch.Tensor})
     except Exception:  # noqa: S110 - bookkeeping for better lines must never get in the student's way
         pass
 
@@ -221,7 +282,8 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
     inputs = gradients | {*network.intermediates, *network.parameters, *network.data}
     augmented = {id(n.target): n for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}
     names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
-    own = {a.variable for a in exercise.answers if a.cell_id == cell_id}
+    cells = (cell_id,) if cell_id else _cells_by_code(settings.get("exercise", DEFAULT), source)
+    own = {a.variable for a in exercise.answers if a.cell_id in cells}
     stored = {n.id for n in names if isinstance(n.ctx, ast.Store)} & gradients
     rebound = ({n.id for n in names if isinstance(n.ctx, ast.Store) and id(n) not in augmented} | own) & gradients
     read = {n.id for n in names if isinstance(n.ctx, ast.Load)} & inputs
@@ -237,16 +299,29 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
         _RAN[variable] = ({g: namespace[g].detach().clone() for g in read - {variable}
                            if type(namespace.get(g)) is torch.Tensor}, tensor, tensor._version)
         _CHANGED.pop(variable, None)
+    for name, (tensor, version) in _FORWARD_BEFORE.items():
+        if namespace.get(name) is tensor and tensor._version != version:
+            _FORWARD_CHANGED[name] = (tensor, where, assigned[0] if assigned else None)
     if any(isinstance(n, ast.Attribute) and n.attr == "backward" for n in ast.walk(tree)):
         # An answer cell's call adds to autograd's gradients (the grader refuses it); any other cell's is
         # taken for the forward pass's, run anew.
         _BACKWARD[:] = [where] if assigned else []
 
 
+def _in_place_fix(variable: str, how: str | None, there: str = "") -> str:
+    """How a cell that changed an earlier answer in place is fixed: `how` is the statement that changed it
+    by its own name, None for a change through another name."""
+    if how is None:
+        return f"after `x = {variable}`, `x += ...` changes {variable} too: write `x = {variable}.clone()`"
+    return f"`{how}`{there} changes {variable} itself: compute the new gradient into a new tensor instead"
+
+
 def _after(result) -> None:
     try:
         from IPython import get_ipython
         cell_id = getattr(result.info, "cell_id", None)
+        if cell_id and isinstance(result.execution_count, int):
+            _IDS[result.execution_count] = cell_id
         _bound(get_ipython().user_ns, result.info.raw_cell, result.execution_count, cell_id)
         _remember(get_ipython().user_ns, result.info.raw_cell, result.execution_count, cell_id)
     except Exception:  # noqa: S110 - bookkeeping for better lines must never get in the student's way
@@ -279,7 +354,7 @@ class SelfCheck:
     needed: the sizes are read from the tensors."""
 
     def __init__(self, n: int | None = None, exercise: str | int | None = None, namespace: dict | None = None,
-                 course: dict | None = None, *, part: int | None = None):
+                 course: dict | None = None, *, part: int | None = None, by_grade_id: bool = False):
         course = course or {}
         if isinstance(exercise, int):
             exercise, part = None, exercise
@@ -287,6 +362,7 @@ class SelfCheck:
         self.spec = exercise or course.get("exercise", DEFAULT)
         self.exercise = load(self.spec)
         self.part = part
+        self.by_grade_id = by_grade_id  # each check names its grade id (NotebookCheck), not a variable
         self.namespace = namespace
         self.tolerance = Tolerance(*course.get("tolerance", TOLERANCES[torch.float64]))
         extra = course.get("allow", {})
@@ -317,8 +393,11 @@ class SelfCheck:
         return by_variable or ((name,) if name in self.exercise.by_grade_id else ())
 
     def pointer(self, name: str) -> str:
-        """Where a student stuck on `name` finds the reference, explained (empty for a name of their own)."""
-        ids = self.grade_ids(name)
+        """Where a student stuck on `name` finds the reference, explained (empty for a name of their own). A
+        check by grade id (NotebookCheck's) is that answer's alone: the other exercises' answers of its
+        variable (an unexplained "(exercise 2: ex2_dlogits)" on exercise 1's line) are for the checks of
+        released notebooks, which name the variable that exercises share."""
+        ids = (name,) if self.by_grade_id and name in self.exercise.by_grade_id else self.grade_ids(name)
         if not ids or self.solutions == "off" or importlib.util.find_spec("grader.student.solution") is None:
             return ""  # a graded course, or backprop-ninja-student: no references, and no command to show them
         answers = self.exercise.by_grade_id
@@ -328,23 +407,60 @@ class SelfCheck:
     # --- where the cell's code and the notebook's values come from ---------------------------------
 
     def source(self, answer: Answer) -> str | None:
-        """The answer cell's code as last run: by the cell's id where the notebook's front end sends
-        it, else the newer of the cell last seen binding its variable (defining its function) and the
-        newest cell of the notebook's history that assigns it by name (one that stopped with an error
-        bound nothing), other than the read-only cells that set it up."""
+        """The answer cell's code as last run (see `located`)."""
+        found = self.located(answer)
+        return None if found is None else found[0]
+
+    def located(self, answer: Answer) -> tuple[str, int | None, bool] | None:
+        """(the answer cell's code as last run, its execution count, whether the cell is a guess): by the
+        cell's id where the notebook's front end sends it, else the newest cell of the notebook's
+        history, or seen binding an answer's name (through exec, say), that is this answer's cell by its
+        code (`cells_at`), other than the read-only cells that set answers up. One that stopped with an
+        error bound nothing, and is the one the grader runs."""
         if answer.cell_id in _CELLS:
-            return _CELLS[answer.cell_id]
+            return _CELLS[answer.cell_id], None, False
         history = (self.namespace or {}).get("In") or []
-        function = self.exercise.function_of(answer)
-        wanted = function.name if function else answer.variable
+        names = _names_of(self.spec)
         sinks = frozenset(a.sink for a in self.exercise.answers if a.sink)
-        bound = _BOUND.get(wanted) if self.namespace is not None and "In" in self.namespace else None
-        for count in range(len(history) - 2, bound[0] if bound else 0, -1):
-            cell = history[count]
-            if isinstance(cell, str) and _assigns(cell, frozenset({wanted})) and "check(" not in cell \
-                    and not _given(cell, sinks):
-                return cell
-        return bound[1] if bound else None
+        seen = {count: (code, name) for name, (count, code, _) in _BOUND.items()} if "In" in (self.namespace or {}) \
+            else {}
+        for count in range(len(history) - 2, 0, -1):
+            code, name = seen.get(count, (history[count], None))
+            if not isinstance(code, str) or "check(" in code or name is None and not _assigns(code, names) \
+                    or _given(code, sinks):
+                continue
+            cells, guess = self.cells_at(count, code, name)
+            if answer.cell_id in cells:
+                return code, count, guess
+        return None
+
+    def cells_at(self, count: int, code: str, name: str | None = None) -> tuple[tuple[str, ...], bool]:
+        """(the answer cells that ran as In[count], whether that is a guess): its id where the front end
+        sent one; else told by its code, and of the cells sharing a variable that its code fits alike,
+        the one whose check ran next (a cell's check follows it in the notebook), else the fused
+        exercise's (a cell that reads none of its step's gradients), a guess."""
+        if count in _IDS:
+            return tuple(a.cell_id for a in self.exercise.answers if a.cell_id == _IDS[count])[:1], False
+        cells = _cells_by_code(self.spec, code, name)
+        if len(cells) < 2 or len({self._variable_of(c) for c in cells}) > 1:
+            return cells, False
+        history = (self.namespace or {}).get("In") or []
+        following = history[count + 1] if count + 1 < len(history) else ""
+        checked = re.search(r"check\(\s*[\"']([^\"']+)[\"']", following if isinstance(following, str) else "")
+        answer = self.exercise.by_grade_id.get(checked.group(1)) if checked else None
+        fewest = min(cells, key=lambda c: len(self._answer_of_cell(c).upstream))
+        if answer is not None and answer.cell_id in cells:
+            # Still a guess where the check is of the answer whose one step's gradients the code never reads.
+            return (answer.cell_id,), answer.cell_id != fewest
+        return (fewest,), True
+
+    def _answer_of_cell(self, cell_id: str) -> Answer:
+        return next(a for a in self.exercise.answers if a.cell_id == cell_id)
+
+    def _variable_of(self, cell_id: str) -> str:
+        answer = self._answer_of_cell(cell_id)
+        function = self.exercise.function_of(answer)
+        return function.name if function else answer.variable
 
     def _sources_before(self, answer: Answer) -> list[tuple[str, str]]:
         """The earlier atomic answer cells, as the grader runs them first (their names carry over)."""
@@ -452,8 +568,14 @@ class SelfCheck:
         wrong = self._as_graded(answer, comparison) if answer is not None else None
         if comparison.status == Match.BLANK and (wrong is None or wrong.endswith(": not attempted yet")):
             return f"{label} not attempted yet"
+        unrun = self._not_run(answer) if answer is not None and answer.kind != FUNCTION else None
+        if unrun:
+            return f"{label} {unrun}"
         if wrong:
-            return f"{label} {wrong}{self.pointer(name)}"
+            # The reference is offered under a line that finds this cell wrong, not one that says it is right.
+            if not wrong.startswith(("WRONG", "right values, wrong shape")):
+                return f"{label} {wrong}"
+            return f"{label} {wrong}{self._guessed(answer)}{self.pointer(name)}"
         changed = self._autograd_changed(answer, expected, rtol, atol) if answer is not None else None
         if changed:
             return f"{label} {changed}"
@@ -469,6 +591,10 @@ class SelfCheck:
         stale = self._stale(answer) if answer is not None and answer.kind != FUNCTION else None
         if stale:
             return f"{label} {stale}"
+        stale = self._stale_returned(answer) if answer is not None and answer.kind == FUNCTION else \
+            self._forward_changed(answer) if answer is not None else None
+        if stale:
+            return f"{label} {stale}"
         status = self._shape_slip() if comparison.status == Match.SQUEEZABLE else "WRONG"
         named = None
         case = self.notebook_case() if answer is not None and answer.kind != FUNCTION else None
@@ -478,6 +604,59 @@ class SelfCheck:
             "".join(f" — hint: {h}" for h in ([named] if named else comparison.hints))
         where = " (your notebook's batch)" if comparison.aspect == "shape" else ""
         return f"{label} {status}: {comparison.message}{where}{hints}{self.pointer(name)}"
+
+    def _not_run(self, answer: Answer) -> str | None:
+        """An answer whose own cell has not run since the kernel started, its name bound by another answer's
+        cell (exercise 2's cell assigns dlogits too): the grader judges this cell, not that value."""
+        if "In" not in (self.namespace or {}) or self.located(answer) is not None:
+            return None
+        bound = _BOUND.get(answer.variable)
+        if bound is None:
+            return None
+        cells = (bound[2],) if bound[2] else self.cells_at(bound[0], bound[1], answer.variable)[0]
+        other = next((a for a in self.exercise.answers if a.cell_id in cells and a.cell_id != answer.cell_id
+                      and a.kind != FUNCTION), None)
+        if other is None:
+            return None
+        return (f"not attempted yet: this cell has not run since the kernel started; your {answer.variable} is the "
+                f"value {other.grade_id}'s cell (exercise {other.part}) assigned: run this cell, then this check")
+
+    def _stale_returned(self, answer: Answer) -> str | None:
+        """A function right as the grader runs it whose gradients here are not right: they were returned by
+        an earlier definition (its cell was fixed and run, the cell that calls it not), or changed since."""
+        function = self.exercise.function_of(answer)
+        if self.source(answer) is None and not callable((self.namespace or {}).get(function.name)):
+            return None  # nothing judged
+        return (f"not checked: {function.name} is right as the grader runs it, but the gradients checked here are not "
+                f"what it returns now (they were computed before its cell last ran, or changed since): re-run the "
+                f"cell after {function.name}'s, which calls it, then this check")
+
+    def _forward_changed(self, answer: Answer) -> str | None:
+        """A cell right as the grader runs it, whose value here is wrong because a forward value it reads is not
+        the forward pass's any more: a cell changed it in place (`bnraw.mul_(...)`)."""
+        source, case = self.source(answer), self.notebook_case()
+        if source is None or case is None:
+            return None
+        changed = [name for name in self.exercise.network.intermediates if name in _reads(source)
+                   and name in case.values and type(now := self.namespace.get(name)) is torch.Tensor
+                   and not compare(now.detach().to(torch.float64), case.values[name].to(torch.float64),
+                                   rtol=1e-4, atol=1e-6).passed]
+        if not changed:
+            return None
+        by = _FORWARD_CHANGED.get(changed[0])
+        who = f"{by[1]} changed it in place" if by is not None and by[0] is self.namespace.get(changed[0]) else \
+            "a cell changed it in place, or assigned it"
+        return (f"not checked: this cell is right as the grader runs it, but {changed[0]}, which it reads, is not your "
+                f"forward pass's value any more ({who}): re-run the forward pass's cell (the one that calls "
+                "backward()) and the answer cells from there, then this check")
+
+    def _guessed(self, answer: Answer) -> str:
+        """Where the cell judged was told from another by its code alone, a guess: which one was judged."""
+        found = self.located(answer) if answer.kind != FUNCTION else None
+        if found is None or not found[2]:
+            return ""
+        return (f" (judged on the cell you ran as In[{found[1]}], taken by its code for this one; if that was "
+                "another cell assigning the same name, re-run this cell, then this check)")
 
     def _autograd_changed(self, answer: Answer, expected: torch.Tensor, rtol: float, atol: float) -> str | None:
         """Autograd's gradient is not the notebook's forward pass's when a cell called backward() again
@@ -496,6 +675,13 @@ class SelfCheck:
     def _changes_others(self, answer: Answer | None) -> str:
         """On a right line: the earlier answers this cell changed in place, which their checks will show."""
         changed = [v for v, (_, by, _) in _CHANGED.items() if answer is not None and by == answer.variable]
+        forward = [v for v, (tensor, _, by) in _FORWARD_CHANGED.items() if answer is not None
+                   and by == answer.variable and (self.namespace or {}).get(v) is tensor]
+        if forward:
+            return (f" — but this cell changes {' and '.join(forward)}, a value of the forward pass, in place, so "
+                    f"every answer after it that reads {forward[0]} is computed from a wrong value: compute "
+                    f"{answer.variable} without changing {forward[0]} (`{forward[0]} * ...`, not "
+                    f"`{forward[0]}.mul_(...)`), then re-run the forward pass's cell")
         return "" if not changed else \
             (f" — but this cell changes {' and '.join(changed)} in place, so your {changed[0]} is no longer what "
              f"its cell computed: compute {answer.variable} into a new tensor instead")
@@ -513,6 +699,8 @@ class SelfCheck:
             if refusal is not None:
                 return f"WRONG: the grader refuses this cell, {refusal}"
         if function:
+            if source is None and not callable((self.namespace or {}).get(self.exercise.function_of(answer).name)):
+                return None  # never defined since the kernel started: the notebook check says which cell to run
             ran = self._function_outcomes(answer, source)
             outcomes = {case: per[answer.variable] for case, per in ran.items()}
             failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
@@ -529,7 +717,7 @@ class SelfCheck:
             chain = self._wrong_upstream(answer, source, notebook)
             if chain:
                 upstream, first = chain[0], chain[-1]
-                blocked = self._blocked(first)
+                blocked = self._blocked(first, answer)
                 if blocked:
                     return blocked
                 state = ("is not assigned (its cell never ran, or stopped with an error)"
@@ -546,12 +734,19 @@ class SelfCheck:
                     f"not as one backward step): {failures[LOCAL].feedback}")
         return None
 
-    def _blocked(self, first: str) -> str | None:
+    def _blocked(self, first: str, checked: Answer) -> str | None:
         """When the first wrong answer upstream is not wrong but out of date (another cell reassigned it,
-        or its own inputs changed since it ran): which cells to re-run, from it down to this one."""
+        or its own inputs changed since it ran): which cells to re-run, from it down to this one. Where
+        the checked cell itself changed it in place when it last ran (`dhprebn = dbndiff; dhprebn += ...`
+        run twice), that cell is to fix first: re-running the others alone comes back here."""
         answer = next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == first), None)
         if answer is None or first not in self.namespace:
             return None
+        changed = _CHANGED.get(first)
+        if changed is not None and changed[1] == checked.variable and self._stale_reason(answer) is not None:
+            return (f"{first} above was changed in place by this cell when it last ran "
+                    f"({_in_place_fix(first, changed[2])}): fix this cell, then re-run the cells from {first}'s down "
+                    "to this one")
         other = self._reassigned(answer)
         if other is not None:
             return (f"{first} above is not its cell's value: {other} assigned {first} after it ran; re-run "
@@ -600,10 +795,8 @@ class SelfCheck:
         if reason is None or variable not in _CHANGED:
             return None if reason is None else f"re-run {variable}'s cell: {reason}"
         where, _, how = _CHANGED[variable]
-        fix = (f"after `x = {variable}`, `x += ...` changes {variable} too: write `x = {variable}.clone()`"
-               if how is None else
-               f"`{how}` there changes {variable} itself: compute the new gradient into a new tensor instead")
-        return (f"your {variable} is not what its cell computed: {where} changed it in place afterwards ({fix}); "
+        return (f"your {variable} is not what its cell computed: {where} changed it in place afterwards "
+                f"({_in_place_fix(variable, how, ' there')}); "
                 f"fix that cell, then run {variable}'s cell and that one again")
 
     def _stale_reason(self, answer: Answer) -> str | None:
@@ -620,17 +813,31 @@ class SelfCheck:
 
     def _reassigned(self, answer: Answer) -> str | None:
         """The other cell that bound the answer's name after its own cell ran (a fused exercise's answer
-        assigns an atomic one's name; a typo assigns an earlier answer's name), where the front end
-        sends cell ids; None when the value is its own cell's."""
+        assigns an atomic one's name; a typo assigns an earlier answer's name), told by its id or else by
+        its code; None when the value is its own cell's."""
         bound = _BOUND.get(answer.variable)
-        if bound is None or bound[2] is None or bound[2] == answer.cell_id or answer.cell_id not in _CELLS:
+        if bound is None:
             return None
-        other = next((a for a in self.exercise.answers if a.cell_id == bound[2] and a.kind != FUNCTION), None)
-        if other is None:
+        if bound[2] is not None:
+            if bound[2] == answer.cell_id or answer.cell_id not in _CELLS:
+                return None
+            cells, guess = (bound[2],), False
+        else:
+            own = self.located(answer)
+            cells, guess = self.cells_at(bound[0], bound[1], answer.variable)
+            if answer.cell_id in cells or own is None or own[1] is None or own[1] > bound[0]:
+                return None
+        others = [a for a in self.exercise.answers if a.cell_id in cells and a.kind != FUNCTION]
+        if not others:
             return f"the cell you ran as In[{bound[0]}]"
+        if len(others) > 1:  # a typo in the cell of one of the steps that read the answer
+            return f"the cell you ran as In[{bound[0]}] (a typo in {' or '.join(a.grade_id for a in others)}'s cell?)"
+        other = others[0]
+        which = f"the cell you ran as In[{bound[0]}], by its code {other.grade_id}'s" if guess else \
+            f"{other.grade_id}'s cell"
         if other.variable == answer.variable:
-            return f"{other.grade_id}'s cell (exercise {other.part})"
-        return f"{other.grade_id}'s cell (a typo for {other.variable}?)"
+            return f"{which} (exercise {other.part})"
+        return f"{which} (a typo for {other.variable}?)"
 
     def _wrong_upstream(self, answer: Answer, source: str, case) -> tuple[str, ...]:
         """The chain of wrong upstream gradients behind the cell's value: the nearest one the cell reads
@@ -699,14 +906,17 @@ class SelfCheck:
                 except Exception as exc:
                     return (f"WRONG: {declared.name} raised {type(exc).__name__} at training step {step}: "
                             f"{str(exc)[:300]}")
-            if grads is None or (isinstance(grads, dict) and all(grads.get(k) is None for k in params)):
+            if grads is None or (isinstance(grads, dict) and all(v is None for v in grads.values())
+                                 and all(grads.get(k) is None for k in params)):
                 return "not attempted yet"
             bad = [k for k in params if not isinstance(grads, dict) or type(grads.get(k)) is not torch.Tensor
                    or grads[k].shape != params[k].shape]
             if bad:
                 return "WRONG: " + Status.BAD_STEP.text.format(step=step, function=declared.name, parameter=bad[0]) \
                     + (f" (its shape is {tuple(grads[bad[0]].shape)}, {bad[0]}'s is {tuple(params[bad[0]].shape)})"
-                       if isinstance(grads, dict) and isinstance(grads.get(bad[0]), torch.Tensor) else "")
+                       if isinstance(grads, dict) and isinstance(grads.get(bad[0]), torch.Tensor) else
+                       f" (it returns no {bad[0]!r}; its keys: {', '.join(repr(k) for k in list(grads)[:8])})"
+                       if isinstance(grads, dict) and bad[0] not in grads else "")
             losses.append(values[network.loss])
             params = {k: params[k] - lr * grads[k].detach().to(params[k].dtype) for k in params}
         return torch.stack(losses), params
@@ -785,14 +995,16 @@ class NotebookCheck:
             if answer.kind == FUNCTION:
                 return self._function_line(found, answer, namespace, answers, gradients_of)
             tensor = namespace.get(answer.source)
+            if any(not isinstance(namespace.get(p), torch.Tensor) for p in found.exercise.network.parameters):
+                return f"{label} not checked: {SETUP}"  # the forward pass's cell would stop too
             if not isinstance(tensor, torch.Tensor):
                 return (f"{label} not checked: {answer.source} is not defined: run the forward pass's cell (the one "
                         "that calls backward()) first")
             if answer.variable in namespace:
                 return found.line(grade_id, namespace[answer.variable], tensor)
             if found.source(answer) is None:
-                return (f"{label} not attempted yet: {answer.variable} was never assigned since the kernel started: "
-                        "run its answer cell, above")
+                return (f"{label} not attempted yet: {answer.variable} was never assigned since the kernel started"
+                        f"{self._misnamed(answer, namespace)}")
             verdict = found.line(grade_id, None, tensor)
             if "WRONG" in verdict:
                 return verdict
@@ -802,10 +1014,32 @@ class NotebookCheck:
             return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
 
     @staticmethod
+    def _misnamed(answer: Answer, namespace: dict) -> str:
+        """Where the cell run just before this check assigned other names (`dprob = ...`, a typo): what it
+        assigned, since "run its answer cell" would send the student back to a cell just run."""
+        history = namespace.get("In") or []
+        previous = history[-2] if len(history) >= 2 and isinstance(history[-2], str) else ""
+        uses = None if "check(" in previous else _first_uses(previous)
+        assigned = sorted(n for n in uses[0] if not n.startswith("_")) if uses else []
+        if not assigned:
+            return ": run its answer cell, above"
+        return (f"; the cell you ran before this check (In[{len(history) - 2}]) assigns {', '.join(assigned[:4])}: if "
+                f"that is {answer.variable}'s answer cell, it must assign {answer.variable} (the grader finds no "
+                f"{answer.variable} there, and gives nothing)")
+
+    @staticmethod
     def _function_line(found: SelfCheck, answer: Answer, namespace: dict, answers: str | None,
                        gradients_of: str | None) -> str:
         label = f"{answer.grade_id:<15s}|"
         function = found.exercise.function_of(answer)
+        if not callable(namespace.get(function.name)):
+            return f"{label} {NotebookCheck._missing(found, function, function.name)}"
+        returned = namespace.get(answers or "")
+        if isinstance(returned, dict) and returned and answer.variable not in returned:
+            keys = ", ".join(repr(k) for k in list(returned)[:8])
+            return (f"{label} WRONG: {function.name} returns no {answer.variable!r} (its keys: {keys}): the grader "
+                    f"reads each gradient under its parameter's name, so it finds none for {answer.variable} and gives "
+                    f"nothing{found.pointer(answer.grade_id)}")
         leaves = namespace.get(gradients_of or "")
         if not isinstance(leaves, dict) or not isinstance(leaves.get(answer.source), torch.Tensor):
             return f"{label} not checked: run the cell after {function.name}'s, which calls it, first"
@@ -813,8 +1047,9 @@ class NotebookCheck:
         verdict = found.line(answer.grade_id, returned.get(answer.variable) if isinstance(returned, dict) else None,
                              leaves[answer.source])
         if returned is None and "WRONG" not in verdict:
+            # Running it again alone fails again where a cell above it has not run (the trial's s37).
             return (f"{label} not checked: {answers} is not set: the cell that calls {function.name} stopped with an "
-                    "error; run it again")
+                    "error (its output names it): run the cells above it that it needs, then it again")
         return verdict
 
     def training(self, *, start: str, batches: str, lr: float) -> None:
@@ -842,7 +1077,8 @@ class NotebookCheck:
             refusal = None if source is None else static_check.check(source, found.allow)
             if refusal is not None:
                 return f"WRONG: the grader refuses {function.name}'s cell, {refusal}"
-            return f"not attempted yet: {function.name} is not defined: run its cell above"
+            return (f"not checked: {function.name} is not defined since the kernel started: run its cell above, then "
+                    "the cell after it, which calls it")
         return f"not checked: {name} is not defined: run the cells above this one first"
 
 
@@ -855,7 +1091,7 @@ def _notebook_check(namespace: dict) -> SelfCheck | str:
     key = repr(settings)
     built = _NOTEBOOKS.get(id(namespace))
     if built is None or built[0] != key:
-        built = _NOTEBOOKS[id(namespace)] = (key, SelfCheck(namespace=namespace, course=settings))
+        built = _NOTEBOOKS[id(namespace)] = (key, SelfCheck(namespace=namespace, course=settings, by_grade_id=True))
     return built[1]
 
 
