@@ -6,11 +6,13 @@ from __future__ import annotations
 import ast
 
 import torch
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grader import derive
 from grader.authoring import skeleton
+from grader.cli import main
 from grader.derive import simplify
 from grader.exercise import Network, load
 from helpers.paths import ROOT
@@ -71,7 +73,11 @@ def test_the_lectures_exercises_2_and_3_are_its_closed_forms_and_manual_backward
     assert LECTURE_EX3 in body and LECTURE_EX2 in body
     assert "computed again" not in body and "dbndiff" not in body and "dcounts" not in body
     solved = (ROOT / "solutions" / "backprop_ninja_solved.ipynb").read_text(encoding="utf-8")
-    assert LECTURE_EX3.replace('"', '\\"') in solved
+    assert LECTURE_EX3 in solved
+    # What `backprop-ninja solution` shows a student, from that notebook.
+    shown = CliRunner().invoke(main, ["solution", "ex3_dhprebn", "--force", "--solved",
+                                      str(ROOT / "solutions" / "backprop_ninja_solved.ipynb")])
+    assert shown.exit_code == 0 and [line.strip() for line in _code(shown.output)][1:] == [LECTURE_EX3], shown.output
 
 
 def test_a_regularised_max_shifted_cross_entropy_is_at_most_three_lines():

@@ -157,7 +157,10 @@ def _cross_entropy(network: Network, d: Derivation, source: str, sink: str | Non
         candidates += [(call(name("F"), "cross_entropy", x, name(t)), "a cross-entropy") for t in targets]
     candidates += [(call(name("F"), "log_softmax", x, number(dim)), "a log-softmax") for dim in range(len(shapes[0]))]
     for candidate, what in candidates:
-        expected = d.values(candidate)
+        try:
+            expected = d.values(candidate)
+        except (RuntimeError, IndexError):  # a target out of the classes' range: no class index of this source
+            continue
         for line, tree, node in _subexpressions(network, block):
             if node is not x and _same(d, node, expected):
                 rewritten = _rewrite(network, line, tree, node, candidate)
