@@ -145,9 +145,8 @@ def _subexpressions(network: Network, block: Sequence[str]) -> Iterator[tuple[st
 
 def _cross_entropy(network: Network, d: Derivation, source: str, sink: str | None, block: Sequence[str],
                    configurations) -> Closed | None:
-    """The block from the loss with its cross-entropy (or, failing one, its log-softmax) of `source` written
-    as the call, derived again, the gradients from the loss to `source` folded into as few lines as read
-    well."""
+    """The block with its cross-entropy (or, failing one, its log-softmax) of `source` written as the call,
+    derived again: the gradients from the block's end back to `source`, a loss term's 1 folded in."""
     x = name(source)
     shapes = d.shapes(x)
     targets = [t for t in network.data if all(v.dtype in (torch.int64, torch.int32) and v.shape == s[:1]
