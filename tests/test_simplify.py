@@ -208,3 +208,37 @@ def test_every_cross_entropy_written_out_gets_a_proven_closed_form_of_one_line(l
     assert _code(closed.cell) == ["ds = (F.softmax(s, 1) - F.one_hot(y_t, num_classes=s.shape[1])) / n"], text
     _check_against_autograd(network, configurations, "s", None, closed.cell)
     assert "W" not in {n.id for n in ast.walk(ast.parse(closed.cell)) if isinstance(n, ast.Name)}
+
+
+MSE = '''from grader.authoring.define import exercise
+
+EXERCISE = exercise(
+    name="mse", title="A linear fit with weight decay", sizes={"n": (8, (6, 30)), "d": (3, (2, 9)), "k": (4, (2, 9))},
+    data="x = randn(n, d)\\nt = randn(n, k)", parameters="W = randn(d, k)",
+    forward="pred = x @ W\\nerr = pred - t\\nmse = (err ** 2).mean()\\nreg = 0.1 * (W * W).sum()\\nloss = mse + reg",
+    fused={"dpred": "loss"},
+)
+'''
+
+
+def _report(spec: str) -> list[str]:
+    """`exercise check`'s report up to its derived answers (the routes, which take minutes, not run)."""
+    from grader.authoring import exercise_check
+
+    lines = []
+    for line in exercise_check.check(spec):
+        if line.startswith("#"):
+            break
+        lines.append(line)
+    return lines
+
+
+def test_exercise_check_says_which_fused_blocks_are_closed_forms_and_which_keep_their_chain(tmp_path):
+    path = tmp_path / "mse.py"
+    path.write_text(MSE, encoding="utf-8")
+    said = _report(f"{path}:EXERCISE")
+    assert "note: ex2_dpred: no closed form found (neither a cross-entropy nor a normalization written out), so " \
+           "the chain of atomic steps stays" in said, said
+    said = _report(f"{ROOT / 'tests' / 'exercises' / 'regularised_softmax.py'}:EXERCISE")
+    assert "closed form: ex2_dscores is a cross-entropy (proven against autograd): its answer is that formula" in said
+    assert not any(line.startswith("note: ex2_") for line in said), said
