@@ -302,23 +302,27 @@ def test_every_reference_statement_has_its_explanation(name):
 def test_a_fused_block_that_is_one_operation_gets_its_short_formula():
     """Exercise 2's block (the lecture's eight lines from logits to the loss) computes F.cross_entropy, so its
     reference is the rule table's formula for that one line, not the chain of exercise 1's steps; batch or
-    layer norm's block is no operation of the grammar, so exercise 3's is the chain, ending in its gradient."""
+    layer norm's block gets its closed form (grader/derive/simplify.py), one expression ending in its
+    gradient."""
     for name in ("relu-layernorm", "gelu-batchnorm-residual"):
         cells = _cells(name)
         code = [line for line in cells["ex2_dlogits"].splitlines() if not line.startswith("#")]
         assert code == ["dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, num_classes=logits.shape[1])) / n"], name
         pre = variants.parse(name).norm.pre
-        assert f"\nd{pre} += " in cells[f"ex3_d{pre}"] and "dlogits" not in cells[f"ex3_d{pre}"]
+        norm = [line for line in cells[f"ex3_d{pre}"].splitlines() if not line.startswith("#")]
+        assert norm[-1].startswith(f"d{pre} = ") and len(norm) <= 2 and "dlogits" not in cells[f"ex3_d{pre}"], norm
         assert "dlogprobs" not in cells["ex2_dlogits"]
-    # A block that computes something else keeps the chain: a loss that is not the cross-entropy's mean.
+    # A loss that is not the cross-entropy's mean (its sum) keeps no one-operation formula: its log-softmax is
+    # found instead, and the cell says so in the chain's first step.
     exercise = exercises.load("makemore-mlp/relu-none")
     network = exercise.network
     text = network.source().replace("loss = -logprobs[range(n), Yb].mean()", "loss = -logprobs[range(n), Yb].sum()")
     other = exercises.Network.parse(text, parameters=network.parameters, data=network.data, sizes=network.sizes)
     changed = dataclasses.replace(exercise, network=other)
     found = skeleton.derived(changed)
-    assert found.fused == {}
-    assert "dlogprobs = torch.zeros_like(logprobs)" in skeleton.references(changed, found)["ex2_dlogits"]
+    assert found.fused == {} and found.closed["ex2_dlogits"].what == "a log-softmax"
+    cell = skeleton.references(changed, found)["ex2_dlogits"]
+    assert "dlogprobs = torch.zeros_like(logprobs)" in cell and "dcounts" not in cell
 
 
 def test_each_variant_explains_its_own_derivatives():

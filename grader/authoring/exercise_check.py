@@ -136,6 +136,10 @@ def check(spec: str) -> Iterator[str]:
     others = [a for a in exercise.answers if a.kind != ex.ATOMIC and a.cell_id in cells]
     yield (f"derived: {len(found.gradients)} reference answers, {len(dict.fromkeys(a.cell_id for a in others))} "
            f"fused and function cells, {slips} mutants from the rule table's slips")
+    for cell_id, closed in found.closed.items():
+        yield f"closed form: {cell_id} is {closed.what} (proven against autograd): its answer is that formula"
+    for cell_id, why in found.chained.items():
+        yield f"note: {cell_id}: {why}"
     right = [f"{g.name} {s.name}" for g in found.gradients for s in g.right_anyway]
     if right:  # the rule table made them, but no notebook could tell them from the answer: said, not graded
         yield (f"note: {len(right)} slips equal the right answer on every derivation configuration and are not "

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
 from grader import derive, syntax
+from grader.derive import simplify
 from grader.exercise import ATOMIC, FUNCTION, FUSED, Exercise, Function, Network
 
 SEED = 2147483647
@@ -143,46 +144,33 @@ with torch.no_grad():
 
 @dataclass(frozen=True)
 class Derived:
-    """What the rule table derives of an exercise: every gradient, in the order a student computes them, and
-    the fused cells whose block is one operation of the grammar written out (a cross-entropy in the
-    lecture's eight lines), each with the gradient of that one operation."""
+    """What the rule table derives of an exercise: every gradient, in the order a student computes them;
+    each fused cell's closed form, where grader.derive.simplify found one and proved it against autograd;
+    the closed forms that are one operation's gradient (a cross-entropy), whose slips are that cell's
+    mistakes; and, for each fused cell that keeps its chain of atomic steps, why (for `exercise check`)."""
 
     gradients: tuple[derive.Gradient, ...]
     fused: Mapping[str, derive.Gradient]
+    closed: Mapping[str, simplify.Closed] = field(default_factory=dict)
+    chained: Mapping[str, str] = field(default_factory=dict)
 
 
 def derived(exercise: Exercise) -> Derived:
     configurations = derive.configurations(exercise)
     gradients = derive.derive(exercise.network, configurations)
-    fused = {}
-    for answer in (a for a in exercise.answers if a.kind == FUSED):
-        gradient = _one_operation(exercise, answer, configurations)
-        if gradient is not None:
-            fused[answer.cell_id] = gradient
-    return Derived(gradients, fused)
-
-
-def _one_operation(exercise: Exercise, answer, configurations) -> derive.Gradient | None:
-    """A fused block from the loss back to its source that computes `F.cross_entropy(source, target)` on every
-    configuration, for a target among the data it reads: that line's gradient, the short formula the fused
-    cell asks for (softmax minus the target's one-hot, over n). None for any other block, whose reference
-    is then the chain of its atomic steps."""
     net = exercise.network
-    if answer.sink is not None:
-        return None
-    head = net.steps[: net.intermediates.index(answer.source) + 1]
-    block = net.steps[len(head):]
-    for target in (d for d in net.data if any(d in s.inputs for s in block)):
-        line = f"{net.loss} = F.cross_entropy({answer.source}, {target})\n"
-        try:
-            one = Network.parse("".join(f"{s.name} = {s.code}\n" for s in head) + line, parameters=net.parameters,
-                                data=net.data, sizes=net.sizes, loss=net.loss)
-            if all(torch.allclose(*(n.forward(*_split(n, c.inputs))[net.loss] for n in (one, net)), rtol=1e-9)
-                   for c in configurations):
-                return next(g for g in derive.derive(one, configurations) if g.name == answer.variable)
-        except (ValueError, RuntimeError, IndexError):  # a target that is no class index: not this block
+    fused, closed, chained = {}, {}, {}
+    for answer in (a for a in exercise.answers if a.kind == FUSED):
+        if len(simplify.live(net, answer.source, answer.sink)) <= 2:
+            continue  # a block of one line: its gradient is one statement already
+        found = simplify.fuse(net, answer.source, answer.sink, configurations, gradients)
+        if isinstance(found, str):
+            chained[answer.cell_id] = found
             continue
-    return None
+        closed[answer.cell_id] = found
+        if found.gradient is not None:
+            fused[answer.cell_id] = found.gradient
+    return Derived(gradients, fused, closed, chained)
 
 
 def _split(network: Network, inputs: Mapping[str, torch.Tensor]) -> tuple[dict, dict]:
@@ -191,21 +179,26 @@ def _split(network: Network, inputs: Mapping[str, torch.Tensor]) -> tuple[dict, 
 
 def references(exercise: Exercise, found: Derived | None = None,
                written: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Each answer cell's reference, derived: an atomic cell's explained gradient; a fused cell's, its one
-    operation's gradient where its block is one (`Derived.fused`), else every gradient from its start back
-    to its own, in order; a function's, all of them inside its body (each statement under its explanation,
-    as `backprop-ninja solution` shows them). `written` (gradient name -> its cell) puts other text in place
-    of a derived gradient's everywhere the chain of atomic steps has it: a slip's."""
+    """Each answer cell's reference, derived: an atomic cell's explained gradient; a fused cell's, its closed
+    form where it has one (`Derived.closed`), else the gradients from its start back to its own that lie on
+    the block (a regulariser's or a parameter's are dead there), in order; a function's, all of them inside
+    its body (each statement under its explanation, as `backprop-ninja solution` shows them), each fused
+    block with a closed form written so. `written` (gradient name -> its cell) puts other text in place of
+    a derived gradient's everywhere the chain of atomic steps has it: a slip's."""
     found = derived(exercise) if found is None else found
     source = {g.name: g.source for g in found.gradients} | dict(written or {})
     order = [g.name for g in found.gradients]
     cells = {a.cell_id: source[a.variable] for a in exercise.answers if a.kind == ATOMIC}
     for answer in (a for a in exercise.answers if a.kind == FUSED):
         start = order.index(f"d{answer.sink}") + 1 if answer.sink else 0
-        cells[answer.cell_id] = found.fused[answer.cell_id].source if answer.cell_id in found.fused else \
-            "".join(source[n] for n in order[start:order.index(answer.variable) + 1])
+        block = simplify.live(exercise.network, answer.source, answer.sink)
+        chain = [n for n in order[start:order.index(answer.variable) + 1] if n[1:] in block]
+        closed = found.closed.get(answer.cell_id)
+        cells[answer.cell_id] = closed.cell if closed is not None and not set(written or {}) & set(chain) else \
+            "".join(source[n] for n in chain)
     for function in exercise.functions:
-        cells[function.cell] = _function_reference(exercise, function, [source[n] for n in order])
+        statements = _statements(exercise, found, source, set(written or {}))
+        cells[function.cell] = _function_reference(exercise, function, statements)
     assert not {a.cell_id for a in exercise.answers if a.kind == FUNCTION} - set(cells)
     return cells
 
@@ -267,6 +260,25 @@ def _on_chain(exercise: Exercise, found: Derived) -> set[derive.Slip]:
                 if not same:
                     changed.add(slip)
     return changed
+
+
+def _statements(exercise: Exercise, found: Derived, source: Mapping[str, str], written: set[str]) -> list[str]:
+    """Every gradient's statements in order, for the whole backward: a fused block's chain replaced by its
+    closed form where the block is closed (nothing outside it reads its tensors, and no other gradient reads
+    a gradient inside it), so that the function computes what exercises 2 and 3 ask, from what its cache
+    holds. A block where `written` puts a slip keeps its chain, which the slip is written in."""
+    net = exercise.network
+    statements = {g.name: source[g.name] for g in found.gradients}
+    for answer in (a for a in exercise.answers if a.kind == FUSED and a.cell_id in found.closed):
+        block = simplify.live(net, answer.source, answer.sink)
+        inside = {"d" + t for t in block} - {answer.variable}
+        outside_readers = {c for t in block for c in net.consumers(t)} - block - {answer.sink}
+        others = [g for g in found.gradients if g.name not in inside and g.name != answer.variable]
+        if outside_readers or written & {*inside, answer.variable} or any(inside & set(g.reads) for g in others):
+            continue
+        statements = {n: (found.closed[answer.cell_id].cell if n == answer.variable else v)
+                      for n, v in statements.items() if n not in inside}
+    return list(statements.values())
 
 
 def _function_reference(exercise: Exercise, function: Function, sources: list[str]) -> str:

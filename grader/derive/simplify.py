@@ -1,0 +1,416 @@
+"""A fused block's closed form: what a teacher writes for a whole normalization or cross-entropy, derived
+from the block's lines and proven against autograd before it is used.
+
+The chain of atomic steps through a block is right but long (the lecture's batch norm is eleven lines);
+the closed form is one expression. Nothing here reads the lines' text for a known spelling: the block's
+values are read on the derivation's configurations, and what they *are* decides.
+
+- A cross-entropy or a log-softmax: a sub-expression of a block line (a whole line, or a term inside a
+  sum with other terms such as an L2 penalty) whose value is `F.cross_entropy(source, target)` for a target
+  among the data, or `F.log_softmax(source, dim)`, on every configuration, is that call. The network with
+  it written so, and the lines left dead dropped, is derived again by the rule table, whose rules for those
+  calls are the closed forms (softmax minus the target's one-hot, over n). What reaches `source` from the
+  loss is then kept, each gradient read once folded into its reader.
+- A normalization: a tensor of the block that is `(x - mean) * (var + eps) ** -0.5` of the block's source
+  x, over some dims, with or without Bessel's correction, for one constant eps >= 0, is its normalized
+  value xhat; a value of the block that is that `(var + eps) ** -0.5` (or its inverse, the std) is its
+  scale. The paths through the mean and the variance collected give
+  `dx = scale / N * (N * g - g.sum(dims) - N / (N - c) * xhat * (g * xhat).sum(dims))` with `g` the
+  gradient reaching xhat (its factors constant along the reduced dims, such as a batch norm's gain, taken
+  out in front), as the lecture writes it.
+
+Either closed form is then run on every configuration, with the block's true upstream gradient and with a
+random one, and compared with autograd's; where it differs, or none is found, the block keeps its chain
+and `why_not` says so.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import itertools
+import math
+import textwrap
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from grader.derive.algebra import call, code, name, number, parse
+from grader.derive.engine import WIDTH, Configuration, Derivation, DeriveError, Gradient, derive
+from grader.exercise import Network
+
+# How close a value must be to a candidate on every configuration (float64) to be taken for it.
+_SAME = dict(rtol=1e-9, atol=1e-12)
+# How close the closed form must be to autograd: the derivation's own check.
+_PROVEN = dict(rtol=1e-6, atol=1e-9)
+
+
+@dataclass(frozen=True)
+class Closed:
+    """A fused block's closed form: the cell (statements under comments), the gradients it was written
+    from (the rewritten network's, whose slips feedback may name; empty for a normalization), and what it
+    is, for `exercise check` ("a cross-entropy", "a normalization over dim 0")."""
+
+    cell: str
+    what: str
+    gradient: Gradient | None = None
+
+
+def fuse(network: Network, source: str, sink: str | None, configurations: Sequence[Configuration],
+         chain: Sequence[Gradient]) -> Closed | str:
+    """The closed form of the block from `sink`'s gradient (the loss's when None) back to `source`'s, or
+    why there is none (one sentence). `chain` is the network's derived gradients, in order."""
+    d = Derivation(network, configurations)
+    block = _block(network, source, sink)
+    tried = []
+    for found in (_cross_entropy(network, d, source, sink, block, configurations),
+                  _normalization(network, d, source, sink, block, chain)):
+        if found is None:
+            continue
+        if _proven(network, d, configurations, source, sink, found.cell):
+            return found
+        tried.append(found.what)
+    if tried:
+        return f"its closed form as {tried[0]} differs from autograd's, so the chain of atomic steps stays"
+    return "no closed form found (neither a cross-entropy nor a normalization written out), so the chain of " \
+           "atomic steps stays"
+
+
+def live(network: Network, source: str, sink: str | None) -> frozenset[str]:
+    """The tensors whose gradients the block from `sink` (the loss when None) back to `source` needs:
+    `source` and what lies between; a gradient of anything else (a regulariser's, a parameter's) is dead
+    there."""
+    end = sink or network.loss
+    between = set(network.descendants(source)) & (set(network.ancestors(end)) | {end})
+    return frozenset({source, *(between - {sink})})
+
+
+def _block(network: Network, source: str, sink: str | None) -> list[str]:
+    return [s for s in network.intermediates if s in live(network, source, sink) - {source} or s == sink]
+
+
+# ------------------------------------------------------------------------------------------ proof
+
+def _proven(network: Network, d: Derivation, configurations, source: str, sink: str | None, cell: str) -> bool:
+    """Whether `cell` gives autograd's gradient of `source` through the block on every configuration, with
+    the block's true upstream gradient and (from an intermediate) a random one."""
+    compiled = compile(cell, "<closed form>", "exec")
+    generator = torch.Generator().manual_seed(1)
+    for configuration, namespace in zip(configurations, d.namespaces, strict=True):
+        params = {k: v.detach().clone().requires_grad_(v.is_floating_point())
+                  for k, v in configuration.inputs.items() if k in network.parameters}
+        data = {k: configuration.inputs[k] for k in network.data}
+        with torch.enable_grad():
+            values = network.forward(params, data)
+            end = values[sink or network.loss]
+            upstreams = [torch.ones_like(end)] if sink is None else \
+                [torch.autograd.grad(values[network.loss], end, retain_graph=True)[0],
+                 torch.randn(end.shape, generator=generator, dtype=end.dtype)]
+            for upstream in upstreams:
+                # (end * upstream).sum() rather than grad_outputs, which makes torch import sympy (seconds)
+                (expected,) = torch.autograd.grad((end * upstream).sum(), values[source], retain_graph=True)
+                ns = {**namespace, **({"d" + sink: upstream} if sink else {})}
+                try:
+                    exec(compiled, ns)  # noqa: S102 - derived code, run on the derivation's own tensors
+                except Exception:  # noqa: BLE001 - a closed form that does not run is not proven
+                    return False
+                got = ns.get("d" + source)
+                if not isinstance(got, torch.Tensor) or got.shape != expected.shape \
+                        or not torch.allclose(got, expected, **_PROVEN):
+                    return False
+    return True
+
+
+def _same(d: Derivation, node: ast.expr, expected: Sequence[torch.Tensor]) -> bool:
+    try:
+        values = d.values(node)
+    except Exception:  # noqa: BLE001 - a candidate that does not run is not the value
+        return False
+    return all(isinstance(v, torch.Tensor) and v.shape == e.shape and v.dtype.is_floating_point
+               and torch.allclose(v, e.to(v.dtype), **_SAME) for v, e in zip(values, expected, strict=True))
+
+
+def _subexpressions(network: Network, block: Sequence[str]) -> Iterator[tuple[str, ast.expr, ast.expr]]:
+    """(line name, the line's tree, a node of it) for every line of the block, the loss's end first, each
+    line's nodes from the whole line down (the largest match wins)."""
+    for line in reversed(block):
+        tree = parse(network.step[line].code)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.expr_context, ast.operator, ast.unaryop, ast.keyword, ast.Slice)):
+                continue
+            yield line, tree, node
+
+
+# ------------------------------------------------------------------------------------------ cross-entropy
+
+def _cross_entropy(network: Network, d: Derivation, source: str, sink: str | None, block: Sequence[str],
+                   configurations) -> Closed | None:
+    """The block with its cross-entropy (or, failing one, its log-softmax) of `source` written as the call,
+    derived again: the gradients from the block's end back to `source`, a loss term's 1 folded in."""
+    x = name(source)
+    shapes = d.shapes(x)
+    targets = [t for t in network.data if all(v.dtype in (torch.int64, torch.int32) and v.shape == s[:1]
+                                                for v, s in zip(d.values(name(t)), shapes, strict=True))]
+    candidates = []
+    if all(len(s) == 2 for s in shapes):
+        candidates += [(call(name("F"), "cross_entropy", x, name(t)), "a cross-entropy") for t in targets]
+    candidates += [(call(name("F"), "log_softmax", x, number(dim)), "a log-softmax") for dim in range(len(shapes[0]))]
+    for candidate, what in candidates:
+        try:
+            expected = d.values(candidate)
+        except (RuntimeError, IndexError):  # a target out of the classes' range: no class index of this source
+            continue
+        for line, tree, node in _subexpressions(network, block):
+            if node is not x and _same(d, node, expected):
+                rewritten = _rewrite(network, line, tree, node, candidate)
+                if rewritten is None:
+                    continue
+                try:
+                    gradients = derive(rewritten, configurations)
+                except DeriveError:
+                    continue
+                return _folded(rewritten, gradients, source, sink, what)
+    return None
+
+
+def _rewrite(network: Network, line: str, tree: ast.expr, node: ast.expr, replacement: ast.expr) -> Network | None:
+    """The network with `node` of `line` written as `replacement`, and the lines nothing reads any more
+    dropped."""
+    lines = {s.name: s.code for s in network.steps}
+    lines[line] = code(replacement if node is tree else _Replace(code(node), replacement).visit(copy.deepcopy(tree)))
+    needed = {network.loss}
+    for step in reversed(network.steps):
+        if step.name in needed:
+            needed |= _names(lines[step.name])
+    text = "".join(f"{k} = {v}\n" for k, v in lines.items() if k in needed)
+    try:
+        return Network.parse(text, parameters=network.parameters, data=network.data, sizes=network.sizes,
+                             loss=network.loss)
+    except ValueError:
+        return None
+
+
+class _Replace(ast.NodeTransformer):
+    """The first node printed as `text` replaced by `replacement` (a line's sub-expression, found by value)."""
+
+    def __init__(self, text: str, replacement: ast.expr):
+        self.text, self.replacement, self.done = text, replacement, False
+
+    def generic_visit(self, node):
+        if not self.done and isinstance(node, ast.expr) and code(node) == self.text:
+            self.done = True
+            return copy.deepcopy(self.replacement)
+        return super().generic_visit(node)
+
+
+def _names(text: str) -> set[str]:
+    return {n.id for n in ast.walk(parse(text)) if isinstance(n, ast.Name)}
+
+
+def _folded(network: Network, gradients: Sequence[Gradient], source: str, sink: str | None, what: str) -> Closed:
+    """The gradients from the loss back to `source` (the live ones only), a loss term's gradient of 1 folded
+    into the statements that read it: `dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, ...)) / n`, not a
+    line for `dnll = 1` and another that multiplies by it."""
+    needed = live(network, source, sink)
+    kept = [g for g in gradients if g.tensor in needed and g.tensor != network.loss]
+    single = {g.name for g in kept if len(g.contributions) == 1 and g.contributions[0].index is None}
+    units = {g.name: number(1) for g in kept
+             if g.tensor in network.unit_gradients and g.tensor != source and g.name in single
+             and all(r.name in single for r in kept if g.name in r.reads)}
+    lines = []
+    for g in kept:
+        if g.name in units:
+            continue
+        if g.name in single:
+            c = g.contributions[0]
+            value = _substitute(parse(c.value), units)
+            lines += _comment(f"{c.line} (its lines written out): {c.why}.") + [f"{g.name} = {code(value)}"]
+        else:
+            lines.append(g.source.rstrip("\n"))
+    one = kept[-1] if len(kept) == 1 and not units else None
+    return Closed("\n".join(lines) + "\n", what, one)
+
+
+def _substitute(tree: ast.expr, folded: dict[str, ast.expr]) -> ast.expr:
+    class Fold(ast.NodeTransformer):
+        def visit_BinOp(self, node):
+            self.generic_visit(node)
+            for side, other in (("left", node.right), ("right", node.left)):
+                value = getattr(node, side)
+                if isinstance(node.op, ast.Mult) and isinstance(value, ast.Constant) and value.value == 1:
+                    return other
+            return node
+
+        def visit_Name(self, node):
+            return copy.deepcopy(folded[node.id]) if node.id in folded else node
+
+    return Fold().visit(copy.deepcopy(tree))
+
+
+def _comment(text: str) -> list[str]:
+    return ["# " + line for line in textwrap.wrap(text, WIDTH - 2, break_long_words=False, break_on_hyphens=False)]
+
+
+# ------------------------------------------------------------------------------------------ normalization
+
+def _normalization(network: Network, d: Derivation, source: str, sink: str | None, block: Sequence[str],
+                   chain: Sequence[Gradient]) -> Closed | None:
+    x = name(source)
+    values = d.values(x)
+    if not all(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in values):
+        return None
+    rank = values[0].ndim
+    for dims, correction in itertools.product(_dim_sets(rank), (1, 0)):
+        found = _normalized(network, d, x, block, dims, correction)
+        if found is None:
+            continue
+        xhat, scale = found
+        g = _upstream(chain, xhat, sink)
+        if g is None:
+            continue
+        return _closed_norm(d, x, xhat, scale, g, dims, correction, {c.name for c in chain})
+    return None
+
+
+def _dim_sets(rank: int) -> Iterator[tuple[int, ...]]:
+    for size in range(1, rank + 1):
+        yield from itertools.combinations(range(rank), size)
+
+
+def _moments(x: torch.Tensor, dims: tuple[int, ...], correction: int):
+    count = math.prod(x.shape[k] for k in dims)
+    if count - correction < 1:
+        return None
+    centred = x - x.mean(dims, keepdim=True)
+    return centred, (centred**2).sum(dims, keepdim=True) / (count - correction)
+
+
+def _normalized(network: Network, d: Derivation, x: ast.expr, block: Sequence[str], dims, correction):
+    """(xhat, scale) when a tensor of the block is x normalized over `dims` with this correction, and a
+    value of the block is its scale (`(var + eps) ** -0.5`, as is, or its inverse the std, divided by)."""
+    moments = [_moments(v, dims, correction) for v in d.values(x)]
+    if any(m is None for m in moments):
+        return None
+    for line in block:
+        found = d.values(name(line))
+        if not all(isinstance(v, torch.Tensor) and v.shape == centred.shape
+                   for v, (centred, _) in zip(found, moments, strict=True)):
+            continue
+        scales = []
+        for v, (centred, var) in zip(found, moments, strict=True):
+            scale = (v * centred).sum(dims, keepdim=True) / (centred**2).sum(dims, keepdim=True)
+            eps = scale**-2 - var
+            if not torch.allclose(v, centred * scale, **_SAME) or (eps < -1e-12).any() \
+                    or (eps - eps.mean()).abs().max() > 1e-9 * (1 + var.abs().max()):
+                scales = None
+                break
+            scales.append(scale)
+        if scales is None or not scales:
+            continue
+        spelled = _scale(network, d, block, scales)
+        if spelled is not None:
+            return name(line), spelled
+    return None
+
+
+def _scale(network: Network, d: Derivation, block: Sequence[str], scales: list[torch.Tensor]):
+    """How the block writes the scale: (node, True) for a value equal to it (multiplied by), (node, False)
+    for its inverse, the std (divided by); names before sub-expressions."""
+    found = []
+    for _, _, node in _subexpressions(network, block):
+        for inverse in (False, True):
+            expected = [1 / s if inverse else s for s in scales]
+            try:
+                got = d.values(node)
+            except Exception:  # noqa: BLE001,S112 - a part of a line that does not run alone
+                continue
+            if all(isinstance(v, torch.Tensor) and v.dtype.is_floating_point and v.ndim == e.ndim
+                   and all(b in (a, 1) for a, b in zip(v.shape, e.shape, strict=True))
+                   and torch.allclose(v, torch.broadcast_to(e, v.shape), **_SAME)
+                   for v, e in zip(got, expected, strict=True)):
+                found.append((not isinstance(node, ast.Name), inverse, node))
+    if not found:
+        return None
+    _, inverse, node = min(found, key=lambda f: (f[0], f[1], len(code(f[2]))))
+    return node, not inverse
+
+
+def _upstream(chain: Sequence[Gradient], xhat: ast.Name, sink: str | None) -> ast.expr | None:
+    """The gradient reaching xhat, written with the sink's gradient and forward values only: the chain from
+    the sink to xhat folded into one expression (None where a step of it adds up several uses)."""
+    if sink is None:
+        return None
+    if xhat.id == sink:
+        return name("d" + sink)
+    by_name = {g.name: g for g in chain}
+    tree = name("d" + xhat.id)
+    for _ in range(len(chain) + 1):
+        reads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & set(by_name) - {"d" + sink}
+        if not reads:
+            return tree
+        for read in reads:
+            contributions = by_name[read].contributions
+            if len(contributions) != 1 or contributions[0].index is not None:
+                return None
+            tree = _substitute(tree, {read: parse(contributions[0].value)})
+    return None
+
+
+def _closed_norm(d: Derivation, x: ast.expr, xhat: ast.Name, scale, g: ast.expr, dims: tuple[int, ...],
+                 correction: int, gradients: set[str]) -> Closed:
+    """`scale / N * (N * g - g.sum(dims) - N / (N - c) * xhat * (g * xhat).sum(dims))`, g's factors that
+    are constant along `dims` in front."""
+    rank = len(d.shapes(x)[0])
+    outside, inside = [], []
+    for factor in _factors(g):
+        if _names(code(factor)) & gradients:
+            inside.append(factor)
+            continue
+        shapes = d.shapes(factor)
+        constant = all(len(s) <= rank and all(s[k - (rank - len(s))] == 1 for k in dims if k >= rank - len(s))
+                       for s in shapes)
+        (outside if constant else inside).append(factor)
+    inner = _product(inside) if inside else number(1)
+    lines = []
+    if len(inside) > 1 or (inside and not isinstance(inside[0], ast.Name)):
+        # the gradient reaching xhat named, as a teacher writes it, rather than spelled out three times
+        lines = [f"d{xhat.id} = {code(inner)}"]
+        inner = name("d" + xhat.id)
+    count = d.count(x, dims)
+    leading = dims == tuple(range(len(dims)))
+
+    def total(node: ast.expr) -> ast.expr:
+        axis = number(dims[0]) if len(dims) == 1 else ast.Tuple([number(k) for k in dims], ast.Load())
+        return call(node, "sum", axis) if leading else call(node, "sum", axis, keepdim=ast.Constant(True))
+
+    node, scaled = scale
+    front = _product([*outside, node]) if scaled else ast.BinOp(_product(outside) if outside else number(1),
+                                                                  ast.Div(), node)
+    front = ast.BinOp(front, ast.Div(), count)
+    weight = ast.BinOp(ast.BinOp(count, ast.Div(), ast.BinOp(count, ast.Sub(), number(correction))), ast.Mult(),
+                       xhat) if correction else xhat
+    spread = ast.BinOp(weight, ast.Mult(), total(ast.BinOp(inner, ast.Mult(), xhat)))
+    bracket = ast.BinOp(ast.BinOp(ast.BinOp(count, ast.Mult(), inner), ast.Sub(), total(inner)), ast.Sub(), spread)
+    value = ast.BinOp(front, ast.Mult(), bracket)
+    over = f"dim {dims[0]}" if len(dims) == 1 else "dims " + ", ".join(map(str, dims))
+    variance = f"the unbiased variance (Bessel's correction, {code(count)} - 1)" if correction else \
+        "the biased variance"
+    front_words = f"; {', '.join(code(f) for f in outside)}, constant along {over}, in front" if outside else ""
+    comment = (f"{xhat.id} is {x.id} normalized over {over}, with {variance} and {code(node)} its "
+               f"{'inverse ' if not scaled else ''}scale: the paths through the mean and the variance collected "
+               f"into one expression, with g = {code(g)} the gradient reaching {xhat.id}{front_words}.")
+    return Closed("\n".join([*_comment(comment), *lines, f"d{x.id} = {code(value)}"]) + "\n",
+                  f"a normalization over {over}")
+
+
+def _factors(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _factors(node.left) + _factors(node.right)
+    return [node]
+
+
+def _product(factors: Sequence[ast.expr]) -> ast.expr:
+    tree = factors[0]
+    for factor in factors[1:]:
+        tree = ast.BinOp(tree, ast.Mult(), factor)
+    return tree

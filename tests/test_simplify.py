@@ -1,0 +1,244 @@
+"""Fused blocks' closed forms (grader/derive/simplify.py): the lecture's exercises 2 and 3 as the lecture
+writes them, a cross-entropy written out inside a larger loss in the lines a teacher writes, a normalization
+in any order and names, and each closed form proven against autograd on writings Hypothesis draws."""
+from __future__ import annotations
+
+import ast
+
+import torch
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grader import derive
+from grader.authoring import skeleton
+from grader.cli import main
+from grader.derive import simplify
+from grader.exercise import Network, load
+from helpers.paths import ROOT
+
+# The issue's (and the lecture's) exercise 3, derived on paper.
+LECTURE_EX3 = ("dhprebn = bngain * bnvar_inv / n * (n * dhpreact - dhpreact.sum(0) - n / (n - 1) * bnraw * "
+               "(dhpreact * bnraw).sum(0))")
+LECTURE_EX2 = "dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, num_classes=logits.shape[1])) / n"
+
+
+def _code(cell: str) -> list[str]:
+    return [line for line in cell.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _configurations(shapes: dict[str, tuple[int, ...]], classes: int = 0, seed: int = 0):
+    """Two float64 configurations of the given shapes (a name ending in `_t` is a class index < classes)."""
+    found = []
+    for k in range(2):
+        generator = torch.Generator().manual_seed(seed * 2 + k)
+        inputs = {}
+        for key, shape in shapes.items():
+            shape = tuple(s + k for s in shape)  # other sizes in the second configuration
+            inputs[key] = torch.randint(classes + k, shape, generator=generator) if key.endswith("_t") else \
+                torch.randn(shape, generator=generator, dtype=torch.float64)
+        found.append(derive.Configuration(inputs, {}))
+    return found
+
+
+def _autograd(network: Network, configuration, source: str, sink: str | None, upstream) -> torch.Tensor:
+    params = {k: v.clone().requires_grad_() for k, v in configuration.inputs.items() if k in network.parameters}
+    data = {k: v for k, v in configuration.inputs.items() if k in network.data}
+    values = network.forward(params, data)
+    end = values[sink or network.loss]
+    return torch.autograd.grad((end * upstream).sum(), values[source])[0]
+
+
+def _check_against_autograd(network: Network, configurations, source: str, sink: str | None, cell: str):
+    """The test's own proof, independent of the simplifier's: the cell run beside the forward values, with
+    a random upstream gradient, equals autograd's."""
+    for configuration in configurations:
+        values = network.forward(dict(configuration.inputs), {})
+        generator = torch.Generator().manual_seed(5)
+        upstream = torch.randn(values[sink or network.loss].shape, generator=generator, dtype=torch.float64)
+        namespace = {**values, "torch": torch, "F": torch.nn.functional, **({f"d{sink}": upstream} if sink else {})}
+        exec(compile(cell, "<closed>", "exec"), namespace)  # noqa: S102 - the derived cell under test
+        expected = _autograd(network, configuration, source, sink, upstream if sink else torch.tensor(1.0))
+        assert torch.allclose(namespace[f"d{source}"], expected, rtol=1e-6, atol=1e-9), cell
+
+
+def test_the_lectures_exercises_2_and_3_are_its_closed_forms_and_manual_backward_uses_them():
+    from solutions import reference
+
+    cells = reference.cells()
+    assert _code(cells["ex3_dhprebn"]) == [LECTURE_EX3]
+    assert _code(cells["ex2_dlogits"]) == [LECTURE_EX2]
+    body = cells["ex4_backward"]
+    # The whole backward: both closed forms, and no forward value computed again (the cache holds them).
+    assert LECTURE_EX3 in body and LECTURE_EX2 in body
+    assert "computed again" not in body and "dbndiff" not in body and "dcounts" not in body
+    solved = (ROOT / "solutions" / "backprop_ninja_solved.ipynb").read_text(encoding="utf-8")
+    assert LECTURE_EX3 in solved
+    # What `backprop-ninja solution` shows a student, from that notebook.
+    shown = CliRunner().invoke(main, ["solution", "ex3_dhprebn", "--force", "--solved",
+                                      str(ROOT / "solutions" / "backprop_ninja_solved.ipynb")])
+    assert shown.exit_code == 0 and [line.strip() for line in _code(shown.output)][1:] == [LECTURE_EX3], shown.output
+
+
+def test_a_regularised_max_shifted_cross_entropy_is_at_most_three_lines():
+    exercise = load(f"{ROOT / 'tests' / 'exercises' / 'regularised_softmax.py'}:EXERCISE")
+    found = skeleton.derived(exercise)
+    cell = skeleton.references(exercise, found)["ex2_dscores"]
+    assert len(_code(cell)) <= 3, cell
+    assert _code(cell) == ["dscores = (F.softmax(scores, 1) - F.one_hot(y, num_classes=scores.shape[1])) / N"]
+    assert "decay" not in _code(cell)[0] and not found.chained
+
+
+def test_a_block_without_a_closed_form_keeps_its_chain_without_dead_lines_and_says_so():
+    """A squared error plus weight decay: no closed form, so the chain stays, without the penalty's
+    gradient (the block from the loss back to the predictions does not need it)."""
+    network = Network.parse("pred = x @ W\nerr = pred - t\nmse = (err ** 2).mean()\nreg = 0.1 * (W * W).sum()\n"
+                            "loss = mse + reg\n", parameters=("W",), data=("x", "t"))
+    configurations = _configurations({"x": (5, 3), "W": (3, 4), "t": (5, 4)})
+    chain = derive.derive(network, configurations)
+    why = simplify.fuse(network, "pred", None, configurations, chain)
+    assert isinstance(why, str) and "chain of atomic steps stays" in why
+    assert simplify.live(network, "pred", None) == {"pred", "err", "mse", "loss"}
+
+
+def test_a_layer_norm_in_another_order_with_other_names_gets_its_closed_form():
+    """Features normalized per row: the variance before the mean, the scale divided by, gain after the
+    normalized value, the bias first; no name the lecture uses."""
+    network = Network.parse(
+        "z = inp @ M\n"
+        "spread = z.var(1, keepdim=True, unbiased=False)\n"
+        "centre = z.mean(1, keepdim=True)\n"
+        "unit = (z - centre) / (spread + 1e-3).sqrt()\n"
+        "shaped = shift + unit * scale\n"
+        "loss = (torch.tanh(shaped) * probe).sum()\n",
+        parameters=("M", "scale", "shift"), data=("inp", "probe"))
+    configurations = _configurations({"inp": (6, 3), "M": (3, 5), "scale": (5,), "shift": (5,), "probe": (6, 5)})
+    chain = derive.derive(network, configurations)
+    closed = simplify.fuse(network, "z", "shaped", configurations, chain)
+    assert isinstance(closed, simplify.Closed), closed
+    assert closed.what == "a normalization over dim 1"
+    code = _code(closed.cell)
+    assert code[-1].startswith("dz = ") and len(code) <= 2, closed.cell
+    assert "dcentre" not in closed.cell and "dspread" not in closed.cell
+    _check_against_autograd(network, configurations, "z", "shaped", closed.cell)
+
+
+# ------------------------------------------------------------------------------------------ property
+
+_MEAN = ("{x}.mean({d}, keepdim=True)", "1 / {N} * {x}.sum({d}, keepdim=True)")
+_SCALE = ("istd = ({v} + {eps}) ** -0.5\nxn = xc * istd", "std = ({v} + {eps}).sqrt()\nxn = xc / std",
+          "xn = xc / torch.sqrt({v} + {eps})", "istd = ({v} + {eps}) ** -0.5\nxn = istd * xc")
+
+
+@st.composite
+def _normalizations(draw):
+    """A normalization written out over a batch (dim 0) or over features (the last dims), biased or not,
+    with or without gain and bias, in one of several spellings."""
+    rank = draw(st.sampled_from((2, 3)))
+    dims = draw(st.sampled_from(((0,), (rank - 1,), tuple(range(1, rank)))))
+    d = str(dims[0]) if len(dims) == 1 else str(dims)
+    count = " * ".join(f"x.shape[{k}]" for k in dims)
+    correction = draw(st.sampled_from((0, 1)))
+    mean = draw(st.sampled_from(_MEAN)).format(x="x", d=d, N=f"({count})")
+    lines = [f"mu = {mean}", "xc = x - mu"]
+    divisor = f"({count})" if not correction else f"({count} - 1)"
+    lines.append(draw(st.sampled_from((f"var = (xc ** 2).sum({d}, keepdim=True) / {divisor}",
+                                       f"var = x.var({d}, keepdim=True, correction={correction})"))))
+    lines += draw(st.sampled_from(_SCALE)).format(v="var", eps=draw(st.sampled_from(("1e-5", "0.1")))).splitlines()
+    gain, bias = draw(st.booleans()), draw(st.booleans())
+    out = "xn"
+    if gain:
+        out = draw(st.sampled_from(("g * xn", "xn * g")))
+    if bias:
+        out = f"{out} + b"
+    lines += [f"y = {out}", "loss = (torch.tanh(y) * w).sum()"]
+    return rank, dims, gain, bias, "\n".join(lines) + "\n"
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(_normalizations())
+def test_every_normalization_written_out_gets_a_proven_closed_form(case):
+    rank, dims, gain, bias, text = case
+    shape = (5, 4, 3)[:rank]
+    parameters = ("x", *(("g",) if gain else ()), *(("b",) if bias else ()))
+    network = Network.parse(text, parameters=parameters, data=("w",))
+    configurations = []
+    for k in range(2):
+        generator = torch.Generator().manual_seed(k)
+        own = tuple(s + k for s in shape)
+        own_affine = (1, *own[1:]) if dims == (0,) else own[1:]  # a batch norm's (1, H); a layer norm's (H,)
+        inputs = {"x": torch.randn(own, generator=generator, dtype=torch.float64) * 2 + 1,
+                  "w": torch.randn(own, generator=generator, dtype=torch.float64)}
+        for p in parameters[1:]:
+            inputs[p] = torch.randn(own_affine, generator=generator, dtype=torch.float64)
+        configurations.append(derive.Configuration(inputs, {}))
+    chain = derive.derive(network, configurations)
+    closed = simplify.fuse(network, "x", "y", configurations, chain)
+    assert isinstance(closed, simplify.Closed), (closed, text)
+    assert len(_code(closed.cell)) <= 2, closed.cell
+    _check_against_autograd(network, configurations, "x", "y", closed.cell)
+
+
+_LOG_SOFTMAX = (
+    # the lecture's: max-shift, counts, their sum's inverse, probs, log
+    "m = s.max(1, keepdim=True).values\nz = s - m\nc = z.exp()\ncs = c.sum(1, keepdim=True)\n"
+    "p = c * cs ** -1\nlp = p.log()",
+    # a stable log-sum-exp
+    "z = s - s.max(1, keepdim=True).values\nlp = z - z.exp().sum(1, keepdim=True).log()",
+    # probabilities by division, no shift
+    "e = s.exp()\np = e / e.sum(1, keepdim=True)\nlp = torch.log(p)",
+    # the library's
+    "lp = F.log_softmax(s, 1)",
+)
+_LOSS = ("nll = -lp[range(n), y_t].mean()", "nll = -(lp[range(n), y_t]).sum() / n",
+         "nll = lp[range(n), y_t].mean() * -1")
+_TOTAL = ("loss = nll", "loss = nll + 0.01 * (W * W).sum()", "decay = 0.5 * (W ** 2).sum()\nloss = nll + decay",
+          "loss = 1e-3 * (W * W).sum() + nll")
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.sampled_from(_LOG_SOFTMAX), st.sampled_from(_LOSS), st.sampled_from(_TOTAL))
+def test_every_cross_entropy_written_out_gets_a_proven_closed_form_of_one_line(log_softmax, nll, total):
+    text = f"s = x @ W\n{log_softmax}\n{nll}\n{total}\n"
+    network = Network.parse(text, parameters=("W",), data=("x", "y_t"), sizes={"n": "x.shape[0]"})
+    configurations = _configurations({"x": (7, 3), "W": (3, 5), "y_t": (7,)}, classes=5)
+    chain = derive.derive(network, configurations)
+    closed = simplify.fuse(network, "s", None, configurations, chain)
+    assert isinstance(closed, simplify.Closed), (closed, text)
+    assert _code(closed.cell) == ["ds = (F.softmax(s, 1) - F.one_hot(y_t, num_classes=s.shape[1])) / n"], text
+    _check_against_autograd(network, configurations, "s", None, closed.cell)
+    assert "W" not in {n.id for n in ast.walk(ast.parse(closed.cell)) if isinstance(n, ast.Name)}
+
+
+MSE = '''from grader.authoring.define import exercise
+
+EXERCISE = exercise(
+    name="mse", title="A linear fit with weight decay", sizes={"n": (8, (6, 30)), "d": (3, (2, 9)), "k": (4, (2, 9))},
+    data="x = randn(n, d)\\nt = randn(n, k)", parameters="W = randn(d, k)",
+    forward="pred = x @ W\\nerr = pred - t\\nmse = (err ** 2).mean()\\nreg = 0.1 * (W * W).sum()\\nloss = mse + reg",
+    fused={"dpred": "loss"},
+)
+'''
+
+
+def _report(spec: str) -> list[str]:
+    """`exercise check`'s report up to its derived answers (the routes, which take minutes, not run)."""
+    from grader.authoring import exercise_check
+
+    lines = []
+    for line in exercise_check.check(spec):
+        if line.startswith("#"):
+            break
+        lines.append(line)
+    return lines
+
+
+def test_exercise_check_says_which_fused_blocks_are_closed_forms_and_which_keep_their_chain(tmp_path):
+    path = tmp_path / "mse.py"
+    path.write_text(MSE, encoding="utf-8")
+    said = _report(f"{path}:EXERCISE")
+    assert "note: ex2_dpred: no closed form found (neither a cross-entropy nor a normalization written out), so " \
+           "the chain of atomic steps stays" in said, said
+    said = _report(f"{ROOT / 'tests' / 'exercises' / 'regularised_softmax.py'}:EXERCISE")
+    assert "closed form: ex2_dscores is a cross-entropy (proven against autograd): its answer is that formula" in said
+    assert not any(line.startswith("note: ex2_") for line in said), said
