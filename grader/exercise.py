@@ -377,6 +377,25 @@ ELEMENTWISE = {f.name: f for f in (
     Elementwise("sqrt", ".sqrt()", "sqrt", "0.5 / _y", "d sqrt(x)/dx = 0.5 / sqrt(x), written with the output {y}",
                 (("sqrt-input", "divides by {x} where the derivative of sqrt divides by its output {y}", "0.5 / _x"),
                  ("sqrt-factor", "leaves out the factor 0.5 of the derivative of sqrt", "1 / _y"))),
+    Elementwise("square", ".square()", "the square", "2 * _x", "d x**2/dx = 2 * x, with x = {x}",
+                (("square-factor", "leaves out the factor 2 of the derivative of the square", "_x"),
+                 ("square-output", "uses the output {y} where the derivative of the square is 2 * {x}", "2 * _y")),
+                Factor("2·{}", "2 * _t", True, " (2x is the derivative of x²)")),
+    Elementwise("abs", ".abs()", "abs", "torch.sign(_x)",
+                "d |x|/dx = sign(x), +1 where {x} is positive and -1 where it is negative",
+                (("abs-sign", "passes the gradient unchanged where the derivative of |x| is -1 at negative {x}",
+                  "torch.ones_like(_x)"),),
+                Factor("sign({})", "torch.sign(_t)", False, " (sign(x) is the derivative of |x|)")),
+    Elementwise("rsqrt", ".rsqrt()", "rsqrt", "-0.5 * _y**3",
+                "d x**-0.5/dx = -0.5 * x**-1.5, written with the output {y} as -0.5 * {y}**3",
+                (("rsqrt-sign", "drops the minus sign of the derivative of x**-0.5", "0.5 * _y**3"),
+                 ("rsqrt-power", "keeps the exponent -0.5 in the derivative of x**-0.5: it lowers to -1.5",
+                  "-0.5 * _y"))),
+    Elementwise("silu", "F.silu", "SiLU", "torch.sigmoid(_x) * (1 + _x * (1 - torch.sigmoid(_x)))",
+                "SiLU is x * sigmoid(x): its derivative is sigmoid(x) + x * sigmoid(x) * (1 - sigmoid(x)), with "
+                "x = {x}",
+                (("silu-one-term", "keeps only sigmoid(x), the first term of the product rule of x * sigmoid(x)",
+                  "torch.sigmoid(_x)"),)),
 )}
 
 
