@@ -463,7 +463,7 @@ def forward_passes(draw):
             for prefix in "LBP":
                 if f"{prefix}{k}" in code:
                     params[f"{prefix}{k}"] = (shape[1], "c") if prefix == "P" else (shape[1],)
-            new_shape = {"P": (shape[0], "c"), "k": (shape[1], shape[1])}.get(fn[-4], shape)
+            new_shape = (shape[0], "c") if f"P{k}" in code else (shape[1], shape[1]) if "ik->jk" in code else shape
         elif kind == "pair" and len(shape) <= 2:
             other = draw(st.sampled_from(two))
             # torch.maximum(x, x) splits the gradient of a tie in halves: no course writes it.
@@ -574,3 +574,62 @@ def test_an_elementwise_function_is_one_entry_every_view_reads(function):
     assert torch.allclose(function.rule.derivative(x, y), autograd)
     if function.factor is not None:  # written with the input or the output, as its note says
         assert any(torch.allclose(function.factor.fn(at), autograd) for at in (x, y)), function.factor.shown
+
+
+# ------------------------------------------------------------------------------- what courses write
+
+def test_each_cell_runs_on_autograds_upstream_gradients():
+    """nanoGPT's heads, a view then a transpose: the derived backward viewed the gradient, which ran on the
+    derived upstream gradient and not on autograd's (laid out otherwise), the one the grader hands a cell, so
+    `exercise check` crashed with a raw traceback. Each cell here reads autograd's upstream gradients."""
+    text = """
+q = X @ Wq
+qh = q.view(q.shape[0], q.shape[1], 2, -1).transpose(1, 2)
+att = qh @ qh.transpose(-2, -1)
+y = att @ qh
+yc = y.transpose(1, 2).contiguous().view(q.shape)
+loss = (yc @ Wo * R).sum()
+"""
+    network = Network.parse(text, parameters=("Wq", "Wo"), data=("X", "R"), sizes={"n": "X.shape[0]"})
+
+    def inputs(n, t, c, v, seed):
+        generator = torch.Generator().manual_seed(seed)
+        return {k: torch.randn(*s, generator=generator, dtype=torch.float64)
+                for k, s in {"Wq": (c, c), "Wo": (c, v), "X": (n, t, c), "R": (n, t, v)}.items()}
+    gradients = derive.derive(network, [derive.Configuration(inputs(3, 4, 6, 5, 0), Sizes(n=3)),
+                                        derive.Configuration(inputs(2, 3, 4, 7, 1), Sizes(n=2))])
+    values, true = _forward(network, inputs(4, 5, 8, 3, 2))
+    for gradient in gradients:
+        assert torch.allclose(_cell(gradient.code, gradient.name, {**values, **true}), true[gradient.name], **TOL), \
+            gradient.source
+
+
+def test_the_explanations_say_something_in_the_sizes_words():
+    """A line that only names a tensor was explained with nothing (`# flat = windows: .`); a dimension of two
+    sizes multiplied was `?`; a batched transpose was written `.T` and a transpose of a transpose kept both."""
+    text = """
+windows = X @ W
+flat = windows
+att = flat @ flat.transpose(-2, -1)
+both = torch.cat([att, att, att], 2).view(-1, 3 * n_t * n_t)
+col = att.reshape(-1, 1) @ W3
+loss = (both * R).sum() + (col * col).sum()
+"""
+    network = Network.parse(text, parameters=("W", "W3"), data=("X", "R"),
+                            sizes={"n_b": "X.shape[0]", "n_t": "X.shape[1]", "c": "W.shape[0]"})
+
+    def inputs(b, t, c, seed):
+        generator = torch.Generator().manual_seed(seed)
+        return {"W": torch.randn(c, 4, generator=generator, dtype=torch.float64),
+                "W3": torch.randn(1, 2, generator=generator, dtype=torch.float64),
+                "X": torch.randn(b, t, c, generator=generator, dtype=torch.float64),
+                "R": torch.randn(b, 3 * t * t, generator=generator, dtype=torch.float64)}
+    gradients = {g.name: g.source for g in derive.derive(
+        network, [derive.Configuration(inputs(2, 3, 5, 0), Sizes(n_b=2, n_t=3, c=5)),
+                  derive.Configuration(inputs(4, 5, 3, 1), Sizes(n_b=4, n_t=5, c=3))])}
+    assert "# flat = windows: a copy passes its gradient unchanged." in gradients["dwindows"]
+    assert "(1, n_b*n_t*n_t)" in gradients["dW3"], gradients["dW3"]
+    assert "?" not in "".join(gradients.values())
+    assert ".T " not in gradients["dflat"] and "flat.transpose(-2, -1)" in gradients["dflat"], gradients["dflat"]
+    assert "transpose(-2, -1).transpose(-2, -1)" not in "".join(gradients.values())
+    assert "datt = " in gradients["datt"] and ":n_t + n_t" not in gradients["datt"], gradients["datt"]

@@ -218,7 +218,15 @@ def _max(node: ast.Call) -> Op:
 # ------------------------------------------------------------------------------------------ helpers
 
 def _t(ctx: Derivation, node: ast.expr) -> ast.expr:
-    """The transpose of a matrix (`W.T`) or of a batch of them."""
+    """The transpose of a matrix (`W.T`) or of a batch of them (`.transpose(-2, -1)`); of a transpose, what it
+    transposed (never `.T.T`)."""
+    rank = len(ctx.shapes(node)[0])
+    if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
+        return node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "transpose" \
+            and len(node.args) == 2 and not node.keywords \
+            and {ctx.constant(a) % rank for a in node.args} == {rank - 2, rank - 1}:
+        return node.func.value
     if all(len(s) == 2 for s in ctx.shapes(node)):
         return ast.Attribute(node, "T", ast.Load())
     return call(node, "transpose", number(-2), number(-1))
@@ -296,6 +304,7 @@ def _dims_words(dims: tuple[int, ...]) -> str:
 # Explanations left out of a comment that has anything else to say.
 ADDITION, COPY = "an addition hands its gradient unchanged to each term", "local derivative 1"
 PASS_THROUGH = (ADDITION, COPY)
+COPIED = "a copy passes its gradient unchanged"
 LOCAL = "local derivative "
 
 # The grammar's families, each a line of its prose (GRAMMAR), in this order.
@@ -324,7 +333,7 @@ def neg(site: Site, op: Op) -> list[Edge]:
 
 @operation("identity", ARITHMETIC, calls=("clone", "contiguous"), operator=ast.UAdd)
 def identity(site: Site, op: Op) -> list[Edge]:
-    return [Edge(op.operands[0], site.g, "a copy passes its gradient unchanged")]
+    return [Edge(op.operands[0], site.g, COPIED)]
 
 
 @operation("mul", ARITHMETIC, "a * b", operator=ast.Mult)
@@ -444,13 +453,13 @@ def matmul(site: Site, op: Op) -> list[Edge]:
     to_a = Product.of(ast.BinOp(gn, ast.MatMult(), _t(ctx, b)))
     to_b = Product.of(ast.BinOp(_t(ctx, a), ast.MatMult(), gn))
     return [
-        Edge(a, to_a, f"the product of {upstream} {shape(site.node)} and {_words(b)}.T {shape(b, True)} that has "
-                      f"{_words(a)}'s shape {shape(a)}",
+        Edge(a, to_a, f"the product of {upstream} {shape(site.node)} and {code(_t(ctx, b))} {shape(b, True)} that "
+                      f"has {_words(a)}'s shape {shape(a)}",
              (("matmul-transpose", Transpose.needs(_words(b)),
                Product.of(ast.BinOp(gn, ast.MatMult(), b))),
               ("matmul-order", Transpose.ORDER,
                Product.of(ast.BinOp(b, ast.MatMult(), _t(ctx, gn)))))),
-        Edge(b, to_b, f"{_words(a)}.T {shape(a, True)} @ {upstream} {shape(site.node)} has {_words(b)}'s shape "
+        Edge(b, to_b, f"{code(_t(ctx, a))} {shape(a, True)} @ {upstream} {shape(site.node)} has {_words(b)}'s shape "
                       f"{shape(b)}: the product sums over the rows that shared {_words(b)}",
              (("matmul-transpose", Transpose.needs(_words(a)),
                Product.of(ast.BinOp(a, ast.MatMult(), gn))),
@@ -838,12 +847,13 @@ def transpose(site: Site, op: Op) -> list[Edge]:
     ctx = site.ctx
     x = op.operands[0]
     g = ctx.full(site.g, site).node()
-    if op.kind == "T":
-        right, why = ast.Attribute(g, "T", ast.Load()), "a transpose's gradient is the gradient transposed back"
-    elif op.kind == "mT":
-        right, why = ast.Attribute(g, "mT", ast.Load()), "a transpose's gradient is the gradient transposed back"
+    if op.kind in ("T", "mT"):
+        right = g.value if isinstance(g, ast.Attribute) and g.attr == op.kind else ast.Attribute(g, op.kind, ast.Load())
+        why = "a transpose's gradient is the gradient transposed back"
     else:
-        right = call(g, "transpose", *op.args)
+        same = isinstance(g, ast.Call) and isinstance(g.func, ast.Attribute) and g.func.attr == "transpose" and \
+            [code(a) for a in g.args] == [code(a) for a in op.args]
+        right = g.func.value if same else call(g, "transpose", *op.args)
         why = f"swapping dims {code(op.args[0])} and {code(op.args[1])} back gives the gradient {_words(x)}'s layout"
     missing = ("transpose-missing", Transpose.MISSING, Product.of(g))
     return [Edge(x, Product.of(right), why, (missing,))]
@@ -873,17 +883,33 @@ def cat(site: Site, op: Op) -> list[Edge]:
     g = ctx.full(site.g, site).node()
     rank = len(ctx.shapes(site.node)[0])
     d %= rank
-    edges, start = [], None
-    for piece in op.operands:
-        width = ctx.count(piece, (d,))
-        stop = width if start is None else ast.BinOp(start, ast.Add(), width)
-        part = ast.Slice(start, stop, None)
+    edges, widths = [], []
+    for k, piece in enumerate(op.operands):
+        widths.append(ctx.count(piece, (d,)))
+        start = _offset(widths[:-1])
+        part = ast.Slice(start, None if k == len(op.operands) - 1 else _offset(widths), None)
         index = ast.Tuple([*(ast.Slice() for _ in range(d)), part], ast.Load()) if d else part
         edges.append(Edge(piece, Product.of(ast.Subscript(g, index, ast.Load())),
                           f"torch.cat put {_words(piece)} at positions {code(part)} of dim {d}: its gradient is that "
                           "slice of the gradient"))
-        start = stop
     return edges
+
+
+def _offset(widths: list[ast.expr]) -> ast.expr | None:
+    """Where a piece of torch.cat starts: the widths before it added, a width repeated k times as `k * width`
+    (None at the start)."""
+    terms: list[list] = []
+    for width in widths:
+        if terms and code(terms[-1][1]) == code(width):
+            terms[-1][0] += 1
+        else:
+            terms.append([1, width])
+    total = None
+    for count, width in terms:
+        term = width if count == 1 else (number(count * width.value) if isinstance(width, ast.Constant)
+                                         else ast.BinOp(number(count), ast.Mult(), width))
+        total = term if total is None else ast.BinOp(total, ast.Add(), term)
+    return total
 
 
 @operation("stack", COMBINING, "torch.stack", calls=("stack",), parse=_parse_joined)
