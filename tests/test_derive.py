@@ -579,9 +579,9 @@ def test_an_elementwise_function_is_one_entry_every_view_reads(function):
 # ------------------------------------------------------------------------------- what courses write
 
 def test_each_cell_runs_on_autograds_upstream_gradients():
-    """nanoGPT's heads, a view then a transpose: the derived backward viewed the gradient, which ran on the
-    derived upstream gradient and not on autograd's (laid out otherwise), the one the grader hands a cell, so
-    `exercise check` crashed with a raw traceback. Each cell here reads autograd's upstream gradients."""
+    """nanoGPT's heads, a view then a transpose: the derivation chooses view or reshape by what runs on the
+    upstream gradients autograd gives (the ones the grader hands a cell, laid out as autograd lays them out), not
+    on its own alone. Each cell here reads autograd's upstream gradients."""
     text = """
 q = X @ Wq
 qh = q.view(q.shape[0], q.shape[1], 2, -1).transpose(1, 2)
