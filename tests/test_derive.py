@@ -579,16 +579,19 @@ def test_an_elementwise_function_is_one_entry_every_view_reads(function):
 # ------------------------------------------------------------------------------- what courses write
 
 def test_each_cell_runs_on_autograds_upstream_gradients():
-    """nanoGPT's heads, a view then a transpose: the derivation chooses view or reshape by what runs on the
-    upstream gradients autograd gives (the ones the grader hands a cell, laid out as autograd lays them out), not
-    on its own alone. Each cell here reads autograd's upstream gradients."""
+    """nanoGPT's heads, a view then a transpose (twice): the derived backward viewed a gradient the derivation's
+    own upstream gradient left transposed in memory, and the grader's, laid out otherwise, refused the view: a
+    raw traceback in `exercise check`. Each cell here reads upstream gradients laid out as autograd does and as
+    the wire does (contiguous)."""
     text = """
 q = X @ Wq
 qh = q.view(q.shape[0], q.shape[1], 2, -1).transpose(1, 2)
 att = qh @ qh.transpose(-2, -1)
 y = att @ qh
 yc = y.transpose(1, 2).contiguous().view(q.shape)
-loss = (yc @ Wo * R).sum()
+yh = yc.view(q.shape[0], q.shape[1], 2, -1).transpose(1, 2)
+yt = yh.transpose(1, 2).contiguous().view(q.shape)
+loss = (yt @ Wo * R).sum()
 """
     network = Network.parse(text, parameters=("Wq", "Wo"), data=("X", "R"), sizes={"n": "X.shape[0]"})
 
@@ -599,9 +602,10 @@ loss = (yc @ Wo * R).sum()
     gradients = derive.derive(network, [derive.Configuration(inputs(3, 4, 6, 5, 0), Sizes(n=3)),
                                         derive.Configuration(inputs(2, 3, 4, 7, 1), Sizes(n=2))])
     values, true = _forward(network, inputs(4, 5, 8, 3, 2))
-    for gradient in gradients:
-        assert torch.allclose(_cell(gradient.code, gradient.name, {**values, **true}), true[gradient.name], **TOL), \
-            gradient.source
+    for upstream in (true, {k: v.contiguous() for k, v in true.items()}):  # as autograd and the wire lay them out
+        for gradient in gradients:
+            assert torch.allclose(_cell(gradient.code, gradient.name, {**values, **upstream}), true[gradient.name],
+                                  **TOL), gradient.source
 
 
 def test_the_explanations_say_something_in_the_sizes_words():

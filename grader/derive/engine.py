@@ -212,14 +212,15 @@ class Derivation:
         return [tuple(v.shape) if isinstance(v, torch.Tensor) else () for v in self.values(node)]
 
     def runs(self, node: ast.expr) -> bool:
-        """Whether `node` runs on the derived gradients and on autograd's, which the grader hands an answer
-        cell as its upstream gradients: those may be laid out otherwise (a view that the derived gradient
-        allows, autograd's non-contiguous one refuses)."""
+        """Whether `node` runs on the derived gradients, on autograd's and on contiguous ones (the random
+        upstream gradients, laid out as the grader's arrive over the wire): a view that a derived gradient left
+        transposed in memory allows, a contiguous one refuses."""
         try:
             self.values(node)
             compiled = compile(code(node), "<derive>", "eval")
-            for namespace, true in zip(self.namespaces, self.true, strict=True):
-                eval(compiled, {**namespace, **{k: v for k, v in true.items() if v is not None}})  # noqa: S307
+            for namespace, true, noise in zip(self.namespaces, self.true, self.noise, strict=True):
+                for upstream in ({k: v for k, v in true.items() if v is not None}, noise):
+                    eval(compiled, {**namespace, **upstream})  # noqa: S307
         except Exception:  # noqa: BLE001 - any failure means this spelling does not run
             return False
         return True
