@@ -257,3 +257,9 @@ def test_a_forward_line_torch_refuses_is_named_with_its_fix():
     said = value.network.failing_line(params, data)
     assert said.startswith("line `a = torch.maximum(h, 0)` fails: TypeError: ")
     assert said.endswith("; torch.maximum takes two tensors: write x.clamp(min=0) for a ReLU")
+
+
+def test_a_data_line_may_compare_a_tensor_with_a_number():
+    """`M = rand(n, m) < 0.5` failed with KeyError: '__import__' (torch imports a module of its own there)."""
+    value = tiny(data=DATA + "M = rand(n, hidden) < 0.5\n", forward=FORWARD.replace("z = a + h", "z = a + h * M"))
+    assert value.batch(value.lecture, torch.Generator().manual_seed(0))["M"].dtype == torch.bool
