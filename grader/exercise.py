@@ -79,8 +79,17 @@ class Step:
         return _step(self.name, code, self.inputs)
 
 
+# numpy's spellings torch also accepts, which a forward line must not use: the rule table (and a student reading
+# the notebook) read torch's.
+NUMPY_SPELLINGS = {"axis": "dim", "keepdims": "keepdim"}
+
+
 def _step(name: str, code: str, known: tuple[str, ...] | set[str]) -> Step:
     tree = syntax.parse(code, mode="eval")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg in NUMPY_SPELLINGS:
+            raise ValueError(f"line `{name} = {code}`: {node.arg}= is numpy's spelling: write "
+                             f"{NUMPY_SPELLINGS[node.arg]}=")
     read = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in NAMESPACE]
     inputs = tuple(dict.fromkeys(n for n in read if n in known))
     unknown = sorted(n for n in set(read) - set(known) if not hasattr(builtins, n))
@@ -95,6 +104,11 @@ def _bind(name: str, code: str, inputs: tuple[str, ...]) -> Callable[..., torch.
     namespace = dict(NAMESPACE)
     exec(compile(f"def {name}({', '.join(inputs)}):\n    return {code}\n", f"<step {name}>", "exec"), namespace)  # noqa: S102
     return namespace[name]
+
+
+# What a line written in numpy's habits needs in torch, by the call that fails.
+_FIXES = {"maximum(": "torch.maximum takes two tensors: write x.clamp(min=0) for a ReLU",
+          "minimum(": "torch.minimum takes two tensors: write x.clamp(max=0)"}
 
 
 def assignments(text: str) -> list[tuple[str, str]]:
@@ -140,7 +154,10 @@ class Network:
                                  f"intermediate (write, e.g., `{name}2 = {code}` and read {name}2 below)")
             steps.append(_step(name, code, known))
             known.add(name)
-        size_steps = {k: _step(k, v, {*parameters, *data}) for k, v in sizes.items()}
+        size_steps, readable = {}, {*parameters, *data}
+        for k, v in sizes.items():  # a size may be read from a shape, or computed from sizes before it
+            size_steps[k] = _step(k, v, readable)
+            readable.add(k)
         network = cls(tuple(parameters), tuple(data), sizes, tuple(steps), loss)
         object.__setattr__(network, "_size_steps", size_steps)
         return network
@@ -162,8 +179,30 @@ class Network:
         return tuple(step.name for step in self.steps if name in step.inputs)
 
     def size_values(self, values: Mapping[str, torch.Tensor]) -> dict[str, int]:
-        """The sizes, read from the shapes of the parameters and data in `values` (more may be there)."""
-        return {k: int(s.fn(*(values[i] for i in s.inputs))) for k, s in self._size_steps.items()}
+        """The sizes, read from the shapes of the parameters and data in `values` (more may be there), or
+        computed from the sizes before them; a hyperparameter (`reg = 1e-3`) stays a float."""
+        found: dict[str, int | float] = {}
+        for k, s in self._size_steps.items():
+            value = s.fn(*({**values, **found}[i] for i in s.inputs))
+            found[k] = value if isinstance(value, float) else int(value)
+        return found
+
+    def failing_line(self, params: Mapping[str, torch.Tensor], data: Mapping[str, torch.Tensor]) -> str:
+        """Where a forward pass that raised fails, in one sentence: the line, the error, and the fix where one is
+        known (`torch.maximum(x, 0)`, numpy's spelling, takes two tensors in torch)."""
+        values = {**params, **data}
+        try:
+            values.update(self.size_values(values))
+        except Exception as exc:  # noqa: BLE001 - the instructor's code, named
+            return f"a size fails: {type(exc).__name__}: {exc}"
+        for step in self.steps:
+            try:
+                values[step.name] = step.fn(*(values[i] for i in step.inputs))
+            except Exception as exc:  # noqa: BLE001 - the instructor's code, named
+                fix = next((f for call, f in _FIXES.items() if call in step.code and "Tensor" in str(exc)), "")
+                return f"line `{step.name} = {step.code}` fails: {type(exc).__name__}: {exc}" + \
+                    (f"; {fix}" if fix else "")
+        return ""
 
     def forward(self, params: Mapping[str, torch.Tensor], data: Mapping[str, torch.Tensor],
                 replace: Mapping[str, Step] | None = None) -> dict[str, torch.Tensor]:
@@ -377,6 +416,25 @@ ELEMENTWISE = {f.name: f for f in (
     Elementwise("sqrt", ".sqrt()", "sqrt", "0.5 / _y", "d sqrt(x)/dx = 0.5 / sqrt(x), written with the output {y}",
                 (("sqrt-input", "divides by {x} where the derivative of sqrt divides by its output {y}", "0.5 / _x"),
                  ("sqrt-factor", "leaves out the factor 0.5 of the derivative of sqrt", "1 / _y"))),
+    Elementwise("square", ".square()", "the square", "2 * _x", "d x**2/dx = 2 * x, with x = {x}",
+                (("square-factor", "leaves out the factor 2 of the derivative of the square", "_x"),
+                 ("square-output", "uses the output {y} where the derivative of the square is 2 * {x}", "2 * _y")),
+                Factor("2·{}", "2 * _t", True, " (2x is the derivative of x²)")),
+    Elementwise("abs", ".abs()", "abs", "torch.sign(_x)",
+                "d |x|/dx = sign(x), +1 where {x} is positive and -1 where it is negative",
+                (("abs-sign", "passes the gradient unchanged where the derivative of |x| is -1 at negative {x}",
+                  "torch.ones_like(_x)"),),
+                Factor("sign({})", "torch.sign(_t)", False, " (sign(x) is the derivative of |x|)")),
+    Elementwise("rsqrt", ".rsqrt()", "rsqrt", "-0.5 * _y**3",
+                "d x**-0.5/dx = -0.5 * x**-1.5, written with the output {y} as -0.5 * {y}**3",
+                (("rsqrt-sign", "drops the minus sign of the derivative of x**-0.5", "0.5 * _y**3"),
+                 ("rsqrt-power", "keeps the exponent -0.5 in the derivative of x**-0.5: it lowers to -1.5",
+                  "-0.5 * _y"))),
+    Elementwise("silu", "F.silu", "SiLU", "torch.sigmoid(_x) * (1 + _x * (1 - torch.sigmoid(_x)))",
+                "SiLU is x * sigmoid(x): its derivative is sigmoid(x) + x * sigmoid(x) * (1 - sigmoid(x)), with "
+                "x = {x}",
+                (("silu-one-term", "keeps only sigmoid(x), the first term of the product rule of x * sigmoid(x)",
+                  "torch.sigmoid(_x)"),)),
 )}
 
 

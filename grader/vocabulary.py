@@ -182,7 +182,11 @@ SLIPS = {
     "sigmoid-tanh": LOCAL_RULE, "relu-output": LOCAL_RULE, "relu-inverted": LOCAL_RULE,
     "log-multiplies": LOCAL_RULE, "gelu-one-term": LOCAL_RULE, "softmax-no-sum": LOCAL_RULE,
     "softmax-elementwise": LOCAL_RULE, "log-softmax-no-sum": LOCAL_RULE, "max-everywhere": LOCAL_RULE,
-    "ce-one-hot": LOCAL_RULE,
+    "ce-one-hot": LOCAL_RULE, "square-factor": FACTOR, "square-output": INPUT, "abs-sign": SIGN,
+    "rsqrt-sign": SIGN, "rsqrt-power": LOCAL_RULE, "silu-one-term": LOCAL_RULE, "clamp-output": LOCAL_RULE,
+    "clamp-inverted": LOCAL_RULE, "maximum-both": LOCAL_RULE, "mse-factor": FACTOR, "mse-mean": FACTOR,
+    "logsumexp-no-softmax": LOCAL_RULE, "norm-no-mean": LOCAL_RULE, "norm-no-projection": LOCAL_RULE,
+    "einsum-operand": TRANSPOSE,
 }
 
 

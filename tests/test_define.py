@@ -102,7 +102,18 @@ def test_every_derived_answer_equals_autograd():
     ({"mistakes": ex.Mistakes(rules={"hh": ex.Rule("the derivative of relu", "x", lambda x, y: (x > 0) * 1.0)})},
      "mistakes: a rule for 'hh', which is no forward line"),
     *(({"sizes": {**SIZES, "hidden": bad}}, f"sizes: hidden = {bad!r}: give a whole number of at least 1")
-      for bad in ((4, (0, 2)), (4, (2.5, 12)), (4, (-3, 2)), (4, 2, 12), 0, 2.5, (4, (9, 3)), (4, (2,)))),
+      for bad in ((4, (0, 2)), (4, (2.5, 12)), (4, (-3, 2)), (4, 2, 12), 0, (4, (9, 3)), (4, (2,)))),
+    # A float is a hyperparameter (`reg`): in a shape it is the draw that fails, named with its line.
+    ({"sizes": {**SIZES, "hidden": 2.5}}, "parameters: `W = randn(dim, hidden) / dim ** 0.5` fails at"),
+    # Names the forward lines and answer cells use for torch.nn.functional and the draws.
+    ({"sizes": {**SIZES, "F": 3}}, "sizes: F is a name the forward lines and answer cells use for "
+                                   "torch.nn.functional: rename the size"),
+    ({"sizes": {**SIZES, "C": "dim * nh"}}, "sizes: C = 'dim * nh' is no formula in the sizes before it: "
+                                            "NameError: nh is no size before it"),
+    ({"forward": FORWARD.replace("loss = ", "loss = 0 * h.sum(axis=0).sum() + ")},
+     "forward: line `loss = 0 * h.sum(axis=0).sum() + "),
+    ({"forward": FORWARD.replace("loss = ", "loss = 0 * h.sum(axis=0).sum() + ")}, "axis= is numpy's spelling: "
+                                                                                  "write dim="),
     ({"forward": FORWARD.replace("z = a + h", "z = a +* h")}, "forward: line `z = a +* h` is not Python"),
     ({"forward": FORWARD.replace("z = a + h", "z = a + h\nw = z * 2")},
      "forward: line `w = z * 2`: no later line reads w, so it never reaches the loss (the last line, loss)"),
@@ -182,3 +193,73 @@ def test_a_line_that_reads_no_parameter_is_a_constant_with_no_answer():
         loss = ((h - Y) ** 2).sum() / n
     """)
     assert "dkeep" not in value.grade_ids and {"dh", "de", "dW", "db", "dE"} <= set(value.grade_ids)
+
+
+HEADS = dict(
+    name="heads", title="nanoGPT's heads",
+    sizes={"n": (3, (2, 9)), "T": (4, (2, 9)), "nh": 2, "hs": (3, (2, 8)), "C": "nh * hs", "V": (5, (3, 12)),
+           "reg": 1e-3, "k": 3},
+    parameters="""
+        Wq = randn(C, C) / C**0.5
+        Wc = randn(k * C, C) / k
+        Wo = randn(C, V)
+    """,
+    data="""
+        X = randn(n, T, C)
+        Y = randint(V, (n, T))
+        M = rand(n, T, 1) < 0.5
+    """,
+    forward="""
+        q = X @ Wq
+        qh = q.view(n, T, nh, hs).transpose(1, 2)
+        att = qh @ qh.transpose(-2, -1) * hs**-0.5
+        y = att @ qh
+        yc = y.transpose(1, 2).contiguous().view(n, T, C)
+        w = torch.cat([yc, yc, yc], 2) @ Wc
+        m = w.masked_fill(M, 0.0)
+        logits = m @ Wo
+        data_loss = F.cross_entropy(logits.view(-1, V), Y.view(-1))
+        loss = data_loss + reg * (Wq * Wq).sum()
+    """)
+
+
+def test_what_courses_write_defines_and_derives():
+    """A float hyperparameter (`reg`), a size computed from others (`C = nh * hs`, and `hs` read back from it), a
+    constant used only in products (`k`), a comparison in a data line (which failed with KeyError: '__import__'),
+    a view then a transpose: the exercise loads, its sizes read back from its tensors, and every derived answer
+    equals autograd's with autograd's upstream gradients, as the grader hands them."""
+    value = exercise(**HEADS)
+    assert value.network.sizes == {"n": "X.shape[0]", "T": "X.shape[1]", "C": "X.shape[2]", "V": "Wo.shape[1]",
+                                   "nh": "2", "reg": "0.001", "hs": "C // nh"}
+    for configuration in derive.configurations(value, 3):
+        assert value.sizes_of(configuration.inputs) == configuration.sizes
+        params = {k: v.clone().requires_grad_() for k, v in configuration.inputs.items()
+                  if k in value.network.parameters}
+        data = {k: v for k, v in configuration.inputs.items() if k in value.network.data}
+        values = value.network.forward(params, data)
+        names = [k for k in value.network.intermediates if k != "loss"] + list(params)
+        true = dict(zip(names, torch.autograd.grad(values["loss"], [values[k] for k in names]), strict=True))
+        given = {**{k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in values.items()},
+                 **{"d" + k: g for k, g in true.items()}, "torch": torch, "F": torch.nn.functional}
+        for gradient in derive.for_exercise(value):
+            namespace = dict(given)
+            exec(gradient.code, namespace)  # noqa: S102 - the derived reference, in the test
+            assert torch.allclose(namespace[gradient.name], true[gradient.name[1:]]), gradient.name
+
+
+def test_a_forward_line_torch_refuses_is_named_with_its_fix():
+    """CS231n's ReLU, np.maximum(0, x), written torch.maximum(h, 0): torch wants two tensors. `exercise check`
+    said only the TypeError; it names the line and the fix."""
+    value = tiny(forward=FORWARD.replace("torch.relu(h)", "torch.maximum(h, 0)"))
+    config = derive.configurations(value)[0]
+    params = {k: v for k, v in config.inputs.items() if k in value.network.parameters}
+    data = {k: v for k, v in config.inputs.items() if k in value.network.data}
+    said = value.network.failing_line(params, data)
+    assert said.startswith("line `a = torch.maximum(h, 0)` fails: TypeError: ")
+    assert said.endswith("; torch.maximum takes two tensors: write x.clamp(min=0) for a ReLU")
+
+
+def test_a_data_line_may_compare_a_tensor_with_a_number():
+    """`M = rand(n, m) < 0.5` failed with KeyError: '__import__' (torch imports a module of its own there)."""
+    value = tiny(data=DATA + "M = rand(n, hidden) < 0.5\n", forward=FORWARD.replace("z = a + h", "z = a + h * M"))
+    assert value.batch(value.lecture, torch.Generator().manual_seed(0))["M"].dtype == torch.bool

@@ -209,7 +209,12 @@ x9 = x8.view(-1).reshape(x8.shape[1], x8.shape[0]) + x8.transpose(0, 1) + x8.mT
 x10 = torch.cat([x9, x9], 0).sum(0) + torch.stack([x9, x9], 0).sum(0).permute(1, 0).T.sum(0)
 x11 = x9.masked_fill(M.T > 0, 0.0) + torch.where(M.T > 0, x9, x9 * 2)
 x12 = torch.matmul(x11.T, x11) + x10[:2].sum() + x11.max() + C0[I].sum()
-loss = F.cross_entropy(x12, T) + x12[range(x12.shape[0]), T].sum()
+x13 = x12.square() + x12.abs() + (x12 * x12 + 1).rsqrt() + F.silu(x12) + x12.clamp(min=0) + torch.clamp(x12, -0.5, 0.5)
+x14 = torch.maximum(x13, x12) + torch.minimum(x13, x12.T) + x13.logsumexp(1, keepdim=True)
+x15 = F.layer_norm(x14, (x14.shape[1],), L0, L1, eps=1e-3) + F.batch_norm(x14, None, None, training=True)
+x16 = torch.einsum('ij,jk->ik', x15, x15.T) @ x15[0] + x15[0] @ x15 + x15[0] @ x15[1]
+x17 = x16 + F.mse_loss(x15, x14) + F.mse_loss(x15, x12, reduction='sum')
+loss = F.cross_entropy(x12, T) + x12[range(x12.shape[0]), T].sum() + x17.sum()
 """
 
 
@@ -218,7 +223,8 @@ def _every_operation_inputs(n: int, a: int, b: int, c: int, seed: int) -> dict:
 
     def randn(*shape):
         return torch.randn(*shape, generator=generator, dtype=torch.float64)
-    return {"W0": randn(a, b), "g0": randn(b), "C0": randn(c, a), "X": randn(n, a), "M": randn(n, b),
+    return {"W0": randn(a, b), "g0": randn(b), "C0": randn(c, a), "L0": randn(n), "L1": randn(n), "X": randn(n, a),
+            "M": randn(n, b),
             "I": torch.randint(0, c, (n, 2), generator=generator), "T": torch.randint(0, n, (n,), generator=generator)}
 
 
@@ -242,7 +248,7 @@ def test_every_rule_derives_only_what_an_answer_cell_may_run():
             for node in ast.walk(ast.parse(line.split("=", 1)[1].strip(), mode="eval"))
             if (op := rules.classify(node)) is not None}
     assert not set(rules.OPERATIONS) - used, f"no line of EVERY_OPERATION uses {sorted(set(rules.OPERATIONS) - used)}"
-    network = Network.parse(EVERY_OPERATION, parameters=("W0", "g0", "C0"), data=("X", "M", "I", "T"),
+    network = Network.parse(EVERY_OPERATION, parameters=("W0", "g0", "C0", "L0", "L1"), data=("X", "M", "I", "T"),
                             sizes={"n": "X.shape[0]"})
     gradients = derive.derive(network, [derive.Configuration(_every_operation_inputs(5, 3, 4, 6, 0), Sizes(n=5)),
                                         derive.Configuration(_every_operation_inputs(7, 2, 5, 3, 1), Sizes(n=7))])
@@ -352,16 +358,19 @@ def forward_passes(draw):
         shape, pos = pool[name]
         two = [n for n, (s, _) in pool.items() if s == shape]
         kind = draw(st.sampled_from(["unary", "binary", "broadcast", "reduce", "matmul", "shape", "softmax",
-                                     "cat", "mask", "power", "embed", "index", "batched", "whole", "ce"]))
+                                     "cat", "mask", "power", "embed", "index", "batched", "whole", "ce", "norm",
+                                     "pair", "vector"]))
         new_pos = False
         if kind == "unary":
             fn = draw(st.sampled_from(["torch.tanh({})", "torch.sigmoid({})", "torch.relu({})", "F.gelu({})",
                                        "F.gelu({}, approximate='tanh')", "{}.exp()" if not pos else "{}.log()",
-                                       "torch.tanh({}).exp()", "-{}", "{}.sqrt()" if pos else "{}.clone()"]))
+                                       "torch.tanh({}).exp()", "-{}", "{}.sqrt()" if pos else "{}.clone()",
+                                       "{}.square()", "{}.abs()", "F.silu({})", "{}.clamp(min=0)",
+                                       "torch.clamp({}, -0.5, 0.5)", "{}.rsqrt()" if pos else "{}.square()"]))
             code = fn.format(name)
-            new_pos = fn in ("torch.sigmoid({})", "torch.tanh({}).exp()", "{}.exp()", "{}.sqrt()") or (
-                pos and fn == "{}.clone()")
-            if fn == "torch.relu({})":
+            new_pos = fn in ("torch.sigmoid({})", "torch.tanh({}).exp()", "{}.exp()", "{}.sqrt()", "{}.rsqrt()") or (
+                pos and fn in ("{}.clone()", "{}.square()", "{}.abs()"))
+            if fn in ("torch.relu({})", "{}.clamp(min=0)", "torch.clamp({}, -0.5, 0.5)"):
                 sparse.add(out)  # a row of ReLUs all off has a standard deviation of 0: no std over it
             new_shape = shape
         elif kind == "binary":
@@ -379,7 +388,7 @@ def forward_passes(draw):
         elif kind == "reduce" and len(shape) == 2:
             axis = draw(st.integers(0, 1))
             keep = draw(st.booleans())
-            fn = draw(st.sampled_from(["sum", "mean", "var", "std", "max"]))
+            fn = draw(st.sampled_from(["sum", "mean", "var", "std", "max", "logsumexp"]))
             code = f"{name}.{fn}({axis}, keepdim={keep})" + (".values" if fn == "max" else "")
             if fn in ("var", "std") and (shape[axis] == 1 or name in sparse):
                 continue
@@ -445,6 +454,28 @@ def forward_passes(draw):
             code, new_shape = fn.format(name), ()
         elif kind == "ce" and shape == ("n", "b"):
             code, new_shape = f"F.cross_entropy({name}, T)", ()
+        elif kind == "norm" and len(shape) == 2 and all(s in DIMS for s in shape) and name not in sparse:
+            fn = draw(st.sampled_from(["F.layer_norm({x}, ({x}.shape[1],))", "F.layer_norm({x}, ({x}.shape[1],), L{k})",
+                                       "F.batch_norm({x}, None, None, L{k}, B{k}, training=True)",
+                                       "F.layer_norm({x}, {x}.shape[1:], L{k}, B{k}, eps=1e-3)",
+                                       "torch.einsum('ij,jk->ik', {x}, P{k})", "torch.einsum('ij,ik->jk', {x}, {x})"]))
+            code = fn.format(x=name, k=k)
+            for prefix in "LBP":
+                if f"{prefix}{k}" in code:
+                    params[f"{prefix}{k}"] = (shape[1], "c") if prefix == "P" else (shape[1],)
+            new_shape = (shape[0], "c") if f"P{k}" in code else (shape[1], shape[1]) if "ik->jk" in code else shape
+        elif kind == "pair" and len(shape) <= 2:
+            other = draw(st.sampled_from(two))
+            # torch.maximum(x, x) splits the gradient of a tie in halves: no course writes it.
+            fn = draw(st.sampled_from(["F.mse_loss({}, {})", "F.mse_loss({}, {}, reduction='sum')"]
+                                      + (["torch.maximum({}, {})", "torch.minimum({}, {})"] if other != name else [])))
+            code = fn.format(name, other)
+            new_shape = () if "mse" in fn else shape
+        elif kind == "vector" and len(shape) == 2 and all(s in DIMS for s in shape):
+            side = draw(st.sampled_from([0, 1]))
+            params[f"V{k}"] = (shape[side],)
+            code = f"V{k} @ {name}" if side == 0 else f"{name} @ V{k}"
+            new_shape = (shape[1 - side],)
         else:
             continue
         lines.append(f"{out} = {code}")
@@ -536,9 +567,73 @@ def test_an_elementwise_function_is_one_entry_every_view_reads(function):
     assert rules.OPERATIONS[function.name].calls == (function.name,)
     assert function.grammar in rules.GRAMMAR[rules.FAMILIES.index(rules.ELEMENTWISE_FAMILY)].split(", ")
     x = torch.linspace(0.1, 3.0, 7, dtype=torch.float64, requires_grad=True)
-    y = getattr(torch, function.name)(x)
+    y = getattr(torch, function.name, None) or getattr(torch.nn.functional, function.name)
+    y = y(x)
     (autograd,) = torch.autograd.grad(y.sum(), x)
     x, y = x.detach(), y.detach()
     assert torch.allclose(function.rule.derivative(x, y), autograd)
     if function.factor is not None:  # written with the input or the output, as its note says
         assert any(torch.allclose(function.factor.fn(at), autograd) for at in (x, y)), function.factor.shown
+
+
+# ------------------------------------------------------------------------------- what courses write
+
+def test_each_cell_runs_on_autograds_upstream_gradients():
+    """nanoGPT's heads, a view then a transpose (twice): the derived backward viewed a gradient the derivation's
+    own upstream gradient left transposed in memory, and the grader's, laid out otherwise, refused the view: a
+    raw traceback in `exercise check`. Each cell here reads upstream gradients laid out as autograd does and as
+    the wire does (contiguous)."""
+    text = """
+q = X @ Wq
+qh = q.view(q.shape[0], q.shape[1], 2, -1).transpose(1, 2)
+att = qh @ qh.transpose(-2, -1)
+y = att @ qh
+yc = y.transpose(1, 2).contiguous().view(q.shape)
+yh = yc.view(q.shape[0], q.shape[1], 2, -1).transpose(1, 2)
+yt = yh.transpose(1, 2).contiguous().view(q.shape)
+loss = (yt @ Wo * R).sum()
+"""
+    network = Network.parse(text, parameters=("Wq", "Wo"), data=("X", "R"), sizes={"n": "X.shape[0]"})
+
+    def inputs(n, t, c, v, seed):
+        generator = torch.Generator().manual_seed(seed)
+        return {k: torch.randn(*s, generator=generator, dtype=torch.float64)
+                for k, s in {"Wq": (c, c), "Wo": (c, v), "X": (n, t, c), "R": (n, t, v)}.items()}
+    gradients = derive.derive(network, [derive.Configuration(inputs(3, 4, 6, 5, 0), Sizes(n=3)),
+                                        derive.Configuration(inputs(2, 3, 4, 7, 1), Sizes(n=2))])
+    values, true = _forward(network, inputs(4, 5, 8, 3, 2))
+    for upstream in (true, {k: v.contiguous() for k, v in true.items()}):  # as autograd and the wire lay them out
+        for gradient in gradients:
+            assert torch.allclose(_cell(gradient.code, gradient.name, {**values, **upstream}), true[gradient.name],
+                                  **TOL), gradient.source
+
+
+def test_the_explanations_say_something_in_the_sizes_words():
+    """A line that only names a tensor was explained with nothing (`# flat = windows: .`); a dimension of two
+    sizes multiplied was `?`; a batched transpose was written `.T` and a transpose of a transpose kept both."""
+    text = """
+windows = X @ W
+flat = windows
+att = flat @ flat.transpose(-2, -1)
+both = torch.cat([att, att, att], 2).view(-1, 3 * n_t * n_t)
+col = att.reshape(-1, 1) @ W3
+loss = (both * R).sum() + (col * col).sum()
+"""
+    network = Network.parse(text, parameters=("W", "W3"), data=("X", "R"),
+                            sizes={"n_b": "X.shape[0]", "n_t": "X.shape[1]", "c": "W.shape[0]"})
+
+    def inputs(b, t, c, seed):
+        generator = torch.Generator().manual_seed(seed)
+        return {"W": torch.randn(c, 4, generator=generator, dtype=torch.float64),
+                "W3": torch.randn(1, 2, generator=generator, dtype=torch.float64),
+                "X": torch.randn(b, t, c, generator=generator, dtype=torch.float64),
+                "R": torch.randn(b, 3 * t * t, generator=generator, dtype=torch.float64)}
+    gradients = {g.name: g.source for g in derive.derive(
+        network, [derive.Configuration(inputs(2, 3, 5, 0), Sizes(n_b=2, n_t=3, c=5)),
+                  derive.Configuration(inputs(4, 5, 3, 1), Sizes(n_b=4, n_t=5, c=3))])}
+    assert "# flat = windows: a copy passes its gradient unchanged." in gradients["dwindows"]
+    assert "(1, n_b*n_t*n_t)" in gradients["dW3"], gradients["dW3"]
+    assert "?" not in "".join(gradients.values())
+    assert ".T " not in gradients["dflat"] and "flat.transpose(-2, -1)" in gradients["dflat"], gradients["dflat"]
+    assert "transpose(-2, -1).transpose(-2, -1)" not in "".join(gradients.values())
+    assert "datt = " in gradients["datt"] and ":n_t + n_t" not in gradients["datt"], gradients["datt"]

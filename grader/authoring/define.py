@@ -66,6 +66,10 @@ from grader.vocabulary import SLIPS
 CONSTANT_NOISE = 0.1
 # What a parameter's or a data tensor's expression may call besides the sizes.
 DRAWS = ("randn", "rand", "randint", "randperm", "ones", "zeros")
+# The globals an instructor's line is evaluated in: no builtins to read, but torch's own imports still work (a
+# tensor compared with a float imports a module of torch's, through the builtins of the frame that compares:
+# without `__import__` there, `rand(n, m) < 0.5` failed with KeyError: '__import__').
+_GLOBALS = {"__builtins__": {"__import__": __import__}}
 
 
 class DefinitionError(ValueError):
@@ -105,7 +109,7 @@ def _evaluate(pairs, sizes, generator, dtype, what: str, scale: Mapping[str, flo
     for name, code in pairs:
         try:
             values[name] = eval(compile(code, f"<{what} {name}>", "eval"),  # noqa: S307 - the instructor's file
-                                {"__builtins__": {}}, {**_namespace(sizes, generator, dtype), **values})
+                                _GLOBALS, {**_namespace(sizes, generator, dtype), **values})
         except Exception as exc:  # noqa: BLE001 - any fault of the instructor's line, named
             raise DefinitionError(f"{what}: `{name} = {code}` fails at {dict(sizes)}: {type(exc).__name__}: {exc}") \
                 from None
@@ -150,18 +154,90 @@ def _dimensions(named: Mapping[str, tuple[torch.Tensor, ...]], sizes: tuple[Mapp
 
 
 def _check_sizes(sizes: Mapping[str, object]) -> None:
-    """Each size a positive whole number, or (lecture value, (low, high)) with 1 <= low < high: a size of 0
+    """Each size a positive whole number, (lecture value, (low, high)) with 1 <= low < high, a float (a
+    hyperparameter such as `reg` or `eps`) or an expression in the sizes before it (`"nh * hs"`): a size of 0
     or a fraction would only fail later, deep in a draw."""
     def whole(value) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
+    known: dict[str, object] = {}
     for key, value in sizes.items():
+        if key in ex.NAMESPACE or key in DRAWS or key == "math":
+            raise DefinitionError(f"sizes: {key} is a name the forward lines and answer cells use for "
+                                  f"{'torch.nn.functional' if key == 'F' else 'itself'}: rename the size")
         bounds = value[1] if isinstance(value, tuple) and len(value) == 2 else None
-        good = whole(value) or (isinstance(bounds, tuple | list) and len(bounds) == 2 and whole(value[0])
-                                and all(whole(b) for b in bounds) and bounds[0] < bounds[1])
+        good = whole(value) or (isinstance(value, float) and math.isfinite(value)) or isinstance(value, str) or (
+            isinstance(bounds, tuple | list) and len(bounds) == 2 and whole(value[0]) and all(whole(b) for b in bounds)
+            and bounds[0] < bounds[1])
         if not good:
             raise DefinitionError(f"sizes: {key} = {value!r}: give a whole number of at least 1 (a structural "
-                                  "constant), or (lecture value, (low, high)) with 1 <= low < high, high excluded")
+                                  "constant), (lecture value, (low, high)) with 1 <= low < high, high excluded, a "
+                                  "float (a hyperparameter), or a formula in the sizes before it (\"nh * hs\")")
+        if isinstance(value, str):
+            known[key] = _formula(value, key, {k: v[0] if isinstance(v, tuple) else v for k, v in known.items()})
+        else:
+            known[key] = value
+
+
+def _formula(text: str, key: str, sizes: Mapping[str, object]) -> int | float:
+    """A size computed from the sizes before it (`C = nh * hs`), at these sizes."""
+    try:
+        tree = syntax.parse(text, mode="eval")
+        unknown = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - set(sizes))
+        if unknown:
+            raise NameError(f"{', '.join(unknown)} is no size before it")
+        return eval(compile(tree, f"<size {key}>", "eval"), _GLOBALS, dict(sizes))  # noqa: S307
+    except Exception as exc:  # noqa: BLE001 - any fault of the instructor's formula, named
+        raise DefinitionError(f"sizes: {key} = {text!r} is no formula in the sizes before it: "
+                              f"{type(exc).__name__}: {exc}") from None
+
+
+def _names(text: str) -> list[str]:
+    return [n.id for n in ast.walk(syntax.parse(text, mode="eval")) if isinstance(n, ast.Name)]
+
+
+def _solved(given: Mapping[str, object], dims: Mapping[str, tuple[str, int]], ranges) -> dict[str, tuple]:
+    """A drawn size no shape says, read back from a product that one does (`hs` from C = nh * hs, C a tensor's
+    dimension): {size: (the product's name, the other factors)}."""
+    found = {}
+    for key, value in given.items():
+        if not isinstance(value, str) or key not in dims:
+            continue
+        factors = value.replace(" ", "").split("*")
+        if not all(f.isidentifier() for f in factors):
+            continue
+        for factor in factors:
+            others = [f for f in factors if f != factor]
+            if factor in ranges and factor not in dims and factor not in found and len(others) == len(factors) - 1 \
+                    and all(o in dims or not isinstance(given[o], tuple) for o in others):
+                found[factor] = (key, tuple(others))
+    return found
+
+
+def _size_code(given: Mapping[str, object], dims: Mapping[str, tuple[str, int]], solved: Mapping[str, tuple],
+               read: set[str]) -> dict[str, str]:
+    """What each size the forward lines read is, as the notebook writes it, each after those it reads: a tensor's
+    shape, a constant's or a hyperparameter's value, a formula in other sizes, or a size read back from a product
+    (`hs = C // nh`)."""
+    code = {k: f"{dims[k][0]}.shape[{dims[k][1]}]" for k in given if k in dims}
+    code |= {k: repr(v) for k, v in given.items() if k not in dims and not isinstance(v, str | tuple)}
+    code |= {k: f"{whole} // " + " // ".join(others) for k, (whole, others) in solved.items()}
+    code |= {k: v for k, v in given.items() if k not in code and isinstance(v, str)}
+    needed, order = set(read), list(code)
+    for key in reversed(order):
+        if key in needed:
+            needed |= set(_names(code[key]))
+    return {k: code[k] for k in order if k in needed}
+
+
+def _fixed(sizes: Mapping[str, object], drawn: Mapping[str, int]) -> dict[str, int | float]:
+    """The sizes no tensor's shape says, at the drawn sizes: the constants and hyperparameters as given, the
+    formulas computed."""
+    values: dict[str, object] = dict(drawn)
+    for key, value in sizes.items():
+        if key not in drawn:
+            values[key] = _formula(value, key, values) if isinstance(value, str) else value
+    return {k: v for k, v in values.items() if k not in drawn}
 
 
 def _hidden(spec: Mapping[str, object], lecture: Mapping[str, int], parameters: tuple[str, ...]):
@@ -174,7 +250,7 @@ def _hidden(spec: Mapping[str, object], lecture: Mapping[str, int], parameters: 
     if spec.get("first"):
         try:
             first = compile(str(spec["first"]), "<hidden first>", "eval")
-            eval(first, {"__builtins__": {}}, dict(lecture))  # noqa: S307 - the instructor's file
+            eval(first, _GLOBALS, dict(lecture))  # noqa: S307 - the instructor's file
         except Exception as exc:  # noqa: BLE001 - any fault of the instructor's condition, named
             raise DefinitionError(f"hidden: first = {spec['first']!r} is no condition on the sizes "
                                   f"({', '.join(lecture)}): {type(exc).__name__}: {exc}") from None
@@ -186,7 +262,7 @@ def _hidden(spec: Mapping[str, object], lecture: Mapping[str, int], parameters: 
     return first, scaled
 
 
-def _batches(text: str, data_names: tuple[str, ...], lecture: Mapping[str, int]):
+def _batches(text: str, data_names: tuple[str, ...], lecture: Mapping[str, int], fixed):
     """The training check's data: lines drawing every step's at once (`steps` is their number), tried at
     the lecture's sizes so that a fault is named at load."""
     lines = _lines(text, "training")
@@ -195,7 +271,7 @@ def _batches(text: str, data_names: tuple[str, ...], lecture: Mapping[str, int])
                               "dimension of `steps`")
 
     def batches(sizes: ex.Sizes, generator: torch.Generator, steps: int) -> dict[str, torch.Tensor]:
-        return _evaluate(lines, {**sizes, "steps": steps}, generator, torch.float64, "training")
+        return _evaluate(lines, {**sizes, **fixed(sizes), "steps": steps}, generator, torch.float64, "training")
     batches(lecture, torch.Generator().manual_seed(0), 2)
     return batches
 
@@ -208,7 +284,8 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
              mistakes: ex.Mistakes | None = None, assignment: str | None = None, demo: str | None = None,
              accept: Mapping[str, str] | None = None) -> ex.Exercise:
     _check_sizes(sizes)
-    lecture = {k: v[0] if isinstance(v, tuple) else v for k, v in sizes.items()}
+    given = sizes
+    lecture = {k: v[0] if isinstance(v, tuple) else v for k, v in sizes.items() if isinstance(v, tuple | int)}
     ranges = {k: tuple(v[1]) for k, v in sizes.items() if isinstance(v, tuple)}
     param_lines, data_lines = _lines(parameters, "parameters"), _lines(data, "data")
     param_names, data_names = tuple(n for n, _ in param_lines), tuple(n for n, _ in data_lines)
@@ -216,16 +293,25 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
     # Two trial draws, the lecture's sizes and each range's next value, tell which dimension is which size.
     other = {k: (ranges[k][0] if ranges[k][0] not in lecture.values() else ranges[k][1] - 1) if k in ranges else v
              for k, v in lecture.items()}
-    trials = []
+    trials, at = [], []
     for trial in (lecture, other):
         generator = torch.Generator().manual_seed(0)
+        trial = {**trial, **_fixed(given, trial)}
+        at.append({k: v for k, v in trial.items() if isinstance(v, int)})
         trials.append({**_evaluate(param_lines, trial, generator, torch.float64, "parameters"),
                        **_evaluate(data_lines, trial, generator, torch.float64, "data")})
-    dims = _dimensions({n: tuple(t[n] for t in trials) for n in (*data_names, *param_names)}, (lecture, other))
-    missing = sorted(set(lecture) - set(dims))
+    dims = _dimensions({n: tuple(t[n] for t in trials) for n in (*data_names, *param_names)}, tuple(at))
+    solved = _solved(given, dims, ranges)
+    missing = sorted(set(ranges) - set(dims) - set(solved))
     if missing:
         raise DefinitionError(f"sizes: {', '.join(missing)} is no dimension of any parameter or data tensor, so "
-                              "a notebook's tensors cannot say it: drop it or use it in a shape")
+                              "a notebook's tensors cannot say it: drop it, use it in a shape, or compute it from "
+                              "sizes that are (\"C\": \"nh * hs\")")
+    # A structural constant no shape says (a kernel width used only in products) is written as its value.
+    lecture = {k: v for k, v in lecture.items() if k in dims or k in solved}
+
+    def every(drawn: Mapping[str, int]) -> dict[str, int | float]:
+        return {**drawn, **_fixed(given, drawn)}
     forward_names = set()
     for line, code in _lines(forward, "forward"):
         try:
@@ -235,8 +321,7 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         forward_names |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     try:
         network = ex.Network.parse(forward, parameters=param_names, data=data_names,
-                                   sizes={k: f"{dims[k][0]}.shape[{dims[k][1]}]" for k in lecture
-                                          if k in forward_names},
+                                   sizes=_size_code(given, dims, solved, forward_names),
                                    loss=_lines(forward, "forward")[-1][0])
     except (ValueError, SyntaxError) as exc:
         raise DefinitionError(f"forward: {exc}") from None
@@ -257,7 +342,7 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         """Away from the lecture's sizes (every hidden configuration), a parameter drawn the same everywhere
         (`ones`, `zeros`) gets noise: a slip that only a gain of exactly 1 or a bias of exactly 0 hides
         (`dxhat = dln1`, the gain forgotten) shows there."""
-        values = _evaluate(param_lines, sizes, generator, dtype, "parameters", scale)
+        values = _evaluate(param_lines, every(sizes), generator, dtype, "parameters", scale)
         if dict(sizes) != lecture:
             for key, value in values.items():
                 if value.numel() and bool((value == value.reshape(-1)[0]).all()):
@@ -265,12 +350,12 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         return values
 
     def configuration(index: int, count: int, sizes: ex.Sizes) -> dict | None:
-        if index == 0 and first and not eval(first, {"__builtins__": {}}, dict(sizes)):  # noqa: S307 - checked at load
+        if index == 0 and first and not eval(first, _GLOBALS, dict(sizes)):  # noqa: S307 - checked at load
             return None
         return dict(scaled) if index == count - 1 else {}
 
     def batch(sizes: ex.Sizes, generator: torch.Generator) -> dict[str, torch.Tensor]:
-        values = _evaluate(data_lines, sizes, generator, torch.float64, "data")
+        values = _evaluate(data_lines, every(sizes), generator, torch.float64, "data")
         for index in lookups:  # a repeated index: a lookup's gradient must accumulate
             flat = values[index].view(-1)
             if flat.numel() > 1 and flat.unique().numel() == flat.numel():
@@ -278,7 +363,10 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         return values
 
     def sizes_of(values: Mapping[str, torch.Tensor]) -> ex.Sizes:
-        return ex.Sizes(**{k: values[t].shape[d] for k, (t, d) in dims.items()})
+        read = {k: values[t].shape[d] for k, (t, d) in dims.items()}
+        for k, (whole, others) in solved.items():
+            read[k] = read[whole] // math.prod(read[o] if o in read else given[o] for o in others)
+        return ex.Sizes(**{k: read[k] for k in lecture})
 
     derived = _order(network)
     atomic = tuple(order.split()) if order else derived
@@ -317,7 +405,8 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
                                *(d for d in data_names if d not in cache)), param_names, f"ex{part}_d", part)
         functions = (function,)
         check = ex.Training(f"ex{part}_training", function,
-                            _batches(training, data_names, lecture) if training else None)
+                            _batches(training, data_names, lecture, lambda drawn: _fixed(given, drawn))
+                            if training else None)
         answers += ex.function_answers(function)
     elif training:
         raise DefinitionError("training: only a `backward` function trains; add backward=True or drop it")

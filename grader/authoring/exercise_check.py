@@ -112,11 +112,15 @@ def check(spec: str) -> Iterator[str]:
         raise CheckError(f"{exc}: widen the ranges or loosen `hidden`") from None
     for config in drawn:
         generator = torch.Generator().manual_seed(config.seed)
+        params, data = {}, {}
         try:
             params = exercise.init(config.sizes, generator, torch.float64, **config.init_options)
-            values = net.forward(params, exercise.batch(config.sizes, generator))
+            data = exercise.batch(config.sizes, generator)
+            values = net.forward(params, data)
         except Exception as exc:  # noqa: BLE001 - the instructor's code, reported in one line
-            raise CheckError(f"the forward pass fails at {config.sizes}: {type(exc).__name__}: {exc}") from None
+            where = net.failing_line(params, data) if data else ""
+            raise CheckError(f"the forward pass fails at {config.sizes}: "
+                             + (where or f"{type(exc).__name__}: {exc}")) from None
         if values[net.loss].dim() != 0:
             raise CheckError(f"the loss {net.loss!r} has shape {tuple(values[net.loss].shape)}: it must be a scalar")
     yield "hidden configurations (from a trial salt): " + "; ".join(str(c.sizes) for c in drawn[:-1])

@@ -293,8 +293,10 @@ def _function_reference(exercise: Exercise, function: Function, sources: list[st
     needed = _read("\n".join(code))
     needed |= net.ancestors(*needed, held=known)
     recomputed = [f"{step.name} = {step.code}" for step in net.steps if step.name in needed and step.name not in known]
-    sizes = {k: v for k, v in net.sizes.items() if k in needed}
-    needed |= _read("\n".join(sizes.values()))
+    sizes = {}
+    while len(sizes) < len(wanted := {k: v for k, v in net.sizes.items() if k in needed}):
+        sizes = wanted  # a size computed from others (`C = nh * hs`) needs those too
+        needed |= _read("\n".join(sizes.values()))
     body = []
     unpacked = (([p for p in net.parameters if p in needed], "params", "The parameters that the gradients below read"),
                 ([c for c in cache if c in needed], "cache", "The forward values they read, from the cache"))

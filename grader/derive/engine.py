@@ -10,6 +10,7 @@ that size on every configuration. Upstream gradients are random tensors of the r
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import textwrap
 from collections.abc import Iterator, Mapping, Sequence
@@ -211,8 +212,15 @@ class Derivation:
         return [tuple(v.shape) if isinstance(v, torch.Tensor) else () for v in self.values(node)]
 
     def runs(self, node: ast.expr) -> bool:
+        """Whether `node` runs on the derived gradients, on autograd's and on contiguous ones (the random
+        upstream gradients, laid out as the grader's arrive over the wire): a view that a derived gradient left
+        transposed in memory allows, a contiguous one refuses."""
         try:
             self.values(node)
+            compiled = compile(code(node), "<derive>", "eval")
+            for namespace, true, noise in zip(self.namespaces, self.true, self.noise, strict=True):
+                for upstream in ({k: v for k, v in true.items() if v is not None}, noise):
+                    eval(compiled, {**namespace, **upstream})  # noqa: S307
         except Exception:  # noqa: BLE001 - any failure means this spelling does not run
             return False
         return True
@@ -284,10 +292,11 @@ class Derivation:
         for size in self.words[0]:
             if all(words[size] == v for words, v in zip(self.words, values, strict=True)):
                 return size
-        for a in self.words[0]:
-            for b in self.words[0]:
-                if all(w[a] * w[b] == v for w, v in zip(self.words, values, strict=True)):
-                    return f"{a}*{b}"
+        whole = [k for k, v in self.words[0].items() if isinstance(v, int) and v > 1]
+        for count in (2, 3):
+            for names in itertools.combinations_with_replacement(whole, count):
+                if all(math.prod(w[k] for k in names) == v for w, v in zip(self.words, values, strict=True)):
+                    return "*".join(names)
         return str(values[0]) if len(set(values)) == 1 else "?"
 
     def no_rule(self, node: ast.expr, what: str = "") -> DeriveError:
@@ -401,7 +410,8 @@ class Derivation:
                 raise DeriveError(f"line `{self.line}`: the gradient of {f.tensor} comes out with shape "
                                   f"{self.shapes(value)[0]}, not {self.shapes(name(f.tensor))[0]}")
             said = _merge_locals([w for w in f.why if w and w not in rules.PASS_THROUGH])
-            why = "; ".join(said or [w for w in f.why if w][:1])
+            # A line that only names another tensor (`flat = windows`) has no operation to explain: it copies.
+            why = "; ".join(said or [w for w in f.why if w][:1]) or rules.COPIED
             found.append((f, Contribution(step.name, self.line, why, code(value),
                                           None if f.index is None else subscript(f.index))))
         return found

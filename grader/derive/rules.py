@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from grader.derive.algebra import Product, call, code, number, subscript, template
+from grader.derive.algebra import Product, call, code, name, number, subscript, template
 from grader.exercise import ELEMENTWISE, Elementwise
 from grader.vocabulary import Transpose
 
@@ -174,6 +174,36 @@ def _parse_matmul(node: ast.Call, module: bool) -> Op | None:
     return Op("matmul", (args[0], args[1])) if module and len(args) == 2 else None
 
 
+def _parse_pair(node: ast.Call, module: bool) -> Op | None:
+    """torch.maximum(a, b), torch.minimum(a, b), F.mse_loss(a, b): two tensors, each an operand."""
+    args, kwargs = _pieces(node)
+    return Op(node.func.attr, (args[0], args[1]), (), kwargs) if module and len(args) == 2 else None
+
+
+def _parse_einsum(node: ast.Call, module: bool) -> Op | None:
+    """torch.einsum('ij,jk->ik', a, b): the subscripts an argument, the two tensors the operands."""
+    args, _ = _pieces(node)
+    if not module or len(args) != 3 or not isinstance(args[0], ast.Constant) or not isinstance(args[0].value, str):
+        return None
+    return Op("einsum", (args[1], args[2]), (args[0],))
+
+
+def _parse_norm(node: ast.Call, module: bool) -> Op | None:
+    """F.layer_norm(x, shape, weight, bias, eps) and F.batch_norm(x, running_mean, running_var, weight, bias,
+    training, momentum, eps): x, and the weight and bias where given, are the operands; the rest by name."""
+    if not module:
+        return None
+    names = ("input", "normalized_shape", "weight", "bias", "eps") if node.func.attr == "layer_norm" else \
+        ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
+    args, kwargs = _pieces(node)
+    given = {**dict(zip(names, args, strict=False)), **kwargs}
+    if "input" not in given:
+        return None
+    affine = tuple(given[k] for k in ("weight", "bias")
+                   if k in given and not (isinstance(given[k], ast.Constant) and given[k].value is None))
+    return Op(node.func.attr, (given["input"], *affine), (), given)
+
+
 def _is_max(node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "max"
 
@@ -188,7 +218,15 @@ def _max(node: ast.Call) -> Op:
 # ------------------------------------------------------------------------------------------ helpers
 
 def _t(ctx: Derivation, node: ast.expr) -> ast.expr:
-    """The transpose of a matrix (`W.T`) or of a batch of them."""
+    """The transpose of a matrix (`W.T`) or of a batch of them (`.transpose(-2, -1)`); of a transpose, what it
+    transposed (never `.T.T`)."""
+    rank = len(ctx.shapes(node)[0])
+    if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
+        return node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "transpose" \
+            and len(node.args) == 2 and not node.keywords \
+            and {ctx.constant(a) % rank for a in node.args} == {rank - 2, rank - 1}:
+        return node.func.value
     if all(len(s) == 2 for s in ctx.shapes(node)):
         return ast.Attribute(node, "T", ast.Load())
     return call(node, "transpose", number(-2), number(-1))
@@ -239,6 +277,20 @@ def _expand(ctx: Derivation, site: Site, dims: tuple[int, ...], keepdim: bool) -
     return Product.of(node)
 
 
+def _reduction(site: Site, op: Op) -> tuple[ast.expr, tuple[int, ...], bool, Product]:
+    """A reduction's input, the dims it reduces, its keepdim, and its gradient put back where those dims were."""
+    x = op.operands[0]
+    dims = _reduced(site.ctx, op, x)
+    keepdim = _keepdim(site.ctx, op)
+    return x, dims, keepdim, _expand(site.ctx, site, dims, keepdim)
+
+
+def _kept_output(site: Site, dims: tuple[int, ...], keepdim: bool) -> ast.expr:
+    """A reduction's output with the reduced dims kept, so that it broadcasts against the input."""
+    return site.out if keepdim else _expand(site.ctx, Site(site.node, site.out, Product.of(site.out), site.ctx), dims,
+                                            False).node()
+
+
 def _dims_code(dims: tuple[int, ...]) -> ast.expr:
     return number(dims[0]) if len(dims) == 1 else ast.Tuple([number(d) for d in dims], ast.Load())
 
@@ -252,6 +304,7 @@ def _dims_words(dims: tuple[int, ...]) -> str:
 # Explanations left out of a comment that has anything else to say.
 ADDITION, COPY = "an addition hands its gradient unchanged to each term", "local derivative 1"
 PASS_THROUGH = (ADDITION, COPY)
+COPIED = "a copy passes its gradient unchanged"
 LOCAL = "local derivative "
 
 # The grammar's families, each a line of its prose (GRAMMAR), in this order.
@@ -280,7 +333,7 @@ def neg(site: Site, op: Op) -> list[Edge]:
 
 @operation("identity", ARITHMETIC, calls=("clone", "contiguous"), operator=ast.UAdd)
 def identity(site: Site, op: Op) -> list[Edge]:
-    return [Edge(op.operands[0], site.g, "a copy passes its gradient unchanged")]
+    return [Edge(op.operands[0], site.g, COPIED)]
 
 
 @operation("mul", ARITHMETIC, "a * b", operator=ast.Mult)
@@ -388,8 +441,11 @@ def _lower(p: float) -> float:
 def matmul(site: Site, op: Op) -> list[Edge]:
     ctx = site.ctx
     a, b = op.operands
+    ranks = {(len(x), len(y)) for x, y in zip(ctx.shapes(a), ctx.shapes(b), strict=True)}
+    if ranks <= {(1, 1), (1, 2), (2, 1)} and len(ranks) == 1:
+        return _vector_matmul(site, a, b)
     if any(len(s) < 2 for s in (*ctx.shapes(a), *ctx.shapes(b))):
-        raise ctx.no_rule(site.node, "a matrix product with a 1-D operand (write it with a 2-D one)")
+        raise ctx.no_rule(site.node, "a batched matrix product with a 1-D operand (write it with a 2-D one)")
     g = ctx.full(site.g, site)
     gn = g.node()
     shape = ctx.shape_words
@@ -397,19 +453,74 @@ def matmul(site: Site, op: Op) -> list[Edge]:
     to_a = Product.of(ast.BinOp(gn, ast.MatMult(), _t(ctx, b)))
     to_b = Product.of(ast.BinOp(_t(ctx, a), ast.MatMult(), gn))
     return [
-        Edge(a, to_a, f"the product of {upstream} {shape(site.node)} and {_words(b)}.T {shape(b, True)} that has "
-                      f"{_words(a)}'s shape {shape(a)}",
+        Edge(a, to_a, f"the product of {upstream} {shape(site.node)} and {code(_t(ctx, b))} {shape(b, True)} that "
+                      f"has {_words(a)}'s shape {shape(a)}",
              (("matmul-transpose", Transpose.needs(_words(b)),
                Product.of(ast.BinOp(gn, ast.MatMult(), b))),
               ("matmul-order", Transpose.ORDER,
                Product.of(ast.BinOp(b, ast.MatMult(), _t(ctx, gn)))))),
-        Edge(b, to_b, f"{_words(a)}.T {shape(a, True)} @ {upstream} {shape(site.node)} has {_words(b)}'s shape "
+        Edge(b, to_b, f"{code(_t(ctx, a))} {shape(a, True)} @ {upstream} {shape(site.node)} has {_words(b)}'s shape "
                       f"{shape(b)}: the product sums over the rows that shared {_words(b)}",
              (("matmul-transpose", Transpose.needs(_words(a)),
                Product.of(ast.BinOp(a, ast.MatMult(), gn))),
               ("matmul-order", Transpose.ORDER,
                Product.of(ast.BinOp(_t(ctx, gn), ast.MatMult(), a))))),
     ]
+
+
+def _vector_matmul(site: Site, a: ast.expr, b: ast.expr) -> list[Edge]:
+    """A matrix product with a 1-D operand (`h0 @ Wh`, `W @ v`, `u @ v`): the vector's gradient is a product with
+    the matrix, the matrix's an outer product with the vector."""
+    ctx = site.ctx
+    g = ctx.full(site.g, site).node()
+    ranks = len(ctx.shapes(a)[0]), len(ctx.shapes(b)[0])
+    if ranks == (1, 1):
+        return [Edge(a, Product.of(b) * site.g, f"the dot product's derivative is the other vector, {_words(b)}"),
+                Edge(b, Product.of(a) * site.g, f"the dot product's derivative is the other vector, {_words(a)}")]
+    outer = "torch.outer(_a, _b)"
+    if ranks == (1, 2):
+        to_a, to_b = ast.BinOp(g, ast.MatMult(), _t(ctx, b)), template(outer, a=a, b=g)
+        wrong_b = template(outer, a=g, b=a)
+        vector, matrix = a, b
+    else:
+        to_a, to_b = template(outer, a=g, b=b), ast.BinOp(_t(ctx, a), ast.MatMult(), g)
+        wrong_b = ast.BinOp(a, ast.MatMult(), g)
+        vector, matrix = b, a
+    words = (f"{_words(vector)} is a vector: the matrix {_words(matrix)} gets the outer product of it and the "
+             f"gradient, the vector the gradient times {_words(matrix)}")
+    return [Edge(a, Product.of(to_a), words,
+                 (("matmul-order", Transpose.ORDER, Product.of(template(outer, a=b, b=g)) if ranks == (2, 1)
+                   else Product.of(ast.BinOp(g, ast.MatMult(), b))),)),
+            Edge(b, Product.of(to_b), words, (("matmul-order", Transpose.ORDER, Product.of(wrong_b)),))]
+
+
+@operation("einsum", ARITHMETIC, "torch.einsum of two tensors", calls=("einsum",), parse=_parse_einsum)
+def einsum(site: Site, op: Op) -> list[Edge]:
+    """Each operand's gradient is the einsum of the gradient with the other operand, back to its subscripts:
+    it holds where every subscript of an operand is in the output or the other operand (no trace, no sum of an
+    operand alone)."""
+    ctx = site.ctx
+    spec = ctx.constant(op.args[0]).replace(" ", "")
+    inputs, arrow, output = spec.partition("->")
+    terms = inputs.split(",")
+    if not arrow or len(terms) != 2 or "." in spec or any(len(set(t)) != len(t) for t in (*terms, output)) \
+            or any(set(t) - set(output) - set(other) for t, other in (terms, terms[::-1])):
+        raise ctx.no_rule(site.node, "an einsum of two tensors with an explicit output (`ij,jk->ik`), no index "
+                                     "repeated within a tensor or summed in one tensor alone")
+    g = ctx.full(site.g, site).node()
+    edges = []
+    for (mine, theirs), other, first in ((terms, op.operands[1], True), (terms[::-1], op.operands[0], False)):
+        pieces = (f"{output},{theirs}->{mine}", g, other) if first else (f"{theirs},{output}->{mine}", other, g)
+        right = call(name("torch"), "einsum", ast.Constant(pieces[0]), pieces[1], pieces[2])
+        slips = ()
+        if len(mine) > 1:
+            flipped = pieces[0][: -len(mine)] + mine[::-1]
+            slips = (("einsum-operand", Transpose.OF_RIGHT,
+                      Product.of(call(name("torch"), "einsum", ast.Constant(flipped), pieces[1], pieces[2]))),)
+        edges.append(Edge(op.operands[0 if first else 1], Product.of(right),
+                          f"the einsum of the gradient ({output}) with {_words(other)} ({theirs}) back to the "
+                          f"subscripts {mine}: every index summed in the forward is spread back", slips))
+    return edges
 
 
 def _elementwise(function: Elementwise) -> None:
@@ -452,6 +563,150 @@ def gelu(site: Site, op: Op) -> list[Edge]:
     one_term = Product.of(template(half, x=x)) * site.g
     return [Edge(x, right, why, (("gelu-one-term", "keeps only the first term of the product rule of GELU, "
                                                    "x times a function of x", one_term),))]
+
+
+@operation("clamp", ELEMENTWISE_FAMILY, ".clamp(min=0) (and min, max)", calls=("clamp", "clamp_min", "clip"))
+def clamp(site: Site, op: Op) -> list[Edge]:
+    """Between its bounds clamp copies its input; outside them its output is a bound, a constant: a 0/1 mask,
+    ReLU's when the only bound is min=0."""
+    ctx = site.ctx
+    x = op.operands[0]
+    low = op.args[0] if op.args else op.kwargs.get("min")
+    high = op.args[1] if len(op.args) > 1 else op.kwargs.get("max")
+    bounds = [b for b in (low, high) if b is not None and not (isinstance(b, ast.Constant) and b.value is None)]
+    if any(ctx.is_diff(b) for b in bounds):
+        raise ctx.no_rule(site.node, "a clamp whose bound is a tensor with a gradient")
+    inside = [ast.Compare(x, [ast.Gt()], [low]) if bound is low else ast.Compare(x, [ast.Lt()], [high])
+              for bound in bounds]
+    outside = [ast.Compare(x, [ast.LtE()], [low]) if bound is low else ast.Compare(x, [ast.GtE()], [high])
+               for bound in bounds]
+    mask = inside[0] if len(inside) == 1 else ast.BinOp(*inside[:1], ast.BitAnd(), *inside[1:])
+    inverted = outside[0] if len(outside) == 1 else ast.BinOp(*outside[:1], ast.BitOr(), *outside[1:])
+    where = " and ".join(code(c) for c in inside)
+    return [Edge(x, Product.of(mask) * site.g, f"clamp copies {_words(x)} where {where} and writes a constant "
+                                                "bound elsewhere: the gradient passes only where it copied",
+                 (("clamp-output", f"multiplies by the clamp's output {site.y} where its derivative is a 0/1 mask",
+                   Product.of(site.out) * site.g),
+                  ("clamp-inverted", "masks the wrong side: the clamp passes the gradient where it copied its input",
+                   Product.of(inverted) * site.g)))]
+
+
+@operation("maximum", ELEMENTWISE_FAMILY, "torch.maximum(a, b), torch.minimum(a, b) of two tensors",
+           calls=("maximum", "minimum"), parse=_parse_pair)
+@operation("minimum", ELEMENTWISE_FAMILY, calls=(), parse=_parse_pair)
+def maximum(site: Site, op: Op) -> list[Edge]:
+    """The larger (smaller) operand is the output: it gets the gradient there, the other operand nothing."""
+    a, b = op.operands
+    chosen = ast.Gt() if op.kind == "maximum" else ast.Lt()
+    word = "larger" if op.kind == "maximum" else "smaller"
+    edges = []
+    for x, other in ((a, b), (b, a)):
+        mask = ast.Compare(x, [chosen], [other])
+        edges.append(Edge(x, Product.of(mask) * site.g, f"torch.{op.kind} took {_words(x)} where it was the {word}: "
+                                                         "the gradient goes there, nothing elsewhere",
+                          (("maximum-both", f"hands the gradient to both operands where torch.{op.kind} took only "
+                                            f"the {word}", site.g),)))
+    return edges
+
+
+@operation("mse_loss", LOSSES, "F.mse_loss(a, b) (mean or reduction='sum')", calls=("mse_loss",), parse=_parse_pair)
+def mse_loss(site: Site, op: Op) -> list[Edge]:
+    """The mean (or sum) of (a - b)**2: 2 (a - b), divided by the count the mean averaged."""
+    ctx = site.ctx
+    a, b = op.operands
+    reduction = ctx.constant(op.kwargs["reduction"]) if "reduction" in op.kwargs else "mean"
+    if reduction not in ("mean", "sum") or not ctx.same_shape(a, b):
+        raise ctx.no_rule(site.node, "mse_loss other than the mean or sum over two tensors of the same shape")
+    difference = Product.of(ast.BinOp(a, ast.Sub(), b))
+    count = ctx.count(a, tuple(range(len(ctx.shapes(a)[0]))))
+    g = site.g
+    right = (Product(2) * difference) * g
+    if reduction == "mean":
+        right = right.divided(count)
+    slips = [("mse-factor", "leaves out the factor 2 the square brings down", difference * g
+              if reduction == "sum" else (difference * g).divided(count))]
+    if reduction == "mean":
+        slips.append(("mse-mean", f"leaves out the mean's 1/{code(count)}", Product(2) * difference * g))
+    why = f"the {reduction} of (a - b)**2: 2 (a - b)" + (f" / {code(count)}, the count averaged" if reduction == "mean"
+                                                          else "")
+    return [Edge(a, right, why, tuple(slips)),
+            Edge(b, -right, why + ", with the minus sign of -b", tuple((k, w, -alt) for k, w, alt in slips))]
+
+
+@operation("logsumexp", SOFTMAX, ".logsumexp(dim)", calls=("logsumexp",))
+def logsumexp(site: Site, op: Op) -> list[Edge]:
+    """The derivative of log(sum(exp(x))) along a dim is softmax(x) along it."""
+    x, dims, keepdim, g = _reduction(site, op)
+    if len(dims) == 1:
+        local = template("F.softmax(_x, _d)", x=x, d=number(dims[0]))
+    else:
+        local = template("(_x - _y).exp()", x=x, y=_kept_output(site, dims, keepdim))
+    return [Edge(x, Product.of(local) * g, f"d logsumexp(x)/dx = softmax(x) over {_dims_words(dims)}: each exp(x) "
+                                           "over the sum of them",
+                 (("logsumexp-no-softmax", "multiplies by exp(x) without dividing by the sum of the exps",
+                   Product.of(call(x, "exp")) * g),))]
+
+
+def _normalized(ctx: Derivation, op: Op) -> tuple[ast.expr, ast.expr, tuple[int, ...], ast.expr, ast.expr | None]:
+    """A normalization line's input, its statistics' dims, eps, and the weight as it multiplies the input."""
+    x = op.operands[0]
+    rank = len(ctx.shapes(x)[0])
+    if op.kind == "layer_norm":
+        shape = ctx.constant(op.kwargs["normalized_shape"])
+        width = 1 if isinstance(shape, int) else len(shape)
+        dims = tuple(range(rank - width, rank))
+    else:
+        training = op.kwargs.get("training")
+        if training is None or not ctx.constant(training) or rank < 2:
+            raise ctx.no_rule(op.operands[0], "batch_norm in training mode (training=True): in eval mode it is an "
+                                              "affine map of running statistics")
+        dims = (0, *range(2, rank))
+    eps = op.kwargs.get("eps") or number(1e-5)
+    weight = op.kwargs.get("weight")
+    if weight is not None and isinstance(weight, ast.Constant) and weight.value is None:
+        weight = None
+    if weight is not None and op.kind == "batch_norm" and rank > 2:
+        weight = call(weight, "view", number(-1), *(number(1) for _ in range(rank - 2)))
+    return x, _dims_code(dims), dims, eps, weight
+
+
+@operation("layer_norm", REDUCTIONS, "F.layer_norm, F.batch_norm(training=True)", calls=("layer_norm",),
+           parse=_parse_norm)
+@operation("batch_norm", REDUCTIONS, calls=("batch_norm",), parse=_parse_norm)
+def normalization(site: Site, op: Op) -> list[Edge]:
+    """The closed form of a normalization's backward (a teacher's one expression): with xhat the normalized
+    input and dxhat the gradient reaching it, dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), the
+    means over the statistics' dims; the weight gets (g * xhat) and the bias g, summed where they broadcast."""
+    ctx = site.ctx
+    x, dims, dim_list, eps, weight = _normalized(ctx, op)
+    g = ctx.full(site.g, site)
+    rstd = template("(_x.var(_d, keepdim=True, correction=0) + _e) ** -0.5", x=x, d=dims, e=eps)
+    xhat = template("(_x - _x.mean(_d, keepdim=True)) * _r", x=x, d=dims, r=rstd)
+    dxhat = g if weight is None else Product.of(weight) * g
+
+    def closed(mean_term: bool, projection: bool) -> Product:
+        text = "_r * (_g" + (" - _g.mean(_d, keepdim=True)" if mean_term else "") + \
+            (" - _h * (_g * _h).mean(_d, keepdim=True)" if projection else "") + ")"
+        return Product.of(template(text, r=rstd, g=dxhat.node(), d=dims, h=xhat))
+
+    edges = [Edge(x, closed(True, True), f"the closed form of the normalization's backward over "
+                                         f"{_dims_words(dim_list)}: rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat "
+                                         "* xhat)), rstd = 1/sqrt(var + eps), xhat the normalized input, dxhat the "
+                                         "gradient reaching it",
+                  (("norm-no-mean", "leaves out the path through the mean: the term - mean(dxhat)",
+                    closed(False, True)),
+                   ("norm-no-projection", "leaves out the path through the variance: the term - xhat * mean(dxhat "
+                                          "* xhat)", closed(True, False))))]
+    summed = (lambda p: Product.of(call(p.node(), "sum", dims))) if op.kind == "batch_norm" else (lambda p: p)
+    for operand in op.operands[1:]:
+        if operand is op.kwargs.get("weight"):
+            edges.append(Edge(operand, summed(Product.of(xhat) * g), "the weight multiplies the normalized input "
+                                                                     "xhat: its gradient is g * xhat, summed where "
+                                                                     "it was shared"))
+        else:
+            edges.append(Edge(operand, summed(g), "the bias is added: it gets the gradient, summed where it was "
+                                                  "shared"))
+    return edges
 
 
 @operation("softmax", SOFTMAX, "F.softmax(x, dim)", calls=("softmax",))
@@ -517,10 +772,7 @@ def _correction(ctx: Derivation, op: Op) -> int:
 @operation("var", REDUCTIONS, ".var", calls=("var",))
 def var_std(site: Site, op: Op) -> list[Edge]:
     ctx = site.ctx
-    x = op.operands[0]
-    dims = _reduced(ctx, op, x)
-    keepdim = _keepdim(ctx, op)
-    g = _expand(ctx, site, dims, keepdim)
+    x, dims, keepdim, g = _reduction(site, op)
     count = ctx.count(x, dims)
     correction = _correction(ctx, op)
     dims_node = _dims_code(dims)
@@ -535,8 +787,7 @@ def var_std(site: Site, op: Op) -> list[Edge]:
             return (Product(2) * Product.of(centred)).divided(divisor(c))
         why = f"the variance's derivative, 2 (x - mean) / ({code(divisor(correction))})"
     else:
-        y = site.out if keepdim else _expand(ctx, Site(site.node, site.out, Product.of(site.out), ctx), dims,
-                                              False).node()
+        y = _kept_output(site, dims, keepdim)
 
         def local(c: int) -> Product:
             return Product.of(centred).divided(ast.BinOp(divisor(c), ast.Mult(), y))
@@ -596,12 +847,13 @@ def transpose(site: Site, op: Op) -> list[Edge]:
     ctx = site.ctx
     x = op.operands[0]
     g = ctx.full(site.g, site).node()
-    if op.kind == "T":
-        right, why = ast.Attribute(g, "T", ast.Load()), "a transpose's gradient is the gradient transposed back"
-    elif op.kind == "mT":
-        right, why = ast.Attribute(g, "mT", ast.Load()), "a transpose's gradient is the gradient transposed back"
+    if op.kind in ("T", "mT"):
+        right = g.value if isinstance(g, ast.Attribute) and g.attr == op.kind else ast.Attribute(g, op.kind, ast.Load())
+        why = "a transpose's gradient is the gradient transposed back"
     else:
-        right = call(g, "transpose", *op.args)
+        same = isinstance(g, ast.Call) and isinstance(g.func, ast.Attribute) and g.func.attr == "transpose" and \
+            [code(a) for a in g.args] == [code(a) for a in op.args]
+        right = g.func.value if same else call(g, "transpose", *op.args)
         why = f"swapping dims {code(op.args[0])} and {code(op.args[1])} back gives the gradient {_words(x)}'s layout"
     missing = ("transpose-missing", Transpose.MISSING, Product.of(g))
     return [Edge(x, Product.of(right), why, (missing,))]
@@ -631,17 +883,33 @@ def cat(site: Site, op: Op) -> list[Edge]:
     g = ctx.full(site.g, site).node()
     rank = len(ctx.shapes(site.node)[0])
     d %= rank
-    edges, start = [], None
-    for piece in op.operands:
-        width = ctx.count(piece, (d,))
-        stop = width if start is None else ast.BinOp(start, ast.Add(), width)
-        part = ast.Slice(start, stop, None)
+    edges, widths = [], []
+    for k, piece in enumerate(op.operands):
+        widths.append(ctx.count(piece, (d,)))
+        start = _offset(widths[:-1])
+        part = ast.Slice(start, None if k == len(op.operands) - 1 else _offset(widths), None)
         index = ast.Tuple([*(ast.Slice() for _ in range(d)), part], ast.Load()) if d else part
         edges.append(Edge(piece, Product.of(ast.Subscript(g, index, ast.Load())),
                           f"torch.cat put {_words(piece)} at positions {code(part)} of dim {d}: its gradient is that "
                           "slice of the gradient"))
-        start = stop
     return edges
+
+
+def _offset(widths: list[ast.expr]) -> ast.expr | None:
+    """Where a piece of torch.cat starts: the widths before it added, a width repeated k times as `k * width`
+    (None at the start)."""
+    terms: list[list] = []
+    for width in widths:
+        if terms and code(terms[-1][1]) == code(width):
+            terms[-1][0] += 1
+        else:
+            terms.append([1, width])
+    total = None
+    for count, width in terms:
+        term = width if count == 1 else (number(count * width.value) if isinstance(width, ast.Constant)
+                                         else ast.BinOp(number(count), ast.Mult(), width))
+        total = term if total is None else ast.BinOp(total, ast.Add(), term)
+    return total
 
 
 @operation("stack", COMBINING, "torch.stack", calls=("stack",), parse=_parse_joined)

@@ -78,6 +78,7 @@ TORCH = frozenset("""
 
 FUNCTIONAL = frozenset("""
     one_hot softmax log_softmax tanh pad normalize relu sigmoid gelu cross_entropy linear embedding nll_loss
+    mse_loss silu layer_norm batch_norm
 """.split())
 
 MATH = frozenset("pi e inf nan sqrt exp log log2 log10 log1p tanh isclose prod fsum ceil floor".split())
@@ -121,6 +122,7 @@ KEYWORDS = frozenset("""
     start end step steps pad mode p eps rtol atol equal_nan unbiased correction mask source
     return_inverse return_counts sizes shifts chunks split_size_or_sections sections indices_or_sections
     bins sep flush key reverse default strict ndigits approximate
+    training normalized_shape running_mean running_var momentum
 """.split())
 
 MAX_CELL_CHARS = 20_000
