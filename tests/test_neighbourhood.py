@@ -226,3 +226,42 @@ def test_one_order_of_preference_orders_a_steps_candidates():
     rank = [neighbourhood.PREFERENCE.index(c.family) for c in found]
     assert rank == sorted(rank)
     assert len({c.family for c in found}) > 5
+
+
+RNN = "grader/exercises/gallery/rnn.py:EXERCISE"
+
+
+@pytest.mark.parametrize("spec, grade_id, code, sentence", [
+    # a factor of a line that does several things left out: tanh' of h3 = tanh(emb[:, 2] @ Wx + h2 @ Wh + bh)
+    (RNN, "dh2", "dh2 = dh3 @ Wh.T",
+     "your dh2 leaves out the derivative of tanh on the way back through h3: the chain rule multiplies by it there"),
+    (RNN, "dWx", "dWx = emb[:, 2].T @ dh3 + emb[:, 1].T @ ((1 - h2 ** 2) * dh2) + emb[:, 0].T @ ((1 - h1 ** 2) * dh1)",
+     "your dWx leaves out the derivative of tanh on the way back through h3"),
+    # the same derivative read at the neighbouring time step's output
+    (RNN, "dh2", "dh2 = (1 - h2 ** 2) * dh3 @ Wh.T",
+     "your dh2 uses h2 where the derivative of tanh needs h3, its output"),
+    # operator precedence: what Python reads where the parentheses are left out
+    (RNN, "dh2", "dh2 = 1 - h3 ** 2 * dh3 @ Wh.T",
+     "your dh2 leaves out the parentheses around a difference: Python computes * before - (operator precedence)"),
+    ("tanh-batchnorm", "dhpreact", "dhpreact = 1 - h**2 * dh",
+     "your dhpreact leaves out the parentheses around a difference: Python computes * before -"),
+    (RNN, "dh2", "dh2 = (1 - h3 ** 2) * (dh3 @ Wh.T)", "your dh2 groups * and @ the other way"),
+    # a loop over the batch that assigns with =: the last example's part alone
+    ("tanh-batchnorm", "dW2", "for i in range(n):\n    dW2 = h[i:i+1].T @ dlogits[i:i+1]\n",
+     "your dW2 is the last example's part alone, where the gradient sums the parts of every example of the batch: "
+     "as a loop over the examples that assigns with ="),
+    (RNN, "dby", "for i in range(dlogits.shape[0]):\n    dby = dlogits[i]\n", "your dby is the last example's part alone"),
+])
+def test_a_slip_inside_a_line_or_in_its_code_is_named_in_any_exercise(spec, grade_id, code, sentence):
+    """Issue 35: each of these was told only "wrong values"."""
+    assert (said(spec, grade_id, code) or "").startswith(sentence)
+
+
+def test_a_sigmoid_left_out_inside_a_gate_s_line_is_named():
+    """Issue 35's `dUz = h1.T @ dz2`: the sigmoid's derivative of z2 = sigmoid(x @ Wz + h1 @ Uz + bz) left out."""
+    spec = "tests/exercises/gru_gate.py:EXERCISE"
+    assert said(spec, "dUz", "dUz = h1.T @ dz2") == (
+        "your dUz leaves out the derivative of the sigmoid on the way back through z2: the chain rule multiplies by "
+        "it there")
+    assert said(spec, "dUz", "dUz = h1.T @ (z1 * (1 - z1) * dz2)") == (
+        "your dUz uses z1 where the derivative of the sigmoid needs z2, its output")

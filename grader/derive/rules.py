@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader import syntax
 from grader.derive.algebra import Product, call, code, number, subscript, template
 from grader.exercise import ELEMENTWISE, Elementwise
-from grader.vocabulary import Transpose
+from grader.vocabulary import Chain, Transpose
 
 # The derivation the rules ask about shapes, sizes and words (engine.Derivation, which imports this
 # module: named here only in words, so the package has no import cycle).
@@ -423,9 +424,35 @@ def _elementwise(function: Elementwise) -> None:
             return _local(template(text, x=x, y=site.out), ctx) * site.g
 
         words = {"x": _words(x), "y": site.y}
-        return [Edge(x, times_g(function.local), function.why.format(**words),
-                     tuple((key, sentence.format(**words), times_g(text)) for key, sentence, text in function.slips))]
+        slips = [(key, sentence.format(**words), times_g(text)) for key, sentence, text in function.slips]
+        if not (isinstance(x, ast.Name) and isinstance(site.out, ast.Name)):
+            # Inside a line that does more (tanh of a sum of products), the derivative left out is a slip of
+            # its own; on a line of its own it is the upstream gradient, which the search names as such.
+            slips.append((f"{function.name}-dropped", Chain.dropped(f"the derivative of {function.called}", site.y),
+                          site.g))
+        slips += [(f"{function.name}-neighbour", Chain.read_at(other, f"the derivative of {function.called}",
+                                                               f"{site.y}, its output"),
+                   _local(template(function.local, x=x, y=ast.Name(other, ast.Load())), ctx) * site.g)
+                  for other in _neighbours(site, function)]
+        return [Edge(x, times_g(function.local), function.why.format(**words), tuple(slips))]
     operation(function.name, ELEMENTWISE_FAMILY, function.grammar, calls=(function.name,))(rule)
+
+
+def _neighbours(site: Site, function: Elementwise) -> list[str]:
+    """The other lines that apply the same function whole and give a tensor of the same shape (the hidden
+    state a step before or after, another gate): a derivative written with the output read at one of
+    them is a time step's or a gate's neighbour, copied from the line next to it."""
+    if "_y" not in function.local or not isinstance(site.out, ast.Name):
+        return []
+    ctx = site.ctx
+    found = []
+    for step in ctx.network.steps:
+        if step.name == site.out.id or step.name not in ctx.diff:
+            continue
+        op = classify(syntax.parse(step.code, mode="eval").body)
+        if op is not None and op.kind == function.name and ctx.same_shape(ast.Name(step.name, ast.Load()), site.out):
+            found.append(step.name)
+    return found
 
 
 _SQRT_2_PI = 0.3989422804014327  # 1 / sqrt(2 pi)
