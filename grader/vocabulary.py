@@ -168,7 +168,7 @@ TRANSPOSE, BROADCAST, KEEPDIM, DIMENSION, SIGN, FACTOR, BRANCH, FORWARD, INPUT, 
     "a slip in the local derivative", "operator precedence")
 SLIPS = {
     "matmul-transpose": TRANSPOSE, "matmul-order": TRANSPOSE, "transpose-missing": TRANSPOSE,
-    "permute-same": TRANSPOSE,
+    "permute-same": TRANSPOSE, "outer-of-sums": TRANSPOSE,
     "broadcast-no-sum": BROADCAST, "broadcast-keepdim": KEEPDIM, "broadcast-wrong-dim": DIMENSION,
     "sign": SIGN, "sub-sign": SIGN, "neg-sign": SIGN, "where-swapped": SIGN,
     "mean-count": FACTOR, "sum-mean": FACTOR, "bessel": FACTOR, "ce-mean": FACTOR, "power-factor": FACTOR,
@@ -179,12 +179,13 @@ SLIPS = {
     "mul-local": LOCAL_RULE, "mul-operand": LOCAL_RULE, "div-multiplies": LOCAL_RULE, "div-square": LOCAL_RULE,
     "power-exponent": LOCAL_RULE, "power-raised": LOCAL_RULE, "eps-dropped": LOCAL_RULE, "tanh-square": LOCAL_RULE,
     "tanh-no-square": LOCAL_RULE, "tanh-plus": LOCAL_RULE, "tanh-sigmoid": LOCAL_RULE, "sigmoid-half": LOCAL_RULE,
-    "sigmoid-tanh": LOCAL_RULE, "relu-output": LOCAL_RULE, "relu-inverted": LOCAL_RULE,
+    "sigmoid-tanh": LOCAL_RULE, "relu-output": LOCAL_RULE, "relu-input": LOCAL_RULE, "relu-inverted": LOCAL_RULE,
     "log-multiplies": LOCAL_RULE, "gelu-one-term": LOCAL_RULE, "softmax-no-sum": LOCAL_RULE,
     "softmax-elementwise": LOCAL_RULE, "log-softmax-no-sum": LOCAL_RULE, "max-everywhere": LOCAL_RULE,
     "ce-one-hot": LOCAL_RULE,
     **{f"{function}-{slip}": LOCAL_RULE for function in ("tanh", "sigmoid", "relu", "exp", "log", "sqrt")
-       for slip in ("dropped", "neighbour")},
+       for slip in ("dropped", "neighbour", "applied")},
+    "ce-softmax-dim": DIMENSION,
     "precedence": PRECEDENCE, "regrouped": PRECEDENCE,
 }
 
@@ -229,6 +230,11 @@ class Transpose:
     def swapped_shape(a: int, b: int) -> str:
         """`looks`, beyond two dimensions: said only where the transpose gives the expected gradient."""
         return f"looks transposed in dimensions {a} and {b}: its .transpose({a}, {b}) is the expected gradient"
+
+    @staticmethod
+    def outer_of_sums(operand: str) -> str:
+        return (f"multiplies the sum of {operand} over the examples by the sum of the gradient: a product of sums is "
+                f"not the sum of each row's own product, which the matrix product {operand}.T @ gradient gives")
 
     @staticmethod
     def needs(operand: str) -> str:
@@ -307,6 +313,14 @@ class Broadcast:
         return f"sums over the wrong dimension ({dim}): {tensor} was broadcast along another one"
 
     @staticmethod
+    def partial_sum(dim: int, tensor: str, *broadcast: int) -> str:
+        """A sum over one of the dimensions `tensor` was broadcast along alone: a sum left out over the others,
+        not one over a wrong dimension."""
+        listed = ", ".join(map(str, broadcast[:-1])) + f" and {broadcast[-1]}" if broadcast else ""
+        return (f"sums over dimension {dim} alone: {tensor} was broadcast along dimensions {listed}, and its "
+                f"gradient sums over all of them")
+
+    @staticmethod
     def upstream_summed(step: str, dim: int) -> str:
         return (f"sums d{step} over dimension {dim} before passing it back: each entry of {step} sends back its "
                 f"own gradient")
@@ -377,6 +391,11 @@ class Chain:
         """A factor of a line's chain left out: the line does more than this one operation (tanh of a sum of
         products), so the answer is no upstream gradient copied, and the sentence names the factor."""
         return f"leaves out {what} on the way back through {output}: the chain rule multiplies by it there"
+
+    @staticmethod
+    def every_use(sentence: str, tensor: str) -> str:
+        """A slip of one use of a tensor made in each of its uses."""
+        return f"{sentence} (the same slip in every use of {tensor})"
 
     @staticmethod
     def read_at(other: str, what: str, role: str) -> str:

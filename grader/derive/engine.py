@@ -478,6 +478,8 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
     contributions = tuple(c for _, c in found)
     plain = render(gradient_name, tensor, contributions, comments=False)
     slips: list[tuple[str, str, str, str]] = []  # (name, sentence, consumer, code)
+    # The same slip made in every use (a time step's rule slipped at each step): the first of each name per use.
+    every: dict[str, dict[int, tuple[str, Contribution]]] = {}
     for i, (f, c) in enumerate(found):
         for key, sentence, alt, index in f.slips:
             try:
@@ -485,6 +487,7 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
             except Exception:  # noqa: BLE001,S112 - a slip that does not run is no slip
                 continue
             changed = Contribution(c.consumer, c.line, c.why, value, None if index is None else subscript(index))
+            every.setdefault(key, {}).setdefault(i, (sentence, changed))
             slips.append((key, sentence, c.consumer,
                           render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
                                  comments=False)))
@@ -500,6 +503,11 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
             changed = Contribution(c.consumer, c.line, c.why, regrouped, c.index)
             slips.append((key, sentence, c.consumer,
                           render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
+                                 comments=False)))
+    for key, per in every.items():
+        if 1 < len(per) == len(contributions):
+            slips.append((key, Chain.every_use(per[0][0], tensor), "",
+                          render(gradient_name, tensor, tuple(changed for _, changed in per.values()),
                                  comments=False)))
     uses = len(contributions)
     if uses > 1:

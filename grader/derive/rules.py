@@ -409,7 +409,11 @@ def matmul(site: Site, op: Op) -> list[Edge]:
              (("matmul-transpose", Transpose.needs(_words(a)),
                Product.of(ast.BinOp(a, ast.MatMult(), gn))),
               ("matmul-order", Transpose.ORDER,
-               Product.of(ast.BinOp(_t(ctx, gn), ast.MatMult(), a))))),
+               Product.of(ast.BinOp(_t(ctx, gn), ast.MatMult(), a))),
+              *((("outer-of-sums", Transpose.outer_of_sums(_words(a)),
+                  Product.of(template("_a.flatten(0, -2).sum(0, keepdim=True).T @ _g.flatten(0, -2).sum(0, "
+                                      "keepdim=True)", a=a, g=gn))),)
+                if all(len(s) == 2 for s in ctx.shapes(b)) else ()))),
     ]
 
 
@@ -430,6 +434,9 @@ def _elementwise(function: Elementwise) -> None:
             # its own; on a line of its own it is the upstream gradient, which the search names as such.
             slips.append((f"{function.name}-dropped", Chain.dropped(f"the derivative of {function.called}", site.y),
                           site.g))
+            if function.name in _EVERYWHERE:
+                slips.append((f"{function.name}-applied", Chain.forward_applied(site.y),
+                              Product.of(call(ast.Name("torch", ast.Load()), function.name, site.g.node()))))
         slips += [(f"{function.name}-neighbour", Chain.read_at(other, f"the derivative of {function.called}",
                                                                f"{site.y}, its output"),
                    _local(template(function.local, x=x, y=ast.Name(other, ast.Load())), ctx) * site.g)
@@ -438,21 +445,26 @@ def _elementwise(function: Elementwise) -> None:
     operation(function.name, ELEMENTWISE_FAMILY, function.grammar, calls=(function.name,))(rule)
 
 
+# The elementwise functions defined on every number: applied to a gradient (a slip), they give one.
+_EVERYWHERE = ("tanh", "sigmoid", "relu", "exp")
+
+
 def _neighbours(site: Site, function: Elementwise) -> list[str]:
-    """The other lines that apply the same function whole and give a tensor of the same shape (the hidden
-    state a step before or after, another gate): a derivative written with the output read at one of
-    them is a time step's or a gate's neighbour, copied from the line next to it."""
+    """The nearest line before and the nearest after that apply the same function whole and give a tensor of
+    the same shape (the hidden state a step before or after, the gate beside): a derivative written with
+    the output read there is copied from the line next to it. Only those two: each is carried down every
+    line below, and the derivation pays for each on every configuration."""
     if "_y" not in function.local or not isinstance(site.out, ast.Name):
         return []
     ctx = site.ctx
-    found = []
+    alike = []
     for step in ctx.network.steps:
-        if step.name == site.out.id or step.name not in ctx.diff:
-            continue
-        op = classify(syntax.parse(step.code, mode="eval").body)
-        if op is not None and op.kind == function.name and ctx.same_shape(ast.Name(step.name, ast.Load()), site.out):
-            found.append(step.name)
-    return found
+        op = classify(syntax.parse(step.code, mode="eval").body) if step.name in ctx.diff else None
+        if step.name == site.out.id or (op is not None and op.kind == function.name
+                                        and ctx.same_shape(ast.Name(step.name, ast.Load()), site.out)):
+            alike.append(step.name)
+    here = alike.index(site.out.id) if site.out.id in alike else None
+    return [] if here is None else alike[max(here - 1, 0):here] + alike[here + 1:here + 2]
 
 
 _SQRT_2_PI = 0.3989422804014327  # 1 / sqrt(2 pi)
@@ -733,7 +745,11 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
                  (("ce-mean", f"leaves out the 1/{code(rows)} of the mean over the examples",
                    Product.of(ast.BinOp(probs, ast.Sub(), one_hot)) * site.g),
                   ("ce-one-hot", "leaves out the -1 at each row's target",
-                   Product.of(probs).divided(rows) * site.g)))]
+                   Product.of(probs).divided(rows) * site.g),
+                  ("ce-softmax-dim", "takes the softmax over dimension 0, the examples, where cross_entropy's runs "
+                                     "over each row's classes (dimension 1)",
+                   Product.of(ast.BinOp(template("F.softmax(_x, 0)", x=logits), ast.Sub(), one_hot)).divided(rows)
+                   * site.g)))]
 
 
 @operation("index", INDEXING, "x[Xb] (an embedding lookup), x[range(n), Yb], x[:, t] and other indexing")

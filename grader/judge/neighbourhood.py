@@ -275,13 +275,14 @@ def _indexing(case: Case, answer: Answer, want, up) -> list[Candidate]:
 
 def _last_example(case: Case, answer: Answer, up) -> list[Candidate]:
     """A gradient summed over the batch (a weight's, a bias's) kept for the last example alone: what a loop
-    over the examples that assigns with = leaves. Only where every upstream gradient runs over the batch
-    and the answer's tensor does not."""
-    rows = {grad.shape[0] for grad in up.values() if grad.dim()}
+    over the examples that assigns with = leaves. Only where an upstream gradient runs over the batch and
+    the answer's tensor does not; a use that does not run over it (a penalty on the weight) is kept whole."""
+    n = _sizes(case).get("n")
     value = case.values[answer.source]
-    if len(rows) != 1 or rows != {_sizes(case).get("n")} or (value.dim() and value.shape[0] in rows):
+    batched = [step for step, grad in up.items() if grad.dim() and grad.shape[0] == n]
+    if not batched or n is None or n < 2 or (value.dim() and value.shape[0] == n):
         return []
-    last = {step: torch.zeros_like(grad).index_copy(0, torch.tensor([grad.shape[0] - 1]), grad[-1:])
+    last = {step: torch.zeros_like(grad).index_copy(0, torch.tensor([n - 1]), grad[-1:]) if step in batched else grad
             for step, grad in up.items()}
     kept = local_vjp(case.exercise.network, case.values, answer.source, last)
     return [Candidate("last-example", Loops.LAST_EXAMPLE, kept)]
@@ -309,7 +310,9 @@ def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
                 summed = spread.sum(dim, keepdim=keep)
                 if summed.shape == want.shape or summed.numel() == want.numel():
                     continue  # the right sum, or a harmless keepdim slip (the shape check names it)
-                out.append(Candidate(f"sum:{step}:{dim}:{keep}", Broadcast.wrong_dim(dim, answer.source), summed))
+                said = Broadcast.partial_sum(dim, answer.source, *dims) if dim in dims else \
+                    Broadcast.wrong_dim(dim, answer.source)
+                out.append(Candidate(f"sum:{step}:{dim}:{keep}", said, summed))
     return out
 
 
