@@ -451,9 +451,9 @@ _EVERYWHERE = ("tanh", "sigmoid", "relu", "exp")
 
 def _neighbours(site: Site, function: Elementwise) -> list[str]:
     """The nearest line before and the nearest after that apply the same function whole and give a tensor of
-    the same shape (the hidden state a step before or after, the gate beside): a derivative written with
-    the output read there is copied from the line next to it. Only those two: each is carried down every
-    line below, and the derivation pays for each on every configuration."""
+    the same shape (the gate beside), and those of the same name at the step before and after (r2, r4 for
+    r3): a derivative written with the output read there is copied from the line next to it. Only these:
+    each is carried down every line below, and the derivation pays for each on every configuration."""
     if "_y" not in function.local or not isinstance(site.out, ast.Name):
         return []
     ctx = site.ctx
@@ -463,8 +463,14 @@ def _neighbours(site: Site, function: Elementwise) -> list[str]:
         if step.name == site.out.id or (op is not None and op.kind == function.name
                                         and ctx.same_shape(ast.Name(step.name, ast.Load()), site.out)):
             alike.append(step.name)
-    here = alike.index(site.out.id) if site.out.id in alike else None
-    return [] if here is None else alike[max(here - 1, 0):here] + alike[here + 1:here + 2]
+    # The nearest lines, and the nearest of the same name but its step's number (r2 beside r3, past z3).
+    kin = [name for name in alike if name.rstrip("0123456789") == site.out.id.rstrip("0123456789")]
+    return list(dict.fromkeys(name for line in (alike, kin) for name in _beside(line, site.out.id)))
+
+
+def _beside(names: list[str], name: str) -> list[str]:
+    here = names.index(name)
+    return names[max(here - 1, 0):here] + names[here + 1:here + 2]
 
 
 _SQRT_2_PI = 0.3989422804014327  # 1 / sqrt(2 pi)
