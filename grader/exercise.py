@@ -403,6 +403,8 @@ ELEMENTWISE = {f.name: f for f in (
     Elementwise("relu", "torch.relu", "ReLU", "(_x > 0)",
                 "ReLU passes the gradient where its input {x} is positive and stops it elsewhere",
                 (("relu-output", "multiplies by ReLU's output {y} where its derivative is a 0/1 mask", "_y"),
+                 ("relu-input", "multiplies by ReLU's input where its derivative is a 0/1 mask (where the input is "
+                                "positive)", "_x"),
                  ("relu-inverted", "masks the wrong side: ReLU passes the gradient where its input is positive",
                   "(_x <= 0)")),
                 Factor("({} > 0)", "(_t > 0).to(_t.dtype)", False, " ((x > 0) is ReLU's derivative, x its input)")),

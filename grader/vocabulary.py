@@ -161,14 +161,14 @@ def only_branch(tensor: str, consumers: list[str], kept: str) -> str:
 # Every slip of the rule table (grader/derive/rules.py) by its stable name, and the kind of classic mistake
 # it is (feedback and the blind measurement of issue 25 count them by these). Here, where no rule is loaded:
 # an exercise names the slips it accepts at load, in the student's package too.
-TRANSPOSE, BROADCAST, KEEPDIM, DIMENSION, SIGN, FACTOR, BRANCH, FORWARD, INPUT, LOCAL_RULE = (
+TRANSPOSE, BROADCAST, KEEPDIM, DIMENSION, SIGN, FACTOR, BRANCH, FORWARD, INPUT, LOCAL_RULE, PRECEDENCE = (
     "missing transpose or wrong operand order", "missing sum over a broadcast dimension", "lost keepdim",
     "wrong dimension", "sign", "a factor of a size", "a missed branch of a reused tensor",
     "the forward value used for the gradient", "a derivative written through the input instead of the output",
-    "a slip in the local derivative")
+    "a slip in the local derivative", "operator precedence")
 SLIPS = {
     "matmul-transpose": TRANSPOSE, "matmul-order": TRANSPOSE, "transpose-missing": TRANSPOSE,
-    "permute-same": TRANSPOSE,
+    "permute-same": TRANSPOSE, "outer-of-sums": TRANSPOSE,
     "broadcast-no-sum": BROADCAST, "broadcast-keepdim": KEEPDIM, "broadcast-wrong-dim": DIMENSION,
     "sign": SIGN, "sub-sign": SIGN, "neg-sign": SIGN, "where-swapped": SIGN,
     "mean-count": FACTOR, "sum-mean": FACTOR, "bessel": FACTOR, "ce-mean": FACTOR, "power-factor": FACTOR,
@@ -179,7 +179,7 @@ SLIPS = {
     "mul-local": LOCAL_RULE, "mul-operand": LOCAL_RULE, "div-multiplies": LOCAL_RULE, "div-square": LOCAL_RULE,
     "power-exponent": LOCAL_RULE, "power-raised": LOCAL_RULE, "eps-dropped": LOCAL_RULE, "tanh-square": LOCAL_RULE,
     "tanh-no-square": LOCAL_RULE, "tanh-plus": LOCAL_RULE, "tanh-sigmoid": LOCAL_RULE, "sigmoid-half": LOCAL_RULE,
-    "sigmoid-tanh": LOCAL_RULE, "relu-output": LOCAL_RULE, "relu-inverted": LOCAL_RULE,
+    "sigmoid-tanh": LOCAL_RULE, "relu-output": LOCAL_RULE, "relu-input": LOCAL_RULE, "relu-inverted": LOCAL_RULE,
     "log-multiplies": LOCAL_RULE, "gelu-one-term": LOCAL_RULE, "softmax-no-sum": LOCAL_RULE,
     "softmax-elementwise": LOCAL_RULE, "log-softmax-no-sum": LOCAL_RULE, "max-everywhere": LOCAL_RULE,
     "ce-one-hot": LOCAL_RULE, "square-factor": FACTOR, "square-output": INPUT, "abs-sign": SIGN,
@@ -187,6 +187,11 @@ SLIPS = {
     "clamp-inverted": LOCAL_RULE, "maximum-both": LOCAL_RULE, "mse-factor": FACTOR, "mse-mean": FACTOR,
     "logsumexp-no-softmax": LOCAL_RULE, "norm-no-mean": LOCAL_RULE, "norm-no-projection": LOCAL_RULE,
     "einsum-operand": TRANSPOSE,
+    **{f"{function}-{slip}": LOCAL_RULE for function in ("tanh", "sigmoid", "relu", "exp", "log", "sqrt", "square",
+                                                         "abs", "rsqrt", "silu")
+       for slip in ("dropped", "neighbour", "applied")},
+    "ce-softmax-dim": DIMENSION,
+    "precedence": PRECEDENCE, "regrouped": PRECEDENCE,
 }
 
 
@@ -227,6 +232,16 @@ class Transpose:
                 f"too many, or one left out")
 
     @staticmethod
+    def swapped_shape(a: int, b: int) -> str:
+        """`looks`, beyond two dimensions: said only where the transpose gives the expected gradient."""
+        return f"looks transposed in dimensions {a} and {b}: its .transpose({a}, {b}) is the expected gradient"
+
+    @staticmethod
+    def outer_of_sums(operand: str) -> str:
+        return (f"multiplies the sum of {operand} over the examples by the sum of the gradient: a product of sums is "
+                f"not the sum of each row's own product, which the matrix product {operand}.T @ gradient gives")
+
+    @staticmethod
     def needs(operand: str) -> str:
         return f"multiplies by {operand} where the shape rule needs its transpose"
 
@@ -253,8 +268,14 @@ class Broadcast:
 
     @staticmethod
     def not_summed(dims, summed: bool) -> str:
-        return (f"not summed over {_dims(dims)}, along which this tensor was broadcast in the forward pass"
-                + (" (summing it there gives the expected gradient)" if summed else ""))
+        """`summed`: the sum gives the expected gradient. Else the shape says only that the answer has entries
+        along dimensions the gradient has not: a sum left out is one account, a product of the wrong kind or
+        another gradient read are others, so the sentence states what the values show."""
+        if summed:
+            return (f"not summed over {_dims(dims)}, along which this tensor was broadcast in the forward pass "
+                    f"(summing it there gives the expected gradient)")
+        return (f"has more than one entry along {_dims(dims)}, where the gradient has one; summed over it, its "
+                f"values are still wrong: more than a missing sum is amiss")
 
     @staticmethod
     def left_broadcast(shape: str) -> str:
@@ -295,6 +316,14 @@ class Broadcast:
     @staticmethod
     def wrong_dim(dim: int, tensor: str) -> str:
         return f"sums over the wrong dimension ({dim}): {tensor} was broadcast along another one"
+
+    @staticmethod
+    def partial_sum(dim: int, tensor: str, *broadcast: int) -> str:
+        """A sum over one of the dimensions `tensor` was broadcast along alone: a sum left out over the others,
+        not one over a wrong dimension."""
+        listed = ", ".join(map(str, broadcast[:-1])) + f" and {broadcast[-1]}" if broadcast else ""
+        return (f"sums over dimension {dim} alone: {tensor} was broadcast along dimensions {listed}, and its "
+                f"gradient sums over all of them")
 
     @staticmethod
     def upstream_summed(step: str, dim: int) -> str:
@@ -363,8 +392,49 @@ class Chain:
                 f"operation's derivative")
 
     @staticmethod
+    def dropped(what: str, output: str) -> str:
+        """A factor of a line's chain left out: the line does more than this one operation (tanh of a sum of
+        products), so the answer is no upstream gradient copied, and the sentence names the factor."""
+        return f"leaves out {what} on the way back through {output}: the chain rule multiplies by it there"
+
+    @staticmethod
+    def every_use(sentence: str, tensor: str) -> str:
+        """A slip of one use of a tensor made in each of its uses."""
+        return f"{sentence} (the same slip in every use of {tensor})"
+
+    @staticmethod
+    def read_at(other: str, what: str, role: str) -> str:
+        """A derivative read at another tensor of the same shape (a time step's or a gate's neighbour)."""
+        return f"uses {other} where {what} needs {role}"
+
+    @staticmethod
     def forward_value(consumer: str, upstream: str) -> str:
         return f"uses {consumer}, the forward value, where the upstream gradient {upstream} is needed"
+
+
+class Loops:
+    """A loop in the cell, told by what it leaves in the values."""
+
+    LAST_EXAMPLE = ("is the last example's part alone, where the gradient sums the parts of every example of the "
+                    "batch: as a loop over the examples that assigns with = (each pass overwrites the one before; "
+                    "+= adds them up)")
+
+
+class Precedence:
+    """A derived line written with its parentheses left out, or its products grouped the other way: Python
+    reads the same symbols as another computation."""
+
+    NAMES = {"+": "sum", "-": "difference", "*": "product", "/": "quotient", "@": "matrix product", "**": "power"}
+
+    @staticmethod
+    def dropped(first: str, then: str) -> str:
+        return (f"leaves out the parentheses around a {Precedence.NAMES[then]}: Python computes {first} before "
+                f"{then} (operator precedence)")
+
+    @staticmethod
+    def regrouped(first: str, then: str) -> str:
+        return (f"groups {first} and {then} the other way: an elementwise product and a matrix product do not "
+                f"commute, so each factor must be applied where the chain rule puts it")
 
 
 def factors(sizes, words) -> tuple[tuple[str, float, str], ...]:

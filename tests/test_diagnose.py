@@ -85,11 +85,27 @@ def test_not_summed_over_a_broadcast_dimension_kept_as_size_one(dim):
     assert "(summing it there gives the expected gradient)" in hint
 
 
-def test_not_summed_with_wrong_values_does_not_claim_the_sum_fixes_it():
+def test_not_summed_with_wrong_values_does_not_claim_a_sum_is_the_mistake():
+    """Issue 35: "not summed over dimension 0" was said of a matrix product where an elementwise one was
+    meant, and "not summed over dimension 1" of another gradient read: where the sum does not give the
+    gradient, the hint says what the shape and the values show, and claims no cause."""
     want = randn(1, 4)
     hint = one(randn(N, 4, seed=1), want)
-    assert hint.startswith("not summed over dimension 0")
-    assert "summing it there gives" not in hint
+    assert hint == ("has more than one entry along dimension 0, where the gradient has one; summed over it, its "
+                    "values are still wrong: more than a missing sum is amiss")
+
+
+@pytest.mark.parametrize("want_shape, got_shape, dims", [((2, 3, 5), (2, 5, 3), (1, 2)), ((4, 2, 3, 5), (4, 5, 3, 2),
+                                                                                         (1, 3))])
+def test_a_tensor_of_any_rank_with_two_dimensions_swapped_looks_transposed(want_shape, got_shape, dims):
+    """Issue 35: a 3-D gradient with its last two dimensions swapped got only its shape, where a 2-D one got
+    "looks transposed"."""
+    want = randn(*want_shape)
+    assert one(want.transpose(*dims).clone(), want) == (
+        f"looks transposed in dimensions {dims[0]} and {dims[1]}: its .transpose({dims[0]}, {dims[1]}) is the "
+        f"expected gradient")
+    # A view in the wrong order has the same shape: the values decide, and without them no transpose is said.
+    assert "transpose" not in one(randn(*got_shape, seed=1), want)
 
 
 def test_not_summed_over_a_leading_broadcast_dimension():
@@ -408,3 +424,18 @@ def test_a_gradient_summed_over_every_dimension_is_named():
                      atol=1e-8)
     assert hints == ["a single number, summed over every dimension: a gradient of shape (1, 5) comes from a sum "
                      "over dimension 0 only (keepdim=True)"]
+
+
+def test_a_product_that_fits_on_the_lecture_s_sizes_alone_is_told_a_hard_coded_size_not_a_transpose():
+    """Issue 35: a hard-coded 32 that makes a matrix product fail on the hidden sizes was told "a transpose
+    is probably missing"; the lecture-sized run multiplied fine, so the cell depends on the sizes."""
+    failure = _judged(_error("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (9x4 and 8x3)"))
+    assert "transpose" not in failure.feedback
+    assert "right for the lecture's sizes (n=8) but wrong for every other size" in failure.feedback
+    assert failure.mistake == "depends on the lecture's sizes"
+
+
+def test_a_product_that_fails_on_the_lecture_s_sizes_too_is_told_its_shapes_do_not_fit():
+    error = _error("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (8x4 and 8x3)")
+    failure = _judged(error, error)
+    assert "a transpose is probably missing or misplaced" in failure.feedback

@@ -10,9 +10,11 @@ that size on every configuration. Upstream gradients are random tensors of the r
 from __future__ import annotations
 
 import ast
+import io
 import itertools
 import math
 import textwrap
+import tokenize
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,7 +24,7 @@ from grader import syntax
 from grader.derive import rules
 from grader.derive.algebra import Product, call, code, name, number, parse, subscript
 from grader.exercise import NAMESPACE, Network
-from grader.vocabulary import Broadcast, Chain, Sign, missed_branch
+from grader.vocabulary import Broadcast, Chain, Precedence, Sign, missed_branch
 
 # Where a derived gradient counts as unchanged by a slip: what the grader accepts (course.yml's default).
 TOLERANCE = dict(rtol=1e-5, atol=1e-8)
@@ -486,6 +488,8 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
     contributions = tuple(c for _, c in found)
     plain = render(gradient_name, tensor, contributions, comments=False)
     slips: list[tuple[str, str, str, str]] = []  # (name, sentence, consumer, code)
+    # The same slip made in every use (a time step's rule slipped at each step): the first of each name per use.
+    every: dict[str, dict[int, tuple[str, Contribution]]] = {}
     for i, (f, c) in enumerate(found):
         for key, sentence, alt, index in f.slips:
             try:
@@ -493,6 +497,7 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
             except Exception:  # noqa: BLE001,S112 - a slip that does not run is no slip
                 continue
             changed = Contribution(c.consumer, c.line, c.why, value, None if index is None else subscript(index))
+            every.setdefault(key, {}).setdefault(i, (sentence, changed))
             slips.append((key, sentence, c.consumer,
                           render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
                                  comments=False)))
@@ -504,6 +509,16 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
                 slips.append(("forward-value", Chain.forward_value(c.consumer, upstream), c.consumer,
                               render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
                                      comments=False)))
+        for key, sentence, regrouped in _regroupings(c.value):
+            changed = Contribution(c.consumer, c.line, c.why, regrouped, c.index)
+            slips.append((key, sentence, c.consumer,
+                          render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
+                                 comments=False)))
+    for key, per in every.items():
+        if 1 < len(per) == len(contributions):
+            slips.append((key, Chain.every_use(per[0][0], tensor), "",
+                          render(gradient_name, tensor, tuple(changed for _, changed in per.values()),
+                                 comments=False)))
     uses = len(contributions)
     if uses > 1:
         order = {step.name: i for i, step in enumerate(d.network.steps)}
@@ -518,6 +533,61 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
     slips.append(("sign", Sign.FLIPPED, "", render(gradient_name, tensor, negated, comments=False)))
     return Gradient(gradient_name, tensor, contributions, _reads(plain, gradient_name),
                     *_kept(d, gradient_name, plain, slips))
+
+
+_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@", ast.Pow: "**"}
+
+
+def _regroupings(value: str) -> Iterator[tuple[str, str, str]]:
+    """(name, sentence, code) for each way the same symbols of `value` are read otherwise, each made once
+    and alone: a pair of parentheses around a looser operation left out (`1 - h**2 * dh`, which Python
+    reads as it does), or an elementwise and a matrix product grouped the other way round."""
+    yield from _unparenthesized(value)
+    count = sum(isinstance(n, ast.BinOp) for n in ast.walk(parse(value)))
+    for k in range(count):
+        for side in ("left", "right"):
+            tree = parse(value)
+            node = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp)][k]
+            child = getattr(node, side)
+            products = {type(node.op), type(getattr(child, "op", None))}
+            if not isinstance(child, ast.BinOp) or ast.MatMult not in products or \
+                    not products < {ast.MatMult, ast.Mult, ast.Div}:
+                continue
+            if side == "left":  # (a . b) , c  read as  a . (b , c)
+                node.left, node.op, node.right = child.left, child.op, ast.BinOp(child.right, node.op, node.right)
+            else:  # a , (b . c)  read as  (a , b) . c
+                node.left, node.op, node.right = ast.BinOp(node.left, node.op, child.left), child.op, child.right
+            yield "regrouped", Precedence.regrouped(*sorted(_SYMBOLS[t] for t in products)), code(tree)
+
+
+def _unparenthesized(value: str) -> Iterator[tuple[str, str, str]]:
+    """The parentheses that group an operation (not a call's, a subscript's or a tuple's) left out one pair
+    at a time, where Python then reads another computation."""
+    tokens = list(tokenize.generate_tokens(io.StringIO(value).readline))
+    opened, pairs = [], []
+    for i, token in enumerate(tokens):
+        if token.string == "(":
+            before = tokens[i - 1] if i else None
+            opened.append((i, before is None or before.type == tokenize.OP and before.string not in (")", "]")))
+        elif token.string == ")" and opened:
+            start, grouping = opened.pop()
+            if grouping:
+                pairs.append((start, i))
+    right = ast.dump(parse(value))
+    for start, stop in pairs:
+        inner = parse(tokenize.untokenize(tokens[start + 1:stop]).strip())
+        if not isinstance(inner, ast.BinOp) or type(inner.op) not in _SYMBOLS:
+            continue
+        text = value[:tokens[start].start[1]] + value[tokens[start].end[1]:tokens[stop].start[1]] + \
+            value[tokens[stop].end[1]:]
+        try:
+            read = parse(text)
+        except SyntaxError:
+            continue
+        neighbour = tokens[stop + 1] if stop + 1 < len(tokens) and tokens[stop + 1].type == tokenize.OP else \
+            tokens[start - 1]
+        if ast.dump(read) != right and neighbour.string in _SYMBOLS.values():
+            yield "precedence", Precedence.dropped(neighbour.string, _SYMBOLS[type(inner.op)]), code(read)
 
 
 def _negated(value: str) -> str:

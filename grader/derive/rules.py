@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader import syntax
 from grader.derive.algebra import Product, call, code, name, number, subscript, template
 from grader.exercise import ELEMENTWISE, Elementwise
-from grader.vocabulary import Transpose
+from grader.vocabulary import Chain, Transpose
 
 # The derivation the rules ask about shapes, sizes and words (engine.Derivation, which imports this
 # module: named here only in words, so the package has no import cycle).
@@ -464,7 +465,11 @@ def matmul(site: Site, op: Op) -> list[Edge]:
              (("matmul-transpose", Transpose.needs(_words(a)),
                Product.of(ast.BinOp(a, ast.MatMult(), gn))),
               ("matmul-order", Transpose.ORDER,
-               Product.of(ast.BinOp(_t(ctx, gn), ast.MatMult(), a))))),
+               Product.of(ast.BinOp(_t(ctx, gn), ast.MatMult(), a))),
+              *((("outer-of-sums", Transpose.outer_of_sums(_words(a)),
+                  Product.of(template("_a.flatten(0, -2).sum(0, keepdim=True).T @ _g.flatten(0, -2).sum(0, "
+                                      "keepdim=True)", a=a, g=gn))),)
+                if all(len(s) == 2 for s in ctx.shapes(b)) else ()))),
     ]
 
 
@@ -534,9 +539,49 @@ def _elementwise(function: Elementwise) -> None:
             return _local(template(text, x=x, y=site.out), ctx) * site.g
 
         words = {"x": _words(x), "y": site.y}
-        return [Edge(x, times_g(function.local), function.why.format(**words),
-                     tuple((key, sentence.format(**words), times_g(text)) for key, sentence, text in function.slips))]
+        slips = [(key, sentence.format(**words), times_g(text)) for key, sentence, text in function.slips]
+        if not (isinstance(x, ast.Name) and isinstance(site.out, ast.Name)):
+            # Inside a line that does more (tanh of a sum of products), the derivative left out is a slip of
+            # its own; on a line of its own it is the upstream gradient, which the search names as such.
+            slips.append((f"{function.name}-dropped", Chain.dropped(f"the derivative of {function.called}", site.y),
+                          site.g))
+            if function.name in _EVERYWHERE:
+                slips.append((f"{function.name}-applied", Chain.forward_applied(site.y),
+                              Product.of(call(ast.Name("torch", ast.Load()), function.name, site.g.node()))))
+        slips += [(f"{function.name}-neighbour", Chain.read_at(other, f"the derivative of {function.called}",
+                                                               f"{site.y}, its output"),
+                   _local(template(function.local, x=x, y=ast.Name(other, ast.Load())), ctx) * site.g)
+                  for other in _neighbours(site, function)]
+        return [Edge(x, times_g(function.local), function.why.format(**words), tuple(slips))]
     operation(function.name, ELEMENTWISE_FAMILY, function.grammar, calls=(function.name,))(rule)
+
+
+# The elementwise functions defined on every number: applied to a gradient (a slip), they give one.
+_EVERYWHERE = ("tanh", "sigmoid", "relu", "exp")
+
+
+def _neighbours(site: Site, function: Elementwise) -> list[str]:
+    """The nearest line before and the nearest after that apply the same function whole and give a tensor of
+    the same shape (the gate beside), and those of the same name at the step before and after (r2, r4 for
+    r3): a derivative written with the output read there is copied from the line next to it. Only these:
+    each is carried down every line below, and the derivation pays for each on every configuration."""
+    if "_y" not in function.local or not isinstance(site.out, ast.Name):
+        return []
+    ctx = site.ctx
+    alike = []
+    for step in ctx.network.steps:
+        op = classify(syntax.parse(step.code, mode="eval").body) if step.name in ctx.diff else None
+        if step.name == site.out.id or (op is not None and op.kind == function.name
+                                        and ctx.same_shape(ast.Name(step.name, ast.Load()), site.out)):
+            alike.append(step.name)
+    # The nearest lines, and the nearest of the same name but its step's number (r2 beside r3, past z3).
+    kin = [name for name in alike if name.rstrip("0123456789") == site.out.id.rstrip("0123456789")]
+    return list(dict.fromkeys(name for line in (alike, kin) for name in _beside(line, site.out.id)))
+
+
+def _beside(names: list[str], name: str) -> list[str]:
+    here = names.index(name)
+    return names[max(here - 1, 0):here] + names[here + 1:here + 2]
 
 
 _SQRT_2_PI = 0.3989422804014327  # 1 / sqrt(2 pi)
@@ -974,7 +1019,11 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
                  (("ce-mean", f"leaves out the 1/{code(rows)} of the mean over the examples",
                    Product.of(ast.BinOp(probs, ast.Sub(), one_hot)) * site.g),
                   ("ce-one-hot", "leaves out the -1 at each row's target",
-                   Product.of(probs).divided(rows) * site.g)))]
+                   Product.of(probs).divided(rows) * site.g),
+                  ("ce-softmax-dim", "takes the softmax over dimension 0, the examples, where cross_entropy's runs "
+                                     "over each row's classes (dimension 1)",
+                   Product.of(ast.BinOp(template("F.softmax(_x, 0)", x=logits), ast.Sub(), one_hot)).divided(rows)
+                   * site.g)))]
 
 
 @operation("index", INDEXING, "x[Xb] (an embedding lookup), x[range(n), Yb], x[:, t] and other indexing")

@@ -216,7 +216,9 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
             text += f" ({reads})"
         elif error_type == "NameError":
             text += f" (uses a variable the answer cells do not have: {_allowed(exercise, answer)})"
-        elif "cannot be multiplied" in outcome.detail["error"]:
+        elif "cannot be multiplied" in outcome.detail["error"] and public:
+            # Said only where the lecture-sized run raised it too: a product that fits there and not on the
+            # hidden sizes is a hard-coded size, which `judge` says instead.
             mistake = Transpose.PRODUCT_SHAPES
             if hints != "none":
                 whose = ("the gradient that line computes" if answer.kind == FUNCTION  # not the parameter's

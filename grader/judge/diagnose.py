@@ -43,6 +43,9 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
         hints.append(Broadcast.summed_everywhere(_shape(ws), over))
     if got.dim() == 2 and gs == ws[::-1]:
         hints.append(Transpose.looks(_close(got.T, want, rtol, atol)))
+    elif (swapped := _swapped_dims(gs, ws)) and _close(got.transpose(*swapped), want, rtol, atol):
+        # Only where the values confirm it: a view in the wrong order has these shapes too.
+        hints.append(Transpose.swapped_shape(*swapped))
     if squeezed_got == squeezed_want and len(gs) != len(ws):
         if len(gs) < len(ws):
             hints.append(Broadcast.missing_keepdim(_shape(ws)))
@@ -65,6 +68,17 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
     if not hints:
         hints.append(Broadcast.full_shape(_shape(ws)))
     return hints
+
+
+def _swapped_dims(got: tuple[int, ...], want: tuple[int, ...]) -> tuple[int, int] | None:
+    """The two dimensions whose sizes a shape has the other way round from the gradient's, in any rank
+    (a batch of matrices transposed): a transpose in a 2-D one, told the same way in three or more."""
+    if len(got) != len(want) or len(got) < 3:
+        return None
+    moved = [d for d, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
+    if len(moved) == 2 and got[moved[0]] == want[moved[1]] and got[moved[1]] == want[moved[0]]:
+        return moved[0], moved[1]
+    return None
 
 
 def _indices(mask: torch.Tensor) -> str:

@@ -29,7 +29,7 @@ from grader.exercise import ATOMIC, ELEMENTWISE, Answer, Exercise, Factor
 from grader.judge import prints
 from grader.judge.exam import CHAIN, Case
 from grader.judge.oracle import block_jvp, block_vjp, local_vjp
-from grader.vocabulary import Broadcast, Chain, Transpose, Zeros, factors, missed_branch, only_branch
+from grader.vocabulary import Broadcast, Chain, Loops, Transpose, Zeros, factors, missed_branch, only_branch
 
 
 @dataclass(frozen=True)
@@ -230,7 +230,7 @@ def _elementwise(case: Case, answer: Answer, want, branches, up) -> list[Candida
         for other in _same_shape(case, needed):
             value = case.values[other]
             local = rule.derivative(value, y) if rule.uses == "x" else rule.derivative(x, value)
-            out.append(Candidate(f"rule:{step}:uses:{other}", f"uses {other} where {rule.what} needs {role}",
+            out.append(Candidate(f"rule:{step}:uses:{other}", Chain.read_at(other, rule.what, role),
                                  want - part + local * up[step]))
     return out
 
@@ -273,6 +273,21 @@ def _indexing(case: Case, answer: Answer, want, up) -> list[Candidate]:
     return out
 
 
+def _last_example(case: Case, answer: Answer, up) -> list[Candidate]:
+    """A gradient summed over the batch (a weight's, a bias's) kept for the last example alone: what a loop
+    over the examples that assigns with = leaves. Only where an upstream gradient runs over the batch and
+    the answer's tensor does not; a use that does not run over it (a penalty on the weight) is kept whole."""
+    n = _sizes(case).get("n")
+    value = case.values[answer.source]
+    batched = [step for step, grad in up.items() if grad.dim() and grad.shape[0] == n]
+    if not batched or n is None or n < 2 or (value.dim() and value.shape[0] == n):
+        return []
+    last = {step: torch.zeros_like(grad).index_copy(0, torch.tensor([n - 1]), grad[-1:]) if step in batched else grad
+            for step, grad in up.items()}
+    kept = local_vjp(case.exercise.network, case.values, answer.source, last)
+    return [Candidate("last-example", Loops.LAST_EXAMPLE, kept)]
+
+
 def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
     """A tensor broadcast in the forward pass sums its gradient back: the sums over the wrong dimension,
     with and without keepdim (no sum at all is the shape hints' to name, with the dimension)."""
@@ -295,7 +310,9 @@ def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
                 summed = spread.sum(dim, keepdim=keep)
                 if summed.shape == want.shape or summed.numel() == want.numel():
                     continue  # the right sum, or a harmless keepdim slip (the shape check names it)
-                out.append(Candidate(f"sum:{step}:{dim}:{keep}", Broadcast.wrong_dim(dim, answer.source), summed))
+                said = Broadcast.partial_sum(dim, answer.source, *dims) if dim in dims else \
+                    Broadcast.wrong_dim(dim, answer.source)
+                out.append(Candidate(f"sum:{step}:{dim}:{keep}", said, summed))
     return out
 
 
@@ -615,7 +632,7 @@ def candidates(case: Case, answer: Answer, check: str) -> tuple[Candidate, ...]:
         if any(c != net.loss for c in net.consumers(answer.source)):
             want, branches, up = _per_branch(case, answer, check)
             found.update(named=_named_slips(case, answer, want, branches, up),
-                         indexing=_indexing(case, answer, want, up),
+                         indexing=[*_indexing(case, answer, want, up), *_last_example(case, answer, up)],
                          reductions=_reductions(case, answer, want, up),
                          twice=_twice_used(case, answer, check, want, branches),
                          chain=_chain_rule(case, answer, want, branches, up),
