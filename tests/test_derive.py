@@ -466,9 +466,11 @@ def forward_passes(draw):
             new_shape = (shape[0], "c") if f"P{k}" in code else (shape[1], shape[1]) if "ik->jk" in code else shape
         elif kind == "pair" and len(shape) <= 2:
             other = draw(st.sampled_from(two))
-            # torch.maximum(x, x) splits the gradient of a tie in halves: no course writes it.
+            # A tie splits autograd's gradient in halves, where no course writes one; two tensors of one lineage
+            # tie wherever an op kept its input (a masked_fill, a ReLU), hence the shift.
             fn = draw(st.sampled_from(["F.mse_loss({}, {})", "F.mse_loss({}, {}, reduction='sum')"]
-                                      + (["torch.maximum({}, {})", "torch.minimum({}, {})"] if other != name else [])))
+                                      + (["torch.maximum({}, {} + 0.5)", "torch.minimum({}, {} - 0.5)"]
+                                         if other != name else [])))
             code = fn.format(name, other)
             new_shape = () if "mse" in fn else shape
         elif kind == "vector" and len(shape) == 2 and all(s in DIMS for s in shape):
