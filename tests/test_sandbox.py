@@ -521,3 +521,18 @@ def test_a_fork_server_that_dies_under_a_child_costs_no_cell(cases, monkeypatch)
     with pytest.raises(sandbox.SandboxUnavailable, match="fork server died twice"):
         sandbox.run({**REFERENCE, "dbnvar": "import os\nos._exit(0)\n"}, [case],
                     sandbox.Limits(timeout=60, cell_timeout=10))
+
+
+def test_a_sandbox_too_slow_to_start_is_the_machines_fault(monkeypatch):
+    """On a machine too busy to start a child within a whole submission's time limit (found by an
+    instructor's autograde at load 20), the preflight said `TimeoutError` and nbgrader kept the student's
+    submission with no score, which formgrader shows as 0: it is the sandbox that did not start."""
+    spawn = sandbox.zygote.server.spawn
+
+    def slow(*args, **kwargs):
+        time.sleep(1.2)
+        return spawn(*args, **kwargs)
+
+    monkeypatch.setattr(sandbox.zygote.server, "spawn", slow)
+    with pytest.raises(sandbox.SandboxUnavailable, match="did not start"):
+        sandbox.preflight(sandbox.Limits(timeout=1, cell_timeout=1))

@@ -238,8 +238,10 @@ class Child:
         try:
             header, _ = self.receive(time.monotonic() + START_SECONDS)
         except (protocol.ProtocolError, TimeoutError) as exc:
-            if isinstance(exc, TimeoutError) and time.monotonic() >= self.deadline:
-                raise  # the submission's time ran out, not the sandbox
+            if isinstance(exc, TimeoutError) and deadline is not None and time.monotonic() >= self.deadline:
+                raise  # the submission's earlier children spent its time, not the sandbox
+            # A first child (a preflight, a submission's first) that does not report in time is a machine too
+            # busy to start it: the environment's fault, never the submission's time limit.
             raise SandboxUnavailable(f"the sandbox did not start: {self._ended(exc)}") from None
         isolation = header.get("isolation") if header.get("op") == "isolation" else None
         if not isinstance(isolation, dict):
