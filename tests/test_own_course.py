@@ -9,6 +9,7 @@ import nbformat
 import pytest
 import yaml
 from click.testing import CliRunner
+from traitlets.config import PyFileConfigLoader
 
 from grader.cli import main
 from grader.course import load
@@ -44,8 +45,14 @@ def test_update_rebuilds_the_exercise_s_own_notebook_and_keeps_its_catalogue(mad
     catalogue.write_text(mine, encoding="utf-8")
     course, folder = _source(target)
     (folder / course.notebook).write_text("{}", encoding="utf-8")
+    # A course made before course init pinned nbgrader's course folder gets the line
+    config = target / "nbgrader_config.py"
+    config.write_text("".join(row for row in config.read_text(encoding="utf-8").splitlines(keepends=True)
+                              if not row.startswith("c.CourseDirectory.root")), encoding="utf-8")
     done = CliRunner().invoke(main, ["course", "init", "--update", str(target)])
     assert done.exit_code == 0, (done.output, done.exception)
+    assert "nbgrader's course folder pinned to this one" in done.output
+    assert PyFileConfigLoader(config.name, path=str(target)).load_config().CourseDirectory.root == str(target)
     nb = nbformat.read(folder / course.notebook, as_version=4)
     text = "\n".join(c.source for c in nb.cells)
     assert "h3 = torch.tanh(emb[:, 2] @ Wx + h2 @ Wh + bh)" in text and "counts_sum" not in text

@@ -557,6 +557,7 @@ def update(target: Path, log=print, exercise: str | None = None) -> list[str]:
     if not (target / CONFIG_FILE).is_file():
         raise InitError(f"{target}: no {CONFIG_FILE} here: --update takes a folder written by course init")
     replaced = [_replace_exercise(target, exercise)] if exercise else []
+    replaced += _pin_root(target)
     try:
         course = load(target / COURSE_FILE)
     except CourseError as exc:
@@ -576,6 +577,21 @@ def update(target: Path, log=print, exercise: str | None = None) -> list[str]:
         _generate(target, course.assignment)
         done.append("gradebook.db and release/: nbgrader generate_assignment --force ran again")
     return done
+
+
+def _pin_root(target: Path) -> list[str]:
+    """A course made before course init pinned nbgrader's course folder to the course's own gets the line:
+    without it, nbgrader run inside this course works on the course the caller's formgrader names."""
+    config = target / CONFIG_FILE
+    text = config.read_text(encoding="utf-8")
+    if re.search(r"(?m)^c\.CourseDirectory\.root\s*=", text):
+        return []
+    block = CONFIG[CONFIG.index("\n# This folder is the course"):CONFIG.index("\n# Where release_assignment")]
+    head = "" if re.search(r"(?m)^import os$", text) else "\nimport os"
+    found = re.search(r"(?m)^c\.CourseDirectory\.course_id = .*$", text)
+    at = found.end() if found else len(text.rstrip("\n"))
+    atomic_write(config, text[:at] + head + "\n" + block + text[at:], mode=config.stat().st_mode & 0o7777)
+    return [f"{CONFIG_FILE}: nbgrader's course folder pinned to this one (c.CourseDirectory.root)"]
 
 
 def _replace_exercise(target: Path, exercise: str) -> str:
