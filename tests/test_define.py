@@ -115,6 +115,9 @@ def test_every_derived_answer_equals_autograd():
     ({"forward": FORWARD.replace("loss = ", "loss = 0 * h.sum(axis=0).sum() + ")}, "axis= is numpy's spelling: "
                                                                                   "write dim="),
     ({"forward": FORWARD.replace("z = a + h", "z = a +* h")}, "forward: line `z = a +* h` is not Python"),
+    # An instructor's trial wrote CS231n's `reg` as a data line: "'float' object has no attribute 'dim'"
+    ({"data": "X = randint(vocab, (n,))\nreg = 0.05\n"}, "data: `reg = 0.05` is a float, not a tensor: a number the "
+                                                           "forward lines read is a size"),
     ({"forward": FORWARD.replace("z = a + h", "z = a + h\nw = z * 2")},
      "forward: line `w = z * 2`: no later line reads w, so it never reaches the loss (the last line, loss)"),
     ({"forward": FORWARD + "extra = loss * 2\n", "order": "dz da dh de dW db dE"},

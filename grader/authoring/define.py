@@ -113,6 +113,10 @@ def _evaluate(pairs, sizes, generator, dtype, what: str, scale: Mapping[str, flo
         except Exception as exc:  # noqa: BLE001 - any fault of the instructor's line, named
             raise DefinitionError(f"{what}: `{name} = {code}` fails at {dict(sizes)}: {type(exc).__name__}: {exc}") \
                 from None
+        if not isinstance(values[name], torch.Tensor):
+            raise DefinitionError(f"{what}: `{name} = {code}` is a {type(values[name]).__name__}, not a tensor: a "
+                                  f"number the forward lines read is a size (sizes={{\"{name}\": ...}}, a float for "
+                                  "a hyperparameter such as reg)")
         if scale and name in scale:
             values[name] = values[name] * scale[name]
     return values
