@@ -50,7 +50,7 @@ def test_the_hidden_suite_grades_any_exercise():
     failed = {key: r for key, r in results["wrong"].items() if r.status != suite.PASSED}
     assert sorted(failed) == [("dh", CHAIN), ("fit_db", CHAIN)]
     assert failed[("fit_db", CHAIN)].feedback.startswith("b: wrong values")
-    assert failed[("fit_db", CHAIN)].mistake == "your b is n times too large"
+    assert failed[("fit_db", CHAIN)].mistake == "your db is n times too large"
     assert failed[("dh", CHAIN)].mistake.startswith("your dh misses the branch through z")
 
 

@@ -18,7 +18,8 @@ REFERENCE = reference_sources()
 VARIANTS = {
     "wrong-dW2": ("    dW2 = h.T @ dlogits\n", "    dW2 = 2 * h.T @ dlogits\n", "ex4_dW2"),
     "missing-n": ("    db2 = dlogits.sum(0)\n", "    db2 = dlogits.sum(0) * n\n", "ex4_db2"),
-    "no-softmax-n": ("    dlogprobs[range(n), Yb] = -1 / n\n", "    dlogprobs[range(n), Yb] = -1\n", "ex4_dW2"),
+    "no-softmax-n": ("    dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, num_classes=logits.shape[1])) / n\n",
+                     "    dlogits = F.softmax(logits, 1) - F.one_hot(Yb, num_classes=logits.shape[1])\n", "ex4_dW2"),
     "product": ("    dh = dlogits @ W2.T\n", "    dh = dlogits @ W2\n", "ex4_dW1"),
     "overwrite": ("    dC = torch.zeros_like(C).index_add(0, Xb.view(-1), demb.view(-1, C.shape[1]))\n",
                   "    dC = torch.zeros_like(C)\n    dC[Xb] = demb\n", "ex4_dC"),

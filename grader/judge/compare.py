@@ -150,8 +150,8 @@ def _and(words, last: str = "and") -> str:
 
 def _allowed(exercise: Exercise, answer: Answer | None = None) -> str:
     """What an answer cell may read, for a cell that read something else: a fused cell runs on its own, so
-    the names the atomic cells assign are not among them (a fused cell reading dbndiff was told that
-    "variables assigned by earlier answer cells of exercise 1" are allowed)."""
+    the names the atomic cells assign are not among them (a fused cell reading an atomic cell's gradient was
+    told that the variables earlier answer cells of the atomic exercise assign are allowed)."""
     net = exercise.network
     names = ["the parameters", *net.data, *net.sizes, "the forward intermediates by their lecture names", *NAMESPACE]
     parts = sorted({str(a.part) for a in exercise.answers if a.kind == ATOMIC})

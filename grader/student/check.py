@@ -145,9 +145,10 @@ def _reads(source: str) -> set[str]:
         return set()
 
 
-def _first_uses(source: str) -> tuple[frozenset[str], frozenset[str]] | None:
+def _first_uses(source: str, augmented: bool = True) -> tuple[frozenset[str], frozenset[str]] | None:
     """(the names the code binds, those it reads before binding them), statement by statement (a value
-    is read before its target is bound, and `x += ...` reads x); None for code that does not parse."""
+    is read before its target is bound, and `x += ...` reads x unless not `augmented`); None for code that
+    does not parse."""
     try:
         body = ast.parse(source).body
     except SyntaxError:
@@ -156,7 +157,7 @@ def _first_uses(source: str) -> tuple[frozenset[str], frozenset[str]] | None:
     early: set[str] = set()
     for statement in body:
         nodes = list(ast.walk(statement))
-        targets = [n.target for n in nodes if isinstance(n, ast.AugAssign)]
+        targets = [n.target for n in nodes if isinstance(n, ast.AugAssign)] if augmented else []
         early |= {n.id for n in [*nodes, *targets] if isinstance(n, ast.Name)
                   and (isinstance(n.ctx, ast.Load) or n in targets)} - bound
         bound |= {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
@@ -168,8 +169,8 @@ def _first_uses(source: str) -> tuple[frozenset[str], frozenset[str]] | None:
 def _cells_by_code(spec: str, source: str, bound_name: str | None = None) -> tuple[str, ...]:
     """The answer cells (their ids) the code can be, from the code alone, for the front ends that send
     no cell ids (nbclient, the classic Notebook). A cell binding an answer's variable is that answer's,
-    unless it reads the variable before binding it (a typo: `dbnvar_inv = ... * dbnvar_inv` is the cell
-    of the step that reads dbnvar_inv); of the answers sharing a variable (a fused exercise's and an
+    unless it reads the variable before binding it (a typo: `dy = ... * dy` is the cell of the step that
+    reads dy); of the answers sharing a variable (a fused exercise's and an
     atomic one's), those whose one step's gradients it reads most, none of them reading a gradient the
     answer may not. `bound_name`: the answer's name the code was seen binding (through exec or globals(),
     which no statement shows). Empty: no answer's cell."""
@@ -185,6 +186,14 @@ def _cells_by_code(spec: str, source: str, bound_name: str | None = None) -> tup
     read = early & {a.variable for a in gradients}
     for variable in sorted(bound & {a.variable for a in gradients}):
         candidates = [a for a in gradients if variable in a.local_upstream] if variable in early else []
+        if variable not in (_first_uses(source, augmented=False) or (bound, early))[1]:
+            # `dx += ...` alone is dx's cell completing its gradient (begun in an earlier cell); with the variable of
+            # an answer that reads dx bound too (`dx *= ...; dy = dx`), that answer's cell changing dx in place
+            candidates = [a for a in candidates if a.variable in bound]
+        elif len(candidates) > 1:
+            # `dx = ... dx` is a typo in the cell of the one step that reads dx; where several read it (a fused
+            # exercise's `dx = dx` reads its atomic namesake), no step is told: the cell is dx's answers'
+            candidates = []
         candidates = candidates or [a for a in gradients if a.variable == variable]
         candidates = [a for a in candidates if read - {variable} <= set(a.upstream)] or candidates
         best = max(len(read & set(a.local_upstream)) for a in candidates)
@@ -207,8 +216,8 @@ _IDS: dict[int, str] = {}
 _BOUND: dict[str, tuple[int, str, str | None]] = {}
 _BEFORE: dict[str, object] = {}
 # Forward value -> (its tensor, torch's count of in-place changes) before the running cell, and forward value ->
-# (the tensor a cell changed in place, that cell, the answer it assigned): `bnraw.mul_(dhpreact)` in dbngain's
-# cell leaves every later answer that reads bnraw computed from a wrong value.
+# (the tensor a cell changed in place, that cell, the answer it assigned): `x.mul_(dy)` in a parameter's
+# cell leaves every later answer that reads x computed from a wrong value.
 _FORWARD_BEFORE: dict[str, tuple[torch.Tensor, int]] = {}
 _FORWARD_CHANGED: dict[str, tuple[torch.Tensor, str, str | None]] = {}
 
@@ -395,7 +404,7 @@ class SelfCheck:
     def pointer(self, name: str) -> str:
         """Where a student stuck on `name` finds the reference, explained (empty for a name of their own). A
         check by grade id (NotebookCheck's) is that answer's alone: the other exercises' answers of its
-        variable (an unexplained "(exercise 2: ex2_dlogits)" on exercise 1's line) are for the checks of
+        variable (an unexplained "(exercise N: its grade id)" on an atomic answer's line) are for the checks of
         released notebooks, which name the variable that exercises share."""
         ids = (name,) if self.by_grade_id and name in self.exercise.by_grade_id else self.grade_ids(name)
         if not ids or self.solutions == "off" or importlib.util.find_spec("grader.student.solution") is None:
@@ -607,7 +616,8 @@ class SelfCheck:
 
     def _not_run(self, answer: Answer) -> str | None:
         """An answer whose own cell has not run since the kernel started, its name bound by another answer's
-        cell (exercise 2's cell assigns dlogits too): the grader judges this cell, not that value."""
+        cell (a fused exercise's cell assigns an atomic answer's name too): the grader judges this cell, not
+        that value."""
         if "In" not in (self.namespace or {}) or self.located(answer) is not None:
             return None
         bound = _BOUND.get(answer.variable)
@@ -633,7 +643,7 @@ class SelfCheck:
 
     def _forward_changed(self, answer: Answer) -> str | None:
         """A cell right as the grader runs it, whose value here is wrong because a forward value it reads is not
-        the forward pass's any more: a cell changed it in place (`bnraw.mul_(...)`)."""
+        the forward pass's any more: a cell changed it in place (`x.mul_(...)`)."""
         source, case = self.source(answer), self.notebook_case()
         if source is None or case is None:
             return None
@@ -737,8 +747,8 @@ class SelfCheck:
     def _blocked(self, first: str, checked: Answer) -> str | None:
         """When the first wrong answer upstream is not wrong but out of date (another cell reassigned it,
         or its own inputs changed since it ran): which cells to re-run, from it down to this one. Where
-        the checked cell itself changed it in place when it last ran (`dhprebn = dbndiff; dhprebn += ...`
-        run twice), that cell is to fix first: re-running the others alone comes back here."""
+        the checked cell itself changed it in place when it last ran (`dx = dy; dx += ...` run twice), that
+        cell is to fix first: re-running the others alone comes back here."""
         answer = next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == first), None)
         if answer is None or first not in self.namespace:
             return None
