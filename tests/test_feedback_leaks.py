@@ -224,7 +224,12 @@ def _unmeasured(text: str) -> str:
         pass
     text = re.sub(r'<meta name="backprop-ninja-result" content="[^"]*">', "", text)
     text = re.sub(r"Slowest:.*?</table>", "Slowest: #", text, flags=re.S)
-    return re.sub(r"\d+(\.\d+)?( s\b|s\b| seconds| per second)", "# s", text)
+    lines = re.sub(r"\d+(\.\d+)?( s\b|s\b| seconds| per second)", "# s", text).split("\n")
+    # `grade` says "ran X" as each submission finishes, and its workers finish in any order
+    ran = [i for i, line in enumerate(lines) if line.startswith("ran ")]
+    for i, line in zip(ran, sorted(lines[i] for i in ran)):
+        lines[i] = line
+    return "\n".join(lines)
 
 
 def _without_measures(value):
