@@ -639,3 +639,64 @@ loss = (both * R).sum() + (col * col).sum()
     assert ".T " not in gradients["dflat"] and "flat.transpose(-2, -1)" in gradients["dflat"], gradients["dflat"]
     assert "transpose(-2, -1).transpose(-2, -1)" not in "".join(gradients.values())
     assert "datt = " in gradients["datt"] and ":n_t + n_t" not in gradients["datt"], gradients["datt"]
+
+
+def test_a_transposed_product_and_a_count_are_written_as_a_teacher_writes_them():
+    """A product transposed back was written `(q.transpose(-2, -1) @ g).transpose(1, 2)` and `(x.T @ dz).T`, where
+    a teacher writes the transposes' product the other way round; a mean over (n, k) divided by `h.numel()` where
+    the sizes' names say it. Each derived cell is proven against autograd by the derivation itself."""
+    text = """
+q = X @ Wq
+k = X @ Wk
+scores = q @ k.transpose(1, 2) * c ** -0.5
+out = scores @ V
+flat = out.view(n, -1) @ P.T
+loss = F.mse_loss(torch.tanh(flat), T)
+"""
+    network = Network.parse(text, parameters=("Wq", "Wk", "P"), data=("X", "V", "T"),
+                            sizes={"n": "X.shape[0]", "c": "X.shape[2]", "k_out": "P.shape[0]"})
+
+    def inputs(n, t, c, h, k, seed):
+        generator = torch.Generator().manual_seed(seed)
+        return {key: torch.randn(*shape, generator=generator, dtype=torch.float64) for key, shape in
+                {"Wq": (c, h), "Wk": (c, h), "P": (k, t * h), "X": (n, t, c), "V": (n, t, h), "T": (n, k)}.items()}
+    gradients = {g.name: g.code for g in derive.derive(
+        network, [derive.Configuration(inputs(2, 3, 4, 5, 6, 0), Sizes(n=2, c=4, k_out=6)),
+                  derive.Configuration(inputs(3, 4, 5, 2, 7, 1), Sizes(n=3, c=5, k_out=7))])}
+    assert gradients["dk"] == "dk = c ** -0.5 * dscores.transpose(-2, -1) @ q\n", gradients["dk"]
+    assert gradients["dP"] == "dP = dflat.T @ out.view(n, -1)\n", gradients["dP"]
+    assert gradients["dflat"].endswith(" * (torch.tanh(flat) - T) / (n * k_out)\n"), gradients["dflat"]
+    assert ").T" not in "".join(gradients.values()) and ").transpose" not in "".join(gradients.values())
+
+
+def test_a_normalization_line_is_answered_as_a_teacher_writes_it():
+    """F.layer_norm's answer was one line of 300 characters that spelled the normalized value out three times;
+    a teacher computes rstd and xhat first, then writes the one expression with them (a name the network has
+    is never reused)."""
+    text = """
+h = X @ W
+hhat = F.layer_norm(h, (h.shape[1],), g, b)
+z = F.batch_norm(torch.tanh(hhat), None, None, training=True)
+loss = (z * R).sum()
+"""
+    network = Network.parse(text, parameters=("W", "g", "b"), data=("X", "R"))
+
+    def inputs(n, c, k, seed):
+        generator = torch.Generator().manual_seed(seed)
+        return {key: torch.randn(*shape, generator=generator, dtype=torch.float64) for key, shape in
+                {"W": (c, k), "g": (k,), "b": (k,), "X": (n, c), "R": (n, k)}.items()}
+    configurations = [derive.Configuration(inputs(5, 3, 4, 0), Sizes()),
+                      derive.Configuration(inputs(6, 4, 5, 1), Sizes())]
+    gradients = {g.name: g for g in derive.derive(network, configurations)}
+    assert gradients["dh"].code == (
+        "hrstd = (h.var(1, keepdim=True, correction=0) + 1e-05) ** -0.5\n"
+        "hhat_ = (h - h.mean(1, keepdim=True)) * hrstd\n"
+        "dh = hrstd * (g * dhhat - (g * dhhat).mean(1, keepdim=True) - hhat_ * (g * dhhat * hhat_).mean(1, "
+        "keepdim=True))\n"), gradients["dh"].code
+    assert gradients["dg"].code.endswith("\ndg = (hhat_ * dhhat).sum(0)\n"), gradients["dg"].code
+    assert "hhat_" not in gradients["dh"].reads and "hrstd" not in gradients["dg"].reads
+    assert "xrstd = " in gradients["dhhat"].code  # an input with no name of its own: x
+    assert max(len(line) for g in gradients.values() for line in g.code.splitlines()) < 125
+    # a slip is written with the same names, and still runs
+    slips = {slip.name: slip.code for slip in gradients["dh"].slips()}
+    assert "norm-no-mean" in slips and "hhat_ = " in slips["norm-no-mean"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+import pytest
 import torch
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -123,6 +124,63 @@ def test_a_layer_norm_in_another_order_with_other_names_gets_its_closed_form():
     _check_against_autograd(network, configurations, "z", "shaped", closed.cell)
 
 
+
+_UNNAMED = {
+    # xhat a part of one line
+    "one line": "mu = x.mean(0, keepdim=True)\nvar = x.var(0, keepdim=True)\n"
+                "y = (x - mu) / torch.sqrt(var + 1e-5) * g + b\n",
+    # xhat two factors among three: never a sub-expression
+    "factors": "mu = x.mean(0, keepdim=True)\nxc = x - mu\nistd = ((xc ** 2).mean(0, keepdim=True) + 1e-5) ** -0.5\n"
+               "y = g * xc * istd + b\n",
+    # the gain divided by the std: xc / std among g * xc / std
+    "divided": "mu = x.mean(0, keepdim=True)\nxc = x - mu\nstd = ((xc ** 2).mean(0, keepdim=True) + 0.1).sqrt()\n"
+               "y = g * xc / std + b\n",
+}
+_SEVERAL = {
+    # a residual that reads the normalized value too: its gradient adds two uses
+    "xhat read twice": ("xn = xc / (var + 1e-5).sqrt()\ny = xn * g + b\nout = y + xn\n", "dxn += "),
+    # a residual that reads the input: the closed form plus that use's term
+    "input read twice": ("xn = xc / (var + 1e-5).sqrt()\ny = xn * g + b\nout = y + x\n", "dx += dout"),
+}
+
+
+def _norm_network(text: str) -> tuple[Network, list]:
+    network = Network.parse(text + "loss = (torch.tanh(" + ("out" if "out =" in text else "y") + ") * w).sum()\n",
+                            parameters=("x", "g", "b"), data=("w",))
+    configurations = []
+    for k in range(2):
+        generator = torch.Generator().manual_seed(k)
+        shape = (5 + k, 4 + k)
+        inputs = {"x": torch.randn(shape, generator=generator, dtype=torch.float64) * 2 + 1,
+                  "w": torch.randn(shape, generator=generator, dtype=torch.float64),
+                  "g": torch.randn(1, shape[1], generator=generator, dtype=torch.float64),
+                  "b": torch.randn(1, shape[1], generator=generator, dtype=torch.float64)}
+        configurations.append(derive.Configuration(inputs, {}))
+    return network, configurations
+
+
+@pytest.mark.parametrize("case", sorted(_UNNAMED))
+def test_a_normalization_whose_value_no_line_names_gets_its_closed_form(case):
+    network, configurations = _norm_network(_UNNAMED[case])
+    closed = simplify.fuse(network, "x", "y", configurations, derive.derive(network, configurations))
+    assert isinstance(closed, simplify.Closed) and closed.what == "a normalization over dim 0", closed
+    code = _code(closed.cell)
+    assert len(code) == 2 and code[0].startswith("xhat = ") and code[1].startswith("dx = "), closed.cell
+    _check_against_autograd(network, configurations, "x", "y", closed.cell)
+
+
+@pytest.mark.parametrize("case", sorted(_SEVERAL))
+def test_a_normalization_read_besides_gets_its_closed_form_plus_the_other_use(case):
+    text, added = _SEVERAL[case]
+    network, configurations = _norm_network("mu = x.mean(0, keepdim=True)\nxc = x - mu\n"
+                                            "var = (xc ** 2).mean(0, keepdim=True)\n" + text)
+    closed = simplify.fuse(network, "x", "out", configurations, derive.derive(network, configurations))
+    assert isinstance(closed, simplify.Closed) and closed.what == "a normalization over dim 0", closed
+    assert added in closed.cell and "dvar" not in closed.cell and "dmu" not in closed.cell, closed.cell
+    assert [line for line in _code(closed.cell) if line.startswith("dx = ")], closed.cell
+    _check_against_autograd(network, configurations, "x", "out", closed.cell)
+
+
 # ------------------------------------------------------------------------------------------ property
 
 _MEAN = ("{x}.mean({d}, keepdim=True)", "1 / {N} * {x}.sum({d}, keepdim=True)")
@@ -208,6 +266,33 @@ def test_every_cross_entropy_written_out_gets_a_proven_closed_form_of_one_line(l
     assert _code(closed.cell) == ["ds = (F.softmax(s, 1) - F.one_hot(y_t, num_classes=s.shape[1])) / n"], text
     _check_against_autograd(network, configurations, "s", None, closed.cell)
     assert "W" not in {n.id for n in ast.walk(ast.parse(closed.cell)) if isinstance(n, ast.Name)}
+
+
+
+_SUMMED = ("nll = -lp[range(n), y_t].sum()", "nll = lp[range(n), y_t].sum() * -1", "nll = -(lp[range(n), y_t]).sum()")
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(st.sampled_from(_LOG_SOFTMAX), st.sampled_from(_SUMMED), st.sampled_from(_TOTAL))
+def test_a_summed_cross_entropy_is_softmax_minus_the_one_hot_not_divided(log_softmax, nll, total):
+    """A cross-entropy summed over the examples (CS231n's loss before its mean) got the three lines of a
+    log-softmax's chain; a teacher writes one, with no 1/n."""
+    text = f"s = x @ W\n{log_softmax}\n{nll}\n{total}\n"
+    network = Network.parse(text, parameters=("W",), data=("x", "y_t"), sizes={"n": "x.shape[0]"})
+    configurations = _configurations({"x": (7, 3), "W": (3, 5), "y_t": (7,)}, classes=5)
+    closed = simplify.fuse(network, "s", None, configurations, derive.derive(network, configurations))
+    assert isinstance(closed, simplify.Closed) and closed.what == "a summed cross-entropy", (closed, text)
+    assert _code(closed.cell) == ["ds = F.softmax(s, 1) - F.one_hot(y_t, num_classes=s.shape[1])"], text
+    _check_against_autograd(network, configurations, "s", None, closed.cell)
+
+
+def test_a_summed_cross_entropy_call_is_one_operation_of_the_grammar():
+    text = "s = x @ W\nnll = F.cross_entropy(s, y_t, reduction='sum')\nloss = nll + 0.5 * (W * W).sum()\n"
+    network = Network.parse(text, parameters=("W",), data=("x", "y_t"))
+    configurations = _configurations({"x": (7, 3), "W": (3, 5), "y_t": (7,)}, classes=5)
+    gradients = {g.name: g for g in derive.derive(network, configurations)}
+    assert _code(gradients["ds"].source) == ["ds = (F.softmax(s, 1) - F.one_hot(y_t, num_classes=s.shape[1])) * dnll"]
+    assert {slip.name for slip in gradients["ds"].slips()} >= {"ce-mean", "ce-one-hot", "ce-softmax-dim"}
 
 
 MSE = '''from grader.authoring.define import exercise

@@ -312,17 +312,18 @@ def test_a_fused_block_that_is_one_operation_gets_its_short_formula():
         norm = [line for line in cells[f"ex3_d{pre}"].splitlines() if not line.startswith("#")]
         assert norm[-1].startswith(f"d{pre} = ") and len(norm) <= 2 and "dlogits" not in cells[f"ex3_d{pre}"], norm
         assert "dlogprobs" not in cells["ex2_dlogits"]
-    # A loss that is not the cross-entropy's mean (its sum) keeps no one-operation formula: its log-softmax is
-    # found instead, and the cell says so in the chain's first step.
+    # A loss that is the cross-entropy's sum, not its mean, is the summed call's formula: softmax minus the
+    # one-hot, not divided by n (it was the log-softmax's three lines of chain).
     exercise = exercises.load("makemore-mlp/relu-none")
     network = exercise.network
     text = network.source().replace("loss = -logprobs[range(n), Yb].mean()", "loss = -logprobs[range(n), Yb].sum()")
     other = exercises.Network.parse(text, parameters=network.parameters, data=network.data, sizes=network.sizes)
     changed = dataclasses.replace(exercise, network=other)
     found = skeleton.derived(changed)
-    assert found.fused == {} and found.closed["ex2_dlogits"].what == "a log-softmax"
+    assert found.closed["ex2_dlogits"].what == "a summed cross-entropy"
     cell = skeleton.references(changed, found)["ex2_dlogits"]
-    assert "dlogprobs = torch.zeros_like(logprobs)" in cell and "dcounts" not in cell
+    assert [line for line in cell.splitlines() if not line.startswith("#")] == \
+        ["dlogits = F.softmax(logits, 1) - F.one_hot(Yb, num_classes=logits.shape[1])"], cell
 
 
 def test_each_variant_explains_its_own_derivatives():

@@ -16,7 +16,7 @@ import math
 import textwrap
 import tokenize
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -61,6 +61,9 @@ class Contribution:
     why: str
     value: str
     index: str | None = None
+    # Values the statement is written with, each computed on a line of its own before it (name, code): a
+    # normalization's xhat, which its closed form reads twice. `value` holds them spelled out.
+    named: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -126,14 +129,50 @@ def _comment(text: str) -> list[str]:
     return ["# " + line for line in textwrap.wrap(text, WIDTH - 2, break_long_words=False, break_on_hyphens=False)]
 
 
+class _Naming(ast.NodeTransformer):
+    """Every sub-expression printed as `text` written as the name `label`."""
+
+    def __init__(self, label: str, text: str):
+        self.label, self.text = label, text
+
+    def visit(self, node):
+        if isinstance(node, ast.expr) and code(node) == self.text:
+            return name(self.label)
+        return super().visit(node)
+
+
+def _named(value: str, named: Sequence[tuple[str, str]]) -> str:
+    """`value` with each named value (the later, larger ones first) written by its name."""
+    tree = parse(value)
+    for label, text in reversed(named):
+        tree = _Naming(label, text).visit(tree)
+    return code(tree)
+
+
+def _helpers(c: Contribution, done: set[tuple[str, str]]) -> list[str]:
+    """The lines that compute the named values `c`'s statement reads (each once per cell)."""
+    read = {n.id for n in ast.walk(parse(_named(c.value, c.named))) if isinstance(n, ast.Name)}
+    lines = []
+    for k in range(len(c.named) - 1, -1, -1):  # a value a later one is written with is read too
+        label, text = c.named[k]
+        if label in read:
+            read |= {n.id for n in ast.walk(parse(_named(text, c.named[:k]))) if isinstance(n, ast.Name)}
+    for k, (label, text) in enumerate(c.named):
+        if label in read and (label, text) not in done:
+            done.add((label, text))
+            lines.append(f"{label} = {_named(text, c.named[:k])}")
+    return lines
+
+
 def render(name_: str, tensor: str, contributions: Sequence[Contribution], *, comments: bool,
            overwrite: bool = False) -> str:
     """The statements of a gradient cell; `overwrite` writes every contribution with = (a slip)."""
     lines = []
     uses = len(contributions)
+    done: set[tuple[str, str]] = set()
     for i, c in enumerate(contributions):
         first = i == 0 or overwrite
-        value = c.value
+        value = _named(c.value, c.named) if c.named else c.value
         # A first use that is the upstream gradient itself (or a view of it, or of any named tensor) is
         # copied, so that the += below cannot change that tensor through it.
         copied = c.index is None and i == 0 and uses > 1 and not overwrite and \
@@ -147,12 +186,13 @@ def render(name_: str, tensor: str, contributions: Sequence[Contribution], *, co
                 text = (f"{tensor} is used {_TIMES.get(uses, f'{uses} times')}. " if i == 0 else "") + \
                     f"{ordinal} use, {text}"
             lines += _comment(text)
+        lines += _helpers(c, done)
         if c.index is None:
             lines.append(f"{name_} = {value}" if first else f"{name_} += {value}")
         elif first:
-            lines += [f"{name_} = torch.zeros_like({tensor})", f"{name_}[{c.index}] = {c.value}"]
+            lines += [f"{name_} = torch.zeros_like({tensor})", f"{name_}[{c.index}] = {value}"]
         else:
-            lines.append(f"{name_}[{c.index}] += {c.value}")
+            lines.append(f"{name_}[{c.index}] += {value}")
     return "\n".join(lines) + "\n"
 
 
@@ -163,6 +203,7 @@ class _Found:
     why: tuple[str, ...]
     slips: list[tuple[str, str, Product, ast.expr | None]]
     index: ast.expr | None
+    named: tuple[tuple[str, ast.expr], ...] = ()
 
 
 class Derivation:
@@ -263,21 +304,29 @@ class Derivation:
 
     def count(self, x: ast.expr, dims: tuple[int, ...]) -> ast.expr:
         """How many entries of `x` lie along `dims`, as code: a size's name where it is one on every
-        configuration, else read from x's shape."""
+        configuration, else the product of the sizes' names along them (`n * k`), else read from x's shape
+        (`x.numel()` for all of them)."""
         shapes = self.shapes(x)
         if not dims:
             return number(1)
-        counts = [math.prod(shape[d] for d in dims) for shape in shapes]
+        whole = self._size([math.prod(shape[d] for d in dims) for shape in shapes])
+        if whole is not None:
+            return whole
+        named = [self._size([shape[d] for shape in shapes]) for d in dims]
+        if len(dims) == len(shapes[0]) and len(dims) > 1 and None in named:
+            return call(x, "numel")
+        node = None
+        for d, size in zip(dims, named, strict=True):
+            part = size or ast.Subscript(ast.Attribute(x, "shape", ast.Load()), number(d), ast.Load())
+            node = part if node is None else ast.BinOp(node, ast.Mult(), part)
+        return node
+
+    def _size(self, counts: list[int]) -> ast.Name | None:
+        """The readable size equal to `counts` (one per configuration) on every configuration."""
         for size in self.sizes:
             if all(words[size] == c for words, c in zip(self.words, counts, strict=True)):
                 return name(size)
-        if len(dims) == len(shapes[0]) and len(dims) > 1:
-            return call(x, "numel")
-        node = None
-        for d in dims:
-            part = ast.Subscript(ast.Attribute(x, "shape", ast.Load()), number(d), ast.Load())
-            node = part if node is None else ast.BinOp(node, ast.Mult(), part)
-        return node
+        return None
 
     def shape_of_code(self, x: ast.expr) -> ast.expr:
         return ast.Attribute(x, "shape", ast.Load())
@@ -350,10 +399,10 @@ class Derivation:
         return Product.of(node), "; ".join(whys), slips
 
     def walk(self, node: ast.expr, out: ast.expr, g: Product, why: tuple[str, ...],
-             slips: list, index: ast.expr | None = None) -> Iterator[_Found]:
+             slips: list, index: ast.expr | None = None, named: tuple = ()) -> Iterator[_Found]:
         if isinstance(node, ast.Name):
             if node.id in self.diff:
-                yield _Found(node.id, g, why, slips, index)
+                yield _Found(node.id, g, why, slips, index, named)
             return
         if not self.is_diff(node):
             return
@@ -381,7 +430,7 @@ class Derivation:
             carried += [(key, sentence, alt, edge.index) for key, sentence, alt in sum_slips]
             carried += list(edge.index_slips)
             whys = (*why, edge.why, *((child_why,) if child_why else ()))
-            yield from self.walk(edge.child, edge.child, child_g, whys, carried, edge.index)
+            yield from self.walk(edge.child, edge.child, child_g, whys, carried, edge.index, (*named, *edge.named))
 
     def finish(self, g: Product, tensor: str, index: ast.expr | None, slip: bool = False) -> ast.expr:
         """The contribution's value as code: a gradient broadcast smaller than the tensor (a sum's) spelled
@@ -414,8 +463,9 @@ class Derivation:
             said = _merge_locals([w for w in f.why if w and w not in rules.PASS_THROUGH])
             # A line that only names another tensor (`flat = windows`) has no operation to explain: it copies.
             why = "; ".join(said or [w for w in f.why if w][:1]) or rules.COPIED
+            named = tuple((label, code(parse(code(node)))) for label, node in f.named)
             found.append((f, Contribution(step.name, self.line, why, code(value),
-                                          None if f.index is None else subscript(f.index))))
+                                          None if f.index is None else subscript(f.index), named)))
         return found
 
 
@@ -478,9 +528,11 @@ def derive(network: Network, configurations: Sequence[Configuration]) -> tuple[G
 
 
 def _reads(source: str, own: str) -> tuple[str, ...]:
+    """What the cell reads from outside it: not its own gradient, nor a value it computes itself (xhat)."""
     tree = syntax.parse(source)
+    stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     loaded = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
-    return tuple(dict.fromkeys(n for n in loaded if n != own and n not in NAMESPACE and n != "range"))
+    return tuple(dict.fromkeys(n for n in loaded if n != own and n not in stored | NAMESPACE.keys() and n != "range"))
 
 
 def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution]]) -> Gradient:
@@ -496,7 +548,7 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
                 value = code(d.finish(alt, tensor, index, slip=True))
             except Exception:  # noqa: BLE001,S112 - a slip that does not run is no slip
                 continue
-            changed = Contribution(c.consumer, c.line, c.why, value, None if index is None else subscript(index))
+            changed = replace(c, value=value, index=None if index is None else subscript(index))
             every.setdefault(key, {}).setdefault(i, (sentence, changed))
             slips.append((key, sentence, c.consumer,
                           render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
@@ -505,12 +557,12 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
             upstream = "d" + c.consumer
             replaced = _rename(c.value, upstream, c.consumer)
             if replaced != c.value:
-                changed = Contribution(c.consumer, c.line, c.why, replaced, c.index)
+                changed = replace(c, value=replaced)
                 slips.append(("forward-value", Chain.forward_value(c.consumer, upstream), c.consumer,
                               render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
                                      comments=False)))
         for key, sentence, regrouped in _regroupings(c.value):
-            changed = Contribution(c.consumer, c.line, c.why, regrouped, c.index)
+            changed = replace(c, value=regrouped)
             slips.append((key, sentence, c.consumer,
                           render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
                                  comments=False)))
@@ -529,7 +581,7 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
         slips.append(("overwrite", "assigns each use's gradient with = where they must add up (+=): only the last "
                                    "one is left", "", render(gradient_name, tensor, contributions, comments=False,
                                                              overwrite=True)))
-    negated = tuple(Contribution(c.consumer, c.line, c.why, _negated(c.value), c.index) for c in contributions)
+    negated = tuple(replace(c, value=_negated(c.value)) for c in contributions)
     slips.append(("sign", Sign.FLIPPED, "", render(gradient_name, tensor, negated, comments=False)))
     return Gradient(gradient_name, tensor, contributions, _reads(plain, gradient_name),
                     *_kept(d, gradient_name, plain, slips))

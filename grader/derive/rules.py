@@ -53,6 +53,8 @@ class Edge:
     index: ast.expr | None = None
     # The slips written as whole statements (an index written with = where repeats must add up).
     index_slips: tuple[tuple[str, str, Product, ast.expr], ...] = field(default=())
+    # Values `g` spells out that the cell computes on lines of their own first, by these names (xhat).
+    named: tuple[tuple[str, ast.expr], ...] = ()
 
 
 # ------------------------------------------------------------------------------------------ matching
@@ -219,8 +221,9 @@ def _max(node: ast.Call) -> Op:
 # ------------------------------------------------------------------------------------------ helpers
 
 def _t(ctx: Derivation, node: ast.expr) -> ast.expr:
-    """The transpose of a matrix (`W.T`) or of a batch of them (`.transpose(-2, -1)`); of a transpose, what it
-    transposed (never `.T.T`)."""
+    """The transpose of a matrix (`W.T`) or of a batch of them (`.transpose(-2, -1)`), as a teacher writes it:
+    of a transpose, what it transposed (never `.T.T`); of a matrix product, the transposes' product the other
+    way round (`g.T @ a`, not `(a.T @ g).T`); of a number times a matrix, the number times its transpose."""
     rank = len(ctx.shapes(node)[0])
     if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
         return node.value
@@ -228,6 +231,15 @@ def _t(ctx: Derivation, node: ast.expr) -> ast.expr:
             and len(node.args) == 2 and not node.keywords \
             and {ctx.constant(a) % rank for a in node.args} == {rank - 2, rank - 1}:
         return node.func.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) \
+            and all(len(s) >= 2 for side in (node.left, node.right) for s in ctx.shapes(side)):
+        return ast.BinOp(_t(ctx, node.right), ast.MatMult(), _t(ctx, node.left))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)) and ctx.is_scalar(node.right) \
+            and not ctx.is_scalar(node.left):
+        return ast.BinOp(_t(ctx, node.left), node.op, node.right)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and ctx.is_scalar(node.left) \
+            and not ctx.is_scalar(node.right):
+        return ast.BinOp(node.left, node.op, _t(ctx, node.right))
     if all(len(s) == 2 for s in ctx.shapes(node)):
         return ast.Attribute(node, "T", ast.Load())
     return call(node, "transpose", number(-2), number(-1))
@@ -290,6 +302,11 @@ def _kept_output(site: Site, dims: tuple[int, ...], keepdim: bool) -> ast.expr:
     """A reduction's output with the reduced dims kept, so that it broadcasts against the input."""
     return site.out if keepdim else _expand(site.ctx, Site(site.node, site.out, Product.of(site.out), site.ctx), dims,
                                             False).node()
+
+
+def _factor_words(node: ast.expr) -> str:
+    """A count as a divisor in prose: `(n * k)`, so that "1/(n * k)" is not read as "1/n * k"."""
+    return f"({code(node)})" if isinstance(node, ast.BinOp) else code(node)
 
 
 def _dims_code(dims: tuple[int, ...]) -> ast.expr:
@@ -664,6 +681,7 @@ def mse_loss(site: Site, op: Op) -> list[Edge]:
         raise ctx.no_rule(site.node, "mse_loss other than the mean or sum over two tensors of the same shape")
     difference = Product.of(ast.BinOp(a, ast.Sub(), b))
     count = ctx.count(a, tuple(range(len(ctx.shapes(a)[0]))))
+    shown = _factor_words(count)
     g = site.g
     right = (Product(2) * difference) * g
     if reduction == "mean":
@@ -671,8 +689,8 @@ def mse_loss(site: Site, op: Op) -> list[Edge]:
     slips = [("mse-factor", "leaves out the factor 2 the square brings down", difference * g
               if reduction == "sum" else (difference * g).divided(count))]
     if reduction == "mean":
-        slips.append(("mse-mean", f"leaves out the mean's 1/{code(count)}", Product(2) * difference * g))
-    why = f"the {reduction} of (a - b)**2: 2 (a - b)" + (f" / {code(count)}, the count averaged" if reduction == "mean"
+        slips.append(("mse-mean", f"leaves out the mean's 1/{shown}", Product(2) * difference * g))
+    why = f"the {reduction} of (a - b)**2: 2 (a - b)" + (f" / {shown}, the count averaged" if reduction == "mean"
                                                           else "")
     return [Edge(a, right, why, tuple(slips)),
             Edge(b, -right, why + ", with the minus sign of -b", tuple((k, w, -alt) for k, w, alt in slips))]
@@ -734,24 +752,42 @@ def normalization(site: Site, op: Op) -> list[Edge]:
             (" - _h * (_g * _h).mean(_d, keepdim=True)" if projection else "") + ")"
         return Product.of(template(text, r=rstd, g=dxhat.node(), d=dims, h=xhat))
 
+    named = _norm_names(ctx, x, rstd, xhat)
+    (r, _), (h, _) = named
     edges = [Edge(x, closed(True, True), f"the closed form of the normalization's backward over "
-                                         f"{_dims_words(dim_list)}: rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat "
-                                         "* xhat)), rstd = 1/sqrt(var + eps), xhat the normalized input, dxhat the "
-                                         "gradient reaching it",
+                                         f"{_dims_words(dim_list)}: {r} * (dxhat - mean(dxhat) - {h} * mean(dxhat "
+                                         f"* {h})), with {r} = 1/sqrt(var + eps) and {h} the normalized input "
+                                         "(computed first), dxhat the gradient reaching it",
                   (("norm-no-mean", "leaves out the path through the mean: the term - mean(dxhat)",
                     closed(False, True)),
                    ("norm-no-projection", "leaves out the path through the variance: the term - xhat * mean(dxhat "
-                                          "* xhat)", closed(True, False))))]
+                                          "* xhat)", closed(True, False))), named=named)]
     summed = (lambda p: Product.of(call(p.node(), "sum", dims))) if op.kind == "batch_norm" else (lambda p: p)
     for operand in op.operands[1:]:
         if operand is op.kwargs.get("weight"):
-            edges.append(Edge(operand, summed(Product.of(xhat) * g), "the weight multiplies the normalized input "
-                                                                     "xhat: its gradient is g * xhat, summed where "
-                                                                     "it was shared"))
+            edges.append(Edge(operand, summed(Product.of(xhat) * g), f"the weight multiplies the normalized input "
+                                                                     f"{h}: its gradient is g * {h}, summed where "
+                                                                     "it was shared", named=named))
         else:
             edges.append(Edge(operand, summed(g), "the bias is added: it gets the gradient, summed where it was "
                                                   "shared"))
     return edges
+
+
+def _norm_names(ctx: Derivation, x: ast.expr, rstd: ast.expr, xhat: ast.expr) -> tuple[tuple[str, ast.expr], ...]:
+    """The names a normalization's cells compute rstd and xhat under before the closed form, as a teacher
+    writes it (`hrstd`, then `hhat`, then one expression that reads them): the input's name with `rstd` and
+    `hat`, never a name the network or a gradient already has."""
+    net = ctx.network
+    base = x.id if isinstance(x, ast.Name) else "x"
+    taken = {*net.parameters, *net.data, *net.sizes, *net.intermediates, *_MODULES}
+    taken |= {"d" + t for t in taken}
+
+    def free(label: str) -> str:
+        while label in taken:
+            label += "_"
+        return label
+    return (free(f"{base}rstd"), rstd), (free(f"{base}hat"), xhat)
 
 
 @operation("softmax", SOFTMAX, "F.softmax(x, dim)", calls=("softmax",))
@@ -802,7 +838,7 @@ def mean(site: Site, op: Op) -> list[Edge]:
     count = ctx.count(x, dims)
     return [Edge(x, g.divided(count), f"a mean hands each entry its gradient divided by {code(count)}, the count "
                                       "averaged",
-                 (("mean-count", f"leaves out the mean's 1/{code(count)}", g),))]
+                 (("mean-count", f"leaves out the mean's 1/{_factor_words(count)}", g),))]
 
 
 def _correction(ctx: Derivation, op: Op) -> int:
@@ -892,7 +928,15 @@ def transpose(site: Site, op: Op) -> list[Edge]:
     ctx = site.ctx
     x = op.operands[0]
     g = ctx.full(site.g, site).node()
-    if op.kind in ("T", "mT"):
+    rank = len(ctx.shapes(x)[0])
+    swaps_last = rank >= 2 and (op.kind == "mT" or (op.kind == "T" and rank == 2) or (
+        op.kind == "transpose" and {ctx.constant(a) % rank for a in op.args} == {rank - 2, rank - 1}))
+    if swaps_last and isinstance(g, ast.BinOp) and isinstance(g.op, (ast.MatMult, ast.Mult, ast.Div)):
+        # a product transposed back is written as the transposes' product: dk = dscores.transpose(-2, -1) @ q
+        right = _t(ctx, g)
+        why = "a transpose's gradient is the gradient transposed back: (a @ b) transposed is b transposed @ a " \
+              "transposed"
+    elif op.kind in ("T", "mT"):
         right = g.value if isinstance(g, ast.Attribute) and g.attr == op.kind else ast.Attribute(g, op.kind, ast.Load())
         why = "a transpose's gradient is the gradient transposed back"
     else:
@@ -1002,28 +1046,40 @@ def where(site: Site, op: Op) -> list[Edge]:
                    Product.of(to_a)),))]
 
 
-@operation("cross_entropy", LOSSES, "F.cross_entropy(logits, targets)", calls=("cross_entropy",),
-           parse=_parse_cross_entropy)
+@operation("cross_entropy", LOSSES, "F.cross_entropy(logits, targets) (mean or reduction='sum')",
+           calls=("cross_entropy",), parse=_parse_cross_entropy)
 def cross_entropy(site: Site, op: Op) -> list[Edge]:
+    """-log softmax(logits)[target], averaged over the examples (or summed): softmax - one_hot(target), over
+    the count of examples for the mean."""
     ctx = site.ctx
     logits = op.operands[0]
     target = op.args[0] if op.args else op.kwargs["target"]
-    if any(len(s) != 2 for s in ctx.shapes(logits)) or "reduction" in op.kwargs or len(op.args) > 1:
-        raise ctx.no_rule(site.node, "cross_entropy other than the mean over (n, classes) logits")
+    reduction = ctx.constant(op.kwargs["reduction"]) if "reduction" in op.kwargs else "mean"
+    if any(len(s) != 2 for s in ctx.shapes(logits)) or reduction not in ("mean", "sum") or len(op.args) > 1 \
+            or set(op.kwargs) - {"target", "reduction"}:
+        raise ctx.no_rule(site.node, "cross_entropy other than the mean or sum over (n, classes) logits")
     rows = ctx.count(logits, (0,))
     probs = template("F.softmax(_x, 1)", x=logits)
     one_hot = template("F.one_hot(_t, num_classes=_x.shape[1])", t=target, x=logits)
-    right = Product.of(ast.BinOp(probs, ast.Sub(), one_hot)).divided(rows) * site.g
-    return [Edge(logits, right, f"the mean of -log softmax(logits)[target]: (softmax - one_hot(target)) / "
-                                f"{code(rows)}, the examples averaged",
-                 (("ce-mean", f"leaves out the 1/{code(rows)} of the mean over the examples",
-                   Product.of(ast.BinOp(probs, ast.Sub(), one_hot)) * site.g),
-                  ("ce-one-hot", "leaves out the -1 at each row's target",
-                   Product.of(probs).divided(rows) * site.g),
+    difference = Product.of(ast.BinOp(probs, ast.Sub(), one_hot))
+    wrong_dim = Product.of(ast.BinOp(template("F.softmax(_x, 0)", x=logits), ast.Sub(), one_hot))
+    if reduction == "mean":
+        right = difference.divided(rows) * site.g
+        why = f"the mean of -log softmax(logits)[target]: (softmax - one_hot(target)) / {code(rows)}, the " \
+              "examples averaged"
+        count = ("ce-mean", f"leaves out the 1/{code(rows)} of the mean over the examples", difference * site.g)
+        probs_only, wrong_dim = Product.of(probs).divided(rows), wrong_dim.divided(rows)
+    else:
+        right = difference * site.g
+        why = "the sum of -log softmax(logits)[target]: softmax - one_hot(target), each example's own"
+        count = ("ce-mean", f"divides by {code(rows)} as for the mean: a summed cross-entropy averages nothing",
+                 difference.divided(rows) * site.g)
+        probs_only = Product.of(probs)
+    return [Edge(logits, right, why,
+                 (count,
+                  ("ce-one-hot", "leaves out the -1 at each row's target", probs_only * site.g),
                   ("ce-softmax-dim", "takes the softmax over dimension 0, the examples, where cross_entropy's runs "
-                                     "over each row's classes (dimension 1)",
-                   Product.of(ast.BinOp(template("F.softmax(_x, 0)", x=logits), ast.Sub(), one_hot)).divided(rows)
-                   * site.g)))]
+                                     "over each row's classes (dimension 1)", wrong_dim * site.g)))]
 
 
 @operation("index", INDEXING, "x[Xb] (an embedding lookup), x[range(n), Yb], x[:, t] and other indexing")

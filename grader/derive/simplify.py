@@ -6,11 +6,12 @@ the closed form is one expression. Nothing here reads the lines' text for a know
 values are read on the derivation's configurations, and what they *are* decides.
 
 - A cross-entropy or a log-softmax: a sub-expression of a block line (a whole line, or a term inside a
-  sum with other terms such as an L2 penalty) whose value is `F.cross_entropy(source, target)` for a target
-  among the data, or `F.log_softmax(source, dim)`, on every configuration, is that call. The network with
-  it written so, and the lines left dead dropped, is derived again by the rule table, whose rules for those
-  calls are the closed forms (softmax minus the target's one-hot, over n). What reaches `source` from the
-  loss is then kept, each gradient read once folded into its reader.
+  sum with other terms such as an L2 penalty) whose value is `F.cross_entropy(source, target)` (averaged
+  or summed) for a target among the data, or `F.log_softmax(source, dim)`, on every configuration, is that
+  call. The network with it written so, and the lines left dead dropped, is derived again by the rule
+  table, whose rules for those calls are the closed forms (softmax minus the target's one-hot, over n for
+  a mean). What reaches `source` from the loss is then kept, each gradient read once folded into its
+  reader.
 - A normalization: a tensor of the block that is `(x - mean) * (var + eps) ** -0.5` of the block's source
   x, over some dims, with or without Bessel's correction, for one constant eps >= 0, is its normalized
   value xhat; a value of the block that is that `(var + eps) ** -0.5` (or its inverse, the std) is its
@@ -64,7 +65,7 @@ def fuse(network: Network, source: str, sink: str | None, configurations: Sequen
     block = _block(network, source, sink)
     tried = []
     for found in (_cross_entropy(network, d, source, sink, block, configurations),
-                  _normalization(network, d, source, sink, block, chain)):
+                  _normalization(network, d, source, sink, block, chain, configurations)):
         if found is None:
             continue
         if _proven(network, d, configurations, source, sink, found.cell):
@@ -153,7 +154,10 @@ def _cross_entropy(network: Network, d: Derivation, source: str, sink: str | Non
                                                 for v, s in zip(d.values(name(t)), shapes, strict=True))]
     candidates = []
     if all(len(s) == 2 for s in shapes):
+        # the mean first: a mean's line holds the sum it divides (`-lp[range(n), y].sum() / n`)
         candidates += [(call(name("F"), "cross_entropy", x, name(t)), "a cross-entropy") for t in targets]
+        candidates += [(call(name("F"), "cross_entropy", x, name(t), reduction=ast.Constant("sum")),
+                        "a summed cross-entropy") for t in targets]
     candidates += [(call(name("F"), "log_softmax", x, number(dim)), "a log-softmax") for dim in range(len(shapes[0]))]
     for candidate, what in candidates:
         try:
@@ -254,22 +258,113 @@ def _comment(text: str) -> list[str]:
 # ------------------------------------------------------------------------------------------ normalization
 
 def _normalization(network: Network, d: Derivation, source: str, sink: str | None, block: Sequence[str],
-                   chain: Sequence[Gradient]) -> Closed | None:
+                   chain: Sequence[Gradient], configurations=None) -> Closed | None:
     x = name(source)
     values = d.values(x)
     if not all(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in values):
         return None
     rank = values[0].ndim
     for dims, correction in itertools.product(_dim_sets(rank), (1, 0)):
-        found = _normalized(network, d, x, block, dims, correction)
+        moments = [_moments(v, dims, correction) for v in values]
+        if any(m is None for m in moments):
+            continue
+        found = _normalized(network, d, block, moments, dims)
         if found is None:
+            if configurations is not None:
+                named = _name_xhat(network, d, source, sink, block, moments, dims, correction, configurations)
+                if named is not None:
+                    return named
             continue
         xhat, scale = found
-        g = _upstream(chain, xhat, sink)
-        if g is None:
+        if sink is None:
             continue
-        return _closed_norm(d, x, xhat, scale, g, dims, correction, {c.name for c in chain})
+        return _closed_norm(network, d, x, xhat, scale, sink, dims, correction, chain)
     return None
+
+
+def _name_xhat(network: Network, d: Derivation, source: str, sink: str, block: Sequence[str], moments, dims,
+               correction: int, configurations) -> Closed | None:
+    """The closed form where no line is the normalized value: a part of a line that is (`(x - mu) /
+    torch.sqrt(var + eps)` inside `... * g + b`, or `xc * istd` among the factors of `g * xc * istd`) named on a
+    line of its own, the network derived again, and the cell computing it first."""
+    expected = [centred * var**-0.5 for centred, var in moments]  # the shape and dtype, for a first sieve
+    taken = {*network.parameters, *network.data, *network.sizes, *network.intermediates}
+    label = next(f"{source}hat{'_' * k}" for k in range(len(taken) + 1) if f"{source}hat{'_' * k}" not in taken)
+    for line, node, replacement in _parts(network, block):
+        if not _same_shape(d, node, expected) or _normalized_values(d, node, moments, dims) is None:
+            continue
+        lines = {s.name: s.code for s in network.steps}
+        order = list(lines)
+        lines[line] = code(replacement(name(label)))
+        text = "".join(f"{k} = {code(node)}\n" if k == label else f"{k} = {lines[k]}\n"
+                       for k in (*order[:order.index(line)], label, *order[order.index(line):]))
+        try:
+            rewritten = Network.parse(text, parameters=network.parameters, data=network.data, sizes=network.sizes,
+                                      loss=network.loss)
+            chain = derive(rewritten, configurations)
+        except (ValueError, DeriveError):
+            continue
+        found = _normalization(rewritten, Derivation(rewritten, configurations), source, sink,
+                               _block(rewritten, source, sink), chain)
+        if found is not None:
+            said = _comment(f"{label}: the normalized value, a part of `{line} = {network.step[line].code}`, on a line "
+                            "of its own.")
+            return Closed("\n".join([*said, f"{label} = {code(node)}", found.cell]), found.what)
+    return None
+
+
+def _same_shape(d: Derivation, node: ast.expr, expected: Sequence[torch.Tensor]) -> bool:
+    try:
+        return [tuple(v.shape) if isinstance(v, torch.Tensor) else None for v in d.values(node)] == \
+            [tuple(e.shape) for e in expected]
+    except Exception:  # noqa: BLE001 - a part of a line that does not run alone
+        return False
+
+
+def _parts(network: Network, block: Sequence[str]) -> Iterator[tuple[str, ast.expr, object]]:
+    """(line, a part of it, how the line reads with that part replaced by a node): every
+    sub-expression, and every product of some of the factors of a chain of * and / (`xc * istd` of
+    `g * xc * istd`)."""
+    for line, tree, node in _subexpressions(network, block):
+        if node is tree:
+            continue
+        yield line, node, lambda new, tree=tree, node=node: _Replace(code(node), new).visit(copy.deepcopy(tree))
+        if not isinstance(node, ast.BinOp) or not isinstance(node.op, (ast.Mult, ast.Div)):
+            continue
+        factors = _signed_factors(node)
+        if not 2 < len(factors) <= 6:
+            continue
+        for size in range(2, len(factors)):
+            for chosen in itertools.combinations(range(len(factors)), size):
+                part = _signed_product([factors[k] for k in chosen])
+                rest = [factors[k] for k in range(len(factors)) if k not in chosen]
+                if part is None:
+                    continue
+                yield line, part, lambda new, tree=tree, node=node, rest=rest: _Replace(
+                    code(node), _signed_product([(new, False), *rest])).visit(copy.deepcopy(tree))
+
+
+def _signed_factors(node: ast.expr) -> list[tuple[ast.expr, bool]]:
+    """The factors of a chain of * and /, each with whether it divides."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+        right = _signed_factors(node.right)
+        if isinstance(node.op, ast.Div):
+            right = [(f, not inverse) for f, inverse in right]
+        return _signed_factors(node.left) + right
+    return [(node, False)]
+
+
+def _signed_product(factors: Sequence[tuple[ast.expr, bool]]) -> ast.expr | None:
+    """The product of the factors (None where the first one divides: no factor to divide)."""
+    if not factors or factors[0][1]:
+        ordered = sorted(factors, key=lambda f: f[1])
+        if not ordered or ordered[0][1]:
+            return None
+        factors = ordered
+    tree = copy.deepcopy(factors[0][0])
+    for factor, inverse in factors[1:]:
+        tree = ast.BinOp(tree, ast.Div() if inverse else ast.Mult(), copy.deepcopy(factor))
+    return tree
 
 
 def _dim_sets(rank: int) -> Iterator[tuple[int, ...]]:
@@ -285,32 +380,39 @@ def _moments(x: torch.Tensor, dims: tuple[int, ...], correction: int):
     return centred, (centred**2).sum(dims, keepdim=True) / (count - correction)
 
 
-def _normalized(network: Network, d: Derivation, x: ast.expr, block: Sequence[str], dims, correction):
-    """(xhat, scale) when a tensor of the block is x normalized over `dims` with this correction, and a
-    value of the block is its scale (`(var + eps) ** -0.5`, as is, or its inverse the std, divided by)."""
-    moments = [_moments(v, dims, correction) for v in d.values(x)]
-    if any(m is None for m in moments):
-        return None
+def _normalized(network: Network, d: Derivation, block: Sequence[str], moments, dims):
+    """(xhat, scale) when a line of the block is x normalized over `dims` (`moments` its centred values and
+    variances), and a value of the block is its scale (`(var + eps) ** -0.5`, as is, or its inverse the
+    std, divided by)."""
     for line in block:
-        found = d.values(name(line))
-        if not all(isinstance(v, torch.Tensor) and v.shape == centred.shape
-                   for v, (centred, _) in zip(found, moments, strict=True)):
-            continue
-        scales = []
-        for v, (centred, var) in zip(found, moments, strict=True):
-            scale = (v * centred).sum(dims, keepdim=True) / (centred**2).sum(dims, keepdim=True)
-            eps = scale**-2 - var
-            if not torch.allclose(v, centred * scale, **_SAME) or (eps < -1e-12).any() \
-                    or (eps - eps.mean()).abs().max() > 1e-9 * (1 + var.abs().max()):
-                scales = None
-                break
-            scales.append(scale)
-        if scales is None or not scales:
+        scales = _normalized_values(d, name(line), moments, dims)
+        if not scales:
             continue
         spelled = _scale(network, d, block, scales)
         if spelled is not None:
             return name(line), spelled
     return None
+
+
+def _normalized_values(d: Derivation, node: ast.expr, moments, dims) -> list[torch.Tensor] | None:
+    """The scale on each configuration where `node` is the centred values times a scale `(var + eps) **
+    -0.5`, one constant eps >= 0 on every one."""
+    try:
+        found = d.values(node)
+    except Exception:  # noqa: BLE001 - a part of a line that does not run alone
+        return None
+    if not all(isinstance(v, torch.Tensor) and v.shape == centred.shape and v.dtype.is_floating_point
+               for v, (centred, _) in zip(found, moments, strict=True)):
+        return None
+    scales = []
+    for v, (centred, var) in zip(found, moments, strict=True):
+        scale = (v * centred).sum(dims, keepdim=True) / (centred**2).sum(dims, keepdim=True)
+        eps = scale**-2 - var
+        if not torch.allclose(v, centred * scale, **_SAME) or (eps < -1e-12).any() \
+                or (eps - eps.mean()).abs().max() > 1e-9 * (1 + var.abs().max()):
+            return None
+        scales.append(scale)
+    return scales
 
 
 def _scale(network: Network, d: Derivation, block: Sequence[str], scales: list[torch.Tensor]):
@@ -335,11 +437,9 @@ def _scale(network: Network, d: Derivation, block: Sequence[str], scales: list[t
     return node, not inverse
 
 
-def _upstream(chain: Sequence[Gradient], xhat: ast.Name, sink: str | None) -> ast.expr | None:
+def _upstream(network: Network, chain: Sequence[Gradient], xhat: ast.Name, sink: str) -> ast.expr | None:
     """The gradient reaching xhat, written with the sink's gradient and forward values only: the chain from
     the sink to xhat folded into one expression (None where a step of it adds up several uses)."""
-    if sink is None:
-        return None
     if xhat.id == sink:
         return name("d" + sink)
     by_name = {g.name: g for g in chain}
@@ -356,10 +456,30 @@ def _upstream(chain: Sequence[Gradient], xhat: ast.Name, sink: str | None) -> as
     return None
 
 
-def _closed_norm(d: Derivation, x: ast.expr, xhat: ast.Name, scale, g: ast.expr, dims: tuple[int, ...],
-                 correction: int, gradients: set[str]) -> Closed:
+def _cells_between(network: Network, chain: Sequence[Gradient], starts: set[str], sink: str) -> list[str]:
+    """The chain's cells from the sink's gradient back to those of `starts`, in order: what a gradient
+    that adds up several uses is computed from."""
+    between = set(network.descendants(*starts)) & set(network.ancestors(sink)) | starts
+    return [g.source.rstrip("\n") for g in chain if g.tensor in between - {sink}]
+
+
+def _closed_norm(network: Network, d: Derivation, x: ast.Name, xhat: ast.Name, scale, sink: str,
+                 dims: tuple[int, ...], correction: int, chain: Sequence[Gradient]) -> Closed | None:
     """`scale / N * (N * g - g.sum(dims) - N / (N - c) * xhat * (g * xhat).sum(dims))`, g's factors that
-    are constant along `dims` in front."""
+    are constant along `dims` in front; where x is read besides (a residual), that use's term added, and
+    where the gradient reaching xhat adds up several uses, the chain's cells that compute it first."""
+    gradients = {g.name for g in chain}
+    source = next((g for g in chain if g.tensor == x.id), None)
+    normalizing = set(network.descendants(x.id)) & (set(network.ancestors(xhat.id)) | {xhat.id})
+    others = [c for c in (source.contributions if source else ()) if c.consumer not in normalizing]
+    if any(c.named for c in others):
+        return None
+    g = _upstream(network, chain, xhat, sink)
+    readers = {c.consumer for c in others} - {sink}
+    before = _cells_between(network, chain, ({xhat.id} if g is None else set()) | readers, sink) \
+        if g is None or readers else []
+    if g is None:
+        g = name("d" + xhat.id)
     rank = len(d.shapes(x)[0])
     outside, inside = [], []
     for factor in _factors(g):
@@ -399,7 +519,11 @@ def _closed_norm(d: Derivation, x: ast.expr, xhat: ast.Name, scale, g: ast.expr,
     comment = (f"{xhat.id} is {x.id} normalized over {over}, with {variance} and {code(node)} its "
                f"{'inverse ' if not scaled else ''}scale: the paths through the mean and the variance collected "
                f"into one expression, with g = {code(g)} the gradient reaching {xhat.id}{front_words}.")
-    return Closed("\n".join([*_comment(comment), *lines, f"d{x.id} = {code(value)}"]) + "\n",
+    added = []
+    for c in others:
+        added += _comment(f"{c.line}: {c.why}; {x.id}'s other use, added.")
+        added.append(f"d{x.id} += {c.value}" if c.index is None else f"d{x.id}[{c.index}] += {c.value}")
+    return Closed("\n".join([*before, *_comment(comment), *lines, f"d{x.id} = {code(value)}", *added]) + "\n",
                   f"a normalization over {over}")
 
 
