@@ -270,7 +270,7 @@ def _normalization(network: Network, d: Derivation, source: str, sink: str | Non
             continue
         found = _normalized(network, d, block, moments, dims)
         if found is None:
-            if configurations is not None:
+            if configurations is not None and sink is not None:
                 named = _name_xhat(network, d, source, sink, block, moments, dims, correction, configurations)
                 if named is not None:
                     return named
@@ -289,6 +289,7 @@ def _name_xhat(network: Network, d: Derivation, source: str, sink: str, block: S
     line of its own, the network derived again, and the cell computing it first."""
     expected = [centred * var**-0.5 for centred, var in moments]  # the shape and dtype, for a first sieve
     taken = {*network.parameters, *network.data, *network.sizes, *network.intermediates}
+    taken |= {"d" + t for t in taken}
     label = next(f"{source}hat{'_' * k}" for k in range(len(taken) + 1) if f"{source}hat{'_' * k}" not in taken)
     for line, node, replacement in _parts(network, block):
         if not _same_shape(d, node, expected) or _normalized_values(d, node, moments, dims) is None:
