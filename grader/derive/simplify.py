@@ -519,7 +519,7 @@ def _closed_norm(network: Network, d: Derivation, x: ast.Name, xhat: ast.Name, s
     front_words = f"; {', '.join(code(f) for f in outside)}, constant along {over}, in front" if outside else ""
     comment = (f"{xhat.id} is {x.id} normalized over {over}, with {variance} and {code(node)} its "
                f"{'inverse ' if not scaled else ''}scale: the paths through the mean and the variance collected "
-               f"into one expression, with g = {code(g)} the gradient reaching {xhat.id}{front_words}.")
+               f"into one expression, with {code(g)} the gradient reaching {xhat.id}{front_words}.")
     added = []
     for c in others:
         added += _comment(f"{c.line}: {c.why}; {x.id}'s other use, added.")
