@@ -3,12 +3,14 @@ the three kinds of host the grader meets: as root (CI), as a normal user (most i
 JupyterHub), and as a normal user on a host that refuses user namespaces (Ubuntu 24.04, Docker's
 default profile: tests/helpers/refuse.py).
 
-Each mode is run with both vehicles (redteam.VEHICLES): `checked`, the product as it is, and `floor`,
-the same command with the static check switched off (tests/helpers/nostatic.py), each payload then
-running its escape directly, so that the kernel walls alone stand in its way; the floor's wiretap shows
-everything a child sent back, even where the feedback replaces it.
+Every host runs the `floor` vehicle (redteam.VEHICLES): the command with the static check switched off
+(tests/helpers/nostatic.py), each payload then running its escape directly, so that the kernel walls
+alone stand in its way; the floor's wiretap shows everything a child sent back, even where the feedback
+replaces it. The `checked` vehicle, the product as it is, runs on one host: the static check is the
+trusted process's own analysis of the source, the same on every host, and what gets past it meets the
+walls the floor already proves on each host, so a second or third checked host would prove nothing new.
 
-In each mode and vehicle three batches run from a course folder of the grading user's own
+In each mode three batches run from a course folder of the grading user's own
 (`backprop-ninja grade submitted --out results --course course.yml --html`, then `report` and `export`):
 the wall attacks, the input attacks and the killers, each beside the released notebook left blank (the
 baseline) and one answered correctly (`zz-correct`, graded after the attacks). Required of every attack, in every mode:
@@ -51,6 +53,7 @@ from solutions import reference
 NOUSERNS = [str(Path(refuse.__file__).resolve()), "--user-namespaces"]
 NOSTATIC = Path(nostatic.__file__).resolve()
 MODES = ("root", "user", "nouserns")
+CHECKED_HOST = "user"  # most instructors' and every JupyterHub's: the product as it is, walls and check together
 NB = "backprop_ninja"
 ASSIGNMENT = COURSE.assignment
 # The nbgrader route, once per mode: in the floor, where every payload runs and meets the walls alone (the
@@ -551,7 +554,7 @@ def nbgrader_template(tmp_path_factory) -> Path:
     return course
 
 
-@pytest.fixture(scope="module", params=[(m, v) for m in MODES for v in redteam.VEHICLES],
+@pytest.fixture(scope="module", params=[(m, "floor") for m in MODES] + [(CHECKED_HOST, "checked")],
                 ids=lambda p: "-".join(p))
 def mode(request):
     if os.getuid() != 0:
