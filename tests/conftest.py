@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -148,6 +149,18 @@ def make_batch():
 @pytest.fixture(scope="session")
 def autograd_pass():
     return _autograd_pass
+
+
+@pytest.fixture(scope="session")
+def generated_course(tmp_path_factory) -> Path:
+    """The bundled course as `course init` and generate_assignment leave it, made once per run (under xdist,
+    in the folder the workers' own temporary folders share): copy it, never change it."""
+    from helpers.nbgrader_course import generated
+    from helpers.paths import COURSE, ROOT
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return generated(shared, ROOT / "course.yml", ROOT, COURSE.assignment)
 
 
 @pytest.fixture(scope="session")

@@ -539,21 +539,6 @@ class Mode:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def nbgrader_template(tmp_path_factory) -> Path:
-    """A course as an instructor starts one: `course init`, then nbgrader's generate_assignment (made once,
-    copied into each mode)."""
-    course = tmp_path_factory.mktemp("redteam-nbgrader") / "course"
-    env = {**os.environ, **{f"JUPYTER_{k}_DIR": str(course.parent / "jupyter" / k.lower())
-                            for k in ("CONFIG", "DATA", "RUNTIME")}}
-    for args, cwd in ((["backprop-ninja", "course", "init", str(course), "--course", str(ROOT / "course.yml")], ROOT),
-                      (["nbgrader", "generate_assignment", ASSIGNMENT], course)):
-        done = subprocess.run([shutil.which(args[0]), *args[1:]], cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=600)
-        assert done.returncode == 0, (args, done.stderr[-3000:])
-    return course
-
-
 @pytest.fixture(scope="module", params=[(m, "floor") for m in MODES] + [(CHECKED_HOST, "checked")],
                 ids=lambda p: "-".join(p))
 def mode(request):
@@ -561,7 +546,8 @@ def mode(request):
         pytest.skip("the red-team modes create a user and read every process: they need root (CI is root)")
     name, vehicle = request.param
     session = request.getfixturevalue("unix_user") if name != "root" else None
-    template = request.getfixturevalue("nbgrader_template") if vehicle == NBGRADER_VEHICLE else None
+    # the course `course init` and generate_assignment made (tests/conftest.py), copied into the mode
+    template = request.getfixturevalue("generated_course") if vehicle == NBGRADER_VEHICLE else None
     m = Mode(name, vehicle, session, template)
     try:
         m.build()
