@@ -116,6 +116,7 @@ class Course:
         """This course as a copy of `template` (see `generated`): `course init` and generate_assignment's
         work without their cost."""
         shutil.copytree(template, self.dir, symlinks=True)
+        shutil.copytree(template, self.generated, symlinks=True)
         return self
 
     @property
