@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -47,6 +48,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Locally a plain `python -m pytest` leaves out the slow tier (real notebooks, nbgrader, wheels, red
     team modes, unix users, browsers: each test over ~10 s), so that the run before a commit stays short."""
     config.stash[_CUT] = not _runs_everything(config)
+    if not config.stash[_CUT]:
+        config.pluginmanager.register(TimePerFile(), "time-per-file")
     # The tests judge as the grader does: with the rule table (a test of the self-check without it chooses so).
     neighbourhood.use_rule_table(derive.for_exercise)
     if config.stash[_CUT]:
@@ -93,6 +96,29 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return None
 
 
+class TimePerFile:
+    """Where a run's time goes, by test file (set-ups shared by a file's tests included), for the CI figures
+    docs/developing.md keeps: the slowest tests alone hide a file of many middling ones. Summed in the process
+    that reports (xdist's controller, or the one process under -n0), so that it is the whole run's."""
+
+    SHOWN = 30
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        where = report.nodeid.split("::")[0]
+        self.seconds[where] = self.seconds.get(where, 0.0) + report.duration
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        total = sum(self.seconds.values())
+        if not total:
+            return
+        terminalreporter.write_sep("=", f"time per test file: {total:.0f} s of worker time in all")
+        for where, seconds in sorted(self.seconds.items(), key=lambda kv: -kv[1])[:self.SHOWN]:
+            terminalreporter.write_line(f"{seconds:8.1f} s {100 * seconds / total:5.1f}%  {where}")
+
+
 def _make_batch(sizes, dtype=torch.float64, seed=0):
     """Lecture init from a seeded generator, and a batch (Xb, Yb) drawn from the same generator."""
     generator = torch.Generator().manual_seed(seed)
@@ -123,6 +149,18 @@ def make_batch():
 @pytest.fixture(scope="session")
 def autograd_pass():
     return _autograd_pass
+
+
+@pytest.fixture(scope="session")
+def generated_course(tmp_path_factory) -> Path:
+    """The bundled course as `course init` and generate_assignment leave it, made once per run (under xdist,
+    in the folder the workers' own temporary folders share): copy it, never change it."""
+    from helpers.nbgrader_course import generated
+    from helpers.paths import COURSE, ROOT
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return generated(shared, ROOT / "course.yml", ROOT, COURSE.assignment)
 
 
 @pytest.fixture(scope="session")

@@ -311,7 +311,7 @@ def test_what_a_child_reports_is_cut_before_the_trusted_process_works_on_it():
 
 
 @pytest.mark.slow
-def test_nbgrader_autograde_refuses_what_is_over_the_courses_budget_and_grades_the_rest(tmp_path):
+def test_nbgrader_autograde_refuses_what_is_over_the_courses_budget_and_grades_the_rest(tmp_path, generated_course):
     """The same budget through `nbgrader autograde`, in a course `course init` made: a notebook whose answer
     cells cost too much to check, and one that costs too much to read (over a megabyte of small JSON values in its
     metadata), each score 0 with their one line, in the log and in every grade cell; the honest one is graded
@@ -322,13 +322,10 @@ def test_nbgrader_autograde_refuses_what_is_over_the_courses_budget_and_grades_t
 
     from helpers.nbgrader_course import Course, set_answers
 
-    course = Course(tmp_path, COURSE.course_id, COURSE.assignment)
-    course.run(["backprop-ninja", "course", "init", str(course.dir), "--course", str(ROOT / "course.yml")], ROOT,
-               must=True)
+    course = Course(tmp_path, COURSE.course_id, COURSE.assignment).copied(generated_course)
     raw = yaml.safe_load((course.dir / "course.yml").read_text())
     raw["limits"]["analysis_cpu_seconds"] = 0.2
     (course.dir / "course.yml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    course.nbgrader("generate_assignment", COURSE.assignment, must=True)
     released = nbformat.read(course.released(), as_version=4)
     reference = reference_sources()
     answers = {

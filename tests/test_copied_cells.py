@@ -31,7 +31,7 @@ import pytest
 
 from grader.vocabulary import GRADE_CELL_PREFIX
 from helpers.nbgrader_course import Course, cell_by_grade_id, grade_id, set_answers
-from helpers.paths import COURSE, COURSE_FILE, ROOT
+from helpers.paths import COURSE
 from solutions import reference
 
 pytestmark = pytest.mark.slow
@@ -103,10 +103,10 @@ MESSAGE = {"hal": ("2 answer cells have grade id 'dprobs', with different code",
 
 
 @pytest.fixture(scope="module")
-def courses(tmp_path_factory):
+def courses(tmp_path_factory, generated_course):
     """nbgrader's course (collect, autograde) and a second one with the same course.yml, grading the same
     submitted/ by the fast route."""
-    c = Course(tmp_path_factory.mktemp("copies"), COURSE.course_id, ASSIGNMENT).released_course(COURSE_FILE, ROOT)
+    c = Course(tmp_path_factory.mktemp("copies"), COURSE.course_id, ASSIGNMENT).copied(generated_course)
     for student, change in EDITS.items():
         c.handed_in(student, lambda nb, change=change: (set_answers(nb, REFERENCE), change(nb)))
     c.grade = c.nbgrader("autograde", ASSIGNMENT)

@@ -36,7 +36,7 @@ from helpers import nostatic
 from helpers.cli import export_formats
 from helpers.nbgrader_course import set_answers
 from helpers.notebooks import reference_sources, write
-from helpers.paths import COURSE, COURSE_FILE, ROOT
+from helpers.paths import COURSE, ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -130,17 +130,8 @@ def _nbgrader(args: list[str], cwd: Path, course: Path) -> str:
     return done.stdout + done.stderr
 
 
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory) -> Path:
-    """An nbgrader course as `course init` makes it, its assignment generated: copied for each salt."""
-    folder = tmp_path_factory.mktemp("generated") / "course"
-    _nbgrader(["backprop-ninja", "course", "init", str(folder), "--course", str(COURSE_FILE)], ROOT, folder)
-    _nbgrader(["nbgrader", "generate_assignment", COURSE.assignment], folder, folder)
-    return folder
-
-
 def _course(generated: Path, folder: Path, salt: str) -> Path:
-    """The generated course, graded under `salt`."""
+    """The generated course (tests/conftest.py's `generated_course`), graded under `salt`."""
     shutil.copytree(generated, folder, symlinks=True)
     raw = {**yaml.safe_load((folder / "course.yml").read_text()), "secret_salt": salt}
     (folder / "course.yml").write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -176,12 +167,12 @@ def _run(args: list[str], *, floor: bool = False) -> str:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory, generated) -> dict[str, dict[str, str]]:
+def graded(tmp_path_factory, generated_course) -> dict[str, dict[str, str]]:
     """For each salt: every file the commands wrote and every line they printed, by name."""
     found = {}
     for salt in SALTS:
         root = tmp_path_factory.mktemp("leaks")
-        course = _course(generated, root / "course", salt)
+        course = _course(generated_course, root / "course", salt)
         printed = {}
         for route, (notebooks, floor) in ROUTES.items():
             for name, cells in notebooks.items():

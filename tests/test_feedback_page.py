@@ -46,7 +46,7 @@ from grader.vocabulary import Verdict
 from helpers.browser import PHONE_WIDTH, assert_readable
 from helpers.nbgrader_course import Course, set_answers
 from helpers.notebooks import submission, write
-from helpers.paths import COURSE, COURSE_FILE, ROOT, STUB
+from helpers.paths import COURSE, COURSE_FILE, STUB
 from solutions import reference
 
 ASSIGNMENT = COURSE.assignment
@@ -413,13 +413,10 @@ def test_integer_answers_of_the_right_shape_are_drawn_beside_the_expected_gradie
 
 
 @pytest.fixture(scope="module")
-def nbgrader_feedback(tmp_path_factory) -> Path:
+def nbgrader_feedback(tmp_path_factory, generated_course) -> Path:
     """ben's feedback from a one-student nbgrader course with a fresh secret salt of its own."""
-    course = Course(tmp_path_factory.mktemp("nbgrader"), COURSE.course_id, ASSIGNMENT)
-    course.run(["backprop-ninja", "course", "init", str(course.dir), "--course", str(COURSE_FILE)], ROOT,
-               must=True)
+    course = Course(tmp_path_factory.mktemp("nbgrader"), COURSE.course_id, ASSIGNMENT).copied(generated_course)
     assert load(course.dir / "course.yml").secret_salt != COURSE.secret_salt
-    course.nbgrader("generate_assignment", ASSIGNMENT, must=True)
     nb = nbformat.read(course.released(), as_version=4)
     set_answers(nb, {**reference.cells(), **BEN})
     course.submitted("ben").parent.mkdir(parents=True)

@@ -32,7 +32,7 @@ from grader.lms import nbgrader as nbgrader_plugin
 from grader.outputs import results
 from grader.sandbox import static_check
 from helpers.notebooks import submission, write
-from helpers.paths import COURSE, COURSE_FILE, ROOT, outside_tmp
+from helpers.paths import COURSE, COURSE_FILE, outside_tmp
 
 NOTEBOOK = COURSE.notebook
 STEM = NOTEBOOK.removesuffix(".ipynb")
@@ -341,7 +341,8 @@ def test_ids_are_stable_and_distinct_for_names_that_escape_alike(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_gradebook_records_a_linked_submission_under_its_linker_and_a_fifo_stops_nothing(tmp_path):
+def test_the_gradebook_records_a_linked_submission_under_its_linker_and_a_fifo_stops_nothing(
+        tmp_path, generated_course):
     """`grade --gradebook` in a real nbgrader course: eve's notebook is a link to ada's, and ada's folder
     holds a FIFO where nbgrader keeps its timestamp.txt. Eve is on record, not graded, under her own name;
     ada keeps her full score; the FIFO is never opened."""
@@ -351,9 +352,7 @@ def test_the_gradebook_records_a_linked_submission_under_its_linker_and_a_fifo_s
     from helpers.nbgrader_course import Course, set_answers
     from solutions import reference
 
-    course = Course(tmp_path, COURSE.course_id, COURSE.assignment)
-    course.run(["backprop-ninja", "course", "init", str(course.dir), "--course", str(COURSE_FILE)], ROOT, must=True)
-    course.nbgrader("generate_assignment", COURSE.assignment, must=True)
+    course = Course(tmp_path, COURSE.course_id, COURSE.assignment).copied(generated_course)
     nb = nbformat.read(course.dir / "source" / COURSE.assignment / NOTEBOOK, as_version=4)
     set_answers(nb, reference.cells())
     ada = course.dir / "submitted" / "ada" / COURSE.assignment

@@ -9,6 +9,7 @@ student gets an exchange cache of their own (nbgrader keeps one per user; shared
 """
 from __future__ import annotations
 
+import fcntl
 import html
 import os
 import re
@@ -111,6 +112,13 @@ class Course:
         self.nbgrader("release_assignment", self.assignment, *self.exchange_args(), must=True)
         return self
 
+    def copied(self, template: Path) -> Course:
+        """This course as a copy of `template` (see `generated`): `course init` and generate_assignment's
+        work without their cost."""
+        shutil.copytree(template, self.dir, symlinks=True)
+        shutil.copytree(template, self.generated, symlinks=True)
+        return self
+
     @property
     def generated(self) -> Path:
         """The course as generate_assignment left it, before any student: what a second course made from
@@ -156,6 +164,25 @@ class Course:
     def fetched_feedback(self, student: str) -> list[Path]:
         """What `fetch_feedback` gave the student: <assignment>/feedback/<timestamp>/<notebook>.html."""
         return sorted((self.homes / student / self.assignment / "feedback").glob(f"*/{self.assignment}.html"))
+
+
+def generated(shared: Path, course_file: Path, checkout: Path, assignment: str) -> Path:
+    """The course `course_file` makes, as `course init` (run in `checkout`) and nbgrader's generate_assignment
+    leave it, built once under `shared` (a folder every worker of one test run sees) for every test that grades
+    in a copy (`Course.copied`): the two commands cost ~15 CPU seconds each time, and tests/test_nbgrader.py
+    runs them as an instructor does. The copy's nbgrader_config.py finds its own folder; its Exchange.root
+    names the template's exchange, which no test that copies it releases into."""
+    built = shared / "generated-course"
+    with open(shared / "generated-course.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "generated-course.done").exists():
+            shutil.rmtree(built, ignore_errors=True)
+            course = Course(built, "", assignment)
+            course.run(["backprop-ninja", "course", "init", str(course.dir), "--course", str(course_file)], checkout,
+                       must=True)
+            course.nbgrader("generate_assignment", assignment, must=True)
+            (shared / "generated-course.done").touch()
+    return built / "course"
 
 
 # ---------------------------------------------------------------------------------------------
