@@ -184,7 +184,7 @@ def test_a_slip_that_scores_full_on_every_hidden_configuration_is_refused_unless
     assert code == 1 and "dh: the slip forward-value" in output and "scores full on every hidden" in output, output
     assert 'accept={"dh": "forward-value"}' in output
     path = tmp_path / "accepted.py"  # a file of another name: this process keeps the first one loaded
-    path.write_text(HIDING.replace("ACCEPT", 'accept={"dh": "forward-value missed-branch mul-local"},'),
+    path.write_text(HIDING.replace("ACCEPT", 'accept={"dh": "forward-value missed-factor mul-local"},'),
                     encoding="utf-8")
     code, output = check(path)
     assert code == 0, output
@@ -375,7 +375,7 @@ def test_a_slip_equal_to_the_right_answer_everywhere_is_said_not_dropped(tmp_pat
     code, out = check(path)
     assert code == 0, out
     assert ("note: 3 slips equal the right answer on every derivation configuration and are not graded: "
-            "dh forward-value, dh missed-branch, dh overwrite") in out, out
+            "dh forward-value, dh missed-factor, dh overwrite") in out, out
 
 
 CS231N = ROOT / "tests" / "exercises" / "cs231n_net.py"

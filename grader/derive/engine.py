@@ -530,12 +530,11 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
             kept = tuple(c for c in contributions if c.consumer != consumer)
             slips.append(("missed-branch", missed_branch(tensor, consumers, consumer), consumer,
                           render(gradient_name, tensor, kept, comments=False)))
-        for consumer, count in Counter(c.consumer for c in contributions).items():
-            if count > 1:  # d(W * W) taken as W, not 2 W: one of the step's reads of the tensor left out
-                last = max(i for i, c in enumerate(contributions) if c.consumer == consumer)
-                slips.append(("missed-factor", missed_factor(tensor, consumer, count), consumer,
-                              render(gradient_name, tensor, contributions[:last] + contributions[last + 1:],
-                                     comments=False)))
+        reads = Counter(c.consumer for c in contributions)
+        for i, c in enumerate(contributions):
+            if reads[c.consumer] > 1:  # d(W * W) taken as W, not 2 W: one of the step's reads of the tensor left out
+                slips.append(("missed-factor", missed_factor(tensor, c.consumer, reads[c.consumer]), c.consumer,
+                              render(gradient_name, tensor, contributions[:i] + contributions[i + 1:], comments=False)))
         slips.append(("overwrite", "assigns each use's gradient with = where they must add up (+=): only the last "
                                    "one is left", "", render(gradient_name, tensor, contributions, comments=False,
                                                              overwrite=True)))
