@@ -152,6 +152,14 @@ def missed_branch(tensor: str, consumers: list[str], missing: str) -> str:
     return f"misses the branch through {missing}: {_uses(tensor, consumers)}"
 
 
+def missed_factor(tensor: str, consumer: str, reads: int) -> str:
+    """The words for a gradient that counts a tensor once in a step that reads it more often (`W * W`'s
+    derivative taken as W, not 2 W)."""
+    times = {2: "twice", 3: "three times"}.get(reads, f"{reads} times")
+    return (f"counts {tensor} once in {consumer}, which reads it {times}: each read sends back its own term, and "
+            f"they add up")
+
+
 def only_branch(tensor: str, consumers: list[str], kept: str) -> str:
     """The words for a gradient that keeps one use of its tensor of three or more (an accumulation that
     overwrites, a loop over one step)."""
@@ -173,7 +181,8 @@ SLIPS = {
     "sign": SIGN, "sub-sign": SIGN, "neg-sign": SIGN, "where-swapped": SIGN,
     "mean-count": FACTOR, "sum-mean": FACTOR, "bessel": FACTOR, "ce-mean": FACTOR, "power-factor": FACTOR,
     "sqrt-factor": FACTOR,
-    "missed-branch": BRANCH, "overwrite": BRANCH, "index-overwrite": BRANCH, "mask-forgotten": BRANCH,
+    "missed-branch": BRANCH, "missed-factor": BRANCH, "overwrite": BRANCH, "index-overwrite": BRANCH,
+    "mask-forgotten": BRANCH,
     "forward-value": FORWARD,
     "tanh-input": INPUT, "sigmoid-input": INPUT, "exp-input": INPUT, "sqrt-input": INPUT, "log-output": INPUT,
     "mul-local": LOCAL_RULE, "mul-operand": LOCAL_RULE, "div-multiplies": LOCAL_RULE, "div-square": LOCAL_RULE,

@@ -184,7 +184,7 @@ def test_a_slip_that_scores_full_on_every_hidden_configuration_is_refused_unless
     assert code == 1 and "dh: the slip forward-value" in output and "scores full on every hidden" in output, output
     assert 'accept={"dh": "forward-value"}' in output
     path = tmp_path / "accepted.py"  # a file of another name: this process keeps the first one loaded
-    path.write_text(HIDING.replace("ACCEPT", 'accept={"dh": "forward-value missed-branch mul-local"},'),
+    path.write_text(HIDING.replace("ACCEPT", 'accept={"dh": "forward-value missed-factor mul-local"},'),
                     encoding="utf-8")
     code, output = check(path)
     assert code == 0, output
@@ -375,4 +375,49 @@ def test_a_slip_equal_to_the_right_answer_everywhere_is_said_not_dropped(tmp_pat
     code, out = check(path)
     assert code == 0, out
     assert ("note: 3 slips equal the right answer on every derivation configuration and are not graded: "
-            "dh forward-value, dh missed-branch, dh overwrite") in out, out
+            "dh forward-value, dh missed-factor, dh overwrite") in out, out
+
+
+CS231N = ROOT / "tests" / "exercises" / "cs231n_net.py"
+
+
+@pytest.mark.parametrize(("code", "sentence"), [
+    # The L2 term forgotten: told as the branch it misses, not as `=` where `+=` was needed.
+    ("dW1 = X.T @ da1", "your dW1 misses the branch through reg_loss: W1 is used twice (in a1 and in reg_loss), so "
+                        "its gradient is the sum of both"),
+    # d(W1 * W1) taken as W1: one of the step's two reads of W1 left out.
+    ("dW1 = X.T @ da1 + 0.05 * W1 * dreg_loss", "your dW1 counts W1 once in reg_loss, which reads it twice: each read "
+                                                "sends back its own term, and they add up"),
+])
+def test_a_forgotten_or_halved_l2_term_is_named_as_what_it_is(code, sentence):
+    from grader import derive
+    from grader.judge import neighbourhood
+    from grader.judge.diagnose import name
+    from grader.judge.exam import CHAIN, prepare
+
+    cases = [prepare(config) for config in configs.generate(f"{CS231N}:EXERCISE", "l2 sentences", 2)]
+    answer = cases[0].exercise.by_grade_id["dW1"]
+    before = neighbourhood._RULE_TABLE[0]
+    neighbourhood.use_rule_table(derive.for_exercise)  # as the hidden suite names slips
+    try:
+        tensors = []
+        for case in cases:
+            namespace = {**case.values, **case.upstream(answer, CHAIN), **case.sizes, **ex.NAMESPACE}
+            exec(code, namespace)  # noqa: S102 - the test's own cell
+            tensors.append((case, namespace["dW1"]))
+        assert name(tensors, answer, CHAIN, 1e-5, 1e-8) == sentence
+    finally:
+        neighbourhood.use_rule_table(before)
+
+
+def test_a_slip_is_named_once_in_the_note_and_its_sentence_names_each_use_once():
+    """`W * W` reads W twice in one step: the note lists its slip once, and no sentence says `in reg_loss and
+    in reg_loss`."""
+    code, out = check(CS231N)
+    assert code == 0, out
+    note = next(line for line in out.splitlines() if line.startswith("note: ") and "equal the right answer" in line)
+    listed = note.split(": ")[-1].split(", ")
+    assert len(listed) == len(set(listed)) and "dW1 mul-operand" in listed, note
+    from grader import derive
+    sentences = [s.sentence for g in derive.for_exercise(ex.load(f"{CS231N}:EXERCISE")) for s in g.slips()]
+    assert not [s for s in sentences if re.search(r"in (\w+) and in \1\b|in (\w+), in \2\b", s)], sentences

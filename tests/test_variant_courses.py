@@ -346,3 +346,19 @@ def test_the_notebooks_run_all_runs_meet_every_pair_of_pieces():
     ran = [name for name in variants.NAMES if variant_courses.runs_all(name)]
     assert set().union(*map(pairs, ran)) == set().union(*map(pairs, variants.NAMES))
     assert len(ran) == len(variants.NAMES) // 2 and variants.LECTURE_VARIANT in ran
+
+
+@pytest.mark.slow
+def test_run_all_goes_on_past_an_answer_that_raises():
+    """A wrong shape in one answer makes the next answer raise: Run All (nbclient, as `jupyter execute` and
+    the notebook's own Run All read the `raises-exception` tag) still reaches every later check."""
+    from nbclient import NotebookClient
+
+    _, student = _build("relu-none")
+    answers = [c for c in student.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert all("raises-exception" in c.metadata.get("tags", []) for c in answers)
+    nb = nbformat.v4.new_notebook(cells=[answers[0], nbformat.v4.new_code_cell("print('the next check ran')")])
+    nb.cells[0].source = "raise RuntimeError('The size of tensor a (32) must match the size of tensor b (27)')"
+    NotebookClient(nb, timeout=600, startup_timeout=600, kernel_name="python3").execute()
+    assert nb.cells[0].outputs[0].output_type == "error"
+    assert nb.cells[1].outputs[0].text == "the next check ran\n"

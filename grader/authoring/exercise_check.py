@@ -144,7 +144,8 @@ def check(spec: str) -> Iterator[str]:
         yield f"closed form: {cell_id} is {closed.what} (proven against autograd): its answer is that formula"
     for cell_id, why in found.chained.items():
         yield f"note: {cell_id}: {why}"
-    right = [f"{g.name} {s.name}" for g in found.gradients for s in g.right_anyway]
+    # Each slip name once per gradient: `W * W` makes the same slip in both factors.
+    right = list(dict.fromkeys(f"{g.name} {s.name}" for g in found.gradients for s in g.right_anyway))
     if right:  # the rule table made them, but no notebook could tell them from the answer: said, not graded
         yield (f"note: {len(right)} slips equal the right answer on every derivation configuration and are not "
                f"graded: {', '.join(right)}")

@@ -15,6 +15,7 @@ import itertools
 import math
 import textwrap
 import tokenize
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -24,7 +25,7 @@ from grader import syntax
 from grader.derive import rules
 from grader.derive.algebra import Product, call, code, name, number, parse, subscript
 from grader.exercise import NAMESPACE, Network
-from grader.vocabulary import Broadcast, Chain, Precedence, Sign, missed_branch
+from grader.vocabulary import Broadcast, Chain, Precedence, Sign, missed_branch, missed_factor
 
 # Where a derived gradient counts as unchanged by a slip: what the grader accepts (course.yml's default).
 TOLERANCE = dict(rtol=1e-5, atol=1e-8)
@@ -573,11 +574,19 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
                                  comments=False)))
     uses = len(contributions)
     if uses > 1:
+        # A branch is a step that reads the tensor: `W * W` reads it twice in one step, and a student who
+        # leaves out that step (a forgotten L2 term) leaves out both of its contributions.
         order = {step.name: i for i, step in enumerate(d.network.steps)}
-        consumers = sorted((c.consumer for c in contributions), key=lambda c: order.get(c, len(order)))
+        consumers = sorted(dict.fromkeys(c.consumer for c in contributions), key=lambda c: order.get(c, len(order)))
+        for consumer in dict.fromkeys(c.consumer for c in contributions) if len(consumers) > 1 else ():
+            kept = tuple(c for c in contributions if c.consumer != consumer)
+            slips.append(("missed-branch", missed_branch(tensor, consumers, consumer), consumer,
+                          render(gradient_name, tensor, kept, comments=False)))
+        reads = Counter(c.consumer for c in contributions)
         for i, c in enumerate(contributions):
-            slips.append(("missed-branch", missed_branch(tensor, consumers, c.consumer), c.consumer,
-                          render(gradient_name, tensor, contributions[:i] + contributions[i + 1:], comments=False)))
+            if reads[c.consumer] > 1:  # d(W * W) taken as W, not 2 W: one of the step's reads of the tensor left out
+                slips.append(("missed-factor", missed_factor(tensor, c.consumer, reads[c.consumer]), c.consumer,
+                              render(gradient_name, tensor, contributions[:i] + contributions[i + 1:], comments=False)))
         slips.append(("overwrite", "assigns each use's gradient with = where they must add up (+=): only the last "
                                    "one is left", "", render(gradient_name, tensor, contributions, comments=False,
                                                              overwrite=True)))

@@ -166,7 +166,11 @@ def _solution_region(solution: str, indent: str = "") -> list[str]:
 
 
 def _answer(cell_id: str, lines: list[str]):
-    return nbformat.v4.new_code_cell("\n".join(lines), metadata=_nbgrader(cell_id, solution=True))
+    """An answer cell, tagged `raises-exception` so that Run All goes on past it when it raises (a wrong
+    shape read by the next answer, say): every later check still prints, and each grades its own cell
+    with the true upstream gradients, as the grader does. nbgrader grades an error as it did before."""
+    return nbformat.v4.new_code_cell("\n".join(lines), metadata={**_nbgrader(cell_id, solution=True),
+                                                                 "tags": ["raises-exception"]})
 
 
 def blank(variable: str) -> str:
