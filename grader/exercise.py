@@ -55,13 +55,15 @@ FUNCTION = "function"  # a key of the dict a function defined by the cell return
 # them to the child and the judge keys its comparisons on them.
 CHAIN, LOCAL = "chain", "local"
 
+# What a step's code and every answer cell may call besides their inputs, by name.
+_CALL_NAMES = ("torch", "F")
 
 
 @functools.cache
 def calls() -> dict:
     """torch and torch.nn.functional as a step's code and every answer cell call them, imported here, on first
-    use, not with this module: a command that only reads what an exercise declares (`--help`, `course check`)
-    starts without torch's second of imports."""
+    use, not with this module: a command that imports it and computes nothing (`course check`, a canvas export
+    reading results) starts without torch's second of imports."""
     import torch
     import torch.nn.functional as F
 
@@ -84,7 +86,6 @@ class _Namespace(Mapping):
         return len(_CALL_NAMES)
 
 
-_CALL_NAMES = ("torch", "F")
 # What a step's code may call besides its inputs; the same names every answer cell is given.
 NAMESPACE = _Namespace()
 
