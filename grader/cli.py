@@ -3,8 +3,10 @@ heavy imports (torch, nbgrader, nbformat) happen inside the commands so that --h
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import threading
+import traceback
 from pathlib import Path
 
 import click
@@ -86,7 +88,38 @@ class Report:
             self.bar.render_finish()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _torch_fault(exc: BaseException | None) -> BaseException | None:
+    """torch failing to import, where `exc` is that or was raised while handling it (an exercise that cannot be
+    loaded, a course.yml whose exercise cannot): missing, or broken (raised while one of torch's own modules ran:
+    a shared library gone, a numpy it was not built for)."""
+    while exc is not None:
+        if isinstance(exc, ImportError) and exc.name == "torch":
+            return exc
+        if any(frame.name == "<module>" and f"{os.sep}torch{os.sep}" in frame.filename
+               for frame in traceback.extract_tb(exc.__traceback__)):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+class _Commands(click.Group):
+    """The commands, each importing torch only where it computes with tensors: one that needs it and cannot
+    import it says so in one line, as a fault of the environment, never with a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:  # noqa: BLE001 - re-raised unless torch's import is what failed
+            fault = _torch_fault(exc)
+            if fault is None:
+                raise
+            raise click.ClickException(
+                f"environment: torch cannot be imported ({type(fault).__name__}: {fault}); this command computes with "
+                "tensors: install PyTorch as the README's first command does (pip install torch numpy "
+                "--index-url https://download.pytorch.org/whl/cpu)") from None
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="backprop-ninja")
 def main():
     """Backpropagation by hand through an MLP language model: exercises, self-checks and a hidden grader."""

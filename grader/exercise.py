@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -36,11 +37,12 @@ import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from grader import syntax
+
+if TYPE_CHECKING:
+    import torch
 
 # Kinds of answer: how its cell is run and what it is compared with.
 ATOMIC = "atomic"  # assigns one gradient from the upstream gradients it is given: checked on the chain
@@ -53,8 +55,39 @@ FUNCTION = "function"  # a key of the dict a function defined by the cell return
 # them to the child and the judge keys its comparisons on them.
 CHAIN, LOCAL = "chain", "local"
 
+# What a step's code and every answer cell may call besides their inputs, by name.
+_CALL_NAMES = ("torch", "F")
+
+
+@functools.cache
+def calls() -> dict:
+    """torch and torch.nn.functional as a step's code and every answer cell call them, imported here, on first
+    use, not with this module: a command that imports it and computes nothing (`course check`, a canvas export
+    reading results) starts without torch's second of imports."""
+    import torch
+    import torch.nn.functional as F
+
+    return {"torch": torch, "F": F}
+
+
+class _Namespace(Mapping):
+    """What a step's code may call besides its inputs, by name; its values are `calls()`'s, imported when
+    first read (a line run, a cell's namespace made), while its names are known without importing anything."""
+
+    def __getitem__(self, key: str):
+        if key not in _CALL_NAMES:
+            raise KeyError(key)
+        return calls()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_CALL_NAMES)
+
+    def __len__(self) -> int:
+        return len(_CALL_NAMES)
+
+
 # What a step's code may call besides its inputs; the same names every answer cell is given.
-NAMESPACE = {"torch": torch, "F": F}
+NAMESPACE = _Namespace()
 
 # The names a notebook built from an exercise binds for itself (grader/lms/skeleton.py) besides the
 # exercise's functions and each one's `check_ex<part>`: a tensor of one of these names would be
@@ -101,9 +134,19 @@ def _step(name: str, code: str, known: tuple[str, ...] | set[str]) -> Step:
 def _bind(name: str, code: str, inputs: tuple[str, ...]) -> Callable[..., torch.Tensor]:
     """A plain function made once, when the exercise is defined: calling it runs no exec or eval, which
     the sandboxed child's audit hook would report against the cell that happened to be running."""
-    namespace = dict(NAMESPACE)
+    namespace = _Globals()
     exec(compile(f"def {name}({', '.join(inputs)}):\n    return {code}\n", f"<step {name}>", "exec"), namespace)  # noqa: S102
     return namespace[name]
+
+
+class _Globals(dict):
+    """A bound line's globals: torch and F are put in on the line's first run (see `calls`)."""
+
+    def __missing__(self, key: str):
+        if key not in _CALL_NAMES:
+            raise KeyError(key)
+        self.update(calls())
+        return self[key]
 
 
 # What a line written in numpy's habits needs in torch, by the call that fails.

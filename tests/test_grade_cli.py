@@ -309,6 +309,68 @@ def test_importing_the_cli_imports_no_heavy_dependency():
     assert done.returncode == 0, done.stderr
 
 
+def _a_graded_class(folder: Path) -> Path:
+    from grader.judge.scoring import Result, TestScore
+    from grader.outputs.results import write_result
+    from grader.vocabulary import Verdict
+
+    result = Result("ada/backprop_ninja", "submitted/ada/backprop_ninja/backprop_ninja.ipynb")
+    result.tests = [TestScore("dlogprobs", 1, 1, Verdict.CORRECT, "right"), TestScore("dprobs", 0, 1, Verdict.INCORRECT,
+                                                                                   "wrong")]
+    write_result(folder / "results", result)
+    return folder / "results"
+
+
+# Each staff command that computes with no tensor, as a user types it: torch's import is a second per call
+# (ten on a loaded machine), so none of them may pay it. (Loading an exercise draws trial tensors: report, the
+# grade-ids export, course init and solution load one.)
+TORCHLESS = (["--help"], ["course", "check", "course"], ["course", "formgrader", "course"],
+             ["export", "results", "--format", "canvas", "--out", "canvas.csv"], ["grade", "--help"])
+
+
+def test_commands_that_compute_with_no_tensor_never_import_torch(tmp_path):
+    _a_graded_class(tmp_path)
+    (tmp_path / "course").mkdir(mode=0o700)
+    code = ("import json, sys\nfrom grader import cli\ncodes = []\n"
+            "for args in json.loads(sys.argv[1]):\n"
+            "    try:\n        cli.main(args=args, prog_name='backprop-ninja')\n"
+            "    except SystemExit as exc:\n        codes.append(exc.code)\n"
+            "print(json.dumps([codes, sorted(m for m in sys.modules if m.partition('.')[0] == 'torch')]))\n")
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(TORCHLESS)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)})
+    codes, loaded = json.loads(done.stdout.splitlines()[-1])
+    # formgrader refuses a folder with no nbgrader_config.py, in one line; every other command succeeds
+    assert codes == [0, 0, 1, 0, 0], done.stderr
+    assert (tmp_path / "canvas.csv").is_file()
+    assert loaded == [], loaded
+
+
+@pytest.mark.parametrize("fault", ["missing", "broken"])
+def test_a_command_that_computes_without_torch_says_so_in_one_line_as_the_environments_fault(tmp_path, fault):
+    """A command that needs torch, where it is missing (a bare image) or broken (a shared library gone): one
+    line that names the environment, exit 1; the commands that compute nothing still work there."""
+    shadow = tmp_path / "shadow"
+    if fault == "missing":
+        (shadow).mkdir()
+        (shadow / "sitecustomize.py").write_text("import sys\nsys.modules['torch'] = None\n")
+    else:
+        (shadow / "torch").mkdir(parents=True)
+        (shadow / "torch" / "__init__.py").write_text(
+            "raise OSError('libtorch_cpu.so: cannot open shared object file: No such file or directory')\n")
+    _a_graded_class(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")])}
+    exe = shutil.which("backprop-ninja")
+    report = subprocess.run([exe, "report", "results"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                            env=env)
+    assert report.returncode == 1, report.stderr
+    assert report.stderr.startswith("Error: environment: torch cannot be imported ("), report.stderr
+    assert len(report.stderr.splitlines()) == 1 and "Traceback" not in report.stderr, report.stderr
+    assert ("ModuleNotFoundError" if fault == "missing" else "OSError: libtorch_cpu.so") in report.stderr
+    export = subprocess.run([exe, "export", "results", "--format", "canvas", "--out", "canvas.csv"],
+                            capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert export.returncode == 0, export.stderr
+
+
 class _Terminal(io.StringIO):
     def isatty(self):
         return True

@@ -565,11 +565,15 @@ def test_each_variant_written_out_is_an_exercise_file_that_grades_as_the_variant
 
 
 def test_the_variants_command_writes_one_out_and_names_the_list_for_a_wrong_name():
-    command = [sys.executable, "-c", "from grader.cli import main; main()", "variants"]
-    run = subprocess.run([*command, "makemore-mlp/relu-layernorm"], capture_output=True, text=True, check=True)
-    assert run.stdout == choice.exercise_file("relu-layernorm") and not run.stderr
-    wrong = subprocess.run([*command, "relu-nope"], capture_output=True, text=True)
-    assert wrong.returncode == 1 and wrong.stderr.strip() == \
+    """In this process (the listing's test above runs the command as a user does): the same output and exit."""
+    from click.testing import CliRunner
+
+    from grader.cli import main
+
+    run = CliRunner().invoke(main, ["variants", "makemore-mlp/relu-layernorm"])
+    assert run.exit_code == 0 and run.stdout == choice.exercise_file("relu-layernorm") and not run.stderr
+    wrong = CliRunner().invoke(main, ["variants", "relu-nope"])
+    assert wrong.exit_code == 1 and wrong.stderr.strip() == \
         "Error: unknown variant 'relu-nope': `backprop-ninja variants` lists them"
 
 

@@ -6,7 +6,7 @@ The nouns of the data path, in the order a submission's answers pass through the
 - Attempt (grader.sandbox.parent): every Outcome of one submission's sandboxed run, with its error.
 - Graded (grader.judge.suite): a submission beside its Attempt, as the hidden suite receives it.
 - Comparison (grader.judge.compare): one tensor compared with the expected one on one configuration.
-- ItemResult (grader.judge.suite): one test's judgement (grade id and check) of one submission.
+- ItemResult (here): one test's judgement (grade id and check) of one submission.
 - TestScore and Result (here): a grade id's points and vocabulary.Verdict, then a submission's
   TestScores and Flags: what results files, pages, reports and gradebooks are written from.
 
@@ -27,10 +27,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grader.exercise import DEFAULT
-from grader.judge.exam import CHAIN, LOCAL
-from grader.judge.suite import ERROR, PASSED, ItemResult
+from grader.exercise import CHAIN, DEFAULT, LOCAL
 from grader.vocabulary import Broadcast, Chain, Flag, Match, Status, Verdict
+
+# What the hidden suite (grader.judge.suite) found of one test of one submission, the first thing this module
+# reads: kept here, beside what it becomes, so that what reads results (report, exports) imports no suite.
+PASSED, WRONG, ERROR = "passed", "wrong", "error"
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    status: str  # PASSED, WRONG or ERROR (a bug in the suite itself, never the student's fault)
+    kind: str = ""
+    feedback: str = ""
+    extra: dict = field(default_factory=dict)  # measurements for the record, kept out of the feedback
+    mistake: str = ""
+
 
 # What a judged answer did that its result records as a flag, whatever it scored (Flag says which of
 # them are integrity flags and which errors the student fixes).

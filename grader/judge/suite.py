@@ -21,10 +21,10 @@ from grader import derive
 from grader.extract import Submission
 from grader.judge import neighbourhood
 from grader.judge.exam import Case, Training
+from grader.judge.scoring import ERROR, PASSED, WRONG, ItemResult
 from grader.sandbox.parent import Attempt
 from grader.vocabulary import Match
 
-PASSED, WRONG, ERROR = "passed", "wrong", "error"
 # The course, in the pytest config's stash while the suite is collected: a suite parametrizes its tests
 # by the grade ids of the exercise the course grades (`config.stash[COURSE].exercise`).
 COURSE = pytest.StashKey()
@@ -55,15 +55,6 @@ class Note:
 class Graded:
     submission: Submission
     attempt: Attempt
-
-
-@dataclass(frozen=True)
-class ItemResult:
-    status: str  # PASSED, WRONG or ERROR (a bug in the suite itself, never the student's fault)
-    kind: str = ""
-    feedback: str = ""
-    extra: dict = field(default_factory=dict)  # measurements for the record, kept out of the feedback
-    mistake: str = ""
 
 
 ItemResults = dict[str, dict[tuple[str, str], ItemResult]]  # {submission id: {(grade_id, check): result}}

@@ -210,13 +210,14 @@ def _warm_up() -> None:
     import torch
     import torch.nn.functional  # noqa: F401
 
-    import grader.exercise  # noqa: F401
+    import grader.exercise
     import grader.sandbox.autograd_watch  # noqa: F401
     import grader.sandbox.child
     import grader.sandbox.jail  # noqa: F401
     from grader.sandbox import protocol, seccomp
 
     torch.set_num_threads(1)
+    grader.exercise.calls()  # what a step and a cell call, bound before any child runs
     protocol.encode({}, {"values": torch.linspace(-1, 1, 6, dtype=torch.float64)})
     grader.sandbox.child.warm_up()
     if platform.machine() in seccomp.ARCHES:
