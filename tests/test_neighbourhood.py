@@ -159,6 +159,8 @@ def test_a_kind_of_mistake_is_named_in_any_exercise(spec, grade_id, code, senten
     # values alone could only say which dimension is not summed
     ("tanh-batchnorm", "dcounts_sum", "dcounts_sum = (-counts_sum**-2) * dprobs",
      "your dcounts_sum reads dprobs where the derivative needs dcounts_sum_inv"),
+    # another tensor's whole gradient, in its shape: the comparison tells the shape, the code what was read
+    ("tanh-batchnorm", "db1", "db1 = dbnbias", "your db1 reads dbnbias where the derivative needs dhprebn"),
     # a time step's neighbour read in one use of a weight shared over time
     (RNN, "dWh", "dWh = h2.T @ ((1 - h3**2) * dh3) + h2.T @ ((1 - h2**2) * dh2)",
      "your dWh reads h2 where the derivative needs h1"),

@@ -192,7 +192,7 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     searches = {"candidates": lambda case, got, keys: made(neighbourhood.candidates(case, answer, check)),
                 "tensor factors": factors}
     if answer is own:  # a function's code is not its gradient's one-step cell
-        searches["reads"] = lambda case, got, keys: made(neighbourhood.read_swaps(case, answer, check, code))
+        searches["reads"] = lambda case, got, keys: made(neighbourhood.read_swaps(case, answer, check, code, got))
     if block is not None:
         searches["inside"] = lambda case, got, keys: made(neighbourhood.inside(
             case, block, CHAIN if block.kind == FUNCTION else check, None if keys is None else set(keys), got))

@@ -609,13 +609,14 @@ def _run_derived(case: Case, answer: Answer, check: str, code: str) -> torch.Ten
 _MOST_SWAPPED, _MOST_SWAPS = 4, 160
 
 
-def read_swaps(case: Case, answer: Answer, check: str, code: str | None) -> list[Candidate]:
+def read_swaps(case: Case, answer: Answer, check: str, code: str | None, got: torch.Tensor) -> list[Candidate]:
     """What the answer's code reads against what the rule table's cell reads: the derived cell with some of its
     names read as others the code reads. Every name the derived cell reads and the code does not is swapped
     for one, and every name the code reads and the derived cell does not is one swapped in; a name both read
     may be swapped too (a time step shifted in every use: h2 read as h1, h3 as h2). Its sentence comes from
     the code and is said only where the values confirm it (the answer equals the swapped cell on every
-    configuration): the code is parsed here, never run."""
+    configuration; a shape that differs by size-1 dimensions alone is the comparison's to tell, so the swapped
+    cell is compared in the answer's): the code is parsed here, never run."""
     gradient = (_derived(case.exercise) or {}).get(answer.variable)
     if gradient is None or not code or answer.kind != ATOMIC:
         return []
@@ -653,10 +654,16 @@ def read_swaps(case: Case, answer: Answer, check: str, code: str | None) -> list
                     return out
                 pairs = list(zip(olds, news, strict=True))
                 value = _run_derived(case, answer, check, _renamed(gradient.code, dict(pairs)))
+                if value is not None and value.shape != got.shape and _squeezed(value.shape) == _squeezed(got.shape):
+                    value = value.reshape(got.shape)
                 if value is not None:
                     said = Chain.reads_instead(", ".join(news), ", ".join(olds))
                     out.append(Candidate(f"reads:{pairs}", said, value))
     return out
+
+
+def _squeezed(shape: torch.Size) -> tuple[int, ...]:
+    return tuple(size for size in shape if size != 1)
 
 
 @functools.lru_cache(maxsize=1024)
