@@ -417,6 +417,12 @@ class Chain:
         return f"uses {other} where {what} needs {role}"
 
     @staticmethod
+    def reads_instead(read: str, needed: str) -> str:
+        """Names the cell's code reads in place of those the derivative needs (each a name, or several in the same
+        order), said only where the values confirm it (the right cell reading them instead gives the answer)."""
+        return f"reads {read} where the derivative needs {needed}"
+
+    @staticmethod
     def forward_value(consumer: str, upstream: str) -> str:
         return f"uses {consumer}, the forward value, where the upstream gradient {upstream} is needed"
 

@@ -19,11 +19,12 @@ from grader.sandbox.parent import Attempt, Outcome
 AUTOTESTS = Path(__file__).resolve().parents[1] / "autotests"
 
 
-def _graded(name: str, cases, answer_of) -> suite.Graded:
-    """A submission whose every answer, on every case and check, is `answer_of(answer, case, check)`."""
+def _graded(name: str, cases, answer_of, cells: dict[str, str] | None = None) -> suite.Graded:
+    """A submission whose every answer, on every case and check, is `answer_of(answer, case, check)`; `cells`:
+    the source of some of its answer cells, as the grader extracts them."""
     outcomes = {(a.grade_id, check, case.config.name): Outcome("tensor", tensor=answer_of(a, case, check))
                 for a in cases[0].exercise.answers for check in checks(a) for case in cases}
-    return suite.Graded(Submission(name, Path(f"{name}.ipynb")), Attempt(outcomes))
+    return suite.Graded(Submission(name, Path(f"{name}.ipynb"), cells=cells or {}), Attempt(outcomes))
 
 
 def test_the_hidden_suite_grades_any_exercise():
@@ -39,16 +40,22 @@ def test_the_hidden_suite_grades_any_exercise():
             return n * right(answer, case, check)
         if answer.grade_id == "dh" and check == CHAIN:
             return (case.values["h"] > 0) * case.truth["da"]
+        if answer.grade_id == "dW" and check == CHAIN:  # the cell below: h read where e is needed
+            return case.values["h"].T @ case.truth["dh"]
         return right(answer, case, check)
 
     course = SimpleNamespace(exercise=exercise, tolerance=Tolerance(), feedback=Feedback())
-    results = suite.run({"right": _graded("right", cases, right), "wrong": _graded("wrong", cases, wrong)},
+    cells = {exercise.by_grade_id["dW"].cell_id: "dW = h.T @ dh\n"}
+    results = suite.run({"right": _graded("right", cases, right), "wrong": _graded("wrong", cases, wrong, cells)},
                         cases, None, course, AUTOTESTS)
     expected = {(a.grade_id, check) for a in exercise.answers for check in checks(a)}
     assert set(results["right"]) == expected, "one result per answer and check, and no training check"
     assert {r.status for r in results["right"].values()} == {suite.PASSED}
     failed = {key: r for key, r in results["wrong"].items() if r.status != suite.PASSED}
-    assert sorted(failed) == [("dh", CHAIN), ("fit_db", CHAIN)]
+    assert sorted(failed) == [("dW", CHAIN), ("dh", CHAIN), ("fit_db", CHAIN)]
+    # The cell's code says which tensor it reads in place of e; its values confirm it (another shape, so no
+    # search of the values alone names it).
+    assert failed[("dW", CHAIN)].mistake == "your dW reads h where the derivative needs e"
     assert failed[("fit_db", CHAIN)].feedback.startswith("b: wrong values")
     assert failed[("fit_db", CHAIN)].mistake == "your db is n times too large"
     assert failed[("dh", CHAIN)].mistake.startswith("your dh misses the branch through z")

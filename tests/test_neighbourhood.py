@@ -40,10 +40,12 @@ def _run(code: str, case, answer, check: str) -> torch.Tensor:
     return namespace[answer.variable].detach().to(torch.float64)
 
 
-def said(variant: str, grade_id: str, code: str, check: str = CHAIN) -> str | None:
+def said(variant: str, grade_id: str, code: str, check: str = CHAIN, *, read: bool = False) -> str | None:
+    """What the search names for a cell holding `code`; `read`: given the cell's source too, as the grader is."""
     cases = _cases(variant)
     answer = cases[0].exercise.by_grade_id[grade_id]
-    return name([(case, _run(code, case, answer, check)) for case in cases], answer, check, RTOL, ATOL)
+    return name([(case, _run(code, case, answer, check)) for case in cases], answer, check, RTOL, ATOL,
+                code=code if read else None)
 
 
 RNN = "grader/exercises/gallery/rnn.py:EXERCISE"
@@ -150,6 +152,28 @@ CONV, SOFTMAX_L2 = (f"tests/corpus/blind/issue35/networks/{n}.py:EXERCISE" for n
 ])
 def test_a_kind_of_mistake_is_named_in_any_exercise(spec, grade_id, code, sentence):
     assert (said(spec, grade_id, code) or "").startswith(sentence)
+
+
+@pytest.mark.parametrize("spec, grade_id, code, sentence", [
+    # an older upstream gradient read where the one the step passes back flows: another shape, so the
+    # values alone could only say which dimension is not summed
+    ("tanh-batchnorm", "dcounts_sum", "dcounts_sum = (-counts_sum**-2) * dprobs",
+     "your dcounts_sum reads dprobs where the derivative needs dcounts_sum_inv"),
+    # another tensor's whole gradient, in its shape: the comparison tells the shape, the code what was read
+    ("tanh-batchnorm", "db1", "db1 = dbnbias", "your db1 reads dbnbias where the derivative needs dhprebn"),
+    # a time step's neighbour read in one use of a weight shared over time
+    (RNN, "dWh", "dWh = h2.T @ ((1 - h3**2) * dh3) + h2.T @ ((1 - h2**2) * dh2)",
+     "your dWh reads h2 where the derivative needs h1"),
+])
+def test_a_name_the_code_reads_in_place_of_another_is_said_where_the_values_confirm_it(spec, grade_id, code,
+                                                                                     sentence):
+    assert said(spec, grade_id, code, read=True) == sentence
+    assert said(spec, grade_id, code) != sentence, "the code, not the values alone, says which name"
+
+
+def test_a_name_the_code_reads_is_not_said_where_the_values_deny_it():
+    code = "dcounts_sum = (-counts_sum**-2) * dprobs.sum(1, keepdim=True)"
+    assert "reads" not in (said("tanh-batchnorm", "dcounts_sum", code, read=True) or "")
 
 
 def test_a_slip_inside_a_fused_cell_is_named_at_the_step_it_enters():

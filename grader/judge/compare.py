@@ -315,7 +315,7 @@ def _shown(comparison: Comparison, case, cases, outcomes, answer, check: str, to
 
 
 def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named", catalogue=None,
-          not_run: str = "the cell was not run", public: bool = False) -> Failure | None:
+          not_run: str = "the cell was not run", public: bool = False, code: str | None = None) -> Failure | None:
     """None when the answer is right on every scored case, else why not, for the student.
 
     `outcomes` maps a case's name to what the cell produced there (status, detail, tensor). Both the
@@ -327,6 +327,7 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
     a count or a difference comes from the unscored lecture-sized configuration (whose seed is public)
     when it shows the same failure, else a fixed sentence says what kind of failure it was. `public`:
     every configuration is public (the self-check's own batches), so each one's detail may be shown.
+    `code`: the answer cell's source, which the search reads for the names it reads (never runs).
     """
     probe = next((c for c in cases if not c.config.scored), None)
     failures = []
@@ -370,7 +371,7 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
                 mistake = catalogue(case, tensor=outcomes[case.config.name].tensor) or ""
             # A factor found on hidden configurations alone is the student's code's choice, not shown.
             factor = public or any(c is probe for c, _ in tensors)
-            mistake = mistake or name(tensors, answer, check, tol.rtol, tol.atol, factor=factor) or ""
+            mistake = mistake or name(tensors, answer, check, tol.rtol, tol.atol, factor=factor, code=code) or ""
             if not mistake and catalogue and not first_catalogue:
                 mistake = catalogue(case, tensor=outcomes[case.config.name].tensor) or ""
         named = bool(mistake)

@@ -142,10 +142,11 @@ def counterpart(exercise: Exercise, answer: Answer) -> tuple[Answer, str] | None
 
 
 def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, rtol: float, atol: float, *,
-         factor: bool = True) -> str | None:
+         factor: bool = True, code: str | None = None) -> str | None:
     """The mistake the answer's values equal on every configuration given, in a sentence about the
     student's code; None when no candidate fits them all. Without `factor`, a constant factor the
-    answer is off by is named but not given (the configurations it was seen on are hidden)."""
+    answer is off by is named but not given (the configurations it was seen on are hidden). `code`: the
+    answer cell's source, when the caller has it, read (never run) for the names it reads."""
     # A function's answer is the key it returns (C): its sentences name the gradient (dC), as a cell's do.
     variable = f"d{answer.source}" if answer.kind == FUNCTION else answer.variable
     # A fused cell and a function run a whole block: a step inside it may be wrong. A function's gradient
@@ -154,6 +155,7 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     block = answer if answer.kind in (FUSED, FUNCTION) else None
     if any(got.is_meta or got.layout != torch.strided for _, got in tensors):
         return None  # no values to name a mistake by (the comparison said what the tensor is)
+    own = answer
     if tensors:
         answer, check = counterpart(tensors[0][0].exercise, answer) or (answer, check)
     tensors = [(case, got.detach().to(torch.float64)) for case, got in tensors]
@@ -189,6 +191,8 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
 
     searches = {"candidates": lambda case, got, keys: made(neighbourhood.candidates(case, answer, check)),
                 "tensor factors": factors}
+    if answer is own:  # a function's code is not its gradient's one-step cell
+        searches["reads"] = lambda case, got, keys: made(neighbourhood.read_swaps(case, answer, check, code, got))
     if block is not None:
         searches["inside"] = lambda case, got, keys: made(neighbourhood.inside(
             case, block, CHAIN if block.kind == FUNCTION else check, None if keys is None else set(keys), got))

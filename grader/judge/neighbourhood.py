@@ -577,18 +577,111 @@ def slip_values(case: Case, answer: Answer, check: str) -> list[tuple[str, str, 
         key = f"slip:{slip.name}:{slip.consumer}" if slip.consumer else f"slip:{slip.name}"
         seen[key] += 1
         key += f"#{seen[key]}" if seen[key] > 1 else ""
-        namespace = {k: v.clone() if isinstance(v, torch.Tensor) else v
-                     for k, v in {**case.values, **case.upstream(answer, check)}.items()}
-        namespace.update(case.sizes, torch=torch, F=F)
-        try:
-            exec(compile(slip.code, f"<slip {slip.name}>", "exec"), namespace)  # noqa: S102 - derived, not a student's
-        except Exception:  # noqa: BLE001 - a slip that cannot run on this case is no candidate here
-            continue
-        value = namespace.get(answer.variable)
+        value = _run_derived(case, answer, check, slip.code)
         # A slip that changes the shape is told more exactly by the shape hints (which dimension, keepdim).
-        if isinstance(value, torch.Tensor) and value.shape == shape:
-            found.append((key, slip.sentence, value.detach().to(torch.float64)))
+        if value is not None and value.shape == shape:
+            found.append((key, slip.sentence, value))
     return found
+
+
+def _readable(case: Case, answer: Answer, check: str) -> dict:
+    """What a cell of this answer may read on this case and check: forward values, the upstream gradients
+    given to it, the sizes."""
+    return {**case.values, **case.upstream(answer, check), **case.sizes}
+
+
+@functools.lru_cache(maxsize=4096)  # a class's answers that read the same swapped names share one run
+def _run_derived(case: Case, answer: Answer, check: str, code: str) -> torch.Tensor | None:
+    """The answer's variable after `code`, derived by the rule table from the exercise's forward lines (never a
+    student's), run here on this case; None where it cannot run."""
+    namespace = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in _readable(case, answer, check).items()}
+    namespace.update(torch=torch, F=F)
+    try:
+        exec(compile(code, f"<derived {answer.variable}>", "exec"), namespace)  # noqa: S102 - derived, not a student's
+    except Exception:  # noqa: BLE001 - a variant that cannot run on this case is no candidate here
+        return None
+    value = namespace.get(answer.variable)
+    return value.detach().to(torch.float64) if isinstance(value, torch.Tensor) else None
+
+
+# At most this many names read in place of others at once (a time step shifted in every use reads each of a
+# step's tensors at its neighbour), and at most this many swaps tried per answer and case.
+_MOST_SWAPPED, _MOST_SWAPS = 4, 160
+
+
+def read_swaps(case: Case, answer: Answer, check: str, code: str | None, got: torch.Tensor) -> list[Candidate]:
+    """What the answer's code reads against what the rule table's cell reads: the derived cell with some of its
+    names read as others the code reads. Every name the derived cell reads and the code does not is swapped
+    for one, and every name the code reads and the derived cell does not is one swapped in; a name both read
+    may be swapped too (a time step shifted in every use: h2 read as h1, h3 as h2). Its sentence comes from
+    the code and is said only where the values confirm it (the answer equals the swapped cell on every
+    configuration; a shape that differs by size-1 dimensions alone is the comparison's to tell, so the swapped
+    cell is compared in the answer's): the code is parsed here, never run."""
+    gradient = (_derived(case.exercise) or {}).get(answer.variable)
+    if gradient is None or not code or answer.kind != ATOMIC:
+        return []
+    written = _names_read(code)
+    if written is None:
+        return []
+    readable = _readable(case, answer, check)
+    written = [w for w in written if w in readable and w != answer.variable]
+    reads = [r for r in gradient.reads if r in readable]
+    needed = [r for r in reads if r not in written]
+    extra = {w for w in written if w not in reads}
+    if not needed or len(needed) > _MOST_SWAPPED or len(written) > 3 * _MOST_SWAPPED:
+        return []
+    shared = [r for r in reads if r in written]
+
+    def fits(old: str, new: str) -> bool:
+        """A name is swapped for another of its shape (a neighbour), or, where the derived cell reads the new name
+        nowhere, for any (an older upstream gradient of another shape): a name swapped for one the derived cell
+        reads elsewhere in another shape is no reading but a shape left out, which the shape hints tell."""
+        if old == new:
+            return False
+        a, b = readable[old], readable[new]
+        return new in extra or isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+
+    out: list[Candidate] = []
+    tried = 0
+    for more in range(_MOST_SWAPPED - len(needed) + 1):
+        for also in itertools.combinations(shared, more):
+            olds = (*needed, *also)
+            for news in itertools.permutations(written, len(olds)):
+                if not extra <= set(news) or not all(map(fits, olds, news)):
+                    continue
+                tried += 1
+                if tried > _MOST_SWAPS:
+                    return out
+                pairs = list(zip(olds, news, strict=True))
+                value = _run_derived(case, answer, check, _renamed(gradient.code, dict(pairs)))
+                if value is not None and value.shape != got.shape and _squeezed(value.shape) == _squeezed(got.shape):
+                    value = value.reshape(got.shape)
+                if value is not None:
+                    said = Chain.reads_instead(", ".join(news), ", ".join(olds))
+                    out.append(Candidate(f"reads:{pairs}", said, value))
+    return out
+
+
+def _squeezed(shape: torch.Size) -> tuple[int, ...]:
+    return tuple(size for size in shape if size != 1)
+
+
+@functools.lru_cache(maxsize=1024)
+def _names_read(code: str) -> tuple[str, ...] | None:
+    """The names a cell's code loads, in order, each once; None when it does not parse."""
+    try:
+        tree = syntax.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return tuple(dict.fromkeys(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)))
+
+
+def _renamed(code: str, names: dict[str, str]) -> str:
+    tree = syntax.parse(code)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
+            node.id = names[node.id]
+    return ast.unparse(tree)
 
 
 def _rule_slips(case: Case, answer: Answer, check: str) -> list[Candidate]:
@@ -613,10 +706,11 @@ def _rule_slips(case: Case, answer: Answer, check: str) -> list[Candidate]:
 # simpler account of an answer that also equals a derivative read at a tensor where it is 1 everywhere.
 PREFERENCE = ("zeros", "named", "slips", "indexing", "reductions", "generic", "twice", "chain", "elementwise",
               "operands", "substitutions", "neighbours")
-# After every family of `candidates`, each searched only when none before it fits (each costs more to make): an
-# answer off by a factor that is a tensor (`tensor_factors`), then a step's mistake inside a fused block
-# (`inside`, whose candidates go in PREFERENCE's order too).
-SEARCHES = ("candidates", "tensor factors", "inside")
+# After every family of `candidates`, each searched only when none before it fits (each costs more to make): the
+# names the answer's code reads in place of the derived cell's (`read_swaps`), an answer off by a factor that is
+# a tensor (`tensor_factors`), then a step's mistake inside a fused block (`inside`, whose candidates go in
+# PREFERENCE's order too).
+SEARCHES = ("candidates", "reads", "tensor factors", "inside")
 
 
 @functools.lru_cache(maxsize=4096)  # Case hashes by identity: a class reuses each case's neighbourhood

@@ -142,7 +142,8 @@ def judge(submission, cases: list[Case], course, answer: Answer, check: str, kno
     hints = course.feedback.hints
     failure = judge_answer(outcomes, cases, answer, check, course.tolerance, hints=hints,
                            catalogue=_catalogue(known, submission, answer, check, course.tolerance, hints),
-                           not_run=submission.attempt.error or "the cell was not run")
+                           not_run=submission.attempt.error or "the cell was not run",
+                           code=submission.submission.cells.get(answer.cell_id))
     if failure:
         raise Wrong(failure.feedback, failure.kind, failure.mistake)
 

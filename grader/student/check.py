@@ -720,7 +720,8 @@ class SelfCheck:
         cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
         # Every batch here is public (the self-check's own, and the notebook's): all of it may be shown.
         failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
-                                 self.tolerance, hints=self.hints, public=True) for check in checks(answer)}
+                                 self.tolerance, hints=self.hints, public=True, code=source)
+                    for check in checks(answer)}
         if failures[CHAIN] is not None:
             return self._failed(failures[CHAIN], failures.get(LOCAL)) + self._written_sizes(failures[CHAIN], source)
         if not comparison.passed and notebook is not None:
