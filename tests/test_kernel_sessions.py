@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 import re
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -44,15 +47,25 @@ def check_cells_before_the_setup_and_after_a_restart_say_what_to_run(kernel):
     for grade_id in ("dlogprobs", "ex2_dlogits", "ex4_dC", "training"):
         assert "not checked: run the notebook's setup cells first" in kernel.check(grade_id) \
             if grade_id != "training" else "run the notebook's setup cells first" in kernel.run("check_ex4_training")[0]
+    # Those lines need nothing heavy: the check cells imported no torch (6-13 s on a loaded machine, the trial's
+    # longest wait). Once the setup imports it, the self-check records every cell (the sessions below need it).
+    assert kernel.run("scratch", "import sys\nprint('torch' in sys.modules)\n")[0] == "False\n"
     setup(kernel, full=True)
-    # Skipped answer cells: never assigned since the kernel started.
-    assert "not attempted yet: dprobs was never assigned since the kernel started" in kernel.check("dprobs")
+    # Skipped answer cells: never assigned since the kernel started. The cell run just before (the setup's
+    # forward pass) is no misspelt answer cell.
+    unrun = ("not run yet: {0} has not been assigned since the kernel started: run its answer cell above (after a "
+             "restart the kernel holds none of your answers: run the setup and your cells from the top, Run > Run All "
+             "Above Selected Cell)")
+    line = kernel.check("dprobs")
+    assert line == f"dprobs         | {unrun.format('dprobs')}", line
     kernel.run("dlogprobs")
     assert right(kernel.check("dlogprobs"))
     kernel.restart()
     assert "run the notebook's setup cells first" in kernel.check("dlogprobs")
+    # The trial's s05: after a restart the answers are lost, not "not attempted yet".
     setup(kernel, full=True)
-    assert "dlogprobs was never assigned since the kernel started" in kernel.check("dlogprobs")
+    line = kernel.check("dlogprobs")
+    assert line == f"dlogprobs      | {unrun.format('dlogprobs')}", line
 
 
 def a_syntax_error_is_the_graders_refusal_and_later_checks_still_run(kernel):
@@ -175,6 +188,13 @@ def exercise_4_checks_never_raise(kernel):
     kernel.run("setup_ex4_check")
     line = kernel.check("ex4_dC")
     assert "WRONG" in line and "your dC keeps one use of each index repeated in Xb" in line, line
+    # The trial's s18: the training line said only where the losses part; it names the gradients behind it.
+    kernel.run("ex4_backward", CELLS["ex4_backward"].replace("n / (n - 1) * bnraw", "bnraw"))
+    kernel.run("setup_ex4_check")
+    out, _, _ = kernel.run("check_ex4_training")
+    assert out.startswith("training       | WRONG: diverges from autograd at step") and \
+        "; the gradients behind it: your dC and dW1 from manual_backward are not autograd's at step 1 (their " \
+        "lines above say how)" in out, out
     kernel.run("ex4_backward")
     kernel.run("setup_ex4_check")
     assert right(kernel.check("ex4_dC"))
@@ -191,8 +211,15 @@ def sizes_say_which_batch_and_partial_credit_is_announced(kernel):
     line = kernel.check("dcounts_sum_inv")
     assert line.startswith("dcounts_sum_inv| WRONG (right values, wrong shape; the grader gives half its points): "
                            "dcounts_sum_inv: shape ("), line
-    assert re.search(r"\(on the self-check's own batch: n=\d+, vocab=\d+, .*; your notebook's: n=32, vocab=27, "
-                     r"block_size=3, n_embd=10, n_hidden=64\)", line), line
+    # The trial: every WRONG line carried all five sizes of two batches; only the size the line quotes is said.
+    assert re.search(r"shape \((\d+),\), expected \(\1, 1\): right values, but a size-1 dimension is missing or "
+                     r"extra \(on the self-check's own batch, where n=\1; yours: n=32\); missing keepdim=True",
+                     line), line
+    kernel.run("dcounts_sum_inv", "dcounts_sum_inv = (counts * dprobs).sum(1, keepdim=True) * 2\n")
+    line = kernel.check("dcounts_sum_inv")
+    assert re.search(r"wrong values \(max abs diff [\d.e-]+\) \(on the self-check's own batch\); your "
+                     r"dcounts_sum_inv ", line), line
+    kernel.run("dcounts_sum_inv")
     for cell in EX1[2:6]:
         kernel.run(cell)
     kernel.run("dlogit_maxes", "dlogit_maxes = torch.zeros_like(logit_maxes)\n")
@@ -204,6 +231,37 @@ def sizes_say_which_batch_and_partial_credit_is_announced(kernel):
 EX1 = ("dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts", "dnorm_logits", "dlogit_maxes", "dlogits",
        "dh", "dW2", "db2", "dhpreact", "dbngain", "dbnbias", "dbnraw", "dbnvar_inv", "dbnvar", "dbndiff2", "dbndiff",
        "dbnmeani", "dhprebn")
+
+
+def trial_a_cell_edited_and_saved_but_not_run_is_named(kernel):
+    """The trial's s08: the cell fixed in the editor (autosaved), not run: the check said again what was
+    wrong with the code the kernel ran. jupyter_server names the notebook's file to the kernel
+    (JPY_SESSION_NAME, which ipykernel sets as `__session__`); the file is saved as JupyterLab saves it."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "backprop_ninja.ipynb"
+        kernel.run("scratch", f"__session__ = {str(path)!r}\n")
+        setup(kernel)
+        wrong = "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[range(n), Yb] = 1.0 / n\n"
+
+        def save(code: str):
+            nb = nbformat.from_dict(SOLVED)
+            next(c for c in nb.cells if c.get("id") == "dlogprobs").source = code
+            nbformat.write(nb, path)
+
+        save(wrong)  # saved before it ran: what ran is what the file holds
+        kernel.run("dlogprobs", wrong)
+        assert "WRONG" in kernel.check("dlogprobs")
+        time.sleep(0.05)
+        save("# fixed, with a comment\n" + CELLS["dlogprobs"].replace("-1 / n", "- 1/n"))  # edited, not run
+        assert kernel.check("dlogprobs") == (
+            "dlogprobs      | not checked: dlogprobs's cell was edited after it last ran (your saved notebook holds "
+            "other code than the kernel ran, which is what this check would judge): run it, then this check")
+        kernel.run("dlogprobs")  # the same code, but for a comment and layout
+        assert right(kernel.check("dlogprobs"))
+        # A file saved before the cell last ran holds older code, which says nothing of an edit.
+        kernel.run("dlogprobs", wrong)
+        assert "WRONG" in kernel.check("dlogprobs")
+        kernel.run("scratch", "del __session__\n")
 
 
 def stale_values_and_a_cascade_are_named(kernel):
@@ -416,7 +474,7 @@ def trial_without_cell_ids_after_a_restart(kernel):
     for cell in EX1[1:7]:
         kernel.run(cell, send_id=False)
     line = kernel.check("dlogits", send_id=False)
-    assert line == ("dlogits        | not attempted yet: this cell has not run since the kernel started; your dlogits "
+    assert line == ("dlogits        | not run yet: this cell has not run since the kernel started; your dlogits "
                     "is the value ex2_dlogits's cell (exercise 2) assigned: run this cell, then this check"), line
     kernel.run("dlogits", "dlogits = dnorm_logits.clone()\n", send_id=False)
     line = kernel.check("dlogits", send_id=False)  # the pointer names this answer's reference alone
@@ -509,6 +567,7 @@ def test_scripted_student_sessions():
                         cells_out_of_order_odd_values_and_the_old_call_form,
                         exercise_4_checks_never_raise,
                         sizes_say_which_batch_and_partial_credit_is_announced,
+                        trial_a_cell_edited_and_saved_but_not_run_is_named,
                         stale_values_and_a_cascade_are_named,
                         an_answer_changed_in_place_by_a_later_cell_is_named_there,
                         an_augmented_assignment_on_an_earlier_answer_is_named_where_it_happens,
