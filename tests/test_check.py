@@ -9,7 +9,7 @@ import torch
 
 from grader.exercise import Sizes
 from grader.exercises.makemore_mlp import EXERCISE
-from grader.student.check import SelfCheck
+from grader.student.selfcheck import SelfCheck
 from solutions import reference
 
 # H != V (a transposed dW2 has another shape), n*block_size > vocab (repeated indices), n not 2.
