@@ -442,6 +442,64 @@ def trial_exercise_4_wrong_keys_and_stale_gradients(kernel):
                     "with an error (its output names it): run the cells above it that it needs, then it again"), line
     kernel.run("setup_ex4_forward")
     kernel.run("setup_ex4_check")
+    # Trial 3's t04: a function that also steps the parameters it is given passed; the notebook's own training
+    # loop then steps W2 and b2 twice.
+    stepping = CELLS["ex4_backward"].replace("    return {", "    for k, d in [('W2', dW2), ('b2', db2)]:\n"
+                                                           "        params[k] -= 0.1 * d\n    return {")
+    for code, said in ((stepping, "50 steps match autograd: loss "),
+                       # t02: dC kept between calls (a forgotten zero_grad) showed a float/double error, unexplained
+                       ("memo = {}\n" + CELLS["ex4_backward"].replace(
+                           "dC = torch.zeros_like(C).index_add(",
+                           "dC = memo.setdefault('C', torch.zeros_like(C)).index_add_("),
+                        "WRONG: manual_backward raised RuntimeError at training step 1: "),
+                       # t11: a tuple returned: "no tensor of the right shape for C"
+                       (CELLS["ex4_backward"].replace('return {"C": dC, "W1": dW1, "b1": db1, "W2": dW2, "b2": db2, '
+                                                      '"bngain": dbngain, "bnbias": dbnbias}',
+                                                      "return dC, dW1, db1, dW2, db2, dbngain, dbnbias"),
+                        "WRONG: at training step 1, manual_backward gave no tensor of the right shape for C (it "
+                        "returns a tuple, not a dict of gradients by parameter name)")):
+        assert code != CELLS["ex4_backward"]
+        kernel.run("ex4_backward", code)
+        kernel.run("setup_ex4_check")
+        out, _, _ = kernel.run("check_ex4_training")
+        assert out.startswith(f"training       | {said}"), out
+        if code is stepping:
+            assert out.endswith(" — but manual_backward changes W2 and b2, which it is given, in place: a training "
+                                "loop then also steps them by that change; return the gradients and change nothing "
+                                "it is given\n"), out
+        elif "memo" in code:
+            assert "(manual_backward is called with float64 tensors here and by the grader: a tensor it makes with a " \
+                   "fixed dtype (torch.zeros(shape) is float32; torch.zeros_like(x) follows x) or keeps from an " \
+                   "earlier call does not match them)" in out, out
+    # t42: torch.zeros(C.shape) is float32: each of the seven lines quoted a float/double error only.
+    kernel.run("ex4_backward", CELLS["ex4_backward"].replace("torch.zeros_like(C)", "torch.zeros(C.shape)"))
+    kernel.run("setup_ex4_check")
+    line = kernel.check("ex4_dW2")
+    assert line.startswith("ex4_dW2        | WRONG: ") and "RuntimeError" in line and "is called with float64 " \
+        "tensors here and by the grader" in line, line
+    kernel.run("ex4_backward")
+    kernel.run("setup_ex4_check")
+
+
+def trial3_a_blank_answer_above_and_a_forward_name_reassigned_are_named(kernel):
+    """Trial 3: Run All with dbnvar left blank made every later check say "its answer cell stopped with an error
+    ...: run the cells above it" (V2); `h = dlogits @ W2.T` (a typo for dh) made dh's check ask to run the
+    forward and backward cells, which had run (V7)."""
+    answered(kernel, EX1[:16])
+    kernel.run("dbnvar", "dbnvar = None  # TODO\n")
+    kernel.run("scratch", "del dbndiff2\n")
+    _, _, error = kernel.run("dbndiff2", "dbndiff2 = 1.0 / (n - 1) * torch.ones_like(bndiff2) * dbnvar\n")
+    assert error == "TypeError"
+    line = kernel.check("dbndiff2")
+    assert line == ("dbndiff2       | not checked: dbndiff2 is not assigned: its answer cell stopped with an error "
+                    "when it last ran, reading dbnvar above, which is not attempted yet: answer dbnvar, then run the "
+                    "cells from dbnvar's down to this one"), line
+    kernel.run("dh", "h = dlogits @ W2.T\n")
+    kernel.run("dh")
+    line = kernel.check("dh")
+    assert line.startswith("dh             | no autograd gradient on h: h is not the forward pass's tensor (a cell "
+                           "assigned it since"), line
+    answered(kernel, EX1[:18])
 
 
 def trial_without_cell_ids_after_a_restart(kernel):
@@ -464,6 +522,9 @@ def trial_without_cell_ids_after_a_restart(kernel):
     assert line == ("ex4_dW2        | not checked: manual_backward is not defined since the kernel started: run its "
                     "cell above, then the cell after it, which calls it"), line
     kernel.run("dlogprobs", send_id=False)
+    # Trial 3's t44: the cell run before the check, another answer's, is no misspelt dprobs cell.
+    line = kernel.check("dprobs", send_id=False)
+    assert "assigns" not in line and "run its answer cell above (after a restart" in line, line
     kernel.run("dprobs", "dprob = (1.0 / probs) * dlogprobs\n", send_id=False)
     line = kernel.check("dprobs", send_id=False)
     assert "run its answer cell" not in line and "assigns dprob: if that is dprobs's answer cell, it must assign " \
@@ -512,6 +573,18 @@ def trial_without_cell_ids_after_a_restart(kernel):
     assert right(kernel.check("dlogits", send_id=False))
     line = kernel.check("dlogit_maxes", send_id=False)
     assert right(line) and "NameError" not in line, line
+    # Trial 3's t47: a scratch cell `dprobs = dprobs * 2` was judged as dprobs's cell (a NameError it does not
+    # hold), and the next check called the right dprobs cell wrong: both say which run they took for it.
+    for cell in EX1[1:3]:
+        kernel.run(cell, send_id=False)
+    kernel.run("scratch", "dprobs = dprobs * 2  # experiment\n", send_id=False)
+    line = kernel.check("dprobs", send_id=False)
+    assert "(judged on the cell you ran as In[" in line and "if that was another cell assigning the same name, " \
+        "re-run this cell, then this check)" in line, line
+    kernel.run("dcounts_sum_inv", send_id=False)
+    line = kernel.check("dcounts_sum_inv", send_id=False)
+    assert "dprobs above is wrong" in line and "if that was not dprobs's answer cell, re-run dprobs's cell, then " \
+        "this check)" in line, line
 
 
 def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code(tmp_path):
@@ -576,6 +649,7 @@ def test_scripted_student_sessions():
                         a_refused_backward_call_is_named_not_blamed_on_right_answers,
                         trial_a_forward_value_changed_in_place_is_named_not_blamed_on_a_right_cell,
                         trial_exercise_4_wrong_keys_and_stale_gradients,
+                        trial3_a_blank_answer_above_and_a_forward_name_reassigned_are_named,
                         trial_without_cell_ids_after_a_restart):
             session(kernel)
     finally:

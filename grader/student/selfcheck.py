@@ -105,6 +105,16 @@ def _error(exc: BaseException, filename: str) -> _Ran:
     return _Ran("error", error_type=type(exc).__name__, error=str(exc)[:500], line=line)
 
 
+def _dtype_note(error: str, function: str) -> str:
+    """Where a function fails on mixed dtypes: the self-check and the grader call it with float64 tensors,
+    which the notebook's own float32 run never showed."""
+    if not re.search(r"\b(Double|Float|dtype|scalar type)\b", error):
+        return ""
+    return (f" ({function} is called with float64 tensors here and by the grader: a tensor it makes with a fixed "
+            "dtype (torch.zeros(shape) is float32; torch.zeros_like(x) follows x) or keeps from an earlier call "
+            "does not match them)")
+
+
 def _step(params: dict, grads: dict, lr: float) -> dict:
     """One SGD step with the student's gradients, in the parameters' dtype."""
     return {k: params[k] - lr * grads[k].detach().to(params[k].dtype) for k in params}
@@ -428,6 +438,7 @@ class SelfCheck:
         self.policy = Policy(**course.get("policy", {}))
         self.solutions = course.get("solutions", "gated")
         self._function_ran: tuple | None = None  # a function's checks (one per key it returns) share one run
+        self._changes_given: set[str] = set()  # what the trained function changed of the arguments it was given
         self._case: tuple | None = None  # the notebook's forward pass as a case, and the tensors it was built from
         _listen()
 
@@ -497,7 +508,9 @@ class SelfCheck:
             return tuple(a.cell_id for a in self.exercise.answers if a.cell_id == _IDS[count])[:1], False
         cells = _cells_by_code(self.spec, code, name)
         if len(cells) < 2 or len({self._variable_of(c) for c in cells}) > 1:
-            return cells, False
+            # `dx = dx * 2` computes the answer from itself: a scratch cell more likely than the answer's own.
+            uses = _first_uses(code, augmented=False)
+            return cells, uses is not None and any(self._variable_of(c) in uses[1] for c in cells)
         history = (self.namespace or {}).get("In") or []
         following = history[count + 1] if count + 1 < len(history) else ""
         checked = re.search(r"check\(\s*[\"']([^\"']+)[\"']", following if isinstance(following, str) else "")
@@ -507,6 +520,9 @@ class SelfCheck:
             # Still a guess where the check is of the answer whose one step's gradients the code never reads.
             return (answer.cell_id,), answer.cell_id != fewest
         return (fewest,), True
+
+    def _atomic(self, variable: str) -> Answer | None:
+        return next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == variable), None)
 
     def _answer_of_cell(self, cell_id: str) -> Answer:
         return next(a for a in self.exercise.answers if a.cell_id == cell_id)
@@ -613,7 +629,10 @@ class SelfCheck:
         # Reading .grad of a non-leaf that never called retain_grad() makes torch warn on stderr.
         expected = tensor.grad if tensor.is_leaf or tensor.retains_grad else None
         if expected is None:
-            return f"{label} no autograd gradient on {name}: run the forward and loss.backward() cells first"
+            source = answer.source if answer is not None else name
+            return (f"{label} no autograd gradient on {source}: {source} is not the forward pass's tensor (a cell "
+                    "assigned it since, or the forward and loss.backward() cells have not run): run them, then this "
+                    "check")
         rtol, atol = (self.tolerance.rtol, self.tolerance.atol) if expected.dtype == torch.float64 else \
             TOLERANCES.get(expected.dtype, TOLERANCES[torch.float32])
         comparison = compare(manual, expected, rtol=rtol, atol=atol)
@@ -629,7 +648,9 @@ class SelfCheck:
             # The reference is offered under a line that finds this cell wrong, not one that says it is right.
             if not wrong.startswith(("WRONG", "right values, wrong shape")):
                 return f"{label} {wrong}"
-            return f"{label} {wrong}{self._guessed(answer)}{self.pointer(name)}"
+            function = self.exercise.function_of(answer)
+            note = _dtype_note(wrong, function.name) if function is not None and "Error" in wrong else ""
+            return f"{label} {wrong}{note}{self._guessed(answer)}{self.pointer(name)}"
         changed = self._autograd_changed(answer, expected, rtol, atol) if answer is not None else None
         if changed:
             return f"{label} {changed}"
@@ -797,6 +818,10 @@ class SelfCheck:
                     f" ({', '.join(reversed(chain[:-1]))}, computed from it, {'is' if len(chain) == 2 else 'are'} " \
                     "wrong too)"
                 note = f"{first} above {state}{between}; with the true {upstream} this cell is right"
+                judged = self.located(self._atomic(first)) if self._atomic(first) is not None else None
+                if judged is not None and judged[2] and state == "is wrong":
+                    note += (f" (your {first} is what the cell you ran as In[{judged[1]}] left: if that was not "
+                             f"{first}'s answer cell, re-run {first}'s cell, then this check)")
                 local = failures.get(LOCAL)
                 return note if local is None else f"WRONG: {note}, but {local.feedback}"
         if failures.get(LOCAL) is not None and self.policy.chain_only_credit < 1:
@@ -947,11 +972,13 @@ class SelfCheck:
     def _training(self, function, params, batches, *, lr: float) -> str:
         network = self.exercise.network
         start = {k: v.detach().clone() for k, v in params.items()}
+        self._changes_given = set()
         steps = [dict(zip(network.data, batch, strict=True)) for batch in batches]
         ran = self._steps(function, start, steps, lr)
         if isinstance(ran, str):
             return ran
         mine, final = ran
+        changes = sorted(self._changes_given)
         losses, expected, _ = autograd_steps(network, start, steps, lr)
         differs = self._differs(mine, final, losses, expected)
         if differs:
@@ -961,7 +988,12 @@ class SelfCheck:
             return f"WRONG: right on your notebook's batches, but {alone}"
         first, last = losses[0].item(), losses[-1].item()
         # No timing: one run's ratio to autograd's varied 0.3x-3.1x between identical runs of a notebook.
-        return f"{len(steps)} steps match autograd: loss {first:.4f} -> {last:.4f}"
+        line = f"{len(steps)} steps match autograd: loss {first:.4f} -> {last:.4f}"
+        if changes:  # the check hands it copies; the notebook's own training loop hands it its parameters
+            line += (f" — but {self.exercise.training.function.name} changes {' and '.join(changes)}, which it is "
+                     "given, in place: a training loop then also steps them by that change; return the gradients "
+                     "and change nothing it is given")
+        return line
 
     def _steps(self, function, params: dict, steps: list[dict], lr: float):
         """The student's SGD steps as the grader's sandbox drives them: (losses, final parameters), or the
@@ -971,11 +1003,14 @@ class SelfCheck:
         for step, data in enumerate(steps, start=1):
             with torch.no_grad():
                 values = network.forward(params, data)
+                given = declared.call_arguments(values)
                 try:
-                    grads = function(*declared.call_arguments(values))
+                    grads = function(*given)
                 except Exception as exc:
                     return (f"WRONG: {declared.name} raised {type(exc).__name__} at training step {step}: "
-                            f"{str(exc)[:300]}")
+                            f"{str(exc)[:300]}{_dtype_note(str(exc), declared.name)}")
+                self._changes_given |= {k for argument in given if isinstance(argument, dict)
+                                        for k, v in argument.items() if not torch.equal(v, values[k])}
             if grads is None or (isinstance(grads, dict) and all(v is None for v in grads.values())
                                  and all(grads.get(k) is None for k in params)):
                 return "not attempted yet"
@@ -986,7 +1021,9 @@ class SelfCheck:
                     + (f" (its shape is {tuple(grads[bad[0]].shape)}, {bad[0]}'s is {tuple(params[bad[0]].shape)})"
                        if isinstance(grads, dict) and isinstance(grads.get(bad[0]), torch.Tensor) else
                        f" (it returns no {bad[0]!r}; its keys: {', '.join(repr(k) for k in list(grads)[:8])})"
-                       if isinstance(grads, dict) and bad[0] not in grads else "")
+                       if isinstance(grads, dict) and bad[0] not in grads else
+                       f" (it returns a {type(grads).__name__}, not a dict of gradients by parameter name)"
+                       if not isinstance(grads, dict) else "")
             losses.append(values[network.loss])
             params = _step(params, grads, lr)
         return torch.stack(losses), params
@@ -1101,10 +1138,28 @@ class NotebookCheck:
             verdict = found.line(grade_id, None, tensor)
             if "WRONG" in verdict:
                 return verdict
+            blank = self._blank_upstream(found.exercise, answer, namespace)
+            if blank is not None:
+                state = "is not attempted yet" if blank in namespace else "is not assigned either"
+                return (f"{label} not checked: {answer.variable} is not assigned: its answer cell stopped with an "
+                        f"error when it last ran, reading {blank} above, which {state}: answer {blank}, then run the "
+                        f"cells from {blank}'s down to this one")
             return (f"{label} not checked: {answer.variable} is not assigned: its answer cell stopped with an "
                     "error when it last ran; run the cells above it, then it")
         except Exception as exc:  # a check cell never raises, whatever the notebook holds
             return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
+
+    @staticmethod
+    def _blank_upstream(exercise: Exercise, answer: Answer, namespace: dict) -> str | None:
+        """The first answer up the chain the cell reads that holds nothing (blank, or never assigned): why
+        a cell that reads it stopped, and every cell below it (Run All with one answer left blank)."""
+        first = None
+        while True:
+            blank = next((g for g in answer.local_upstream if namespace.get(g) is None), None)
+            answer = next((a for a in exercise.answers if a.kind == ATOMIC and a.variable == blank), None)
+            if answer is None:
+                return first
+            first = blank
 
     @staticmethod
     def _misnamed(found: Exercise, answer: Answer, namespace: dict) -> str:
@@ -1114,8 +1169,10 @@ class NotebookCheck:
         previous = history[-2] if len(history) >= 2 and isinstance(history[-2], str) else ""
         uses = None if "check(" in previous else _first_uses(previous)
         # A gradient's name misspelt (`dprob`), not the names the setup's forward pass, run just before, assigns.
-        network = {*found.network.intermediates, *found.network.parameters, *found.network.data}
-        assigned = sorted(n for n in uses[0] if n not in network and (n.startswith("d") or difflib.get_close_matches(
+        # Nor another answer's cell (its own names), run before this check after a restart.
+        known = {*found.network.intermediates, *found.network.parameters, *found.network.data,
+                 *(a.variable for a in found.answers)}
+        assigned = sorted(n for n in uses[0] if n not in known and (n.startswith("d") or difflib.get_close_matches(
             n, [answer.variable]))) if uses else []
         if not assigned:
             return (": run its answer cell above (after a restart the kernel holds none of your answers: run the setup "
