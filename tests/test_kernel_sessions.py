@@ -444,33 +444,35 @@ def trial_exercise_4_wrong_keys_and_stale_gradients(kernel):
     kernel.run("setup_ex4_check")
     # Trial 3's t04: a function that also steps the parameters it is given passed; the notebook's own training
     # loop then steps W2 and b2 twice.
-    stepping = CELLS["ex4_backward"].replace("    return {", "    for k, d in [('W2', dW2), ('b2', db2)]:\n"
-                                                           "        params[k] -= 0.1 * d\n    return {")
-    for code, said in ((stepping, "50 steps match autograd: loss "),
-                       # t02: dC kept between calls (a forgotten zero_grad) showed a float/double error, unexplained
-                       ("memo = {}\n" + CELLS["ex4_backward"].replace(
-                           "dC = torch.zeros_like(C).index_add(",
-                           "dC = memo.setdefault('C', torch.zeros_like(C)).index_add_("),
-                        "WRONG: manual_backward raised RuntimeError at training step 1: "),
-                       # t11: a tuple returned: "no tensor of the right shape for C"
-                       (CELLS["ex4_backward"].replace('return {"C": dC, "W1": dW1, "b1": db1, "W2": dW2, "b2": db2, '
-                                                      '"bngain": dbngain, "bnbias": dbnbias}',
-                                                      "return dC, dW1, db1, dW2, db2, dbngain, dbnbias"),
-                        "WRONG: at training step 1, manual_backward gave no tensor of the right shape for C (it "
-                        "returns a tuple, not a dict of gradients by parameter name)")):
-        assert code != CELLS["ex4_backward"]
+    ex4 = CELLS["ex4_backward"]
+    cases = (
+        (ex4.replace("    return {", "    for k, d in [('W2', dW2), ('b2', db2)]:\n        params[k] -= 0.1 * d\n"
+                                   "    return {"),
+         "50 steps match autograd: loss ", " — but manual_backward changes W2 and b2, which it is given, in place: a "
+         "training loop then also steps them by that change; return the gradients and change nothing it is given"),
+        # t02: dC kept between calls (a forgotten zero_grad) showed a float/double error, unexplained
+        ("memo = {}\n" + ex4.replace("dC = torch.zeros_like(C).index_add(",
+                                     "dC = memo.setdefault('C', torch.zeros_like(C)).index_add_("),
+         "WRONG: manual_backward raised RuntimeError at training step 1: ",
+         " (manual_backward is called with float64 tensors here and by the grader: a tensor it makes with a fixed "
+         "dtype (torch.zeros(shape) is float32; torch.zeros_like(x) follows x) or keeps from an earlier call does not "
+         "match them)"),
+        # t10: the notebook's bngain read: a size mismatch, with no word of where it came from
+        (ex4.replace('C, W1, W2, bngain = (params[k] for k in ("C", "W1", "W2", "bngain"))',
+                     'C, W1, W2 = (params[k] for k in ("C", "W1", "W2"))'),
+         "WRONG: manual_backward raised RuntimeError at training step 1: ",
+         " (it reads bngain from the notebook, not from its arguments)"),
+        # t11: a tuple returned: "no tensor of the right shape for C"
+        (ex4.replace('return {"C": dC, "W1": dW1, "b1": db1, "W2": dW2, "b2": db2, "bngain": dbngain, "bnbias": '
+                     'dbnbias}', "return dC, dW1, db1, dW2, db2, dbngain, dbnbias"),
+         "WRONG: at training step 1, manual_backward gave no tensor of the right shape for C (it returns a tuple, "
+         "not a dict of gradients by parameter name)", ""))
+    for code, starts, ends in cases:
+        assert code != ex4
         kernel.run("ex4_backward", code)
         kernel.run("setup_ex4_check")
         out, _, _ = kernel.run("check_ex4_training")
-        assert out.startswith(f"training       | {said}"), out
-        if code is stepping:
-            assert out.endswith(" — but manual_backward changes W2 and b2, which it is given, in place: a training "
-                                "loop then also steps them by that change; return the gradients and change nothing "
-                                "it is given\n"), out
-        elif "memo" in code:
-            assert "(manual_backward is called with float64 tensors here and by the grader: a tensor it makes with a " \
-                   "fixed dtype (torch.zeros(shape) is float32; torch.zeros_like(x) follows x) or keeps from an " \
-                   "earlier call does not match them)" in out, out
+        assert out.startswith(f"training       | {starts}") and out.endswith(f"{ends}\n"), out
     # t42: torch.zeros(C.shape) is float32: each of the seven lines quoted a float/double error only.
     kernel.run("ex4_backward", CELLS["ex4_backward"].replace("torch.zeros_like(C)", "torch.zeros(C.shape)"))
     kernel.run("setup_ex4_check")

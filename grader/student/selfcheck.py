@@ -115,6 +115,15 @@ def _dtype_note(error: str, function: str) -> str:
             "does not match them)")
 
 
+def _globals_read(function) -> str:
+    """The notebook's values a function reads besides its arguments (exercise 1's `bngain`, say): the
+    check and the grader give it none, and the notebook's are of other sizes."""
+    code, found = getattr(function, "__code__", None), getattr(function, "__globals__", {})
+    read = [n for n in (code.co_names if code else ()) if n not in NAMESPACE
+            and isinstance(found.get(n), torch.Tensor | int | float)]
+    return "" if not read else f" (it reads {', '.join(read[:4])} from the notebook, not from its arguments)"
+
+
 def _step(params: dict, grads: dict, lr: float) -> dict:
     """One SGD step with the student's gradients, in the parameters' dtype."""
     return {k: params[k] - lr * grads[k].detach().to(params[k].dtype) for k in params}
@@ -1008,7 +1017,7 @@ class SelfCheck:
                     grads = function(*given)
                 except Exception as exc:
                     return (f"WRONG: {declared.name} raised {type(exc).__name__} at training step {step}: "
-                            f"{str(exc)[:300]}{_dtype_note(str(exc), declared.name)}")
+                            f"{str(exc)[:300]}{_dtype_note(str(exc), declared.name)}{_globals_read(function)}")
                 self._changes_given |= {k for argument in given if isinstance(argument, dict)
                                         for k, v in argument.items() if not torch.equal(v, values[k])}
             if grads is None or (isinstance(grads, dict) and all(v is None for v in grads.values())
