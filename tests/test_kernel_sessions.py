@@ -66,6 +66,19 @@ def check_cells_before_the_setup_and_after_a_restart_say_what_to_run(kernel):
     setup(kernel, full=True)
     line = kernel.check("dlogprobs")
     assert line == f"dlogprobs      | {unrun.format('dlogprobs')}", line
+    # Trial 3's t34: the answer run from a second notebook on this kernel was ok; the saved cell, blank, gets 0.
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "backprop_ninja.ipynb"
+        released = nbformat.from_dict(SOLVED)
+        next(c for c in released.cells if c.get("id") == "dlogprobs").source = "dlogprobs = None  # TODO\n"
+        nbformat.write(released, path)
+        kernel.run("scratch", f"__session__ = {str(path)!r}\n")
+        kernel.run("other-notebook", CELLS["dlogprobs"])
+        line = kernel.check("dlogprobs")
+        assert right(line) and line.endswith(" — but dlogprobs's cell in your saved notebook is still blank "
+                                             "(dlogprobs = None), and the grader grades the saved notebook: put your "
+                                             "answer in that cell and save it"), line
+        kernel.run("scratch", "del __session__, dlogprobs\n")
 
 
 def a_syntax_error_is_the_graders_refusal_and_later_checks_still_run(kernel):
@@ -261,6 +274,7 @@ def trial_a_cell_edited_and_saved_but_not_run_is_named(kernel):
         # A file saved before the cell last ran holds older code, which says nothing of an edit.
         kernel.run("dlogprobs", wrong)
         assert "WRONG" in kernel.check("dlogprobs")
+
         kernel.run("scratch", "del __session__\n")
 
 

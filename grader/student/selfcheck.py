@@ -367,6 +367,16 @@ def _saved_cells(path: str, _saved: float) -> tuple[tuple[str, str], ...]:
                   "".join(c.get("source", ""))) for c in cells if c.get("cell_type") == "code")
 
 
+def _blank(code: str) -> bool:
+    """Whether a cell's code is a released blank: only `dx = None` lines (and comments)."""
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return False
+    return bool(body) and all(isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and s.value.value is None
+                              for s in body)
+
+
 def _same_code(a: str, b: str) -> bool:
     """Whether two versions of a cell are the same code (its comments and layout aside)."""
     try:
@@ -666,7 +676,7 @@ class SelfCheck:
         if comparison.passed:
             exact = comparison.status == Match.EXACT
             return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {comparison.maxdiff:.3g}"
-                    f" | shape {tuple(expected.shape)} ok{self._changes_others(answer)}")
+                    f" | shape {tuple(expected.shape)} ok{self._changes_others(answer)}{self._saved_blank(answer)}")
         other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
         if other:
             return (f"{label} not checked: this cell is right as the grader runs it, but your {answer.variable} is "
@@ -749,6 +759,17 @@ class SelfCheck:
         after = " and the cell after it, which calls it" if answer.kind == FUNCTION else ""
         return (f"not checked: {cell}'s cell was edited after it last ran (your saved notebook holds other code "
                 f"than the kernel ran, which is what this check would judge): run it{after}, then this check")
+
+    def _saved_blank(self, answer: Answer | None) -> str:
+        """On a right line whose value no run of the answer's own cell made (a cell of another notebook on
+        this kernel did): the answer's cell as the notebook's file holds it is still the released blank,
+        and the grader grades the file. (After the answer's own cell ran, a blank file is only not saved yet.)"""
+        saved = None if answer is None or answer.kind == FUNCTION or self.namespace is None \
+            or self.located(answer) is not None else _saved_code(self.namespace, answer.cell_id)
+        if saved is None or not _blank(saved[0]):
+            return ""
+        return (f" — but {answer.cell_id}'s cell in your saved notebook is still blank ({answer.variable} = None), and "
+                "the grader grades the saved notebook: put your answer in that cell and save it")
 
     def _guessed(self, answer: Answer) -> str:
         """Where the cell judged was told from another by its code alone, a guess: which one was judged."""
