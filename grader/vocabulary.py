@@ -213,6 +213,10 @@ def grade_cell_id(grade_id: str) -> str:
     return GRADE_CELL_PREFIX + grade_id
 
 
+# What a check cell says in a kernel where the setup has not run (a fresh one, or one just restarted).
+SETUP_FIRST = "run the notebook's setup cells first (from the top: Run > Run All Above Selected Cell)"
+
+
 # The families of feedback sentences, each worded here once: the shape hints (grader.judge.diagnose), the
 # search of an answer's neighbourhood (grader.judge.neighbourhood) and the rule table's slips (grader.derive)
 # name the same mistake from different evidence, and a student who meets it from two of them should read

@@ -9,7 +9,7 @@ import torch
 
 from grader.exercise import Sizes
 from grader.exercises.makemore_mlp import EXERCISE
-from grader.student.check import SelfCheck
+from grader.student.selfcheck import SelfCheck
 from solutions import reference
 
 # H != V (a transposed dW2 has another shape), n*block_size > vocab (repeated indices), n not 2.
@@ -197,7 +197,7 @@ def test_a_tensor_without_a_gradient_asks_for_backward(nb, run):
     logits = nb.t["h"].detach() @ leaves["W2"] + leaves["b2"]  # non-leaf, no retain_grad
     logits.sum().backward()
     line = run(nb.check, "dlogits", nb.a["dlogits"], logits)
-    assert "no autograd gradient on dlogits" in line and "loss.backward()" in line, line
+    assert "no autograd gradient on logits" in line and "loss.backward()" in line, line
 
 
 def test_a_leaf_without_a_gradient_asks_for_backward(nb, run):

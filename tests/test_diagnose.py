@@ -144,6 +144,15 @@ def test_wrong_only_in_some_rows(wrong, rows):
     assert hints(got, want) == [f"wrong only in rows {rows}, right in the others"]
 
 
+def test_right_only_where_the_gradient_is_zero_names_no_place():
+    """Trial 3's t46: a batch-norm slip made dC wrong in every row the batch picks; the rows no index picks
+    (zero either way) made it "wrong only in rows ..., right in the others", which points at the indexing."""
+    want = randn(N, 4)
+    want[[1, 4]] = 0.0
+    got = want * 1.01
+    assert hints(got, want) == []
+
+
 def test_wrong_only_in_some_columns():
     want = randn(N, 4)
     got = want.clone()

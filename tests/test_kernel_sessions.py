@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 import re
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -44,15 +47,38 @@ def check_cells_before_the_setup_and_after_a_restart_say_what_to_run(kernel):
     for grade_id in ("dlogprobs", "ex2_dlogits", "ex4_dC", "training"):
         assert "not checked: run the notebook's setup cells first" in kernel.check(grade_id) \
             if grade_id != "training" else "run the notebook's setup cells first" in kernel.run("check_ex4_training")[0]
+    # Those lines need nothing heavy: the check cells imported no torch (6-13 s on a loaded machine, the trial's
+    # longest wait). Once the setup imports it, the self-check records every cell (the sessions below need it).
+    assert kernel.run("scratch", "import sys\nprint('torch' in sys.modules)\n")[0] == "False\n"
     setup(kernel, full=True)
-    # Skipped answer cells: never assigned since the kernel started.
-    assert "not attempted yet: dprobs was never assigned since the kernel started" in kernel.check("dprobs")
+    # Skipped answer cells: never assigned since the kernel started. The cell run just before (the setup's
+    # forward pass) is no misspelt answer cell.
+    unrun = ("not run yet: {0} has not been assigned since the kernel started: run its answer cell above (after a "
+             "restart the kernel holds none of your answers: run the setup and your cells from the top, Run > Run All "
+             "Above Selected Cell)")
+    line = kernel.check("dprobs")
+    assert line == f"dprobs         | {unrun.format('dprobs')}", line
     kernel.run("dlogprobs")
     assert right(kernel.check("dlogprobs"))
     kernel.restart()
     assert "run the notebook's setup cells first" in kernel.check("dlogprobs")
+    # The trial's s05: after a restart the answers are lost, not "not attempted yet".
     setup(kernel, full=True)
-    assert "dlogprobs was never assigned since the kernel started" in kernel.check("dlogprobs")
+    line = kernel.check("dlogprobs")
+    assert line == f"dlogprobs      | {unrun.format('dlogprobs')}", line
+    # Trial 3's t34: the answer run from a second notebook on this kernel was ok; the saved cell, blank, gets 0.
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "backprop_ninja.ipynb"
+        released = nbformat.from_dict(SOLVED)
+        next(c for c in released.cells if c.get("id") == "dlogprobs").source = "dlogprobs = None  # TODO\n"
+        nbformat.write(released, path)
+        kernel.run("scratch", f"__session__ = {str(path)!r}\n")
+        kernel.run("other-notebook", CELLS["dlogprobs"])
+        line = kernel.check("dlogprobs")
+        assert right(line) and line.endswith(" — but dlogprobs's cell in your saved notebook is still blank "
+                                             "(dlogprobs = None), and the grader grades the saved notebook: put your "
+                                             "answer in that cell and save it"), line
+        kernel.run("scratch", "del __session__, dlogprobs\n")
 
 
 def a_syntax_error_is_the_graders_refusal_and_later_checks_still_run(kernel):
@@ -175,6 +201,13 @@ def exercise_4_checks_never_raise(kernel):
     kernel.run("setup_ex4_check")
     line = kernel.check("ex4_dC")
     assert "WRONG" in line and "your dC keeps one use of each index repeated in Xb" in line, line
+    # The trial's s18: the training line said only where the losses part; it names the gradients behind it.
+    kernel.run("ex4_backward", CELLS["ex4_backward"].replace("n / (n - 1) * bnraw", "bnraw"))
+    kernel.run("setup_ex4_check")
+    out, _, _ = kernel.run("check_ex4_training")
+    assert out.startswith("training       | WRONG: diverges from autograd at step") and \
+        "; the gradients behind it: your dC and dW1 from manual_backward are not autograd's at step 1 (their " \
+        "lines above say how)" in out, out
     kernel.run("ex4_backward")
     kernel.run("setup_ex4_check")
     assert right(kernel.check("ex4_dC"))
@@ -191,8 +224,15 @@ def sizes_say_which_batch_and_partial_credit_is_announced(kernel):
     line = kernel.check("dcounts_sum_inv")
     assert line.startswith("dcounts_sum_inv| WRONG (right values, wrong shape; the grader gives half its points): "
                            "dcounts_sum_inv: shape ("), line
-    assert re.search(r"\(on the self-check's own batch: n=\d+, vocab=\d+, .*; your notebook's: n=32, vocab=27, "
-                     r"block_size=3, n_embd=10, n_hidden=64\)", line), line
+    # The trial: every WRONG line carried all five sizes of two batches; only the size the line quotes is said.
+    assert re.search(r"shape \((\d+),\), expected \(\1, 1\): right values, but a size-1 dimension is missing or "
+                     r"extra \(on the self-check's own batch, where n=\1; yours: n=32\); missing keepdim=True",
+                     line), line
+    kernel.run("dcounts_sum_inv", "dcounts_sum_inv = (counts * dprobs).sum(1, keepdim=True) * 2\n")
+    line = kernel.check("dcounts_sum_inv")
+    assert re.search(r"wrong values \(max abs diff [\d.e-]+\) \(on the self-check's own batch\); your "
+                     r"dcounts_sum_inv ", line), line
+    kernel.run("dcounts_sum_inv")
     for cell in EX1[2:6]:
         kernel.run(cell)
     kernel.run("dlogit_maxes", "dlogit_maxes = torch.zeros_like(logit_maxes)\n")
@@ -204,6 +244,38 @@ def sizes_say_which_batch_and_partial_credit_is_announced(kernel):
 EX1 = ("dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts", "dnorm_logits", "dlogit_maxes", "dlogits",
        "dh", "dW2", "db2", "dhpreact", "dbngain", "dbnbias", "dbnraw", "dbnvar_inv", "dbnvar", "dbndiff2", "dbndiff",
        "dbnmeani", "dhprebn")
+
+
+def trial_a_cell_edited_and_saved_but_not_run_is_named(kernel):
+    """The trial's s08: the cell fixed in the editor (autosaved), not run: the check said again what was
+    wrong with the code the kernel ran. jupyter_server names the notebook's file to the kernel
+    (JPY_SESSION_NAME, which ipykernel sets as `__session__`); the file is saved as JupyterLab saves it."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "backprop_ninja.ipynb"
+        kernel.run("scratch", f"__session__ = {str(path)!r}\n")
+        setup(kernel)
+        wrong = "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[range(n), Yb] = 1.0 / n\n"
+
+        def save(code: str):
+            nb = nbformat.from_dict(SOLVED)
+            next(c for c in nb.cells if c.get("id") == "dlogprobs").source = code
+            nbformat.write(nb, path)
+
+        save(wrong)  # saved before it ran: what ran is what the file holds
+        kernel.run("dlogprobs", wrong)
+        assert "WRONG" in kernel.check("dlogprobs")
+        time.sleep(0.05)
+        save("# fixed, with a comment\n" + CELLS["dlogprobs"].replace("-1 / n", "- 1/n"))  # edited, not run
+        assert kernel.check("dlogprobs") == (
+            "dlogprobs      | not checked: dlogprobs's cell was edited after it last ran (your saved notebook holds "
+            "other code than the kernel ran, which is what this check would judge): run it, then this check")
+        kernel.run("dlogprobs")  # the same code, but for a comment and layout
+        assert right(kernel.check("dlogprobs"))
+        # A file saved before the cell last ran holds older code, which says nothing of an edit.
+        kernel.run("dlogprobs", wrong)
+        assert "WRONG" in kernel.check("dlogprobs")
+
+        kernel.run("scratch", "del __session__\n")
 
 
 def stale_values_and_a_cascade_are_named(kernel):
@@ -384,6 +456,66 @@ def trial_exercise_4_wrong_keys_and_stale_gradients(kernel):
                     "with an error (its output names it): run the cells above it that it needs, then it again"), line
     kernel.run("setup_ex4_forward")
     kernel.run("setup_ex4_check")
+    # Trial 3's t04: a function that also steps the parameters it is given passed; the notebook's own training
+    # loop then steps W2 and b2 twice.
+    ex4 = CELLS["ex4_backward"]
+    cases = (
+        (ex4.replace("    return {", "    for k, d in [('W2', dW2), ('b2', db2)]:\n        params[k] -= 0.1 * d\n"
+                                   "    return {"),
+         "50 steps match autograd: loss ", " — but manual_backward changes W2 and b2, which it is given, in place: a "
+         "training loop then also steps them by that change; return the gradients and change nothing it is given"),
+        # t02: dC kept between calls (a forgotten zero_grad) showed a float/double error, unexplained
+        ("memo = {}\n" + ex4.replace("dC = torch.zeros_like(C).index_add(",
+                                     "dC = memo.setdefault('C', torch.zeros_like(C)).index_add_("),
+         "WRONG: manual_backward raised RuntimeError at training step 1: ",
+         " (manual_backward is called with float64 tensors here and by the grader: a tensor it makes with a fixed "
+         "dtype (torch.zeros(shape) is float32; torch.zeros_like(x) follows x) or keeps from an earlier call does not "
+         "match them)"),
+        # t10: the notebook's bngain read: a size mismatch, with no word of where it came from
+        (ex4.replace('C, W1, W2, bngain = (params[k] for k in ("C", "W1", "W2", "bngain"))',
+                     'C, W1, W2 = (params[k] for k in ("C", "W1", "W2"))'),
+         "WRONG: manual_backward raised RuntimeError at training step 1: ",
+         " (it reads bngain from the notebook, not from its arguments)"),
+        # t11: a tuple returned: "no tensor of the right shape for C"
+        (ex4.replace('return {"C": dC, "W1": dW1, "b1": db1, "W2": dW2, "b2": db2, "bngain": dbngain, "bnbias": '
+                     'dbnbias}', "return dC, dW1, db1, dW2, db2, dbngain, dbnbias"),
+         "WRONG: at training step 1, manual_backward gave no tensor of the right shape for C (it returns a tuple, "
+         "not a dict of gradients by parameter name)", ""))
+    for code, starts, ends in cases:
+        assert code != ex4
+        kernel.run("ex4_backward", code)
+        kernel.run("setup_ex4_check")
+        out, _, _ = kernel.run("check_ex4_training")
+        assert out.startswith(f"training       | {starts}") and out.endswith(f"{ends}\n"), out
+    # t42: torch.zeros(C.shape) is float32: each of the seven lines quoted a float/double error only.
+    kernel.run("ex4_backward", CELLS["ex4_backward"].replace("torch.zeros_like(C)", "torch.zeros(C.shape)"))
+    kernel.run("setup_ex4_check")
+    line = kernel.check("ex4_dW2")
+    assert line.startswith("ex4_dW2        | WRONG: ") and "RuntimeError" in line and "is called with float64 " \
+        "tensors here and by the grader" in line, line
+    kernel.run("ex4_backward")
+    kernel.run("setup_ex4_check")
+
+
+def trial3_a_blank_answer_above_and_a_forward_name_reassigned_are_named(kernel):
+    """Trial 3: Run All with dbnvar left blank made every later check say "its answer cell stopped with an error
+    ...: run the cells above it" (V2); `h = dlogits @ W2.T` (a typo for dh) made dh's check ask to run the
+    forward and backward cells, which had run (V7)."""
+    answered(kernel, EX1[:16])
+    kernel.run("dbnvar", "dbnvar = None  # TODO\n")
+    kernel.run("scratch", "del dbndiff2\n")
+    _, _, error = kernel.run("dbndiff2", "dbndiff2 = 1.0 / (n - 1) * torch.ones_like(bndiff2) * dbnvar\n")
+    assert error == "TypeError"
+    line = kernel.check("dbndiff2")
+    assert line == ("dbndiff2       | not checked: dbndiff2 is not assigned: its answer cell stopped with an error "
+                    "when it last ran, reading dbnvar above, which is not attempted yet: answer dbnvar, then run the "
+                    "cells from dbnvar's down to this one"), line
+    kernel.run("dh", "h = dlogits @ W2.T\n")
+    kernel.run("dh")
+    line = kernel.check("dh")
+    assert line.startswith("dh             | no autograd gradient on h: h is not the forward pass's tensor (a cell "
+                           "assigned it since"), line
+    answered(kernel, EX1[:18])
 
 
 def trial_without_cell_ids_after_a_restart(kernel):
@@ -406,6 +538,9 @@ def trial_without_cell_ids_after_a_restart(kernel):
     assert line == ("ex4_dW2        | not checked: manual_backward is not defined since the kernel started: run its "
                     "cell above, then the cell after it, which calls it"), line
     kernel.run("dlogprobs", send_id=False)
+    # Trial 3's t44: the cell run before the check, another answer's, is no misspelt dprobs cell.
+    line = kernel.check("dprobs", send_id=False)
+    assert "assigns" not in line and "run its answer cell above (after a restart" in line, line
     kernel.run("dprobs", "dprob = (1.0 / probs) * dlogprobs\n", send_id=False)
     line = kernel.check("dprobs", send_id=False)
     assert "run its answer cell" not in line and "assigns dprob: if that is dprobs's answer cell, it must assign " \
@@ -416,7 +551,7 @@ def trial_without_cell_ids_after_a_restart(kernel):
     for cell in EX1[1:7]:
         kernel.run(cell, send_id=False)
     line = kernel.check("dlogits", send_id=False)
-    assert line == ("dlogits        | not attempted yet: this cell has not run since the kernel started; your dlogits "
+    assert line == ("dlogits        | not run yet: this cell has not run since the kernel started; your dlogits "
                     "is the value ex2_dlogits's cell (exercise 2) assigned: run this cell, then this check"), line
     kernel.run("dlogits", "dlogits = dnorm_logits.clone()\n", send_id=False)
     line = kernel.check("dlogits", send_id=False)  # the pointer names this answer's reference alone
@@ -454,6 +589,18 @@ def trial_without_cell_ids_after_a_restart(kernel):
     assert right(kernel.check("dlogits", send_id=False))
     line = kernel.check("dlogit_maxes", send_id=False)
     assert right(line) and "NameError" not in line, line
+    # Trial 3's t47: a scratch cell `dprobs = dprobs * 2` was judged as dprobs's cell (a NameError it does not
+    # hold), and the next check called the right dprobs cell wrong: both say which run they took for it.
+    for cell in EX1[1:3]:
+        kernel.run(cell, send_id=False)
+    kernel.run("scratch", "dprobs = dprobs * 2  # experiment\n", send_id=False)
+    line = kernel.check("dprobs", send_id=False)
+    assert "(judged on the cell you ran as In[" in line and "if that was another cell assigning the same name, " \
+        "re-run this cell, then this check)" in line, line
+    kernel.run("dcounts_sum_inv", send_id=False)
+    line = kernel.check("dcounts_sum_inv", send_id=False)
+    assert "dprobs above is wrong" in line and "if that was not dprobs's answer cell, re-run dprobs's cell, then " \
+        "this check)" in line, line
 
 
 def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code(tmp_path):
@@ -509,6 +656,7 @@ def test_scripted_student_sessions():
                         cells_out_of_order_odd_values_and_the_old_call_form,
                         exercise_4_checks_never_raise,
                         sizes_say_which_batch_and_partial_credit_is_announced,
+                        trial_a_cell_edited_and_saved_but_not_run_is_named,
                         stale_values_and_a_cascade_are_named,
                         an_answer_changed_in_place_by_a_later_cell_is_named_there,
                         an_augmented_assignment_on_an_earlier_answer_is_named_where_it_happens,
@@ -517,6 +665,7 @@ def test_scripted_student_sessions():
                         a_refused_backward_call_is_named_not_blamed_on_right_answers,
                         trial_a_forward_value_changed_in_place_is_named_not_blamed_on_a_right_cell,
                         trial_exercise_4_wrong_keys_and_stale_gradients,
+                        trial3_a_blank_answer_above_and_a_forward_name_reassigned_are_named,
                         trial_without_cell_ids_after_a_restart):
             session(kernel)
     finally:

@@ -351,7 +351,7 @@ def _refused_cells() -> list[tuple[str, str, str]]:
 def test_every_red_team_cell_the_static_check_refuses_is_refused_by_the_self_check(state, capfd, attack, cell,
                                                                                     source):
     from grader.sandbox import static_check
-    from grader.student import check
+    from grader.student import selfcheck as check
 
     nb = Notebook(state)
     # As JupyterLab runs it, its id sent with it (it is not run here: the self-check reads it before running
@@ -371,7 +371,7 @@ def test_on_every_refused_red_team_cell_the_self_check_gives_the_graders_verdict
     announces are the grader's, and so is the reason it gives."""
     from test_self_check_verdicts import said
 
-    from grader.student import check
+    from grader.student import selfcheck as check
     from grader.vocabulary import Flag
 
     refused = _refused_cells()

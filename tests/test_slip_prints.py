@@ -23,7 +23,7 @@ from grader.judge.diagnose import name
 from grader.judge.exam import CHAIN, checks, prepare
 from grader.judge.neighbourhood import carried_slips, slip_values
 from grader.lms import slip_prints
-from grader.student.check import own_cases
+from grader.student.selfcheck import own_cases
 from helpers.paths import ROOT
 
 RTOL, ATOL = 1e-5, 1e-8
@@ -37,7 +37,7 @@ sys.modules["grader.derive"] = None  # as in backprop-ninja-student: importing i
 from grader.judge.configs import generate
 from grader.judge.diagnose import name
 from grader.judge.exam import prepare
-from grader.student.check import choose_rule_table, own_cases
+from grader.student.selfcheck import choose_rule_table, own_cases
 choose_rule_table()  # as a self-check there chooses: no rule table, the fingerprints
 spec, answers = sys.argv[1], torch.load(sys.argv[2])
 exercise_cases = [*own_cases(spec), prepare(generate(spec, "the notebook's own batch", 1)[0])]

@@ -10,7 +10,7 @@ from exercises.tiny_relu_solution import CELLS
 
 from grader.exercise import Sizes
 from grader.student import solution
-from grader.student.check import SelfCheck
+from grader.student.selfcheck import SelfCheck
 
 # How course.yml would name it: the self-check, like the grader, loads an exercise by its name.
 SPEC = "exercises.tiny_relu:EXERCISE"

@@ -11,6 +11,7 @@ import builtins
 import functools
 import itertools
 import math
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -259,15 +260,20 @@ def _configurations(cases, wrong_on, public: bool = False) -> str:
             f"{'batches of the self-check' if public else 'hidden configurations'} and wrong on the others")
 
 
-def _batch(case, probe) -> str:
-    """Which batch a public failure's sizes come from: one of the self-check's own, and the student's."""
-    def sizes(c) -> str:
-        return ", ".join(f"{k}={v}" for k, v in c.config.sizes.items())
+def _batch(case, probe, text: str) -> str:
+    """Which batch a public failure comes from: one of the self-check's own, with the sizes `text` quotes
+    (and the student's, beside them), or the student's."""
+    def sizes(c, shown) -> str:
+        return ", ".join(f"{k}={v}" for k, v in c.config.sizes.items() if k in shown)
 
     if not case.config.scored:
-        return f" (on your notebook's batch: {sizes(case)})"
-    yours = f"; your notebook's: {sizes(probe)}" if probe is not None else ""
-    return f" (on the self-check's own batch: {sizes(case)}{yours})"
+        return f" (on your notebook's batch: {sizes(case, case.config.sizes)})"
+    quoted = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", text)}
+    shown = [k for k, v in case.config.sizes.items() if v in quoted]
+    if not shown:
+        return " (on the self-check's own batch)"
+    yours = f"; yours: {sizes(probe, shown)}" if probe is not None else ""
+    return f" (on the self-check's own batch, where {sizes(case, shown)}{yours})"
 
 
 SHAPES = "the tensors' shapes"
@@ -354,10 +360,9 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
     case, first = next(((c, f) for c, f in failures if getattr(f, "status", None) != Match.SQUEEZABLE), failures[0])
     wrong_on = [c for c, _ in failures]
     # The self-check's batches are public but not the student's: a size quoted from one says so.
-    batch = _batch(case, probe) if public else ""
     if isinstance(first, Failure):
         kind, feedback, mistake = first.kind, first.feedback, first.mistake
-        feedback += batch if kind == "error" else ""
+        feedback += _batch(case, probe, feedback) if public and kind == "error" else ""
         named = bool(mistake)
     else:
         kind, mistake = first.status, ""
@@ -377,7 +382,9 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
         named = bool(mistake)
         shown = _shown(first, case, cases, outcomes, answer, check, tol, public)
         hinted = mistake or "; ".join(shown.hints)
-        feedback = f"{answer.variable}: {shown.message}{batch}" + (f"; {hinted}" if hinted and hints != "none" else "")
+        said = hinted if hints != "none" else ""
+        batch = _batch(case, probe, f"{shown.message} {said}") if public else ""
+        feedback = f"{answer.variable}: {shown.message}{batch}" + (f"; {said}" if said else "")
         mistake = hinted
     probe_compared = _compared(outcomes.get(probe.config.name), probe, answer, check, tol) if probe else None
     if kind != Match.BLANK and not named and probe_compared is not None and probe_compared.passed and \

@@ -87,15 +87,17 @@ def _indices(mask: torch.Tensor) -> str:
 
 
 def where_wrong(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> list[str]:
-    """Where the values are wrong, when that is not everywhere: rows, columns or a count of entries."""
+    """Where the values are wrong, when that is not everywhere: rows, columns or a count of entries. Right
+    only where the gradient is zero (the rows of C no index of the batch picks) is wrong everywhere it
+    could be: no place is named, which would point at the indexing."""
     wrong = ~torch.isclose(got, want, rtol=rtol, atol=atol)
     count, total = int(wrong.sum()), wrong.numel()
-    if count == 0 or count == total:
+    if count == 0 or count == total or not bool((~wrong & want.ne(0)).any()):
         return []
     if got.dim() == 2:
         for axis, label in ((1, "rows"), (0, "columns")):
             bad = wrong.any(axis)
-            if int(bad.sum()) < bad.numel() and wrong.shape[1 - axis] > 1:
+            if int(bad.sum()) < bad.numel() and wrong.shape[1 - axis] > 1 and bool((~bad & want.ne(0).any(axis)).any()):
                 return [f"wrong only in {label} {_indices(bad)} ({int(bad.sum())} of {bad.numel()}),"
                         " right in the others"]
     return [f"right in {total - count} of {total} entries, wrong in {count}"]

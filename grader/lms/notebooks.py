@@ -148,7 +148,7 @@ def locked(grade_id: str, source: str):
 def check_cell(grade_id: str) -> str:
     """A check cell: it imports the check itself and names the answer, evaluating nothing of the student's,
     so that it never raises (after a kernel restart, a skipped or broken answer cell: see
-    grader.student.check.NotebookCheck)."""
+    grader.student.selfcheck.NotebookCheck)."""
     return f'from grader.student.check import check\ncheck("{grade_id}")'
 
 

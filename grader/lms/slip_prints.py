@@ -12,7 +12,7 @@ from grader.exercise import ATOMIC, FUNCTION, FUSED
 from grader.judge import neighbourhood, prints
 from grader.judge.exam import CHAIN, checks
 from grader.outputs.files import atomic_write
-from grader.student.check import own_cases
+from grader.student.selfcheck import own_cases
 
 
 def build(spec: str) -> tuple[dict, dict]:

@@ -1,0 +1,1283 @@
+"""The self-check students call after each answer cell: the grader's own verdict, reached without the
+hidden tests or the solutions, one line each.
+
+It compares the answer with autograd's on the notebook's own batch, then runs the answer cell's code
+the way the grader does (grader.judge.compare.judge: the same comparison, tolerances, static check and
+diagnosis): with the true upstream gradients and with random ones (so a missing branch or a constant
+fails here too), on the notebook's batch and on three batches of other sizes it draws itself, one of
+each kind the grader's hidden configurations hold (all targets distinct, plain, a tiny activation
+variance); a function answer runs in a clean namespace at those sizes (so reading the notebook's
+globals fails here too), and so does a training-run answer. The cell's code comes from the
+notebook's own history (IPython's), so nothing needs to be passed in. A line contains WRONG exactly
+when the grader takes a point there (a shape that differs only by a size-1 dimension too, unless the
+course gives it full credit), and a line that loses part of the points says how much. When the cell
+is right but an upstream answer is wrong, the line names the first wrong answer of the chain; when
+the notebook's value is stale (an input changed since the cell ran, or a later cell changed it in
+place, or another cell reassigned its name, all recorded after each cell through IPython's events), it
+says what to re-run, and never calls a right cell wrong; nor does autograd's gradient changed by a
+(refused) backward() call, checked against the gradient computed here from the notebook's batch.
+
+Everything it knows of the network, the answers and their cells comes from the exercise value
+(grader.exercise), so it checks any exercise's notebook. It prints to stdout only, never stderr
+(nbgrader zeroes a cell that writes to stderr), and a blank answer is "not attempted yet" so Run All
+still reaches the end of the notebook.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import difflib
+import functools
+import importlib.util
+import json
+import re
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from grader.course import Policy, Tolerance
+from grader.exercise import ATOMIC, DEFAULT, FUNCTION, NAMESPACE, Answer, Exercise, load
+from grader.judge import neighbourhood
+from grader.judge.compare import compare, judge
+from grader.judge.configs import Config, generate
+from grader.judge.diagnose import name as name_mistake
+from grader.judge.exam import CHAIN, LOCAL, autograd_steps, case_of, checks, prepare, prepare_training, steps_of
+from grader.sandbox import static_check
+from grader.vocabulary import SETUP_FIRST as SETUP
+from grader.vocabulary import Match, Status
+
+# Float64 rounding is ~1e-16, so these only absorb a different order of operations; float32 noise on
+# gradients that are zero in exact arithmetic (a softmax's shift, a bias before a batch norm) reaches ~1e-8,
+# hence its looser atol. Float64 answers use the course's tolerance (the grader's); these are the defaults.
+TOLERANCES = {torch.float64: (1e-5, 1e-8), torch.float32: (1e-4, 1e-6)}
+# The self-check's own batches: public, unlike the grader's, and drawn like them (sizes unlike the
+# lecture's, each configuration as the exercise's hidden ones are).
+SALT = "backprop-ninja self-check"
+
+# exercise spec -> its self-check cases, built once per notebook (several SelfChecks share them).
+_CASES: dict[str, tuple] = {}
+
+
+def choose_rule_table() -> None:
+    """The self-check names slips with the rule table where grader.derive is installed (a checkout, the full
+    package), and by the fingerprints beside the notebook in backprop-ninja-student, which leaves it out.
+    Imported by name: an import statement would put it in that wheel."""
+    found = importlib.util.find_spec("grader.derive") is not None
+    neighbourhood.use_rule_table(importlib.import_module("grader.derive").for_exercise if found else None)
+
+
+def own_cases(spec: str) -> tuple:
+    """One batch of each kind the grader's hidden configurations hold (the exercise's `hidden` gives the
+    first and the last their own, the middle ones none), so no kind the grader scores goes unchecked."""
+    return tuple(case for case in _all_cases(spec) if case.config.scored)
+
+
+def own_probe(spec: str):
+    """The unscored batch at the lecture's sizes the grader runs beside its own: an answer right there
+    and wrong at every other size hard-codes a lecture size, which the grader says."""
+    return next(case for case in _all_cases(spec) if not case.config.scored)
+
+
+def _all_cases(spec: str) -> tuple:
+    if spec not in _CASES:
+        torch.set_num_threads(1)
+        _CASES[spec] = tuple(prepare(config) for config in generate(spec, SALT, 3))
+    return _CASES[spec]
+
+
+def _credit(fraction: float) -> str:
+    """The partial credit the grader gives, said where the line says WRONG, so that no half point is a surprise."""
+    share = "nothing" if fraction <= 0 else "half its points" if fraction == 0.5 else f"{fraction:g} of its points"
+    return f"the grader gives {share}"
+
+
+class _Ran:
+    """What a cell produced on one case: the fields of the sandbox's Outcome that judge reads."""
+
+    def __init__(self, status: str, tensor=None, **detail):
+        self.status, self.tensor, self.detail, self.extra = status, tensor, detail, {}
+
+
+def _error(exc: BaseException, filename: str) -> _Ran:
+    line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__)) if f.filename == filename), None)
+    return _Ran("error", error_type=type(exc).__name__, error=str(exc)[:500], line=line)
+
+
+def _dtype_note(error: str, function: str) -> str:
+    """Where a function fails on mixed dtypes: the self-check and the grader call it with float64 tensors,
+    which the notebook's own float32 run never showed."""
+    if not re.search(r"\b(Double|Float|dtype|scalar type)\b", error):
+        return ""
+    return (f" ({function} is called with float64 tensors here and by the grader: a tensor it makes with a fixed "
+            "dtype (torch.zeros(shape) is float32; torch.zeros_like(x) follows x) or keeps from an earlier call "
+            "does not match them)")
+
+
+def _globals_read(function) -> str:
+    """The notebook's values a function reads besides its arguments (exercise 1's `bngain`, say): the
+    check and the grader give it none, and the notebook's are of other sizes."""
+    code, found = getattr(function, "__code__", None), getattr(function, "__globals__", {})
+    read = [n for n in (code.co_names if code else ()) if n not in NAMESPACE
+            and isinstance(found.get(n), torch.Tensor | int | float)]
+    return "" if not read else f" (it reads {', '.join(read[:4])} from the notebook, not from its arguments)"
+
+
+def _step(params: dict, grads: dict, lr: float) -> dict:
+    """One SGD step with the student's gradients, in the parameters' dtype."""
+    return {k: params[k] - lr * grads[k].detach().to(params[k].dtype) for k in params}
+
+
+def _result(value) -> _Ran:
+    if value is None:
+        return _Ran("blank")
+    if type(value) is not torch.Tensor:
+        return _Ran("subclass" if isinstance(value, torch.Tensor) else "not-tensor", type=type(value).__name__)
+    return _Ran("tensor", value.detach())
+
+
+@functools.lru_cache(maxsize=1024)
+def _assigns(source: str, names: frozenset[str]) -> bool:
+    """Whether the cell binds one of `names`; a cell that does not parse (a student's syntax error, which
+    the grader refuses) is read line by line, so that its answer cell is still found and judged."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return any(re.search(rf"(?m)^\s*(def\s+)?{re.escape(n)}\s*([-+*/@]?=[^=]|\()", source) for n in names)
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    return bool(bound & names)
+
+
+@functools.lru_cache(maxsize=1024)
+def _given(source: str, sinks: frozenset[str]) -> bool:
+    """A read-only cell that hands a fused answer autograd's gradient of its sink (`dX = X.grad.clone()`,
+    so that a fused exercise does not depend on the atomic one): not an answer cell. Only
+    that exact form, so a student's answer that reads .grad is still found (and refused, as the grader
+    refuses it)."""
+    try:
+        statements = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return bool(statements) and all(
+        isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+        and s.targets[0].id[1:] in sinks and ast.unparse(s.value) == f"{s.targets[0].id[1:]}.grad.clone()"
+        for s in statements)
+
+
+def _reads(source: str) -> set[str]:
+    try:
+        return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return set()
+
+
+def _first_uses(source: str, augmented: bool = True) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(the names the code binds, those it reads before binding them), statement by statement (a value
+    is read before its target is bound, and `x += ...` reads x unless not `augmented`); None for code that
+    does not parse."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return None
+    bound: set[str] = set()
+    early: set[str] = set()
+    for statement in body:
+        nodes = list(ast.walk(statement))
+        targets = [n.target for n in nodes if isinstance(n, ast.AugAssign)] if augmented else []
+        early |= {n.id for n in [*nodes, *targets] if isinstance(n, ast.Name)
+                  and (isinstance(n.ctx, ast.Load) or n in targets)} - bound
+        bound |= {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        bound |= {n.name for n in nodes if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    return frozenset(bound), frozenset(early)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cells_by_code(spec: str, source: str, bound_name: str | None = None) -> tuple[str, ...]:
+    """The answer cells (their ids) the code can be, from the code alone, for the front ends that send
+    no cell ids (nbclient, the classic Notebook). A cell binding an answer's variable is that answer's,
+    unless it reads the variable before binding it (a typo: `dy = ... * dy` is the cell of the step that
+    reads dy); of the answers sharing a variable (a fused exercise's and an
+    atomic one's), those whose one step's gradients it reads most, none of them reading a gradient the
+    answer may not. `bound_name`: the answer's name the code was seen binding (through exec or globals(),
+    which no statement shows). Empty: no answer's cell."""
+    exercise = load(spec)
+    gradients = [a for a in exercise.answers if a.kind != FUNCTION]
+    uses = _first_uses(source)
+    if uses is None:  # a syntax error: the names it assigns, line by line; nothing known of what it reads
+        uses = (frozenset(n for n in _names_of(spec) if _assigns(source, frozenset({n}))), frozenset())
+    bound, early = uses
+    if bound_name is not None and not bound & _names_of(spec):
+        bound = frozenset({bound_name})
+    cells: list[str] = []
+    read = early & {a.variable for a in gradients}
+    for variable in sorted(bound & {a.variable for a in gradients}):
+        candidates = [a for a in gradients if variable in a.local_upstream] if variable in early else []
+        if variable not in (_first_uses(source, augmented=False) or (bound, early))[1]:
+            # `dx += ...` alone is dx's cell completing its gradient (begun in an earlier cell); with the variable of
+            # an answer that reads dx bound too (`dx *= ...; dy = dx`), that answer's cell changing dx in place
+            candidates = [a for a in candidates if a.variable in bound]
+        elif len(candidates) > 1:
+            # `dx = ... dx` is a typo in the cell of the one step that reads dx; where several read it (a fused
+            # exercise's `dx = dx` reads its atomic namesake), no step is told: the cell is dx's answers'
+            candidates = []
+        candidates = candidates or [a for a in gradients if a.variable == variable]
+        candidates = [a for a in candidates if read - {variable} <= set(a.upstream)] or candidates
+        best = max(len(read & set(a.local_upstream)) for a in candidates)
+        cells += [a.cell_id for a in candidates if len(read & set(a.local_upstream)) == best]
+    cells += [f.cell for f in exercise.functions if f.name in bound]
+    return tuple(dict.fromkeys(cells))
+
+
+# cell id -> the code it last ran, and execution count -> the id of the cell that ran. The notebook's cells
+# have their grade ids as ids, and JupyterLab and Notebook 7 send the id with each execution; nbclient and
+# the classic Notebook do not, hence the history as a fallback, each cell of it told by its code
+# (_cells_by_code), and the cells seen binding an answer's name.
+_CELLS: dict[str, str] = {}
+_IDS: dict[int, str] = {}
+# Name (an answer's variable or function) -> (execution count, code, cell id or None) of the last cell that
+# bound it, by any means (`exec("dx = ...")`, `globals()["dx"] = ...` name nothing the history shows), and
+# what each such name held before the running cell. The id tells a later cell that reassigned an answer's
+# name (a fused exercise's answer reusing an atomic one's name, a typo naming an earlier answer) from the
+# answer's own.
+_BOUND: dict[str, tuple[int, str, str | None]] = {}
+_BEFORE: dict[str, object] = {}
+# Forward value -> (its tensor, torch's count of in-place changes) before the running cell, and forward value ->
+# (the tensor a cell changed in place, that cell, the answer it assigned): `x.mul_(dy)` in a parameter's
+# cell leaves every later answer that reads x computed from a wrong value.
+_FORWARD_BEFORE: dict[str, tuple[torch.Tensor, int]] = {}
+_FORWARD_CHANGED: dict[str, tuple[torch.Tensor, str, str | None]] = {}
+
+
+def _record(info) -> None:
+    if getattr(info, "cell_id", None):
+        _CELLS[info.cell_id] = info.raw_cell
+    try:
+        from IPython import get_ipython
+        namespace = get_ipython().user_ns
+        _BEFORE.clear()
+        _BEFORE.update({name: namespace.get(name) for name in _answer_names(namespace)})
+        settings = namespace.get("COURSE")
+        _FORWARD_BEFORE.clear()
+        if isinstance(settings, dict):
+            _FORWARD_BEFORE.update({name: (t, t._version) for name in load(settings.get("exercise", DEFAULT))
+                                    .network.intermediates if type(t := namespace.get(name)) is torch.Tensor})
+    except Exception:  # noqa: S110 - bookkeeping for better lines must never get in the student's way
+        pass
+
+
+def _answer_names(namespace: dict) -> frozenset[str]:
+    """The names the notebook's answer cells bind: each gradient's variable and each function's name."""
+    settings = namespace.get("COURSE")
+    return _names_of(settings.get("exercise", DEFAULT)) if isinstance(settings, dict) else frozenset()
+
+
+@functools.lru_cache(maxsize=8)
+def _names_of(spec: str) -> frozenset[str]:
+    exercise = load(spec)
+    return frozenset({a.variable for a in exercise.answers if a.kind != FUNCTION}
+                     | {f.name for f in exercise.functions})
+
+
+def _bound(namespace: dict, source: str, count, cell_id: str | None) -> None:
+    """After each cell: the answer names it bound anew, whatever the cell looks like (a check cell, or a
+    read-only cell handing a fused answer autograd's gradient, is no answer cell)."""
+    names = _answer_names(namespace)
+    if not names or "check(" in source or not isinstance(count, int) \
+            or _given(source, frozenset(name[1:] for name in names if name.startswith("d"))):
+        return
+    for name in names:
+        if name in namespace and namespace[name] is not _BEFORE.get(name):
+            _BOUND[name] = (count, source, cell_id)
+
+
+# What the answer cells left, for the lines on stale state: variable -> the gradients its cell read, as
+# they were then, and the tensor it assigned with that tensor's version (torch counts in-place changes);
+# and variable -> how a later cell changed it in place: (that cell, the answer it assigned, the statement
+# that changed it, or None for a change through another name).
+_RAN: dict[str, tuple[dict[str, torch.Tensor], torch.Tensor, int]] = {}
+_CHANGED: dict[str, tuple[str, str | None, str | None]] = {}
+# The cell that last called backward() outside the forward pass's: autograd's .grad then holds a sum.
+_BACKWARD: list[str] = []
+
+
+def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -> None:
+    """After each cell: which answer variables it assigned (and from what), and which earlier answers it
+    changed in place: through another name (`dx = dy; dx += ...` changes dy) or its own (`dy *= ...` in
+    dx's cell, which binds dy anew only in name)."""
+    settings = namespace.get("COURSE")
+    if not isinstance(settings, dict):
+        return
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return
+    exercise = load(settings.get("exercise", DEFAULT))
+    gradients = {a.variable for a in exercise.answers if a.kind != FUNCTION}
+    network = exercise.network  # a forward value run again with other values makes an answer stale too
+    inputs = gradients | {*network.intermediates, *network.parameters, *network.data}
+    augmented = {id(n.target): n for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}
+    names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    cells = (cell_id,) if cell_id else _cells_by_code(settings.get("exercise", DEFAULT), source)
+    own = {a.variable for a in exercise.answers if a.cell_id in cells}
+    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)} & gradients
+    rebound = ({n.id for n in names if isinstance(n.ctx, ast.Store) and id(n) not in augmented} | own) & gradients
+    read = {n.id for n in names if isinstance(n.ctx, ast.Load)} & inputs
+    assigned = sorted(v for v in rebound if type(namespace.get(v)) is torch.Tensor)
+    where = f"{assigned[0]}'s cell" if assigned else f"the cell you ran as In[{count}]"
+    for variable, (_, tensor, version) in list(_RAN.items()):
+        if variable not in rebound and namespace.get(variable) is tensor and tensor._version != version:
+            how = next((ast.unparse(a) for a in augmented.values() if isinstance(a.target, ast.Name)
+                        and a.target.id == variable), None) if variable in stored else None
+            _CHANGED.setdefault(variable, (where, assigned[0] if assigned else None, how))
+    for variable in assigned:
+        tensor = namespace[variable]
+        _RAN[variable] = ({g: namespace[g].detach().clone() for g in read - {variable}
+                           if type(namespace.get(g)) is torch.Tensor}, tensor, tensor._version)
+        _CHANGED.pop(variable, None)
+    for name, (tensor, version) in _FORWARD_BEFORE.items():
+        if namespace.get(name) is tensor and tensor._version != version:
+            _FORWARD_CHANGED[name] = (tensor, where, assigned[0] if assigned else None)
+    if any(isinstance(n, ast.Attribute) and n.attr == "backward" for n in ast.walk(tree)):
+        # An answer cell's call adds to autograd's gradients (the grader refuses it); any other cell's is
+        # taken for the forward pass's, run anew.
+        _BACKWARD[:] = [where] if assigned else []
+
+
+def _saved_code(namespace: dict, cell_id: str) -> tuple[str, float] | None:
+    """(the cell's code in the notebook's file, when the file was saved), where the front end names the
+    file: jupyter_server's kernels have it as `__session__`, VS Code's as `__vsc_ipynb_file__`."""
+    named = namespace.get("__session__") or namespace.get("__vsc_ipynb_file__")
+    if not isinstance(named, str) or not named.endswith(".ipynb"):
+        return None
+    path = next((p for p in (Path(named), Path.cwd() / Path(named).name) if p.is_file()), None)
+    if path is None:
+        return None
+    saved = path.stat().st_mtime
+    return next(((code, saved) for found, code in _saved_cells(str(path), saved) if found == cell_id), None)
+
+
+@functools.lru_cache(maxsize=4)
+def _saved_cells(path: str, _saved: float) -> tuple[tuple[str, str], ...]:
+    """The notebook file's code cells as (their id, or their nbgrader grade id, and code); read once per save."""
+    with open(path, encoding="utf-8") as file:
+        cells = json.load(file).get("cells", [])
+    return tuple((c.get("metadata", {}).get("nbgrader", {}).get("grade_id") or c.get("id"),
+                  "".join(c.get("source", ""))) for c in cells if c.get("cell_type") == "code")
+
+
+def _blank(code: str) -> bool:
+    """Whether a cell's code is a released blank: only `dx = None` lines (and comments)."""
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return False
+    return bool(body) and all(isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and s.value.value is None
+                              for s in body)
+
+
+def _same_code(a: str, b: str) -> bool:
+    """Whether two versions of a cell are the same code (its comments and layout aside)."""
+    try:
+        return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))
+    except SyntaxError:
+        return a.strip() == b.strip()
+
+
+def _in_place_fix(variable: str, how: str | None, there: str = "") -> str:
+    """How a cell that changed an earlier answer in place is fixed: `how` is the statement that changed it
+    by its own name, None for a change through another name."""
+    if how is None:
+        return f"after `x = {variable}`, `x += ...` changes {variable} too: write `x = {variable}.clone()`"
+    return f"`{how}`{there} changes {variable} itself: compute the new gradient into a new tensor instead"
+
+
+# A cell's id (or else its execution count) -> when it last ran: a cell whose saved code differs from what
+# ran, saved after that, was edited since, and its check judges the old code.
+_RAN_AT: dict[str | int, float] = {}
+
+
+def _after(result) -> None:
+    try:
+        from IPython import get_ipython
+        cell_id = getattr(result.info, "cell_id", None)
+        if cell_id and isinstance(result.execution_count, int):
+            _IDS[result.execution_count] = cell_id
+        _RAN_AT[cell_id or result.execution_count] = time.time()
+        _bound(get_ipython().user_ns, result.info.raw_cell, result.execution_count, cell_id)
+        _remember(get_ipython().user_ns, result.info.raw_cell, result.execution_count, cell_id)
+    except Exception:  # noqa: S110 - bookkeeping for better lines must never get in the student's way
+        pass
+
+
+def _listen() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and _record not in shell.events.callbacks["pre_run_cell"]:
+        shell.events.register("pre_run_cell", _record)
+        shell.events.register("post_run_cell", _after)
+
+
+class SelfCheck:
+    """The check itself. Notebooks made now call it through `check("dx")` (NotebookCheck, below), which
+    builds one from the notebook's COURSE; notebooks already released build it themselves,
+    `check = SelfCheck(n=n, namespace=globals(), course=COURSE)` once, then
+    `check("dx", dx, x)` after each answer, which still works; the checks of a part whose answers share a
+    gradient's name with another part's (a function's, say) are `SelfCheck(..., part=4)`. `course` holds
+    course.yml's public settings (tolerance, allow, hints, `exercise`, and `solutions` when off), which the notebook's
+    generator writes into the notebook. The exercise is named as course.yml names it (a registered name
+    or module:attribute, see grader.exercise.load), by `exercise` or else by the settings' `exercise`
+    (default: grader.exercise.DEFAULT): a name, not a value, because the grader's configurations, which
+    the self-check builds too, carry their exercise by name. grader 0.1's notebooks pass the part as
+    `exercise=4`, which still works. `n`, the batch size every notebook passes, is accepted and not
+    needed: the sizes are read from the tensors."""
+
+    def __init__(self, n: int | None = None, exercise: str | int | None = None, namespace: dict | None = None,
+                 course: dict | None = None, *, part: int | None = None, by_grade_id: bool = False):
+        course = course or {}
+        if isinstance(exercise, int):
+            exercise, part = None, exercise
+        choose_rule_table()
+        self.spec = exercise or course.get("exercise", DEFAULT)
+        self.exercise = load(self.spec)
+        self.part = part
+        self.by_grade_id = by_grade_id  # each check names its grade id (NotebookCheck), not a variable
+        self.namespace = namespace
+        self.tolerance = Tolerance(*course.get("tolerance", TOLERANCES[torch.float64]))
+        extra = course.get("allow", {})
+        self.allow = static_check.Allow().extended(extra.get("torch", ()), extra.get("functional", ()),
+                                                   extra.get("builtins", ()))
+        self.hints = course.get("hints", "named")
+        # What the grader gives for right values in a squeezable shape, and for an answer right only on
+        # the true upstream gradients: a line says WRONG exactly when the grader takes a point.
+        self.policy = Policy(**course.get("policy", {}))
+        self.solutions = course.get("solutions", "gated")
+        self._function_ran: tuple | None = None  # a function's checks (one per key it returns) share one run
+        self._changes_given: set[str] = set()  # what the trained function changed of the arguments it was given
+        self._case: tuple | None = None  # the notebook's forward pass as a case, and the tensors it was built from
+        _listen()
+
+    def __call__(self, name: str, manual, tensor: torch.Tensor) -> None:
+        print(self.line(name, manual, tensor))
+
+    # --- which answer a check is about -------------------------------------------------------------
+
+    def grade_ids(self, name: str) -> tuple[str, ...]:
+        """The grade ids a check of `name` may be about. The notebook passes the variable's name, which
+        answers of several parts share (a fused answer assigns the variable of an atomic one); a
+        check made for one part looks for the answer there whose gradient is `name`."""
+        answers = self.exercise.answers
+        if self.part is not None:
+            return tuple(a.grade_id for a in answers if a.part == self.part and "d" + a.source == name)
+        by_variable = tuple(a.grade_id for a in answers if a.kind != FUNCTION and a.variable == name)
+        return by_variable or ((name,) if name in self.exercise.by_grade_id else ())
+
+    def pointer(self, name: str) -> str:
+        """Where a student stuck on `name` finds the reference, explained (empty for a name of their own). A
+        check by grade id (NotebookCheck's) is that answer's alone: the other exercises' answers of its
+        variable (an unexplained "(exercise N: its grade id)" on an atomic answer's line) are for the checks of
+        released notebooks, which name the variable that exercises share."""
+        ids = (name,) if self.by_grade_id and name in self.exercise.by_grade_id else self.grade_ids(name)
+        if not ids or self.solutions == "off" or importlib.util.find_spec("grader.student.solution") is None:
+            return ""  # a graded course, or backprop-ninja-student: no references, and no command to show them
+        answers = self.exercise.by_grade_id
+        others = "".join(f" (exercise {answers[g].part}: {g})" for g in ids[1:])
+        return f" — stuck? backprop-ninja solution {ids[0]} --notebook YOUR_NOTEBOOK.ipynb{others}"
+
+    # --- where the cell's code and the notebook's values come from ---------------------------------
+
+    def source(self, answer: Answer) -> str | None:
+        """The answer cell's code as last run (see `located`)."""
+        found = self.located(answer)
+        return None if found is None else found[0]
+
+    def located(self, answer: Answer) -> tuple[str, int | None, bool] | None:
+        """(the answer cell's code as last run, its execution count, whether the cell is a guess): by the
+        cell's id where the notebook's front end sends it, else the newest cell of the notebook's
+        history, or seen binding an answer's name (through exec, say), that is this answer's cell by its
+        code (`cells_at`), other than the read-only cells that set answers up. One that stopped with an
+        error bound nothing, and is the one the grader runs."""
+        if answer.cell_id in _CELLS:
+            return _CELLS[answer.cell_id], None, False
+        history = (self.namespace or {}).get("In") or []
+        names = _names_of(self.spec)
+        sinks = frozenset(a.sink for a in self.exercise.answers if a.sink)
+        seen = {count: (code, name) for name, (count, code, _) in _BOUND.items()} if "In" in (self.namespace or {}) \
+            else {}
+        for count in range(len(history) - 2, 0, -1):
+            code, name = seen.get(count, (history[count], None))
+            if not isinstance(code, str) or "check(" in code or name is None and not _assigns(code, names) \
+                    or _given(code, sinks):
+                continue
+            cells, guess = self.cells_at(count, code, name)
+            if answer.cell_id in cells:
+                return code, count, guess
+        return None
+
+    def cells_at(self, count: int, code: str, name: str | None = None) -> tuple[tuple[str, ...], bool]:
+        """(the answer cells that ran as In[count], whether that is a guess): its id where the front end
+        sent one; else told by its code, and of the cells sharing a variable that its code fits alike,
+        the one whose check ran next (a cell's check follows it in the notebook), else the fused
+        exercise's (a cell that reads none of its step's gradients), a guess."""
+        if count in _IDS:
+            return tuple(a.cell_id for a in self.exercise.answers if a.cell_id == _IDS[count])[:1], False
+        cells = _cells_by_code(self.spec, code, name)
+        if len(cells) < 2 or len({self._variable_of(c) for c in cells}) > 1:
+            # `dx = dx * 2` computes the answer from itself: a scratch cell more likely than the answer's own.
+            uses = _first_uses(code, augmented=False)
+            return cells, uses is not None and any(self._variable_of(c) in uses[1] for c in cells)
+        history = (self.namespace or {}).get("In") or []
+        following = history[count + 1] if count + 1 < len(history) else ""
+        checked = re.search(r"check\(\s*[\"']([^\"']+)[\"']", following if isinstance(following, str) else "")
+        answer = self.exercise.by_grade_id.get(checked.group(1)) if checked else None
+        fewest = min(cells, key=lambda c: len(self._answer_of_cell(c).upstream))
+        if answer is not None and answer.cell_id in cells:
+            # Still a guess where the check is of the answer whose one step's gradients the code never reads.
+            return (answer.cell_id,), answer.cell_id != fewest
+        return (fewest,), True
+
+    def _atomic(self, variable: str) -> Answer | None:
+        return next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == variable), None)
+
+    def _answer_of_cell(self, cell_id: str) -> Answer:
+        return next(a for a in self.exercise.answers if a.cell_id == cell_id)
+
+    def _variable_of(self, cell_id: str) -> str:
+        answer = self._answer_of_cell(cell_id)
+        function = self.exercise.function_of(answer)
+        return function.name if function else answer.variable
+
+    def _sources_before(self, answer: Answer) -> list[tuple[str, str]]:
+        """The earlier atomic answer cells, as the grader runs them first (their names carry over)."""
+        if answer.kind != ATOMIC:
+            return []
+        atomic, found = self.exercise.atomic, []
+        for grade_id in atomic[: atomic.index(answer.grade_id)]:
+            source = self.source(self.exercise.by_grade_id[grade_id])
+            if source is not None:
+                found.append((grade_id, source))
+        return found
+
+    def notebook_case(self):
+        """The notebook's own forward pass as a case of the grader's (unscored, like its probe)."""
+        ns = self.namespace or {}
+        network = self.exercise.network
+        if not all(isinstance(ns.get(k), torch.Tensor) for k in (*network.parameters, *network.data)):
+            return None
+        # Built once per forward pass (a line asks for it twice): the same tensors, unchanged in place.
+        key = [(ns[k], ns[k]._version) for k in (*network.parameters, *network.data)]
+        if self._case is not None and all(t is u and v == w for (t, v), (u, w) in zip(self._case[0], key, strict=True)):
+            return self._case[1]
+        params = {p: ns[p].detach().to(torch.float64) for p in network.parameters}
+        data = {k: ns[k] for k in network.data}
+        config = Config(self.spec, "your notebook's batch", self.exercise.sizes_of({**params, **data}), 0,
+                        scored=False)
+        self._case = (key, case_of(config, params, data, torch.Generator().manual_seed(0)))
+        return self._case[1]
+
+    # --- running the cell the way the grader's sandbox does -----------------------------------------
+
+    def _run_cell(self, answer: Answer, source: str, case, check: str, carry: dict) -> _Ran:
+        filename = f"<answer cell {answer.grade_id}>"
+        ns = {"__builtins__": builtins, **NAMESPACE, **self.exercise.network.size_values(case.values)}
+        if answer.kind == ATOMIC:
+            ns.update(carry)
+        ns.update({k: v.clone() for k, v in case.student_view().items()})
+        ns.update({g: v.clone() for g, v in case.upstream(answer, check).items()})
+        try:
+            exec(compile(source, filename, "exec"), ns)
+        except Exception as exc:
+            return _error(exc, filename)
+        if answer.kind == ATOMIC:
+            reserved = {*self.exercise.given, *NAMESPACE, "__builtins__"}
+            carry.clear()
+            carry.update({k: v for k, v in ns.items() if k not in reserved})
+        if answer.variable not in ns:
+            return _Ran("unassigned")
+        return _result(ns[answer.variable])
+
+    def _outcomes(self, answer: Answer, source: str, cases, check: str) -> dict:
+        outcomes = {}
+        earlier = self._sources_before(answer)
+        for case in cases:
+            carry: dict = {}  # as in the sandbox: what the earlier cells that ran assigned
+            for grade_id, code in earlier:
+                self._run_cell(self.exercise.by_grade_id[grade_id], code, case, check, carry)
+            outcomes[case.config.name] = self._run_cell(answer, source, case, check, carry)
+        return outcomes
+
+    def _function_outcomes(self, answer: Answer, source: str | None) -> dict:
+        """The answer's function's returned values on each of the self-check's cases, run as the grader
+        runs it: its cell's code in a namespace of its own, holding only torch and F."""
+        function = self.exercise.function_of(answer)
+        if self._function_ran and self._function_ran[0] == (function.cell, source):
+            return self._function_ran[1]
+        filename = f"<answer cell {function.cell}>"
+        outcomes: dict = {}
+        ns = {"__builtins__": builtins, **NAMESPACE}
+        defined = (self.namespace or {}).get(function.name)
+        for case in (*own_cases(self.spec), own_probe(self.spec)):
+            try:
+                if source is not None:
+                    exec(compile(source, filename, "exec"), ns)
+                elif callable(defined):  # no history: the same code, cut off from the notebook's globals
+                    ns[function.name] = type(defined)(defined.__code__, ns, defined.__name__,
+                                                      defined.__defaults__, defined.__closure__)
+                returned = ns[function.name](*function.call_arguments(case.values))
+                if returned is not None and not isinstance(returned, dict):
+                    raise TypeError(f"{function.name} returned a {type(returned).__name__}, not a dict")
+            except Exception as exc:
+                failed = _error(exc, filename)
+                outcomes[case.config.name] = dict.fromkeys(function.returns, failed)
+                continue
+            outcomes[case.config.name] = {key: _result(None if returned is None else returned.get(key))
+                                          for key in function.returns}
+        self._function_ran = ((function.cell, source), outcomes)
+        return outcomes
+
+    # --- the line ------------------------------------------------------------------------------------
+
+    def line(self, name: str, manual, tensor: torch.Tensor) -> str:
+        label = f"{name:<15s}|"
+        ids = self.grade_ids(name)
+        answer = self.exercise.by_grade_id[ids[0]] if ids else None
+        # Reading .grad of a non-leaf that never called retain_grad() makes torch warn on stderr.
+        expected = tensor.grad if tensor.is_leaf or tensor.retains_grad else None
+        if expected is None:
+            source = answer.source if answer is not None else name
+            return (f"{label} no autograd gradient on {source}: {source} is not the forward pass's tensor (a cell "
+                    "assigned it since, or the forward and loss.backward() cells have not run): run them, then this "
+                    "check")
+        rtol, atol = (self.tolerance.rtol, self.tolerance.atol) if expected.dtype == torch.float64 else \
+            TOLERANCES.get(expected.dtype, TOLERANCES[torch.float32])
+        comparison = compare(manual, expected, rtol=rtol, atol=atol)
+        # A blank whose cell holds more than the blank (an attempt that raised here) is judged as the
+        # grader judges it: by running the cell.
+        wrong = self._as_graded(answer, comparison) if answer is not None else None
+        if comparison.status == Match.BLANK and (wrong is None or wrong.endswith(": not attempted yet")):
+            return f"{label} not attempted yet"
+        unrun = self._not_run(answer) if answer is not None and answer.kind != FUNCTION else None
+        if unrun:
+            return f"{label} {unrun}"
+        if wrong:
+            # The reference is offered under a line that finds this cell wrong, not one that says it is right.
+            if not wrong.startswith(("WRONG", "right values, wrong shape")):
+                return f"{label} {wrong}"
+            function = self.exercise.function_of(answer)
+            note = _dtype_note(wrong, function.name) if function is not None and "Error" in wrong else ""
+            return f"{label} {wrong}{note}{self._guessed(answer)}{self.pointer(name)}"
+        changed = self._autograd_changed(answer, expected, rtol, atol) if answer is not None else None
+        if changed:
+            return f"{label} {changed}"
+        if comparison.passed:
+            exact = comparison.status == Match.EXACT
+            return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {comparison.maxdiff:.3g}"
+                    f" | shape {tuple(expected.shape)} ok{self._changes_others(answer)}{self._saved_blank(answer)}")
+        other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
+        if other:
+            return (f"{label} not checked: this cell is right as the grader runs it, but your {answer.variable} is "
+                    f"not its value: {other} assigned {answer.variable} after it ran; re-run this cell, then "
+                    "this check")
+        stale = self._stale(answer) if answer is not None and answer.kind != FUNCTION else None
+        if stale:
+            return f"{label} {stale}"
+        stale = self._stale_returned(answer) if answer is not None and answer.kind == FUNCTION else \
+            self._forward_changed(answer) if answer is not None else None
+        if stale:
+            return f"{label} {stale}"
+        status = self._shape_slip() if comparison.status == Match.SQUEEZABLE else "WRONG"
+        named = None
+        case = self.notebook_case() if answer is not None and answer.kind != FUNCTION else None
+        if case is not None and comparison.maxdiff is not None and self.hints != "none":
+            named = name_mistake([(case, manual)], answer, CHAIN, rtol, atol)
+        hints = "" if self.hints == "none" else \
+            "".join(f" — hint: {h}" for h in ([named] if named else comparison.hints))
+        where = " (your notebook's batch)" if comparison.aspect == "shape" else ""
+        return f"{label} {status}: {comparison.message}{where}{hints}{self.pointer(name)}"
+
+    def _not_run(self, answer: Answer) -> str | None:
+        """An answer whose own cell has not run since the kernel started, its name bound by another answer's
+        cell (a fused exercise's cell assigns an atomic answer's name too): the grader judges this cell, not
+        that value."""
+        if "In" not in (self.namespace or {}) or self.located(answer) is not None:
+            return None
+        bound = _BOUND.get(answer.variable)
+        if bound is None:
+            return None
+        cells = (bound[2],) if bound[2] else self.cells_at(bound[0], bound[1], answer.variable)[0]
+        other = next((a for a in self.exercise.answers if a.cell_id in cells and a.cell_id != answer.cell_id
+                      and a.kind != FUNCTION), None)
+        if other is None:
+            return None
+        return (f"not run yet: this cell has not run since the kernel started; your {answer.variable} is the "
+                f"value {other.grade_id}'s cell (exercise {other.part}) assigned: run this cell, then this check")
+
+    def _stale_returned(self, answer: Answer) -> str | None:
+        """A function right as the grader runs it whose gradients here are not right: they were returned by
+        an earlier definition (its cell was fixed and run, the cell that calls it not), or changed since."""
+        function = self.exercise.function_of(answer)
+        if self.source(answer) is None and not callable((self.namespace or {}).get(function.name)):
+            return None  # nothing judged
+        return (f"not checked: {function.name} is right as the grader runs it, but the gradients checked here are not "
+                f"what it returns now (they were computed before its cell last ran, or changed since): re-run the "
+                f"cell after {function.name}'s, which calls it, then this check")
+
+    def _forward_changed(self, answer: Answer) -> str | None:
+        """A cell right as the grader runs it, whose value here is wrong because a forward value it reads is not
+        the forward pass's any more: a cell changed it in place (`x.mul_(...)`)."""
+        source, case = self.source(answer), self.notebook_case()
+        if source is None or case is None:
+            return None
+        changed = [name for name in self.exercise.network.intermediates if name in _reads(source)
+                   and name in case.values and type(now := self.namespace.get(name)) is torch.Tensor
+                   and not compare(now.detach().to(torch.float64), case.values[name].to(torch.float64),
+                                   rtol=1e-4, atol=1e-6).passed]
+        if not changed:
+            return None
+        by = _FORWARD_CHANGED.get(changed[0])
+        who = f"{by[1]} changed it in place" if by is not None and by[0] is self.namespace.get(changed[0]) else \
+            "a cell changed it in place, or assigned it"
+        return (f"not checked: this cell is right as the grader runs it, but {changed[0]}, which it reads, is not your "
+                f"forward pass's value any more ({who}): re-run the forward pass's cell (the one that calls "
+                "backward()) and the answer cells from there, then this check")
+
+    def edited(self, answer: Answer) -> str | None:
+        """An answer cell edited and saved after it last ran: its check would judge the code the kernel
+        ran, which the student no longer sees (the notebook's file tells, where the front end names it)."""
+        found = self.located(answer)
+        if found is None or found[2] or self.namespace is None:
+            return None
+        cell = answer.cell_id
+        saved = _saved_code(self.namespace, cell)
+        ran_at = _RAN_AT.get(cell if found[1] is None else found[1])
+        if saved is None or ran_at is None or saved[1] <= ran_at or _same_code(saved[0], found[0]):
+            return None
+        after = " and the cell after it, which calls it" if answer.kind == FUNCTION else ""
+        return (f"not checked: {cell}'s cell was edited after it last ran (your saved notebook holds other code "
+                f"than the kernel ran, which is what this check would judge): run it{after}, then this check")
+
+    def _saved_blank(self, answer: Answer | None) -> str:
+        """On a right line whose value no run of the answer's own cell made (a cell of another notebook on
+        this kernel did): the answer's cell as the notebook's file holds it is still the released blank,
+        and the grader grades the file. (After the answer's own cell ran, a blank file is only not saved yet.)"""
+        saved = None if answer is None or answer.kind == FUNCTION or self.namespace is None \
+            or self.located(answer) is not None else _saved_code(self.namespace, answer.cell_id)
+        if saved is None or not _blank(saved[0]):
+            return ""
+        return (f" — but {answer.cell_id}'s cell in your saved notebook is still blank ({answer.variable} = None), and "
+                "the grader grades the saved notebook: put your answer in that cell and save it")
+
+    def _guessed(self, answer: Answer) -> str:
+        """Where the cell judged was told from another by its code alone, a guess: which one was judged."""
+        found = self.located(answer) if answer.kind != FUNCTION else None
+        if found is None or not found[2]:
+            return ""
+        return (f" (judged on the cell you ran as In[{found[1]}], taken by its code for this one; if that was "
+                "another cell assigning the same name, re-run this cell, then this check)")
+
+    def _autograd_changed(self, answer: Answer, expected: torch.Tensor, rtol: float, atol: float) -> str | None:
+        """Autograd's gradient is not the notebook's forward pass's when a cell called backward() again
+        (each call adds to .grad: a refused answer that did leaves the right answers looking wrong), or
+        the batch or parameters changed since the forward cell ran: checked against the gradient the
+        self-check computes itself from the notebook's parameters and batch."""
+        case = self.notebook_case() if answer.kind != FUNCTION else None
+        if case is None or answer.variable not in case.truth or \
+                compare(expected.detach().to(torch.float64), case.truth[answer.variable], rtol=rtol, atol=atol).passed:
+            return None
+        who = f"{_BACKWARD[0]} called backward() again, which adds to .grad" if _BACKWARD else \
+            "a cell called backward() again (which adds to .grad), or the batch or parameters changed"
+        return (f"not checked: autograd's gradient on {answer.source} is not your forward pass's any more ({who}): "
+                "re-run the forward and loss.backward() cell, then this check")
+
+    def _changes_others(self, answer: Answer | None) -> str:
+        """On a right line: the earlier answers this cell changed in place, which their checks will show."""
+        changed = [v for v, (_, by, _) in _CHANGED.items() if answer is not None and by == answer.variable]
+        forward = [v for v, (tensor, _, by) in _FORWARD_CHANGED.items() if answer is not None
+                   and by == answer.variable and (self.namespace or {}).get(v) is tensor]
+        if forward:
+            return (f" — but this cell changes {' and '.join(forward)}, a value of the forward pass, in place, so "
+                    f"every answer after it that reads {forward[0]} is computed from a wrong value: compute "
+                    f"{answer.variable} without changing {forward[0]} (`{forward[0]} * ...`, not "
+                    f"`{forward[0]}.mul_(...)`), then re-run the forward pass's cell")
+        return "" if not changed else \
+            (f" — but this cell changes {' and '.join(changed)} in place, so your {changed[0]} is no longer what "
+             f"its cell computed: compute {answer.variable} into a new tensor instead")
+
+    def _as_graded(self, answer: Answer, comparison) -> str | None:
+        """The grader's verdict on the cell's code, or None when it agrees with the value check alone
+        (no code found, or the code is right on every batch and check). For a cell that is right with
+        the true upstream gradients but not with the student's, says which upstream answer is wrong."""
+        function = answer.kind == FUNCTION
+        source = None if function and self.namespace is None else self.source(answer)
+        if not function and source is None:
+            return None
+        if source is not None:
+            refusal = static_check.check(source, self.allow)
+            if refusal is not None:
+                return f"WRONG: the grader refuses this cell, {refusal}"
+        if function:
+            if source is None and not callable((self.namespace or {}).get(self.exercise.function_of(answer).name)):
+                return None  # never defined since the kernel started: the notebook check says which cell to run
+            ran = self._function_outcomes(answer, source)
+            outcomes = {case: per[answer.variable] for case, per in ran.items()}
+            failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
+                            hints=self.hints, public=True)
+            return None if failure is None else self._failed(failure) + self._written_sizes(failure, source)
+        notebook = self.notebook_case()
+        cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
+        # Every batch here is public (the self-check's own, and the notebook's): all of it may be shown.
+        failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
+                                 self.tolerance, hints=self.hints, public=True, code=source)
+                    for check in checks(answer)}
+        if failures[CHAIN] is not None:
+            return self._failed(failures[CHAIN], failures.get(LOCAL)) + self._written_sizes(failures[CHAIN], source)
+        if not comparison.passed and notebook is not None:
+            chain = self._wrong_upstream(answer, source, notebook)
+            if chain:
+                upstream, first = chain[0], chain[-1]
+                blocked = self._blocked(first, answer)
+                if blocked:
+                    return blocked
+                state = ("is not assigned (its cell never ran, or stopped with an error)"
+                         if first not in self.namespace else
+                         "is not attempted yet" if self.namespace[first] is None else "is wrong")
+                between = "" if len(chain) == 1 else \
+                    f" ({', '.join(reversed(chain[:-1]))}, computed from it, {'is' if len(chain) == 2 else 'are'} " \
+                    "wrong too)"
+                note = f"{first} above {state}{between}; with the true {upstream} this cell is right"
+                judged = self.located(self._atomic(first)) if self._atomic(first) is not None else None
+                if judged is not None and judged[2] and state == "is wrong":
+                    note += (f" (your {first} is what the cell you ran as In[{judged[1]}] left: if that was not "
+                             f"{first}'s answer cell, re-run {first}'s cell, then this check)")
+                local = failures.get(LOCAL)
+                return note if local is None else f"WRONG: {note}, but {local.feedback}"
+        if failures.get(LOCAL) is not None and self.policy.chain_only_credit < 1:
+            return (f"WRONG ({_credit(self.policy.chain_only_credit)}: right with the upstream gradients given, "
+                    f"not as one backward step): {failures[LOCAL].feedback}")
+        return None
+
+    def _blocked(self, first: str, checked: Answer) -> str | None:
+        """When the first wrong answer upstream is not wrong but out of date (another cell reassigned it,
+        or its own inputs changed since it ran): which cells to re-run, from it down to this one. Where
+        the checked cell itself changed it in place when it last ran (`dx = dy; dx += ...` run twice), that
+        cell is to fix first: re-running the others alone comes back here."""
+        answer = next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == first), None)
+        if answer is None or first not in self.namespace:
+            return None
+        changed = _CHANGED.get(first)
+        if changed is not None and changed[1] == checked.variable and self._stale_reason(answer) is not None:
+            return (f"{first} above was changed in place by this cell when it last ran "
+                    f"({_in_place_fix(first, changed[2])}): fix this cell, then re-run the cells from {first}'s down "
+                    "to this one")
+        other = self._reassigned(answer)
+        if other is not None:
+            return (f"{first} above is not its cell's value: {other} assigned {first} after it ran; re-run "
+                    f"{first}'s cell, then the cells from it down to this one; this cell itself is right")
+        reason = self._stale_reason(answer)
+        if reason is not None:
+            return (f"{first} above is out of date ({reason}): re-run the cells from {first}'s down to this one; "
+                    "this cell itself is right")
+        return None
+
+    def _written_sizes(self, failure, source: str | None) -> str:
+        """For an answer right at the lecture's sizes only: the numbers its cell writes that are a lecture
+        size, by name (the grader's line lists the usual ones, 32, 27 and 64, whatever the cell wrote)."""
+        if "depends on the lecture's sizes" not in (failure.mistake or "") or source is None:
+            return ""
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return ""
+        written = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int}
+        named = [f"{value} ({' or '.join(k for k, v in self.exercise.lecture.items() if v == value)})"
+                 for value in dict.fromkeys(self.exercise.lecture.values()) if value in written]
+        if not named:
+            return ""
+        return f" — your cell writes {' and '.join(named)} as {'numbers' if len(named) > 1 else 'a number'}"
+
+    def _failed(self, failure, local=None) -> str:
+        """The line's verdict on a failed run of the cell: right values in a squeezable shape get the
+        grader's partial credit (a function's returned gradient as much as a cell's), unless the check of
+        the one backward step (`local`) finds more wrong than the shape, where the grader gives nothing."""
+        squeezable = failure.kind == Match.SQUEEZABLE and (local is None or local.kind == Match.SQUEEZABLE)
+        return f"{self._shape_slip() if squeezable else 'WRONG'}: {failure.feedback}"
+
+    def _shape_slip(self) -> str:
+        """Right values in a shape that differs only by size-1 dimensions: WRONG unless the course gives
+        such an answer full credit."""
+        if self.policy.squeezable_shape_credit >= 1:
+            return "right values, wrong shape"
+        return f"WRONG (right values, wrong shape; {_credit(self.policy.squeezable_shape_credit)})"
+
+    def _stale(self, answer: Answer) -> str | None:
+        """Why the notebook's value is not what the answer's (right) cell computes from today's values:
+        a gradient it read changed since it ran, or a later cell changed it in place."""
+        variable = answer.variable
+        reason = self._stale_reason(answer)
+        if reason is None or variable not in _CHANGED:
+            return None if reason is None else f"re-run {variable}'s cell: {reason}"
+        where, _, how = _CHANGED[variable]
+        return (f"your {variable} is not what its cell computed: {where} changed it in place afterwards "
+                f"({_in_place_fix(variable, how, ' there')}); "
+                f"fix that cell, then run {variable}'s cell and that one again")
+
+    def _stale_reason(self, answer: Answer) -> str | None:
+        variable = answer.variable
+        ran = _RAN.get(variable)
+        if ran is None or self.namespace is None or self.namespace.get(variable) is not ran[1]:
+            return None
+        if variable in _CHANGED:
+            return f"{_CHANGED[variable][0]} changed it in place afterwards"
+        changed = [g for g, then in ran[0].items()
+                   if not (type(now := self.namespace.get(g)) is torch.Tensor and now.shape == then.shape
+                           and torch.equal(now, then))]
+        return f"{', '.join(changed)} changed since it ran" if changed else None
+
+    def _reassigned(self, answer: Answer) -> str | None:
+        """The other cell that bound the answer's name after its own cell ran (a fused exercise's answer
+        assigns an atomic one's name; a typo assigns an earlier answer's name), told by its id or else by
+        its code; None when the value is its own cell's."""
+        bound = _BOUND.get(answer.variable)
+        if bound is None:
+            return None
+        if bound[2] is not None:
+            if bound[2] == answer.cell_id or answer.cell_id not in _CELLS:
+                return None
+            cells, guess = (bound[2],), False
+        else:
+            own = self.located(answer)
+            cells, guess = self.cells_at(bound[0], bound[1], answer.variable)
+            if answer.cell_id in cells or own is None or own[1] is None or own[1] > bound[0]:
+                return None
+        others = [a for a in self.exercise.answers if a.cell_id in cells and a.kind != FUNCTION]
+        if not others:
+            return f"the cell you ran as In[{bound[0]}]"
+        if len(others) > 1:  # a typo in the cell of one of the steps that read the answer
+            return f"the cell you ran as In[{bound[0]}] (a typo in {' or '.join(a.grade_id for a in others)}'s cell?)"
+        other = others[0]
+        which = f"the cell you ran as In[{bound[0]}], by its code {other.grade_id}'s" if guess else \
+            f"{other.grade_id}'s cell"
+        if other.variable == answer.variable:
+            return f"{which} (exercise {other.part})"
+        return f"{which} (a typo for {other.variable}?)"
+
+    def _wrong_upstream(self, answer: Answer, source: str, case) -> tuple[str, ...]:
+        """The chain of wrong upstream gradients behind the cell's value: the nearest one the cell reads
+        whose notebook value is not autograd's, then the one that one's cell read, and so on up to the
+        first wrong answer (whose own inputs are right). Empty when every gradient it reads is right."""
+        chain: list[str] = []
+        while True:
+            wrong = next((g for g in reversed(answer.upstream) if g in _reads(source) and g not in chain
+                          and not compare(self.namespace.get(g), case.truth[g], rtol=self.tolerance.rtol,
+                                          atol=self.tolerance.atol).passed), None)
+            if wrong is None:
+                return tuple(chain)
+            chain.append(wrong)
+            answer = next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == wrong), None)
+            source = None if answer is None or wrong not in self.namespace else self.source(answer)
+            if source is None:
+                return tuple(chain)
+
+    def training(self, *args, lr: float) -> None:
+        """The exercise's whole-run check, `training(function, params, batches, lr=...)`: the same SGD
+        steps driven by the student's function and by autograd, from the same parameters and batches
+        (each a tuple of the network's data), every loss computed by the exercise's own network; then
+        as the grader runs it: the function's cell run on its own (torch and F only), on the
+        self-check's batches of other sizes, a gradient of any other shape than its parameter's
+        refused at its step. One line, naming the first step where the two part; it never raises, so
+        Run All reaches the end. grader 0.1's notebooks pass their own forward first, which the
+        exercise's network has replaced."""
+        if len(args) == 4:
+            args = args[1:]
+        label = f"{'training':<15s}|"
+        try:
+            line = self._training(*args, lr=lr)
+        except Exception as exc:  # a check cell never raises, whatever the notebook handed it
+            line = f"WRONG: the training check could not run: {type(exc).__name__}: {str(exc)[:300]}"
+        print(f"{label} {line}")
+
+    def _training(self, function, params, batches, *, lr: float) -> str:
+        network = self.exercise.network
+        start = {k: v.detach().clone() for k, v in params.items()}
+        self._changes_given = set()
+        steps = [dict(zip(network.data, batch, strict=True)) for batch in batches]
+        ran = self._steps(function, start, steps, lr)
+        if isinstance(ran, str):
+            return ran
+        mine, final = ran
+        changes = sorted(self._changes_given)
+        losses, expected, _ = autograd_steps(network, start, steps, lr)
+        differs = self._differs(mine, final, losses, expected)
+        if differs:
+            return f"WRONG: {differs}{self._first_wrong_gradient(function, start, steps, lr)}"
+        alone = self._training_alone(lr, len(steps))
+        if alone:
+            return f"WRONG: right on your notebook's batches, but {alone}"
+        first, last = losses[0].item(), losses[-1].item()
+        # No timing: one run's ratio to autograd's varied 0.3x-3.1x between identical runs of a notebook.
+        line = f"{len(steps)} steps match autograd: loss {first:.4f} -> {last:.4f}"
+        if changes:  # the check hands it copies; the notebook's own training loop hands it its parameters
+            line += (f" — but {self.exercise.training.function.name} changes {' and '.join(changes)}, which it is "
+                     "given, in place: a training loop then also steps them by that change; return the gradients "
+                     "and change nothing it is given")
+        return line
+
+    def _steps(self, function, params: dict, steps: list[dict], lr: float):
+        """The student's SGD steps as the grader's sandbox drives them: (losses, final parameters), or the
+        line that says why they stopped."""
+        network, declared = self.exercise.network, self.exercise.training.function
+        losses = []
+        for step, data in enumerate(steps, start=1):
+            with torch.no_grad():
+                values = network.forward(params, data)
+                given = declared.call_arguments(values)
+                try:
+                    grads = function(*given)
+                except Exception as exc:
+                    return (f"WRONG: {declared.name} raised {type(exc).__name__} at training step {step}: "
+                            f"{str(exc)[:300]}{_dtype_note(str(exc), declared.name)}{_globals_read(function)}")
+                self._changes_given |= {k for argument in given if isinstance(argument, dict)
+                                        for k, v in argument.items() if not torch.equal(v, values[k])}
+            if grads is None or (isinstance(grads, dict) and all(v is None for v in grads.values())
+                                 and all(grads.get(k) is None for k in params)):
+                return "not attempted yet"
+            bad = [k for k in params if not isinstance(grads, dict) or type(grads.get(k)) is not torch.Tensor
+                   or grads[k].shape != params[k].shape]
+            if bad:
+                return "WRONG: " + Status.BAD_STEP.text.format(step=step, function=declared.name, parameter=bad[0]) \
+                    + (f" (its shape is {tuple(grads[bad[0]].shape)}, {bad[0]}'s is {tuple(params[bad[0]].shape)})"
+                       if isinstance(grads, dict) and isinstance(grads.get(bad[0]), torch.Tensor) else
+                       f" (it returns no {bad[0]!r}; its keys: {', '.join(repr(k) for k in list(grads)[:8])})"
+                       if isinstance(grads, dict) and bad[0] not in grads else
+                       f" (it returns a {type(grads).__name__}, not a dict of gradients by parameter name)"
+                       if not isinstance(grads, dict) else "")
+            losses.append(values[network.loss])
+            params = _step(params, grads, lr)
+        return torch.stack(losses), params
+
+    def _first_wrong_gradient(self, function, params: dict, steps: list[dict], lr: float) -> str:
+        """Which gradients made the run part from autograd's: those the function returns that are not
+        autograd's at the same parameters, at the first step of the student's own run where any is not
+        (a loss parts some steps after the gradient that moved it, and names none)."""
+        network, declared = self.exercise.network, self.exercise.training.function
+        tol = self.tolerance
+        for step, data in enumerate(steps, start=1):
+            with torch.no_grad():
+                grads = function(*declared.call_arguments(network.forward(params, data)))
+            leaves = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+            truth = torch.autograd.grad(network.forward(leaves, data)[network.loss],
+                                        [leaves[k] for k in network.parameters])
+            wrong = [f"d{key}" for key, expected in zip(network.parameters, truth, strict=True)
+                     if not compare(grads[key].detach().to(expected.dtype), expected, rtol=tol.rtol,
+                                    atol=tol.atol).passed]
+            if wrong:
+                named = wrong[0] if len(wrong) == 1 else f"{', '.join(wrong[:-1])} and {wrong[-1]}"
+                return (f"; the gradients behind it: your {named} from {declared.name} "
+                        f"{'is' if len(wrong) == 1 else 'are'} not autograd's at step {step} (their lines above say "
+                        "how)")
+            params = _step(params, grads, lr)
+        return ""
+
+    def _differs(self, mine: torch.Tensor, final: dict, losses: torch.Tensor, expected: dict) -> str | None:
+        """Where the student's run parts from autograd's, judged as the grader judges it."""
+        tol = self.tolerance
+        for step, (a, b) in enumerate(zip(mine.tolist(), losses.tolist(), strict=True), start=1):
+            if abs(a - b) > tol.atol + tol.rtol * abs(b):
+                return (f"diverges from autograd at step {step}: loss {a:.6f} with your gradients, {b:.6f} with "
+                        "autograd's")
+        for name, value in expected.items():
+            comparison = compare(final[name], value, rtol=tol.rtol, atol=tol.atol)
+            if not comparison.passed:
+                return (f"after {len(losses)} steps the losses agree but {name} differs from autograd's: "
+                        f"{comparison.message}")
+        return None
+
+    def _training_alone(self, lr: float, steps: int) -> str | None:
+        """The run the grader makes: the function's cell on its own, on batches of other sizes."""
+        function = self.exercise.training.function
+        answer = next(a for a in self.exercise.answers if self.exercise.function_of(a) is function)
+        source = self.source(answer)
+        defined = (self.namespace or {}).get(function.name)
+        ns = {"__builtins__": builtins, **NAMESPACE}
+        if source is not None:
+            exec(compile(source, f"<answer cell {function.cell}>", "exec"), ns)
+        elif callable(defined):  # no history: the same code, cut off from the notebook's globals
+            ns[function.name] = type(defined)(defined.__code__, ns, defined.__name__, defined.__defaults__,
+                                              defined.__closure__)
+        else:
+            return None
+        for case in own_cases(self.spec):
+            training = prepare_training(case.config, steps, lr)
+            ran = self._steps(ns[function.name], dict(training.params), steps_of(training.data), lr)
+            if isinstance(ran, str):
+                failed = ran.removeprefix("WRONG: ")
+            else:
+                failed = self._differs(ran[0], ran[1], training.losses, training.final)
+            if failed:
+                sizes = ", ".join(f"{k}={v}" for k, v in case.config.sizes.items())
+                return (f"run on its own ({function.name}'s cell with only torch and F) on a batch of other sizes "
+                        f"({sizes}), as the grader runs it: {failed} (a size or a name read from the notebook?)")
+        return None
+
+
+# The notebook's SelfCheck, by the id of its namespace: built by the first check cell from the notebook's COURSE.
+_NOTEBOOKS: dict[int, tuple[str, SelfCheck]] = {}
+
+
+class NotebookCheck:
+    """What a check cell's `check("dx")` runs (grader.student.check, which the cell imports, hands it the
+    notebook's namespace once the setup has run).
+
+    It takes the answer and autograd's tensor by name from the notebook's namespace (the caller's
+    globals), so the cell itself evaluates nothing of the student's: a name never assigned, a kernel
+    restarted before the setup ran, a skipped cell, a value that raises when read each give one line
+    saying what to run or fix, never a traceback (a raising check cell is a failed test to nbgrader,
+    and after a syntax error in one answer cell every later check cell raised). A function's answers are
+    read from the dict `answers` names, autograd's from the dict of leaves `gradients_of` names.
+    Notebooks of grader 0.1 and 0.2 call a SelfCheck they build, with the values: that still works."""
+
+    def line(self, grade_id: str, namespace: dict, answers: str | None = None,
+             gradients_of: str | None = None) -> str:
+        label = f"{grade_id:<15s}|"
+        try:
+            found = _notebook_check(namespace)
+            if isinstance(found, str):
+                return f"{label} not checked: {found}"
+            answer = found.exercise.by_grade_id.get(grade_id)
+            if answer is None:
+                return f"{label} not checked: {grade_id} is not an answer of exercise {found.exercise.name}"
+            edited = found.edited(answer)
+            if edited:
+                return f"{label} {edited}"
+            if answer.kind == FUNCTION:
+                return self._function_line(found, answer, namespace, answers, gradients_of)
+            tensor = namespace.get(answer.source)
+            if any(not isinstance(namespace.get(p), torch.Tensor) for p in found.exercise.network.parameters):
+                return f"{label} not checked: {SETUP}"  # the forward pass's cell would stop too
+            if not isinstance(tensor, torch.Tensor):
+                return (f"{label} not checked: {answer.source} is not defined: run the forward pass's cell (the one "
+                        "that calls backward()) first")
+            if answer.variable in namespace:
+                return found.line(grade_id, namespace[answer.variable], tensor)
+            if found.source(answer) is None:
+                return (f"{label} not run yet: {answer.variable} has not been assigned since the kernel started"
+                        f"{self._misnamed(found.exercise, answer, namespace)}")
+            verdict = found.line(grade_id, None, tensor)
+            if "WRONG" in verdict:
+                return verdict
+            blank = self._blank_upstream(found.exercise, answer, namespace)
+            if blank is not None:
+                state = "is not attempted yet" if blank in namespace else "is not assigned either"
+                return (f"{label} not checked: {answer.variable} is not assigned: its answer cell stopped with an "
+                        f"error when it last ran, reading {blank} above, which {state}: answer {blank}, then run the "
+                        f"cells from {blank}'s down to this one")
+            return (f"{label} not checked: {answer.variable} is not assigned: its answer cell stopped with an "
+                    "error when it last ran; run the cells above it, then it")
+        except Exception as exc:  # a check cell never raises, whatever the notebook holds
+            return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
+
+    @staticmethod
+    def _blank_upstream(exercise: Exercise, answer: Answer, namespace: dict) -> str | None:
+        """The first answer up the chain the cell reads that holds nothing (blank, or never assigned): why
+        a cell that reads it stopped, and every cell below it (Run All with one answer left blank)."""
+        first = None
+        while True:
+            blank = next((g for g in answer.local_upstream if namespace.get(g) is None), None)
+            answer = next((a for a in exercise.answers if a.kind == ATOMIC and a.variable == blank), None)
+            if answer is None:
+                return first
+            first = blank
+
+    @staticmethod
+    def _misnamed(found: Exercise, answer: Answer, namespace: dict) -> str:
+        """Where the cell run just before this check assigned other names (`dprob = ...`, a typo): what it
+        assigned, since "run its answer cell" would send the student back to a cell just run."""
+        history = namespace.get("In") or []
+        previous = history[-2] if len(history) >= 2 and isinstance(history[-2], str) else ""
+        uses = None if "check(" in previous else _first_uses(previous)
+        # A gradient's name misspelt (`dprob`), not the names the setup's forward pass, run just before, assigns.
+        # Nor another answer's cell (its own names), run before this check after a restart.
+        known = {*found.network.intermediates, *found.network.parameters, *found.network.data,
+                 *(a.variable for a in found.answers)}
+        assigned = sorted(n for n in uses[0] if n not in known and (n.startswith("d") or difflib.get_close_matches(
+            n, [answer.variable]))) if uses else []
+        if not assigned:
+            return (": run its answer cell above (after a restart the kernel holds none of your answers: run the setup "
+                    "and your cells from the top, Run > Run All Above Selected Cell)")
+        return (f"; the cell you ran before this check (In[{len(history) - 2}]) assigns {', '.join(assigned[:4])}: if "
+                f"that is {answer.variable}'s answer cell, it must assign {answer.variable} (the grader finds no "
+                f"{answer.variable} there, and gives nothing)")
+
+    @staticmethod
+    def _function_line(found: SelfCheck, answer: Answer, namespace: dict, answers: str | None,
+                       gradients_of: str | None) -> str:
+        label = f"{answer.grade_id:<15s}|"
+        function = found.exercise.function_of(answer)
+        if not callable(namespace.get(function.name)):
+            return f"{label} {NotebookCheck._missing(found, function, function.name)}"
+        returned = namespace.get(answers or "")
+        if isinstance(returned, dict) and returned and answer.variable not in returned:
+            keys = ", ".join(repr(k) for k in list(returned)[:8])
+            return (f"{label} WRONG: {function.name} returns no {answer.variable!r} (its keys: {keys}): the grader "
+                    f"reads each gradient under its parameter's name, so it finds none for {answer.variable} and gives "
+                    f"nothing{found.pointer(answer.grade_id)}")
+        leaves = namespace.get(gradients_of or "")
+        if not isinstance(leaves, dict) or not isinstance(leaves.get(answer.source), torch.Tensor):
+            return f"{label} not checked: run the cell after {function.name}'s, which calls it, first"
+        returned = namespace.get(answers or "")
+        verdict = found.line(answer.grade_id, returned.get(answer.variable) if isinstance(returned, dict) else None,
+                             leaves[answer.source])
+        if returned is None and "WRONG" not in verdict:
+            # Running it again alone fails again where a cell above it has not run (the trial's s37).
+            return (f"{label} not checked: {answers} is not set: the cell that calls {function.name} stopped with an "
+                    "error (its output names it): run the cells above it that it needs, then it again")
+        return verdict
+
+    def training(self, namespace: dict, *, start: str, batches: str, lr: float) -> None:
+        """The whole-run check, SelfCheck.training, with the exercise's function, the start and the
+        batches taken by name from the notebook."""
+        found = _notebook_check(namespace)
+        if isinstance(found, str):
+            print(f"{'training':<15s}| not checked: {found}")
+            return
+        function = found.exercise.training.function
+        missing = [n for n in (function.name, start, batches) if n not in namespace]
+        if missing:
+            print(f"{'training':<15s}| {self._missing(found, function, missing[0])}")
+            return
+        found.training(namespace[function.name], namespace[start], namespace[batches], lr=lr)
+
+    @staticmethod
+    def _missing(found: SelfCheck, function, name: str) -> str:
+        """Why the whole-run check cannot start: the function's cell refused as the grader refuses it
+        (a syntax error leaves the function undefined), or the cell to run."""
+        if name == function.name:
+            answer = next(a for a in found.exercise.answers if found.exercise.function_of(a) is function)
+            source = found.source(answer)
+            refusal = None if source is None else static_check.check(source, found.allow)
+            if refusal is not None:
+                return f"WRONG: the grader refuses {function.name}'s cell, {refusal}"
+            return (f"not checked: {function.name} is not defined since the kernel started: run its cell above, then "
+                    "the cell after it, which calls it")
+        return f"not checked: {name} is not defined: run the cells above this one first"
+
+
+def _notebook_check(namespace: dict) -> SelfCheck | str:
+    """The SelfCheck of the notebook whose globals are `namespace`, built from its COURSE (the course's
+    public settings, which its setup cell holds), or why there is none yet."""
+    settings = namespace.get("COURSE")
+    if not isinstance(settings, dict):
+        return SETUP
+    key = repr(settings)
+    built = _NOTEBOOKS.get(id(namespace))
+    if built is None or built[0] != key:
+        built = _NOTEBOOKS[id(namespace)] = (key, SelfCheck(namespace=namespace, course=settings, by_grade_id=True))
+    return built[1]
+
+
+check = NotebookCheck()
+_listen()
