@@ -109,6 +109,8 @@ ATTRIBUTES = frozenset("""
     new_zeros new_ones new_full new_empty new_tensor
     zero_ fill_ copy_ add_ sub_ mul_ div_ pow_ exp_ log_ neg_ clamp_ masked_fill_ index_add_
     index_copy_ index_fill_ index_put_ scatter_ scatter_add_ unsqueeze_ squeeze_ t_ transpose_
+    reciprocal_ square_ sqrt_ rsqrt_ abs_ sign_ tanh_ sigmoid_ relu_ clamp_min_ clamp_max_ clip_ log1p_
+    log2_ log10_ negative_ true_divide_ floor_divide_ remainder_ addcmul_ ceil_ floor_
     is_floating_point itemsize
     keys items get append extend copy update count index
     ceil floor
