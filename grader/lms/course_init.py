@@ -674,6 +674,43 @@ def _generate(target: Path, assignment: str) -> None:
         raise InitError(f"nbgrader generate_assignment failed: {' '.join(str(outcome.get('error')).split())[-500:]}")
 
 
+# The courses the caller made or named (course init, course formgrader), one folder a line, in their own Jupyter
+# configuration: what `solution` run in a folder takes as that folder's course, as direnv runs a folder's .envrc
+# only once its user allowed that folder. A course.yml anywhere else may be a student's (a submission's folder,
+# an LMS download unpacked), and the exercise it names would run with the caller's rights.
+OWN_COURSES = "backprop_ninja_courses.txt"
+
+
+def _own_courses_file() -> Path:
+    from jupyter_core.paths import jupyter_config_dir
+
+    return Path(jupyter_config_dir()) / OWN_COURSES
+
+
+def own_courses() -> set[Path]:
+    """The course folders the caller made or named, as recorded (none where the record cannot be read)."""
+    try:
+        rows = _own_courses_file().read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {Path(row) for row in rows if row.startswith("/")}
+
+
+def remember(directory: Path) -> None:
+    """`directory` recorded as a course of the caller's; a record that cannot be written is no course lost,
+    only `solution` there needs --course."""
+    folder = Path(directory).resolve()
+    if folder in own_courses():
+        return
+    path = _own_courses_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as record:
+            record.write(f"{folder}\n")
+    except OSError:
+        pass
+
+
 FORMGRADER_MARK = "# formgrader's course, as `backprop-ninja course formgrader` wrote it:"
 
 
