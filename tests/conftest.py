@@ -126,6 +126,15 @@ def autograd_pass():
 
 
 @pytest.fixture(scope="session")
+def wheels(tmp_path_factory):
+    """The folder holding both packages' wheels, built once per run (tests/helpers/wheels.py)."""
+    from helpers import wheels
+
+    run = tmp_path_factory.getbasetemp()  # an xdist worker's is a folder of the run's, which the workers share
+    return wheels.shared(run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run)
+
+
+@pytest.fixture(scope="session")
 def unix_user():
     """A normal unix user for the session (tests/helpers/users.py: the Session, its `.user`), made and
     removed here: the grader as most instructors run it. Needs root, as CI has."""
