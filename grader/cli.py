@@ -258,7 +258,7 @@ def course():
                               "group to replace (umask 007 in nbgrader_config.py); `course check` verifies it.")
 def course_init(directory, course_file, course_id, exchange, update, variant, exercise_file, solutions, group):
     """Write an nbgrader course in DIRECTORY: source notebook, hidden suite, course.yml, nbgrader_config.py."""
-    from grader.lms.course_init import InitError, default_course, init
+    from grader.lms.course_init import InitError, default_course, init, remember
     from grader.lms.course_init import update as refresh
 
     try:
@@ -270,6 +270,7 @@ def course_init(directory, course_file, course_id, exchange, update, variant, ex
                                        "exercise)")
             for line in refresh(directory, exercise=exercise_file):
                 click.echo(f"updated {line}")
+            remember(Path(directory))
             return
         config = _load_course(course_file or default_course())
         written = init(config, directory, course_id=course_id, exchange=exchange, variant=variant,
@@ -286,6 +287,7 @@ def course_init(directory, course_file, course_id, exchange, update, variant, ex
                                            "refuses for it" if chosen == "off" else
                                            "`backprop-ninja solution` shows a reference after an attempt") + ")")
     _name_formgrader_course(Path(directory))
+    remember(Path(directory))
     click.echo(f"next: cd {directory} && nbgrader generate_assignment {config.assignment} && "
                f"nbgrader release_assignment {config.assignment}")
 
@@ -315,7 +317,7 @@ def _name_formgrader_course(directory: Path) -> None:
 def course_formgrader(directory):
     """Make formgrader, in the Jupyter server you start (on a hub, the one the hub starts in your home), grade
     the course in DIRECTORY: your own Jupyter nbgrader_config.py names it. Each TA runs it once."""
-    from grader.lms.course_init import FormgraderConfigError, formgrader_config
+    from grader.lms.course_init import FormgraderConfigError, formgrader_config, remember
 
     if not (directory / "nbgrader_config.py").is_file():
         raise click.ClickException(f"{directory}: no nbgrader_config.py, so no course `course init` made")
@@ -323,6 +325,7 @@ def course_formgrader(directory):
         said = formgrader_config(directory)
     except FormgraderConfigError as exc:
         raise click.ClickException(str(exc)) from None
+    remember(directory)
     for line in said:
         click.echo(line, err=line.startswith("warning: "))
 
@@ -361,8 +364,9 @@ def course_check(directory):
 @click.option("--solved", type=click.Path(dir_okay=False, path_type=Path),
               help="The solved notebook (default: solutions/backprop_ninja_solved.ipynb beside course.yml, a "
                    "course directory's source notebook, or the checkout's).")
-@course_option("The course.yml beside which to look for the solved notebook, and whose exercise it is (none "
-               "unless given: a course.yml in the folder it runs in may be a student's).")
+@course_option("The course.yml beside which to look for the solved notebook, and whose exercise it is (default: "
+               "./course.yml only where this folder is a course you made or named with `course init` or `course "
+               "formgrader`; elsewhere it may be a student's).")
 @click.option("--exercise", "exercise_spec", metavar="FILE.py:ATTRIBUTE|NAME",
               help="The course's own exercise, where its course.yml is not at hand (the file released beside the "
                    "notebook). A notebook's own settings name only an exercise the package carries: no file a "
@@ -375,9 +379,7 @@ def solution(grade_id, notebook, force, solved, course_file, exercise_spec):
 
     if notebook is None and not force:
         raise click.UsageError("--notebook is required: the reference opens once it holds your attempt (or --force)")
-    # Only the course the caller names: a course.yml in the folder it runs in may be a student's, naming an
-    # exercise file that would run with the caller's rights.
-    course = _load_course(course_file) if course_file is not None else None
+    course = _load_course(course_file) if course_file is not None else _own_course_here()
     try:
         exercise = None
         if exercise_spec is not None:
@@ -393,6 +395,24 @@ def solution(grade_id, notebook, force, solved, course_file, exercise_spec):
     except SolutionError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(text)
+
+
+def _own_course_here():
+    """./course.yml, where this folder is a course the caller made or named (course init, course formgrader);
+    else None, said on stderr when a course.yml is there: it may be a student's (a submission's folder, an LMS
+    download unpacked), naming an exercise file that would run with the caller's rights, so only a course the
+    caller's own record names, or --course, is ever loaded."""
+    from grader.lms.course_init import own_courses
+
+    here = Path("course.yml")
+    if not here.is_file():
+        return None
+    if Path.cwd().resolve() in own_courses():
+        return _load_course(here)
+    click.echo("./course.yml not read: this folder is no course you made or named (`course init`, `course "
+               "formgrader`), and a course.yml elsewhere may be a student's; pass --course course.yml to use it",
+               err=True)
+    return None
 
 
 def _derived_references(exercise) -> dict[str, str]:

@@ -180,7 +180,9 @@ def _read(sid: str, path: Path, cells: tuple[str, ...], budget: Budget) -> Submi
         submission.error = f"not a readable notebook: {' '.join(str(exc).split())[:200]}"
         return submission
     budget.check("reading the notebook")
-    return from_notebook(sid, path, notebook, cells)
+    read = from_notebook(sid, path, notebook, cells)
+    read.sha256 = submission.sha256  # what tells a later resubmission (report.resubmitted) from this file
+    return read
 
 
 @functools.cache

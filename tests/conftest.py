@@ -153,14 +153,27 @@ def autograd_pass():
 
 @pytest.fixture(scope="session")
 def generated_course(tmp_path_factory) -> Path:
-    """The bundled course as `course init` and generate_assignment leave it, made once per run (under xdist,
-    in the folder the workers' own temporary folders share): copy it, never change it."""
+    """The bundled course as `course init` and generate_assignment leave it, made once per run: copy it,
+    never change it."""
     from helpers.nbgrader_course import generated
     from helpers.paths import COURSE, ROOT
 
+    return generated(_run_folder(tmp_path_factory), ROOT / "course.yml", ROOT, COURSE.assignment)
+
+
+@pytest.fixture(scope="session")
+def wheels(tmp_path_factory):
+    """The folder holding both packages' wheels, built once per run (tests/helpers/wheels.py)."""
+    from helpers import wheels
+
+    return wheels.shared(_run_folder(tmp_path_factory))
+
+
+def _run_folder(tmp_path_factory) -> Path:
+    """A folder of this run that every xdist worker sees (a worker's own temporary folder is inside it),
+    for what the run builds once, under a lock."""
     base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    return generated(shared, ROOT / "course.yml", ROOT, COURSE.assignment)
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 @pytest.fixture(scope="session")

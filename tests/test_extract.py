@@ -46,6 +46,15 @@ def test_the_reference_submission_yields_every_answer_cell(tmp_path):
     assert list(REFERENCE) == list(EXERCISE.answer_cells)
 
 
+def test_a_read_notebook_keeps_the_digest_of_its_bytes(tmp_path):
+    """The digest is what tells the report that a notebook in submitted/ is no longer the one its result is of
+    (a resubmission whose regrade failed): a notebook read whole kept none, and such a regrade was silent."""
+    import hashlib
+
+    path = write(tmp_path / "nb.ipynb", submission())
+    assert read(path).sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def test_answer_cells_are_found_by_grade_id_not_position(tmp_path):
     decoys = [
         markdown_cell("# My notes\nI found dlogprobs hard.", cell_id="md-1"),

@@ -1,15 +1,23 @@
 """A term on a real JupyterHub, run from the README alone: the hub (PAM logins of unix users made here, each
 user's server spawned as that user, configurable-http-proxy in front), the students' and graders' environments
-made by the README's hub recipe, its own lines run as they stand, and the README's TA steps. Students fetch,
-submit and fetch their feedback through nbgrader's API on the server the hub started for them; the TA grades
-with the README's commands from the graders' environment and reads formgrader through the hub. Whatever the
-README would leave to a workaround fails here.
+made by the README's hub recipe, its own lines run as they stand, and the README's TA steps on a course two TAs
+share (`course init --group`). Students fetch, submit and fetch their feedback through nbgrader's API on the
+server the hub started for them; the TAs grade in turn with the README's commands from the graders' environment,
+one sets a score by hand and the due date in formgrader through the hub; a student submits late (the course's
+late penalty), another resubmits a truncated notebook (a regrade that fails, said, never the old score). Whatever
+the README would leave to a workaround fails here, and so does any score that is not the final one.
 
 The environments find torch, nbgrader and jupyterhub where this Python has them (a path file, instead of the
-recipe's torch download); everything else the recipe says is done as it says."""
+recipe's torch download); everything else the recipe says is done as it says. The wheels are the run's
+(tests/helpers/wheels.py, shared with tests/test_package.py); each server starts once, all at the same time."""
 from __future__ import annotations
 
+import csv
+import grp
+import io
+import json
 import os
+import pwd
 import re
 import secrets
 import shutil
@@ -102,23 +110,6 @@ def environment(path: Path) -> Path:
     return path
 
 
-def wheels(into: Path) -> None:
-    """The README's `pip wheel` lines, on a copy of this checkout's files (the build writes beside them)."""
-    src = into / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "course.yml"):
-        shutil.copy(ROOT / name, src / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "course_data", "build", "*.egg-info")
-    for folder in ("grader", "assignments", "autotests", "student"):
-        shutil.copytree(ROOT / folder, src / folder, ignore=ignore)
-    (src / "solutions").mkdir()
-    shutil.copy(SOLVED, src / "solutions")
-    base = getattr(sys, "_base_executable", sys.executable)  # where setuptools builds wheels
-    subprocess.run([base, "-m", "pip", "wheel", ".", "./student", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-q", "-w", str(into / "wheels")], cwd=src, check=True, capture_output=True, timeout=600)
-    shutil.rmtree(src)
-
-
 class Hub:
     """The hub's URL and a logged-in user's API calls, by a token the user asked for after a PAM login."""
 
@@ -127,6 +118,7 @@ class Hub:
         self.tokens: dict[str, str] = {}
 
     def login(self, name: str, password: str) -> None:
+        """A PAM login, a token, and the user's server asked for (ready() waits for it)."""
         session = requests.Session()
         session.get(f"{self.url}/hub/login", timeout=60)
         xsrf = session.cookies.get("_xsrf")
@@ -139,6 +131,8 @@ class Hub:
         self.tokens[name] = made.json()["token"]
         started = self.call(name, "POST", f"/hub/api/users/{name}/server")
         assert started.status_code in (201, 202), started.text
+
+    def ready(self, name: str) -> None:
         deadline = time.monotonic() + WAIT
         while not self.call(name, "GET", f"/hub/api/users/{name}").json()["servers"].get("", {}).get("ready"):
             assert time.monotonic() < deadline, f"{name}'s server did not start"
@@ -162,19 +156,22 @@ class Hub:
 
 @pytest.fixture
 def people():
-    """A TA in the staff's group and two students, unix users with passwords (PAM), homes 0700 as the README
-    says an administrator sets them."""
+    """Two TAs in the staff's group and three students, unix users with passwords (PAM), homes 0700 as the
+    README says an administrator sets them."""
     group = f"bpnhub{secrets.token_hex(2)}"
     subprocess.run(["groupadd", group], check=True, capture_output=True)
     try:
-        with users.Session("bpnta") as ta, users.Session("bpnstu") as one, users.Session("bpnstu") as two:
-            subprocess.run(["usermod", "-aG", group, ta.user.name], check=True, capture_output=True)
-            passwords = {u.user.name: secrets.token_urlsafe(12) for u in (ta, one, two)}
+        with users.Session("bpnta") as ta1, users.Session("bpnta") as ta2, users.Session("bpnstu") as one, \
+                users.Session("bpnstu") as two, users.Session("bpnstu") as three:
+            tas, students = [ta1.user, ta2.user], [one.user, two.user, three.user]
+            for ta in tas:
+                subprocess.run(["usermod", "-aG", group, ta.name], check=True, capture_output=True)
+            passwords = {u.name: secrets.token_urlsafe(12) for u in (*tas, *students)}
             subprocess.run(["chpasswd"], input="".join(f"{n}:{p}\n" for n, p in passwords.items()), text=True,
                            check=True, capture_output=True)
-            for person in (ta, one, two):
-                person.user.home.chmod(0o700)
-            yield group, ta.user, [one.user, two.user], passwords
+            for person in (*tas, *students):
+                person.home.chmod(0o700)
+            yield group, tas, students, passwords
     finally:
         subprocess.run(["groupdel", group], capture_output=True)
 
@@ -189,13 +186,13 @@ def proxy_command(place: Path) -> str:
     return str(place / "node" / "node_modules" / ".bin" / "configurable-http-proxy")
 
 
-def test_a_term_on_a_jupyterhub_from_the_readme_alone(people):
-    group, ta, students, passwords = people
+def test_a_term_on_a_jupyterhub_from_the_readme_alone(people, wheels):
+    group, (ta1, ta2), students, passwords = people
     place = Path(tempfile.mkdtemp(prefix="bpn-hub-", dir="/srv" if os.path.isdir("/srv") else None))
     place.chmod(0o755)
     hub_process = None
     try:
-        wheels(place)
+        (place / "wheels").symlink_to(wheels, target_is_directory=True)  # the README's `pip wheel` lines' output
         graders, learners, exchange = place / "graders", place / "students", place / "exchange"
         exchange.mkdir(mode=0o1777)
         exchange.chmod(0o1777)  # "a folder an administrator made with mode 1777"
@@ -242,27 +239,42 @@ c.Spawner.start_timeout = {WAIT}
             assert hub_process.poll() is None and time.monotonic() < deadline, (hub_dir / "hub.log").read_text()
             time.sleep(1)
 
-        def as_ta(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-            """A command in the TA's terminal: the hub's hook put the graders' environment first on PATH."""
+        def as_ta(ta, *argv: str, cwd: Path | None = None, must: bool = True) -> subprocess.CompletedProcess:
+            """A command in a TA's terminal: the hub's hook put the graders' environment first on PATH."""
             env = ta.env(PATH=f"{graders / 'bin'}:/usr/local/bin:/usr/bin:/bin")
             done = ta.run(list(argv), cwd=cwd or ta.home, env=env, capture_output=True, text=True, timeout=900)
-            assert done.returncode == 0 and "Traceback" not in done.stderr, f"{argv}: {done.stdout[-2000:]}" \
-                                                                             f"{done.stderr[-3000:]}"
+            assert "Traceback" not in done.stderr or not must, f"{argv}: {done.stderr[-3000:]}"
+            assert done.returncode == 0 or not must, f"{argv}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
             return done
 
-        course = ta.home / "ml101"
-        as_ta("backprop-ninja", "course", "init", str(course), "--course-id", COURSE_ID, "--solutions", "off",
-              "--exchange", str(exchange), "--group", group, "--course", str(COURSE_FILE))
-        as_ta("backprop-ninja", "course", "check", str(course))
-        as_ta("nbgrader", "generate_assignment", ASSIGNMENT, cwd=course)
-        as_ta("nbgrader", "release_assignment", ASSIGNMENT, cwd=course)
-
-        for who in (ta.name, *(s.name for s in students)):
-            hub.login(who, passwords[who])
-        answers = {students[0].name: reference_sources(), students[1].name: {}}
+        # the students' servers start while the first TA makes the course the two share, in a folder of its own
+        # linked into the TA's home (formgrader serves only a course inside the home a hub starts it in)
         for student in students:
+            hub.login(student.name, passwords[student.name])
+        courses = place / "courses"
+        courses.mkdir(mode=0o755)
+        os.chown(courses, ta1.uid, ta1.gid)
+        course = courses / "ml101"
+        as_ta(ta1, "backprop-ninja", "course", "init", str(course), "--course-id", COURSE_ID, "--solutions", "off",
+              "--exchange", str(exchange), "--group", group, "--course", str(COURSE_FILE))
+        as_ta(ta1, "ln", "-s", str(course), str(ta1.home / "ml101"))
+        as_ta(ta1, "backprop-ninja", "course", "formgrader", str(ta1.home / "ml101"))
+        with open(course / "nbgrader_config.py", "a", encoding="utf-8") as config:  # the course's late penalty
+            config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
+        hub.login(ta1.name, passwords[ta1.name])
+        as_ta(ta2, "backprop-ninja", "course", "check", str(course))
+        assert (exchange / COURSE_ID).stat().st_gid == grp.getgrnam(group).gr_gid  # any TA collects and releases
+        as_ta(ta1, "nbgrader", "generate_assignment", ASSIGNMENT, cwd=course)
+        as_ta(ta1, "nbgrader", "release_assignment", ASSIGNMENT, cwd=course)
+        for who in (ta1.name, *(s.name for s in students)):
+            hub.ready(who)
+
+        path = f"{ASSIGNMENT}/{NOTEBOOK}"
+        late, blank, truncated = students[2], students[1], students[0]
+        answers = {truncated.name: reference_sources(), blank.name: {}, late.name: reference_sources()}
+
+        def submit(student) -> None:
             (listed,) = [a for a in hub.nbgrader(student.name, "fetch") if a["status"] == "fetched"]
-            path = f"{ASSIGNMENT}/{NOTEBOOK}"
             assert (student.home / path).is_file(), listed
             nb = nbformat.from_dict(hub.server(student.name, "GET", f"/api/contents/{path}").json()["content"])
             set_answers(nb, answers[student.name])
@@ -270,32 +282,86 @@ c.Spawner.start_timeout = {WAIT}
                                json={"type": "notebook", "format": "json", "content": nb})
             assert saved.status_code == 200, saved.text
             assert any(a["status"] == "submitted" for a in hub.nbgrader(student.name, "submit"))
+
+        submit(truncated)
+        submit(blank)
+        # the due date, set in formgrader through the hub; the third student submits after it
+        time.sleep(1)  # the due date is to the second: after the second student's submission
+        due = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+        dated = hub.server(ta1.name, "PUT", f"/formgrader/api/assignment/{ASSIGNMENT}",
+                           json={"duedate_notimezone": due, "duedate_timezone": "UTC"})
+        assert dated.status_code == 200 and dated.json()["duedate"], dated.text
+        time.sleep(2)
+        submit(late)
         # the students' server has no formgrader (the recipe turned it off); the TA's has, on the course init named
         assert hub.server(students[0].name, "GET", "/formgrader/api/assignments").status_code == 404
 
-        as_ta("nbgrader", "collect", ASSIGNMENT, cwd=course)
-        as_ta("nbgrader", "autograde", ASSIGNMENT, cwd=course)
-        listed = hub.server(ta.name, "GET", f"/formgrader/api/submitted_notebooks/{ASSIGNMENT}/{Path(NOTEBOOK).stem}")
-        assert listed.status_code == 200, listed.text
-        scores = {row["student"]: (row["score"], row["max_score"]) for row in listed.json()}
+        notebook_id = Path(NOTEBOOK).stem
         full = sum(COURSE.points.values())
-        assert scores == {students[0].name: (full, full), students[1].name: (0, full)}, scores
 
-        as_ta("nbgrader", "generate_feedback", ASSIGNMENT, cwd=course)
-        as_ta("nbgrader", "release_feedback", ASSIGNMENT, cwd=course)
-        as_ta("backprop-ninja", "report", "results/", cwd=course)
-        for student in students:
-            hub.nbgrader(student.name, "fetch_feedback")
-            (page,) = (student.home / ASSIGNMENT / "feedback").glob(f"*/{Path(NOTEBOOK).stem}.html")
+        def formgrader() -> dict[str, dict]:
+            listed = hub.server(ta1.name, "GET", f"/formgrader/api/submitted_notebooks/{ASSIGNMENT}/{notebook_id}")
+            assert listed.status_code == 200, listed.text
+            return {row["student"]: row for row in listed.json()}
+
+        as_ta(ta1, "nbgrader", "collect", ASSIGNMENT, cwd=course)
+        as_ta(ta2, "nbgrader", "autograde", ASSIGNMENT, cwd=course)  # the second TA grades the first's course
+        rows = formgrader()
+        assert {s: r["score"] for s, r in rows.items()} == {truncated.name: full, blank.name: 0, late.name: full}
+
+        # a score set by hand in formgrader: the blank submission's dcounts
+        grades = hub.server(ta1.name, "GET", "/formgrader/api/grades",
+                            params={"submission_id": rows[blank.name]["id"]}).json()
+        (dcounts,) = [g for g in grades if g["name"] == "check_dcounts"]
+        hand = COURSE.points["dcounts"]
+        set_by_hand = hub.server(ta1.name, "PUT", f"/formgrader/api/grade/{dcounts['id']}",
+                                 json={"manual_score": hand, "extra_credit": 0})
+        assert set_by_hand.status_code == 200, set_by_hand.text
+
+        # the first student resubmits a notebook cut short (a failed upload); the first TA regrades
+        text = (truncated.home / path).read_text(encoding="utf-8")
+        cut = hub.server(truncated.name, "PUT", f"/api/contents/{path}",
+                         json={"type": "file", "format": "text", "content": text[:len(text) // 2]})
+        assert cut.status_code == 200, cut.text
+        time.sleep(1)
+        assert any(a["status"] == "submitted" for a in hub.nbgrader(truncated.name, "submit"))
+        as_ta(ta1, "nbgrader", "collect", "--update", ASSIGNMENT, cwd=course)
+        regrade = as_ta(ta1, "nbgrader", "autograde", ASSIGNMENT, cwd=course, must=False)
+        assert regrade.returncode != 0 and truncated.name in regrade.stderr, regrade.stderr[-3000:]
+
+        as_ta(ta2, "nbgrader", "generate_feedback", ASSIGNMENT, cwd=course)
+        as_ta(ta2, "nbgrader", "release_feedback", ASSIGNMENT, cwd=course)
+        report = as_ta(ta1, "backprop-ninja", "report", "results/", "--json", cwd=course)
+        exported = as_ta(ta2, "backprop-ninja", "export", "results/", "--format", "canvas", cwd=course)
+
+        # every score is the final one: the gradebook's, less the late penalty; none for the failed regrade
+        final = {blank.name: hand, late.name: 0.0}
+        said = json.loads(report.stdout)
+        assert {s["submission"].split("/")[0]: s["score"] for s in said["submissions"]} == final
+        assert truncated.name in report.stderr and "not graded" in report.stderr, report.stderr
+        canvas = {row[3]: row[-1] for row in csv.reader(io.StringIO(
+            (course / "results" / "canvas.csv").read_text(encoding="utf-8")))}
+        assert (canvas[blank.name], canvas[late.name], canvas[truncated.name]) == (f"{hand:g}", "0", ""), canvas
+        assert truncated.name in exported.stderr, exported.stderr
+        for student, score in final.items():
+            result = json.loads((course / "results" / student / ASSIGNMENT / f"{notebook_id}.json").read_text())
+            assert result["score"] == pytest.approx(score), student
+            hub.nbgrader(student, "fetch_feedback")
+            (page,) = (Path(pwd.getpwnam(student).pw_dir) / ASSIGNMENT / "feedback").glob(f"*/{notebook_id}.html")
             text = page.read_text(encoding="utf-8")
-            score = scores[student.name][0]
             assert f"(Score: {score:g} / {full:g})" in text and f'class="bpn-total">Total: {score:g} / ' in text
+            shown = hub.server(ta1.name, "GET", f"/formgrader/submissions/{formgrader()[student]['id']}/")
+            assert shown.status_code == 200 and f"Total: {score:g} / {full:g}" in shown.text, student
+        # formgrader's own list: a score set by hand counts (nbgrader's manual score); the late penalty and a
+        # regrade that failed do not show there (docs/instructors.md says why)
+        assert formgrader()[blank.name]["score"] == hand
 
         # nothing readable that should not be: the solved notebook in the graders' environment, the course,
         # and another student's answers and feedback
         solved = next(graders.rglob(SOLVED.name))
-        for what in (solved, course / "course.yml", students[1].home / ASSIGNMENT / NOTEBOOK):
-            seen = students[0].run(["cat", str(what)], capture_output=True, text=True)
+        for what in (solved, course / "course.yml", course / "gradebook.db", blank.home / path,
+                     late.home / ASSIGNMENT / "feedback"):
+            seen = truncated.run(["ls", "-l", str(what)], capture_output=True, text=True)
             assert seen.returncode != 0 and "Permission denied" in seen.stderr, what
         hub_log = (hub_dir / "hub.log").read_text()
         assert "Traceback" not in hub_log, hub_log[-5000:]

@@ -148,20 +148,47 @@ def test_solution_never_loads_a_file_the_notebook_names(made, tmp_path, monkeypa
             assert len(done.output.strip().splitlines()) == 1
 
 
-def test_solution_never_loads_the_course_yml_of_the_folder_it_runs_in(made, tmp_path, monkeypatch):
-    """A TA runs `solution --notebook` in a student's folder, where a course.yml names a file beside it as
-    the exercise: only a course the caller names is loaded, so the file never runs with the TA's rights."""
+@pytest.mark.parametrize("where", ["download", "submitted", "copied course"])
+def test_solution_never_loads_the_course_yml_of_the_folder_it_runs_in(made, tmp_path, monkeypatch, where):
+    """A TA runs `solution` in a student's folder, where a course.yml names a file beside it as the exercise: an
+    LMS download unpacked, the folder nbgrader's collect made inside the TA's own course (its files the TA's
+    now), or a copy of a whole course (its nbgrader_config.py too). Only a course the caller made or named is
+    loaded from the folder it runs in, so the file never runs with the TA's rights, with or without --notebook;
+    a line on stderr says the course.yml there was not read."""
     course, folder = _source(made)
     student, proof = _hostile_folder(tmp_path)
+    if where == "submitted":
+        inside = made / "submitted" / "mallory" / course.assignment
+        shutil.copytree(student, inside)
+        student = inside
+    elif where == "copied course":
+        copy = tmp_path / "copy"
+        shutil.copytree(made, copy, ignore=shutil.ignore_patterns("course.yml"))
+        shutil.copy(student / "helper.py", copy)
+        student = copy
     (student / "course.yml").write_text((made / "course.yml").read_text(encoding="utf-8").replace(
         f"exercise: {EXERCISE.name}:", "exercise: helper.py:"), encoding="utf-8")
     assert "exercise: helper.py:EXERCISE" in (student / "course.yml").read_text(encoding="utf-8")
     shutil.copy(folder / course.notebook, student / course.notebook)
     monkeypatch.chdir(student)
     monkeypatch.syspath_prepend(str(student))
-    done = _solution("dh2", "--notebook", course.notebook, "--force")
-    assert not proof.exists()
-    assert done.exit_code == 1 and "pass --exercise with the course's exercise file" in done.output, done.output
+    try:
+        done = _solution("dh2", "--notebook", course.notebook, "--force")
+        assert done.exit_code == 1 and "pass --exercise with the course's exercise file" in done.output, done.output
+        done = _solution("dlogits", "--force")
+        assert done.exit_code == 0 and "./course.yml not read" in done.output, done.output
+        assert not proof.exists()
+    finally:
+        shutil.rmtree(made / "submitted", ignore_errors=True)
+
+
+def test_solution_in_a_course_the_caller_made_is_that_course_s(made, monkeypatch):
+    """The instructor in their own course folder: `solution` without --course takes the course's exercise (it
+    showed the lecture's, or refused the exercise's own grade id), as it does in a course the caller named with
+    `course formgrader`."""
+    monkeypatch.chdir(made)
+    done = _solution("dh2", "--force")
+    assert done.exit_code == 0 and "Wh.T" in done.output and "not read" not in done.output, done.output
 
 
 def test_demo_refuses_an_exercise_without_a_simulated_class_in_one_line_and_keeps_out(made, tmp_path):

@@ -1,7 +1,7 @@
 """A whole term, from a built wheel to a graded class, as a TA runs it.
 
-The wheel is built from the sources and installed into a fresh virtual environment, which takes torch,
-nbgrader and the other dependencies from this Python's site-packages but backprop-ninja only from the
+The wheel (built once per run, tests/helpers/wheels.py) is installed into a fresh virtual environment,
+which takes torch, nbgrader and the other dependencies from this Python's site-packages but backprop-ninja only from the
 wheel (the test checks where `grader` is imported from). Four unix users, created here, share one
 nbgrader exchange: the instructor runs `backprop-ninja course init` in their home, outside any checkout,
 then generate, release; three students fetch, answer and submit; the instructor collects, adds a Canvas
@@ -43,7 +43,7 @@ import yaml
 from grader.course import load
 from grader.judge import prints
 from helpers.nbgrader_course import Command, set_answers
-from helpers.paths import COURSE, ROOT
+from helpers.paths import COURSE
 from solutions import reference
 
 ASSIGNMENT, NOTEBOOK = COURSE.assignment, COURSE.notebook
@@ -132,17 +132,6 @@ class World:
         return self.nbgrader(user, command, ASSIGNMENT, f"--course={COURSE_ID}", f"--Exchange.root={self.exchange}")
 
 
-def _sources(into: Path) -> None:
-    """What the wheel is built from: the files MANIFEST.in names and the package itself."""
-    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "course.yml"):
-        shutil.copy(ROOT / name, into / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "course_data")
-    for folder in ("grader", "assignments", "autotests"):
-        shutil.copytree(ROOT / folder, into / folder, ignore=ignore)
-    (into / "solutions").mkdir()
-    shutil.copy(ROOT / "solutions" / "backprop_ninja_solved.ipynb", into / "solutions")
-
-
 def _user(name: str) -> None:
     subprocess.run(["userdel", "-r", name], capture_output=True)
     subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True, capture_output=True)
@@ -169,24 +158,18 @@ def _as_user(path: Path, user: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def world():
+def world(wheels):
     base = Path(tempfile.mkdtemp(prefix="bpn-package-", dir="/tmp"))
     base.chmod(0o755)
     root_mode = stat.S_IMODE(os.stat("/root").st_mode)
     os.chmod("/root", root_mode | 0o001)  # the students' and instructor's Python lives under /root/.pyenv
     try:
-        src, dist = base / "src", base / "dist"
-        src.mkdir()
-        _sources(src)
-        subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
-                        "--no-index", "-q", "-w", str(dist)], check=True, capture_output=True, timeout=TIMEOUT)
-        (wheel,) = dist.glob("backprop_ninja-*.whl")
+        (wheel,) = wheels.glob("backprop_ninja-*.whl")
         venv = base / "venv"
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True,
                        capture_output=True, timeout=TIMEOUT)
         subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
                        check=True, capture_output=True, timeout=TIMEOUT)
-        shutil.rmtree(src)
         for user in (INSTRUCTOR, *STUDENTS):
             _user(user)
         exchange = base / "exchange"  # as an administrator makes it: every user may write, sticky

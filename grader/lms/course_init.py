@@ -122,6 +122,9 @@ SHARED = '''
 # A course its staff group shares (course init --group): what nbgrader writes is the group's to replace too, and
 # never other users' to read. Every nbgrader command run here reads this file, formgrader included.
 os.umask(0o007)
+# The course's folder in the exchange is the group's (course init made it so): nbgrader keeps what it makes there
+# the group's, so every TA may collect and release feedback.
+c.CourseDirectory.groupshared = True
 '''
 UMASK_LINE = "os.umask(0o007)"
 
@@ -440,7 +443,25 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
         atomic_write(target / "gradebook.db", b"")
     make_private(target, keep=exchange)
     exchange.mkdir(parents=True, exist_ok=True)
+    if gid is not None:
+        share_exchange(exchange / course_id, gid)
     return sorted(p for p in target.rglob("*") if p.is_file() and exchange not in p.parents)
+
+
+def share_exchange(folder: Path, gid: int) -> None:
+    """The course's folder in the exchange, made the staff group's (setgid, group-writable) before nbgrader makes
+    it its releaser's alone: nbgrader (`c.CourseDirectory.groupshared`, which course init sets for a shared
+    course) then makes outbound/, inbound/ and feedback/ in it the group's too, so any TA may collect and
+    release feedback, not only the one who released first (another's release_feedback failed: PermissionError
+    on feedback/). Students keep what nbgrader gives them: reading outbound/, writing inbound/. A folder there
+    already, not the caller's, is left as it is."""
+    try:
+        folder.mkdir(mode=0o755)
+    except FileExistsError:
+        if folder.stat().st_uid != os.geteuid():
+            return
+    os.chown(folder, -1, gid)
+    folder.chmod(0o2775)
 
 
 def _group_id(group: str) -> int:
@@ -672,6 +693,43 @@ def _generate(target: Path, assignment: str) -> None:
         os.chdir(here)
     if not outcome.get("success"):
         raise InitError(f"nbgrader generate_assignment failed: {' '.join(str(outcome.get('error')).split())[-500:]}")
+
+
+# The courses the caller made or named (course init, course formgrader), one folder a line, in their own Jupyter
+# configuration: what `solution` run in a folder takes as that folder's course, as direnv runs a folder's .envrc
+# only once its user allowed that folder. A course.yml anywhere else may be a student's (a submission's folder,
+# an LMS download unpacked), and the exercise it names would run with the caller's rights.
+OWN_COURSES = "backprop_ninja_courses.txt"
+
+
+def _own_courses_file() -> Path:
+    from jupyter_core.paths import jupyter_config_dir
+
+    return Path(jupyter_config_dir()) / OWN_COURSES
+
+
+def own_courses() -> set[Path]:
+    """The course folders the caller made or named, as recorded (none where the record cannot be read)."""
+    try:
+        rows = _own_courses_file().read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {Path(row) for row in rows if row.startswith("/")}
+
+
+def remember(directory: Path) -> None:
+    """`directory` recorded as a course of the caller's; a record that cannot be written is no course lost,
+    only `solution` there needs --course."""
+    folder = Path(directory).resolve()
+    if folder in own_courses():
+        return
+    path = _own_courses_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as record:
+            record.write(f"{folder}\n")
+    except OSError:
+        pass
 
 
 FORMGRADER_MARK = "# formgrader's course, as `backprop-ninja course formgrader` wrote it:"
