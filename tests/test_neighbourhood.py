@@ -183,6 +183,16 @@ def test_a_slip_inside_a_fused_cell_is_named_at_the_step_it_enters():
         "it divides by n where the forward divides by n-1 (the unbiased variance, Bessel's correction)")
 
 
+@pytest.mark.parametrize("code", ["dscores = F.softmax(scores, 1) / N",
+                                  "dscores = F.softmax(scores, 1) - F.one_hot(y, num_classes=scores.shape[1]) / N"])
+def test_a_fused_block_through_a_scalar_step_is_searched_without_an_error(code):
+    """A block whose chain passes a 0-d gradient (the regularised loss's nll): its steps' candidates were
+    measured along a direction with flatten(1), an IndexError that graded the cell as a grader error
+    (exercise check's dry run found it)."""
+    named = said("tests/exercises/regularised_softmax.py:EXERCISE", "ex2_dscores", code)
+    assert named is None or named.startswith("your dscores"), named
+
+
 def test_gradients_equal_on_the_true_chain_are_named_together():
     assert said("sigmoid-none-residual", "dhpreact", "dhpreact = h * (1 - h) * dhres") == (
         "your dhpreact uses dr (or dhres, equal to it here) where the derivative through h needs dh, the gradient "

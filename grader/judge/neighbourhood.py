@@ -492,7 +492,7 @@ def _along(case: Case, source: str, tensor: str, cell: Answer) -> tuple[list[Can
     if not inner:
         return inner, torch.empty(0), torch.empty(0)
     errors = torch.stack([c.tensor - truth for c in inner])
-    return inner, errors, (errors * _direction(case, source, tensor)[1]).flatten(1).sum(1)
+    return inner, errors, (errors * _direction(case, source, tensor)[1]).reshape(len(inner), -1).sum(1)
 
 
 def _inside_sentence(tensor: str, sentence: str, whole: bool) -> str:
