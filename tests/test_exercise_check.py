@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+import nbformat
 import pytest
 from click.testing import CliRunner
 
@@ -330,6 +331,63 @@ def test_a_slip_the_feedback_does_not_name_is_a_warning_under_the_table():
         f"configuration\""]
 
 
+def _run_all(lines: dict[str, list[str]]):
+    """A fake Run All: each notebook's check cell prints its lines, as a kernel's stream output."""
+    def ran(path, folder):
+        cell = {"cell_type": "code", "source": "check('dz')",
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": "\n".join(lines[path.stem]) + "\n"}]}
+        return nbformat.from_dict({"cells": [cell]})
+    return ran
+
+
+def test_the_self_check_must_say_what_the_grader_gives_each_answer(tmp_path, monkeypatch):
+    """Each notebook run as a student runs it: a check line must give the share `grade` gave (WRONG with the
+    share it still gets where points are lost, a right line where none are), and every graded answer
+    needs its line; each disagreement is one line naming the notebook, the answer and its forward line."""
+    exercise = ex.load(f"{TINY}:EXERCISE")
+    course = SimpleNamespace(exercise=exercise, assignment="a")
+    made = {stem: tmp_path / f"{stem}.ipynb" for stem in ("solved", "stub", "slips-1", "slips-2")}
+    graded = dry_run.Scores({"solved": {"dz": (1.0, 1.0, ""), "fit_training": (2.0, 2.0, "")},
+                             "stub": {"dz": (0.0, 1.0, "")},
+                             "slips-1": {"dz": (0.5, 1.0, "")},
+                             "slips-2": {"dz": (0.0, 1.0, ""), "db": (1.0, 1.0, "")}})
+    monkeypatch.setattr(dry_run, "_ran", _run_all({
+        "solved": ["dz             | exact: True  | approximate: True  | maxdiff: 0 | shape (8, 1) ok",
+                   "training       | trains as autograd does"],
+        "stub": ["dz             | not attempted yet"],
+        "slips-1": ["dz             | WRONG: dh above is wrong; with the true dh this cell is right, but no"],
+        "slips-2": ["dz             | WRONG (the grader gives half its points): right values, wrong shape"]}))
+    problems, table = dry_run._self_check(tmp_path, course, made, graded)
+    forward = "(forward line `loss = ((z - Y) ** 2).sum() / n`)"
+    assert problems == [
+        'the self-check on solved, fit_training (the training run): says "trains as autograd does", '
+        "where grade --html --gradebook gives 2/2",
+        f'the self-check on slips-1, dz {forward}: says "WRONG: dh above is wrong; with the true dh this cell is '
+        f'right, but no", where grade --html --gradebook gives 0.5/1: a student would be told the wrong grade '
+        f"before handing the notebook in",
+        "the self-check on slips-2, db (forward line `h = e @ W + b`): no check line, where grade --html "
+        "--gradebook gives 1/1: the notebook's check cell for it is missing or did not print",
+        f'the self-check on slips-2, dz {forward}: says "WRONG (the grader gives half its points): right values, '
+        f'wrong shape", where grade --html --gradebook gives 0/1: a student would be told the wrong grade before '
+        f"handing the notebook in"], problems
+    assert table == "agrees with grade --html --gradebook on 2 of 5 answers in 4 notebooks"
+
+
+@pytest.mark.parametrize("text, share", [
+    ("exact: False | approximate: True  | maxdiff: 1e-08 | shape (3,) ok", 1.0),
+    ("dh above is wrong; with the true dh this cell is right", 1.0),
+    ("not attempted yet", 0.0),
+    ("WRONG: dz: wrong values", 0.0),
+    ("WRONG (the grader gives half its points): right with the upstream gradients given", 0.5),
+    ("WRONG (right values, wrong shape; the grader gives 0.25 of its points)", 0.25),
+    ("3 steps match autograd: loss 3.2958 -> 3.1104", 1.0),
+    ("not checked: run the notebook's setup cells first", None)])
+def test_a_check_lines_share_is_read_as_the_self_check_words_it(text, share):
+    from grader.student.selfcheck import share_said
+
+    assert share_said(text) == share
+
+
 FAILING_NBGRADER = """#!/bin/sh
 # nbgrader, but autograde dies as it did on a batch size not named n (judge/exam.py read config.sizes.n)
 if [ "$1" = autograde ]; then echo "AttributeError: n" >&2; exit 1; fi
@@ -352,19 +410,23 @@ def test_exercise_check_grades_the_course_through_every_route_and_names_the_one_
     command = [sys.executable, "-c", "from grader.cli import main; main()", "exercise", "check", str(path)]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
     assert done.returncode == 1, (done.stdout[-2000:], done.stderr[-2000:])
-    problems = [line for line in done.stderr.splitlines() if not line.startswith("grading ")]
+    problems = [line for line in done.stderr.splitlines() if not line.startswith(("grading ", "running "))]
     assert problems == ["nbgrader autograde failed (exit 1): AttributeError: n"], done.stderr
     assert "Traceback" not in done.stderr
     done = subprocess.run([*command, "--quick"], capture_output=True, text=True, env=env, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     table = done.stdout.split("\n\n")[-1].splitlines()
-    assert [line.split()[0] for line in table[:4]] == ["answers", "slips", "routes", "time"], table
-    assert all(line.startswith("warning: the slip ") for line in table[4:]), table
+    assert [line.split()[0] for line in table[:5]] == ["answers", "slips", "routes", "self-check", "time"], table
+    assert all(line.startswith("warning: the slip ") for line in table[5:]), table
     slips = re.fullmatch(r"slips      \d+ in (\d+) notebooks \(one slip per answer in each\)", table[1])
     assert slips, table
     notebooks = int(slips.group(1)) + 2  # and the solved notebook and the stub
     assert (f"routes     grade --html --gradebook, Gradescope (run_autograder on 2 of {notebooks} notebooks, the "
             "others from grade's results) (--quick: not nbgrader autograde)") in table, table
+    # each notebook Run All in a kernel: every check line says what grade gave
+    agreed = re.fullmatch(r"self-check agrees with grade --html --gradebook on (\d+) of (\d+) answers in "
+                          rf"{notebooks} notebooks", table[3])
+    assert agreed and agreed.group(1) == agreed.group(2), table
 
 
 def test_a_slip_equal_to_the_right_answer_everywhere_is_said_not_dropped(tmp_path):

@@ -151,6 +151,19 @@ def test_a_wrong_cell_below_a_wrong_upstream_answer_is_still_wrong(state, capfd)
     assert "WRONG" in line and "uses probs where the derivative through probs needs counts" in line, line
 
 
+def test_a_cell_right_only_on_the_true_chain_below_a_wrong_upstream_says_the_graders_half(state, capfd):
+    """dprobs read from dlogprobs only where it is nonzero: right with the true dlogprobs, not as one backward
+    step (the grader's half); below a wrong dlogprobs the line said WRONG with no share, a 0 where the
+    grader gives half (exercise check's self-check route found it)."""
+    from test_self_check_verdicts import said
+
+    line = Notebook(state).run_to("dprobs", {
+        "dlogprobs": "dlogprobs = torch.full_like(logprobs, -1.0 / n)",
+        "dprobs": "dprobs = torch.where(dlogprobs != 0, -1.0 / n, 0.0) / probs"}, capfd)
+    assert "dlogprobs above is wrong; with the true dlogprobs this cell is right" in line, line
+    assert said(line) == (Verdict.PARTIAL, None) and "the grader gives half its points" in line, line
+
+
 def test_the_course_allowlist_reaches_the_self_check(state, capfd):
     """torch.inner is refused by default, as the grader refuses it; a course that allows it passes it."""
     code = "dh = torch.inner(dlogits, W2)"

@@ -2,9 +2,11 @@
 temporary folder with `course init` and grades the solved notebook, its stub and the rule table's slips
 through every route that records a grade, each the product's own command run as a course runs it
 (`backprop-ninja grade --html --gradebook`, `nbgrader autograde` and `generate_feedback`, the Gradescope
-zip's run_autograder, for real on two notebooks: see `_gradescope_route`). A route that dies, a right
-answer that loses credit, a slip that keeps it or takes it from another tensor, or two routes that
-disagree are what a class would otherwise find at grading time.
+zip's run_autograder, for real on two notebooks: see `_gradescope_route`), then runs each notebook in a
+kernel as a student does before handing it in, whose check lines must say what `grade` gave. A route that
+dies, a right answer that loses credit, a slip that keeps it or takes it from another tensor, two routes
+that disagree, or a self-check that tells a student another grade are what a class would otherwise find
+at grading time.
 
 The grader checks each answer with the true upstream gradients (CHAIN) or random ones (LOCAL), never with
 the submission's own (grader.judge.exam), so a tensor's grade is independent of every other answer. One
@@ -30,16 +32,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbclient import NotebookClient
 
 from grader import course as course_config
 from grader import exercise as ex
 from grader.authoring import skeleton
 from grader.lms import gradescope, notebooks
 from grader.sandbox.zygote import default_jobs
+from grader.student.selfcheck import share_said
 from grader.vocabulary import grade_cell_id
 
 CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
 GRADE, NBGRADER, GRADESCOPE = "grade --html --gradebook", "nbgrader autograde", "Gradescope"
+SELF_CHECK = "the self-check"
 SOLVED, STUB = "solved", "stub"
 
 
@@ -252,6 +257,69 @@ def _differ(ran: dict, same: dict) -> str | None:
     return None
 
 
+def _ran(path: Path, folder: Path) -> nbformat.NotebookNode:
+    """The notebook after Run All in a kernel of its own, in a copy of the released folder (its data
+    beside it), as a student runs it; a cell's error stays in its outputs, as in Jupyter. The kernel's own
+    log (its warning about TCP without encryption, on a local kernel) would only clutter the instructor's
+    terminal."""
+    nb = nbformat.read(path, as_version=4)
+    with tempfile.TemporaryDirectory(prefix="backprop-ninja-run-") as there:
+        shutil.copytree(folder, there, dirs_exist_ok=True)
+        NotebookClient(nb, timeout=1800, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": there}}).execute(stderr=subprocess.DEVNULL)
+    return nb
+
+
+def _check_lines(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """What each check line says, by the label it opens with (a grade id, or `training`)."""
+    said = {}
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        for output in cell.get("outputs", []):
+            for line in (output.get("text", "") if output.get("output_type") == "stream" else "").splitlines():
+                label, bar, text = line.partition("|")
+                if bar and label.strip() and " " not in label.strip():
+                    said[label.strip()] = text.strip()
+    return said
+
+
+def _self_check(target: Path, course, made: dict[str, Path], graded: Scores) -> tuple[list[str], str]:
+    """Each notebook Run All in a kernel, as a student runs it before handing it in: its check lines must
+    give each answer the share of its points `grade` gave (a line that says WRONG, and how much credit
+    the grader still gives, where the grader takes points), and check every answer the grader grades.
+    Kernels side by side, as many as the cores."""
+    folder = target / "release" / course.assignment
+    training = course.exercise.training.grade_id if course.exercise.training else None
+
+    def run(stem: str) -> nbformat.NotebookNode | str:
+        try:
+            return _ran(made[stem], folder)
+        except Exception as exc:  # a kernel that died or timed out: said for this notebook, the others go on
+            return f"{SELF_CHECK}: Run All of {stem} in a kernel failed: {type(exc).__name__}: {str(exc)[:200]}"
+
+    with ThreadPoolExecutor(max_workers=default_jobs()) as pool:
+        ran = dict(zip(made, pool.map(run, made), strict=True))
+    problems, verdicts, agreed = [nb for nb in ran.values() if isinstance(nb, str)], 0, 0
+    for stem, nb in ((stem, nb) for stem, nb in ran.items() if not isinstance(nb, str)):
+        said = {(training if label == "training" else label): text for label, text in _check_lines(nb).items()}
+        for grade_id, (score, top, _) in sorted(graded.by_stem.get(stem, {}).items()):
+            line = f"forward line {_line(course.exercise, grade_id)}" if grade_id != training else "the training run"
+            where = f"{SELF_CHECK} on {stem}, {grade_id} ({line})"
+            if grade_id not in said:
+                problems.append(f"{where}: no check line, where {GRADE} gives {score:g}/{top:g}: the notebook's "
+                                "check cell for it is missing or did not print")
+                continue
+            share = share_said(said[grade_id])
+            verdicts += 1
+            if share is not None and (not top or abs(share - score / top) <= 1e-9):
+                agreed += 1
+            elif share is None:
+                problems.append(f"{where}: says \"{said[grade_id][:200]}\", where {GRADE} gives {score:g}/{top:g}")
+            else:
+                problems.append(f"{where}: says \"{said[grade_id][:200]}\", where {GRADE} gives {score:g}/{top:g}: "
+                                "a student would be told the wrong grade before handing the notebook in")
+    return problems, f"agrees with {GRADE} on {agreed} of {verdicts} answers in {len(ran)} notebooks"
+
+
 def _line(exercise: ex.Exercise, grade_id: str) -> str:
     """The forward lines an answer's gradient comes back through (those that read its tensor), to name in
     a problem."""
@@ -373,10 +441,16 @@ def dry_run(spec: str, quick: bool = False,
         for name, scores in graded:
             problems += _problems(course, name, scores, made)
         problems += [line for other in graded[1:] for line in _agree(graded[0], other)]
+        agreement = "not run: grade gave no scores to compare with"
+        if graded and graded[0][0] == GRADE:
+            log(f"running {len(made)} notebooks in kernels for {SELF_CHECK}")
+            found, agreement = _self_check(target, course, paths, graded[0][1])
+            problems += found
     slips = sum(len(s.mutants) for s in made)
     table = [f"{'answers':<10} {len(course.exercise.answers)} ({len(course.exercise.answer_cells)} cells)",
              f"{'slips':<10} {slips} in {len(made) - 2} notebooks (one slip per answer in each)",
              f"{'routes':<10} {', '.join(name + (f' ({s.how})' if s.how else '') for name, s in graded) or 'none'}"
              + (" (--quick: not nbgrader autograde)" if quick else ""),
+             f"{'self-check':<10} {agreement}",
              f"{'time':<10} {time.monotonic() - started:.0f} s"]
     return problems, table + [line for name, scores in graded[:1] for line in _unnamed(scores, made)]

@@ -93,6 +93,23 @@ def _credit(fraction: float) -> str:
     return f"the grader gives {share}"
 
 
+def share_said(text: str) -> float | None:
+    """The share of an answer's points a check line's text (after its label) says the grader gives, as
+    `_credit` words it: what `exercise check` holds the grader's own share to. None: a line that says
+    neither right nor wrong, such as "not checked: ..."."""
+    if text.startswith(("exact:", "right values, wrong shape")) or re.match(r"\d+ steps match autograd", text) or (
+            not text.startswith("WRONG") and "this cell is right" in text):
+        return 1.0
+    if text == "not attempted yet":
+        return 0.0
+    if not text.startswith("WRONG"):
+        return None
+    share = re.search(r"the grader gives (nothing|half its points|[0-9.]+ of its points)", text)
+    if share is None or share.group(1) == "nothing":
+        return 0.0
+    return 0.5 if share.group(1) == "half its points" else float(share.group(1).split()[0])
+
+
 class _Ran:
     """What a cell produced on one case: the fields of the sandbox's Outcome that judge reads."""
 
@@ -854,7 +871,9 @@ class SelfCheck:
                     note += (f" (your {first} is what the cell you ran as In[{judged[1]}] left: if that was not "
                              f"{first}'s answer cell, re-run {first}'s cell, then this check)")
                 local = failures.get(LOCAL)
-                return note if local is None else f"WRONG: {note}, but {local.feedback}"
+                if local is None or self.policy.chain_only_credit >= 1:
+                    return note
+                return f"WRONG ({_credit(self.policy.chain_only_credit)}): {note}, but {local.feedback}"
         if failures.get(LOCAL) is not None and self.policy.chain_only_credit < 1:
             return (f"WRONG ({_credit(self.policy.chain_only_credit)}: right with the upstream gradients given, "
                     f"not as one backward step): {failures[LOCAL].feedback}")
