@@ -329,6 +329,10 @@ def test_a_slip_the_feedback_does_not_name_is_a_warning_under_the_table():
         f"warning: the slip {first.slip.name} in {first.cell} (your {first.slip.gradient} {first.slip.sentence}) "
         f"loses credit but is not named: the feedback says \"wrong values (max abs diff 2), on a hidden "
         f"configuration\""]
+    # named in other words (the result's diagnosis), it is no warning; told only where it is wrong, it is
+    for mistake, warned in (("the target's -1 is missing", False), ("wrong only in rows 1, 2 (2 of 8),", True)):
+        scores.results = {slips.stem: {"tests": [{"name": first.grade_ids[0], "extra_data": {"mistake": mistake}}]}}
+        assert bool(dry_run._unnamed(scores, [slips])) is warned, mistake
 
 
 def _run_all(lines: dict[str, list[str]]):

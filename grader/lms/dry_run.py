@@ -368,22 +368,32 @@ def _problems(course, route: str, scores: Scores, made: list[Submission]) -> lis
 
 
 def _unnamed(scores: Scores, made: list[Submission]) -> list[str]:
-    """A warning for each slip whose feedback says "wrong values" without its own sentence (a wrong shape
-    is told in words of its own: "looks transposed", "not summed over dimension 0"). Not a problem: its
+    """A warning for each slip whose feedback says "wrong values" and names no mistake: neither the slip's
+    own sentence nor another diagnosis (a wrong shape is told in words of its own: "looks transposed", "not
+    summed over dimension 0"; where the values are wrong is not a mistake's name). Not a problem: its
     grade is right, and what the feedback says is the grader's search for a named mistake, not a line of
     the exercise; a slip equal to another on every configuration is told by the other's sentence, rightly.
     The instructor learns which slips students will be told less about, and the course still builds."""
     lines = []
     for submission in made:
         tests = scores.by_stem.get(submission.stem, {})
+        found = {t["name"]: (t.get("extra_data") or {}).get("mistake", "")
+                 for t in scores.results.get(submission.stem, {}).get("tests", [])}
         for mutant in submission.mutants:
             grade_id = mutant.grade_ids[0]
             output = tests.get(grade_id, (0, 0, ""))[2]
-            if grade_id in tests and "wrong values" in output and mutant.slip.sentence not in output:
+            named = mutant.slip.sentence in output or _names_a_mistake(found.get(grade_id, ""))
+            if grade_id in tests and "wrong values" in output and not named:
                 lines.append(f"warning: the slip {mutant.slip.name} in {mutant.cell} (your {mutant.slip.gradient} "
                              f"{mutant.slip.sentence}) loses credit but is not named: the feedback says "
                              f"\"{_said(output)}\"")
     return lines
+
+
+def _names_a_mistake(mistake: str) -> bool:
+    """Whether the grader's diagnosis (the result's `mistake`) names a mistake, in its own words or in
+    another slip's equal on every configuration, rather than only where the values are wrong."""
+    return bool(mistake) and not mistake.startswith(("wrong only in ", "right in "))
 
 
 def _said(output: str) -> str:
