@@ -6,7 +6,6 @@ solved notebook runs clean (Run All) and grades full, its stub 0."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -14,10 +13,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_package import TIMEOUT, _sources
 
 from grader.course import load
 from helpers.variant_courses import DATA_STRIDE
+from helpers.wheels import TIMEOUT
 
 pytestmark = pytest.mark.slow
 
@@ -48,24 +47,20 @@ MINE = textwrap.dedent('''\
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory, unix_user):
-    """run(folder, *args): the wheel, built once for the module and installed in a fresh environment in the
-    user's home, running a command as the user in `folder` (made for it) and giving its stdout."""
+def installed(tmp_path_factory, unix_user, wheels):
+    """run(folder, *args): the run's wheel (built once, tests/helpers/wheels.py) installed in a fresh
+    environment in the user's home, running a command as the user in `folder` (made for it) and giving
+    its stdout."""
     user = unix_user.user
     tmp = tmp_path_factory.mktemp("wheel")
     home = user.home / tmp.name  # the user may be the session's: a folder of its own for this module
     home.mkdir()
-    src, dist, venv = tmp / "src", tmp / "dist", home / "wheel-venv"
-    src.mkdir()
-    _sources(src)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "--no-index",
-                    "-q", "-w", str(dist)], check=True, capture_output=True, timeout=TIMEOUT)
-    (wheel,) = dist.glob("backprop_ninja-*.whl")
+    venv = home / "wheel-venv"
+    (wheel,) = wheels.glob("backprop_ninja-*.whl")
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True,
                    capture_output=True, timeout=TIMEOUT)
     subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
                    check=True, capture_output=True, timeout=TIMEOUT)
-    shutil.rmtree(src)
     user.give(venv)
     env = user.env(PATH=f"{venv / 'bin'}:{Path(sys.base_prefix) / 'bin'}:/usr/bin:/bin", MPLBACKEND="Agg",
                    JUPYTER_PATH=str(Path(sys.base_prefix) / "share" / "jupyter"))
