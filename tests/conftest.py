@@ -44,9 +44,25 @@ def _runs_everything(config: pytest.Config) -> bool:
             or config.args_source is pytest.Config.ArgsSource.ARGS)
 
 
+def _groups_work(config: pytest.Config) -> None:
+    """pytest-xdist 3.8 hands a group to one worker through the node ids it rewrites, a write pytest 9.2's
+    structured node ids ignore (pytest-xdist issue 1386): every test would go out alone and each module's
+    set-up be made on both workers, silently doubling the run. Said, with the fix, before anything runs."""
+    if config.getoption("dist", None) != "loadgroup" or hasattr(config, "workerinput"):
+        return
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    if Version(pytest.__version__) >= Version("9.2") and Version(version("pytest-xdist")) <= Version("3.8.0"):
+        raise pytest.UsageError(f"pytest {pytest.__version__} with pytest-xdist {version('pytest-xdist')} groups no "
+                                "test under --dist loadgroup (pytest-xdist issue 1386): pip install 'pytest<9.2'")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Locally a plain `python -m pytest` leaves out the slow tier (real notebooks, nbgrader, wheels, red
     team modes, unix users, browsers: each test over ~10 s), so that the run before a commit stays short."""
+    _groups_work(config)
     config.stash[_CUT] = not _runs_everything(config)
     if not config.stash[_CUT]:
         config.pluginmanager.register(TimePerFile(), "time-per-file")
