@@ -1,7 +1,8 @@
 """How long `backprop-ninja exercise check` takes, as an instructor runs it after an edit: for each exercise
 given (a file's path or a built-in name), the command's wall and CPU seconds (its own and its children's:
-the course init, the grading routes' processes), with and without --quick, and the table it printed
-(answers, slips, routes). Usage: python benchmarks/exercise_check.py SPEC... [--quick-only]
+the course init, the grading routes' processes, the self-check's kernels), with and without --quick, and
+the table it printed (answers, slips, routes, the self-check's agreement). Usage:
+python benchmarks/exercise_check.py SPEC... [--quick-only]
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def measure(spec: str, quick: bool) -> tuple[float, float, int, list[str]]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     lines = done.stdout.splitlines() if done.returncode == 0 else done.stderr.splitlines()[-5:]
-    table = [line for line in lines if line.split(" ", 1)[0] in ("answers", "slips", "routes", "time")] or lines
+    rows = ("answers", "slips", "routes", "self-check", "time")
+    table = [line for line in lines if line.split(" ", 1)[0] in rows] or lines
     return wall, cpu, done.returncode, table
 
 
