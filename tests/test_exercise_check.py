@@ -361,7 +361,9 @@ def test_the_self_check_must_say_what_the_grader_gives_each_answer(tmp_path, mon
         "stub": ["dz             | not attempted yet"],
         "slips-1": ["dz             | WRONG: dh above is wrong; with the true dh this cell is right, but no"],
         "slips-2": ["dz             | WRONG (the grader gives half its points): right values, wrong shape"]}))
-    problems, table = dry_run._self_check(tmp_path, course, made, graded)
+    slips = dry_run.submissions(exercise)[2]
+    slip = next(m for m in slips.mutants if m.grade_ids[0] == "dz")
+    problems, table = dry_run._self_check(tmp_path, course, made, graded, {"slips-2": slips})
     forward = "(forward line `loss = ((z - Y) ** 2).sum() / n`)"
     assert problems == [
         'the self-check on solved, fit_training (the training run): says "trains as autograd does", '
@@ -373,7 +375,9 @@ def test_the_self_check_must_say_what_the_grader_gives_each_answer(tmp_path, mon
         "--gradebook gives 1/1: the notebook's check cell for it is missing or did not print",
         f'the self-check on slips-2, dz {forward}: says "WRONG (the grader gives half its points): right values, '
         f'wrong shape", where grade --html --gradebook gives 0/1: a student would be told the wrong grade before '
-        f"handing the notebook in"], problems
+        f"handing the notebook in; the slip {slip.slip.name} (your dz {slip.slip.sentence}) is graded one way on "
+        f"the self-check's batches and another on the hidden configurations, so its grade depends on the sizes "
+        f'drawn: make it change its gradient more, or accept it: accept={{"dz": "{slip.slip.name}"}}'], problems
     assert table == "agrees with grade --html --gradebook on 2 of 5 answers in 4 notebooks"
 
 
@@ -410,7 +414,10 @@ def test_exercise_check_grades_the_course_through_every_route_and_names_the_one_
     fake.mkdir()
     (fake / "nbgrader").write_text(FAILING_NBGRADER.format(python=sys.executable), encoding="utf-8")
     (fake / "nbgrader").chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    config = tmp_path / "jupyter-config"  # the instructor's own Jupyter configuration: their formgrader's course
+    config.mkdir()
+    (config / "nbgrader_config.py").write_text("c.CourseDirectory.root = '/home/me/ml101'\n", encoding="utf-8")
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "JUPYTER_CONFIG_DIR": str(config)}
     command = [sys.executable, "-c", "from grader.cli import main; main()", "exercise", "check", str(path)]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200)
     assert done.returncode == 1, (done.stdout[-2000:], done.stderr[-2000:])
@@ -431,6 +438,9 @@ def test_exercise_check_grades_the_course_through_every_route_and_names_the_one_
     agreed = re.fullmatch(r"self-check agrees with grade --html --gradebook on (\d+) of (\d+) answers in "
                           rf"{notebooks} notebooks", table[3])
     assert agreed and agreed.group(1) == agreed.group(2), table
+    # the temporary course is neither recorded as the instructor's nor made their formgrader's course
+    assert sorted(p.name for p in config.iterdir()) == ["nbgrader_config.py"]
+    assert (config / "nbgrader_config.py").read_text(encoding="utf-8") == "c.CourseDirectory.root = '/home/me/ml101'\n"
 
 
 def test_a_slip_equal_to_the_right_answer_everywhere_is_said_not_dropped(tmp_path):

@@ -63,8 +63,10 @@ def _check_against_autograd(network: Network, configurations, source: str, sink:
         assert torch.allclose(namespace[f"d{source}"], expected, rtol=1e-6, atol=1e-9), cell
 
 
-def test_the_lectures_exercises_2_and_3_are_its_closed_forms_and_manual_backward_uses_them():
+def test_the_lectures_exercises_2_and_3_are_its_closed_forms_and_manual_backward_uses_them(tmp_path, monkeypatch):
     from solutions import reference
+
+    monkeypatch.chdir(tmp_path)  # `solution` run outside any course.yml (the checkout's is none the caller made)
 
     cells = reference.cells()
     assert _code(cells["ex3_dhprebn"]) == [LECTURE_EX3]

@@ -30,6 +30,13 @@ EX4_STUB = next(c.source for c in nbformat.read(STUB, as_version=4).cells
 WRONG_DPROBS = "dprobs = 1.0 / probs\n"
 
 
+@pytest.fixture(autouse=True)
+def _outside_any_course(tmp_path, monkeypatch):
+    """`solution` run where no course.yml is: in the checkout's top folder it says, rightly, that the
+    checkout's course.yml is no course the caller made or named, a line these tests do not expect."""
+    monkeypatch.chdir(tmp_path)
+
+
 def run(*args, color=False):
     return CliRunner().invoke(main, ["solution", *map(str, args)], color=color)
 

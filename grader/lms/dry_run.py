@@ -282,11 +282,14 @@ def _check_lines(nb: nbformat.NotebookNode) -> dict[str, str]:
     return said
 
 
-def _self_check(target: Path, course, made: dict[str, Path], graded: Scores) -> tuple[list[str], str]:
+def _self_check(target: Path, course, made: dict[str, Path], graded: Scores,
+                slipped: dict[str, Submission]) -> tuple[list[str], str]:
     """Each notebook Run All in a kernel, as a student runs it before handing it in: its check lines must
     give each answer the share of its points `grade` gave (a line that says WRONG, and how much credit
     the grader still gives, where the grader takes points), and check every answer the grader grades.
-    Kernels side by side, as many as the cores."""
+    A slip the two grade apart is one whose effect is near the tolerance (a dropped 1e-5 under a square
+    root): found on one set of batches and not on another, its grade depends on the configuration, so
+    the problem names it with the exercise's fix. Kernels side by side, as many as the cores."""
     folder = target / "release" / course.assignment
     training = course.exercise.training.grade_id if course.exercise.training else None
 
@@ -315,8 +318,15 @@ def _self_check(target: Path, course, made: dict[str, Path], graded: Scores) -> 
             elif share is None:
                 problems.append(f"{where}: says \"{said[grade_id][:200]}\", where {GRADE} gives {score:g}/{top:g}")
             else:
+                slip = next((m.slip for m in slipped[stem].mutants if m.grade_ids[0] == grade_id), None) \
+                    if stem in slipped else None
+                fix = "" if slip is None else (
+                    f"; the slip {slip.name} (your {slip.gradient} {slip.sentence}) is graded one way on the "
+                    f"self-check's batches and another on the hidden configurations, so its grade depends on the "
+                    f"sizes drawn: make it change its gradient more, or accept it: accept={{\"{slip.gradient}\": "
+                    f"\"{slip.name}\"}}")
                 problems.append(f"{where}: says \"{said[grade_id][:200]}\", where {GRADE} gives {score:g}/{top:g}: "
-                                "a student would be told the wrong grade before handing the notebook in")
+                                f"a student would be told the wrong grade before handing the notebook in{fix}")
     return problems, f"agrees with {GRADE} on {agreed} of {verdicts} answers in {len(ran)} notebooks"
 
 
@@ -421,7 +431,10 @@ def dry_run(spec: str, quick: bool = False,
         work = Path(folder)
         target = work / "course"
         try:
-            _run([*CLI, "course", "init", str(target), *_course_args(spec)], work, "course init")
+            # course init records the course it makes in the caller's Jupyter configuration and names it as their
+            # formgrader's: a course gone when the check ends must be in neither, so it writes to one of its own
+            _run([*CLI, "course", "init", str(target), *_course_args(spec)], work, "course init",
+                 {**os.environ, "JUPYTER_CONFIG_DIR": str(work / "jupyter-config")})
             course = course_config.load(target / "course.yml")
             _run(["nbgrader", "generate_assignment", course.assignment, "--force"], target,
                  "nbgrader generate_assignment")
@@ -454,7 +467,7 @@ def dry_run(spec: str, quick: bool = False,
         agreement = "not run: grade gave no scores to compare with"
         if graded and graded[0][0] == GRADE:
             log(f"running {len(made)} notebooks in kernels for {SELF_CHECK}")
-            found, agreement = _self_check(target, course, paths, graded[0][1])
+            found, agreement = _self_check(target, course, paths, graded[0][1], {s.stem: s for s in made})
             problems += found
     slips = sum(len(s.mutants) for s in made)
     table = [f"{'answers':<10} {len(course.exercise.answers)} ({len(course.exercise.answer_cells)} cells)",

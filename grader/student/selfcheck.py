@@ -133,8 +133,8 @@ def _dtype_note(error: str, function: str) -> str:
 
 
 def _globals_read(function) -> str:
-    """The notebook's values a function reads besides its arguments (exercise 1's `bngain`, say): the
-    check and the grader give it none, and the notebook's are of other sizes."""
+    """The notebook's values a function reads besides its arguments (a parameter an earlier exercise left
+    in the notebook, say): the check and the grader give it none, and the notebook's are of other sizes."""
     code, found = getattr(function, "__code__", None), getattr(function, "__globals__", {})
     read = [n for n in (code.co_names if code else ()) if n not in NAMESPACE
             and isinstance(found.get(n), torch.Tensor | int | float)]
