@@ -266,3 +266,24 @@ def test_a_data_line_may_compare_a_tensor_with_a_number():
     """`M = rand(n, m) < 0.5` failed with KeyError: '__import__' (torch imports a module of its own there)."""
     value = tiny(data=DATA + "M = rand(n, hidden) < 0.5\n", forward=FORWARD.replace("z = a + h", "z = a + h * M"))
     assert value.batch(value.lecture, torch.Generator().manual_seed(0))["M"].dtype == torch.bool
+
+
+def test_the_notebooks_call_of_a_whole_backward_gives_what_its_signature_takes():
+    """A data tensor the cache holds (a variant written out keeps Xb there) is no argument of its own: the
+    check cell called manual_backward(params, cache, Yb) with Xb too, a TypeError in every such course's
+    notebook (exercise check's Run All found it)."""
+    import ast
+
+    from grader.authoring import skeleton
+    from grader.course import choice
+
+    namespace: dict = {}
+    exec(choice.exercise_file("relu-layernorm"), namespace)  # noqa: S102 - the package's own exercise file
+    written = namespace["EXERCISE"]
+    function = written.functions[0]
+    assert "Xb" in dict(a for a in function.arguments if not isinstance(a, str))["cache"]
+    call = next(node for cell in skeleton._function_cells(written, function) if "grads = None" in cell
+                for node in ast.walk(ast.parse(cell))
+                if isinstance(node, ast.Call) and getattr(node.func, "id", "") == function.name)
+    assert len(call.args) == len(function.arguments) == 3
+    assert ast.unparse(call.args[2]) == "Yb"

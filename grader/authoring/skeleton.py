@@ -108,9 +108,11 @@ print(f"loss {{{net.loss}.item():.4f}}")""", locked="setup_forward")]
 
 
 def _function_cells(exercise: Exercise, function: Function) -> list[str]:
-    net = exercise.network
     cache = dict(a for a in function.arguments if not isinstance(a, str))["cache"]
     arguments = ", ".join(a if isinstance(a, str) else a[0] for a in function.arguments)
+    # The call gives what the signature takes: a data tensor the cache holds is no argument of its own.
+    given = {"params": "{k: p.detach() for k, p in leaves.items()}", "cache": "cache"}
+    call = ", ".join(a if isinstance(a, str) else given[a[0]] for a in function.arguments)
     part = function.part
     trains = exercise.training is not None and exercise.training.function == function
     # The whole-run check's start and batches: 50 SGD steps with the student's gradients and autograd's.
@@ -129,7 +131,7 @@ values[EXERCISE.network.loss].backward()  # autograd's gradients, only to check 
 cache = {{k: values[k].detach() for k in {tuple(cache)!r}}}
 {training}grads = None  # until {function.name} returns: never an earlier run's
 with torch.no_grad():
-    grads = {function.name}({{k: p.detach() for k, p in leaves.items()}}, cache, {", ".join(net.data)}) or {{}}""",
+    grads = {function.name}({call}) or {{}}""",
                    locked=f"setup_ex{part}_check")]
     for name in function.returns:
         cells.append(_code(f'from grader.student.check import check\n'
