@@ -384,6 +384,8 @@ def test_the_self_check_must_say_what_the_grader_gives_each_answer(tmp_path, mon
 @pytest.mark.parametrize("text, share", [
     ("exact: False | approximate: True  | maxdiff: 1e-08 | shape (3,) ok", 1.0),
     ("dh above is wrong; with the true dh this cell is right", 1.0),
+    ("dh above is out of date (dlogits changed since it ran): re-run the cells from dh's down to this one; this "
+     "cell itself is right", 1.0),
     ("not attempted yet", 0.0),
     ("WRONG: dz: wrong values", 0.0),
     ("WRONG (the grader gives half its points): right with the upstream gradients given", 0.5),

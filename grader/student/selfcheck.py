@@ -98,7 +98,7 @@ def share_said(text: str) -> float | None:
     `_credit` words it: what `exercise check` holds the grader's own share to. None: a line that says
     neither right nor wrong, such as "not checked: ..."."""
     if text.startswith(("exact:", "right values, wrong shape")) or re.match(r"\d+ steps match autograd", text) or (
-            not text.startswith("WRONG") and "this cell is right" in text):
+            not text.startswith("WRONG") and re.search(r"this cell (itself )?is right", text)):
         return 1.0
     if text == "not attempted yet":
         return 0.0

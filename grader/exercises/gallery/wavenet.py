@@ -50,4 +50,7 @@ EXERCISE = exercise(
     """,
     fused={"dlogits": "loss"},
     backward=True,
+    # The 1e-5 left out under a square root changes a variance's gradient by about the tolerance: found on
+    # some drawn sizes and not on others, its grade would depend on the draw (`exercise check` says so).
+    accept={"dv1": "eps-dropped", "dv2": "eps-dropped", "dv3": "eps-dropped"},
 )
