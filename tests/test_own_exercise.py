@@ -44,6 +44,8 @@ def test_a_course_of_ones_own_exercise(name, tmp_path):
     slips = {}
     for gradient in derive.for_exercise(course.exercise):
         for index, slip in enumerate(gradient.slips()):
+            if slip.name in course.exercise.accepted.get(gradient.name, ()):
+                continue  # the exercise accepts it (WaveNet's eps-dropped: lost on some draws, not on others)
             stem = f"{gradient.name}-{index}-{slip.name}"
             slips[stem] = atomic[gradient.name]
             _submission(student, {**references, atomic[gradient.name]: slip.code}, submissions / f"{stem}.ipynb")
