@@ -67,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.stash[_CUT]:
         config.pluginmanager.register(TimePerFile(), "time-per-file")
     # The tests judge as the grader does: with the rule table (a test of the self-check without it chooses so).
-    neighbourhood.use_rule_table(derive.for_exercise)
+    neighbourhood.use_rule_table(derive)
     if config.stash[_CUT]:
         config.option.markexpr = FAST
 

@@ -53,6 +53,9 @@ def _notebook_spec(spec: str) -> str:
     return f"{Path(spec.rpartition(':')[0]).name}:EXERCISE" if spec.endswith(":EXERCISE") else spec
 
 
+SENTENCES: set[str] = set()  # every slip's own sentence `_slips` has seen, as the grader says it
+
+
 def _slips(spec: str):
     """Each slip's answer (grade id, check, key; a fused answer's or a function's, each slip of a step
     inside its block)
@@ -67,8 +70,11 @@ def _slips(spec: str):
         if answer.kind not in (ATOMIC, FUSED) and answer not in functions:
             continue
         for check in checks(answer) if answer.kind == ATOMIC else (CHAIN,):
-            per_case = [{key: t for key, _, t in (slip_values(case, answer, check) if answer.kind == ATOMIC
-                                                   else carried_slips(case, answer))} for case in cases]
+            made = [slip_values(case, answer, check) if answer.kind == ATOMIC else
+                    [*((slip_values(case, answer, CHAIN) if answer.kind == FUSED else None) or ()),
+                     *carried_slips(case, answer)] for case in cases]  # as slip_prints.build makes them
+            SENTENCES.update(f"your {answer.variable} {sentence}" for key, sentence, _ in made[0])
+            per_case = [{key: t for key, _, t in per} for per in made]
             right = [case.expected(answer, check) for case in cases]
             for key in per_case[0]:
                 if all(key in made for made in per_case) and not all(
@@ -110,7 +116,7 @@ def test_without_fingerprints_or_with_stale_ones_the_self_check_claims_no_slip(t
     so the self-check says what the search alone finds, never a slip's sentence."""
     spec = SPECS[2]
     answers, grader_said = _slips(spec)
-    slip_sentences = {s for s in grader_said.values() if s}
+    slip_sentences = {s for s in grader_said.values() if s in SENTENCES}
     alone = _student(spec, answers, tmp_path / "none")
     stale = tmp_path / "stale"
     stale.mkdir()

@@ -160,18 +160,10 @@ class Derived:
 def derived(exercise: Exercise) -> Derived:
     configurations = derive.configurations(exercise)
     gradients = derive.derive(exercise.network, configurations)
-    net = exercise.network
-    fused, closed, chained = {}, {}, {}
-    for answer in (a for a in exercise.answers if a.kind == FUSED):
-        if len(simplify.live(net, answer.source, answer.sink)) <= 2:
-            continue  # a block of one line: its gradient is one statement already
-        found = simplify.fuse(net, answer.source, answer.sink, configurations, gradients)
-        if isinstance(found, str):
-            chained[answer.cell_id] = found
-            continue
-        closed[answer.cell_id] = found
-        if found.gradient is not None:
-            fused[answer.cell_id] = found.gradient
+    forms = derive.closed_forms(exercise, configurations, gradients)
+    closed = {cell: form for cell, form in forms.items() if not isinstance(form, str)}
+    fused = {cell: form.gradient for cell, form in closed.items() if form.gradient is not None}
+    chained = {cell: form for cell, form in forms.items() if isinstance(form, str)}
     return Derived(gradients, fused, closed, chained)
 
 

@@ -8,6 +8,7 @@ slips become the mistakes feedback names and the mutants the tests grade.
         print(g.source)                            # the cell, explained
         for slip in g.slips():                     # slip.name, slip.sentence, slip.code
             ...
+    derive.closed_forms(exercise)                  # each fused cell's closed form, or why it has none
 
 An operation without a rule raises `DeriveError` naming the line.
 """
@@ -18,12 +19,13 @@ from collections.abc import Iterator
 
 import torch
 
+from grader.derive import simplify
 from grader.derive.engine import TOLERANCE, Configuration, Contribution, DeriveError, Gradient, Slip, derive
 from grader.derive.rules import GRAMMAR
-from grader.exercise import Exercise, Sizes
+from grader.exercise import FUSED, Exercise, Sizes
 
 __all__ = ["GRAMMAR", "TOLERANCE", "Configuration", "Contribution", "DeriveError", "Gradient", "Slip",
-           "configurations", "corpus", "derive", "for_exercise"]
+           "closed_forms", "configurations", "corpus", "derive", "for_exercise"]
 
 
 def _other_sizes(exercise: Exercise, seed: int) -> Sizes:
@@ -52,6 +54,19 @@ def configurations(exercise: Exercise, count: int = 2) -> tuple[Configuration, .
 
 def for_exercise(exercise: Exercise) -> tuple[Gradient, ...]:
     return derive(exercise.network, configurations(exercise))
+
+
+def closed_forms(exercise: Exercise, found: tuple[Configuration, ...] | None = None,
+                 gradients: tuple[Gradient, ...] | None = None) -> dict[str, simplify.Closed | str]:
+    """Each fused cell's closed form (proven against autograd), or why its chain of atomic steps stays, by
+    cell id; a block of one line has neither, its gradient being one statement already. `found` and
+    `gradients`: the exercise's configurations and derived gradients, where the caller has them."""
+    found = configurations(exercise) if found is None else found
+    gradients = derive(exercise.network, found) if gradients is None else gradients
+    net = exercise.network
+    return {answer.cell_id: simplify.fuse(net, answer.source, answer.sink, found, gradients)
+            for answer in exercise.answers
+            if answer.kind == FUSED and len(simplify.live(net, answer.source, answer.sink)) > 2}
 
 
 def corpus(gradients: tuple[Gradient, ...]) -> Iterator[tuple[Slip, dict[str, str]]]:

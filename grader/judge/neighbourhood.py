@@ -18,14 +18,14 @@ import ast
 import collections
 import functools
 import itertools
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from types import ModuleType
 
 import torch
 import torch.nn.functional as F
 
 from grader import syntax
-from grader.exercise import ATOMIC, ELEMENTWISE, Answer, Exercise, Factor
+from grader.exercise import ATOMIC, ELEMENTWISE, FUSED, Answer, Exercise, Factor
 from grader.judge import prints
 from grader.judge.exam import CHAIN, Case
 from grader.judge.oracle import block_jvp, block_vjp, local_vjp
@@ -422,13 +422,15 @@ def _zeros(want: torch.Tensor) -> list[Candidate]:
     return [Candidate("zeros", Zeros.CANDIDATE, torch.zeros_like(want))]
 
 
-def _between(case: Case, source: str, sink: str) -> list[str]:
-    """The tensors on a path from `source` to `sink` (neither included), nearest `source` first: a
-    slip told where it enters the backward pass last, in the most specific words (a chain's factor
-    fits at every tensor of a single path; the branch it belongs to shows only at the last)."""
+def _steps(case: Case, source: str, sink: str) -> list[str]:
+    """The tensors whose one-step gradients a block from `sink` back to `source` computes: `source` itself
+    (the block's last line, whose own slips need no carrying), then those on a path to `sink` (not
+    included), nearest `source` first: a slip told where it enters the backward pass last, in the most
+    specific words (a chain's factor fits at every tensor of a single path; the branch it belongs to
+    shows only at the last)."""
     net = case.exercise.network
     before = net.ancestors(sink)
-    return [step for step in net.descendants(source) if step in before]
+    return [source, *(step for step in net.descendants(source) if step in before)]
 
 
 def inside(case: Case, answer: Answer, check: str, keep: set[str] | None, got: torch.Tensor):
@@ -446,7 +448,7 @@ def inside(case: Case, answer: Answer, check: str, keep: set[str] | None, got: t
     # Without the rule table, its slips carried to this answer are known by their fingerprints alone.
     table = prints.table(case.config.exercise) if _derived(case.exercise) is None else None
     printed = table.slips(case, answer, CHAIN) if table is not None else []
-    for tensor in _between(case, answer.source, sink):
+    for tensor in _steps(case, answer.source, sink):
         if tensor not in cells:
             continue
         # In PREFERENCE's order, the fingerprints' slips among the step's own candidates.
@@ -469,8 +471,9 @@ def inside(case: Case, answer: Answer, check: str, keep: set[str] | None, got: t
         passed = [i for i, ok in zip(kept, near, strict=True) if ok]
         tried = [inner[i] for i in passed]
         carried = _carried(case, answer.source, tensor, errors[passed]) if passed else []
-        made = [Candidate(f"inside:{tensor}:{c.key}", _inside_sentence(tensor, c.sentence, c.whole), want + extra,
-                          family=c.family) for c, extra in zip(tried, carried, strict=True)]
+        said = [_inside_said(answer, tensor, c.sentence, c.whole) for c in tried]
+        made = [Candidate(f"inside:{tensor}:{c.key}", sentence, want + extra, whole=whole, family=c.family)
+                for c, (sentence, whole), extra in zip(tried, said, carried, strict=True)]
         yield from sorted([*made, *slips], key=lambda c: PREFERENCE.index(c.family))
 
 
@@ -495,8 +498,12 @@ def _along(case: Case, source: str, tensor: str, cell: Answer) -> tuple[list[Can
     return inner, errors, (errors * _direction(case, source, tensor)[1]).reshape(len(inner), -1).sum(1)
 
 
-def _inside_sentence(tensor: str, sentence: str, whole: bool) -> str:
-    return f"goes wrong at {tensor}: {sentence}" if whole else f"forms a gradient for {tensor} that {sentence}"
+def _inside_said(answer: Answer, tensor: str, sentence: str, whole: bool) -> tuple[str, bool]:
+    """(what is said, whether it has its own subject) of a step's slip inside a block: at the block's own
+    tensor, the slip as that tensor's one-step cell would be told it; further in, where it goes wrong."""
+    if tensor == answer.source:
+        return sentence, whole
+    return (f"goes wrong at {tensor}: {sentence}" if whole else f"forms a gradient for {tensor} that {sentence}"), False
 
 
 def carried_slips(case: Case, answer: Answer) -> list[tuple[str, str, torch.Tensor]]:
@@ -506,14 +513,14 @@ def carried_slips(case: Case, answer: Answer) -> list[tuple[str, str, torch.Tens
     net = case.exercise.network
     cells = {a.source: a for a in case.exercise.answers if a.kind == ATOMIC}
     want, found = case.expected(answer, CHAIN), []
-    for tensor in _between(case, answer.source, answer.sink or net.loss):
+    for tensor in _steps(case, answer.source, answer.sink or net.loss):
         values = slip_values(case, cells[tensor], CHAIN) if tensor in cells else None
         truth = case.truth["d" + tensor]
         values = [(key, sentence, t) for key, sentence, t in values or () if t.shape == truth.shape]
         if not values:
             continue
         carried = _carried(case, answer.source, tensor, torch.stack([t - truth for _, _, t in values]))
-        found += [(f"inside:{tensor}:{key}", _inside_sentence(tensor, sentence, False), want + extra)
+        found += [(f"inside:{tensor}:{key}", _inside_said(answer, tensor, sentence, False)[0], want + extra)
                   for (key, sentence, _), extra in zip(values, carried, strict=True)]
     return found
 
@@ -528,35 +535,52 @@ def _carried(case: Case, source: str, tensor: str, errors: torch.Tensor) -> torc
         return torch.stack([block_vjp(net, case.values, source, tensor, e) for e in errors])
 
 
-# The rule table this process names slips with (grader.derive.for_exercise), chosen once by what starts the
+# The rule table this process names slips with (the grader.derive module), chosen once by what starts the
 # process (`use_rule_table`): the grader's hidden suite and `course init`'s fingerprints choose it, the
 # self-check chooses it where grader.derive is installed. Never imported here: backprop-ninja-student ships
 # the modules the self-check imports, and the rule table writes every reference answer, so it stays out of
 # that wheel (whose self-check knows the slips by their fingerprints). None: no rule table.
-_RULE_TABLE: list[Callable[[Exercise], Iterable] | None] = [None]
-# Its gradients by exercise, derived once per exercise a process grades.
+_RULE_TABLE: list[ModuleType | None] = [None]
+# What it derives, once per exercise a process grades: the gradients by name; the closed forms by cell id.
 _DERIVED: dict[int, tuple[Exercise, dict]] = {}
+_CLOSED: dict[int, tuple[Exercise, dict]] = {}
 
 
-def use_rule_table(derive: Callable[[Exercise], Iterable] | None) -> None:
-    """Name slips with `derive` (grader.derive.for_exercise), or, with None, by the fingerprints alone."""
-    if _RULE_TABLE[0] is not derive:
-        _RULE_TABLE[0] = derive
+def use_rule_table(table: ModuleType | None) -> None:
+    """Name slips with `table` (grader.derive: its `for_exercise` and `closed_forms`), or, with None, by the
+    fingerprints alone."""
+    if _RULE_TABLE[0] is not table:
+        _RULE_TABLE[0] = table
         _DERIVED.clear()
+        _CLOSED.clear()
 
 
 def _derived(exercise: Exercise) -> dict | None:
     """The rule table's gradients of `exercise` by name; None without a rule table."""
-    derive = _RULE_TABLE[0]
-    if derive is None:
+    table = _RULE_TABLE[0]
+    if table is None:
         return None
     if id(exercise) not in _DERIVED:
         try:
-            gradients = {g.name: g for g in derive(exercise)}
+            gradients = {g.name: g for g in table.for_exercise(exercise)}
         except ValueError:  # derive.DeriveError: an operation the rule table has no rule for
             gradients = {}
         _DERIVED[id(exercise)] = (exercise, gradients)
     return _DERIVED[id(exercise)][1]
+
+
+def _closed(exercise: Exercise) -> dict:
+    """The gradient of each fused cell whose closed form is one operation's (a cross-entropy's), by cell id:
+    its slips are mistakes of the cell's own formula, which no step of the chain makes. Derived only when
+    a fused answer is wrong (the closed forms cost more than the gradients)."""
+    gradients = _derived(exercise)
+    if not gradients:
+        return {}
+    if id(exercise) not in _CLOSED:
+        forms = _RULE_TABLE[0].closed_forms(exercise, gradients=tuple(gradients.values()))
+        _CLOSED[id(exercise)] = (exercise, {cell: form.gradient for cell, form in forms.items()
+                                            if not isinstance(form, str) and form.gradient is not None})
+    return _CLOSED[id(exercise)][1]
 
 
 def slip_values(case: Case, answer: Answer, check: str) -> list[tuple[str, str, torch.Tensor]] | None:
@@ -567,7 +591,7 @@ def slip_values(case: Case, answer: Answer, check: str) -> list[tuple[str, str, 
     gradients = _derived(case.exercise)
     if gradients is None:
         return None
-    gradient = gradients.get(answer.variable)
+    gradient = _closed(case.exercise).get(answer.cell_id) if answer.kind == FUSED else gradients.get(answer.variable)
     if gradient is None:
         return []
     found, shape, seen = [], case.expected(answer, check).shape, collections.Counter()
@@ -693,7 +717,9 @@ def _rule_slips(case: Case, answer: Answer, check: str) -> list[Candidate]:
     table = prints.table(case.config.exercise)
     if table is None:
         return []
-    return [Candidate(key, "", None, print_) for key, print_ in table.slips(case, answer, check)]
+    # A fused answer's fingerprints also hold its inner steps' slips, which `inside` tries.
+    return [Candidate(key, "", None, print_) for key, print_ in table.slips(case, answer, check)
+            if not key.startswith("inside:")]
 
 
 # The one order in which families of candidates are preferred when more than one fits an answer on every
@@ -721,8 +747,9 @@ def candidates(case: Case, answer: Answer, check: str) -> tuple[Candidate, ...]:
     net = case.exercise.network
     want = case.expected(answer, check)
     found = {"zeros": _zeros(want), "generic": _generic(case, want)}
-    if answer.kind == ATOMIC:
+    if answer.kind in (ATOMIC, FUSED):  # a fused cell's: its closed form's own
         found["slips"] = _rule_slips(case, answer, check)
+    if answer.kind == ATOMIC:
         if any(c != net.loss for c in net.consumers(answer.source)):
             want, branches, up = _per_branch(case, answer, check)
             found.update(named=_named_slips(case, answer, want, branches, up),

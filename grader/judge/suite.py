@@ -159,7 +159,7 @@ def run_batches(batches: Iterable[dict[str, Graded]], cases: list[Case], trainin
                 autotests: Path, on_results: Callable[[dict[str, Graded], ItemResults], None]) -> None:
     """One pytest session for every batch: `on_results(batch, results)` receives, batch by batch, the
     results of every test for every submission: {submission id: {(grade_id, check): result}}."""
-    neighbourhood.use_rule_table(derive.for_exercise)  # the grader names slips with the rule table itself
+    neighbourhood.use_rule_table(derive)  # the grader names slips with the rule table itself
     plugin = _Plugin(batches, cases, training, course, on_results)
     # No assertion rewriting (the suite reports through Wrong, not assert) and no unraisable-exception
     # plugin, whose five gc.collect() calls over the grader's heap cost more than judging a class.

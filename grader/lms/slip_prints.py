@@ -20,7 +20,7 @@ def build(spec: str) -> tuple[dict, dict]:
     function's: each slip of a step inside its block); per self-check case, grade id and check, the right
     answer's fingerprint and each slip's, with its sentence sealed by its values. `spec` loads the exercise
     here (a course's own file by its path)."""
-    neighbourhood.use_rule_table(derive.for_exercise)  # what the fingerprints hold are the rule table's slips
+    neighbourhood.use_rule_table(derive)  # what the fingerprints hold are the rule table's slips
     named: dict = {}
     cases: dict = {}
     for case in own_cases(spec):
@@ -29,7 +29,8 @@ def build(spec: str) -> tuple[dict, dict]:
             if answer.kind == ATOMIC:
                 made = {check: neighbourhood.slip_values(case, answer, check) for check in checks(answer)}
             elif answer.kind in (FUSED, FUNCTION):  # a slip at a step inside its block, carried to its tensor
-                made = {CHAIN: neighbourhood.carried_slips(case, answer)}
+                own = neighbourhood.slip_values(case, answer, CHAIN) if answer.kind == FUSED else None
+                made = {CHAIN: [*(own or []), *neighbourhood.carried_slips(case, answer)]}
             else:
                 continue
             for check, values in made.items():
