@@ -485,12 +485,21 @@ def gradescope_run(root):
 
 def _gradebook(results_dir: Path, given: Path | None) -> Path | None:
     """--gradebook, else nbgrader's beside RESULTS_DIR: the one source of scores (grader.outputs.final)."""
-    from grader.outputs.final import beside
+    from grader.outputs.final import beside, not_a_gradebook
 
+    try:
+        missing = not results_dir.is_dir()
+    except OSError:  # a course folder the caller may not enter: said below, by the gradebook's path
+        missing = False
+    if missing:
+        raise click.ClickException(f"{results_dir}: no such results folder (grade --out writes one)")
     try:
         gradebook = given or beside(results_dir)
     except OSError as exc:  # a course folder the caller may not enter
         raise click.ClickException(f"{exc.filename}: {exc.strerror}") from None
+    why = None if gradebook is None else not_a_gradebook(gradebook)
+    if why:
+        raise click.ClickException(why)
     if gradebook is not None:
         click.echo(f"scores from the gradebook {gradebook}", err=True)
     return gradebook

@@ -114,6 +114,57 @@ def test_grade_ids_take_the_tas_score(course):
         assert (row["score"], row["status"], row["feedback"]) == ("", "not graded", why)
 
 
+def test_grade_ids_rows_add_up_to_the_total_late_penalty_included(course):
+    """The TA trial: bob's rows added up to his score before the late penalty, which the export showed nowhere."""
+    run("export", str(course / "results"), "--format", "grade-ids")
+    rows = list(csv.DictReader(io.StringIO((course / "results" / "grade_ids.csv").read_text(encoding="utf-8"))))
+    for student, total in FINAL.items():
+        assert sum(float(r["score"]) for r in rows if r["submission"].startswith(f"{student}/")) == total, student
+    (late,) = [r for r in rows if r["grade_id"] == "late penalty"]
+    assert late["submission"].startswith("bob/") and float(late["score"]) == -PENALTY[1]
+
+
+def test_nbgraders_per_grade_id_export_takes_the_late_penalty_off(course, tmp_path):
+    """`nbgrader export --exporter=grader.lms.nbgrader.PerGradeIdExport` (its plugin, on the same gradebook):
+    score is what the student ends with, as nbgrader's own CSV has it, beside raw_score and the penalty."""
+    from nbgrader.api import Gradebook
+
+    from grader.lms.nbgrader import PerGradeIdExport
+
+    out = tmp_path / "per_grade_id.csv"
+    with warnings.catch_warnings(), Gradebook(f"sqlite:///{course / final.GRADEBOOK}") as gb:
+        warnings.simplefilter("ignore")
+        PerGradeIdExport(to=str(out)).export(gb)
+    rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(out.read_text(encoding="utf-8")))}
+    bob = rows["bob"]
+    assert (bob["raw_score"], bob["late_submission_penalty"], bob["score"]) == ("3", "0.5", "2.5")
+    assert (rows["ann"]["score"], rows["dan"]["score"], rows["dan"]["raw_score"]) == ("3", "", "")
+
+
+@pytest.mark.parametrize("content, said", [(b"", "not an nbgrader gradebook (an empty file)"),
+                                           (b"points: {}\n", "not an nbgrader gradebook (not an SQLite database)"),
+                                           (None, "an SQLite database, but not an nbgrader gradebook")])
+def test_a_gradebook_that_is_none_is_one_line_and_left_as_it_was(course, tmp_path, content, said):
+    """The TA trial: an empty file given as --gradebook was given nbgrader's tables and read as holding no
+    scores; any other file was an SQL traceback."""
+    import sqlite3
+
+    path = tmp_path / "gradebook.db"
+    if content is None:
+        with sqlite3.connect(path) as db:
+            db.execute("CREATE TABLE notes (text)")
+    else:
+        path.write_bytes(content)
+    before = path.read_bytes()
+    for command in (["report", str(course / "results")], ["export", str(course / "results"), "--format", "canvas"]):
+        done = CliRunner().invoke(main, [*command, "--gradebook", str(path)])
+        assert done.exit_code == 1 and done.output.startswith(f"Error: {path}: {said}"), done.output
+        assert done.output.count("\n") == 1, done.output
+    assert path.read_bytes() == before
+    done = CliRunner().invoke(main, ["report", str(tmp_path / "nowhere")])
+    assert done.exit_code == 1 and "no such results folder" in done.output, done.output
+
+
 def test_canvas_takes_the_same_totals(course):
     run("export", str(course / "results"), "--format", "canvas")
     header, _, *rows = list(csv.reader(io.StringIO((course / "results" / "canvas.csv").read_text(encoding="utf-8"))))

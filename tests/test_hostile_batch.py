@@ -368,3 +368,37 @@ def test_the_gradebook_records_a_linked_submission_under_its_linker_and_a_fifo_s
     with Gradebook(f"sqlite:///{course.dir / 'gradebook.db'}") as gb:
         scores = {s.id: gb.find_submission(COURSE.assignment, s.id).score for s in gb.students}
     assert scores == {"ada": COURSE.max_score, "eve": 0}
+
+
+@pytest.mark.slow
+def test_the_gradebook_route_takes_the_courses_late_penalty_as_autograde_does(tmp_path, generated_course):
+    """The TA trial: `grade --gradebook` read no nbgrader_config.py, so a late submission got no penalty and
+    one already on record was set back to none. The course's policy is nbgrader's own setting."""
+    from datetime import datetime, timedelta
+
+    import nbformat
+    from nbgrader.api import Gradebook
+
+    from helpers.nbgrader_course import Course, set_answers
+    from solutions import reference
+
+    course = Course(tmp_path, COURSE.course_id, COURSE.assignment).copied(generated_course)
+    config = course.dir / "nbgrader_config.py"
+    config.write_text(config.read_text(encoding="utf-8") + '\nc.LateSubmissionPlugin.penalty_method = "zero"\n',
+                      encoding="utf-8")
+    due = datetime(2026, 12, 1, 12, 0)
+    with Gradebook(f"sqlite:///{course.dir / 'gradebook.db'}") as gb:
+        gb.update_or_create_assignment(COURSE.assignment, duedate=due)
+    nb = nbformat.read(course.dir / "source" / COURSE.assignment / NOTEBOOK, as_version=4)
+    set_answers(nb, reference.cells())
+    for student, when in (("ada", due - timedelta(hours=1)), ("bea", due + timedelta(hours=3))):
+        folder = course.dir / "submitted" / student / COURSE.assignment
+        write(folder / NOTEBOOK, nb)
+        (folder / "timestamp.txt").write_text(when.strftime("%Y-%m-%d %H:%M:%S.%f"), encoding="utf-8")
+    done = course.run(["backprop-ninja", "grade", "submitted", "--out", "results", "--course", "course.yml",
+                       "--gradebook", "gradebook.db"], course.dir)
+    assert done.returncode == 0, str(done)
+    with Gradebook(f"sqlite:///{course.dir / 'gradebook.db'}") as gb:
+        penalties = {s: gb.find_submission_notebook(STEM, COURSE.assignment, s).late_submission_penalty
+                     for s in ("ada", "bea")}
+    assert penalties == {"ada": None, "bea": COURSE.max_score}

@@ -46,7 +46,8 @@ class Recorder:
         mode = gradebook.stat().st_mode
         if mode & 0o007 and gradebook.stat().st_uid == os.geteuid():  # nbgrader made it as the umask said
             os.chmod(gradebook, stat.S_IMODE(mode) & ~0o007)
-        self.coursedir = CourseDirectory(root=str(gradebook.parent))
+        self.settings = _course_settings(gradebook.parent)
+        self.coursedir = CourseDirectory(parent=self.settings, root=str(gradebook.parent))
         # nbgrader's own Gradebook (update_or_create_submission, a notebook's grade cells) trips SQLAlchemy's
         # autoflush warnings. Filtered for the whole process, before grading starts: a catch_warnings() around
         # each record raced with the judge's thread, whose pytest session saves and restores the same global
@@ -60,13 +61,29 @@ class Recorder:
 
     def __call__(self, submission: Submission, result: Result) -> None:
         try:
-            self.recorded += _record(submission, result, self.db_url, self.coursedir, self.log)
+            self.recorded += _record(submission, result, self.db_url, self.coursedir, self.log, self.settings)
         except Exception as exc:  # one submission nbgrader cannot take must not stop the others
             self.log(f"could not record {submission.id}: {type(exc).__name__}: "
                      f"{' '.join(str(exc).split())[:300]}")
 
 
-def _record(submission: Submission, result: Result, db_url: str, coursedir, log) -> bool:
+def _course_settings(root: Path):
+    """nbgrader's configuration as `nbgrader autograde` run in the course folder reads it (the user's and the
+    system's Jupyter configuration, then the course's nbgrader_config.py), for the plugins the record runs:
+    a late-penalty policy set there must be the same on both routes."""
+    from jupyter_core.application import JupyterApp
+    from traitlets.config.application import Application
+
+    class Settings(JupyterApp):  # nbgrader's apps are this with its name: importing them costs seconds
+        name, config_file_name = "nbgrader", "nbgrader_config"
+
+    app = Settings()
+    app.load_config_file()
+    Application.load_config_file(app, app.config_file_name, path=str(root))
+    return app
+
+
+def _record(submission: Submission, result: Result, db_url: str, coursedir, log, settings=None) -> bool:
     """One submission on record, whole or not at all: every step that can fail on what the student wrote
     runs on the notebook first, then the student, the submission, its grades, late penalty and flag are
     written in one transaction (grader.lms.nbgrader.transaction) with the autograded notebook."""
@@ -112,7 +129,7 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log)
     with transaction(db_url) as gb:
         gb.update_or_create_student(student)
         gb.update_or_create_submission(assignment, student, **({"timestamp": timestamp} if timestamp else {}))
-        nb, resources = record(gb, nb, resources)
+        nb, resources = record(gb, nb, resources, parent=settings)
         if result.integrity_flags:
             set_flagged(gb, notebook_id, assignment, student)
         autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))

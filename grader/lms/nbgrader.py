@@ -415,10 +415,11 @@ class GradeInSandbox(NbGraderPreprocessor):
 
 class PerGradeIdExport(ExportPlugin):
     """`nbgrader export --exporter=grader.lms.nbgrader.PerGradeIdExport`: one row per student and
-    assignment, one column per grade id (nbgrader's own CSV has only totals). Written as the grader's
-    grades.csv is, whole or not at all: an export stopped half-way leaves the previous one to upload. A
-    grade with no score on record (a grading that failed) is blank, and so is its total: nbgrader's own
-    reads it as 0."""
+    assignment, one column per grade id (nbgrader's own CSV has only totals), its totals as nbgrader's own
+    CSV names them (score is what the student ends with: raw_score less late_submission_penalty). Written
+    as the grader's grades.csv is, whole or not at all: an export stopped half-way leaves the previous one
+    to upload. A grade with no score on record (a grading that failed) is blank, and so are its totals:
+    nbgrader's own reads it as 0."""
 
     def export(self, gradebook) -> None:
         from grader.outputs.final import recorded
@@ -431,21 +432,26 @@ class PerGradeIdExport(ExportPlugin):
                     if cell.name not in grade_ids:
                         grade_ids.append(cell.name)
             for student in gradebook.students:
-                row = {"assignment": assignment.name, "student_id": student.id, "score": 0.0, "max_score": 0.0}
+                row = {"assignment": assignment.name, "student_id": student.id, "raw_score": 0.0,
+                       "late_submission_penalty": 0.0, "score": 0.0, "max_score": 0.0}
                 try:
                     submission = gradebook.find_submission(assignment.name, student.id)
                 except Exception:  # nbgrader's MissingEntry: no submission, an empty row
                     rows.append(row)
                     continue
                 whole = all(recorded(notebook.grades) for notebook in submission.notebooks)
-                row["score"], row["max_score"] = submission.score if whole else None, submission.max_score
+                penalty = submission.late_submission_penalty or 0.0
+                row.update(raw_score=submission.score if whole else None, max_score=submission.max_score,
+                           late_submission_penalty=penalty if whole else None,
+                           score=submission.score - penalty if whole else None)
                 for notebook in submission.notebooks:
                     for grade in notebook.grades:
                         row[grade.name] = grade.score if recorded([grade]) else None
                 rows.append(row)
         columns = [g.removeprefix(GRADE_CELL_PREFIX) for g in grade_ids]
-        table = [["assignment", "student_id", "score", "max_score", *columns]]
-        table += [[row["assignment"], row["student_id"], _number(row["score"]), _number(row["max_score"]),
+        totals = ["raw_score", "late_submission_penalty", "score", "max_score"]
+        table = [["assignment", "student_id", *totals, *columns]]
+        table += [[row["assignment"], row["student_id"], *(_number(row[t]) for t in totals),
                    *(_number(row.get(g)) for g in grade_ids)] for row in rows]
         atomic_write(Path(path), csv_text(table))
         self.log.info("wrote %s", path)

@@ -28,6 +28,7 @@ from grader.outputs.files import csv_text
 if TYPE_CHECKING:
     from grader.judge.scoring import Result
 
+LATE = "late penalty"  # the grade-ids export's row for it
 DEFAULT_NAMES = {"grade-ids": "grade_ids.csv", "canvas": "canvas.csv"}  # each format's file in the folder
 FORMATS = tuple(DEFAULT_NAMES)
 IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -51,8 +52,9 @@ NOT_GRADED = "not graded"
 
 def grade_id_rows(results: list[Result], left_out: dict[str, str] | None = None) -> list[list[str]]:
     """submission, grade_id, score, max_score, status, mistake, feedback: by submission, then grade
-    id in the exercise's order. status is the verdict: correct, partial, incorrect or not attempted; a
-    submission `left_out` (grader.outputs.final) has one row, "not graded", with a blank score and why."""
+    id in the exercise's order, then a late penalty's row (its score negative). status is the verdict:
+    correct, partial, incorrect or not attempted; a submission `left_out` (grader.outputs.final) has one
+    row, "not graded", with a blank score and why."""
     from grader.outputs.report import grade_ids
 
     order = {g: i for i, g in enumerate(grade_ids(results))}
@@ -66,6 +68,9 @@ def grade_id_rows(results: list[Result], left_out: dict[str, str] | None = None)
         for t in sorted(r.tests, key=lambda t: order[t.name]):
             rows.append([r.submission, t.name, f"{t.score:g}", f"{t.max_score:g}", t.verdict, t.mistake,
                          t.output])
+        if r.late_penalty:  # so that a submission's rows add up to its total, as every other view has it
+            rows.append([r.submission, LATE, f"{-r.late_penalty:g}", "", LATE, "",
+                         f"the gradebook's late penalty, {r.late_penalty:g} points off the total"])
     return rows
 
 

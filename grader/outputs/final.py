@@ -22,6 +22,28 @@ def beside(folder: Path) -> Path | None:
     return found if found.is_file() else None
 
 
+def not_a_gradebook(path: Path) -> str | None:
+    """Why `path` is no nbgrader gradebook, or None: opened as one, an empty file or another database would
+    be given nbgrader's tables and read as holding no scores (and any other file is a raw SQL error)."""
+    import sqlite3
+
+    try:
+        with open(path, "rb") as file:
+            header = file.read(16)
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    if header != b"SQLite format 3\x00":
+        return f"{path}: not an nbgrader gradebook ({'an empty file' if not header else 'not an SQLite database'})"
+    try:
+        with sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.Error as exc:
+        return f"{path}: not a readable gradebook ({exc})"
+    if not {"submitted_notebook", "grade", "assignment"} <= tables:
+        return f"{path}: an SQLite database, but not an nbgrader gradebook (it has no submissions or grades)"
+    return None
+
+
 def overridden(test) -> bool:
     return "autograded_score" in test.extra
 
