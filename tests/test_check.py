@@ -174,6 +174,18 @@ def test_a_python_list_is_rejected(nb, run):
     assert "WRONG" in line and "is a list, not a torch.Tensor" in line, line
 
 
+def test_a_number_is_a_gradient_only_where_the_gradient_has_no_dimensions():
+    """`dreg_loss = 1.0`, as a teacher writes the gradient of a loss's part, is that number; `dh = 0` is
+    no gradient of h's shape."""
+    from grader.judge.compare import compare
+
+    assert compare(1.0, torch.tensor(1.0, dtype=torch.float64), rtol=1e-5, atol=1e-8).passed
+    assert compare(1, torch.tensor(1.0, dtype=torch.float64), rtol=1e-5, atol=1e-8).passed
+    assert not compare(True, torch.tensor(1.0, dtype=torch.float64), rtol=1e-5, atol=1e-8).passed
+    wrong = compare(0, torch.zeros(3, 2, dtype=torch.float64), rtol=1e-5, atol=1e-8)
+    assert not wrong.passed and wrong.message == "is a int, not a torch.Tensor"
+
+
 class Liar(torch.Tensor):
     """A subclass whose torch functions all claim equality, as submissions to real graders have used."""
 

@@ -26,6 +26,8 @@ SUBMISSIONS = {
     "textbook": ({"dW2": "dW2 = h1.T @ dscores + 0.1 * W2\n", "dW1": "dW1 = X.T @ da1 + 0.1 * W1\n",
                   "ex2_dscores": "dscores = F.softmax(scores, 1)\ndscores[range(scores.shape[0]), y] -= 1\n"
                                  "dscores /= scores.shape[0]\n"}, {}),
+    # A gradient of no dimensions written as the number it is, as the instructor trial's class wrote it.
+    "numbers": ({"ddata_loss": "ddata_loss = 1.0\n", "dreg_loss": "dreg_loss = 1\n"}, {}),
     # The gain forgotten: right wherever gamma is exactly ones, as nn.LayerNorm starts it (hidden
     # configurations give it noise).
     "no-gain": ({"dxhat": "dxhat = dln1\n"}, {"dxhat": 0.0}),

@@ -57,6 +57,18 @@ def test_sizes_draws_and_the_lookup_repeat_an_index():
     assert params["W"].dtype == torch.float64 and params["W"].shape == (3, 2)
 
 
+
+def test_two_sizes_alike_at_the_lecture_are_each_read_from_their_own_dimension():
+    """The instructor trial's transformer: a batch of 4 and heads of 4, their ranges from 2: both trial draws
+    had them equal, and head_size was read from the batch's dimension, so every hidden configuration graded
+    right answers wrong."""
+    value = tiny(sizes={**SIZES, "n": (4, (2, 30)), "hidden": (4, (2, 10))},
+                 forward=FORWARD.replace("sum() / n", "sum() / (n * hidden)"))
+    assert value.network.sizes == {"n": "X.shape[0]", "hidden": "Y.shape[1]"}
+    sizes = ex.Sizes(n=7, vocab=5, dim=3, hidden=2)
+    generator = torch.Generator().manual_seed(0)
+    assert value.sizes_of({**value.init(sizes, generator, torch.float64), **value.batch(sizes, generator)}) == sizes
+
 def test_every_derived_answer_equals_autograd():
     value = tiny()
     config = derive.configurations(value)[1]

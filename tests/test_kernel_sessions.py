@@ -603,6 +603,90 @@ def trial_without_cell_ids_after_a_restart(kernel):
         "this check)" in line, line
 
 
+EX4_LOGITS_IN_PLACE = ("dlogits = logits\n    dlogits -= logits.max(1, keepdim=True).values\n    dlogits.exp_()\n"
+                       "    dlogits /= dlogits.sum(1, keepdim=True)\n    dlogits[range(n), Yb] -= 1\n    dlogits /= n")
+
+
+def trial4_what_a_cell_did_is_told_as_it_happened(kernel):
+    """The fourth blind student trial's misleading lines: a typo assigning h in dh's cell was "stopped with an
+    error" (M2); exercise 2's in-place change of probs was blamed on exercise 1's dlogits cell, and on exercise
+    2's cell after its fix (M3); a cell fixed with .clone() was still told to "fix this cell" (M4); exercise 4
+    quoted the notebook's n_hidden=64 as the student's for a network of 200 (M5); a cache entry changed in
+    place was said to be stepped by the training loop (M6); batch norm's eps left out was blamed on sizes
+    the cell never writes (M1); without cell ids, a scratch cell was judged as the answer with no word (M7)."""
+    answered(kernel, EX1[:8])
+    kernel.run("scratch", "globals().pop('dh', None)\n")
+    kernel.run("dh", "h = dlogits @ W2.T\n")
+    line = kernel.check("dh")
+    assert line.startswith("dh             | not checked: dh is not assigned: its answer cell assigns h, a value "
+                           "of the forward pass, and never dh: write `dh = ...`, then re-run the forward pass's "
+                           "cell"), line
+
+    # The instructor trial's transformer: a right cell that raised on a wrong shape above it keeps its credit.
+    kernel.run("dh", "dh = (dlogits @ W2.T).T\n")
+    kernel.run("scratch", "globals().pop('dhpreact', None)\n")
+    _, _, error = kernel.run("dhpreact")
+    assert error == "RuntimeError"
+    line = kernel.check("dhpreact")
+    assert line == "dhpreact       | dh above is wrong; with the true dh this cell is right", line
+
+    answered(kernel, EX1[:8])
+    kernel.run("ex2_dlogits", "dlogits = probs.detach()\ndlogits[range(n), Yb] -= 1\ndlogits /= n\n")
+    assert "but this cell changes probs, a value of the forward pass, in place" in kernel.check("ex2_dlogits")
+    line = kernel.check("dlogits")
+    assert "changes probs" not in line, line
+    kernel.run("ex2_dlogits", "dlogits = F.softmax(logits, 1)\ndlogits[range(n), Yb] -= 1\ndlogits /= n\n")
+    line = kernel.check("ex2_dlogits")
+    assert right(line) and line.endswith(
+        " — but an earlier run of this cell changed probs, a value of the forward pass, in place (it no longer "
+        "does): re-run the forward pass's cell, then the answers after it that read probs"), line
+    kernel.run("dlogits")
+    assert "changes probs" not in kernel.check("dlogits")
+
+    answered(kernel, EX1[:-1])
+    kernel.run("dhprebn", "dhprebn = dbndiff\ndhprebn += 1.0 / n * dbnmeani\n")
+    kernel.run("dhprebn", "dhprebn = dbndiff.clone()\ndhprebn += 1.0 / n * dbnmeani\n")
+    line = kernel.check("dhprebn")
+    assert line == ("dhprebn        | dbndiff above was changed in place by an earlier run of this cell, which no "
+                    "longer does: re-run the cells from dbndiff's down to this one"), line
+    line = kernel.check("dbndiff")
+    assert line.startswith("dbndiff        | your dbndiff is not what its cell computed: dhprebn's cell changed "
+                           "it in place when it ran before (it no longer does): run dbndiff's cell and that one "
+                           "again"), line
+    kernel.run("dbnvar", "dbnvar = -0.5 * bnvar**-1.5 * dbnvar_inv\n")  # eps left out
+    line = kernel.check("dbnvar")
+    assert "WRONG" in line and "depends on the sizes" not in line and "never 32" not in line, line
+
+    setup(kernel)
+    kernel.run("setup_ex4_forward")
+    kernel.run("ex4_backward", CELLS["ex4_backward"].replace("dbngain = (bnraw * dhpreact).sum(0, keepdim=True)",
+                                                             "dbngain = (bnraw * dhpreact).sum(0)"))
+    kernel.run("setup_ex4_check")
+    line = kernel.check("ex4_dbngain")
+    assert "yours: n_hidden" not in line and "the lecture's: n_hidden=64" in line, line
+    written = "dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, num_classes=logits.shape[1])) / n"
+    assert written in CELLS["ex4_backward"]
+    kernel.run("ex4_backward", CELLS["ex4_backward"].replace(written, EX4_LOGITS_IN_PLACE))
+    kernel.run("setup_ex4_check")
+    out = kernel.run("check_ex4_training")[0]
+    assert "manual_backward changes logits, which it is given, in place: anything else that reads them then " \
+           "reads the changed values" in out and "steps" not in out.split("— but")[1], out
+
+    kernel.restart()  # a front end that sends no cell ids, from the start
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "backprop_ninja.ipynb"
+        nbformat.write(SOLVED, path)
+        kernel.run("scratch", f"__session__ = {str(path)!r}\n", send_id=False)
+        for cell in (*SETUP, *EX1[:9]):
+            kernel.run(cell, send_id=False)
+        kernel.run("scratch", "dh = dlogits @ W2.T * 2\n", send_id=False)
+        line = kernel.check("dh", send_id=False)
+        assert "WRONG" in line and "whose code is not dh's cell in your saved notebook, which is what the grader " \
+            "grades: if that was another cell, re-run this cell, then this check)" in line, line
+        kernel.run("scratch", "del __session__\n", send_id=False)
+    setup(kernel)
+
+
 def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code(tmp_path):
     """nbclient (as nbgrader runs a notebook) and the classic Notebook send no cell ids: exercise 2's cell
     assigning exercise 1's dlogits, and dbnvar's cell assigning dbnvar_inv (a typo), were taken for the
@@ -666,7 +750,8 @@ def test_scripted_student_sessions():
                         trial_a_forward_value_changed_in_place_is_named_not_blamed_on_a_right_cell,
                         trial_exercise_4_wrong_keys_and_stale_gradients,
                         trial3_a_blank_answer_above_and_a_forward_name_reassigned_are_named,
-                        trial_without_cell_ids_after_a_restart):
+                        trial_without_cell_ids_after_a_restart,
+                        trial4_what_a_cell_did_is_told_as_it_happened):
             session(kernel)
     finally:
         kernel.close()

@@ -144,6 +144,21 @@ def _order(network: ex.Network) -> tuple[str, ...]:
     return tuple(order)
 
 
+def _apart(lecture: Mapping[str, int], ranges: Mapping[str, tuple[int, int]]) -> dict[str, int]:
+    """The second trial draw's sizes: each drawn size another value of its range, none equal to another size
+    of this draw where the ranges allow, and none a lecture value where they allow that too. Two sizes equal
+    in both draws would leave a dimension's size a guess (a batch of 4 and heads of 4 read one for the
+    other, on every configuration after)."""
+    taken = {v for k, v in lecture.items() if k not in ranges}
+    other = dict(lecture)
+    for key, (low, high) in ranges.items():
+        values = [v for v in range(low, high) if v != lecture[key]]
+        values = [v for v in values if v not in taken] or values
+        other[key] = next((v for v in values if v not in lecture.values()), values[0] if values else lecture[key])
+        taken.add(other[key])
+    return other
+
+
 def _dimensions(named: Mapping[str, tuple[torch.Tensor, ...]], sizes: tuple[Mapping[str, int], ...]):
     """Each size's first (tensor, dimension) whose length is that size in every trial configuration."""
     found = {}
@@ -294,9 +309,8 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
     param_lines, data_lines = _lines(parameters, "parameters"), _lines(data, "data")
     param_names, data_names = tuple(n for n, _ in param_lines), tuple(n for n, _ in data_lines)
 
-    # Two trial draws, the lecture's sizes and each range's next value, tell which dimension is which size.
-    other = {k: (ranges[k][0] if ranges[k][0] not in lecture.values() else ranges[k][1] - 1) if k in ranges else v
-             for k, v in lecture.items()}
+    # Two trial draws, the lecture's sizes and others, tell which dimension is which size.
+    other = _apart(lecture, ranges)
     trials, at = [], []
     for trial in (lecture, other):
         generator = torch.Generator().manual_seed(0)

@@ -7,6 +7,7 @@ shape, finite, and close with both rtol and atol.
 """
 from __future__ import annotations
 
+import ast
 import builtins
 import functools
 import itertools
@@ -18,6 +19,7 @@ import torch
 
 from grader.exercise import ATOMIC, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, load
 from grader.judge.diagnose import diagnose, name
+from grader.sandbox.protocol import as_answer
 from grader.vocabulary import Match, Status, Transpose, shape_text
 
 
@@ -46,6 +48,7 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
     see diagnose.diagnose)."""
     if answer is None:
         return Comparison(Match.BLANK, "not attempted yet")
+    answer = as_answer(answer, expected.dim() == 0)
     if type(answer) is not torch.Tensor:
         if isinstance(answer, torch.Tensor):
             return Comparison(Match.WRONG,
@@ -260,6 +263,10 @@ def _configurations(cases, wrong_on, public: bool = False) -> str:
             f"{'batches of the self-check' if public else 'hidden configurations'} and wrong on the others")
 
 
+# The name of the self-check's case built from the notebook's own forward pass.
+NOTEBOOK = "your notebook's batch"
+
+
 def _batch(case, probe, text: str) -> str:
     """Which batch a public failure comes from: one of the self-check's own, with the sizes `text` quotes
     (and the student's, beside them), or the student's."""
@@ -267,16 +274,38 @@ def _batch(case, probe, text: str) -> str:
         return ", ".join(f"{k}={v}" for k, v in c.config.sizes.items() if k in shown)
 
     if not case.config.scored:
-        return f" (on your notebook's batch: {sizes(case, case.config.sizes)})"
+        where = NOTEBOOK if case.config.name == NOTEBOOK else "the self-check's batch at the lecture's sizes"
+        return f" (on {where}: {sizes(case, case.config.sizes)})"
     quoted = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", text)}
     shown = [k for k, v in case.config.sizes.items() if v in quoted]
     if not shown:
         return " (on the self-check's own batch)"
-    yours = f"; yours: {sizes(probe, shown)}" if probe is not None else ""
-    return f" (on the self-check's own batch, where {sizes(case, shown)}{yours})"
+    # The unscored batch is the student's own where the self-check has their forward pass; else (a function's
+    # answer, whose network the notebook may build at other sizes) the lecture's.
+    whose = "yours" if probe is not None and probe.config.name == NOTEBOOK else "the lecture's"
+    also = f"; {whose}: {sizes(probe, shown)}" if probe is not None else ""
+    return f" (on the self-check's own batch, where {sizes(case, shown)}{also})"
 
 
 SHAPES = "the tensors' shapes"
+
+
+def _may_write_sizes(code: str | None, exercise) -> bool:
+    """Whether the cell may hard-code a lecture size: it writes one as a number, or its code is not known. A
+    slip whose effect the lecture's batch hides (batch norm's eps left out, where no variance there is
+    tiny) is right at the lecture's sizes too: without a size in the code, that is no sign of one."""
+    if code is None:
+        return True
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return True
+    sizes = [v for v in exercise.lecture.values() if type(v) is int]
+    # A size, one off it (n - 1 as 31) or two multiplied (block_size * n_embd as 30); not 0, 1 or 2, which
+    # any formula writes, unless a size is one.
+    near = {*(v + d for v in sizes for d in (-1, 1)), *(a * b for a in sizes for b in sizes)}
+    written = set(sizes) | {v for v in near if v > 2}
+    return any(isinstance(n, ast.Constant) and type(n.value) is int and n.value in written for n in ast.walk(tree))
 
 
 def _lecture_only(probe) -> str:
@@ -388,7 +417,7 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
         mistake = hinted
     probe_compared = _compared(outcomes.get(probe.config.name), probe, answer, check, tol) if probe else None
     if kind != Match.BLANK and not named and probe_compared is not None and probe_compared.passed and \
-            len(wrong_on) == len([c for c in cases if c.config.scored]):
+            len(wrong_on) == len([c for c in cases if c.config.scored]) and _may_write_sizes(code, probe.exercise):
         mistake = "; ".join(filter(None, [mistake, "depends on the lecture's sizes"]))
         feedback += _lecture_only(probe)
     elif kind != Match.BLANK and not named:

@@ -376,7 +376,8 @@ class Session:
             if failed:
                 return {**reply, **failed}, {}
             self.at(answer.cell_id, case, check)
-            return self.tensor_reply(reply, None if returned is None else dict.get(returned, answer.variable))
+            value = None if returned is None else dict.get(returned, answer.variable)
+            return self.tensor_reply(reply, protocol.as_answer(value, self.scalar(answer, case)))
         self.at(grade_id, case, check)
         failed, _, reads = self.code(grade_id)
         if failed:
@@ -399,7 +400,12 @@ class Session:
             self.carry[(case, check)] = {k: v for k, v in ns.items() if k not in self.reserved}
         if answer.variable not in ns:
             return {**reply, "status": "unassigned"}, {}
-        return self.tensor_reply(reply, ns[answer.variable])
+        return self.tensor_reply(reply, protocol.as_answer(ns[answer.variable], self.scalar(answer, case)))
+
+    def scalar(self, answer, case: str) -> bool:
+        """Whether the answer's gradient has no dimensions: that of a 0-d tensor of the forward pass."""
+        value = self.cases[case]["values"].get(answer.source)
+        return isinstance(value, torch.Tensor) and value.dim() == 0
 
     def encode(self, header: dict, tensors: dict) -> bytes:
         """safetensors sets attributes on ctypes types to write a tensor: audited steps of the child's own."""

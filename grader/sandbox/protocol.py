@@ -87,3 +87,15 @@ class Reader:
         if not isinstance(header, dict):
             raise ProtocolError("unreadable message: header is not an object")
         return header, tensors
+
+
+def as_answer(value, scalar: bool):
+    """An answer as the comparison takes it: a gradient of no dimensions (a loss's parts, `dreg_loss = 1.0`)
+    written as a plain number, as a teacher writes it, is that number as a tensor; anything else as it is
+    (a number where the gradient has a shape is told as not a tensor)."""
+    if scalar and type(value) in (int, float):
+        import torch
+
+        with torch.inference_mode():  # as every answer the cell computes is made
+            return torch.tensor(float(value), dtype=torch.float64)
+    return value

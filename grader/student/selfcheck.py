@@ -34,17 +34,18 @@ import re
 import time
 import traceback
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from grader.course import Policy, Tolerance
 from grader.exercise import ATOMIC, DEFAULT, FUNCTION, NAMESPACE, Answer, Exercise, load
 from grader.judge import neighbourhood
-from grader.judge.compare import compare, judge
+from grader.judge.compare import NOTEBOOK, compare, judge
 from grader.judge.configs import Config, generate
 from grader.judge.diagnose import name as name_mistake
 from grader.judge.exam import CHAIN, LOCAL, autograd_steps, case_of, checks, prepare, prepare_training, steps_of
-from grader.sandbox import static_check
+from grader.sandbox import protocol, static_check
 from grader.vocabulary import SETUP_FIRST as SETUP
 from grader.vocabulary import Match, Status
 
@@ -146,7 +147,9 @@ def _step(params: dict, grads: dict, lr: float) -> dict:
     return {k: params[k] - lr * grads[k].detach().to(params[k].dtype) for k in params}
 
 
-def _result(value) -> _Ran:
+def _result(value, like) -> _Ran:
+    """What the sandbox replies for `value`, an answer of the gradient of `like` (its tensor)."""
+    value = protocol.as_answer(value, isinstance(like, torch.Tensor) and like.dim() == 0)
     if value is None:
         return _Ran("blank")
     if type(value) is not torch.Tensor:
@@ -260,11 +263,31 @@ _IDS: dict[int, str] = {}
 # answer's own.
 _BOUND: dict[str, tuple[int, str, str | None]] = {}
 _BEFORE: dict[str, object] = {}
+
+
+class _Change(NamedTuple):
+    """How a cell changed an earlier answer or a forward value in place: the cell in words, the answer it
+    assigned, the statement that changed it (None: a change through another name, `dx = dy; dx += ...`),
+    the answer cells it can be (a fused exercise's cell and an atomic one share a variable), the forward
+    value's tensor, and whether that cell has run again since without changing it: then it is fixed, and
+    only what it left behind is still to re-run."""
+
+    where: str
+    by: str | None
+    how: str | None
+    cells: tuple[str, ...]
+    tensor: torch.Tensor | None = None
+    fixed: bool = False
+
+    def of(self, answer: Answer) -> bool:
+        return answer.cell_id in self.cells if self.cells else self.by == answer.variable
+
+
 # Forward value -> (its tensor, torch's count of in-place changes) before the running cell, and forward value ->
-# (the tensor a cell changed in place, that cell, the answer it assigned): `x.mul_(dy)` in a parameter's
-# cell leaves every later answer that reads x computed from a wrong value.
+# how a cell changed it in place: `x.mul_(dy)` in a parameter's cell leaves every later answer that reads x
+# computed from a wrong value.
 _FORWARD_BEFORE: dict[str, tuple[torch.Tensor, int]] = {}
-_FORWARD_CHANGED: dict[str, tuple[torch.Tensor, str, str | None]] = {}
+_FORWARD_CHANGED: dict[str, _Change] = {}
 
 
 def _record(info) -> None:
@@ -275,6 +298,8 @@ def _record(info) -> None:
         namespace = get_ipython().user_ns
         _BEFORE.clear()
         _BEFORE.update({name: namespace.get(name) for name in _answer_names(namespace)})
+        _VERSIONS.clear()
+        _VERSIONS.update({variable: ran[1]._version for variable, ran in _RAN.items()})
         settings = namespace.get("COURSE")
         _FORWARD_BEFORE.clear()
         if isinstance(settings, dict):
@@ -311,10 +336,11 @@ def _bound(namespace: dict, source: str, count, cell_id: str | None) -> None:
 
 # What the answer cells left, for the lines on stale state: variable -> the gradients its cell read, as
 # they were then, and the tensor it assigned with that tensor's version (torch counts in-place changes);
-# and variable -> how a later cell changed it in place: (that cell, the answer it assigned, the statement
-# that changed it, or None for a change through another name).
+# and variable -> how a later cell changed it in place.
 _RAN: dict[str, tuple[dict[str, torch.Tensor], torch.Tensor, int]] = {}
-_CHANGED: dict[str, tuple[str, str | None, str | None]] = {}
+_CHANGED: dict[str, _Change] = {}
+# Each assigned answer's tensor's version before the running cell: whether that cell changed it.
+_VERSIONS: dict[str, int] = {}
 # The cell that last called backward() outside the forward pass's: autograd's .grad then holds a sum.
 _BACKWARD: list[str] = []
 
@@ -342,12 +368,19 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
     rebound = ({n.id for n in names if isinstance(n.ctx, ast.Store) and id(n) not in augmented} | own) & gradients
     read = {n.id for n in names if isinstance(n.ctx, ast.Load)} & inputs
     assigned = sorted(v for v in rebound if type(namespace.get(v)) is torch.Tensor)
-    where = f"{assigned[0]}'s cell" if assigned else f"the cell you ran as In[{count}]"
+    by = assigned[0] if assigned else None
+    # A variable two answers share (an atomic cell and a fused one of the same tensor) is told by its cell id.
+    shared = sum(a.variable == by for a in exercise.answers) > 1 and len(cells) == 1
+    where = f"{cells[0] if shared else by}'s cell" if by else f"the cell you ran as In[{count}]"
+    now: set[str] = set()
     for variable, (_, tensor, version) in list(_RAN.items()):
         if variable not in rebound and namespace.get(variable) is tensor and tensor._version != version:
             how = next((ast.unparse(a) for a in augmented.values() if isinstance(a.target, ast.Name)
                         and a.target.id == variable), None) if variable in stored else None
-            _CHANGED.setdefault(variable, (where, assigned[0] if assigned else None, how))
+            if tensor._version != _VERSIONS.get(variable, version):
+                now.add(variable)
+            if variable not in _CHANGED or _CHANGED[variable].fixed and variable in now:
+                _CHANGED[variable] = _Change(where, by, how, tuple(cells))
     for variable in assigned:
         tensor = namespace[variable]
         _RAN[variable] = ({g: namespace[g].detach().clone() for g in read - {variable}
@@ -355,7 +388,12 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
         _CHANGED.pop(variable, None)
     for name, (tensor, version) in _FORWARD_BEFORE.items():
         if namespace.get(name) is tensor and tensor._version != version:
-            _FORWARD_CHANGED[name] = (tensor, where, assigned[0] if assigned else None)
+            now.add(f"forward {name}")
+            _FORWARD_CHANGED[name] = _Change(where, by, None, tuple(cells), tensor)
+    for key, table in (("", _CHANGED), ("forward ", _FORWARD_CHANGED)):
+        for name, change in table.items():
+            if f"{key}{name}" not in now and set(change.cells) & set(cells):
+                table[name] = change._replace(fixed=True)
     if any(isinstance(n, ast.Attribute) and n.attr == "backward" for n in ast.walk(tree)):
         # An answer cell's call adds to autograd's gradients (the grader refuses it); any other cell's is
         # taken for the forward pass's, run anew.
@@ -591,7 +629,7 @@ class SelfCheck:
             return self._case[1]
         params = {p: ns[p].detach().to(torch.float64) for p in network.parameters}
         data = {k: ns[k] for k in network.data}
-        config = Config(self.spec, "your notebook's batch", self.exercise.sizes_of({**params, **data}), 0,
+        config = Config(self.spec, NOTEBOOK, self.exercise.sizes_of({**params, **data}), 0,
                         scored=False)
         self._case = (key, case_of(config, params, data, torch.Generator().manual_seed(0)))
         return self._case[1]
@@ -615,7 +653,7 @@ class SelfCheck:
             carry.update({k: v for k, v in ns.items() if k not in reserved})
         if answer.variable not in ns:
             return _Ran("unassigned")
-        return _result(ns[answer.variable])
+        return _result(ns[answer.variable], case.values.get(answer.source))
 
     def _outcomes(self, answer: Answer, source: str, cases, check: str) -> dict:
         outcomes = {}
@@ -651,8 +689,8 @@ class SelfCheck:
                 failed = _error(exc, filename)
                 outcomes[case.config.name] = dict.fromkeys(function.returns, failed)
                 continue
-            outcomes[case.config.name] = {key: _result(None if returned is None else returned.get(key))
-                                          for key in function.returns}
+            outcomes[case.config.name] = {key: _result(None if returned is None else returned.get(key),
+                                                       case.values.get(key)) for key in function.returns}
         self._function_ran = ((function.cell, source), outcomes)
         return outcomes
 
@@ -756,7 +794,8 @@ class SelfCheck:
         if not changed:
             return None
         by = _FORWARD_CHANGED.get(changed[0])
-        who = f"{by[1]} changed it in place" if by is not None and by[0] is self.namespace.get(changed[0]) else \
+        who = f"{by.where} changed it in place{' when it ran before' if by.fixed else ''}" \
+            if by is not None and by.tensor is self.namespace.get(changed[0]) else \
             "a cell changed it in place, or assigned it"
         return (f"not checked: this cell is right as the grader runs it, but {changed[0]}, which it reads, is not your "
                 f"forward pass's value any more ({who}): re-run the forward pass's cell (the one that calls "
@@ -791,8 +830,17 @@ class SelfCheck:
     def _guessed(self, answer: Answer) -> str:
         """Where the cell judged was told from another by its code alone, a guess: which one was judged."""
         found = self.located(answer) if answer.kind != FUNCTION else None
-        if found is None or not found[2]:
+        if found is None:
             return ""
+        if not found[2]:
+            # Told by its code where the front end sends no cell ids: a scratch cell assigning the answer's
+            # name fits too, which the saved notebook's cell, holding other code, shows.
+            saved = None if found[1] in _IDS or self.namespace is None else _saved_code(self.namespace, answer.cell_id)
+            if saved is None or _same_code(saved[0], found[0]):
+                return ""
+            return (f" (judged on the cell you ran as In[{found[1]}], whose code is not {answer.cell_id}'s cell in "
+                    "your saved notebook, which is what the grader grades: if that was another cell, re-run this "
+                    "cell, then this check)")
         return (f" (judged on the cell you ran as In[{found[1]}], taken by its code for this one; if that was "
                 "another cell assigning the same name, re-run this cell, then this check)")
 
@@ -812,9 +860,18 @@ class SelfCheck:
 
     def _changes_others(self, answer: Answer | None) -> str:
         """On a right line: the earlier answers this cell changed in place, which their checks will show."""
-        changed = [v for v, (_, by, _) in _CHANGED.items() if answer is not None and by == answer.variable]
-        forward = [v for v, (tensor, _, by) in _FORWARD_CHANGED.items() if answer is not None
-                   and by == answer.variable and (self.namespace or {}).get(v) is tensor]
+        changed = [v for v, change in _CHANGED.items() if answer is not None and change.of(answer)]
+        forward = [v for v, change in _FORWARD_CHANGED.items() if answer is not None
+                   and change.of(answer) and (self.namespace or {}).get(v) is change.tensor]
+        if forward and all(_FORWARD_CHANGED[v].fixed for v in forward):
+            return (f" — but an earlier run of this cell changed {' and '.join(forward)}, a value of the forward "
+                    f"pass, in place (it no longer does): re-run the forward pass's cell, then the answers after it "
+                    f"that read {forward[0]}")
+        if changed and all(_CHANGED[v].fixed for v in changed):
+            return (f" — but an earlier run of this cell changed {' and '.join(changed)} in place (it no longer "
+                    f"does): re-run {changed[0]}'s cell")
+        forward = [v for v in forward if not _FORWARD_CHANGED[v].fixed]
+        changed = [v for v in changed if not _CHANGED[v].fixed]
         if forward:
             return (f" — but this cell changes {' and '.join(forward)}, a value of the forward pass, in place, so "
                     f"every answer after it that reads {forward[0]} is computed from a wrong value: compute "
@@ -888,9 +945,12 @@ class SelfCheck:
         if answer is None or first not in self.namespace:
             return None
         changed = _CHANGED.get(first)
-        if changed is not None and changed[1] == checked.variable and self._stale_reason(answer) is not None:
+        if changed is not None and changed.of(checked) and self._stale_reason(answer) is not None:
+            if changed.fixed:
+                return (f"{first} above was changed in place by an earlier run of this cell, which no longer does: "
+                        f"re-run the cells from {first}'s down to this one")
             return (f"{first} above was changed in place by this cell when it last ran "
-                    f"({_in_place_fix(first, changed[2])}): fix this cell, then re-run the cells from {first}'s down "
+                    f"({_in_place_fix(first, changed.how)}): fix this cell, then re-run the cells from {first}'s down "
                     "to this one")
         other = self._reassigned(answer)
         if other is not None:
@@ -939,9 +999,12 @@ class SelfCheck:
         reason = self._stale_reason(answer)
         if reason is None or variable not in _CHANGED:
             return None if reason is None else f"re-run {variable}'s cell: {reason}"
-        where, _, how = _CHANGED[variable]
-        return (f"your {variable} is not what its cell computed: {where} changed it in place afterwards "
-                f"({_in_place_fix(variable, how, ' there')}); "
+        change = _CHANGED[variable]
+        if change.fixed:
+            return (f"your {variable} is not what its cell computed: {change.where} changed it in place when it "
+                    f"ran before (it no longer does): run {variable}'s cell and that one again")
+        return (f"your {variable} is not what its cell computed: {change.where} changed it in place afterwards "
+                f"({_in_place_fix(variable, change.how, ' there')}); "
                 f"fix that cell, then run {variable}'s cell and that one again")
 
     def _stale_reason(self, answer: Answer) -> str | None:
@@ -950,7 +1013,7 @@ class SelfCheck:
         if ran is None or self.namespace is None or self.namespace.get(variable) is not ran[1]:
             return None
         if variable in _CHANGED:
-            return f"{_CHANGED[variable][0]} changed it in place afterwards"
+            return f"{_CHANGED[variable].where} changed it in place afterwards"
         changed = [g for g, then in ran[0].items()
                    if not (type(now := self.namespace.get(g)) is torch.Tensor and now.shape == then.shape
                            and torch.equal(now, then))]
@@ -1040,9 +1103,12 @@ class SelfCheck:
         # No timing: one run's ratio to autograd's varied 0.3x-3.1x between identical runs of a notebook.
         line = f"{len(steps)} steps match autograd: loss {first:.4f} -> {last:.4f}"
         if changes:  # the check hands it copies; the notebook's own training loop hands it its parameters
+            stepped = [c for c in changes if c in network.parameters]
+            then = ("a training loop then also steps them by that change" if stepped == changes else
+                    f"a training loop then also steps {' and '.join(stepped)} by that change" if stepped else
+                    "anything else that reads them then reads the changed values")
             line += (f" — but {self.exercise.training.function.name} changes {' and '.join(changes)}, which it is "
-                     "given, in place: a training loop then also steps them by that change; return the gradients "
-                     "and change nothing it is given")
+                     f"given, in place: {then}; return the gradients and change nothing it is given")
         return line
 
     def _steps(self, function, params: dict, steps: list[dict], lr: float):
@@ -1194,10 +1260,26 @@ class NotebookCheck:
                 return (f"{label} not checked: {answer.variable} is not assigned: its answer cell stopped with an "
                         f"error when it last ran, reading {blank} above, which {state}: answer {blank}, then run the "
                         f"cells from {blank}'s down to this one")
-            return (f"{label} not checked: {answer.variable} is not assigned: its answer cell stopped with an "
-                    "error when it last ran; run the cells above it, then it")
+            return f"{label} not checked: {answer.variable} is not assigned: {self._unassigned(found, answer)}"
         except Exception as exc:  # a check cell never raises, whatever the notebook holds
             return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
+
+    @staticmethod
+    def _unassigned(found: SelfCheck, answer: Answer) -> str:
+        """Why a cell that last ran assigned no answer: it stopped with an error, or it runs and binds other
+        names (a forward value for its gradient, a typo that also leaves that value no longer the forward
+        pass's)."""
+        uses = _first_uses(found.source(answer) or "")
+        if uses is None or answer.variable in uses[0] or not uses[0]:
+            return "its answer cell stopped with an error when it last ran; run the cells above it, then it"
+        network = found.exercise.network
+        forward = sorted(uses[0] & {*network.intermediates, *network.parameters, *network.data})
+        if forward:
+            return (f"its answer cell assigns {', '.join(forward)}, a value of the forward pass, and never "
+                    f"{answer.variable}: write `{answer.variable} = ...`, then re-run the forward pass's cell "
+                    f"({forward[0]} is not the forward pass's any more) and the answer cells from there")
+        return (f"its answer cell assigns {', '.join(sorted(uses[0])[:4])} and never {answer.variable}: the grader "
+                f"finds no {answer.variable} there, and gives nothing")
 
     @staticmethod
     def _blank_upstream(exercise: Exercise, answer: Answer, namespace: dict) -> str | None:
