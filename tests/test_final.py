@@ -98,7 +98,7 @@ def test_report_takes_the_gradebooks_scores(course):
     page = run("report", str(course / "results")).stdout
     assert "class report" in page
     html = (course / "results" / "report.html").read_text(encoding="utf-8")
-    assert "1 set by hand, 1 late penalties" in html
+    assert "1 set by hand, 1 late penalty." in html
     assert all(sid in html for sid in not_graded) and "the gradebook holds no score of it" in html
 
 

@@ -348,7 +348,8 @@ def render(report: dict) -> str:
     if below:
         sentences.append(f"{below} is the first tensor fewer than half the class got fully right.")
     source = (f"Scores as the gradebook {report['gradebook']} holds them: {report['overridden']} set by hand, "
-              f"{report['late_penalties']} late penalties." if report["gradebook"] else
+              f"{report['late_penalties']} late {'penalty' if report['late_penalties'] == 1 else 'penalties'}."
+              if report["gradebook"] else
               "Scores as the grader gave them (no nbgrader gradebook beside the results).")
     fall_text = f"<p>{html.escape(' '.join(sentences))}</p>" if sentences else \
         _none("Full credit never drops from one tensor to the next.")
