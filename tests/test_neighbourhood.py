@@ -49,6 +49,17 @@ def said(variant: str, grade_id: str, code: str, check: str = CHAIN, *, read: bo
 
 
 RNN = "grader/exercises/gallery/rnn.py:EXERCISE"
+# Exercise 3's cell written as the chain of exercise 1's steps, from dhpreact.
+CHAIN_EX3 = """dbngain = (bnraw * dhpreact).sum(0, keepdim=True)
+dbnraw = bngain * dhpreact
+dbnvar_inv = (bndiff * dbnraw).sum(0, keepdim=True)
+dbnvar = -0.5 * (bnvar + 1e-5) ** -1.5 * dbnvar_inv
+dbndiff2 = torch.ones_like(bndiff2) / (n - 1) * dbnvar
+dbndiff = bnvar_inv * dbnraw + 2 * bndiff * dbndiff2
+dbnmeani = -dbndiff.sum(0, keepdim=True)
+dhprebn = dbndiff.clone()
+dhprebn += 1.0 / n * torch.ones_like(hprebn) * dbnmeani
+"""
 CONV, SOFTMAX_L2 = (f"tests/corpus/blind/issue35/networks/{n}.py:EXERCISE" for n in ("conv1d", "softmax_l2"))
 
 
@@ -169,6 +180,32 @@ def test_a_name_the_code_reads_in_place_of_another_is_said_where_the_values_conf
                                                                                      sentence):
     assert said(spec, grade_id, code, read=True) == sentence
     assert said(spec, grade_id, code) != sentence, "the code, not the values alone, says which name"
+
+
+def test_a_fused_cell_is_read_against_its_closed_form():
+    code = "dhprebn = bngain * bnvar_inv / n * (n * dhpreact - dhpreact.sum(0) - n / (n - 1) * hprebn * " \
+           "(dhpreact * hprebn).sum(0))"
+    assert said("tanh-batchnorm", "ex3_dhprebn", code, read=True) == \
+        "your dhprebn reads hprebn where the derivative needs bnraw"
+
+
+@pytest.mark.parametrize("grade_id, code, sentence", [
+    # the closed form's own slips: exercise check found them unnamed (only inner steps' were searched)
+    ("ex2_dlogits", "dlogits = F.softmax(logits, 1) - F.one_hot(Yb, num_classes=logits.shape[1]) / n",
+     "your dlogits leaves out the parentheses around a difference: Python computes / before - (operator "
+     "precedence)"),
+    ("ex2_dlogits", "dlogits = (F.softmax(logits, 0) - F.one_hot(Yb, num_classes=logits.shape[1])) / n",
+     "your dlogits takes the softmax over dimension 0, the examples, where cross_entropy's runs over each row's "
+     "classes (dimension 1)"),
+    # the block's own last line, written out as the chain
+    ("ex3_dhprebn", CHAIN_EX3.replace("dhprebn = dbndiff.clone()", "dhprebn = bndiff.clone()"),
+     "your dhprebn uses bndiff, the forward value, where the upstream gradient dbndiff is needed"),
+    ("ex3_dhprebn", CHAIN_EX3.replace("dhprebn += ", "dhprebn = "),
+     "your dhprebn misses the branch through bndiff: hprebn is used twice (in bnmeani and in bndiff), so its "
+     "gradient is the sum of both"),
+])
+def test_a_fused_cells_own_slips_are_named(grade_id, code, sentence):
+    assert said("tanh-batchnorm", grade_id, code) == sentence
 
 
 def test_a_name_the_code_reads_is_not_said_where_the_values_deny_it():

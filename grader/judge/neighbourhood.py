@@ -570,16 +570,16 @@ def _derived(exercise: Exercise) -> dict | None:
 
 
 def _closed(exercise: Exercise) -> dict:
-    """The gradient of each fused cell whose closed form is one operation's (a cross-entropy's), by cell id:
-    its slips are mistakes of the cell's own formula, which no step of the chain makes. Derived only when
-    a fused answer is wrong (the closed forms cost more than the gradients)."""
+    """Each fused cell's closed form (grader.derive.simplify.Closed), by cell id: the cell a student's is
+    read against, and, where it is one operation's gradient (a cross-entropy's), the slips of the cell's
+    own formula, which no step of the chain makes. Derived only when a fused answer is wrong (the closed
+    forms cost more than the gradients)."""
     gradients = _derived(exercise)
     if not gradients:
         return {}
     if id(exercise) not in _CLOSED:
         forms = _RULE_TABLE[0].closed_forms(exercise, gradients=tuple(gradients.values()))
-        _CLOSED[id(exercise)] = (exercise, {cell: form.gradient for cell, form in forms.items()
-                                            if not isinstance(form, str) and form.gradient is not None})
+        _CLOSED[id(exercise)] = (exercise, {cell: form for cell, form in forms.items() if not isinstance(form, str)})
     return _CLOSED[id(exercise)][1]
 
 
@@ -591,7 +591,8 @@ def slip_values(case: Case, answer: Answer, check: str) -> list[tuple[str, str, 
     gradients = _derived(case.exercise)
     if gradients is None:
         return None
-    gradient = _closed(case.exercise).get(answer.cell_id) if answer.kind == FUSED else gradients.get(answer.variable)
+    gradient = getattr(_closed(case.exercise).get(answer.cell_id), "gradient", None) if answer.kind == FUSED else \
+        gradients.get(answer.variable)
     if gradient is None:
         return []
     found, shape, seen = [], case.expected(answer, check).shape, collections.Counter()
@@ -640,16 +641,18 @@ def read_swaps(case: Case, answer: Answer, check: str, code: str | None, got: to
     may be swapped too (a time step shifted in every use: h2 read as h1, h3 as h2). Its sentence comes from
     the code and is said only where the values confirm it (the answer equals the swapped cell on every
     configuration; a shape that differs by size-1 dimensions alone is the comparison's to tell, so the swapped
-    cell is compared in the answer's): the code is parsed here, never run."""
-    gradient = (_derived(case.exercise) or {}).get(answer.variable)
-    if gradient is None or not code or answer.kind != ATOMIC:
+    cell is compared in the answer's): the code is parsed here, never run. A fused cell is read against its
+    closed form."""
+    derived = _derived_cell(case, answer)
+    if derived is None or not code:
         return []
+    derived_code, derived_reads = derived
     written = _names_read(code)
     if written is None:
         return []
     readable = _readable(case, answer, check)
     written = [w for w in written if w in readable and w != answer.variable]
-    reads = [r for r in gradient.reads if r in readable]
+    reads = [r for r in derived_reads if r in readable]
     needed = [r for r in reads if r not in written]
     extra = {w for w in written if w not in reads}
     if not needed or len(needed) > _MOST_SWAPPED or len(written) > 3 * _MOST_SWAPPED:
@@ -677,7 +680,7 @@ def read_swaps(case: Case, answer: Answer, check: str, code: str | None, got: to
                 if tried > _MOST_SWAPS:
                     return out
                 pairs = list(zip(olds, news, strict=True))
-                value = _run_derived(case, answer, check, _renamed(gradient.code, dict(pairs)))
+                value = _run_derived(case, answer, check, _renamed(derived_code, dict(pairs)))
                 if value is not None and value.shape != got.shape and _squeezed(value.shape) == _squeezed(got.shape):
                     value = value.reshape(got.shape)
                 if value is not None:
@@ -688,6 +691,17 @@ def read_swaps(case: Case, answer: Answer, check: str, code: str | None, got: to
 
 def _squeezed(shape: torch.Size) -> tuple[int, ...]:
     return tuple(size for size in shape if size != 1)
+
+
+def _derived_cell(case: Case, answer: Answer) -> tuple[str, tuple[str, ...]] | None:
+    """(the rule table's code of the answer's cell, the names it reads): an atomic cell's gradient, a fused
+    cell's closed form; None where it has neither."""
+    if answer.kind == ATOMIC:
+        gradient = (_derived(case.exercise) or {}).get(answer.variable)
+        return None if gradient is None else (gradient.code, tuple(gradient.reads))
+    form = _closed(case.exercise).get(answer.cell_id) if answer.kind == FUSED else None
+    reads = None if form is None else _names_read(form.cell)
+    return None if reads is None else (form.cell, tuple(r for r in reads if r != answer.variable))
 
 
 @functools.lru_cache(maxsize=1024)
