@@ -561,7 +561,8 @@ def test_the_per_grade_id_export_has_the_gradebooks_scores(course, gradebook):
     path = course.dir / "per_grade_id.csv"
     with open(path, newline="", encoding="utf-8") as f:
         header = next(csv.reader(f))
-    assert header == ["assignment", "student_id", "score", "max_score", *GRADE_IDS]
+    totals = ["raw_score", "late_submission_penalty", "score", "max_score"]  # as nbgrader's own CSV names them
+    assert header == ["assignment", "student_id", *totals, *GRADE_IDS]
     rows = {r["student_id"]: r for r in _csv(path)}
     assert sorted(rows) == sorted(STUDENTS)
     for student in STUDENTS:
