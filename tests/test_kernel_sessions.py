@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.student.selfcheck import share_said
 from helpers.kernel import Kernel
 from helpers.paths import ROOT
 
@@ -625,10 +626,18 @@ def trial4_what_a_cell_did_is_told_as_it_happened(kernel):
     # The instructor trial's transformer: a right cell that raised on a wrong shape above it keeps its credit.
     kernel.run("dh", "dh = (dlogits @ W2.T).T\n")
     kernel.run("scratch", "globals().pop('dhpreact', None)\n")
-    _, _, error = kernel.run("dhpreact")
+    _, _, error = kernel.run("dhpreact", "dhpreact = (1 - h**2) * dh\n")
     assert error == "RuntimeError"
     line = kernel.check("dhpreact")
     assert line == "dhpreact       | dh above is wrong; with the true dh this cell is right", line
+    # dh fixed, dhpreact's cell not run again: what stopped it is gone, and the grader finds the cell right (the
+    # instructor trial's dry run, where exercise check said the two disagreed).
+    kernel.run("dh")
+    line = kernel.check("dhpreact")
+    assert line == ("dhpreact       | not checked: dhpreact is not assigned: its answer cell stopped with an error "
+                    "when it last ran, on the values above it then; as the grader runs it (with the true upstream "
+                    "gradients) this cell itself is right: run it again once the answers above it are right"), line
+    assert share_said(line.partition("|")[2].strip()) == 1.0
 
     answered(kernel, EX1[:8])
     kernel.run("ex2_dlogits", "dlogits = probs.detach()\ndlogits[range(n), Yb] -= 1\ndlogits /= n\n")

@@ -1260,18 +1260,23 @@ class NotebookCheck:
                 return (f"{label} not checked: {answer.variable} is not assigned: its answer cell stopped with an "
                         f"error when it last ran, reading {blank} above, which {state}: answer {blank}, then run the "
                         f"cells from {blank}'s down to this one")
+            elsewhere = self._assigns_instead(found, answer)
+            if elsewhere:
+                return f"{label} not checked: {answer.variable} is not assigned: {elsewhere}"
+            if not verdict.endswith("| not attempted yet"):  # a note on the code as the grader runs it
+                return verdict
             return f"{label} not checked: {answer.variable} is not assigned: {self._unassigned(found, answer)}"
         except Exception as exc:  # a check cell never raises, whatever the notebook holds
             return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
 
     @staticmethod
-    def _unassigned(found: SelfCheck, answer: Answer) -> str:
-        """Why a cell that last ran assigned no answer: it stopped with an error, or it runs and binds other
-        names (a forward value for its gradient, a typo that also leaves that value no longer the forward
-        pass's)."""
+    def _assigns_instead(found: SelfCheck, answer: Answer) -> str | None:
+        """Where the answer's cell ran and bound other names than its answer: a forward value for its
+        gradient (a typo, `h = ...` for `dh = ...`, which also leaves that value no longer the forward
+        pass's), or any other."""
         uses = _first_uses(found.source(answer) or "")
         if uses is None or answer.variable in uses[0] or not uses[0]:
-            return "its answer cell stopped with an error when it last ran; run the cells above it, then it"
+            return None
         network = found.exercise.network
         forward = sorted(uses[0] & {*network.intermediates, *network.parameters, *network.data})
         if forward:
@@ -1280,6 +1285,19 @@ class NotebookCheck:
                     f"({forward[0]} is not the forward pass's any more) and the answer cells from there")
         return (f"its answer cell assigns {', '.join(sorted(uses[0])[:4])} and never {answer.variable}: the grader "
                 f"finds no {answer.variable} there, and gives nothing")
+
+    @staticmethod
+    def _unassigned(found: SelfCheck, answer: Answer) -> str:
+        """Why a cell that last ran, and assigns its answer, left none: it stopped with an error."""
+        source = found.source(answer) or ""
+        uses = _first_uses(source)
+        if uses is not None and answer.variable in uses[0] and not _blank(source):
+            # The line found nothing wrong with it: run as the grader runs it, it is right, and what stopped it
+            # was a value above it then (a shape a wrong answer gave), which a note names while still wrong.
+            return ("its answer cell stopped with an error when it last ran, on the values above it then; as the "
+                    "grader runs it (with the true upstream gradients) this cell itself is right: run it again "
+                    "once the answers above it are right")
+        return "its answer cell stopped with an error when it last ran; run the cells above it, then it"
 
     @staticmethod
     def _blank_upstream(exercise: Exercise, answer: Answer, namespace: dict) -> str | None:
