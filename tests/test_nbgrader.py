@@ -114,7 +114,7 @@ EXPECTED = _expected()
 FEEDBACK = {
     "ben": {"dcounts": "misses the branch through counts_sum",
             "dC": "overwrites where all its uses must add up",
-            "ex2_dlogits": "n times too large",
+            "ex2_dlogits": "leaves out the 1/n of the mean over the examples",
             "dbnmeani": "Partial credit"},
     "cy": dict.fromkeys(GRADE_IDS, "not attempted yet"),
     "dee": {"dprobs": "is not multiplied by dlogprobs", "dbnmeani": "not attempted yet",
