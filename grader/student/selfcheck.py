@@ -1272,7 +1272,7 @@ class NotebookCheck:
     @staticmethod
     def _assigns_instead(found: SelfCheck, answer: Answer) -> str | None:
         """Where the answer's cell ran and bound other names than its answer: a forward value for its
-        gradient (a typo, `h = ...` for `dh = ...`, which also leaves that value no longer the forward
+        gradient (a typo, `x = ...` for `dx = ...`, which also leaves that value no longer the forward
         pass's), or any other."""
         uses = _first_uses(found.source(answer) or "")
         if uses is None or answer.variable in uses[0] or not uses[0]:

@@ -146,6 +146,9 @@ def start_chromium(profile: Path, local_server: bool = False):
     driver.set_page_load_timeout(30)
     driver.set_script_timeout(10)
     driver.execute_cdp_cmd("Network.enable", {})
+    # A page behaves as the focused window a TA's is: Chromium 150 headless runs no autofocus (and no focus
+    # event) in an unfocused page, so a payload that waits for focus would look inert where it is not.
+    driver.execute_cdp_cmd("Emulation.setFocusEmulationEnabled", {"enabled": True})
     if not local_server:
         driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": BLOCKED_URLS})
     return driver
