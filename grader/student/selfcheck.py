@@ -379,7 +379,7 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
                         and a.target.id == variable), None) if variable in stored else None
             if tensor._version != _VERSIONS.get(variable, version):
                 now.add(variable)
-            if variable not in _CHANGED or _CHANGED[variable].fixed and variable in now:
+            if variable in now and (variable not in _CHANGED or _CHANGED[variable].fixed):
                 _CHANGED[variable] = _Change(where, by, how, tuple(cells))
     for variable in assigned:
         tensor = namespace[variable]
