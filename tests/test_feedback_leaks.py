@@ -216,11 +216,10 @@ def _unmeasured(text: str) -> str:
     text = re.sub(r'<meta name="backprop-ninja-result" content="[^"]*">', "", text)
     text = re.sub(r"Slowest:.*?</table>", "Slowest: #", text, flags=re.S)
     lines = re.sub(r"\d+(\.\d+)?( s\b|s\b| seconds| per second)", "# s", text).split("\n")
-    # `grade` says "ran X" as each submission finishes, and its workers finish in any order
-    ran = [i for i, line in enumerate(lines) if line.startswith("ran ")]
-    for i, line in zip(ran, sorted(lines[i] for i in ran)):
-        lines[i] = line
-    return "\n".join(lines)
+    # `grade` says "ran X" as each submission finishes, from the thread that runs the next chunk while this
+    # one is judged and tallied: those lines come in any order, and between any of the tallies
+    ran = sorted(line for line in lines if line.startswith("ran "))
+    return "\n".join([line for line in lines if not line.startswith("ran ")] + ran)
 
 
 def _without_measures(value):
