@@ -97,7 +97,7 @@ def test_answer_and_check_cells_come_from_the_exercise(solved):
     for answer in EXERCISE.answers:
         check = code(solved, grade_cell_id(answer.grade_id))
         if answer.kind != "function":
-            assert check == f'from grader.student.check import check\ncheck("{answer.grade_id}")'
+            assert check == notebooks.check_cell(f'check("{answer.grade_id}")')
         meta = next(c for c in solved.cells if c.id == grade_cell_id(answer.grade_id)).metadata.nbgrader
         assert meta["points"] == points[answer.grade_id]
 
@@ -144,9 +144,11 @@ def replaced(old: str, new: str) -> str:
     (replaced('# %% locked="setup_install" generated="install"\n', '# %% generated="install"\n'),
      r"only a locked cell is generated"),
     (replaced('# %% locked="setup_data"\n', '# %% lockd="setup_data"\n'), r"unknown cell metadata \['lockd'\]"),
+    (replaced('# %% graded="ex4_dW1"\n', '# %% graded="ex4_dW1"\nfrom grader.student.check import check\n'),
+     r"ex4_dW1: a graded cell is written as its check call alone"),
 ], ids=["answer-missing", "answers-swapped", "function-key-as-cell", "self-check-missing", "self-check-twice",
         "step-written-out", "steps-swapped", "unknown-fill", "answer-written", "two-roles", "unknown-generated",
-        "generated-editable", "misspelt-role"])
+        "generated-editable", "misspelt-role", "check-imported"])
 def test_a_prose_source_that_does_not_fit_the_exercise_is_refused(tmp_path, prose, message):
     with pytest.raises(notebooks.ProseError, match=message):
         build_from(tmp_path, prose)

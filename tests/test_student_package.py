@@ -20,9 +20,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 from test_nbgrader import DISTINCTIVE, KNOWN_MISTAKES, SOLUTION_LINES
 
 from grader import __version__
+from grader import course as course_config
 from grader.course import material
 from grader.exercise import DEFAULT
 from grader.lms import slip_prints
@@ -209,14 +211,71 @@ def test_the_install_cell_installs_the_pinned_student_package_and_nothing_heavy(
     assert version.stdout.strip() == __version__, version.stderr
     assert "pip" in install.source and f"=={__version__}" in install.source
     # A notebook of another grader's version, where that version cannot be installed: the cell stops with
-    # the command to run, instead of leaving the installed self-check to give another grader's verdicts.
+    # the command that can install it, instead of leaving the installed self-check to give another
+    # grader's verdicts. Nothing says where the course's wheels are: the command says what to fill in.
     other = source.replace(f"=={__version__}'", "==0.0.1'").replace(f", '{__version__}'", ", '0.0.1'")
     assert other.count("0.0.1") == 2
-    done = subprocess.run([venv / "bin" / "python", "-c", other], cwd=tmp_path, capture_output=True, text=True,
+    assert _last_line(venv, other, tmp_path, env) == (
+        "could not install backprop-ninja-student==0.0.1: run  pip install --find-links FOLDER-OF-YOUR-COURSES-WHEELS "
+        "backprop-ninja-student==0.0.1  in a terminal, then restart the kernel (Kernel > Restart)")
+    # In a clone of backprop-ninja (a self-learner's), it names the clone's own student package.
+    clone = tmp_path / "clone"
+    (clone / "grader" / "course").mkdir(parents=True)
+    (clone / "grader" / "course" / "material.py").touch()
+    (clone / "assignments").mkdir()
+    assert _last_line(venv, other, clone / "assignments", env) == (
+        f"could not install backprop-ninja-student==0.0.1: run  pip install {clone}/student  in a terminal, "
+        "then restart the kernel (Kernel > Restart)")
+
+
+def _last_line(venv: Path, source: str, cwd: Path, env: dict) -> str:
+    done = subprocess.run([venv / "bin" / "python", "-c", source], cwd=cwd, capture_output=True, text=True,
                           timeout=600, env=env)
-    assert done.returncode == 1 and done.stderr.strip().splitlines()[-1] == (
-        "could not install backprop-ninja-student==0.0.1: run  pip install backprop-ninja-student==0.0.1  in a "
-        "terminal, then restart the kernel (Kernel > Restart)"), done.stderr
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    return done.stderr.strip().splitlines()[-1]
+
+
+def test_the_install_cell_takes_the_course_wheels_and_names_them_when_they_fail(student_env, tmp_path):
+    """course.yml's `wheels` (here a folder, as on a shared server) is where pip finds the package when no
+    index has it; where that folder lacks it, the command to run names it."""
+    _, wheel = student_env
+    venv = fresh_venv(tmp_path / "fresh")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1", "PIP_CONFIG_FILE": "/dev/null"}
+    course = course_config.parse({**yaml.safe_load((ROOT / "course.yml").read_text()), "solutions": "off",
+                                  "wheels": str(wheel.parent)}, ROOT / "course.yml")
+    done = subprocess.run([venv / "bin" / "python", "-c", material.install_cell(course.solutions, course.wheels)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr
+    version = run(venv, "from importlib.metadata import version; print(version('backprop-ninja-student'))", tmp_path)
+    assert version.stdout.strip() == __version__, version.stderr
+    empty = tmp_path / "no wheels"
+    empty.mkdir()
+    source = material.install_cell("off", str(empty))
+    assert _last_line(fresh_venv(tmp_path / "fresh2"), source, tmp_path, env) == (
+        f"could not install backprop-ninja-student=={__version__}: run  pip install --find-links '{empty}' "
+        f"backprop-ninja-student=={__version__}  in a terminal, then restart the kernel (Kernel > Restart)")
+
+
+@pytest.mark.parametrize("wheels", ["", "a\nb", " /srv/wheels", 3])
+def test_a_bad_wheels_setting_is_a_one_line_error(wheels):
+    with pytest.raises(course_config.CourseError, match=r"course.yml: wheels: expected"):
+        course_config.parse({**yaml.safe_load((ROOT / "course.yml").read_text()), "wheels": wheels},
+                            ROOT / "course.yml")
+
+
+def test_a_check_cell_without_the_package_says_so_in_one_line(tmp_path):
+    """A kernel with no self-check (the first cell not run, or its install failed): each check cell of the
+    released notebook prints one line saying what to run, and raises nothing, so Run All goes on."""
+    venv = fresh_venv(tmp_path / "fresh")
+    nb = nbformat.read(STUB, as_version=4)
+    checks = {c.source for c in nb.cells if c.cell_type == "code" and "grader.student.check import check" in c.source
+              and c.id != "setup_imports"}
+    assert len(checks) > 20
+    for source in sorted(checks):
+        done = run(venv, source, tmp_path)
+        assert done.returncode == 0 and done.stderr == "", (source, done.stderr)
+        assert done.stdout == ("not checked: No module named 'grader'. Run the notebook's first code cell, "
+                               "then this one\n"), source
 
 
 def test_no_command_prints_a_reference_answer(student_env, tmp_path):

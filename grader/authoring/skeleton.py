@@ -134,12 +134,10 @@ with torch.no_grad():
     grads = {function.name}({call}) or {{}}""",
                    locked=f"setup_ex{part}_check")]
     for name in function.returns:
-        cells.append(_code(f'from grader.student.check import check\n'
-                           f'check("{function.prefix}{name}", answers="grads", gradients_of="leaves")',
+        cells.append(_code(f'check("{function.prefix}{name}", answers="grads", gradients_of="leaves")',
                            graded=f"{function.prefix}{name}"))
     if trains:
-        cells.append(_code('from grader.student.check import check\n'
-                           'check.training(start="start", batches="batches", lr=0.1)',
+        cells.append(_code('check.training(start="start", batches="batches", lr=0.1)',
                            graded=exercise.training.grade_id))
     return cells
 

@@ -91,6 +91,9 @@ class Course:
     points: dict[str, float]
     data: str | None = None
     solutions: str = "gated"
+    # Where the notebook's first cell has pip look for the course's wheels besides the package index (a
+    # folder on a shared server, or a web page of links: pip's --find-links); None: the index alone.
+    wheels: str | None = None
     configurations: int = 4
     autotests: str = "autotests"
     tolerance: Tolerance = field(default_factory=Tolerance)
@@ -205,7 +208,7 @@ def parse(raw, path: Path) -> Course:
         raise CourseError(f"{where}: expected a mapping of settings at the top level")
     fields = {"course_id", "assignment", "notebook", "secret_salt", "points", "data", "solutions", "configurations",
               "autotests", "tolerance", "policy", "limits", "allow", "training", "exercise4", "sandbox", "feedback",
-              "exercise"}
+              "exercise", "wheels"}
     unknown = sorted(set(raw) - fields)
     if unknown:
         raise CourseError(f"{where}: {unknown[0]}: unknown key (known: {', '.join(sorted(fields))})")
@@ -239,6 +242,11 @@ def parse(raw, path: Path) -> Course:
     if data is not None:
         _text(f"{where}: data", data)
     solutions = _choice(f"{where}: solutions", raw.get("solutions", "gated"), SOLUTIONS)
+    wheels = raw.get("wheels")
+    if wheels is not None:
+        _text(f"{where}: wheels", wheels)
+        if "\n" in wheels or wheels != wheels.strip():
+            raise CourseError(f"{where}: wheels: expected one folder or address on one line, got {wheels!r}")
     configurations = raw.get("configurations", 4)
     if isinstance(configurations, bool) or not isinstance(configurations, int) or not 4 <= configurations <= 16:
         raise CourseError(f"{where}: configurations: expected a whole number from 4 to 16, got {configurations!r}")
@@ -251,6 +259,7 @@ def parse(raw, path: Path) -> Course:
         points={g: float(v) for g, v in points.items()},
         data=data,
         solutions=solutions,
+        wheels=wheels,
         configurations=configurations,
         autotests=_text(f"{where}: autotests", raw.get("autotests", "autotests")),
         tolerance=_section(f"{where}: tolerance", raw.get("tolerance"), Tolerance,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shlex
 from pathlib import Path
 
 from grader import __version__
@@ -35,36 +36,60 @@ TORCH = "torch>=2.2,<3"  # as both packages require it
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
-def install_cell(solutions: str) -> str:
+# The notebook's first code cell; @NAME@ marks what install_cell fills in.
+INSTALL_CELL = """\
+# Installs the course's self-check, @PACKAGE@ (the grader's version), where it is missing or
+# another version (Colab, a JupyterHub image, an earlier course's install)
+import importlib.metadata, importlib.util, pathlib, subprocess, sys
+pip = [sys.executable, '-m', 'pip', 'install', '-q']
+if importlib.util.find_spec('torch') is None:  # the CPU build: PyPI's is a CUDA build of several GB
+    subprocess.run([*pip, @TORCH@, '--index-url', @CPU_INDEX@], check=True)
+pinned, version = '@PACKAGE@', '@VERSION@'
+@WHEELS@providers = importlib.metadata.packages_distributions().get('grader', [])  # the packages holding `grader`
+found = sorted({importlib.metadata.version(d) for d in providers if importlib.util.find_spec('grader')})
+needed = [] if found == [version] else [pinned]
+needed += ['matplotlib'] if importlib.util.find_spec('matplotlib') is None else []
+if needed and subprocess.run([*pip, *needed]).returncode:
+    checkout = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]  # a clone of backprop-ninja
+                     if (p / 'grader' / 'course' / 'material.py').is_file()), None)
+    if pinned not in needed:
+        fix = 'pip install ' + ' '.join(needed)
+    elif checkout:
+        fix = ' '.join(['pip install', @FROM_CHECKOUT@, *needed[1:]])
+    else:
+        fix = @FROM_WHEELS@ + ' '.join(needed)
+    raise SystemExit(f"could not install {' '.join(needed)}: run  {fix}  in a terminal, "
+                     "then restart the kernel (Kernel > Restart)")
+if pinned in needed and 'grader' in sys.modules:
+    print(f"installed {pinned} in place of version {', '.join(found)}: restart the kernel "
+          "(Kernel > Restart) and run the notebook from the top")
+elif pinned in needed and found:
+    print(f"installed {pinned} in place of version {', '.join(found)}")"""
+
+
+def install_cell(solutions: str, wheels: str | None = None) -> str:
     """The notebook's first code cell: installs what it imports where it is missing or another version
     (Colab, a JupyterHub image, an install from an earlier course), and nothing where it is there. The
     package is pinned to the grader that made the notebook, so a student's self-check never runs other
     rules than the grader that will mark it: whichever package provides `grader` (the whole one or the
-    student one) must be that version. Where pip cannot install it, the cell stops with the command to
-    run; where it replaced a version this kernel already imported, it says to restart the kernel.
-    matplotlib (for the notebook's plots) is installed apart, only where missing, so the student package
-    stays a few hundred kB beside torch. Where torch is missing it comes first, from PyTorch's CPU index:
-    the package's own requirement would fetch PyPI's torch, a CUDA build of several GB on Linux."""
+    student one) must be that version. matplotlib (for the notebook's plots) is installed apart, only
+    where missing, so the student package stays a few hundred kB beside torch. Where torch is missing it
+    comes first, from PyTorch's CPU index: the package's own requirement would fetch PyPI's torch, a CUDA
+    build of several GB on Linux.
+
+    A course that hands out its wheels (course.yml `wheels`, a folder or a web page of links) has pip
+    look there as well as on the index. Where pip cannot install, the cell stops with the one command
+    that can: from the checkout of backprop-ninja the notebook sits in (a self-learner's clone is on no
+    index), or from the course's wheels. Where it replaced a version this kernel already imported, it
+    says to restart the kernel."""
     package = f"{STUDENT_PACKAGE[solutions]}=={__version__}"
-    return (f"# Installs the course's self-check, {package} (the grader's version), where it is missing or\n"
-            "# another version (Colab, a JupyterHub image, an earlier course's install)\n"
-            "import importlib.metadata, importlib.util, subprocess, sys\n"
-            "pip = [sys.executable, '-m', 'pip', 'install', '-q']\n"
-            "if importlib.util.find_spec('torch') is None:  # the CPU build: PyPI's is a CUDA build of several GB\n"
-            f"    subprocess.run([*pip, {TORCH!r}, '--index-url', {CPU_INDEX!r}], check=True)\n"
-            f"pinned, version = {package!r}, {__version__!r}\n"
-            "found = sorted({importlib.metadata.version(d) for d in importlib.metadata.packages_distributions().get("
-            "'grader', []) if importlib.util.find_spec('grader')})\n"
-            "needed = [] if found == [version] else [pinned]\n"
-            "needed += ['matplotlib'] if importlib.util.find_spec('matplotlib') is None else []\n"
-            "if needed and subprocess.run([*pip, *needed]).returncode:\n"
-            "    raise SystemExit(f\"could not install {' '.join(needed)}: run  pip install {' '.join(needed)}  \"\n"
-            "                     \"in a terminal, then restart the kernel (Kernel > Restart)\")\n"
-            "if pinned in needed and 'grader' in sys.modules:\n"
-            "    print(f\"installed {pinned} in place of version {', '.join(found)}: restart the kernel \"\n"
-            "          \"(Kernel > Restart) and run the notebook from the top\")\n"
-            "elif pinned in needed and found:\n"
-            "    print(f\"installed {pinned} in place of version {', '.join(found)}\")")
+    from_checkout = "f'-e {checkout}'" if solutions == "gated" else "str(checkout / 'student')"
+    folder = shlex.quote(wheels) if wheels else "FOLDER-OF-YOUR-COURSES-WHEELS"
+    from_wheels = repr(f"pip install --find-links {folder} ")
+    filled = {"PACKAGE": package, "VERSION": __version__, "TORCH": repr(TORCH), "CPU_INDEX": repr(CPU_INDEX),
+              "WHEELS": f"pip += ['--find-links', {wheels!r}]  # the course's wheels (course.yml `wheels`)\n"
+              if wheels else "", "FROM_CHECKOUT": from_checkout, "FROM_WHEELS": from_wheels}
+    return re.sub(r"@([A-Z_]+)@", lambda m: filled[m[1]], INSTALL_CELL)
 
 
 # The notebook's line holding course.yml's public settings (the self-check reads them): one dict literal.

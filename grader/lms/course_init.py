@@ -155,7 +155,7 @@ def _source_notebook(solved, course, kept: frozenset[str] = frozenset()):
     nb = nbformat.read(solved, as_version=4) if isinstance(solved, Path) else solved
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL:
-            cell.source = material.install_cell(course.solutions)
+            cell.source = material.install_cell(course.solutions, course.wheels)
         elif cell.cell_type == "code":
             cell.source = material.with_solutions(cell.source, course.solutions)
     by_cell = {**dict.fromkeys(kept, 0.0), **{grade_cell_id(g): p for g, p in points.items()}}

@@ -20,8 +20,9 @@ its package's notebook/ folder. A cell's role is its marker's metadata:
     #                            between nbgrader's solution delimiters. An atomic or fused answer is
     #                            followed by its self-check `check("<grade id>")` (which imports `check`
     #                            first), the nbgrader grade cell of its grade id
-    # %% graded="GRADE_ID"       a self-check written here that is GRADE_ID's grade cell (the keys of a
-    #                            function's answer, a whole-run check)
+    # %% graded="GRADE_ID"       a self-check written here, its `check` call alone (the import comes with
+    #                            it), that is GRADE_ID's grade cell (the keys of a function's answer, a
+    #                            whole-run check)
     # %% [raw]                   a note to the source's author, left out of the notebooks
 
 Metadata is written `key="value"` after the marker, as jupytext reads it; any other key is refused.
@@ -145,11 +146,19 @@ def locked(grade_id: str, source: str):
     return nbformat.v4.new_code_cell(source, metadata=_nbgrader(grade_id, solution=False))
 
 
-def check_cell(grade_id: str) -> str:
+def check_cell(call: str) -> str:
     """A check cell: it imports the check itself and names the answer, evaluating nothing of the student's,
     so that it never raises (after a kernel restart, a skipped or broken answer cell: see
-    grader.student.selfcheck.NotebookCheck)."""
-    return f'from grader.student.check import check\ncheck("{grade_id}")'
+    grader.student.selfcheck.NotebookCheck). A kernel that cannot import the self-check (not installed
+    there, or a torch that cannot start) gets one line saying so, and Run All goes on."""
+    return ("try:\n"
+            "    from grader.student.check import check\n"
+            "except Exception as error:  # no self-check in this kernel: the notebook's first code cell installs it\n"
+            "    def check(*_, why=f\"not checked: {error}. Run the notebook's first code cell, then this one\",\n"
+            "              **__):\n"
+            "        print(why)\n"
+            "    check.training = check\n"
+            f"{call}")
 
 
 def graded(grade_id: str, source: str, points: Mapping[str, float]):
@@ -265,7 +274,7 @@ class _Builder:
             return [locked(grade_id, self.fill(grade_id, cell.source))]
         if generated != "install" or cell.source:
             raise self.error(grade_id, 'the only generated cell is generated="install", written empty')
-        return [locked(grade_id, material.install_cell(self.course.solutions))]
+        return [locked(grade_id, material.install_cell(self.course.solutions, self.course.wheels))]
 
     def fill(self, grade_id: str, source: str) -> str:
         def line(match: re.Match) -> str:
@@ -292,12 +301,13 @@ class _Builder:
         if function is not None:
             return cells
         self.checks.append(cell_id)
-        return cells + [graded(cell_id, check_cell(cell_id),
-                               self.course.points)]
+        return cells + [graded(cell_id, check_cell(f'check("{cell_id}")'), self.course.points)]
 
     def graded(self, grade_id: str, cell) -> list:
+        if not cell.source.startswith("check"):
+            raise self.error(grade_id, "a graded cell is written as its check call alone: its import comes with it")
         self.checks.append(grade_id)
-        return [graded(grade_id, cell.source, self.course.points)]
+        return [graded(grade_id, check_cell(cell.source), self.course.points)]
 
     def verify(self) -> None:
         """The prose holds the whole exercise, in its order: what it leaves out students never see."""

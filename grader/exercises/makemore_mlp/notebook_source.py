@@ -233,7 +233,7 @@ def fills(name: str) -> dict[str, str]:
         "parameter_count": COUNT_WORDS.get(count, str(count)),
         "and_3": " and 3" if norm.parameters else "",
         "float64_exercises": "Exercises 1 to 3" if norm.parameters else "Exercises 1 and 2",
-        "checks": "\n\n".join(f'# %% graded="ex4_d{p}"\nfrom grader.student.check import check\n'
+        "checks": "\n\n".join(f'# %% graded="ex4_d{p}"\n'
                                 f'check("ex4_d{p}", answers="grads", gradients_of="leaves")' for p in v.parameters),
         "ex4_after": _md(texts.get("ex4", "")),
         "fused_words": ", ".join(["cross-entropy", *([NORM_WORDS[norm.name]] if norm.parameters else [])]),

@@ -516,37 +516,29 @@ with torch.no_grad():
 # %% [raw] begin="ex4_checks"
 
 # %% graded="ex4_dC"
-from grader.student.check import check
 check("ex4_dC", answers="grads", gradients_of="leaves")
 
 # %% graded="ex4_dW1"
-from grader.student.check import check
 check("ex4_dW1", answers="grads", gradients_of="leaves")
 
 # %% graded="ex4_db1"
-from grader.student.check import check
 check("ex4_db1", answers="grads", gradients_of="leaves")
 
 # %% graded="ex4_dW2"
-from grader.student.check import check
 check("ex4_dW2", answers="grads", gradients_of="leaves")
 
 # %% graded="ex4_db2"
-from grader.student.check import check
 check("ex4_db2", answers="grads", gradients_of="leaves")
 
 # %% graded="ex4_dbngain"
-from grader.student.check import check
 check("ex4_dbngain", answers="grads", gradients_of="leaves")
 
 # %% graded="ex4_dbnbias"
-from grader.student.check import check
 check("ex4_dbnbias", answers="grads", gradients_of="leaves")
 
 # %% [raw] end="ex4_checks"
 
 # %% graded="ex4_training"
-from grader.student.check import check
 check.training(start="start", batches="batches", lr=0.1)
 
 # %% [raw] begin="training"
