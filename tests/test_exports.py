@@ -154,6 +154,18 @@ def test_a_roster_that_is_not_a_canvas_export_is_a_one_line_error(graded, tmp_pa
     assert not out.exists()
 
 
+def test_a_roster_matching_no_submission_is_a_one_line_error(graded, tmp_path):
+    """Another course's roster (or submissions named unlike Canvas): an import of no row is not written."""
+    other = [row if i < 2 else [f"Other, {i}", str(9000 + i), f"S{i}", f"other{i}", "Section 1", "", ""]
+             for i, row in enumerate(ROSTER)]
+    out = tmp_path / "canvas.csv"
+    done = export(str(graded), "--format", "canvas", "--roster", str(write_roster(tmp_path / "r.csv", other)),
+                  "--out", str(out))
+    assert done.exit_code == 1 and not out.exists()
+    (line,) = [line for line in done.output.splitlines() if line.startswith("Error")]
+    assert "no submission matches a student of the roster" in line and "Nothing written" in line
+
+
 def test_exporting_an_empty_folder_is_a_one_line_error(tmp_path):
     done = export(str(tmp_path), "--format", "grade-ids")
     assert done.exit_code != 0

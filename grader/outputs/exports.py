@@ -229,6 +229,9 @@ def canvas_rows(grades: list[Grade], column: str, roster: Roster | None, warn=pr
             rows.append([g.name or student, g.canvas_id or "", "", login, "", _score(g)])
         return rows
     matched = _match(list(best.values()), roster.students)
+    if best and not matched:  # another course's roster, or submissions named other than Canvas names them
+        raise ExportError(f"no submission matches a student of the roster (by {', '.join(('LMS user id', *MATCH_ON))}"
+                          f"; submissions such as {min(best)!r}): is it this course's gradebook? Nothing written")
     for student, g in sorted(best.items()):
         if student not in matched:
             warn(f"{g.source}: no student {student!r} in the roster (by {', '.join(('LMS user id', *MATCH_ON))}); "
