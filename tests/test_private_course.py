@@ -13,6 +13,7 @@ graders), and `backprop-ninja solution --force` still refuses in this course.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -157,8 +158,9 @@ def test_course_check_finds_nothing_then_warns_about_an_opened_file(term):
     gradebook = term.course / "gradebook.db"
     before = {p: stat.S_IMODE(p.stat().st_mode) for p in (term.course, gradebook)}
     try:
+        gradebook.chmod(0o644)  # readable by its mode, behind the closed course folder: said, not a failure
+        closed = term.run(term.instructor, "backprop-ninja", "course", "check", "course", must=False)
         term.course.chmod(0o755)
-        gradebook.chmod(0o644)
         done = term.run(term.instructor, "backprop-ninja", "course", "check", "course", must=False)
     finally:
         for path, mode in before.items():
@@ -166,6 +168,9 @@ def test_course_check_finds_nothing_then_warns_about_an_opened_file(term):
     assert done.returncode == 1, done.stdout
     assert f"{gradebook}: other users may read it (every student's scores" in done.stderr, done.stderr
     assert "other users may enter it" in done.stderr and "Traceback" not in done.stderr
+    assert closed.returncode == 0, closed.stderr
+    assert re.search(rf"note: {re.escape(str(term.course))}: closed to other users \(mode \d+\), which keeps out "
+                     r"[1-9]\d* thing\(s\) in it their modes would let them read", closed.stdout), closed.stdout
 
 
 def test_solutions_off_holds_where_the_full_package_is_installed(term):

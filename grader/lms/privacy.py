@@ -48,20 +48,26 @@ def check(course: Path, exchange: Path | None = None) -> tuple[list[str], list[s
     if top.st_mode & 0o007:
         warnings.append(f"{course}: other users may {'enter' if top.st_mode & stat.S_IXOTH else 'list'} it (mode "
                         f"{stat.S_IMODE(top.st_mode):o}): chmod o-rwx {course}")
-    if not _others_can(top.st_mode, stat.S_IXOTH):
-        return warnings, notes
+    closed = not _others_can(top.st_mode, stat.S_IXOTH)
+    behind = 0  # readable by their mode, behind the closed course folder
     for folder, dirs, files in os.walk(course):
         here = Path(folder)
         dirs[:] = sorted(d for d in dirs if (exchange is None or (here / d).resolve() != Path(exchange).resolve())
-                         and _others_can(os.lstat(here / d).st_mode, stat.S_IXOTH))
+                         and (closed or _others_can(os.lstat(here / d).st_mode, stat.S_IXOTH)))
         for name in sorted(files + dirs):
             path = here / name
             mode = os.lstat(path).st_mode
             if stat.S_ISLNK(mode) or not _others_can(mode, stat.S_IROTH):
                 continue
+            if closed:
+                behind += 1
+                continue
             part = path.relative_to(course).parts[0]
             why = f" ({WHY[part]})" if part in WHY else ""
             warnings.append(f"{path}: other users may read it{why} (mode {stat.S_IMODE(mode):o})")
+    if behind:
+        notes.append(f"{course}: closed to other users (mode {stat.S_IMODE(top.st_mode):o}), which keeps out {behind} "
+                     f"thing(s) in it their modes would let them read; chmod -R o-rwx {course} closes those too")
     return warnings, notes
 
 
