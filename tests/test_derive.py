@@ -191,6 +191,30 @@ def test_an_operation_without_a_rule_names_its_line():
         derive.derive(network, [derive.Configuration(inputs, Sizes(n=5))])
 
 
+@pytest.mark.parametrize("line, instead", [("c = h.unfold(1, 2, 1)", "its windows stacked, torch.stack("),
+                                           ("c = F.softplus(h)", "(1 + x.exp()).log()"),
+                                           ("c = h.mm(h.T)", "a @ b")])
+def test_a_common_call_outside_the_grammar_says_how_to_write_it(line, instead):
+    network = _network(f"h = X @ W\n{line}\nloss = c.sum()\n")
+    inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}
+    with pytest.raises(derive.DeriveError) as raised:
+        derive.derive(network, [derive.Configuration(inputs, Sizes(n=5))])
+    assert f"; write it as {instead}" in str(raised.value) and "; the grammar is a + b" in str(raised.value)
+
+
+def test_functional_spelt_out_is_functional_and_another_torch_module_is_no_tensor():
+    """`torch.nn.functional.relu(h)` is F.relu (its receiver was taken for a tensor: a TypeError, a traceback
+    from exercise check); `torch.special.logsumexp(h, 1)` is no tensor's method: no rule, its line named."""
+    inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}
+    configurations = [derive.Configuration(inputs, Sizes(n=5))]
+    spelt, short = (derive.derive(_network(f"h = X @ W\nr = {relu}(h)\nloss = r.sum()\n"), configurations)
+                    for relu in ("torch.nn.functional.relu", "F.relu"))
+    assert [g.name for g in spelt] == [g.name for g in short] and "dh" in [g.name for g in spelt]
+    network = _network("h = X @ W\nc = torch.special.logsumexp(h, 1)\nloss = c.sum()\n")
+    with pytest.raises(derive.DeriveError, match=r"line `c = torch.special.logsumexp\(h, 1\)`: no backward rule"):
+        derive.derive(network, configurations)
+
+
 # ------------------------------------------------------------------------------- what a rule emits, a cell may run
 
 # Every operation the rule table differentiates, at least once (checked against rules.OPERATIONS below, so a new

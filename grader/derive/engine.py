@@ -353,8 +353,11 @@ class Derivation:
 
     def no_rule(self, node: ast.expr, what: str = "") -> DeriveError:
         detail = f" ({what})" if what else ""
-        return DeriveError(f"line `{self.line}`: no backward rule for `{code(node)}`{detail}; the grammar is "
-                           + "; ".join(rules.GRAMMAR))
+        called = node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else \
+            node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else ""
+        instead = f"; write it as {rules.WRITE_INSTEAD[called]}" if called in rules.WRITE_INSTEAD else ""
+        return DeriveError(f"line `{self.line}`: no backward rule for `{code(node)}`{detail}{instead}; the grammar "
+                           "is " + "; ".join(rules.GRAMMAR))
 
     # ------------------------------------------------------------------ the walk
     def unbroadcast(self, g: Product, child: ast.expr) -> tuple[Product, str, list[tuple[str, str, Product]]]:
@@ -505,7 +508,13 @@ def derive(network: Network, configurations: Sequence[Configuration]) -> tuple[G
     gathered: dict[str, list] = {}
     gradients = []
     for step in reversed(network.steps):
-        found = d.contributions(step)
+        try:
+            found = d.contributions(step)
+        except DeriveError:
+            raise
+        except Exception as exc:  # a rule met a line it does not fit: the line named, not a traceback
+            raise DeriveError(f"line `{d.line}`: no rule derives it ({type(exc).__name__}: {exc}); write it with "
+                              "the grammar's operations, or report it with the forward pass") from exc
         for f, contribution in found:
             gathered.setdefault(f.tensor, []).append((f, contribution))
         for tensor in step.inputs:

@@ -123,7 +123,9 @@ def classify(node: ast.expr) -> Op | None:
         entry = _by_call().get(node.func.attr)
         if entry is None:
             return None
-        module = isinstance(node.func.value, ast.Name) and node.func.value.id in _MODULES
+        module = _is_module(node.func.value)
+        if not module and _dotted(node.func.value).startswith("torch."):  # torch.linalg.norm: no tensor's method
+            return None
         if entry.parse is not None:
             return entry.parse(node, module)
         args, kwargs = tuple(node.args), {k.arg: k.value for k in node.keywords}
@@ -131,6 +133,19 @@ def classify(node: ast.expr) -> Op | None:
             return Op(entry.kind, (args[0],), args[1:], kwargs) if args else None
         return Op(entry.kind, (node.func.value,), args, kwargs)
     return None
+
+
+def _dotted(node: ast.expr) -> str:
+    """`a.b.c` for a chain of names alone, else ""."""
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else ""
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _is_module(node: ast.expr) -> bool:
+    """`torch`, `F`, or functional spelt out: what a call's receiver is when the call is no tensor's method."""
+    return _dotted(node) in (*_MODULES, "torch.nn.functional")
 
 
 def _by(how: str) -> dict:
@@ -1126,3 +1141,29 @@ def _is_range(node: ast.expr) -> bool:
 # What `exercise check` and the README list as the grammar: a line per family, in the order of the entries.
 GRAMMAR = tuple(", ".join(e.grammar for e in OPERATIONS.values() if e.family == family and e.grammar)
                 for family in FAMILIES)
+
+# Calls outside the grammar that a forward pass often writes, by name, each with its spelling in the grammar
+# (exercise check says it after "write it as").
+WRITE_INSTEAD = {
+    "unfold": "its windows stacked, torch.stack([x[:, 0:K], x[:, 1:K + 1], ...], dim=1)",
+    "conv1d": "a matmul over stacked windows (torch.stack([x[:, 0:K], x[:, 1:K + 1], ...], dim=1), reshaped, @ W)",
+    "linear": "x @ W.T + b",
+    "mm": "a @ b",
+    "bmm": "a @ b",
+    "embedding": "W[idx]",
+    "softplus": "(1 + x.exp()).log()",
+    "leaky_relu": "torch.where(x > 0, x, 0.01 * x)",
+    "elu": "torch.where(x > 0, x, x.exp() - 1)",
+    "normalize": "x / (x ** 2).sum(1, keepdim=True).sqrt()",
+    "norm": "(x ** 2).sum().sqrt()",
+    "vector_norm": "(x ** 2).sum().sqrt()",
+    "nll_loss": "-logp[range(n), y].mean()",
+    "binary_cross_entropy": "-(y * p.log() + (1 - y) * (1 - p).log()).mean()",
+    "binary_cross_entropy_with_logits": "-(y * p.log() + (1 - y) * (1 - p).log()).mean() of p = torch.sigmoid(z)",
+    "dropout": "x * mask / (1 - p), the mask drawn among the exercise's data",
+    "add": "a + b",
+    "sub": "a - b",
+    "mul": "a * b",
+    "div": "a / b",
+    "neg": "-a",
+}
