@@ -724,3 +724,22 @@ loss = (z * R).sum()
     # a slip is written with the same names, and still runs
     slips = {slip.name: slip.code for slip in gradients["dh"].slips()}
     assert "norm-no-mean" in slips and "hhat_ = " in slips["norm-no-mean"]
+
+
+def test_a_width_written_from_sizes_is_said_in_their_words():
+    """A feed-forward's 4 * d and a concatenation's d + e are sizes a teacher writes so: the explanations say
+    (n, 4*d) and (n, d+e), not (n, ?)."""
+    text = "h = X @ W\nboth = torch.cat([h, X], 1)\nr = both @ V\nloss = (r * r).sum()\n"
+    network = Network.parse(text, parameters=("W", "V"), data=("X",),
+                            sizes={"n": "X.shape[0]", "d": "X.shape[1]"})
+
+    def inputs(n, d, seed):
+        generator = torch.Generator().manual_seed(seed)
+        return {"W": torch.randn(d, 4 * d, generator=generator, dtype=torch.float64),
+                "V": torch.randn(5 * d, 3, generator=generator, dtype=torch.float64),
+                "X": torch.randn(n, d, generator=generator, dtype=torch.float64)}
+    gradients = {g.name: g.source for g in derive.derive(
+        network, [derive.Configuration(inputs(6, 3, 0), Sizes(n=6, d=3)),
+                  derive.Configuration(inputs(4, 5, 1), Sizes(n=4, d=5))])}
+    assert "?" not in "".join(gradients.values()), gradients
+    assert "(n, 4*d)" in "".join(gradients.values()) and "(n, 5*d)" in "".join(gradients.values()), gradients

@@ -349,7 +349,23 @@ class Derivation:
             for names in itertools.combinations_with_replacement(whole, count):
                 if all(math.prod(w[k] for k in names) == v for w, v in zip(self.words, values, strict=True)):
                     return "*".join(names)
-        return str(values[0]) if len(set(values)) == 1 else "?"
+        if len(set(values)) == 1:
+            return str(values[0])
+        # A multiple of a size (4*n_embd, a feed-forward's width), two sizes side by side (n_a+n_b, a
+        # concatenation), or a size off by a constant (L-K+1 windows with K fixed, n-1)
+        pairs = [(k, [w[k] for w in self.words]) for k in whole]
+        for k, sizes in pairs:
+            ratios = {v / s for v, s in zip(values, sizes, strict=True)}
+            if len(ratios) == 1 and (ratio := ratios.pop()).is_integer() and ratio > 1:
+                return f"{int(ratio)}*{k}"
+        for (a, first), (b, second) in itertools.combinations_with_replacement(pairs, 2):
+            if all(v == x + y for v, x, y in zip(values, first, second, strict=True)):
+                return f"{a}+{b}"
+        for k, sizes in pairs:
+            offsets = {v - s for v, s in zip(values, sizes, strict=True)}
+            if len(offsets) == 1 and (offset := offsets.pop()):
+                return f"{k}{offset:+d}"
+        return "?"
 
     def no_rule(self, node: ast.expr, what: str = "") -> DeriveError:
         detail = f" ({what})" if what else ""
