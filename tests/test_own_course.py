@@ -13,6 +13,8 @@ from traitlets.config import PyFileConfigLoader
 
 from grader.cli import main
 from grader.course import load
+from grader.exercise import load as load_exercise
+from grader.lms import course_init
 from grader.vocabulary import grade_cell_id
 from helpers.paths import ROOT
 
@@ -222,3 +224,19 @@ def test_init_that_fails_part_way_leaves_no_course_behind(tmp_path, existing):
 def test_a_course_of_its_own_exercise_is_named_after_the_file_not_the_lecture_s_demo(made):
     assert load(made / "course.yml").course_id == "rnn"
     assert "c.CourseDirectory.course_id = 'rnn'" in (made / "nbgrader_config.py").read_text()
+
+
+def test_the_course_yml_of_its_own_exercise_says_nothing_of_the_lecture(made):
+    """No lecture's data file, no exercise 4, no db1: the settings an own exercise has, in its words."""
+    text = (made / "course.yml").read_text()
+    assert not any(word in text for word in ("names.txt", "exercise 4", "manual_backward", "db1", "\ndata:")), text
+    training = load(made / "course.yml").exercise.training
+    assert f"# The training check of {training.grade_id}: this many SGD steps" in text and "\ntraining:" in text
+
+
+def test_an_exercise_without_a_training_check_has_no_training_settings():
+    exercise_file = ROOT / "tests" / "exercises" / "gru_gate.py"
+    text = course_init._own_course_text((ROOT / "course.yml").read_text(), exercise_file, "EXERCISE",
+                                        load_exercise(f"{exercise_file}:EXERCISE"))
+    assert "training" not in text and "\ndata:" not in text and "names.txt" not in text, text
+    assert yaml.safe_load(text)["exercise"] == "gru_gate.py:EXERCISE"

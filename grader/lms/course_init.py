@@ -262,8 +262,16 @@ def _own_course_text(text: str, exercise_file: Path, attribute: str, exercise: E
     """course.yml's text for a course of its own exercise: the copied file named, its assignment and
     notebook, every grade id worth the exercise's points (one each unless it says), no lecture data."""
     points = dict(exercise.settings.get("points", {})) or dict.fromkeys(exercise.grade_ids, 1)
-    for key, value in (("assignment", exercise.assignment), ("notebook", exercise.notebook), ("data", "null")):
+    for key, value in (("assignment", exercise.assignment), ("notebook", exercise.notebook)):
         text = re.sub(rf"(?m)^{key}:.*$", f"{key}: {value}", text)
+    # The lecture's words (its names.txt, its exercise 4, its db1) are not this exercise's: its data are
+    # drawn by its own lines, and a training check is said only where it has one.
+    text = _without_setting(text, "data")
+    training = exercise.training
+    text = _without_setting(text, "training") if training is None else re.sub(
+        r"(?m)^(?:#.*\n)*(?=training:)", f"# The training check of {training.grade_id}: this many SGD steps with the "
+        "student's gradients,\n# from one seeded init, against the same steps driven by autograd.\n", text, count=1)
+    text = text.replace("e.g. db1 = torch.zeros_like(b1)", "e.g. zeros where this loss makes a gradient zero")
     text = re.sub(r"(?m)^exercise:.*\n(?:[ \t]+.*\n)*", "", text)
     block = "points:\n" + "".join(f"  {g}: {v:g}\n" for g, v in points.items())
     text, found = re.subn(r"(?m)^points:.*\n(?:[ \t]+.*\n)*", lambda _: block, text)
@@ -271,6 +279,11 @@ def _own_course_text(text: str, exercise_file: Path, attribute: str, exercise: E
         text += block
     return (text.rstrip("\n") + "\n# The exercise this course grades: a file of its own, beside this one "
             f"(course init --exercise).\nexercise: {exercise_file.name}:{attribute}\n")
+
+
+def _without_setting(text: str, key: str) -> str:
+    """course.yml's text without its top-level `key`, its block and the comment lines right above it."""
+    return re.sub(rf"(?m)^(?:#.*\n)*{key}:.*\n(?:[ \t]+.*\n)*", "", text, count=1)
 
 
 # ---------------------------------------------------------------------------------------------
