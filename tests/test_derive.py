@@ -743,3 +743,13 @@ def test_a_width_written_from_sizes_is_said_in_their_words():
                   derive.Configuration(inputs(4, 5, 1), Sizes(n=4, d=5))])}
     assert "?" not in "".join(gradients.values()), gradients
     assert "(n, 4*d)" in "".join(gradients.values()) and "(n, 5*d)" in "".join(gradients.values()), gradients
+
+
+def test_a_tensor_times_itself_is_its_square_in_one_line():
+    """An L2 penalty `(W * W).sum()` gives one term, 2 * W, as a teacher writes it, not two uses of W."""
+    network = _network("h = X @ W\nreg = 0.5 * (W * W).sum()\nloss = h.sum() + reg\n")
+    inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}
+    gradients = {g.name: g for g in derive.derive(network, [derive.Configuration(inputs, Sizes(n=5))])}
+    source = gradients["dW"].source
+    assert "used twice" in source and source.count("dW +=") == 1 and "(2 * W)" in source, source
+    assert "square-factor" in {s.name for s in gradients["dW"].slips()}

@@ -104,6 +104,9 @@ def operation(kind: str, family: str, grammar: str = "", **how) -> Callable:
 
 def classify(node: ast.expr) -> Op | None:
     """The operation `node` is, or None when no rule has it."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and code(node.left) == code(node.right):
+        # x * x reads x twice, but a teacher writes its derivative once, 2 * x: it is x's square
+        return Op("square", (node.left,))
     if isinstance(node, (ast.BinOp, ast.UnaryOp)):
         entry = _by("operator").get(type(node.op))
         if entry is None:
