@@ -128,17 +128,25 @@ def test_nbgraders_per_grade_id_export_takes_the_late_penalty_off(course, tmp_pa
     """`nbgrader export --exporter=grader.lms.nbgrader.PerGradeIdExport` (its plugin, on the same gradebook):
     score is what the student ends with, as nbgrader's own CSV has it, beside raw_score and the penalty."""
     from nbgrader.api import Gradebook
+    from traitlets.config import Config
 
     from grader.lms.nbgrader import PerGradeIdExport
 
     out = tmp_path / "per_grade_id.csv"
+    config = Config()  # as course init's nbgrader_config.py sets it, in the course's folder
+    config.GradeInSandbox.results = "results"
+    config.CourseDirectory.root = str(course)
     with warnings.catch_warnings(), Gradebook(f"sqlite:///{course / final.GRADEBOOK}") as gb:
         warnings.simplefilter("ignore")
-        PerGradeIdExport(to=str(out)).export(gb)
+        PerGradeIdExport(to=str(out), config=config).export(gb)
     rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(out.read_text(encoding="utf-8")))}
     bob = rows["bob"]
     assert (bob["raw_score"], bob["late_submission_penalty"], bob["score"]) == ("3", "0.5", "2.5")
     assert (rows["ann"]["score"], rows["dan"]["score"], rows["dan"]["raw_score"]) == ("3", "", "")
+    # The TA trial: fay's resubmission failed to grade; the gradebook still holds her earlier scores, which
+    # this export gave as hers where every other view says not graded.
+    fay = rows["fay"]
+    assert (fay["raw_score"], fay["score"], fay["dcounts"], fay["dprobs"]) == ("", "", "", ""), fay
 
 
 @pytest.mark.parametrize("content, said", [(b"", "not an nbgrader gradebook (an empty file)"),

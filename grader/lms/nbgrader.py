@@ -419,12 +419,15 @@ class PerGradeIdExport(ExportPlugin):
     CSV names them (score is what the student ends with: raw_score less late_submission_penalty). Written
     as the grader's grades.csv is, whole or not at all: an export stopped half-way leaves the previous one
     to upload. A grade with no score on record (a grading that failed) is blank, and so are its totals:
-    nbgrader's own reads it as 0."""
+    nbgrader's own reads it as 0. So is a submission whose notebook in submitted/ is no longer the one its
+    result (GradeInSandbox.results) was graded from: a resubmission whose autograde failed leaves the
+    earlier scores in the gradebook, which are not the student's latest."""
 
     def export(self, gradebook) -> None:
         from grader.outputs.final import recorded
 
         path = self.to or "grades_per_grade_id.csv"
+        replaced = self._resubmitted()
         rows, grade_ids = [], []
         for assignment in gradebook.assignments:
             for notebook in assignment.notebooks:
@@ -439,14 +442,16 @@ class PerGradeIdExport(ExportPlugin):
                 except Exception:  # nbgrader's MissingEntry: no submission, an empty row
                     rows.append(row)
                     continue
-                whole = all(recorded(notebook.grades) for notebook in submission.notebooks)
+                whole = all(recorded(notebook.grades) and f"{student.id}/{assignment.name}/{notebook.name}"
+                            not in replaced for notebook in submission.notebooks)
                 penalty = submission.late_submission_penalty or 0.0
                 row.update(raw_score=submission.score if whole else None, max_score=submission.max_score,
                            late_submission_penalty=penalty if whole else None,
                            score=submission.score - penalty if whole else None)
                 for notebook in submission.notebooks:
+                    latest = f"{student.id}/{assignment.name}/{notebook.name}" not in replaced
                     for grade in notebook.grades:
-                        row[grade.name] = grade.score if recorded([grade]) else None
+                        row[grade.name] = grade.score if latest and recorded([grade]) else None
                 rows.append(row)
         columns = [g.removeprefix(GRADE_CELL_PREFIX) for g in grade_ids]
         totals = ["raw_score", "late_submission_penalty", "score", "max_score"]
@@ -455,6 +460,23 @@ class PerGradeIdExport(ExportPlugin):
                    *(_number(row.get(g)) for g in grade_ids)] for row in rows]
         atomic_write(Path(path), csv_text(table))
         self.log.info("wrote %s", path)
+
+
+    def _resubmitted(self) -> set[str]:
+        """The submissions (<student>/<assignment>/<notebook>) whose notebook in submitted/ is not the one their
+        result was graded from, where autograde writes results (GradeInSandbox.results, as course init sets)."""
+        from nbgrader.coursedir import CourseDirectory
+
+        from grader.outputs.report import load, resubmitted
+
+        folder = self.config.GradeInSandbox.get("results")
+        coursedir = CourseDirectory(config=self.config)
+        if not isinstance(folder, str) or not folder:
+            return set()
+        results = Path(coursedir.root) / folder
+        if not results.is_dir():
+            return set()
+        return set(resubmitted(load(results, skip=[]), Path(coursedir.root) / coursedir.submitted_directory))
 
 
 def _number(value: float | None) -> str:
