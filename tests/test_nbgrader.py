@@ -629,6 +629,30 @@ def test_resuming_the_fast_route_records_the_kept_results_too(fast, fast_gradebo
     assert read_gradebook(again.dir) == fast_gradebook
 
 
+def test_a_regrade_removes_the_feedback_page_of_the_earlier_grading(course):
+    """The TA trial: after a regrade, feedback/ kept the earlier grading's page, and release_feedback handed it
+    out again (a 47/51 page for a grade of 40.8) until generate_feedback ran. Each route that grades a notebook
+    again removes its page, and says so."""
+    again = Course(course.tmp, COURSE.course_id, ASSIGNMENT, name="regraded-course")
+    shutil.copytree(course.dir, again.dir)
+    pages = {s: again.feedback(s) for s in STUDENTS}
+    assert all(page.is_file() for page in pages.values()), sorted(p.relative_to(again.dir)
+                                                                  for p in (again.dir / "feedback").rglob("*"))
+    first, *others = STUDENTS
+    done = again.nbgrader("autograde", ASSIGNMENT, "--force", f"--student={first}")
+    assert done.returncode == 0, str(done)
+    assert not pages[first].exists()
+    assert f"removed {pages[first].parent}, the feedback of an earlier grading" in done.stderr, str(done)
+    assert all(pages[s].is_file() for s in others), str(done)
+    done = again.run(["backprop-ninja", "grade", "submitted", "--out", "fast", "--course", "course.yml",
+                      "--gradebook", "gradebook.db"], again.dir)
+    assert done.returncode == 0, str(done)
+    assert not any(page.exists() for page in pages.values())
+    assert sum("run nbgrader generate_feedback again" in line for line in done.stderr.splitlines()) == len(others)
+    again.nbgrader("generate_feedback", ASSIGNMENT, must=True)
+    assert all(page.is_file() for page in pages.values())
+
+
 @pytest.mark.parametrize("student", STUDENTS)
 def test_both_routes_record_the_same_scores(gradebook, fast_gradebook, student):
     assert student in fast_gradebook, f"the fast route recorded no submission for {student}"

@@ -214,7 +214,7 @@ class Derivation:
         if not configurations:
             raise ValueError("derive needs at least one configuration to decide shapes on")
         self.network = network
-        self.line = ""
+        self.line = self.consumer = ""  # the step whose line is being differentiated
         # Each configuration's forward values, and each gradient once derived (so that a choice such as
         # view or reshape is made on the layout the derived cells really give); `noise`: random upstream
         # gradients, on which a slip must show too (a sign slip in a gradient that is ~0, say).
@@ -471,7 +471,7 @@ class Derivation:
         return node
 
     def contributions(self, step) -> list[tuple[_Found, Contribution]]:
-        self.line = f"{step.name} = {step.code}"
+        self.line, self.consumer = f"{step.name} = {step.code}", step.name
         root = parse(step.code)
         upstream = Product(1) if step.name == self.network.loss else Product.of(name("d" + step.name))
         found = []

@@ -23,7 +23,7 @@ from typing import Any
 from grader import syntax
 from grader.derive.algebra import Product, call, code, name, number, subscript, template
 from grader.exercise import ELEMENTWISE, Elementwise
-from grader.vocabulary import Chain, Transpose
+from grader.vocabulary import Chain, Transpose, missed_factor
 
 # The derivation the rules ask about shapes, sizes and words (engine.Derivation, which imports this
 # module: named here only in words, so the package has no import cycle).
@@ -104,9 +104,6 @@ def operation(kind: str, family: str, grammar: str = "", **how) -> Callable:
 
 def classify(node: ast.expr) -> Op | None:
     """The operation `node` is, or None when no rule has it."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and code(node.left) == code(node.right):
-        # x * x reads x twice, but a teacher writes its derivative once, 2 * x: it is x's square
-        return Op("square", (node.left,))
     if isinstance(node, (ast.BinOp, ast.UnaryOp)):
         entry = _by("operator").get(type(node.op))
         if entry is None:
@@ -375,6 +372,12 @@ def identity(site: Site, op: Op) -> list[Edge]:
 @operation("mul", ARITHMETIC, "a * b", operator=ast.Mult)
 def mul(site: Site, op: Op) -> list[Edge]:
     ctx, g = site.ctx, site.g
+    a, b = op.operands
+    if code(a) == code(b) and ctx.is_diff(a):
+        # x * x reads x twice, but a teacher writes its derivative once, 2 * x (an L2 penalty's): one term
+        return [Edge(a, Product(2) * _local(a, ctx) * g, f"{code(a)} * {code(a)} is {_words(a)} squared: local "
+                                                          f"derivative 2 * {_words(a)}",
+                     (("missed-factor", missed_factor(_words(a), ctx.consumer, 2), _local(a, ctx) * g),))]
     edges = []
     for x, other in (op.operands, op.operands[::-1]):
         slips = [("mul-local", f"leaves out the local derivative {_words(other)} of the product", g)]

@@ -91,7 +91,15 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log,
     from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, LimitOutput, OverwriteKernelspec
 
-    from grader.lms.nbgrader import Deduplicate, RestoreCells, fill_grade_cells, record, set_flagged, transaction
+    from grader.lms.nbgrader import (
+        Deduplicate,
+        RestoreCells,
+        drop_feedback,
+        fill_grade_cells,
+        record,
+        set_flagged,
+        transaction,
+    )
     from grader.lms.student_html import unsafe_name
 
     # Made absolute, never resolved: a student's notebook linked to a classmate's must be recorded (as
@@ -134,4 +142,7 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log,
             set_flagged(gb, notebook_id, assignment, student)
         autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
         _write_notebook(nb, autograded / path.name)
+    said = drop_feedback(coursedir, student, assignment)
+    if said:
+        log(said)
     return True

@@ -384,6 +384,11 @@ class GradeInSandbox(NbGraderPreprocessor):
         why = unsafe_name(info["student"])
         if why:  # nbgrader then records no grade, and formgrader has no page of it to show
             raise ValueError(f"not graded: the student id {why}")
+        from nbgrader.coursedir import CourseDirectory
+
+        said = drop_feedback(CourseDirectory(config=self.config), info["student"], info["assignment"])
+        if said:
+            self.log.warning(safe_text.terminal(said))
         course = load(self.course)
         if self.allow_weaker_sandbox:
             course = weaker_course(course)
@@ -411,6 +416,17 @@ class GradeInSandbox(NbGraderPreprocessor):
             feedback_page.write(Path(self.results), result)
         fill_grade_cells(nb, result, page=self.feedback_page, title=f"{info['assignment']}/{info['notebook']}")
         return nb, resources
+
+
+def drop_feedback(coursedir, student: str, assignment: str) -> str:
+    """A submission graded again: its feedback of the earlier grading goes, so that release_feedback cannot
+    hand the student a page whose scores are no longer theirs, and generate_feedback (which passes over a
+    student whose feedback folder exists) makes it again. What to tell the grader, or "" where there was none."""
+    folder = Path(coursedir.format_path(coursedir.feedback_directory, student, assignment))
+    if not folder.is_dir() or folder.is_symlink():
+        return ""
+    shutil.rmtree(folder)
+    return f"{student}: removed {folder}, the feedback of an earlier grading: run nbgrader generate_feedback again"
 
 
 class PerGradeIdExport(ExportPlugin):
