@@ -93,3 +93,32 @@ def test_a_product_that_does_not_fit_inside_the_function_names_the_line_not_the_
         output = tests[grade_id].output
         assert "whose shape is the gradient that line computes" in output, output
         assert "b1's" not in output and "W1's" not in output, output
+
+
+@pytest.mark.parametrize("off, passes", [(3e-8, True), (2e-7, False)])
+def test_final_parameters_get_the_tolerance_their_steps_add_up_to(off, passes):
+    """Each SGD step may move a parameter by lr times a gradient error the per-gradient check accepts: after
+    50 steps at 0.1 those add up to 5 atol. With atol itself, a float32 one-hot (every gradient right to
+    ~3e-9) failed the final parameters on one hidden configuration in five (an instructor's trial); an error
+    beyond what the steps add up to still fails."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from grader.judge.exam import CHAIN
+    from grader.judge.suite import Wrong
+    from grader.judge.verdicts import judge_training
+
+    network = EXERCISE.network
+    training = SimpleNamespace(config=SimpleNamespace(name="t"), losses=torch.linspace(3.0, 2.0, 50), lr=0.1,
+                               final={p: torch.zeros(3, dtype=torch.float64) for p in network.parameters})
+    outcome = SimpleNamespace(status="tensor", tensor=training.losses.clone(), detail={},
+                              extra={p: torch.full((3,), off, dtype=torch.float64) for p in network.parameters})
+    graded = SimpleNamespace(submission=SimpleNamespace(error=None, problems={}, refused={}),
+                             attempt=SimpleNamespace(error=None, outcomes={
+                                 (EXERCISE.training.grade_id, CHAIN, "t"): outcome}))
+    if passes:
+        assert judge_training(graded, training, COURSE).text == "50 training steps match autograd"
+    else:
+        with pytest.raises(Wrong, match="the final parameters differ"):
+            judge_training(graded, training, COURSE)

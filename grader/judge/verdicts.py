@@ -15,7 +15,7 @@ from grader.exercise import FUNCTION, FUSED, NAMESPACE, Answer, Exercise
 from grader.judge.compare import compare, outcome_text
 from grader.judge.compare import judge as judge_answer
 from grader.judge.diagnose import counterpart
-from grader.judge.exam import CHAIN, Case
+from grader.judge.exam import CHAIN, Case, trajectory_atol
 from grader.judge.suite import Note, Wrong
 
 
@@ -173,7 +173,8 @@ def judge_training(submission, training, course) -> Note:
     if mine.shape != theirs.shape or not torch.allclose(mine.to(theirs.dtype), theirs, rtol=tol.rtol, atol=tol.atol):
         raise Wrong(f"training diverges from autograd: over {steps} steps from one init, the losses with your "
                     "gradients differ from those with autograd's")
-    if not all(compare(outcome.extra[name], training.final[name], rtol=tol.rtol, atol=tol.atol).passed
+    atol = trajectory_atol(tol.atol, training.lr, steps)
+    if not all(compare(outcome.extra[name], training.final[name], rtol=tol.rtol, atol=atol).passed
                for name in exercise.network.parameters):
         raise Wrong(f"after {steps} training steps the losses agree with autograd's but the final parameters "
                     "differ")

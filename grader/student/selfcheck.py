@@ -44,7 +44,17 @@ from grader.judge import neighbourhood
 from grader.judge.compare import NOTEBOOK, compare, judge
 from grader.judge.configs import Config, generate
 from grader.judge.diagnose import name as name_mistake
-from grader.judge.exam import CHAIN, LOCAL, autograd_steps, case_of, checks, prepare, prepare_training, steps_of
+from grader.judge.exam import (
+    CHAIN,
+    LOCAL,
+    autograd_steps,
+    case_of,
+    checks,
+    prepare,
+    prepare_training,
+    steps_of,
+    trajectory_atol,
+)
 from grader.sandbox import protocol, static_check
 from grader.vocabulary import SETUP_FIRST as SETUP
 from grader.vocabulary import Match, Status
@@ -1093,7 +1103,7 @@ class SelfCheck:
         mine, final = ran
         changes = sorted(self._changes_given)
         losses, expected, _ = autograd_steps(network, start, steps, lr)
-        differs = self._differs(mine, final, losses, expected)
+        differs = self._differs(mine, final, losses, expected, lr)
         if differs:
             return f"WRONG: {differs}{self._first_wrong_gradient(function, start, steps, lr)}"
         alone = self._training_alone(lr, len(steps))
@@ -1167,15 +1177,17 @@ class SelfCheck:
             params = _step(params, grads, lr)
         return ""
 
-    def _differs(self, mine: torch.Tensor, final: dict, losses: torch.Tensor, expected: dict) -> str | None:
+    def _differs(self, mine: torch.Tensor, final: dict, losses: torch.Tensor, expected: dict,
+                 lr: float) -> str | None:
         """Where the student's run parts from autograd's, judged as the grader judges it."""
         tol = self.tolerance
+        atol = trajectory_atol(tol.atol, lr, len(losses))
         for step, (a, b) in enumerate(zip(mine.tolist(), losses.tolist(), strict=True), start=1):
             if abs(a - b) > tol.atol + tol.rtol * abs(b):
                 return (f"diverges from autograd at step {step}: loss {a:.6f} with your gradients, {b:.6f} with "
                         "autograd's")
         for name, value in expected.items():
-            comparison = compare(final[name], value, rtol=tol.rtol, atol=tol.atol)
+            comparison = compare(final[name], value, rtol=tol.rtol, atol=atol)
             if not comparison.passed:
                 return (f"after {len(losses)} steps the losses agree but {name} differs from autograd's: "
                         f"{comparison.message}")
@@ -1201,7 +1213,7 @@ class SelfCheck:
             if isinstance(ran, str):
                 failed = ran.removeprefix("WRONG: ")
             else:
-                failed = self._differs(ran[0], ran[1], training.losses, training.final)
+                failed = self._differs(ran[0], ran[1], training.losses, training.final, lr)
             if failed:
                 sizes = ", ".join(f"{k}={v}" for k, v in case.config.sizes.items())
                 return (f"run on its own ({function.name}'s cell with only torch and F) on a batch of other sizes "
