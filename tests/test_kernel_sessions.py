@@ -276,6 +276,22 @@ def trial_a_cell_edited_and_saved_but_not_run_is_named(kernel):
         kernel.run("dlogprobs", wrong)
         assert "WRONG" in kernel.check("dlogprobs")
 
+        # The fifth trial: exercise 4's function edited and saved, not run: its per-tensor lines said so, but the
+        # training line (the most points) judged the kernel's code, and said it matched autograd.
+        save(CELLS["dlogprobs"])
+        kernel.run("dlogprobs")
+        for cell in ("setup_ex4_forward", "ex4_backward", "setup_ex4_check"):
+            kernel.run(cell)
+        time.sleep(0.05)
+        nb = nbformat.from_dict(SOLVED)
+        edited = CELLS["ex4_backward"].replace("    dW2 = h.T @ dlogits\n", "    dW2 = h.T @ dlogits * 2\n")
+        assert edited != CELLS["ex4_backward"]
+        next(c for c in nb.cells if c.get("id") == "ex4_backward").source = edited
+        nbformat.write(nb, path)
+        kernel.run("setup_ex4_check")
+        out = kernel.run("check_ex4_training")[0]
+        assert out.startswith("training       | not checked: ex4_backward's cell was edited after it last ran"), out
+
         kernel.run("scratch", "del __session__\n")
 
 
@@ -672,7 +688,9 @@ def trial4_what_a_cell_did_is_told_as_it_happened(kernel):
                                                              "dbngain = (bnraw * dhpreact).sum(0)"))
     kernel.run("setup_ex4_check")
     line = kernel.check("ex4_dbngain")
-    assert "yours: n_hidden" not in line and "the lecture's: n_hidden=64" in line, line
+    # exercise 4's network is not the lecture's 64 hidden neurons: no size of the lecture's is quoted for it
+    assert "on the self-check's own batch, where n_hidden=" in line and "n_hidden=64" not in line, line
+    assert "yours: " not in line and "the lecture's" not in line, line
     written = "dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, num_classes=logits.shape[1])) / n"
     assert written in CELLS["ex4_backward"]
     kernel.run("ex4_backward", CELLS["ex4_backward"].replace(written, EX4_LOGITS_IN_PLACE))

@@ -280,10 +280,10 @@ def _batch(case, probe, text: str) -> str:
     shown = [k for k, v in case.config.sizes.items() if v in quoted]
     if not shown:
         return " (on the self-check's own batch)"
-    # The unscored batch is the student's own where the self-check has their forward pass; else (a function's
-    # answer, whose network the notebook may build at other sizes) the lecture's.
-    whose = "yours" if probe is not None and probe.config.name == NOTEBOOK else "the lecture's"
-    also = f"; {whose}: {sizes(probe, shown)}" if probe is not None else ""
+    # The student's own sizes beside them where the self-check has their forward pass; a function's answer
+    # runs on a network the notebook builds at sizes of its own (exercise 4's 200 hidden neurons), which
+    # the lecture's would misquote: there the batch is said to be the self-check's alone.
+    also = f"; yours: {sizes(probe, shown)}" if probe is not None and probe.config.name == NOTEBOOK else ""
     return f" (on the self-check's own batch, where {sizes(case, shown)}{also})"
 
 

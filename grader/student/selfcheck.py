@@ -1380,6 +1380,12 @@ class NotebookCheck:
         if missing:
             print(f"{'training':<15s}| {self._missing(found, function, missing[0])}")
             return
+        # The run would be of the code the kernel holds, which the grader never sees once the cell is edited
+        answer = next(a for a in found.exercise.answers if found.exercise.function_of(a) is function)
+        edited = found.edited(answer)
+        if edited:
+            print(f"{'training':<15s}| {edited}")
+            return
         found.training(namespace[function.name], namespace[start], namespace[batches], lr=lr)
 
     @staticmethod
