@@ -291,6 +291,17 @@ def trial_a_cell_edited_and_saved_but_not_run_is_named(kernel):
         kernel.run("setup_ex4_check")
         out = kernel.run("check_ex4_training")[0]
         assert out.startswith("training       | not checked: ex4_backward's cell was edited after it last ran"), out
+        # Its return line lost: every line said "not attempted yet", of a function written out in full.
+        no_return = CELLS["ex4_backward"].rsplit("    return ", 1)[0]
+        assert "def manual_backward" in no_return and "return" not in no_return.split("def manual_backward")[1]
+        next(c for c in nb.cells if c.get("id") == "ex4_backward").source = no_return
+        nbformat.write(nb, path)
+        kernel.run("ex4_backward", no_return)
+        kernel.run("setup_ex4_check")
+        said = "WRONG: manual_backward returns nothing: its cell has no `return` line"
+        assert kernel.check("ex4_dC").startswith(f"ex4_dC         | {said}"), kernel.check("ex4_dC")
+        out = kernel.run("check_ex4_training")[0]
+        assert out.startswith(f"training       | {said}"), out
 
         kernel.run("scratch", "del __session__\n")
 

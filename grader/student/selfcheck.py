@@ -1360,6 +1360,10 @@ class NotebookCheck:
         if not isinstance(leaves, dict) or not isinstance(leaves.get(answer.source), torch.Tensor):
             return f"{label} not checked: run the cell after {function.name}'s, which calls it, first"
         returned = namespace.get(answers or "")
+        if returned == {}:
+            unreturned = NotebookCheck._returns_nothing(found, function, answer)
+            if unreturned:
+                return f"{label} WRONG: {unreturned}"
         verdict = found.line(answer.grade_id, returned.get(answer.variable) if isinstance(returned, dict) else None,
                              leaves[answer.source])
         if returned is None and "WRONG" not in verdict:
@@ -1367,6 +1371,27 @@ class NotebookCheck:
             return (f"{label} not checked: {answers} is not set: the cell that calls {function.name} stopped with an "
                     "error (its output names it): run the cells above it that it needs, then it again")
         return verdict
+
+    @staticmethod
+    def _returns_nothing(found: SelfCheck, function, answer: Answer) -> str:
+        """A function written out but without its `return` line (the notebook's call then hands the checks
+        no gradient, as the grader finds none): what to say, or "" where the function returns something, is
+        still the template's blank, or its code is not known."""
+        located = found.located(answer)
+        try:
+            tree = ast.parse(located[0]) if located else None
+        except SyntaxError:
+            return ""
+        defined = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+                   and node.name == function.name] if tree else []
+        if not defined:
+            return ""
+        body = defined[-1].body
+        if any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(defined[-1])) or \
+                not any(isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign)) for statement in body):
+            return ""
+        return (f"{function.name} returns nothing: its cell has no `return` line, so neither this check nor the "
+                "grader finds any gradient from it; end it by returning the gradients, as the template did")
 
     def training(self, namespace: dict, *, start: str, batches: str, lr: float) -> None:
         """The whole-run check, SelfCheck.training, with the exercise's function, the start and the
@@ -1383,8 +1408,9 @@ class NotebookCheck:
         # The run would be of the code the kernel holds, which the grader never sees once the cell is edited
         answer = next(a for a in found.exercise.answers if found.exercise.function_of(a) is function)
         edited = found.edited(answer)
-        if edited:
-            print(f"{'training':<15s}| {edited}")
+        unreturned = self._returns_nothing(found, function, answer)
+        if edited or unreturned:
+            print(f"{'training':<15s}| {edited or f'WRONG: {unreturned}'}")
             return
         found.training(namespace[function.name], namespace[start], namespace[batches], lr=lr)
 
