@@ -766,6 +766,38 @@ def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code
         in dlogits_after, dlogits_after
 
 
+def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
+    """The fifth trial: exercise 3's answer run before the read-only cell that sets its dhpreact was sent back
+    to exercise 1 (F); after a restart, a cell reading dh was told it read dlogprobs, and to answer it, though
+    the saved notebook held every answer (K)."""
+    kernel.restart()
+    setup(kernel, full=True)
+    _, _, error = kernel.run("ex3_dhprebn")
+    assert error == "NameError"
+    line = kernel.check("ex3_dhprebn")
+    assert line == ("ex3_dhprebn    | dhpreact is not assigned: the read-only cell just above this answer sets it "
+                    "(autograd's value, so that an earlier exercise cannot spoil this one): run that cell, then this "
+                    "answer cell; with the true dhpreact this cell is right"), line
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "backprop_ninja.ipynb"
+        nbformat.write(nbformat.from_dict(SOLVED), path)  # every answer saved, none run since the restart
+        kernel.run("scratch", f"__session__ = {str(path)!r}\n")
+        _, _, error = kernel.run("dhpreact")
+        assert error == "NameError"
+        line = kernel.check("dhpreact")
+        assert line == ("dhpreact       | dh above is not assigned (its cell never ran, or stopped with an error); "
+                        "with the true dh this cell is right"), line
+        # Run All with dlogprobs left blank: a cell two answers down reads an empty dprobs, not dlogprobs
+        kernel.run("dlogprobs", "dlogprobs = None  # TODO\n")
+        for cell in ("dprobs", "dcounts_sum_inv"):
+            kernel.run("scratch", f"globals().pop({cell!r}, None)\n")
+            assert kernel.run(cell)[2] is not None, cell
+        line = kernel.check("dcounts_sum_inv")
+        assert line == ("dcounts_sum_inv| dlogprobs above is not attempted yet (dprobs, computed from it, is wrong "
+                        "too); with the true dprobs this cell is right"), line
+        kernel.run("scratch", "del __session__\n")
+
+
 def test_scripted_student_sessions():
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does."""
@@ -789,7 +821,8 @@ def test_scripted_student_sessions():
                         trial_exercise_4_wrong_keys_and_stale_gradients,
                         trial3_a_blank_answer_above_and_a_forward_name_reassigned_are_named,
                         trial_without_cell_ids_after_a_restart,
-                        trial4_what_a_cell_did_is_told_as_it_happened):
+                        trial4_what_a_cell_did_is_told_as_it_happened,
+                        trial5_a_stopped_cell_names_what_it_read_and_what_to_do):
             session(kernel)
     finally:
         kernel.close()

@@ -39,7 +39,7 @@ from typing import NamedTuple
 import torch
 
 from grader.course import Policy, Tolerance
-from grader.exercise import ATOMIC, DEFAULT, FUNCTION, NAMESPACE, Answer, Exercise, load
+from grader.exercise import ATOMIC, DEFAULT, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, load
 from grader.judge import neighbourhood
 from grader.judge.compare import NOTEBOOK, compare, judge
 from grader.judge.configs import Config, generate
@@ -921,6 +921,11 @@ class SelfCheck:
             return self._failed(failures[CHAIN], failures.get(LOCAL)) + self._written_sizes(failures[CHAIN], source)
         if not comparison.passed and notebook is not None:
             chain = self._wrong_upstream(answer, source, notebook)
+            if chain and answer.kind == FUSED:  # its upstream is the read-only cell's, never an earlier exercise's
+                state = "is not assigned" if chain[0] not in self.namespace else "is not autograd's"
+                return (f"{chain[0]} {state}: the read-only cell just above this answer sets it (autograd's value, so "
+                        f"that an earlier exercise cannot spoil this one): run that cell, then this answer cell; with "
+                        f"the true {chain[0]} this cell is right")
             if chain:
                 upstream, first = chain[0], chain[-1]
                 blocked = self._blocked(first, answer)
@@ -1266,12 +1271,17 @@ class NotebookCheck:
             verdict = found.line(grade_id, None, tensor)
             if "WRONG" in verdict:
                 return verdict
-            blank = self._blank_upstream(found.exercise, answer, namespace)
-            if blank is not None:
-                state = "is not attempted yet" if blank in namespace else "is not assigned either"
-                return (f"{label} not checked: {answer.variable} is not assigned: its answer cell stopped with an "
-                        f"error when it last ran, reading {blank} above, which {state}: answer {blank}, then run the "
-                        f"cells from {blank}'s down to this one")
+            if answer.kind == FUSED:
+                given = next((g for g in answer.local_upstream if namespace.get(g) is None), None)
+                if given is not None:  # a fused cell's upstream comes from the read-only cell above it
+                    return (f"{label} not checked: {answer.variable} is not assigned: its answer cell stopped with an "
+                            f"error when it last ran, reading {given}, which the read-only cell just above it sets "
+                            f"(autograd's value, so that an earlier exercise cannot spoil this one): run that cell, "
+                            "then the answer cell again")
+            upstream = self._blank_upstream(found.exercise, answer, namespace)
+            if upstream is not None:
+                return f"{label} not checked: {answer.variable} is not assigned: " + \
+                    self._stopped_at(found, namespace, *upstream)
             elsewhere = self._assigns_instead(found, answer)
             if elsewhere:
                 return f"{label} not checked: {answer.variable} is not assigned: {elsewhere}"
@@ -1312,16 +1322,30 @@ class NotebookCheck:
         return "its answer cell stopped with an error when it last ran; run the cells above it, then it"
 
     @staticmethod
-    def _blank_upstream(exercise: Exercise, answer: Answer, namespace: dict) -> str | None:
-        """The first answer up the chain the cell reads that holds nothing (blank, or never assigned): why
-        a cell that reads it stopped, and every cell below it (Run All with one answer left blank)."""
-        first = None
+    def _blank_upstream(exercise: Exercise, answer: Answer, namespace: dict) -> tuple[str, str] | None:
+        """(the answer the cell reads that holds nothing, the first such one up the chain from it): why a
+        cell that reads it stopped, and every cell below it (Run All with one answer left blank)."""
+        read = first = None
         while True:
             blank = next((g for g in answer.local_upstream if namespace.get(g) is None), None)
             answer = next((a for a in exercise.answers if a.kind == ATOMIC and a.variable == blank), None)
             if answer is None:
-                return first
-            first = blank
+                return None if first is None else (read, first)
+            read, first = read or blank, blank
+
+    @staticmethod
+    def _stopped_at(found: SelfCheck, namespace: dict, read: str, first: str) -> str:
+        """Why the cell stopped, reading `read`, empty as the answers above it are up to `first`: to answer
+        where `first`'s cell is still blank (or not known), to run where it holds an answer the kernel has not
+        run (after a restart)."""
+        answer = next(a for a in found.exercise.answers if a.kind == ATOMIC and a.variable == first)
+        saved = _saved_code(namespace, answer.cell_id)
+        do = "answer" if first in namespace or saved is None or _blank(saved[0]) else "run the cell of"
+        state = "is not attempted yet" if first in namespace else "is not assigned either"
+        above = f"{read} above, which {state}" if read == first else \
+            f"{read} above, which is not assigned either, nor are the answers above it up to {first}"
+        return (f"its answer cell stopped with an error when it last ran, reading {above}: {do} {first}, then run "
+                f"the cells from {first}'s down to this one")
 
     @staticmethod
     def _misnamed(found: Exercise, answer: Answer, namespace: dict) -> str:
