@@ -500,3 +500,22 @@ def test_a_slip_is_named_once_in_the_note_and_its_sentence_names_each_use_once()
     from grader import derive
     sentences = [s.sentence for g in derive.for_exercise(ex.load(f"{CS231N}:EXERCISE")) for s in g.slips()]
     assert not [s for s in sentences if re.search(r"in (\w+) and in \1\b|in (\w+), in \2\b", s)], sentences
+
+
+def test_a_kernel_that_fails_is_tried_again_and_then_said_to_be_jupyters(monkeypatch, tmp_path):
+    """An instructor's trial: a kernel that died before replying (a loaded machine) made exercise check fail
+    the exercise; the next run passed. Once is tried again; twice is the machine's fault, said as such."""
+    failures = iter([RuntimeError("Kernel died before replying to kernel_info")])
+
+    def ran(path, folder):
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return nbformat.v4.new_notebook()
+
+    monkeypatch.setattr(dry_run, "_ran", ran)
+    assert isinstance(dry_run.ran_or_why(tmp_path / "solved.ipynb", tmp_path), nbformat.NotebookNode)
+    monkeypatch.setattr(dry_run, "_ran", lambda path, folder: (_ for _ in ()).throw(RuntimeError("no kernel")))
+    said = dry_run.ran_or_why(tmp_path / "solved.ipynb", tmp_path)
+    assert said.endswith("Run All of solved could not run, twice: the Jupyter kernel failed (RuntimeError: no "
+                         "kernel), a fault of this machine's Jupyter, not of the exercise: run exercise check again")

@@ -270,6 +270,19 @@ def _ran(path: Path, folder: Path) -> nbformat.NotebookNode:
     return nb
 
 
+def ran_or_why(path: Path, folder: Path) -> nbformat.NotebookNode | str:
+    """`_ran`, or the problem to report. A kernel that did not start or died (on a loaded machine, now and
+    then) is tried once more: a notebook's own errors never raise there (its cells run on past them), so
+    what raises is Jupyter's, a fault of the machine the instructor is to hear as such, not as the exercise's."""
+    for _ in range(2):
+        try:
+            return _ran(path, folder)
+        except Exception as exc:  # noqa: BLE001 - said for this notebook; the others go on
+            failed = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return (f"{SELF_CHECK}: Run All of {path.stem} could not run, twice: the Jupyter kernel failed ({failed}), a "
+            "fault of this machine's Jupyter, not of the exercise: run exercise check again")
+
+
 def _check_lines(nb: nbformat.NotebookNode) -> dict[str, str]:
     """What each check line says, by the label it opens with (a grade id, or `training`)."""
     said = {}
@@ -294,10 +307,7 @@ def _self_check(target: Path, course, made: dict[str, Path], graded: Scores,
     training = course.exercise.training.grade_id if course.exercise.training else None
 
     def run(stem: str) -> nbformat.NotebookNode | str:
-        try:
-            return _ran(made[stem], folder)
-        except Exception as exc:  # a kernel that died or timed out: said for this notebook, the others go on
-            return f"{SELF_CHECK}: Run All of {stem} in a kernel failed: {type(exc).__name__}: {str(exc)[:200]}"
+        return ran_or_why(made[stem], folder)
 
     with ThreadPoolExecutor(max_workers=default_jobs()) as pool:
         ran = dict(zip(made, pool.map(run, made), strict=True))
