@@ -281,8 +281,8 @@ def _batch(case, probe, text: str) -> str:
     if not shown:
         return " (on the self-check's own batch)"
     # The student's own sizes beside them where the self-check has their forward pass; a function's answer
-    # runs on a network the notebook builds at sizes of its own (exercise 4's 200 hidden neurons), which
-    # the lecture's would misquote: there the batch is said to be the self-check's alone.
+    # runs on a network the notebook may build at sizes of its own (a bigger one to train), which the
+    # lecture's would misquote: there the batch is said to be the self-check's alone.
     also = f"; yours: {sizes(probe, shown)}" if probe is not None and probe.config.name == NOTEBOOK else ""
     return f" (on the self-check's own batch, where {sizes(case, shown)}{also})"
 

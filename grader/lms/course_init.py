@@ -264,8 +264,8 @@ def _own_course_text(text: str, exercise_file: Path, attribute: str, exercise: E
     points = dict(exercise.settings.get("points", {})) or dict.fromkeys(exercise.grade_ids, 1)
     for key, value in (("assignment", exercise.assignment), ("notebook", exercise.notebook)):
         text = re.sub(rf"(?m)^{key}:.*$", f"{key}: {value}", text)
-    # The lecture's words (its names.txt, its exercise 4, its db1) are not this exercise's: its data are
-    # drawn by its own lines, and a training check is said only where it has one.
+    # The lecture's words (its data file, its training check's number, its bias example) are not this
+    # exercise's: its data are drawn by its own lines, and a training check is said only where it has one.
     text = _without_setting(text, "data")
     training = exercise.training
     text = _without_setting(text, "training") if training is None else re.sub(
