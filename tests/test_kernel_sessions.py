@@ -795,6 +795,27 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         line = kernel.check("dcounts_sum_inv")
         assert line == ("dcounts_sum_inv| dlogprobs above is not attempted yet (dprobs, computed from it, is wrong "
                         "too); with the true dprobs this cell is right"), line
+        # The saved notebook as the grader will read it: a deleted answer cell, a copy with other code, a copy
+        # of the same code, and a file a `git pull` left unreadable (C, D and L of the trial).
+        answered(kernel, EX1[:10])
+        assert right(kernel.check("dW2"))
+        nb = nbformat.from_dict(SOLVED)
+        index = next(i for i, c in enumerate(nb.cells) if c.get("id") == "dW2")
+        saved = nb.cells[index]
+        del nb.cells[index]
+        nbformat.write(nb, path)
+        assert kernel.check("dW2").startswith("dW2            | WRONG: your saved notebook has no dW2 answer cell "
+                                              "(deleted?), so the grader finds no answer"), kernel.check("dW2")
+        copy = nbformat.from_dict({**saved, "id": "copied-cell", "source": "dW2 = h.T @ dlogits * 1.0\n"})
+        nb.cells[index:index] = [saved, copy]
+        nbformat.write(nb, path)
+        assert "holds 2 copies of the dW2 answer cell (a copied cell keeps its grade id) with different code" in \
+            kernel.check("dW2")
+        nb.cells[index + 1] = nbformat.from_dict({**saved, "id": "copied-cell"})
+        nbformat.write(nb, path)
+        assert right(kernel.check("dW2"))
+        path.write_text("<<<<<<< HEAD\n" + path.read_text())
+        assert right(kernel.check("dW2"))
         kernel.run("scratch", "del __session__\n")
 
 

@@ -413,14 +413,34 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
 def _saved_code(namespace: dict, cell_id: str) -> tuple[str, float] | None:
     """(the cell's code in the notebook's file, when the file was saved), where the front end names the
     file: jupyter_server's kernels have it as `__session__`, VS Code's as `__vsc_ipynb_file__`."""
+    found = _saved_notebook(namespace)
+    if found is None:
+        return None
+    cells, saved = found
+    return next(((code, saved) for found, code in cells if found == cell_id), None)
+
+
+def _saved_notebook(namespace: dict) -> tuple[tuple[tuple[str, str], ...], float] | None:
+    """(the notebook file's code cells, when it was saved), where the front end names the file and it reads
+    as a notebook (a file a `git pull` left with conflict markers says nothing of the answers)."""
     named = namespace.get("__session__") or namespace.get("__vsc_ipynb_file__")
     if not isinstance(named, str) or not named.endswith(".ipynb"):
         return None
     path = next((p for p in (Path(named), Path.cwd() / Path(named).name) if p.is_file()), None)
     if path is None:
         return None
-    saved = path.stat().st_mtime
-    return next(((code, saved) for found, code in _saved_cells(str(path), saved) if found == cell_id), None)
+    try:
+        saved = path.stat().st_mtime
+        return _saved_cells(str(path), saved), saved
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+
+
+def _saved_answers(namespace: dict, cell_id: str) -> list[str] | None:
+    """The code of every cell of the saved notebook that is answer cell `cell_id` (a copied cell keeps its
+    grade id), none where it was deleted; None where no saved notebook is known."""
+    found = _saved_notebook(namespace)
+    return None if found is None else [code for found_id, code in found[0] if found_id == cell_id]
 
 
 @functools.lru_cache(maxsize=4)
@@ -1255,6 +1275,9 @@ class NotebookCheck:
             edited = found.edited(answer)
             if edited:
                 return f"{label} {edited}"
+            copies = self._copies(answer, namespace)
+            if copies:
+                return f"{label} WRONG: {copies}"
             if answer.kind == FUNCTION:
                 return self._function_line(found, answer, namespace, answers, gradients_of)
             tensor = namespace.get(answer.source)
@@ -1290,6 +1313,32 @@ class NotebookCheck:
             return f"{label} not checked: {answer.variable} is not assigned: {self._unassigned(found, answer)}"
         except Exception as exc:  # a check cell never raises, whatever the notebook holds
             return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
+
+    @staticmethod
+    def _copies(answer: Answer, namespace: dict) -> str:
+        """What the grader finds of the answer's cell in the saved notebook, where that is not one answer: the
+        cell deleted, or copied (the copy keeps its grade id) with other code in a copy. Copies of the same
+        code, or emptied to comments, are one answer, as the grader takes them. "" where it is one answer or
+        no saved notebook is known: the kernel's value is then what there is to judge."""
+        saved = _saved_answers(namespace, answer.cell_id)
+        if saved is None:
+            return ""
+        if not saved:
+            return (f"your saved notebook has no {answer.cell_id} answer cell (deleted?), so the grader finds no "
+                    f"answer for it and gives nothing, whatever the kernel holds: restore the cell (Edit > Undo "
+                    "Cell Operation, or copy it from the released notebook) and save")
+
+        def meant(code: str) -> bool:
+            try:
+                return bool(ast.parse(code).body)
+            except SyntaxError:
+                return True
+        kept = [code for code in saved if meant(code)]
+        if any(not _same_code(code, kept[0]) for code in kept[1:]):
+            return (f"your saved notebook holds {len(saved)} copies of the {answer.cell_id} answer cell (a copied "
+                    "cell keeps its grade id) with different code: the grader cannot tell which is your answer and "
+                    "gives nothing for it: delete the copies you do not mean, keeping one, and save")
+        return ""
 
     @staticmethod
     def _assigns_instead(found: SelfCheck, answer: Answer) -> str | None:
