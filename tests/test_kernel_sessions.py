@@ -816,6 +816,16 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         assert right(kernel.check("dW2"))
         path.write_text("<<<<<<< HEAD\n" + path.read_text())
         assert right(kernel.check("dW2"))
+        # An earlier run of a cell left n at 3 (G): a right cell was called WRONG, "all zeros", with no word of n.
+        kernel.run("scratch", "n = Xb.shape[1]\n")
+        kernel.run("dlogprobs")
+        assert kernel.check("dlogprobs") == (
+            "dlogprobs      | not checked: your n is 3, but the forward pass's is 32 (n = Xb.shape[0]): a cell "
+            "assigned n since; set it back (run `n = Xb.shape[0]`), then re-run the answer cells that read it and "
+            "this check")
+        kernel.run("scratch", "n = Xb.shape[0]\n")
+        kernel.run("dlogprobs")
+        assert right(kernel.check("dlogprobs"))
         kernel.run("scratch", "del __session__\n")
 
 

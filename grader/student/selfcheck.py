@@ -1278,6 +1278,9 @@ class NotebookCheck:
             copies = self._copies(answer, namespace)
             if copies:
                 return f"{label} WRONG: {copies}"
+            rebound = self._rebound_size(found.exercise, namespace)
+            if rebound:
+                return f"{label} not checked: {rebound}"
             if answer.kind == FUNCTION:
                 return self._function_line(found, answer, namespace, answers, gradients_of)
             tensor = namespace.get(answer.source)
@@ -1313,6 +1316,25 @@ class NotebookCheck:
             return f"{label} not checked: {answer.variable} is not assigned: {self._unassigned(found, answer)}"
         except Exception as exc:  # a check cell never raises, whatever the notebook holds
             return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
+
+    @staticmethod
+    def _rebound_size(exercise: Exercise, namespace: dict) -> str:
+        """A size the notebook's forward pass defines from a tensor (`n = Xb.shape[0]`) that a cell has since
+        assigned another value: every answer reading it is then computed at the wrong size, however right its
+        code, and the grader, which sets the sizes itself, grades that code right."""
+        for size, code in exercise.network.sizes.items():
+            value = namespace.get(size)
+            if not isinstance(value, int) or isinstance(value, bool):
+                continue
+            try:
+                expected = eval(compile(code, "<size>", "eval"), {"__builtins__": {}}, dict(namespace))  # noqa: S307
+            except Exception:  # noqa: BLE001 - the forward pass not run yet: the other lines say what to run
+                continue
+            if isinstance(expected, int) and expected != value:
+                return (f"your {size} is {value}, but the forward pass's is {expected} ({size} = {code}): a cell "
+                        f"assigned {size} since; set it back (run `{size} = {code}`), then re-run the answer cells "
+                        "that read it and this check")
+        return ""
 
     @staticmethod
     def _copies(answer: Answer, namespace: dict) -> str:
