@@ -826,6 +826,11 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         kernel.run("scratch", "n = Xb.shape[0]\n")
         kernel.run("dlogprobs")
         assert right(kernel.check("dlogprobs"))
+        # A parameter rebound in an answer cell (H): the check raised on the kernel's transposed W2.
+        kernel.run("dh", "W2 = W2.T\ndh = dlogits @ W2\n")
+        assert kernel.check("dh").startswith("dh             | not checked: your W2 is not the parameter the forward "
+                                             "pass read any more: a cell assigned W2 = ..."), kernel.check("dh")
+        setup(kernel)
         kernel.run("scratch", "del __session__\n")
 
 

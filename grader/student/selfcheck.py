@@ -1334,6 +1334,13 @@ class NotebookCheck:
                 return (f"your {size} is {value}, but the forward pass's is {expected} ({size} = {code}): a cell "
                         f"assigned {size} since; set it back (run `{size} = {code}`), then re-run the answer cells "
                         "that read it and this check")
+        # A parameter is a leaf the forward pass read; `W2 = W2.T` in an answer cell leaves a computed tensor
+        rebound = [p for p in exercise.network.parameters
+                   if isinstance(namespace.get(p), torch.Tensor) and not namespace[p].is_leaf]
+        if rebound:
+            return (f"your {rebound[0]} is not the parameter the forward pass read any more: a cell assigned "
+                    f"{rebound[0]} = ... (an answer cell may read a parameter, never assign it): take that line out, "
+                    "re-run the setup cells from the parameters' down, then the answer cells and this check")
         return ""
 
     @staticmethod
