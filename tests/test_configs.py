@@ -231,3 +231,24 @@ def test_the_local_check_is_not_the_chain_check(batch):
             answer = EXERCISE.by_grade_id[grade_id]
             assert local.shape == case.expected(answer, CHAIN).shape
             assert not torch.allclose(local, case.expected(answer, CHAIN), rtol=TOL.rtol, atol=TOL.atol), grade_id
+
+
+def test_narrow_ranges_draw_configurations_unlike_each_other(tmp_path):
+    """An instructor's transformer: two of the exercise check's four configurations drew the same sizes, so
+    three were tried where four were meant. Where the ranges hold enough, no two configurations are alike."""
+    path = tmp_path / "narrow.py"
+    path.write_text('''from grader.authoring.define import exercise
+
+EXERCISE = exercise(
+    name="narrow", title="narrow ranges", sizes={"n": (6, (2, 5)), "d": (5, (3, 6))},
+    parameters="W = randn(d, d) * 0.3",
+    data="X = randn(n, d)",
+    forward="""
+        h = torch.tanh(X @ W)
+        loss = (h * h).sum() / n
+    """,
+)
+''')
+    for salt in ("exercise check", *SALTS):
+        drawn = [c.sizes for c in generate(f"{path}:EXERCISE", salt, 4) if c.scored]
+        assert len({tuple(s.items()) for s in drawn}) == 4, (salt, drawn)

@@ -45,17 +45,22 @@ def _rng(salt: str, label: str) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def _drawn(exercise: Exercise, rng: random.Random, index: int, count: int) -> tuple[Sizes, dict]:
+def _drawn(exercise: Exercise, rng: random.Random, index: int, count: int,
+           earlier: list[Sizes]) -> tuple[Sizes, dict]:
     """Sizes all different from one another and from every lecture size, that the exercise accepts for
     configuration `index` of `count`, with the init options it gives them. A lecture size without a range
     is a structural constant (a WaveNet's context of 8, halved three times): every configuration keeps it,
-    and no drawn size equals it, so a cell that writes it where a drawn size belongs still fails."""
+    and no drawn size equals it, so a cell that writes it where a drawn size belongs still fails. Sizes an
+    `earlier` configuration has are drawn again while others are to be had (narrow ranges gave an instructor
+    two configurations of four alike, three sizes tried where four were meant)."""
     lecture = set(exercise.lecture.values())
     constants = {k: v for k, v in exercise.lecture.items() if k not in exercise.ranges}
-    for _ in range(MAX_DRAWS):
+    for attempt in range(MAX_DRAWS):
         picked = {k: rng.randrange(*bounds) for k, bounds in exercise.ranges.items()}
         values = list(picked.values())
         if len(set(values)) < len(values) or lecture.intersection(values):
+            continue
+        if attempt < MAX_DRAWS // 2 and Sizes(**picked, **constants) in earlier:
             continue
         sizes = Sizes(**picked, **constants)
         options = exercise.hidden(index, count, sizes)
@@ -77,7 +82,7 @@ def generate(exercise: str, salt: str, count: int) -> list[Config]:
     configs = []
     for i in range(count):
         rng = _rng(salt, f"config{i}")
-        sizes, options = _drawn(value, rng, i, count)
+        sizes, options = _drawn(value, rng, i, count, [c.sizes for c in configs])
         configs.append(Config(exercise, f"config{i + 1}", sizes, rng.getrandbits(63), tuple(sorted(options.items()))))
     configs.append(Config(exercise, "lecture-sizes", value.lecture, PROBE_SEED, scored=False))
     return configs
