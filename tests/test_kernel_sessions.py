@@ -831,6 +831,23 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         assert kernel.check("dh").startswith("dh             | not checked: your W2 is not the parameter the forward "
                                              "pass read any more: a cell assigned W2 = ..."), kernel.check("dh")
         setup(kernel)
+        # No cell ids (A): the saved dW2 cell wrong, a scratch cell then assigning the right dW2: the line was
+        # right with no word that the grader grades the saved cell.
+        kernel.restart()  # a front end that sends no cell ids, from the start
+        kernel.run("scratch", f"__session__ = {str(path)!r}\n", send_id=False)
+        for cell in (*SETUP, *EX1[:9]):
+            kernel.run(cell, send_id=False)
+        wrong = "dW2 = dlogits.T @ h\n"
+        kernel.run("dW2", wrong, send_id=False)
+        time.sleep(0.05)
+        nb = nbformat.from_dict(SOLVED)
+        next(c for c in nb.cells if c.get("id") == "dW2").source = wrong
+        nbformat.write(nb, path)  # saved after it ran, as the trial's notebook was
+        time.sleep(0.05)
+        kernel.run("scratch", "dW2 = h.T @ dlogits\n", send_id=False)
+        line = kernel.check("dW2", send_id=False)
+        assert right(line) and "; but your saved notebook's dW2 cell holds other code than the run judged here" in \
+            line, line
         kernel.run("scratch", "del __session__\n")
 
 

@@ -761,7 +761,8 @@ class SelfCheck:
         if comparison.passed:
             exact = comparison.status == Match.EXACT
             return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {comparison.maxdiff:.3g}"
-                    f" | shape {tuple(expected.shape)} ok{self._changes_others(answer)}{self._saved_blank(answer)}")
+                    f" | shape {tuple(expected.shape)} ok{self._changes_others(answer)}{self._saved_blank(answer)}"
+                    f"{self._guessed(answer, right=True)}")
         other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
         if other:
             return (f"{label} not checked: this cell is right as the grader runs it, but your {answer.variable} is "
@@ -857,9 +858,11 @@ class SelfCheck:
         return (f" — but {answer.cell_id}'s cell in your saved notebook is still blank ({answer.variable} = None), and "
                 "the grader grades the saved notebook: put your answer in that cell and save it")
 
-    def _guessed(self, answer: Answer) -> str:
-        """Where the cell judged was told from another by its code alone, a guess: which one was judged."""
-        found = self.located(answer) if answer.kind != FUNCTION else None
+    def _guessed(self, answer: Answer, right: bool = False) -> str:
+        """Where the cell judged was told from another by its code alone, a guess: which one was judged. On a
+        `right` line, only where the saved notebook shows it was another cell's run: the grader grades the
+        saved cell, and a right line over a wrong saved cell would promise points it does not give."""
+        found = self.located(answer) if answer is not None and answer.kind != FUNCTION else None
         if found is None:
             return ""
         if not found[2]:
@@ -868,11 +871,15 @@ class SelfCheck:
             saved = None if found[1] in _IDS or self.namespace is None else _saved_code(self.namespace, answer.cell_id)
             if saved is None or _same_code(saved[0], found[0]):
                 return ""
+            if right:
+                return (f"; but your saved notebook's {answer.cell_id} cell holds other code than the run judged here "
+                        f"(In[{found[1]}]), and the grader grades the saved cell: if that run was another cell, put "
+                        f"its code in {answer.cell_id}'s cell; else save the notebook")
             return (f" (judged on the cell you ran as In[{found[1]}], whose code is not {answer.cell_id}'s cell in "
                     "your saved notebook, which is what the grader grades: if that was another cell, re-run this "
                     "cell, then this check)")
-        return (f" (judged on the cell you ran as In[{found[1]}], taken by its code for this one; if that was "
-                "another cell assigning the same name, re-run this cell, then this check)")
+        return "" if right else (f" (judged on the cell you ran as In[{found[1]}], taken by its code for this one; "
+                                 "if that was another cell assigning the same name, re-run this cell, then this check)")
 
     def _autograd_changed(self, answer: Answer, expected: torch.Tensor, rtol: float, atol: float) -> str | None:
         """Autograd's gradient is not the notebook's forward pass's when a cell called backward() again
