@@ -274,8 +274,9 @@ def test_a_check_cell_without_the_package_says_so_in_one_line(tmp_path):
     for source in sorted(checks):
         done = run(venv, source, tmp_path)
         assert done.returncode == 0 and done.stderr == "", (source, done.stderr)
-        assert done.stdout == ("not checked: No module named 'grader'. Run the notebook's first code cell, "
-                               "then this one\n"), source
+        assert done.stdout == ("not checked: No module named 'grader'. The notebook's first code cell installs "
+                               "the self-check: run it (where it stopped, the command it printed), then this "
+                               "cell\n"), source
 
 
 def test_no_command_prints_a_reference_answer(student_env, tmp_path):

@@ -154,8 +154,8 @@ def check_cell(call: str) -> str:
     return ("try:\n"
             "    from grader.student.check import check\n"
             "except Exception as error:  # no self-check in this kernel: the notebook's first code cell installs it\n"
-            "    def check(*_, why=f\"not checked: {error}. Run the notebook's first code cell, then this one\",\n"
-            "              **__):\n"
+            "    def check(*_, why=f\"not checked: {error}. The notebook's first code cell installs the \"\n"
+            "              \"self-check: run it (where it stopped, the command it printed), then this cell\", **__):\n"
             "        print(why)\n"
             "    check.training = check\n"
             f"{call}")

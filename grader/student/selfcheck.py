@@ -1326,7 +1326,7 @@ class NotebookCheck:
 
     @staticmethod
     def _rebound_size(exercise: Exercise, namespace: dict) -> str:
-        """A size the notebook's forward pass defines from a tensor (`n = Xb.shape[0]`) that a cell has since
+        """A size the notebook's forward pass defines from a tensor's shape (a batch size) that a cell has since
         assigned another value: every answer reading it is then computed at the wrong size, however right its
         code, and the grader, which sets the sizes itself, grades that code right."""
         for size, code in exercise.network.sizes.items():
