@@ -299,3 +299,15 @@ def test_the_notebooks_call_of_a_whole_backward_gives_what_its_signature_takes()
                 if isinstance(node, ast.Call) and getattr(node.func, "id", "") == function.name)
     assert len(call.args) == len(function.arguments) == 3
     assert ast.unparse(call.args[2]) == "Yb"
+
+
+def test_a_hyperparameter_is_said_to_be_written_in_the_function():
+    """An instructor's trial: manual_backward may use only its arguments, so reading the notebook's `reg` was a
+    NameError, and nothing said where its value should come from."""
+    from grader.authoring import skeleton
+
+    value = tiny(sizes={**SIZES, "reg": 0.01}, forward=FORWARD.replace("/ n", "/ n + reg * (W * W).sum()"),
+                 backward=True)
+    assert "(`reg = 0.01`) is the same on every network and is no argument: write its value in the function" in \
+        skeleton.prose(value)
+    assert "is no argument" not in skeleton.prose(tiny(backward=True))

@@ -120,10 +120,15 @@ def _function_cells(exercise: Exercise, function: Function) -> list[str]:
 start = EXERCISE.init(EXERCISE.lecture, generator, torch.float64)
 batches = [tuple(EXERCISE.batch(EXERCISE.lecture, generator).values()) for _ in range(50)]
 """ if trains else ""
+    # A hyperparameter (a number no tensor's shape says) is the same on every network, and no argument.
+    constants = {k: v for k, v in exercise.network.sizes.items() if ".shape[" not in v}
+    written = "" if not constants else (
+        " A number of the network that is no tensor's size (" + ", ".join(f"`{k} = {v}`" for k, v in constants.items())
+        + ") is the same on every network and is no argument: write its value in the function.")
     cells = [_markdown(f"""Write `{function.name}({arguments})`: it returns the gradient of the loss with
 respect to every parameter, as a dict keyed by the parameter's name. `params` and `cache` are dicts of
 the parameters and of the forward pass's intermediates; it may use only its arguments, `torch` and `F`
-(the grader calls it with networks of other sizes), and no autograd."""),
+(the grader calls it with networks of other sizes), and no autograd.{written}"""),
              _code("", answer=function.cell),
              _code(f"""leaves = {{k: p.detach().clone().requires_grad_() for k, p in params.items()}}
 values = EXERCISE.network.forward(leaves, batch)
