@@ -848,6 +848,12 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         line = kernel.check("dW2", send_id=False)
         assert right(line) and "; but your saved notebook's dW2 cell holds other code than the run judged here" in \
             line, line
+        # B: exercise 2's cell, then exercise 1's check: the run was told for exercise 1's by the check after it,
+        # and exercise 1's right cell was called WRONG; the saved notebook holds that code in exercise 2's cell.
+        kernel.run("ex2_dlogits", send_id=False)
+        line = kernel.check("dlogits", send_id=False)
+        assert right(line) and "judged on" not in line, line
+        assert right(kernel.check("ex2_dlogits", send_id=False)), kernel.check("ex2_dlogits", send_id=False)
         kernel.run("scratch", "del __session__\n")
 
 

@@ -606,8 +606,9 @@ class SelfCheck:
     def cells_at(self, count: int, code: str, name: str | None = None) -> tuple[tuple[str, ...], bool]:
         """(the answer cells that ran as In[count], whether that is a guess): its id where the front end
         sent one; else told by its code, and of the cells sharing a variable that its code fits alike,
-        the one whose check ran next (a cell's check follows it in the notebook), else the fused
-        exercise's (a cell that reads none of its step's gradients), a guess."""
+        the one the saved notebook holds that code in, else the one whose check ran next (a cell's check
+        follows it in the notebook), else the fused exercise's (a cell that reads none of its step's
+        gradients), a guess."""
         if count in _IDS:
             return tuple(a.cell_id for a in self.exercise.answers if a.cell_id == _IDS[count])[:1], False
         cells = _cells_by_code(self.spec, code, name)
@@ -615,6 +616,11 @@ class SelfCheck:
             # `dx = dx * 2` computes the answer from itself: a scratch cell more likely than the answer's own.
             uses = _first_uses(code, augmented=False)
             return cells, uses is not None and any(self._variable_of(c) in uses[1] for c in cells)
+        # The saved notebook tells, where the front end names it: the cell whose saved code this run's is
+        saved = [c for c in cells if self.namespace is not None
+                 and (found := _saved_code(self.namespace, c)) is not None and _same_code(found[0], code)]
+        if len(saved) == 1:
+            return (saved[0],), False
         history = (self.namespace or {}).get("In") or []
         following = history[count + 1] if count + 1 < len(history) else ""
         checked = re.search(r"check\(\s*[\"']([^\"']+)[\"']", following if isinstance(following, str) else "")
