@@ -76,9 +76,9 @@ BROKEN = ("truncated JSON", "empty file", "nbgrader metadata lost")
 # 1. The instructor's nbgrader course: the solved notebook with assert test cells
 
 # The check cells: `check("<grade id>")`, a function's `check("<grade id>", answers=..., gradients_of=...)`.
-ATOMIC_CHECK = re.compile(r'^from grader\.student\.check import check\ncheck\("(\w+)"\)$')
-EX4_CHECK = re.compile(r'^from grader\.student\.check import check\n'
-                       r'check\("ex4_d(\w+)", answers="(\w+)", gradients_of="(\w+)"\)$')
+# A check cell's last line is its call (grader.lms.notebooks.check_cell writes the import above it).
+ATOMIC_CHECK = re.compile(r'^check\("(\w+)"\)$')
+EX4_CHECK = re.compile(r'^check\("ex4_d(\w+)", answers="(\w+)", gradients_of="(\w+)"\)$')
 EX4_TRAINING_CELL = "check_ex4_training"
 EX4_TRAINING_TEST = '''\
 # 50 SGD steps with manual_backward and with autograd, from the same start on the same batches
@@ -121,11 +121,12 @@ def instructor_tests(grade_id: str, source: str) -> str:
     from grader.exercises.makemore_mlp import EXERCISE
     if grade_id == EX4_TRAINING_CELL:
         return EX4_TRAINING_TEST
-    if match := ATOMIC_CHECK.match(source.strip()):
+    call = source.strip().splitlines()[-1]
+    if match := ATOMIC_CHECK.match(call):
         name = match[1]
         answer = EXERCISE.by_grade_id[name]
         mine, truth, tol = answer.variable, f"{answer.source}.grad", "rtol=1e-5, atol=1e-8"
-    elif match := EX4_CHECK.match(source.strip()):
+    elif match := EX4_CHECK.match(call):
         param, answers, leaves = match.groups()
         name = f"d{param}"
         mine, truth, tol = f'{answers}["{param}"]', f'{leaves}["{param}"].grad', "rtol=1e-4, atol=1e-6"  # float32

@@ -91,6 +91,7 @@ class World:
     commands: list[Command] = field(default_factory=list)
     outputs: dict[str, Command] = field(default_factory=dict)
     book: dict[str, dict] = field(default_factory=dict)  # the gradebook once feedback and exports were made
+    handed_back: dict[str, str] = field(default_factory=dict)  # an LMS student's feedback page as released
 
     def home(self, user: str) -> Path:
         return Path(pwd.getpwnam(user).pw_dir)
@@ -220,6 +221,9 @@ def taught(world):
         "    gb.db.commit()\n")], cwd=course)
     w.nbgrader(INSTRUCTOR, "generate_feedback", ASSIGNMENT, cwd=course)
     w.nbgrader(INSTRUCTOR, "release_feedback", ASSIGNMENT, cwd=course, name="release_feedback")
+    # What the instructor hands back through the LMS, as released (the regrade below makes it again)
+    w.handed_back = {student: (course / "feedback" / student / ASSIGNMENT / f"{Path(NOTEBOOK).stem}.html").read_text(
+        encoding="utf-8") for student in LMS_STUDENTS}
     for student in STUDENTS:
         w.student(student, "fetch_feedback")
 
@@ -247,6 +251,8 @@ def taught(world):
           name="stale autograde")
     w.must(INSTRUCTOR, ["backprop-ninja", "course", "init", "--update", "."], cwd=course, name="update")
     w.nbgrader(INSTRUCTOR, "autograde", ASSIGNMENT, "--force", cwd=course, name="regrade")
+    # The regrade removed each student's feedback of the earlier grading: made again, as the README says
+    w.nbgrader(INSTRUCTOR, "generate_feedback", ASSIGNMENT, cwd=course, name="feedback again")
     return w
 
 
@@ -271,10 +277,9 @@ def _csv(path: Path) -> list[list[str]]:
 def _feedback(w: World, student: str) -> str:
     """The feedback page the student fetched (an exchange student), or the one the instructor hands back
     through the LMS."""
-    if student in STUDENTS:
-        (page,) = (w.home(student) / ASSIGNMENT / "feedback").glob(f"*/{Path(NOTEBOOK).stem}.html")
-    else:
-        page = w.course / "feedback" / student / ASSIGNMENT / f"{Path(NOTEBOOK).stem}.html"
+    if student not in STUDENTS:
+        return w.handed_back[student]
+    (page,) = (w.home(student) / ASSIGNMENT / "feedback").glob(f"*/{Path(NOTEBOOK).stem}.html")
     return page.read_text(encoding="utf-8")
 
 
@@ -349,7 +354,7 @@ def test_feedback_is_released_to_every_student(taught):
     for student in LMS_STUDENTS:
         page = taught.course / "feedback" / student / ASSIGNMENT / f"{Path(NOTEBOOK).stem}.html"
         assert f"{student} was collected from an LMS download, not the exchange: hand back {page}" in log
-        assert page.is_file()
+        assert page.is_file() and student in taught.handed_back
 
 
 def test_one_score_per_student_everywhere(taught):
@@ -441,3 +446,13 @@ def test_changed_points_are_refused_until_update_then_regraded(taught):
     results = json.loads((taught.course / "results" / STUDENTS[0] / ASSIGNMENT / f"{Path(NOTEBOOK).stem}.json")
                          .read_text(encoding="utf-8"))
     assert results["max_score"] == pytest.approx(new_max)
+
+
+def test_a_regrade_removes_each_earlier_feedback_page_and_says_so(taught):
+    """After `autograde --force` with other points, the feedback pages of the earlier grading would show other
+    totals than the gradebook: the regrade removes them, one line each, and generate_feedback makes them again."""
+    said = taught.outputs["regrade"].stderr
+    for student in (*STUDENTS, *LMS_STUDENTS):
+        folder = taught.course / "feedback" / student / ASSIGNMENT
+        assert f"{student}: removed {folder}, the feedback of an earlier grading" in said, student
+        assert (folder / f"{Path(NOTEBOOK).stem}.html").is_file(), student

@@ -384,11 +384,6 @@ class GradeInSandbox(NbGraderPreprocessor):
         why = unsafe_name(info["student"])
         if why:  # nbgrader then records no grade, and formgrader has no page of it to show
             raise ValueError(f"not graded: the student id {why}")
-        from nbgrader.coursedir import CourseDirectory
-
-        said = drop_feedback(CourseDirectory(config=self.config), info["student"], info["assignment"])
-        if said:
-            self.log.warning(safe_text.terminal(said))
         course = load(self.course)
         if self.allow_weaker_sandbox:
             course = weaker_course(course)
@@ -414,6 +409,13 @@ class GradeInSandbox(NbGraderPreprocessor):
 
             results.write_result(Path(self.results), result)
             feedback_page.write(Path(self.results), result)
+        # Graded again: the feedback of the earlier grading goes (a refused or failed grading leaves it, with
+        # the scores it shows)
+        from nbgrader.coursedir import CourseDirectory
+
+        said = drop_feedback(CourseDirectory(config=self.config), info["student"], info["assignment"])
+        if said:
+            self.log.warning(safe_text.terminal(said))
         fill_grade_cells(nb, result, page=self.feedback_page, title=f"{info['assignment']}/{info['notebook']}")
         return nb, resources
 
