@@ -228,6 +228,27 @@ def test_each_students_own_file_and_page_show_the_final_score(course):
             gb.db.commit()
 
 
+def test_a_replaced_notebooks_own_file_and_page_say_their_scores_are_not_counted(course):
+    """The TA trial: after fay's truncated resubmission failed to grade, her own result file and page still
+    showed her earlier total as hers, where the report and every export said not graded. They say so too, with
+    the earlier scores kept, and say nothing of it once the notebook graded is her latest again."""
+    run("report", str(course / "results"))
+    fay, page = _own(course, "fay")
+    assert fay["extra_data"]["superseded"] == RESUBMITTED and fay["score"] == 3.0  # the record kept
+    assert feedback_page.SUPERSEDED in page and "Total of the earlier notebook, not counted: 3 / 3" in page
+    assert 'class="bpn-total">Total:' not in page
+    assert "superseded" not in _own(course, "ann")[0]["extra_data"]
+    mine = course / "submitted" / "fay" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    mine.write_bytes(b'{"cells": []}')  # the notebook her result is of, handed in again
+    try:
+        run("export", str(course / "results"), "--format", "canvas")
+        fay, page = _own(course, "fay")
+        assert "superseded" not in fay["extra_data"] and 'class="bpn-total">Total: 3 / 3<' in page
+        assert feedback_page.SUPERSEDED not in page
+    finally:
+        mine.write_bytes(SUBMITTED["fay"])
+
+
 def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores():
     """GradebookFeedback, given a notebook as autograde left it and the grade cells' scores as nbgrader's
     GetGrades reads them from the gradebook: the page's total and rows are the gradebook's, the late

@@ -87,6 +87,9 @@ class Result:
     # the grader itself never sets one.
     late_penalty: float = 0.0
     notebook_sha256: str = ""  # of the notebook's bytes as graded (extract.Submission.sha256)
+    # Why these scores are no longer the student's (grader.outputs.report.resubmitted: a notebook handed in since
+    # and not graded), as the report finds it and marks the result's own files; "" while they are.
+    superseded: str = ""
 
     @property
     def score(self) -> float:

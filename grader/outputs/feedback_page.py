@@ -297,6 +297,11 @@ def _flags(result: Result) -> str:
                    for heading, items in flag_groups(result.flags))
 
 
+# Heads the page of a result whose notebook was handed in again and not graded since (Result.superseded).
+SUPERSEDED = ("This page is of a notebook handed in earlier: the one handed in since has not been graded yet, "
+              "so the scores below are not counted. A new page comes with its grading.")
+
+
 def drawn_on(page: str) -> dict[str, str]:
     """grade id -> what a page of fragment()'s shows under that tensor's row (its pictures), to make the page
     again with other scores (fragment's `drawn`) once the answers that drew them are gone."""
@@ -310,9 +315,13 @@ def fragment(result: Result, title: str | None = None, drawn: dict[str, str] | N
     heading names (default: the submission's id). With `drawn` (see drawn_on), the pictures are those,
     not drawn from the result's evidence."""
     penalty = (f' (after a late penalty of {result.late_penalty:g})' if result.late_penalty else "")
+    total = (f"Total of the earlier notebook, not counted: {result.score:g} / {result.max_score:g}"
+             if result.superseded else f"Total: {result.score:g} / {result.max_score:g}")
     parts = [f"<style>{CSS}</style>", '<div id="bpn-feedback">',
-             f"<h1>Feedback for {escape(title or result.submission)}</h1>",
-             f'<p class="bpn-total">Total: {result.score:g} / {result.max_score:g}{penalty}</p>']
+             f"<h1>Feedback for {escape(title or result.submission)}</h1>"]
+    if result.superseded:
+        parts.append(f'<p class="bpn-error"><b>{escape(SUPERSEDED)}</b></p>')
+    parts.append(f'<p class="bpn-total">{total}{penalty}</p>')
     counts = {v: sum(t.verdict == v for t in result.tests) for v in Verdict}
     parts.append("<p>" + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + "</p>")
     if result.error:

@@ -138,8 +138,9 @@ def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[
 
 def written(folder: Path, results: list[Result]) -> list[str]:
     """Each result's own file in the results `folder`, and the page beside it, made again where its final
-    score (from_gradebook) is not what they say: a TA's score or a late penalty set after grading shows in
-    the student's result file and page too, not only in the class-wide ones. The pictures are kept. Returns
+    score (from_gradebook) or whether it still counts (Result.superseded) is not what they say: a TA's score
+    or a late penalty set after grading shows in the student's result file and page too, not only in the
+    class-wide ones, and so does a notebook handed in since. The pictures are kept. Returns
     the files left with an old score, with why: a TA who may read the results but not write them still gets
     the class report (from the gradebook's scores), told which files someone who may write them must refresh."""
     import json
@@ -163,5 +164,6 @@ def written(folder: Path, results: list[Result]) -> list[str]:
             if old is not None:
                 feedback_page.write(Path(folder), result, feedback_page.drawn_on(old))
         except PermissionError as exc:
-            stale.append(f"{path.parent}: still says the score before the gradebook's ({exc.strerror})")
+            said = "is of a notebook since replaced" if result.superseded else "the score before the gradebook's"
+            stale.append(f"{path.parent}: still says {said} ({exc.strerror})")
     return stale

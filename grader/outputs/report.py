@@ -440,15 +440,22 @@ def resubmitted(results: list[Result], submitted: Path | None) -> dict[str, str]
 def scored(folder: Path, skip: list, gradebook: Path | None, submitted: Path | None,
            warn=None) -> tuple[list[Result], dict[str, str]]:
     """The results of `folder` with the gradebook's scores, and those left out with why: scores the gradebook
-    does not hold (final.from_gradebook), and results of a notebook since replaced in `submitted`. A result's
-    own files the caller may not bring up to date are passed to `warn` (else a ReportError names the first)."""
+    does not hold (final.from_gradebook), and results of a notebook since replaced in `submitted`. Each
+    result's own files are brought up to date with both (its page says when its notebook was replaced);
+    those the caller may not write are passed to `warn` (else a ReportError names the first)."""
     results, left_out = final.from_gradebook(load(folder, skip=skip), gradebook)
-    stale = final.written(folder, results) if gradebook is not None else []
+    replaced = resubmitted(results, submitted)
+    moved = []  # without a gradebook, only a result whose notebook was replaced, or is again its latest
+    for result in results:
+        was, result.superseded = result.superseded, replaced.get(result.submission, "")
+        if gradebook is not None or was != result.superseded:
+            moved.append(result)
+    stale = final.written(folder, moved)
     if stale and warn is None:
         raise ReportError(f"{stale[0]}; run this as a user who may write {folder}")
     for line in stale:
         warn(line)
-    left_out |= resubmitted(results, submitted)
+    left_out |= replaced
     results = [r for r in results if r.submission not in left_out]
     if not results:
         raise ReportError(f"{folder}: none of its {len(left_out)} result(s) has its score in the gradebook "

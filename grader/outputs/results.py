@@ -30,7 +30,8 @@ def gradescope(result: Result) -> dict:
                        "grader_version": __version__,
                        "input_digest": result.digest, "isolation": result.isolation,
                        **({"notebook_sha256": result.notebook_sha256} if result.notebook_sha256 else {}),
-                       **({"late_penalty": result.late_penalty} if result.late_penalty else {})},
+                       **({"late_penalty": result.late_penalty} if result.late_penalty else {}),
+                       **({"superseded": result.superseded} if result.superseded else {})},
     }
 
 
@@ -68,6 +69,7 @@ def valid(result: Result) -> Result:
     gradebook written from it can fail on a string a submission put there."""
     result.submission, result.path = safe_text.visible(result.submission), safe_text.visible(str(result.path))
     result.error = None if result.error is None else safe_text.visible(result.error)
+    result.superseded = safe_text.visible(result.superseded)
     result.flags, result.isolation = safe_text.data(result.flags), safe_text.data(result.isolation)
     for test in result.tests:
         test.name, test.output, test.extra = safe_text.visible(test.name), safe_text.visible(test.output), \
@@ -87,6 +89,7 @@ def result_from_json(data: dict) -> Result:
                     notebook_sha256=str(extra.get("notebook_sha256", "")))
     result.tests = [_test(t) for t in data["tests"]]
     result.late_penalty = float(extra.get("late_penalty", 0.0))
+    result.superseded = str(extra.get("superseded", ""))
     if data["output"] != f"{result.score:g} / {result.max_score:g}":
         result.error = data["output"]
     return valid(result)
