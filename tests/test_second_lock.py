@@ -266,6 +266,15 @@ def test_a_wrong_shape_only_hidden_sizes_show_names_no_hidden_size(cases):
     assert not any(number in feedback for number in _hidden_numbers(cases)), feedback
 
 
+def test_zeros_of_a_lecture_size_are_not_called_right_where_the_gradient_is_zero(cases):
+    """A student trial: `db1 = torch.zeros(64)` was told "right for the lecture's sizes", where db1 is all
+    zeros only because batch norm follows b1 (the grader gives zeros of the right size half credit)."""
+    _, feedback = _feedback({**REFERENCE, "db1": "db1 = torch.zeros(64, dtype=torch.float64)\n"}, cases, "db1")
+    assert "right for the lecture's sizes" not in feedback, feedback
+    assert "where this gradient is all zeros, which says nothing of its values" in feedback, feedback
+    assert "never 32, 27 or 64" in feedback, feedback
+
+
 def test_a_wrong_shape_on_the_lecture_sizes_too_is_shown_from_the_lecture_run(cases):
     _, feedback = _feedback({**REFERENCE, "dlogprobs": "dlogprobs = logprobs[:, :1] * 0\n"}, cases, "dlogprobs")
     probe = next(c for c in cases if not c.config.scored)

@@ -308,15 +308,19 @@ def _may_write_sizes(code: str | None, exercise) -> bool:
     return any(isinstance(n, ast.Constant) and type(n.value) is int and n.value in written for n in ast.walk(tree))
 
 
-def _lecture_only(probe) -> str:
-    """For an answer right on the lecture-sized probe alone: it hard-codes a lecture size."""
+def _lecture_only(probe, zero: bool) -> str:
+    """For an answer right on the lecture-sized probe alone: it hard-codes a lecture size. Where the gradient
+    is all zeros there (b1 before batch norm), matching it says nothing of the answer's values (a student's
+    `torch.zeros(64)` was told it was right for the lecture's sizes)."""
     exercise = probe.exercise
     sizes = exercise.network.size_values(probe.values)
     shown = f" ({', '.join(f'{k}={v}' for k, v in sizes.items())})" if sizes else ""
     named = exercise.mistakes.hardcoded
     numbers = dict.fromkeys(str(exercise.lecture[k]) for k in (exercise.ranges if named is None else named))
-    return (f"; right for the lecture's sizes{shown} but wrong for every other size: something in the cell depends "
-            f"on the sizes; use {_and([*sizes, SHAPES])}, never {_and(numbers, 'or')}")
+    where = (f"; it matches only at the lecture's sizes{shown}, where this gradient is all zeros, which says nothing "
+             "of its values" if zero else f"; right for the lecture's sizes{shown} but wrong for every other size")
+    return (f"{where}: something in the cell depends on the sizes; use {_and([*sizes, SHAPES])}, "
+            f"never {_and(numbers, 'or')}")
 
 
 # What is said of a comparison that fails in one aspect on hidden configurations only: the hidden
@@ -419,7 +423,8 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
     if kind != Match.BLANK and not named and probe_compared is not None and probe_compared.passed and \
             len(wrong_on) == len([c for c in cases if c.config.scored]) and _may_write_sizes(code, probe.exercise):
         mistake = "; ".join(filter(None, [mistake, "depends on the lecture's sizes"]))
-        feedback += _lecture_only(probe)
+        zero = bool(probe.expected(answer, check).abs().max() <= tol.atol)
+        feedback += _lecture_only(probe, zero)
     elif kind != Match.BLANK and not named:
         feedback += _configurations(cases, wrong_on, public)
     if check != "chain":
