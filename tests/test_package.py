@@ -27,6 +27,7 @@ import io
 import json
 import os
 import pwd
+import re
 import shutil
 import stat
 import subprocess
@@ -219,7 +220,7 @@ def taught(world):
         f"    g = gb.find_grade({cell!r}, {Path(NOTEBOOK).stem!r}, {ASSIGNMENT!r}, {STUDENTS[1]!r})\n"
         f"    g.manual_score = {score}\n"
         "    gb.db.commit()\n")], cwd=course)
-    w.nbgrader(INSTRUCTOR, "generate_feedback", ASSIGNMENT, cwd=course)
+    w.nbgrader(INSTRUCTOR, "generate_feedback", ASSIGNMENT, cwd=course, name="generate_feedback")
     w.nbgrader(INSTRUCTOR, "release_feedback", ASSIGNMENT, cwd=course, name="release_feedback")
     # What the instructor hands back through the LMS, as released (the regrade below makes it again)
     w.handed_back = {student: (course / "feedback" / student / ASSIGNMENT / f"{Path(NOTEBOOK).stem}.html").read_text(
@@ -355,13 +356,17 @@ def test_feedback_is_released_to_every_student(taught):
         page = taught.course / "feedback" / student / ASSIGNMENT / f"{Path(NOTEBOOK).stem}.html"
         assert f"{student} was collected from an LMS download, not the exchange: hand back {page}" in log
         assert page.is_file() and student in taught.handed_back
+    # The TA trial: release_feedback named a temporary file that never exists once it is done, and every
+    # autograde and generate_feedback warned of a setting nobody wrote (nbconvert's display_data_priority).
+    released = re.findall(r"Feedback released to: (\S+)", log)
+    assert released and all(Path(path).is_file() for path in released), released
+    for name in ("autograde", "generate_feedback", "release_feedback"):
+        assert "not recognized" not in taught.outputs[name].stderr, taught.outputs[name].stderr[-2000:]
 
 
 def test_one_score_per_student_everywhere(taught):
     """The gradebook's total (the TA's manual score in it) is the one the student's feedback shows, in
     nbgrader's header and on the per-tensor page, and the one report, grade-ids and Canvas export say."""
-    import re
-
     book, course = taught.book, taught.course
     report = {s["submission"].split("/")[0]: s["score"] for s in json.loads(taught.outputs["report json"].stdout)
               ["submissions"]}

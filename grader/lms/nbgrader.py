@@ -24,12 +24,20 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.plugins import ExportPlugin, FileNameCollectorPlugin
 from nbgrader.preprocessors import DeduplicateIds, NbGraderPreprocessor, OverwriteCells
-from traitlets import Bool, Unicode
+from traitlets import Bool, List, Unicode
 
 from grader import safe_text
 from grader.lms.student_html import unsafe_name
 from grader.outputs.files import atomic_write, csv_text
 from grader.vocabulary import GRADE_CELL_PREFIX, Flag, grade_cell_id
+
+
+class _Preprocessor(NbGraderPreprocessor):
+    """nbconvert configures every preprocessor's display_data_priority (NbConvertBase's, which nbgrader's base
+    class declares again as no setting): accepted here, unused, so that each generate_feedback and autograde
+    does not warn that a setting nobody wrote is not recognised."""
+
+    display_data_priority = List(config=True, help="nbconvert's; not used by this preprocessor")
 
 
 def fill_grade_cells(nb, result, page: bool = True, title: str | None = None) -> None:
@@ -98,7 +106,7 @@ def add_feedback_page(nb, result, title: str | None = None) -> None:
     nb.cells.insert(0, nbformat.v4.new_code_cell("", metadata=metadata, outputs=[output]))
 
 
-class GradebookFeedback(NbGraderPreprocessor):
+class GradebookFeedback(_Preprocessor):
     """In `nbgrader generate_feedback`, after nbgrader's GetGrades: the feedback page and each grade cell's
     line made again from the gradebook, so that a TA's manual score and a late penalty show on the
     per-tensor page as in nbgrader's own header, one total (grader.outputs.final). The page made at
@@ -161,7 +169,7 @@ class FormgraderScores(Preprocessor):
         return nb, resources
 
 
-class NeutraliseHtml(NbGraderPreprocessor):
+class NeutraliseHtml(_Preprocessor):
     """The last of autograde's sanitize steps: nbgrader writes the notebook to autograded/ before it grades,
     and leaves it there when grading fails, so it is neutralised already then (fill_grade_cells does it
     again after grading, for courses whose nbgrader_config.py predates this step)."""
@@ -276,7 +284,7 @@ def transaction(db_url: str):
         session.commit()
 
 
-class RecordGrades(NbGraderPreprocessor):
+class RecordGrades(_Preprocessor):
     """nbgrader's SaveAutoGrades and AssignLatePenalties, in one transaction: a submission's grades are on
     record whole, its late penalty with them, or not at all (see transaction). `nbgrader autograde` runs it in
     their place (course init's nbgrader_config.py), and so does the fast route (grader.lms.gradebook)."""
@@ -354,7 +362,7 @@ def _grader(course, weaker: bool, evidence: bool):
     return _made[key]
 
 
-class GradeInSandbox(NbGraderPreprocessor):
+class GradeInSandbox(_Preprocessor):
     """Replaces Execute in Autograde.autograde_preprocessors (see `backprop-ninja course init`)."""
 
     course = Unicode("course.yml", help="The course's backprop-ninja configuration").tag(config=True)
@@ -752,4 +760,17 @@ class ReleaseFeedback(ExchangeReleaseFeedback):
                 self.log.warning("%s was collected from an LMS download, not the exchange: hand back %s through "
                                  "the LMS", student, pages)
         self.coursedir.student_id_exclude = ",".join(sorted(excluded))
-        super().copy_files()
+        self.log.addFilter(_released_to)
+        try:
+            super().copy_files()
+        finally:
+            self.log.removeFilter(_released_to)
+
+
+def _released_to(record) -> bool:
+    """nbgrader's release_feedback logs the temporary name it copied a page to before moving it into place
+    (`<hash>-tmp.html`, a file that never exists once it is done): the log names the page's own."""
+    message = record.getMessage()
+    if message.startswith("Feedback released to: ") and message.endswith("-tmp.html"):
+        record.msg, record.args = message.removesuffix("-tmp.html") + ".html", ()
+    return True
