@@ -629,10 +629,13 @@ def test_resuming_the_fast_route_records_the_kept_results_too(fast, fast_gradebo
     assert read_gradebook(again.dir) == fast_gradebook
 
 
-def test_a_regrade_removes_the_feedback_page_of_the_earlier_grading(course):
-    """The TA trial: after a regrade, feedback/ kept the earlier grading's page, and release_feedback handed it
-    out again (a 47/51 page for a grade of 40.8) until generate_feedback ran. Each route that grades a notebook
-    again removes its page, and says so."""
+def test_regrades_on_either_route_leave_every_view_right(course):
+    """The TA trials, with the routes taken in turn. After a regrade, feedback/ kept the earlier grading's page,
+    and release_feedback handed it out again (a 47/51 page for a grade of 40.8) until generate_feedback ran:
+    each route that grades a notebook again removes its page, and says so. After the fast route graded, a
+    newer resubmission was skipped by autograde and release_feedback took exchange students for LMS ones (its
+    autograded folders had no timestamp.txt and submission_secret.txt); and a truncated resubmission was
+    recorded 0 by the fast route, where nbgrader's route records nothing and every view says not graded."""
     again = Course(course.tmp, COURSE.course_id, ASSIGNMENT, name="regraded-course")
     shutil.copytree(course.dir, again.dir)
     pages = {s: again.feedback(s) for s in STUDENTS}
@@ -651,6 +654,48 @@ def test_a_regrade_removes_the_feedback_page_of_the_earlier_grading(course):
     assert sum("run nbgrader generate_feedback again" in line for line in done.stderr.splitlines()) == len(others)
     again.nbgrader("generate_feedback", ASSIGNMENT, must=True)
     assert all(page.is_file() for page in pages.values())
+    for student in EXCHANGE_STUDENTS:  # what release_feedback and autograde read, as nbgrader's autograde copies them
+        for name in ("timestamp.txt", "submission_secret.txt"):
+            mine = again.dir / "feedback" / student / ASSIGNMENT / name
+            assert mine.read_bytes() == (again.submitted(student).parent / name).read_bytes(), mine
+
+    def handed_in_again(student: str, content: bytes, hours: int) -> None:
+        from datetime import timedelta
+
+        from nbgrader.utils import parse_utc
+
+        stamp = again.submitted(student).parent / "timestamp.txt"
+        later = parse_utc(stamp.read_text()) + timedelta(hours=hours)
+        stamp.write_text(later.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+        again.submitted(student).write_bytes(content)
+
+    before = read_gradebook(again.dir)
+    readable = again.submitted(first).read_bytes()
+    handed_in_again(first, readable[: len(readable) // 2], 1)  # a truncated upload
+    done = again.run(["backprop-ninja", "grade", "submitted", "--out", "fast", "--course", "course.yml",
+                      "--gradebook", "gradebook.db", "--resume"], again.dir)  # only the changed one graded
+    assert done.returncode == 1, str(done)  # as nbgrader's autograde exits, naming it
+    assert f"not recorded: {first}/{ASSIGNMENT}/{NOTEBOOK} (not a notebook" in done.stderr, str(done)
+    assert "Error: 1 submission(s) not recorded in the gradebook" in done.stderr, str(done)
+    assert "the feedback of an earlier grading" not in done.stderr, str(done)  # the kept ones' stays
+    assert read_gradebook(again.dir)[first]["grades"] == before[first]["grades"]  # kept, as nbgrader keeps them
+    assert not again.autograded(first).exists()
+    report = json.loads(again.run(["backprop-ninja", "report", "fast", "--json", "--gradebook", "gradebook.db"],
+                                  again.dir).stdout)
+    assert report["not_graded_why"][f"{first}/{ASSIGNMENT}/{NOTEBOOK}"].startswith("not graded: not a notebook")
+    assert first not in {s["submission"].split("/")[0] for s in report["submissions"]}
+    handed_in_again(others[0], readable, 2)  # since the fast route graded: another student's notebook
+    done = again.nbgrader("autograde", ASSIGNMENT, f"--student={others[0]}")
+    assert done.returncode == 0 and "Skipping existing assignment" not in done.stderr, str(done)
+    assert read_gradebook(again.dir)[others[0]]["grades"] == before[first]["grades"]
+    # nbgrader's route: a notebook nbgrader reads and the grader refuses (a link to a classmate's) is not
+    # recorded either, where it was recorded 0
+    handed_in_again(first, b"", 3)
+    again.submitted(first).unlink()
+    again.submitted(first).symlink_to(again.submitted(others[0]))
+    done = again.nbgrader("autograde", ASSIGNMENT, f"--student={first}")
+    assert done.returncode != 0 and "not graded: refused: a symbolic link" in done.stderr, str(done)
+    assert read_gradebook(again.dir)[first]["grades"] == before[first]["grades"]
 
 
 @pytest.mark.parametrize("student", STUDENTS)

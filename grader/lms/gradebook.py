@@ -9,6 +9,7 @@ submission is on record whole or not at all.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import warnings
 from pathlib import Path
@@ -59,9 +60,12 @@ class Recorder:
         self.log = log
         self.recorded = 0
 
-    def __call__(self, submission: Submission, result: Result) -> None:
+    def __call__(self, submission: Submission, result: Result, kept: bool = False) -> None:
+        """`kept`: a result read back from an earlier run (--resume), whose feedback, if any, is of this same
+        grading and stays."""
         try:
-            self.recorded += _record(submission, result, self.db_url, self.coursedir, self.log, self.settings)
+            self.recorded += _record(submission, result, self.db_url, self.coursedir, self.log, self.settings,
+                                     graded_again=not kept)
         except Exception as exc:  # one submission nbgrader cannot take must not stop the others
             self.log(f"could not record {submission.id}: {type(exc).__name__}: "
                      f"{' '.join(str(exc).split())[:300]}")
@@ -83,7 +87,8 @@ def _course_settings(root: Path):
     return app
 
 
-def _record(submission: Submission, result: Result, db_url: str, coursedir, log, settings=None) -> bool:
+def _record(submission: Submission, result: Result, db_url: str, coursedir, log, settings=None,
+            graded_again: bool = True) -> bool:
     """One submission on record, whole or not at all: every step that can fail on what the student wrote
     runs on the notebook first, then the student, the submission, its grades, late penalty and flag are
     written in one transaction (grader.lms.nbgrader.transaction) with the autograded notebook."""
@@ -120,13 +125,20 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log,
     # nbgrader opens timestamp.txt as it finds it: a FIFO there would stop the batch, a link read another file.
     stamp = path.parent / "timestamp.txt"
     timestamp = coursedir.get_existing_timestamp(str(path.parent)) if extract.plain_file(stamp) else None
-    if submission.error:
-        # An unreadable file still gets its zeros on record, in the notebook students were given (never
-        # the source: feedback shows this notebook to the student).
-        released = Path(coursedir.format_path(coursedir.release_directory, ".", assignment)) / path.name
-        nb = nbformat.read(released, as_version=4)
-    else:
-        nb = nbformat.reads(extract.notebook_bytes(path).decode("utf-8"), as_version=4)  # as it was graded
+    autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
+    if not result.graded:
+        # As nbgrader's autograde leaves a notebook it cannot grade (a truncated upload): the submission's row
+        # and time, no score (every view then says not graded, never 0), the earlier grades kept, and no
+        # autograded notebook that formgrader would list as this submission's.
+        with transaction(db_url) as gb:
+            gb.update_or_create_student(student)
+            gb.update_or_create_submission(assignment, student, **({"timestamp": timestamp} if timestamp else {}))
+        if autograded.is_dir() and not autograded.is_symlink():
+            shutil.rmtree(autograded)
+        log(f"not recorded: {submission.id} ({result.error}); the gradebook keeps any earlier scores of it, "
+            "which no view counts: grade a readable notebook again")
+        return False
+    nb = nbformat.reads(extract.notebook_bytes(path).decode("utf-8"), as_version=4)  # as it was graded
     resources = {"nbgrader": {"notebook": notebook_id, "assignment": assignment, "student": student,
                               "db_url": db_url}}
     for preprocessor in (ClearOutput(), Deduplicate(), OverwriteKernelspec(), RestoreCells(), CheckCellMetadata()):
@@ -140,9 +152,24 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log,
         nb, resources = record(gb, nb, resources, parent=settings)
         if result.integrity_flags:
             set_flagged(gb, notebook_id, assignment, student)
-        autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
         _write_notebook(nb, autograded / path.name)
-    said = drop_feedback(coursedir, student, assignment)
+        _copy_stamps(path.parent, autograded)
+    said = drop_feedback(coursedir, student, assignment) if graded_again else ""
     if said:
         log(said)
     return True
+
+
+# What nbgrader's autograde copies from a submission's folder that its later steps read: the time autograde
+# compares to tell a newer submission (else it skips it as graded), and the secret release_feedback hashes
+# the feedback's name with (else the student is taken for one collected from an LMS download).
+STAMPS = ("timestamp.txt", "submission_secret.txt")
+
+
+def _copy_stamps(submitted: Path, autograded: Path) -> None:
+    for name in STAMPS:
+        source = submitted / name
+        if extract.plain_file(source) and source.stat().st_size <= 4096:  # a student's own folder: no link, no FIFO
+            atomic_write(autograded / name, source.read_bytes())
+        else:
+            (autograded / name).unlink(missing_ok=True)

@@ -417,6 +417,8 @@ class GradeInSandbox(_Preprocessor):
 
             results.write_result(Path(self.results), result)
             feedback_page.write(Path(self.results), result)
+        if not result.graded:  # none of it ran: nothing on record, as for a notebook nbgrader cannot read
+            raise ValueError(f"not graded: {result.error}")
         # Graded again: the feedback of the earlier grading goes (a refused or failed grading leaves it, with
         # the scores it shows)
         from nbgrader.coursedir import CourseDirectory

@@ -126,7 +126,9 @@ def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[
                 continue
             graded = {t.name: t.extra.get("autograded_score", t.score) for t in result.tests}
             auto = {g.name.removeprefix(GRADE_CELL_PREFIX): g.auto_score for g in entry.grades}
-            if not recorded(entry.grades):
+            if not result.graded:  # neither route records one: the gradebook's scores, if any, are earlier ones
+                left_out[result.submission] = f"not graded: {result.error}"
+            elif not recorded(entry.grades):
                 left_out[result.submission] = NOT_RECORDED
             elif any(a is not None and name in graded and not _same(a, graded[name]) for name, a in auto.items()):
                 left_out[result.submission] = STALE
@@ -145,7 +147,6 @@ def written(folder: Path, results: list[Result]) -> list[str]:
     the class report (from the gradebook's scores), told which files someone who may write them must refresh."""
     import json
 
-    from grader.outputs import feedback_page
     from grader.outputs import results as result_files
 
     stale = []
@@ -157,6 +158,8 @@ def written(folder: Path, results: list[Result]) -> list[str]:
                 continue
         except OSError:  # a result read from a copy elsewhere in the folder: its own file is not there
             continue
+        from grader.outputs import feedback_page  # only here: it imports torch, which report and export need not
+
         page = feedback_page.page_path(Path(folder), result.submission)
         try:
             old = page.read_text(encoding="utf-8") if page.is_file() else None

@@ -110,8 +110,8 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     threads), and this process still reads the notebooks and writes every file. With `html`, each result
     also gets its student's feedback page, `<submission>.html` (grader.outputs.feedback_page). `record` gets
     each result once it is written, pictures included (a gradebook: grader.lms.gradebook.Recorder), kept ones
-    at the end. `progress` gets notes as lines, `tally` where the batch stands after each chunk (without
-    it, a line to `progress`)."""
+    at the end (with kept=True). `progress` gets notes as lines, `tally` where the batch stands after each
+    chunk (without it, a line to `progress`)."""
     found = extract.discover(paths)
     if part is not None:
         found = shard(found, *part)
@@ -170,7 +170,7 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     if record is not None:
         for submission, result in zip(submissions, scored, strict=True):
             if submission.id in previous:
-                record(submission, result)
+                record(submission, result, kept=True)
     name = "grades.csv" if part is None else f"grades.shard-{part[0]}-of-{part[1]}.csv"
     results.write_grades_csv(out, scored, list(course.points), name)
     return list(zip(submissions, scored, strict=True))
