@@ -187,7 +187,8 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
         try:
             with report:
                 pairs = run(list(paths), course, out, jobs=jobs, resume=resume, part=part, scheduler=scheduler,
-                            html=html, record=record, progress=report.note, tally=report.tally)
+                            html=html, record=record, settle=record and (lambda rs: record.settle(out, rs)),
+                            progress=report.note, tally=report.tally)
         except (RuntimeError, OSError) as exc:
             raise click.ClickException(str(exc)) from None
         except KeyboardInterrupt:

@@ -669,7 +669,14 @@ def test_regrades_on_either_route_leave_every_view_right(course):
         stamp.write_text(later.strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
         again.submitted(student).write_bytes(content)
 
+    from nbgrader.api import Gradebook
+
+    manual = others[1]  # a TA's score, which the fast route's table and files then say, as report does
+    with Gradebook(f"sqlite:///{again.dir / 'gradebook.db'}") as gb:
+        gb.find_grade(grade_cell_id("dlogprobs"), NOTEBOOK, ASSIGNMENT, manual).manual_score = 0.25
+        gb.db.commit()
     before = read_gradebook(again.dir)
+    final = before[manual]["score"]
     readable = again.submitted(first).read_bytes()
     handed_in_again(first, readable[: len(readable) // 2], 1)  # a truncated upload
     done = again.run(["backprop-ninja", "grade", "submitted", "--out", "fast", "--course", "course.yml",
@@ -678,6 +685,11 @@ def test_regrades_on_either_route_leave_every_view_right(course):
     assert f"not recorded: {first}/{ASSIGNMENT}/{NOTEBOOK} (not a notebook" in done.stderr, str(done)
     assert "Error: 1 submission(s) not recorded in the gradebook" in done.stderr, str(done)
     assert "the feedback of an earlier grading" not in done.stderr, str(done)  # the kept ones' stays
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith(f"{manual}/")]
+    assert f" {final:g} / " in line, (final, line)
+    mine = json.loads((again.dir / "fast" / manual / ASSIGNMENT / f"{NOTEBOOK}.json").read_text())
+    rows = {r["submission"].split("/")[0]: r for r in csv.DictReader((again.dir / "fast" / "grades.csv").open())}
+    assert mine["score"] == final and float(rows[manual]["score"]) == final, (mine["score"], rows[manual], final)
     assert read_gradebook(again.dir)[first]["grades"] == before[first]["grades"]  # kept, as nbgrader keeps them
     assert not again.autograded(first).exists()
     report = json.loads(again.run(["backprop-ninja", "report", "fast", "--json", "--gradebook", "gradebook.db"],

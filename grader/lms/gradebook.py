@@ -56,6 +56,7 @@ class Recorder:
         from sqlalchemy.exc import SAWarning
 
         warnings.filterwarnings("ignore", category=SAWarning, module=r"nbgrader\.")
+        self.gradebook = gradebook
         self.db_url = f"sqlite:///{gradebook}"
         self.log = log
         self.recorded = 0
@@ -69,6 +70,20 @@ class Recorder:
         except Exception as exc:  # one submission nbgrader cannot take must not stop the others
             self.log(f"could not record {submission.id}: {type(exc).__name__}: "
                      f"{' '.join(str(exc).split())[:300]}")
+
+
+    def settle(self, out: Path, results: list[Result]) -> list[Result]:
+        """`results` with the scores the gradebook now holds for them (a TA's score, a late penalty: what report
+        and export say), their files in `out` written again where those differ, so that the table, grades.csv
+        and each student's file and page say the final score the moment grading ends, not the grader's own.
+        A result the gradebook does not hold as graded stays as it is (report and export say why)."""
+        from grader.outputs import final
+
+        adjusted, _ = final.from_gradebook(results, self.gradebook)
+        for line in final.written(out, adjusted):
+            self.log(f"warning: {line}")
+        by_id = {result.submission: result for result in adjusted}
+        return [by_id.get(result.submission, result) for result in results]
 
 
 def _course_settings(root: Path):

@@ -101,7 +101,8 @@ class Tally:
 
 def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1, resume: bool = False,
           part: tuple[int, int] | None = None, scheduler: str | None = None, html: bool = False,
-          record: Callable[[extract.Submission, scoring.Result], None] | None = None,
+          record: Callable[..., None] | None = None,
+          settle: Callable[[list[scoring.Result]], list[scoring.Result]] | None = None,
           progress: Callable[[str], None] = lambda line: None,
           tally: Callable[[Tally], None] | None = None) -> list[tuple[extract.Submission, scoring.Result]]:
     """Grade every notebook under `paths` (or one shard of them) into `out`. With `resume`, a submission
@@ -110,8 +111,9 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     threads), and this process still reads the notebooks and writes every file. With `html`, each result
     also gets its student's feedback page, `<submission>.html` (grader.outputs.feedback_page). `record` gets
     each result once it is written, pictures included (a gradebook: grader.lms.gradebook.Recorder), kept ones
-    at the end (with kept=True). `progress` gets notes as lines, `tally` where the batch stands after each
-    chunk (without it, a line to `progress`)."""
+    at the end (with kept=True); then `settle` gives the scores as recorded (a gradebook's, with its TA's
+    scores and late penalties: Recorder.settle), which grades.csv and the returned results carry. `progress`
+    gets notes as lines, `tally` where the batch stands after each chunk (without it, a line to `progress`)."""
     found = extract.discover(paths)
     if part is not None:
         found = shard(found, *part)
@@ -171,6 +173,8 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
         for submission, result in zip(submissions, scored, strict=True):
             if submission.id in previous:
                 record(submission, result, kept=True)
+    if settle is not None:
+        scored = settle(scored)
     name = "grades.csv" if part is None else f"grades.shard-{part[0]}-of-{part[1]}.csv"
     results.write_grades_csv(out, scored, list(course.points), name)
     return list(zip(submissions, scored, strict=True))
