@@ -24,7 +24,7 @@ import yaml
 
 from grader import course as course_config
 from grader.course import choice
-from grader.exercise import FUNCTION, load
+from grader.exercise import load
 from grader.exercises.makemore_mlp import notebook_source, variants
 from grader.lms import course_init
 from grader.vocabulary import grade_cell_id
@@ -302,21 +302,20 @@ def _check_runs(exercise, ran: dict[str, nbformat.NotebookNode]) -> None:
 
 
 def _check_grades(outcome: variant_courses.Outcome) -> None:
-    """Full marks for the solved notebook, 0 for the stub, and each mutant less on exactly the grade ids its
-    cell answers (a function's mistake: on the gradients it reaches and the training run it drives)."""
+    """Full marks for the solved notebook, 0 for the stub, and each notebook of slips (one per answer) less
+    on exactly the grade ids its slipped answers are graded on (a function's slip may also fail the training
+    run it drives)."""
     exercise, results = outcome.course.exercise, outcome.results
     solved, stub = results["solved"], results["stub"]
     assert solved["score"] == solved["max_score"] == outcome.course.max_score, _lost(solved)
     assert stub["score"] == 0, [t for t in stub["tests"] if t["score"]]
     training = {exercise.training.grade_id} if exercise.training else set()
     wrong = []
-    for stem, grade_ids in outcome.mutants.items():
-        own = set(grade_ids)
-        lost = _lost(results[stem])
-        function = exercise.by_grade_id[next(iter(own))].kind == FUNCTION
-        right = bool(lost) and lost <= own | training if function else lost == own
+    for stem, slips in outcome.slips.items():
+        own, lost = set(slips["own"]), _lost(results[stem])
+        right = own <= lost <= own | training if slips["training"] else lost == own
         if not right:
-            wrong.append(f"{stem}: lost {sorted(lost)}, expected {sorted(own)}")
+            wrong.append(f"{stem} ({'; '.join(slips['slips'])}): lost {sorted(lost)}, expected {sorted(own)}")
     assert not wrong, "\n".join(wrong)
 
 

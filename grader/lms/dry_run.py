@@ -95,16 +95,22 @@ def _run(command: list[str], cwd: Path, what: str, env: dict[str, str] | None = 
 def submissions(exercise: ex.Exercise) -> list[Submission]:
     """The solved notebook's answers, the stub's (none), and the slips the exercise does not accept, laid
     out in as few notebooks as the module docstring says they can be."""
+    slips = [m for m in skeleton.mutants(exercise)  # the exercise says an accepted slip may keep its credit
+             if m.slip.name not in exercise.accepted.get(m.slip.gradient, ())]
+    return [Submission(SOLVED, {}), Submission(STUB, {}), *packed(exercise, slips)]
+
+
+def packed(exercise: ex.Exercise, mutants) -> list[Submission]:
+    """`mutants` (skeleton.mutants's, or some of them) in as few notebooks as the module docstring says they
+    can be, each named slips-N."""
     found = skeleton.derived(exercise)
     reference = skeleton.references(exercise, found)
     kind = {a.cell_id: a.kind for a in exercise.answers}
     groups: dict[tuple[str, ...], list[skeleton.Mutant]] = {}
-    for mutant in skeleton.mutants(exercise):
-        if mutant.slip.name in exercise.accepted.get(mutant.slip.gradient, ()):
-            continue  # the exercise says this slip may keep its credit
+    for mutant in mutants:
         key = (mutant.cell,) if kind[mutant.cell] == ex.FUSED else (mutant.cell, mutant.slip.gradient)
         groups.setdefault(key, []).append(mutant)
-    made = [Submission(SOLVED, {}), Submission(STUB, {})]
+    made = []
     for index in range(max(map(len, groups.values()), default=0)):
         one = Submission(f"slips-{index + 1}", dict(reference))
         written: dict[str, dict[str, str]] = {}

@@ -7,7 +7,9 @@ run gave.
 Each slip is graded once, in the first course (the lecture's network first) whose cell has the same
 formula (an atomic or fused answer going back through the same forward lines; a function's slipped line,
 the same code): made again in the next course it is the same formula's same slip, through the same grader,
-and tests/test_neighbourhood.py names every slip in every variant. Run All runs where the variant's
+and tests/test_neighbourhood.py names every slip in every variant. The slips share notebooks, one slip per
+answer at a time, as `exercise check` lays them out (grader.lms.dry_run.packed: the grader judges each answer
+on the true upstream gradients, never the submission's own). Run All runs where the variant's
 activation and normalization, its activation and residual block, and its normalization and residual block
 are a pair no earlier notebook of the set ran: 12 of the 24 notebooks cover every pair of pieces that meet
 in a cell.
@@ -37,7 +39,7 @@ from grader import course as course_config
 from grader.authoring import skeleton
 from grader.exercise import FUNCTION, load
 from grader.exercises.makemore_mlp import variants
-from grader.lms import notebooks
+from grader.lms import dry_run, notebooks
 from grader.lms.course_init import steps_reached
 from helpers.paths import ROOT
 
@@ -58,12 +60,13 @@ NICE = [nice, "-n", "10"] if (nice := shutil.which("nice")) else []
 
 @dataclass
 class Outcome:
-    """What one variant's course gave: its course.yml, the grader's results by submission stem, the grade
-    ids each mutant's stem must lose, and its solved and stub notebooks after Run All."""
+    """What one variant's course gave: its course.yml, the grader's results by submission stem, what each
+    submission of slips must lose (`own`: one grade id per slip; `training`: a function's slip may fail the
+    training run too) and the slips it carries, and its solved and stub notebooks after Run All."""
 
     course: course_config.Course
     results: dict[str, dict]
-    mutants: dict[str, tuple[str, ...]]
+    slips: dict[str, dict]
     ran: dict[str, nbformat.NotebookNode]
 
 
@@ -104,7 +107,7 @@ def _run_all(notebooks: dict[str, nbformat.NotebookNode], course, folder: Path, 
 def variant_course(name: str, workdir: Path, graded: Path) -> None:
     """course init --variant (the package's own, which derives the reference answers); one
     `backprop-ninja grade` batch of the course's solved notebook, the stub nbgrader would release from it,
-    and the mutants `graded` (a `plan`) gives the variant; then, for a variant of the pairwise set, Run All
+    and the mutants `graded` (a `plan`) gives the variant, packed; then, for a variant of the pairwise set, Run All
     on the solved notebook and the stub. Run in a process of its own: see `_Courses`."""
     env = dict(os.environ)
     target = workdir / "course"
@@ -117,10 +120,14 @@ def variant_course(name: str, workdir: Path, graded: Path) -> None:
     submissions.mkdir()
     nbformat.write(solved, submissions / "solved.ipynb")
     nbformat.write(student, submissions / "stub.ipynb")
-    mutants = corpus(course.exercise, set(json.loads(graded.read_text())[name]))
-    for stem, mutant in mutants.items():
-        _submission(student, dict(mutant.cells), submissions / f"{stem}.ipynb")
-    (workdir / "mutants.json").write_text(json.dumps({stem: m.grade_ids for stem, m in mutants.items()}))
+    keys = set(json.loads(graded.read_text())[name])
+    slips = dry_run.packed(course.exercise, [m for m in skeleton.mutants(course.exercise)
+                                             if _key(course.exercise, m) in keys])
+    for one in slips:
+        _submission(student, one.cells, submissions / f"{one.stem}.ipynb")
+    (workdir / "mutants.json").write_text(json.dumps({one.stem: {
+        "own": sorted(one.own), "training": one.training,
+        "slips": [f"{m.cell}: {m.slip.name}" for m in one.mutants]} for one in slips}))
     _run([*CLI, "grade", str(submissions), "--out", str(workdir / "results"), "--course", str(target / "course.yml"),
           "--jobs", "1"], "backprop-ninja grade", target, env)
     if runs_all(name):
@@ -133,8 +140,7 @@ def outcome_of(workdir: Path) -> Outcome:
     results = {p.stem: json.loads(p.read_text()) for p in (workdir / "results").glob("*.json")}
     ran = {kind: nbformat.read(path, as_version=4) for kind in ("solved", "stub")
            if (path := workdir / "run-all" / f"{kind}.ipynb").exists()}
-    mutants = {stem: tuple(ids) for stem, ids in json.loads((workdir / "mutants.json").read_text()).items()}
-    return Outcome(course, results, mutants, ran)
+    return Outcome(course, results, json.loads((workdir / "mutants.json").read_text()), ran)
 
 
 def runs_all(name: str) -> bool:
@@ -166,11 +172,6 @@ def plan(path: Path) -> None:
         graded[name] = sorted(keys - seen)
         seen |= keys
     path.write_text(json.dumps(graded))
-
-
-def corpus(exercise, keys: set[str]) -> dict[str, skeleton.Mutant]:
-    """The exercise's mutants whose keys are `keys`, by file stem."""
-    return submissions_of(m for m in skeleton.mutants(exercise) if _key(exercise, m) in keys)
 
 
 def submissions_of(mutants) -> dict[str, skeleton.Mutant]:
