@@ -310,7 +310,10 @@ def _name_formgrader_course(directory: Path) -> None:
         return
     for line in said:
         click.echo(line if line.startswith("warning: ") else f"formgrader: {line}", err=line.startswith("warning: "))
-    click.echo(f"formgrader: each other TA runs {switch} once")
+    # formgrader serves only a course inside one's own home: another TA's home is not the caller's
+    where = directory.absolute()
+    click.echo(f"formgrader: each other TA runs, once: ln -s {where} ~/{where.name} && backprop-ninja course "
+               f"formgrader ~/{where.name}")
 
 
 @course.command("formgrader")

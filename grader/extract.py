@@ -40,6 +40,10 @@ class Submission:
     error: str | None = None
     analysis_seconds: float = 0.0  # CPU time the trusted process spent reading it (grader.limits.Budget)
     sha256: str = ""  # of the file's bytes as read: a result is of this file, not of one that replaced it since
+    # No notebook nbgrader could read either (not UTF-8, not JSON, not one nbformat takes, an unreadable file):
+    # its autograde fails before grading, so neither route records a score of it. A notebook refused
+    # (a link, over a limit) is read by nbgrader and recorded 0 with the reason, on both routes.
+    unreadable: bool = False
 
 
 def discover(paths: list[Path]) -> list[tuple[str, Path]]:
@@ -161,13 +165,13 @@ def _read(sid: str, path: Path, cells: tuple[str, ...], budget: Budget) -> Submi
         submission.error = str(exc)
         return submission
     except UnicodeDecodeError:
-        submission.error = "not a notebook: the file is not UTF-8 text"
+        submission.error, submission.unreadable = "not a notebook: the file is not UTF-8 text", True
         return submission
     except (ValueError, RecursionError):
-        submission.error = "not a notebook: the file is not valid JSON"
+        submission.error, submission.unreadable = "not a notebook: the file is not valid JSON", True
         return submission
     except OSError as exc:
-        submission.error = f"not a readable notebook: {exc.strerror}"
+        submission.error, submission.unreadable = f"not a readable notebook: {exc.strerror}", True
         return submission
     budget.check("reading the notebook")
     nbformat = _nbformat()
@@ -178,6 +182,7 @@ def _read(sid: str, path: Path, cells: tuple[str, ...], budget: Budget) -> Submi
             notebook = nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises many types for many kinds of malformed files
         submission.error = f"not a readable notebook: {' '.join(str(exc).split())[:200]}"
+        submission.unreadable = True
         return submission
     budget.check("reading the notebook")
     read = from_notebook(sid, path, notebook, cells)

@@ -635,7 +635,8 @@ def test_regrades_on_either_route_leave_every_view_right(course):
     each route that grades a notebook again removes its page, and says so. After the fast route graded, a
     newer resubmission was skipped by autograde and release_feedback took exchange students for LMS ones (its
     autograded folders had no timestamp.txt and submission_secret.txt); and a truncated resubmission was
-    recorded 0 by the fast route, where nbgrader's route records nothing and every view says not graded."""
+    recorded 0 by the fast route, where nbgrader's route, which cannot read it, records nothing and every view
+    says not graded."""
     again = Course(course.tmp, COURSE.course_id, ASSIGNMENT, name="regraded-course")
     shutil.copytree(course.dir, again.dir)
     pages = {s: again.feedback(s) for s in STUDENTS}
@@ -700,14 +701,33 @@ def test_regrades_on_either_route_leave_every_view_right(course):
     done = again.nbgrader("autograde", ASSIGNMENT, f"--student={others[0]}")
     assert done.returncode == 0 and "Skipping existing assignment" not in done.stderr, str(done)
     assert read_gradebook(again.dir)[others[0]]["grades"] == before[first]["grades"]
-    # nbgrader's route: a notebook nbgrader reads and the grader refuses (a link to a classmate's) is not
-    # recorded either, where it was recorded 0
+    # A notebook nbgrader reads and the grader refuses (a link to a classmate's) is the linker's 0, with the
+    # reason, on nbgrader's route as on the fast route (tests/test_hostile_batch.py)
     handed_in_again(first, b"", 3)
     again.submitted(first).unlink()
     again.submitted(first).symlink_to(again.submitted(others[0]))
     done = again.nbgrader("autograde", ASSIGNMENT, f"--student={first}")
-    assert done.returncode != 0 and "not graded: refused: a symbolic link" in done.stderr, str(done)
-    assert read_gradebook(again.dir)[first]["grades"] == before[first]["grades"]
+    assert done.returncode == 0 and "refused: a symbolic link" in done.stderr, str(done)
+    assert {g["score"] for g in read_gradebook(again.dir)[first]["grades"].values()} == {0}
+    # A share of the score per day late (LatePenalty, as course init's nbgrader_config.py shows), due 36 hours
+    # before a student handed in: two days' share, recorded by the fast route as autograde records it
+    from datetime import timedelta
+
+    from nbgrader.utils import parse_utc
+
+    late = others[2]
+    with (again.dir / "nbgrader_config.py").open("a") as config:
+        config.write('\nc.AssignLatePenalties.plugin_class = "grader.lms.nbgrader.LatePenalty"\n'
+                     "c.LatePenalty.per_day = 0.1\n")
+    handed = parse_utc((again.submitted(late).parent / "timestamp.txt").read_text())
+    with Gradebook(f"sqlite:///{again.dir / 'gradebook.db'}") as gb:
+        gb.update_or_create_assignment(ASSIGNMENT, duedate=handed - timedelta(hours=36))
+    done = again.run(["backprop-ninja", "grade", "submitted", "--out", "fast", "--course", "course.yml",
+                      "--gradebook", "gradebook.db", "--resume"], again.dir)
+    with Gradebook(f"sqlite:///{again.dir / 'gradebook.db'}") as gb:
+        notebook = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, late)
+        assert notebook.score > 0 and notebook.late_submission_penalty == pytest.approx(0.2 * notebook.score), \
+            (notebook.score, notebook.late_submission_penalty, str(done))
 
 
 @pytest.mark.parametrize("student", STUDENTS)

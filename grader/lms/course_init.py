@@ -69,6 +69,12 @@ c.Autograde.autograde_preprocessors = [
     "grader.lms.nbgrader.RecordGrades",
 ]
 c.GradeInSandbox.course = {course_file!r}  # relative to the course directory, where nbgrader runs
+# Late penalties, from the due date nbgrader holds (nbgrader db assignment add ASSIGNMENT --duedate=...): none
+# unless set here, on both routes. nbgrader's own policy takes all or nothing
+# (c.LateSubmissionPlugin.penalty_method = "zero"); a share of the score for each day late, or part of one:
+# c.AssignLatePenalties.plugin_class = "grader.lms.nbgrader.LatePenalty"
+# c.LatePenalty.per_day = 0.1  # 10% of the score per day
+# c.LatePenalty.most = 1.0  # at most all of it
 # Each result as a file too, for `backprop-ninja report results/` and `backprop-ninja export results/`.
 c.GradeInSandbox.results = "results"
 # Grade cells come back from the gradebook, a deleted one too (nbgrader's own restore can fail on it); a cell

@@ -141,8 +141,8 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log,
     stamp = path.parent / "timestamp.txt"
     timestamp = coursedir.get_existing_timestamp(str(path.parent)) if extract.plain_file(stamp) else None
     autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
-    if not result.graded:
-        # As nbgrader's autograde leaves a notebook it cannot grade (a truncated upload): the submission's row
+    if submission.unreadable:
+        # As nbgrader's autograde leaves a notebook it cannot read (a truncated upload): the submission's row
         # and time, no score (every view then says not graded, never 0), the earlier grades kept, and no
         # autograded notebook that formgrader would list as this submission's.
         with transaction(db_url) as gb:
@@ -153,7 +153,13 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log,
         log(f"not recorded: {submission.id} ({result.error}); the gradebook keeps any earlier scores of it, "
             "which no view counts: grade a readable notebook again")
         return False
-    nb = nbformat.reads(extract.notebook_bytes(path).decode("utf-8"), as_version=4)  # as it was graded
+    if submission.error:
+        # A notebook refused (a link, over a limit) gets its zeros on record, as nbgrader's route gives them, in
+        # the notebook students were given (never the source: feedback shows this notebook to the student).
+        released = Path(coursedir.format_path(coursedir.release_directory, ".", assignment)) / path.name
+        nb = nbformat.read(released, as_version=4)
+    else:
+        nb = nbformat.reads(extract.notebook_bytes(path).decode("utf-8"), as_version=4)  # as it was graded
     resources = {"nbgrader": {"notebook": notebook_id, "assignment": assignment, "student": student,
                               "db_url": db_url}}
     for preprocessor in (ClearOutput(), Deduplicate(), OverwriteKernelspec(), RestoreCells(), CheckCellMetadata()):

@@ -126,12 +126,11 @@ def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[
                 continue
             graded = {t.name: t.extra.get("autograded_score", t.score) for t in result.tests}
             auto = {g.name.removeprefix(GRADE_CELL_PREFIX): g.auto_score for g in entry.grades}
-            if not result.graded:  # neither route records one: the gradebook's scores, if any, are earlier ones
-                left_out[result.submission] = f"not graded: {result.error}"
-            elif not recorded(entry.grades):
-                left_out[result.submission] = NOT_RECORDED
-            elif any(a is not None and name in graded and not _same(a, graded[name]) for name, a in auto.items()):
-                left_out[result.submission] = STALE
+            if not recorded(entry.grades) or any(a is not None and name in graded and not _same(a, graded[name])
+                                                 for name, a in auto.items()):
+                # A notebook nbgrader could not read is recorded by neither route: its result says why
+                left_out[result.submission] = (f"not graded: {result.error}" if not result.graded
+                                               else NOT_RECORDED if not recorded(entry.grades) else STALE)
             else:
                 kept.append(adjust(result, {g.name: g.score for g in entry.grades if g.manual_score is not None},
                                    entry.late_submission_penalty or 0.0))
