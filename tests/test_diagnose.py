@@ -302,7 +302,7 @@ def test_an_answer_right_on_the_lecture_s_sizes_alone_is_told_the_lecture_s_numb
                                                detail={}) for c in cases}
     failure = judge(outcomes, cases, answer, CHAIN, SimpleNamespace(rtol=RTOL, atol=ATOL))
     assert failure.feedback.endswith(
-        "; right for the lecture's sizes (n=8) but wrong for every other size: something in the cell depends on "
+        "; right for the notebook's sizes (n=8) but wrong for every other size: something in the cell depends on "
         "the sizes; use n and the tensors' shapes, never 8, 5, 3 or 4")
 
 
@@ -359,7 +359,7 @@ def test_an_error_the_lecture_sized_run_raises_too_is_shown_from_there():
 
     failure = _judged(raised, raised)
     assert failure.feedback.startswith(
-        "IndexError on line 2, on the lecture-sized configuration: index 8007 is out of bounds"), failure.feedback
+        "IndexError on line 2, on the notebook-sized configuration: index 8007 is out of bounds"), failure.feedback
     assert "9007" not in failure.feedback and "11007" not in failure.feedback
 
 
@@ -386,7 +386,7 @@ def test_wrong_values_on_hidden_configurations_alone_show_no_difference_count_or
         return SimpleNamespace(status="tensor", tensor=wrong, detail={})
 
     failure = _judged(slipped)
-    assert failure.feedback.startswith("dz: wrong values on a hidden configuration; right for the lecture's sizes"), \
+    assert failure.feedback.startswith("dz: wrong values on a hidden configuration; right for the notebook's sizes"), \
         failure.feedback
     assert not any(x in failure.feedback for x in ("9.5", "11.5", "rows", " of ")), failure.feedback
 
@@ -398,7 +398,7 @@ def test_wrong_values_on_every_configuration_show_the_lecture_sized_one():
         return SimpleNamespace(status="tensor", tensor=wrong, detail={})
 
     failure = _judged(slipped, slipped)
-    assert failure.feedback.startswith("dz: wrong values (max abs diff 8.5), on the lecture-sized configuration; "
+    assert failure.feedback.startswith("dz: wrong values (max abs diff 8.5), on the notebook-sized configuration; "
                                        "wrong only in rows 0 (1 of 8)"), failure.feedback
 
 
@@ -407,7 +407,7 @@ def test_a_wrong_shape_on_hidden_configurations_alone_shows_no_shape():
                                                 tensor=torch.zeros(c.values["X"].shape[0] * 1000 + 7)))
     feedback = failure.feedback
     assert feedback.startswith("dz: its shape is not the gradient's on a hidden configuration"), feedback
-    assert not any(d in feedback.split("right for the lecture")[0] for d in "0123456789"), feedback
+    assert not any(d in feedback.split("right for the notebook")[0] for d in "0123456789"), feedback
 
 
 def test_a_constant_factor_seen_on_hidden_configurations_alone_is_named_without_its_value():
@@ -440,7 +440,7 @@ def test_a_product_that_fits_on_the_lecture_s_sizes_alone_is_told_a_hard_coded_s
     is probably missing"; the lecture-sized run multiplied fine, so the cell depends on the sizes."""
     failure = _judged(_error("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (9x4 and 8x3)"))
     assert "transpose" not in failure.feedback
-    assert "right for the lecture's sizes (n=8) but wrong for every other size" in failure.feedback
+    assert "right for the notebook's sizes (n=8) but wrong for every other size" in failure.feedback
     assert failure.mistake == "depends on the lecture's sizes"
 
 

@@ -277,7 +277,7 @@ def test_a_wrong_shape_shows_only_yours_and_says_both_shapes(ben):
 def test_right_at_the_lectures_sizes_draws_nothing_and_says_so(ben):
     row = ben.row("dlogprobs")
     assert row.status == Verdict.INCORRECT and not row.figures
-    assert any("Right on the lecture-sized batch" in note for note in row.notes)
+    assert any("Right on the notebook-sized batch" in note for note in row.notes)
 
 
 def test_right_on_the_chain_only_shows_the_local_check(ben):

@@ -184,7 +184,7 @@ def exercise_4_checks_never_raise(kernel):
     kernel.run("ex4_backward", hard_coded)
     kernel.run("setup_ex4_check")
     line = kernel.check("ex4_dC")
-    assert "WRONG" in line and "right for the lecture's sizes (n=32) but wrong for every other size" in line \
+    assert "WRONG" in line and "right for the notebook's sizes (n=32) but wrong for every other size" in line \
         and "— your cell writes 32 (n) as a number" in line, line
     # The student trial's other sizes: the line names what the cell writes, not only the usual 32, 27, 64.
     for written, said in (("num_classes=logits.shape[1]", "num_classes=27"), ("emb.shape", "(n, 3, 10)")):

@@ -270,7 +270,7 @@ def test_zeros_of_a_lecture_size_are_not_called_right_where_the_gradient_is_zero
     """A student trial: `db1 = torch.zeros(64)` was told "right for the lecture's sizes", where db1 is all
     zeros only because batch norm follows b1 (the grader gives zeros of the right size half credit)."""
     _, feedback = _feedback({**REFERENCE, "db1": "db1 = torch.zeros(64, dtype=torch.float64)\n"}, cases, "db1")
-    assert "right for the lecture's sizes" not in feedback, feedback
+    assert "right for the notebook's sizes" not in feedback, feedback
     assert "where this gradient is all zeros, which says nothing of its values" in feedback, feedback
     assert "never 32, 27 or 64" in feedback, feedback
 

@@ -98,7 +98,7 @@ STATUS_TEXT = {status: status.text for status in Status if status.text}
 ERROR_TYPES = frozenset(name for name, value in vars(builtins).items()
                         if isinstance(value, type) and issubclass(value, BaseException))
 ON_HIDDEN = "on a hidden configuration"
-ON_PUBLIC = "on the lecture-sized configuration"
+ON_PUBLIC = "on the notebook-sized configuration"
 # What is said of a failure seen on hidden configurations only, in place of what the student's code
 # would put in its text there (its error's message, its type's name, what the audit hook saw).
 # Details of an outcome the parent writes from its own fixed vocabulary, safe to show for any configuration:
@@ -274,7 +274,7 @@ def _batch(case, probe, text: str) -> str:
         return ", ".join(f"{k}={v}" for k, v in c.config.sizes.items() if k in shown)
 
     if not case.config.scored:
-        where = NOTEBOOK if case.config.name == NOTEBOOK else "the self-check's batch at the lecture's sizes"
+        where = NOTEBOOK if case.config.name == NOTEBOOK else "the self-check's batch at the notebook's sizes"
         return f" (on {where}: {sizes(case, case.config.sizes)})"
     quoted = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", text)}
     shown = [k for k, v in case.config.sizes.items() if v in quoted]
@@ -317,8 +317,8 @@ def _lecture_only(probe, zero: bool) -> str:
     shown = f" ({', '.join(f'{k}={v}' for k, v in sizes.items())})" if sizes else ""
     named = exercise.mistakes.hardcoded
     numbers = dict.fromkeys(str(exercise.lecture[k]) for k in (exercise.ranges if named is None else named))
-    where = (f"; it matches only at the lecture's sizes{shown}, where this gradient is all zeros, which says nothing "
-             "of its values" if zero else f"; right for the lecture's sizes{shown} but wrong for every other size")
+    where = (f"; it matches only at the notebook's sizes{shown}, where this gradient is all zeros, which says nothing "
+             "of its values" if zero else f"; right for the notebook's sizes{shown} but wrong for every other size")
     return (f"{where}: something in the cell depends on the sizes; use {_and([*sizes, SHAPES])}, "
             f"never {_and(numbers, 'or')}")
 

@@ -163,13 +163,13 @@ def _figure(title: str, grid, half: float, cmap: str) -> str:
 
 def _pictures(evidence: Evidence) -> str:
     if evidence.kind == MATCHES:
-        return ('<p class="bpn-note">Right on the lecture-sized batch, so there is no difference to draw: this '
+        return ('<p class="bpn-note">Right on the notebook-sized batch, so there is no difference to draw: this '
                 "answer goes wrong only on the grader's other configurations (the feedback says how).</p>")
     if evidence.kind == NO_TENSOR:
-        return '<p class="bpn-note">No picture: this cell gave no tensor on the lecture-sized batch.</p>'
+        return '<p class="bpn-note">No picture: this cell gave no tensor on the notebook-sized batch.</p>'
     upstream = ("the true upstream gradients" if evidence.check == CHAIN else
                 "random upstream gradients (the check of this one backward step)")
-    lines = [f"On the lecture-sized batch, with {upstream}."]
+    lines = [f"On the notebook-sized batch, with {upstream}."]
     yours, how = _grid(evidence.yours)
     mine, theirs = tuple(evidence.yours.shape), tuple(evidence.expected.shape)
     figures = []
@@ -242,7 +242,7 @@ CSS = """
 def _howto(exercise: Exercise) -> str:
     sizes = ", ".join(f"{k}={v}" for k, v in exercise.lecture.items())
     return ("How to read the pictures: each one is a tensor seen from above, one square per entry (rows top to "
-            f"bottom, columns left to right). They come from one batch at the lecture's sizes ({sizes}) drawn "
+            f"bottom, columns left to right). They come from one batch at the notebook's sizes ({sizes}) drawn "
             "from a fixed public seed: the shapes of your notebook, other numbers. Red is positive, blue negative, "
             "white zero, grey NaN or inf. Yours and the expected gradient share one colour scale; the difference "
             "(yours − expected, purple to orange) has its own, so that even a small difference shows.")
