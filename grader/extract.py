@@ -40,10 +40,18 @@ class Submission:
     error: str | None = None
     analysis_seconds: float = 0.0  # CPU time the trusted process spent reading it (grader.limits.Budget)
     sha256: str = ""  # of the file's bytes as read: a result is of this file, not of one that replaced it since
-    # No notebook nbgrader could read either (not UTF-8, not JSON, not one nbformat takes, an unreadable file):
-    # its autograde fails before grading, so neither route records a score of it. A notebook refused
-    # (a link, over a limit) is read by nbgrader and recorded 0 with the reason, on both routes.
-    unreadable: bool = False
+
+    @property
+    def unreadable(self) -> bool:
+        return unreadable(self.error)
+
+
+def unreadable(error: str | None) -> bool:
+    """Whether a submission's (or its result's) error says its file is no notebook nbgrader could read either
+    (not UTF-8, not JSON, not one nbformat takes, a file that cannot be read: each such error begins "not a "):
+    nbgrader's autograde fails on it before grading, so neither route records a score of it. A notebook
+    refused (a link, over a limit) is read by nbgrader and recorded 0 with the reason, on both routes."""
+    return bool(error) and error.startswith("not a ")
 
 
 def discover(paths: list[Path]) -> list[tuple[str, Path]]:
@@ -165,13 +173,13 @@ def _read(sid: str, path: Path, cells: tuple[str, ...], budget: Budget) -> Submi
         submission.error = str(exc)
         return submission
     except UnicodeDecodeError:
-        submission.error, submission.unreadable = "not a notebook: the file is not UTF-8 text", True
+        submission.error = "not a notebook: the file is not UTF-8 text"
         return submission
     except (ValueError, RecursionError):
-        submission.error, submission.unreadable = "not a notebook: the file is not valid JSON", True
+        submission.error = "not a notebook: the file is not valid JSON"
         return submission
     except OSError as exc:
-        submission.error, submission.unreadable = f"not a readable notebook: {exc.strerror}", True
+        submission.error = f"not a readable notebook: {exc.strerror}"
         return submission
     budget.check("reading the notebook")
     nbformat = _nbformat()
@@ -182,7 +190,6 @@ def _read(sid: str, path: Path, cells: tuple[str, ...], budget: Budget) -> Submi
             notebook = nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises many types for many kinds of malformed files
         submission.error = f"not a readable notebook: {' '.join(str(exc).split())[:200]}"
-        submission.unreadable = True
         return submission
     budget.check("reading the notebook")
     read = from_notebook(sid, path, notebook, cells)

@@ -29,13 +29,17 @@ POINTS = {"dcounts": 1.0, "dprobs": 2.0}
 # graded, never recorded in the gradebook (kept as graded); dan: graded, but the gradebook holds his
 # submission with no score (as a grading that failed after nbgrader made the submission left it); eve:
 # graded, but the gradebook holds other scores (a regrade whose recording failed); fay: graded and on
-# record, then resubmitted, a truncated file whose regrade failed (her result and scores are of the old one).
+# record, then resubmitted, a truncated file whose regrade failed (her result and scores are of the old one);
+# gus: a blank notebook on record (0), then a truncated one the fast route graded and, as autograde, did not
+# record (its result is the file's error, its zeros equal to the gradebook's earlier ones).
+UNREADABLE = "not a notebook: the file is not valid JSON"
 GRADED = {"ann": {"dcounts": 0.0, "dprobs": 2.0}, "bob": {"dcounts": 1.0, "dprobs": 2.0},
           "cam": {"dcounts": 1.0, "dprobs": 0.0}, "dan": {"dcounts": 1.0, "dprobs": 2.0},
-          "eve": {"dcounts": 1.0, "dprobs": 2.0}, "fay": {"dcounts": 1.0, "dprobs": 2.0}}
+          "eve": {"dcounts": 1.0, "dprobs": 2.0}, "fay": {"dcounts": 1.0, "dprobs": 2.0},
+          "gus": {"dcounts": 0.0, "dprobs": 0.0}}
 MANUAL, PENALTY = ("ann", "dcounts", 1.0), ("bob", 0.5)
 FINAL = {"ann": 3.0, "bob": 2.5, "cam": 1.0}
-NOT_GRADED = {"dan": final.NOT_RECORDED, "eve": final.STALE, "fay": RESUBMITTED}
+NOT_GRADED = {"dan": final.NOT_RECORDED, "eve": final.STALE, "fay": RESUBMITTED, "gus": f"not graded: {UNREADABLE}"}
 SUBMITTED = {"ann": b'{"cells": []}', "fay": b'{"cells": [], "nbformat": 4, "meta'}  # as in submitted/ now
 
 
@@ -44,7 +48,8 @@ def _result(student: str) -> Result:
                     notebook_sha256=hashlib.sha256(b'{"cells": []}').hexdigest())
     for name, score in GRADED[student].items():
         verdict = Verdict.CORRECT if score == POINTS[name] else Verdict.INCORRECT
-        result.tests.append(Score(name, score, POINTS[name], verdict, "as graded"))
+        result.tests.append(Score(name, score, POINTS[name], verdict, UNREADABLE if student == "gus" else "as graded"))
+    result.error = UNREADABLE if student == "gus" else None
     return result
 
 
@@ -67,7 +72,7 @@ def course(tmp_path_factory) -> Path:
         gb.add_notebook(NOTEBOOK, ASSIGNMENT)
         for name, points in POINTS.items():
             gb.add_grade_cell(f"check_{name}", NOTEBOOK, ASSIGNMENT, max_score=points, cell_type="code")
-        for student in ("ann", "bob", "dan", "eve", "fay"):
+        for student in ("ann", "bob", "dan", "eve", "fay", "gus"):
             gb.add_student(student)
             gb.add_submission(ASSIGNMENT, student)
             for name, score in GRADED[student].items() if student != "dan" else ():
@@ -176,7 +181,7 @@ def test_a_gradebook_that_is_none_is_one_line_and_left_as_it_was(course, tmp_pat
 def test_canvas_takes_the_same_totals(course):
     run("export", str(course / "results"), "--format", "canvas")
     header, _, *rows = list(csv.reader(io.StringIO((course / "results" / "canvas.csv").read_text(encoding="utf-8"))))
-    assert {row[3]: row[-1] for row in rows} == {"ann": "3", "bob": "2.5", "dan": "", "eve": "", "fay": ""}
+    assert {row[3]: row[-1] for row in rows} == {"ann": "3", "bob": "2.5", "dan": "", "eve": "", "fay": "", "gus": ""}
 
 
 def test_an_explicit_gradebook_and_none(course, tmp_path):

@@ -403,3 +403,23 @@ def test_in_a_log_progress_is_plain_lines():
         report.note("ran a in 0.1 s")
         report.tally(Tally(4, 10, 2.0, 3))
     assert log.getvalue() == "ran a in 0.1 s\n4/10 graded, 2.00 per second, about 3 s left\n"
+
+
+def test_a_regrade_without_html_makes_an_earlier_page_again(tmp_path):
+    """A TA trial: a notebook graded with --html, handed in again and graded without it, kept the earlier page
+    beside its new result, its score and all."""
+    from grader.outputs import feedback_page
+
+    folder = tmp_path / "submissions"
+    write(folder / "ada" / "backprop_ninja.ipynb", submission(replace=WRONG))
+    out = tmp_path / "results"
+    for html in (["--html"], []):
+        done = CliRunner().invoke(main, ["grade", str(folder), "--out", str(out), "--course", str(COURSE_FILE),
+                                         "--jobs", "1", *html])
+        assert done.exit_code == 0, done.output
+        write(folder / "ada" / "backprop_ninja.ipynb", submission())
+    sid = "ada/backprop_ninja"
+    assert feedback_page.current(out, sid), "the page is of the earlier result"
+    page = feedback_page.page_path(out, sid).read_text(encoding="utf-8")
+    assert json.loads((out / f"{sid}.json").read_text())["score"] == COURSE.max_score
+    assert f'class="bpn-total">Total: {COURSE.max_score:g} / {COURSE.max_score:g}<' in page

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grader.extract import unreadable
 from grader.judge.scoring import Result
 from grader.vocabulary import GRADE_CELL_PREFIX, Verdict
 
@@ -126,11 +127,12 @@ def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[
                 continue
             graded = {t.name: t.extra.get("autograded_score", t.score) for t in result.tests}
             auto = {g.name.removeprefix(GRADE_CELL_PREFIX): g.auto_score for g in entry.grades}
-            if not recorded(entry.grades) or any(a is not None and name in graded and not _same(a, graded[name])
-                                                 for name, a in auto.items()):
-                # A notebook nbgrader could not read is recorded by neither route: its result says why
-                left_out[result.submission] = (f"not graded: {result.error}" if not result.graded
-                                               else NOT_RECORDED if not recorded(entry.grades) else STALE)
+            if unreadable(result.error):  # recorded by neither route: any scores on record are earlier ones
+                left_out[result.submission] = f"not graded: {result.error}"
+            elif not recorded(entry.grades):
+                left_out[result.submission] = NOT_RECORDED
+            elif any(a is not None and name in graded and not _same(a, graded[name]) for name, a in auto.items()):
+                left_out[result.submission] = STALE
             else:
                 kept.append(adjust(result, {g.name: g.score for g in entry.grades if g.manual_score is not None},
                                    entry.late_submission_penalty or 0.0))

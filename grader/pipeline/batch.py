@@ -156,7 +156,7 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
             for result in chunk:
                 result.digest = digests[result.submission]
                 results.write_result(out, result)
-                if html:
+                if html or feedback_page.page_path(out, result.submission).exists():  # none left of an earlier one
                     feedback_page.write(out, result)
                 if record is not None:
                     record(read[result.submission], result)
