@@ -253,6 +253,21 @@ def test_course_init_solutions_sets_course_yml_and_the_notebooks_settings(tmp_pa
         # A TA trial: the path it gave other TAs was outside their homes, where formgrader serves nothing
         assert (f"each other TA runs, once: ln -s {target} ~/{target.name} && backprop-ninja course formgrader "
                 f"~/{target.name}") in done.output
+        # A TA trial: formgrader, started in the home, took the exchange and course id of another course from
+        # the system's configuration; it reads the course's own after naming it (here run twice: one block)
+        system = tmp_path / "etc-jupyter"
+        system.mkdir()
+        (system / "nbgrader_config.py").write_text("c.Exchange.root = '/srv/another'\n"
+                                                   "c.CourseDirectory.course_id = 'another'\n")
+        assert CliRunner().invoke(main, ["course", "formgrader", str(target)]).exit_code == 0
+        assert (jupyter / "nbgrader_config.py").read_text(encoding="utf-8").count("load_subconfig(") == 1
+        read = ("import sys; import jupyter_core.paths as p; p.SYSTEM_CONFIG_PATH[:0] = sys.argv[1:]; "  # as /etc's
+                "from nbgrader.apps import NbGrader; app = NbGrader(); app.load_config_file(); "
+                "print(app.config.Exchange.root, app.config.CourseDirectory.course_id)")
+        seen = subprocess.run([sys.executable, "-c", read, str(system)], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300)
+        own = subprocess.run([sys.executable, "-c", read], cwd=target, capture_output=True, text=True, timeout=300)
+        assert seen.stdout.split() == own.stdout.split() and "another" not in seen.stdout, (seen, own)
     else:
         added = subprocess.run([sys.executable, "-m", "nbgrader", "db", "student", "add", "bob"], cwd=target,
                                capture_output=True, text=True, timeout=300)

@@ -181,8 +181,12 @@ def test_grades_csv_has_a_row_per_submission_and_a_column_per_grade_id(in_proces
     by_sid = results(out)
     for row in rows:
         r = by_sid[row["submission"]]
-        assert float(row["score"]) == pytest.approx(r["score"])
         assert float(row["max_score"]) == pytest.approx(r["max_score"])
+        if row["submission"].startswith("junk/"):  # a TA trial: its zeros read as a score; no route records one
+            assert [row["score"], *(row[g] for g in GRADE_IDS)] == [""] * (1 + len(GRADE_IDS)), row
+            assert "not valid JSON" in row["error"]
+            continue
+        assert float(row["score"]) == pytest.approx(r["score"])
         assert {g: float(row[g]) for g in GRADE_IDS} == pytest.approx(scores(r))
 
 
@@ -195,7 +199,8 @@ def test_the_table_lists_every_submission(in_process):
     ada = next(row for row in stdout.splitlines() if row.startswith("ada/"))
     assert f"{COURSE.max_score:g} / {COURSE.max_score:g}" in ada
     junk = next(row for row in stdout.splitlines() if row.startswith("junk/"))
-    assert junk.split()[4:8] == ["-"] * 4 and "not graded: not a notebook" in junk, junk  # not "36 wrong"
+    assert junk.split()[1:8] == ["-", "/", f"{COURSE.max_score:g}", "-", "-", "-", "-"], junk  # not "0", "36 wrong"
+    assert "not graded: not a notebook" in junk, junk
     assert "3 submission(s) graded, 1 not graded (see the notes)" in stdout
 
 

@@ -752,6 +752,7 @@ def remember(directory: Path) -> None:
 
 
 FORMGRADER_MARK = "# formgrader's course, as `backprop-ninja course formgrader` wrote it:"
+SUBCONFIG = "load_subconfig("  # traitlets' own, in a Python configuration file; a file gone since is passed over
 
 
 class FormgraderConfigError(ValueError):
@@ -772,21 +773,25 @@ def formgrader_course() -> Path | None:
 
 def formgrader_config(directory: Path) -> list[str]:
     """The caller's own Jupyter nbgrader_config.py (JUPYTER_CONFIG_DIR, else ~/.jupyter) made to name the course
-    in `directory` as formgrader's: a server a hub starts runs in the home folder and reads no course folder's
-    configuration, so formgrader listed nothing until `c.CourseDirectory.root` was set by hand. Returns what
-    to tell the caller; FormgraderConfigError where a line of the caller's own names a course already."""
+    in `directory` as formgrader's, and to read the course's own configuration after it: a server a hub starts
+    runs in the home folder and reads no course folder's configuration, so formgrader listed nothing until
+    `c.CourseDirectory.root` was set by hand, and took its exchange and course id from the system's
+    /etc/jupyter (another course's, on one hub). Returns what to tell the caller; FormgraderConfigError where a
+    line of the caller's own names a course already."""
     from jupyter_core.paths import jupyter_config_dir
 
     root = Path(os.path.abspath(directory))  # as given: a link in the home to a course elsewhere stays the link
     line = f"c.CourseDirectory.root = {str(root)!r}"
     path = Path(jupyter_config_dir()) / "nbgrader_config.py"
     rows = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    ours = {i + d for i, row in enumerate(rows) if row == FORMGRADER_MARK for d in (0, 1)}
+    ours = {i + d for i, row in enumerate(rows) if row == FORMGRADER_MARK for d in (0, 1, 2)
+            if d < 2 or rows[i + d:i + d + 1] and rows[i + d].startswith(SUBCONFIG)}
     kept = [row for i, row in enumerate(rows) if i not in ours]
     if any("CourseDirectory.root" in row and not row.lstrip().startswith("#") for row in kept):
         raise FormgraderConfigError(f"{path} sets c.CourseDirectory.root already: change that line to {line}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join([*kept, FORMGRADER_MARK, line]) + "\n", encoding="utf-8")
+    course = f"{SUBCONFIG}{str(root / CONFIG_FILE)!r})  # the course's exchange, course id and preprocessors"
+    path.write_text("\n".join([*kept, FORMGRADER_MARK, line, course]) + "\n", encoding="utf-8")
     said = [f"{path}: formgrader's course is {root}"]
     home = Path.home()
     if home not in root.parents:

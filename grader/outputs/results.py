@@ -10,6 +10,7 @@ from pathlib import Path
 
 from grader import __version__, safe_text
 from grader.exercise import DEFAULT
+from grader.extract import unreadable
 from grader.judge.scoring import Result, TestScore
 from grader.outputs.files import atomic_write, csv_text
 from grader.vocabulary import Status, Verdict
@@ -122,11 +123,14 @@ def write_result(out: Path, result: Result) -> Path:
 
 
 def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str], name: str = "grades.csv") -> Path:
+    """A file no notebook reader takes (extract.unreadable) has no scores here, only its error: neither nbgrader
+    route records one for it, and a spreadsheet would read a 0 as one."""
     rows = [["submission", "score", "max_score", *grade_ids, "flags", "error"]]
     for r in results:
         by_id = {t.name: t.score for t in r.tests}
-        rows.append([r.submission, f"{r.score:g}", f"{r.max_score:g}", *(f"{by_id.get(g, 0):g}" for g in grade_ids),
-                     len(r.flags), r.error or ""])
+        blank = unreadable(r.error)
+        rows.append([r.submission, "" if blank else f"{r.score:g}", f"{r.max_score:g}",
+                     *("" if blank else f"{by_id.get(g, 0):g}" for g in grade_ids), len(r.flags), r.error or ""])
     path = out / name
     atomic_write(path, csv_text(rows))
     return path
@@ -134,7 +138,8 @@ def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str], nam
 
 def table(results: list[Result]) -> str:
     """One line per submission: score, tensors right / partial / wrong / not attempted, and its error or
-    flags; a submission none of whose answers ran has no counts and says "not graded". Submission ids
+    flags; a submission none of whose answers ran has no counts and says "not graded" (a file no notebook
+    reader takes, no score either). Submission ids
     and errors are printed with safe_text.terminal: a student's text never moves the cursor or changes
     the colours of the instructor's terminal."""
     names = [safe_text.terminal(r.submission) for r in results]
@@ -145,7 +150,8 @@ def table(results: list[Result]) -> str:
         notes = [("" if r.graded else "not graded: ") + safe_text.terminal(r.error)] if r.error else []
         notes += [f"{len(found)} {what}" for found, what in ((r.integrity_flags, "integrity flag(s)"),
                                                              (r.error_flags, "error(s) to fix")) if found]
-        lines.append(f"{name:<{width}}  {r.score:>6g} / {r.max_score:<4g}  {counts[Verdict.CORRECT]:>5} "
+        score = "-" if unreadable(r.error) else f"{r.score:g}"
+        lines.append(f"{name:<{width}}  {score:>6} / {r.max_score:<4g}  {counts[Verdict.CORRECT]:>5} "
                      f"{counts[Verdict.PARTIAL]:>7} {counts[Verdict.INCORRECT]:>5} {counts[Verdict.NOT_ATTEMPTED]:>5}  "
                      f"{'; '.join(notes)}")
     return "\n".join(lines)
