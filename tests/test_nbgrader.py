@@ -697,6 +697,19 @@ def test_regrades_on_either_route_leave_every_view_right(course):
                                   again.dir).stdout)
     assert report["not_graded_why"][f"{first}/{ASSIGNMENT}/{NOTEBOOK}"].startswith("not graded: not a notebook")
     assert first not in {s["submission"].split("/")[0] for s in report["submissions"]}
+    # Its feedback, of the notebook graded earlier, is held back, where nbgrader's own handed it out again with
+    # a total no other view counts (a TA trial); a notebook handed in since its feedback was made is said too.
+    exchange = again.dir / "own-exchange"
+    exchange.mkdir(mode=0o777)
+    handed_in_again(others[4], again.submitted(others[4]).read_bytes(), 1)  # not graded yet
+    done = again.nbgrader("release_feedback", ASSIGNMENT, f"--Exchange.root={exchange}",
+                          f"--course={COURSE.course_id}", must=True)
+    said = " ".join(done.stderr.split())
+    assert f"{first}: not released: the feedback in {pages[first].parent} is of a notebook graded earlier" in said
+    assert f"{others[4]}: not released: the feedback in {pages[others[4]].parent} is of the notebook handed in " \
+        "at " in said and "not the latest" in said, said
+    assert "Releasing feedback for student" in said and f"student '{first}'" not in said
+    assert f"student '{others[4]}'" not in said, said
     handed_in_again(others[0], readable, 2)  # since the fast route graded: another student's notebook
     done = again.nbgrader("autograde", ASSIGNMENT, f"--student={others[0]}")
     assert done.returncode == 0 and "Skipping existing assignment" not in done.stderr, str(done)
@@ -728,6 +741,34 @@ def test_regrades_on_either_route_leave_every_view_right(course):
         notebook = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, late)
         assert notebook.score > 0 and notebook.late_submission_penalty == pytest.approx(0.2 * notebook.score), \
             (notebook.score, notebook.late_submission_penalty, str(done))
+    # formgrader's Flagged? is the grader's for the latest notebook, on either route (a TA trial: it stayed on
+    # after a clean resubmission), and a TA's own flag stays
+    tas = others[1]
+    nb = nbformat.reads(readable.decode("utf-8"), as_version=4)
+    set_answers(nb, {"dprobs": "import os\n" + REFERENCE["dprobs"]})  # refused by the static check
+    hostile = nbformat.writes(nb).encode("utf-8")
+
+    def flagged() -> dict[str, bool]:
+        with Gradebook(f"sqlite:///{again.dir / 'gradebook.db'}") as gb:
+            return {s: gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, s).flagged for s in ("dee", tas)}
+
+    with Gradebook(f"sqlite:///{again.dir / 'gradebook.db'}") as gb:
+        gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, tas).flagged = True
+        gb.db.commit()
+    taken_back = "dee: took back formgrader's Flagged?, which the grader set for the notebook graded before"
+    for hours, content, route in ((1, hostile, "fast"), (2, readable, "nbgrader"), (3, hostile, "fast"),
+                                  (4, readable, "fast")):
+        handed_in_again("dee", content, hours)
+        handed_in_again(tas, readable, hours)
+        if route == "fast":
+            done = again.run(["backprop-ninja", "grade", "submitted", "--out", "fast", "--course", "course.yml",
+                              "--gradebook", "gradebook.db", "--resume"], again.dir)
+        else:
+            done = again.nbgrader("autograde", ASSIGNMENT)  # the two handed in again; the others kept
+        assert done.returncode == 0, str(done)
+        assert flagged() == {"dee": content == hostile, tas: True}, (route, str(done))
+        said = " ".join(done.stderr.split())
+        assert said.count("took back formgrader's Flagged?") == (content == readable) == (taken_back in said), said
 
 
 @pytest.mark.parametrize("student", STUDENTS)

@@ -11,6 +11,8 @@ feedback; anything else it raises is a bug in the suite, recorded for that submi
 """
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,6 +157,9 @@ class _Plugin:
             self.results.setdefault(graded_id, {})[key] = result
 
 
+NO_AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+
+
 def run_batches(batches: Iterable[dict[str, Graded]], cases: list[Case], training: Training, course,
                 autotests: Path, on_results: Callable[[dict[str, Graded], ItemResults], None]) -> None:
     """One pytest session for every batch: `on_results(batch, results)` receives, batch by batch, the
@@ -166,7 +171,21 @@ def run_batches(batches: Iterable[dict[str, Graded]], cases: list[Case], trainin
     args = [str(autotests), "-c", str(autotests / "pytest.ini"), "--rootdir", str(autotests),
             "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:unraisableexception", "--assert=plain",
             "--capture=no", "--import-mode=importlib"]
-    code = pytest.main(args, plugins=[plugin])
+    # Nor bytecode, nor any plugin the graders' environment happens to hold (pytest-randomly reseeds the random
+    # generators, pytest-benchmark makes .benchmarks/): the suite's folder is the course's, which its staff's
+    # group shares, and a folder made there with one TA's umask is one no other TA can replace (course check
+    # names it); the verdicts are the suite's alone.
+    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    autoload = os.environ.get(NO_AUTOLOAD)
+    os.environ[NO_AUTOLOAD] = "1"
+    try:
+        code = pytest.main(args, plugins=[plugin])
+    finally:
+        sys.dont_write_bytecode = writes
+        if autoload is None:
+            del os.environ[NO_AUTOLOAD]
+        else:
+            os.environ[NO_AUTOLOAD] = autoload
     if plugin.raised is not None:
         raise plugin.raised
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):

@@ -117,7 +117,7 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log,
         drop_feedback,
         fill_grade_cells,
         record,
-        set_flagged,
+        settle_flag,
         transaction,
     )
     from grader.lms.student_html import unsafe_name
@@ -171,13 +171,13 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log,
         gb.update_or_create_student(student)
         gb.update_or_create_submission(assignment, student, **({"timestamp": timestamp} if timestamp else {}))
         nb, resources = record(gb, nb, resources, parent=settings)
-        if result.integrity_flags:
-            set_flagged(gb, notebook_id, assignment, student)
+        flag = settle_flag(gb, notebook_id, assignment, student, result)
         _write_notebook(nb, autograded / path.name)
         _copy_stamps(path.parent, autograded)
     said = drop_feedback(coursedir, student, assignment) if graded_again else ""
-    if said:
-        log(said)
+    for line in (flag, said):
+        if line:
+            log(line)
     return True
 
 

@@ -319,12 +319,38 @@ def record(gb, nb, resources, parent=None):
     return nb, resources
 
 
-def set_flagged(gb, notebook: str, assignment: str, student: str) -> None:
-    """formgrader's "Flagged?" for a submission with integrity flags (never for an error the student
-    fixes, such as a syntax error), so a TA sees it in the submission list. Only ever set: a flag a TA
-    set by hand is theirs to clear."""
-    gb.find_submission_notebook(notebook, assignment, student).flagged = True
-    gb.db.commit()
+# The submissions whose "Flagged?" the grader set, and for what, kept in the gradebook itself (a table of our own,
+# which nbgrader's own never read), in the same transaction as the flag: whichever route graded last.
+GRADER_FLAGS = "backprop_ninja_flags"
+
+
+def settle_flag(gb, notebook: str, assignment: str, student: str, result) -> str:
+    """formgrader's "Flagged?" for the notebook just graded (`result`): set where it has integrity flags (never
+    for an error the student fixes, such as a syntax error), so a TA sees it in the submission list; taken back
+    where the grader had set it and this notebook has none (it stayed on after a clean resubmission: a TA
+    trial). A flag the grader never set is a TA's own, theirs to clear. What to tell the grader, or ""."""
+    from sqlalchemy import text
+
+    gb.db.execute(text(f"CREATE TABLE IF NOT EXISTS {GRADER_FLAGS} (assignment TEXT NOT NULL, student TEXT NOT NULL, "
+                       "notebook TEXT NOT NULL, kinds TEXT NOT NULL, PRIMARY KEY (assignment, student, notebook))"))
+    key = {"assignment": assignment, "student": student, "notebook": notebook}
+    where = "assignment = :assignment AND student = :student AND notebook = :notebook"
+    ours = gb.db.execute(text(f"SELECT kinds FROM {GRADER_FLAGS} WHERE {where}"), key).scalar()
+    entry = gb.find_submission_notebook(notebook, assignment, student)
+    if result.integrity_flags:
+        entry.flagged = True
+        kinds = ", ".join(sorted({str(f["kind"]) for f in result.integrity_flags}))
+        gb.db.execute(text(f"INSERT OR REPLACE INTO {GRADER_FLAGS} VALUES (:assignment, :student, :notebook, :kinds)"),
+                      {**key, "kinds": kinds})
+        return ""
+    if ours is None:
+        return ""
+    gb.db.execute(text(f"DELETE FROM {GRADER_FLAGS} WHERE {where}"), key)
+    if not entry.flagged:  # a TA cleared it already
+        return ""
+    entry.flagged = False
+    return (f"{student}: took back formgrader's Flagged?, which the grader set for the notebook graded before "
+            f"({ours}); this one has no integrity flag")
 
 
 class PointsChanged(ValueError):
@@ -410,9 +436,11 @@ class GradeInSandbox(_Preprocessor):
         for flag in result.flags:
             sort = "integrity flag" if Flag.is_integrity(flag["kind"]) else "error"
             self.log.warning(safe_text.terminal(f"{submission.id}: {sort} {flag['kind']}: {flag['evidence']}"))
-        if result.integrity_flags and info.get("db_url"):
+        if info.get("db_url"):
             with transaction(info["db_url"]) as gb:
-                set_flagged(gb, info["notebook"], info["assignment"], info["student"])
+                said = settle_flag(gb, info["notebook"], info["assignment"], info["student"], result)
+            if said:
+                self.log.warning(safe_text.terminal(said))
         if self.results:
             from grader.outputs import feedback_page, results
 
@@ -763,25 +791,63 @@ class ReleaseFeedback(ExchangeReleaseFeedback):
     """nbgrader's release_feedback, which releases to the students who submitted through the exchange and
     names the others: nbgrader's own stops with a traceback at the first student collected from an LMS
     download (such a submission has no timestamp.txt and no submission_secret.txt, and its student could
-    not fetch it anyway). Their feedback pages are listed, to hand back through the LMS."""
+    not fetch it anyway). Their feedback pages are listed, to hand back through the LMS.
+
+    Feedback of a notebook that is no longer the student's latest is held back, saying why: nbgrader's own
+    released a page whose total every other view had stopped counting, after the latest notebook failed to
+    grade (a TA trial). A student handed in with no feedback to release is named too."""
 
     def copy_files(self):
         excluded = set(filter(None, self.coursedir.student_id_exclude.split(",")))
+        assignment = self.coursedir.assignment_id
+        have = set()
         for folder in sorted(Path(p) for p in glob.glob(self.src_path)):
             student = folder.parent.name
+            have.add(student)
             if student in excluded or not any(folder.glob("*.html")):
+                continue
+            why = stale_feedback(self.coursedir, student, assignment, folder)
+            if why:
+                excluded.add(student)
+                self.log.warning("%s: not released: the feedback in %s %s; grade the latest notebook, then run "
+                                 "nbgrader generate_feedback", safe_text.terminal(student), folder, why)
                 continue
             if not ((folder / "submission_secret.txt").is_file() and (folder / "timestamp.txt").is_file()):
                 excluded.add(student)
                 pages = ", ".join(str(p) for p in sorted(folder.glob("*.html")))
                 self.log.warning("%s was collected from an LMS download, not the exchange: hand back %s through "
                                  "the LMS", student, pages)
+        submitted = self.coursedir.format_path(self.coursedir.submitted_directory, self.coursedir.student_id or "*",
+                                               assignment)
+        missing = sorted({Path(p).parent.name for p in glob.glob(submitted)} - have - excluded)
+        if missing:
+            self.log.warning("no feedback to release for %s: not graded, or generate_feedback has not run since",
+                             safe_text.terminal(", ".join(missing)))
         self.coursedir.student_id_exclude = ",".join(sorted(excluded))
         self.log.addFilter(_released_to)
         try:
             super().copy_files()
         finally:
             self.log.removeFilter(_released_to)
+
+
+def stale_feedback(coursedir, student: str, assignment: str, folder: Path) -> str:
+    """Why the feedback in `folder` is not of the student's latest notebook ("" when it is): the latest failed
+    to grade (autograde, and the fast route, then leave no autograded notebook), or was handed in after it."""
+    from grader.extract import plain_file
+
+    autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
+    if not autograded.is_dir():
+        return "is of a notebook graded earlier: the latest has no graded copy (its grading failed)"
+    latest = Path(coursedir.format_path(coursedir.submitted_directory, student, assignment)) / "timestamp.txt"
+    given = folder / "timestamp.txt"
+    if plain_file(latest) and plain_file(given) and _text(latest) != _text(given):
+        return f"is of the notebook handed in at {_text(given)}, not the latest ({_text(latest)})"
+    return ""
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")[:100].strip()
 
 
 def _released_to(record) -> bool:

@@ -19,11 +19,10 @@ from grader.vocabulary import Status, Verdict
 def gradescope(result: Result) -> dict:
     """The Gradescope results.json schema, plus the integrity flags, each test's verdict (its named
     mistake in its extra_data) and where the result came from."""
-    summary = result.error or f"{result.score:g} / {result.max_score:g}"
     return {
-        "score": round(result.score, 6),
+        **({} if result.superseded else {"score": round(result.score, 6)}),
         "max_score": result.max_score,
-        "output": summary,
+        "output": _summary(result),
         "execution_time": round(result.seconds, 3),
         "tests": [_test_json(t) for t in result.tests],
         "flags": result.flags,
@@ -34,6 +33,16 @@ def gradescope(result: Result) -> dict:
                        **({"late_penalty": result.late_penalty} if result.late_penalty else {}),
                        **({"superseded": result.superseded} if result.superseded else {})},
     }
+
+
+# A result whose notebook was handed in again and not graded since (Result.superseded) has no score at the top of
+# its file, where a tool would take it for the student's: its output says why, then what the earlier one had.
+EARLIER = ". The earlier notebook's: "
+
+
+def _summary(result: Result) -> str:
+    summary = result.error or f"{result.score:g} / {result.max_score:g}"
+    return f"Not counted: {result.superseded}{EARLIER}{summary}" if result.superseded else summary
 
 
 def _test_json(test: TestScore) -> dict:
@@ -91,8 +100,9 @@ def result_from_json(data: dict) -> Result:
     result.tests = [_test(t) for t in data["tests"]]
     result.late_penalty = float(extra.get("late_penalty", 0.0))
     result.superseded = str(extra.get("superseded", ""))
-    if data["output"] != f"{result.score:g} / {result.max_score:g}":
-        result.error = data["output"]
+    summary = data["output"].partition(EARLIER)[2] if result.superseded else data["output"]
+    if summary != f"{result.score:g} / {result.max_score:g}":
+        result.error = summary
     return valid(result)
 
 
