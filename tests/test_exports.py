@@ -49,14 +49,27 @@ def export(*args: str):
     return done
 
 
+JUNK = "junk/backprop_ninja"
+
+
+def by_submission(rows: list[list[str]]) -> dict[str, list[list[str]]]:
+    found: dict[str, list[list[str]]] = {}
+    for row in rows:
+        found.setdefault(row[0], []).append(row)
+    return found
+
+
 def test_grade_ids_has_a_row_per_submission_and_grade_id(graded):
     done = export(str(graded), "--format", "grade-ids")
     assert done.exit_code == 0, done.output
     header, *rows = read(graded / "grade_ids.csv")
     assert header == ["submission", "grade_id", "score", "max_score", "status", "mistake", "feedback"]
     order = [g for g in EXERCISE.grade_ids if g in COURSE.points]
-    assert [(r[0], r[1]) for r in rows] == [(sid, g) for sid in SUBMISSIONS for g in order]
-    for sid, result in results(graded).items():
+    # the file no reader takes is not graded: one row, blank, saying why (never its zeros)
+    assert [(r[0], r[1]) for r in rows] == [(sid, g) for sid in SUBMISSIONS for g in (order if sid != JUNK else [""])]
+    assert by_submission(rows)[JUNK] == [[JUNK, "", "", "", "not graded", "", "not a notebook: the file is not valid "
+                                          "JSON"]]
+    for sid, result in ((s, r) for s, r in results(graded).items() if s != JUNK):
         for test, row in zip(result["tests"], (r for r in rows if r[0] == sid)):
             assert row[1] == test["name"] and row[6] == test["output"]
             assert float(row[2]) == test["score"] and float(row[3]) == test["max_score"]
@@ -83,9 +96,9 @@ def test_canvas_without_a_roster_uses_the_student_id_as_login(graded):
     assert header == [*CANVAS_HEADER, "backprop-ninja"]
     assert points == ["    Points Possible", "", "", "", "", f"{COURSE.max_score:g}"]
     scores = {sid.split("/")[0]: r["score"] for sid, r in results(graded).items()}
-    assert [r[0] for r in rows] == sorted(scores)
-    for student, _, _, login, _, score in rows:
-        assert login == student and float(score) == scores[student]
+    assert [r[0] for r in rows] == sorted([*scores, "junk"])
+    for student, _, _, login, _, score in rows:  # the file no reader takes: blank, never 0
+        assert login == student and (score == "" if student == "junk" else float(score) == scores[student])
 
 
 @pytest.mark.parametrize("option, column", [([], "backprop-ninja"),
@@ -109,8 +122,9 @@ def test_canvas_with_a_roster_copies_identities_and_reports_who_is_missing(grade
     assert rows == [[*ROSTER[2][:5], f"{scores['ada']:g}"], [*ROSTER[3][:5], f"{scores['ben']:g}"],
                     [*ROSTER[4][:5], f"{scores['dee']:g}"]]
     warnings = done.stderr.splitlines()
-    assert len(warnings) == 4, warnings
-    for sid in ("cy/backprop_ninja", f"{HOSTILE}/backprop_ninja", "junk/backprop_ninja"):
+    assert len(warnings) == 5, warnings
+    assert sum(line.startswith("junk (results): not graded (not a notebook") for line in warnings) == 1, warnings
+    for sid in ("cy/backprop_ninja", f"{HOSTILE}/backprop_ninja"):
         assert sum(line.startswith(f"{sid}: no student") for line in warnings) == 1, warnings
     assert warnings.count("Zed, Zed: in the roster, but no submission") == 1
     assert done.stdout.strip() == f"wrote {out}"

@@ -39,7 +39,7 @@ GRADED = {"ann": {"dcounts": 0.0, "dprobs": 2.0}, "bob": {"dcounts": 1.0, "dprob
           "gus": {"dcounts": 0.0, "dprobs": 0.0}}
 MANUAL, PENALTY = ("ann", "dcounts", 1.0), ("bob", 0.5)
 FINAL = {"ann": 3.0, "bob": 2.5, "cam": 1.0}
-NOT_GRADED = {"dan": final.NOT_RECORDED, "eve": final.STALE, "fay": RESUBMITTED, "gus": f"not graded: {UNREADABLE}"}
+NOT_GRADED = {"dan": final.NOT_RECORDED, "eve": final.STALE, "fay": RESUBMITTED, "gus": UNREADABLE}
 SUBMITTED = {"ann": b'{"cells": []}', "fay": b'{"cells": [], "nbformat": 4, "meta'}  # as in submitted/ now
 
 

@@ -692,10 +692,12 @@ def test_regrades_on_either_route_leave_every_view_right(course):
     rows = {r["submission"].split("/")[0]: r for r in csv.DictReader((again.dir / "fast" / "grades.csv").open())}
     assert mine["score"] == final and float(rows[manual]["score"]) == final, (mine["score"], rows[manual], final)
     assert read_gradebook(again.dir)[first]["grades"] == before[first]["grades"]  # kept, as nbgrader keeps them
+    # recorded again as kept, from a result file that says the TA's score: the grader's own stays the autograded one
+    assert read_gradebook(again.dir)[manual] == before[manual]
     assert not again.autograded(first).exists()
     report = json.loads(again.run(["backprop-ninja", "report", "fast", "--json", "--gradebook", "gradebook.db"],
                                   again.dir).stdout)
-    assert report["not_graded_why"][f"{first}/{ASSIGNMENT}/{NOTEBOOK}"].startswith("not graded: not a notebook")
+    assert report["not_graded_why"][f"{first}/{ASSIGNMENT}/{NOTEBOOK}"].startswith("not a notebook")
     assert first not in {s["submission"].split("/")[0] for s in report["submissions"]}
     # Its feedback, of the notebook graded earlier, is held back, where nbgrader's own handed it out again with
     # a total no other view counts (a TA trial); a notebook handed in since its feedback was made is said too.
@@ -710,6 +712,17 @@ def test_regrades_on_either_route_leave_every_view_right(course):
         "at " in said and "not the latest" in said, said
     assert "Releasing feedback for student" in said and f"student '{first}'" not in said
     assert f"student '{others[4]}'" not in said, said
+    # The fast route's results written where autograde writes its own (a TA trial, as the README's command does):
+    # its result of the truncated file is the latest there, and nbgrader's export with PerGradeIdExport gave the
+    # earlier scores the gradebook keeps; the result itself said 0 at its top
+    done = again.run(["backprop-ninja", "grade", "submitted", "--out", "results", "--course", "course.yml",
+                      "--gradebook", "gradebook.db", "--resume"], again.dir)
+    assert done.returncode == 1 and "not recorded" in done.stderr, str(done)
+    own = json.loads((again.dir / "results" / first / ASSIGNMENT / f"{NOTEBOOK}.json").read_text())
+    assert "score" not in own and own["output"].startswith("not a notebook"), own["output"]
+    again.nbgrader("export", "--exporter=grader.lms.nbgrader.PerGradeIdExport", "--to=per_grade_id.csv", must=True)
+    row = {r["student_id"]: r for r in _csv(again.dir / "per_grade_id.csv")}[first]
+    assert row["score"] == row["raw_score"] == "" and {row[g] for g in GRADE_IDS} == {""}, row
     handed_in_again(others[0], readable, 2)  # since the fast route graded: another student's notebook
     done = again.nbgrader("autograde", ASSIGNMENT, f"--student={others[0]}")
     assert done.returncode == 0 and "Skipping existing assignment" not in done.stderr, str(done)
@@ -769,6 +782,23 @@ def test_regrades_on_either_route_leave_every_view_right(course):
         assert flagged() == {"dee": content == hostile, tas: True}, (route, str(done))
         said = " ".join(done.stderr.split())
         assert said.count("took back formgrader's Flagged?") == (content == readable) == (taken_back in said), said
+        # A TA's score of a tensor whose answer changed since is taken back, on either route (a TA trial: a right
+        # resubmission kept the half point a TA gave an earlier wrong answer); one whose grade did not change stays
+        backs = {1: f"{tas}: took back the score 0.25 a TA set for check_dlogprobs: the grader's score of it is now "
+                    "1 (it was 0), of a notebook handed in since",  # cy's blank dlogprobs, right now
+                 2: "dee: took back the score 0.5 a TA set for check_dprobs: the grader's score of it is now 1 (it "
+                    "was 0), of a notebook handed in since"}  # dee's refused dprobs, right now; her dh stays 0.5
+        assert [line for line in backs.values() if line in said] == [backs[hours]] if hours in backs else \
+            "took back the score" not in said, (hours, said)
+        with Gradebook(f"sqlite:///{again.dir / 'gradebook.db'}") as gb:
+            manual = {(s, g.name): g.manual_score for s in (tas, "dee")
+                      for g in gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, s).grades
+                      if g.manual_score is not None}
+            if hours == 1:
+                for name in ("dprobs", "dh"):
+                    gb.find_grade(grade_cell_id(name), NOTEBOOK, ASSIGNMENT, "dee").manual_score = 0.5
+                gb.db.commit()
+        assert manual == ({} if hours == 1 else {("dee", grade_cell_id("dh")): 0.5}), (hours, manual)
 
 
 @pytest.mark.parametrize("student", STUDENTS)

@@ -34,6 +34,8 @@ CLASS = {
               "dprobs": "dprobs = {}['x; <script>alert(2)</script>']\n"},
 }
 SUBMISSIONS = sorted([*(f"{name}/{COURSE.notebook.removesuffix('.ipynb')}" for name in [*CLASS, "dee", "junk"])])
+JUNK = "junk/backprop_ninja"  # a file no reader takes: not graded (never 0), listed so, counted nowhere else
+GRADED = [sid for sid in SUBMISSIONS if sid != JUNK]
 
 
 def grade_class(root: Path) -> Path:
@@ -53,7 +55,8 @@ def grade_class(root: Path) -> Path:
 
 
 def results(out: Path) -> dict[str, dict]:
-    return {sid: json.loads((out / f"{sid}.json").read_text(encoding="utf-8")) for sid in SUBMISSIONS}
+    """The results the report counts: every one but the file no reader takes (not graded, never 0)."""
+    return {sid: json.loads((out / f"{sid}.json").read_text(encoding="utf-8")) for sid in GRADED}
 
 
 LABELS = {"correct": "full credit", "partial": "partial", "incorrect": "wrong", "not attempted": "blank"}
@@ -125,7 +128,9 @@ def graded(tmp_path_factory):
 def page(graded):
     done = CliRunner().invoke(main, ["report", str(graded)])
     assert done.exit_code == 0, done.output
-    assert done.output.strip() == f"class report: {graded / 'report.html'}"
+    # the file no reader takes is named as not graded, never counted 0
+    assert done.output.strip().splitlines() == ["not graded: junk/backprop_ninja (not a notebook: the file is not "
+                                                "valid JSON)", f"class report: {graded / 'report.html'}"]
     raw = (graded / "report.html").read_text(encoding="utf-8")
     return raw, Page(raw)
 
@@ -134,7 +139,7 @@ def page(graded):
 def as_json(graded, page):
     done = CliRunner().invoke(main, ["report", str(graded), "--json"])
     assert done.exit_code == 0, done.output
-    return json.loads(done.output)
+    return json.loads(done.stdout)
 
 
 def test_the_page_has_every_section(page):
@@ -150,7 +155,7 @@ def test_the_summary_counts_the_class_and_its_scores(graded, page):
     _, parsed = page
     scores = [r["score"] for r in results(graded).values()]
     summary = parsed.text("summary")
-    assert f"submissions{len(SUBMISSIONS)}" in summary
+    assert f"submissions{len(GRADED)}" in summary and "not graded1" in summary
     assert f"mean score{statistics.fmean(scores):.4g} / {COURSE.max_score:g}" in summary
     assert f"median score{statistics.median(scores):g} / {COURSE.max_score:g}" in summary
 
@@ -193,7 +198,7 @@ def test_success_per_tensor_follows_the_exercise_and_the_results(graded, page):
             share = round(100 * verdicts.count(label) / len(verdicts), 1)
             assert row[f"% {label}"] == f"{share:g}%", (row, label)
     dcounts = next(r for r in rows if r["grade id"] == "dcounts")
-    assert dcounts["% wrong"] == f"{round(100 * 3 / len(SUBMISSIONS), 1):g}%"  # ben, cy and junk
+    assert dcounts["% wrong"] == f"{round(100 * 2 / len(GRADED), 1):g}%"  # ben and cy
 
 
 def test_where_the_class_falls_off_is_marked(page, as_json):
@@ -240,8 +245,7 @@ def test_flags_and_errors_are_listed_for_review(page):
         (f"{HOSTILE}/backprop_ninja", "static-check", "dlogprobs")]
     assert "<script>alert('flag')</script>" in flags[0]["evidence"]
     errors = {e["submission"]: e["error"] for e in parsed.table("errors")}
-    assert list(errors) == [f"{HOSTILE}/backprop_ninja", "ben/backprop_ninja", "junk/backprop_ninja"]
-    assert "not valid JSON" in errors["junk/backprop_ninja"]
+    assert list(errors) == [f"{HOSTILE}/backprop_ninja", "ben/backprop_ninja"]  # the junk file: not graded
     assert errors["ben/backprop_ninja"].startswith("raised (dh): RuntimeError on line 1")  # cells that raised too
 
 
@@ -263,10 +267,11 @@ def test_the_errors_list_cells_that_raised_and_a_timeout_once():
                                                        "raised (dh): RuntimeError on line 1: size mismatch"]
 
 
-def test_every_submitted_notebook_was_graded(graded, page, as_json):
+def test_every_submitted_notebook_but_the_unreadable_file_was_graded(graded, page, as_json):
     _, parsed = page
-    assert parsed.text("not-graded").endswith(f"Every notebook in {graded.parent / 'submitted'} was graded.")
-    assert as_json["not_graded"] == []
+    assert parsed.table("not-graded") == [{f"submission in {graded.parent / 'submitted'}": JUNK,
+                                            "why": "not a notebook: the file is not valid JSON"}]
+    assert as_json["not_graded"] == [JUNK]
 
 
 def test_submissions_found_but_not_graded_are_listed(graded, tmp_path):
@@ -280,12 +285,15 @@ def test_submissions_found_but_not_graded_are_listed(graded, tmp_path):
     done = CliRunner().invoke(main, ["report", str(tmp_path / "results")])
     assert done.exit_code == 0, done.output
     missing = [f"{s}/{COURSE.notebook.removesuffix('.ipynb')}" for s in ("yan", "zoe")]
-    assert done.stderr.splitlines() == [f"not graded: {sid} (in {tmp_path / 'submitted'})" for sid in missing]
+    junk = ("junk/backprop_ninja", "not a notebook: the file is not valid JSON")
+    assert done.stderr.splitlines() == [f"not graded: {junk[0]} ({junk[1]})",
+                                        *(f"not graded: {sid} (in {tmp_path / 'submitted'})" for sid in missing)]
     parsed = Page((tmp_path / "results" / "report.html").read_text(encoding="utf-8"))
-    assert [list(row.values()) for row in parsed.table("not-graded")] == [[sid, "no result"] for sid in missing]
-    assert "not graded2" in parsed.text("summary")
+    assert [list(row.values()) for row in parsed.table("not-graded")] == \
+        [list(junk), *([sid, "no result"] for sid in missing)]
+    assert "not graded3" in parsed.text("summary")
     done = CliRunner().invoke(main, ["report", str(tmp_path / "results"), "--json"])
-    assert json.loads(done.stdout)["not_graded"] == missing
+    assert json.loads(done.stdout)["not_graded"] == [JUNK, *missing]
 
 
 def test_grading_times_add_up(graded, page, as_json):
@@ -303,7 +311,7 @@ def test_student_strings_are_escaped(page):
     assert "<script" not in raw.lower()
     assert "&lt;script&gt;alert(1)" in raw
     submissions = [r["submission"] for r in parsed.table("submissions")]
-    assert submissions == SUBMISSIONS and f"{HOSTILE}/backprop_ninja" in submissions
+    assert submissions == GRADED and f"{HOSTILE}/backprop_ninja" in submissions
     # Named mistakes are what the suite recorded, never read out of feedback: a student's own error text
     # that looks like one ("KeyError: 'x; <script>...'") is not listed as a mistake.
     assert not any("alert(2)" in r["mistake"] for r in parsed.table("mistakes"))
@@ -313,7 +321,7 @@ def test_long_tables_scroll_in_their_own_box(page):
     raw, parsed = page
     tables = sum(len(s["tables"]) for s in parsed.sections.values())
     boxes = [a for tag, a in parsed.tags if tag == "div" and a.get("class") == "scroll"]
-    assert tables == len(boxes) == 7
+    assert tables == len(boxes) == 8
     assert ".scroll{max-height:24rem;overflow:auto" in raw
     assert "max-width:1240px" in raw
 
@@ -344,19 +352,19 @@ def test_results_written_before_verdicts_were_stored_report_the_same(graded, as_
         (old / f"{sid}.json").write_text(json.dumps(result), encoding="utf-8")
     done = CliRunner().invoke(main, ["report", str(old), "--json"])
     assert done.exit_code == 0, done.output
-    report = json.loads(done.output)
+    report = json.loads(done.stdout)
     assert report["per_grade_id"] == as_json["per_grade_id"] and report["submissions"] == as_json["submissions"]
     assert as_json["mistakes"] and report["mistakes"] == []
 
 
 def test_json_has_the_same_content(graded, page, as_json):
     _, parsed = page
-    assert as_json["count"] == len(SUBMISSIONS)
+    assert as_json["count"] == len(GRADED)
     assert as_json["max_score"] == COURSE.max_score
     assert [r["grade_id"] for r in as_json["per_grade_id"]] == [r["grade id"] for r in parsed.table("tensors")]
     assert [(m["grade_id"], m["mistake"], m["count"]) for m in as_json["mistakes"]] == [
         (r["grade id"], r["mistake"], int(r["count"])) for r in parsed.table("mistakes")]
-    assert [s["submission"] for s in as_json["submissions"]] == SUBMISSIONS
+    assert [s["submission"] for s in as_json["submissions"]] == GRADED
     assert {s["submission"]: s["score"] for s in as_json["submissions"]} == {
         sid: r["score"] for sid, r in results(graded).items()}
 
@@ -365,11 +373,11 @@ def test_json_and_html_written_into_the_folder_are_not_read_as_results(graded, p
     target = graded / "report.json"
     done = CliRunner().invoke(main, ["report", str(graded), "--json", "--out", str(target)])
     assert done.exit_code == 0, done.output
-    assert json.loads(target.read_text())["count"] == len(SUBMISSIONS)
+    assert json.loads(target.read_text())["count"] == len(GRADED)
     elsewhere = tmp_path / "class.html"
     done = CliRunner().invoke(main, ["report", str(graded), "--out", str(elsewhere)])
     assert done.exit_code == 0, done.output
-    assert Page(elsewhere.read_text()).text("summary").count(f"submissions{len(SUBMISSIONS)}") == 1
+    assert Page(elsewhere.read_text()).text("summary").count(f"submissions{len(GRADED)}") == 1
     target.unlink()
 
 

@@ -112,6 +112,7 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log,
     from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, LimitOutput, OverwriteKernelspec
 
     from grader.lms.nbgrader import (
+        TAKEN_BACK,
         Deduplicate,
         RestoreCells,
         drop_feedback,
@@ -175,7 +176,7 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log,
         _write_notebook(nb, autograded / path.name)
         _copy_stamps(path.parent, autograded)
     said = drop_feedback(coursedir, student, assignment) if graded_again else ""
-    for line in (flag, said):
+    for line in (*resources.get(TAKEN_BACK, ()), flag, said):
         if line:
             log(line)
     return True

@@ -195,6 +195,9 @@ def for_gradescope(result: dict, log: Callable[[str], None]) -> dict:
     at the top level and in each test; the flags and the maximum go to extra_data and the staff's log
     (the flags to the student's output too), each test's verdict to its extra_data."""
     data = {k: v for k, v in result.items() if k not in ("flags", "max_score")}
+    # A file no reader takes has no total in the grader's own result (no gradebook counts it); Gradescope has no
+    # "not graded": the student sees 0 and why, and hands in again.
+    data.setdefault("score", round(sum(t["score"] for t in result["tests"]), 6))
     data["tests"] = [{**{k: v for k, v in t.items() if k != "verdict"},
                       "extra_data": {**t.get("extra_data", {}), "verdict": t["verdict"]}} for t in result["tests"]]
     data["extra_data"] = {**result.get("extra_data", {}), "max_score": result["max_score"], "flags": result["flags"]}

@@ -293,19 +293,48 @@ class RecordGrades(_Preprocessor):
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
         with transaction(info["db_url"]) as gb:
-            return record(gb, nb, resources, parent=self)
+            nb, resources = record(gb, nb, resources, parent=self)
+        for line in resources.get(TAKEN_BACK, ()):
+            self.log.warning(safe_text.terminal(line))
+        return nb, resources
+
+
+TAKEN_BACK = "backprop_ninja_taken_back"  # in a record's resources: the TA's scores it took back, said
 
 
 def record(gb, nb, resources, parent=None):
-    """SaveAutoGrades' and AssignLatePenalties' writes, into `gb` (an open transaction)."""
+    """SaveAutoGrades' and AssignLatePenalties' writes, into `gb` (an open transaction). A TA's score of a
+    tensor whose grader's score has changed since (the notebook handed in again, its answer changed) is of an
+    answer no longer on record: taken back, and said in resources[TAKEN_BACK]. nbgrader's own kept it and only
+    marked the cell for review, so a right resubmission kept the TA's half point for an earlier wrong answer (a
+    TA trial). Where the grader's score is the same, the TA's stays, reviewed as it was (nbgrader's own marked it
+    as needing review again on every regrade)."""
     from nbconvert.preprocessors import Preprocessor
+    from nbgrader.api import MissingEntry
     from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
 
     info = resources["nbgrader"]
+    try:
+        before = {g.name: (g.auto_score, g.needs_manual_grade) for g in gb.find_submission_notebook(
+            info["notebook"], info["assignment"], info["student"]).grades if g.manual_score is not None}
+    except MissingEntry:
+        before = {}
     save = SaveAutoGrades(parent=parent)
     save.notebook_id, save.assignment_id, save.student_id = info["notebook"], info["assignment"], info["student"]
     save.gradebook = gb
     nb, resources = Preprocessor.preprocess(save, nb, resources)  # SaveAutoGrades' own, cell by cell
+    resources[TAKEN_BACK] = []
+    for grade in gb.find_submission_notebook(info["notebook"], info["assignment"], info["student"]).grades:
+        if grade.name not in before or grade.manual_score is None:
+            continue
+        was, reviewed = before[grade.name]
+        if grade.auto_score == was:  # the same answer graded again: the TA's review of it stands, not "needs one"
+            grade.needs_manual_grade = reviewed
+            continue
+        resources[TAKEN_BACK].append(
+            f"{info['student']}: took back the score {grade.manual_score:g} a TA set for {grade.name}: the grader's "
+            f"score of it is now {grade.auto_score:g} (it was {was:g}), of a notebook handed in since")
+        grade.manual_score, grade.needs_manual_grade = None, False
     late = AssignLatePenalties(parent=parent)
     late.init_plugin()
     submission = gb.find_submission(info["assignment"], info["student"])
@@ -538,6 +567,7 @@ class PerGradeIdExport(ExportPlugin):
         result was graded from, where autograde writes results (GradeInSandbox.results, as course init sets)."""
         from nbgrader.coursedir import CourseDirectory
 
+        from grader.extract import unreadable
         from grader.outputs.report import load, resubmitted
 
         folder = self.config.GradeInSandbox.get("results")
@@ -547,7 +577,11 @@ class PerGradeIdExport(ExportPlugin):
         results = Path(coursedir.root) / folder
         if not results.is_dir():
             return set()
-        return set(resubmitted(load(results, skip=[]), Path(coursedir.root) / coursedir.submitted_directory))
+        graded = load(results, skip=[])
+        # and those whose latest notebook no reader takes (the fast route's result of it, written there): their
+        # earlier scores stay in the gradebook (a TA trial's export gave them)
+        return set(resubmitted(graded, Path(coursedir.root) / coursedir.submitted_directory)) | \
+            {r.submission for r in graded if unreadable(r.error)}
 
 
 def _number(value: float | None) -> str:

@@ -30,6 +30,7 @@ import torch
 from grader import safe_text
 from grader.exercise import Exercise
 from grader.exercise import load as load_exercise
+from grader.extract import unreadable
 from grader.judge.compare import compare
 from grader.judge.exam import CHAIN, Case, checks
 from grader.judge.scoring import Result
@@ -321,9 +322,10 @@ def fragment(result: Result, title: str | None = None, drawn: dict[str, str] | N
              f"<h1>Feedback for {escape(title or result.submission)}</h1>"]
     if result.superseded:
         parts.append(f'<p class="bpn-error"><b>{escape(SUPERSEDED)}</b></p>')
-    parts.append(f'<p class="bpn-total">{total}{penalty}</p>')
-    counts = {v: sum(t.verdict == v for t in result.tests) for v in Verdict}
-    parts.append("<p>" + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + "</p>")
+    if not unreadable(result.error):  # a file no reader takes is graded by neither route: no total, never 0
+        parts.append(f'<p class="bpn-total">{total}{penalty}</p>')
+        counts = {v: sum(t.verdict == v for t in result.tests) for v in Verdict}
+        parts.append("<p>" + ", ".join(f"{n} {v}" for v, n in counts.items() if n) + "</p>")
     if result.error:
         parts.append(f'<p class="bpn-error"><b>Not graded:</b> {escape(result.error)}</p>')
     pictures = bool(drawn) if drawn is not None else result.evidence

@@ -64,14 +64,25 @@ def _as_graded(test) -> None:
 SET_BY_HAND = "your instructor set this score: "
 
 
+def as_graded(result: Result) -> Result:
+    """`result` (changed in place) as the grader scored it, no TA's score and no late penalty: what a result file
+    that `written` wrote back with the gradebook's scores was graded as. `grade --resume` records a kept result
+    again; recorded with the TA's score as the grader's, a TA's 0.25 became the autograded score, which no later
+    regrade could tell from the grader's own (a TA trial)."""
+    for test in result.tests:
+        _as_graded(test)
+    result.late_penalty = 0.0
+    return result
+
+
 def adjust(result: Result, grades: dict[str, float], late_penalty: float = 0.0) -> Result:
     """`result` (changed in place) with each test scored as `grades` says (grade id or grade cell id ->
     score): a score other than the grader's is a TA's, said first in that test's feedback, with the grader's
     kept in its extra_data; and the late penalty taken off the total. A result adjusted before starts again
     from the grader's scores, so a score a TA has since changed back is the grader's again."""
     grades = {name.removeprefix(GRADE_CELL_PREFIX): score for name, score in grades.items()}
+    as_graded(result)
     for test in result.tests:
-        _as_graded(test)
         score = grades.get(test.name)
         if score is None or abs(score - test.score) < 1e-9:
             continue
@@ -105,13 +116,16 @@ def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[
     """`results` as the gradebook scores them (see adjust), and the submissions left out with why: a
     submission the gradebook holds without a score, or with other scores than its result's, is not graded
     (never 0, and never a TA's decision). A result the gradebook has no submission for (one graded outside
-    the course) stays as graded. A submission id is <student>/<assignment>/<notebook>, as both nbgrader
-    routes name them."""
+    the course) stays as graded. A file no notebook reader takes is not graded with or without a gradebook:
+    neither route records a score of it, and any on record are earlier ones. A submission id is
+    <student>/<assignment>/<notebook>, as both nbgrader routes name them."""
+    left_out = {r.submission: r.error for r in results if unreadable(r.error)}
+    results = [r for r in results if r.submission not in left_out]
     if gradebook is None:
-        return results, {}
+        return results, left_out
     from nbgrader.api import Gradebook, MissingEntry
 
-    kept, left_out = [], {}
+    kept = []
     with Gradebook(f"sqlite:///{Path(gradebook).resolve()}") as gb:
         for result in results:
             parts = result.submission.split("/")
@@ -127,9 +141,7 @@ def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[
                 continue
             graded = {t.name: t.extra.get("autograded_score", t.score) for t in result.tests}
             auto = {g.name.removeprefix(GRADE_CELL_PREFIX): g.auto_score for g in entry.grades}
-            if unreadable(result.error):  # recorded by neither route: any scores on record are earlier ones
-                left_out[result.submission] = f"not graded: {result.error}"
-            elif not recorded(entry.grades):
+            if not recorded(entry.grades):
                 left_out[result.submission] = NOT_RECORDED
             elif any(a is not None and name in graded and not _same(a, graded[name]) for name, a in auto.items()):
                 left_out[result.submission] = STALE

@@ -458,8 +458,9 @@ def scored(folder: Path, skip: list, gradebook: Path | None, submitted: Path | N
     left_out |= replaced
     results = [r for r in results if r.submission not in left_out]
     if not results:
-        raise ReportError(f"{folder}: none of its {len(left_out)} result(s) has its score in the gradebook "
-                          f"{gradebook} (e.g. {min(left_out)}: {left_out[min(left_out)]})")
+        kept = f"has its score in the gradebook {gradebook}" if gradebook is not None else "is of a graded notebook"
+        raise ReportError(f"{folder}: none of its {len(left_out)} result(s) {kept} (e.g. {min(left_out)}: "
+                          f"{left_out[min(left_out)]})")
     return results, left_out
 
 

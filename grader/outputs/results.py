@@ -20,7 +20,7 @@ def gradescope(result: Result) -> dict:
     """The Gradescope results.json schema, plus the integrity flags, each test's verdict (its named
     mistake in its extra_data) and where the result came from."""
     return {
-        **({} if result.superseded else {"score": round(result.score, 6)}),
+        **({} if result.superseded or unreadable(result.error) else {"score": round(result.score, 6)}),
         "max_score": result.max_score,
         "output": _summary(result),
         "execution_time": round(result.seconds, 3),
@@ -35,8 +35,9 @@ def gradescope(result: Result) -> dict:
     }
 
 
-# A result whose notebook was handed in again and not graded since (Result.superseded) has no score at the top of
-# its file, where a tool would take it for the student's: its output says why, then what the earlier one had.
+# A result whose notebook was handed in again and not graded since (Result.superseded), or of a file no notebook
+# reader takes (recorded by neither route), has no score at the top of its file, where a tool would take it for the
+# student's: its output says why (then, superseded, what the earlier one had).
 EARLIER = ". The earlier notebook's: "
 
 

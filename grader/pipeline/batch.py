@@ -16,7 +16,7 @@ from pathlib import Path
 from grader import extract
 from grader.course import Course
 from grader.judge import scoring
-from grader.outputs import feedback_page, results
+from grader.outputs import feedback_page, final, results
 from grader.pipeline.grading import Grader, course_digest
 
 
@@ -124,7 +124,7 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
         for sid, _ in found:
             previous = results.load_result(results.result_path(out, sid))
             if previous is not None and previous.digest == digests[sid]:
-                kept[sid] = previous
+                kept[sid] = final.as_graded(previous)  # its file may say the gradebook's scores (settle)
                 progress(f"kept {sid}: unchanged since it was graded")
     previous = set(kept)
     fresh = [(sid, path) for sid, path in found if sid not in kept]
