@@ -67,6 +67,16 @@ def _variant_specific(notebook: str, grade_id: str, own: bool) -> bool:
         if variant.by_grade_id[grade_id].kind != "function" else notebook != LECTURE
 
 
+def _cell_of(notebook: str, own: Path | None, grade_id: str) -> str:
+    """The answer cell a grade id is written in: its own, or, for a function's gradient (exercise 4's ex4_dC),
+    the function's cell, which the writer gives whole."""
+    from grader.exercise import load
+
+    exercise = load(f"{own}:EXERCISE" if own else f"makemore-mlp/{notebook}")
+    answer = exercise.by_grade_id.get(grade_id)
+    return answer.cell_id if answer is not None else grade_id
+
+
 def grade(entries: list[dict], out: Path, networks: Path | None = None) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -83,7 +93,8 @@ def grade(entries: list[dict], out: Path, networks: Path | None = None) -> list[
         mine = [e for e in entries if e["notebook"] == notebook]
         for entry in mine:
             nb = nbformat.from_dict(json.loads(json.dumps(solved)))
-            cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == entry["grade_id"]]
+            cell_id = _cell_of(notebook, own, entry["grade_id"])
+            cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == cell_id]
             if len(cells) != 1:
                 raise SystemExit(f"{entry['id']}: no answer cell {entry['grade_id']} in {notebook}")
             cells[0].source = entry["code"]

@@ -160,6 +160,14 @@ def missed_factor(tensor: str, consumer: str, reads: int) -> str:
             f"they add up")
 
 
+def in_place(variable: str, changed: list[str]) -> str:
+    """An answer whose cell changed inputs it read in place (the sandbox saw them change)."""
+    first = changed[0]
+    return (f"your {variable}'s cell changes {' and '.join(changed)} in place (a name bound to {first}, then *=, += "
+            f"or a method ending in _), so it computes from changed values: start from a copy ({first}.clone()) "
+            f"or write a new tensor ({first} * ...)")
+
+
 def only_branch(tensor: str, consumers: list[str], kept: str) -> str:
     """The words for a gradient that keeps one use of its tensor of three or more (an accumulation that
     overwrites, a loop over one step)."""
@@ -195,12 +203,14 @@ SLIPS = {
     "rsqrt-sign": SIGN, "rsqrt-power": LOCAL_RULE, "silu-one-term": LOCAL_RULE, "clamp-output": LOCAL_RULE,
     "clamp-inverted": LOCAL_RULE, "maximum-both": LOCAL_RULE, "mse-factor": FACTOR, "mse-mean": FACTOR,
     "logsumexp-no-softmax": LOCAL_RULE, "norm-no-mean": LOCAL_RULE, "norm-no-projection": LOCAL_RULE,
-    "einsum-operand": TRANSPOSE,
+    "einsum-operand": TRANSPOSE, "matmul-view": TRANSPOSE,
     **{f"{function}-{slip}": LOCAL_RULE for function in ("tanh", "sigmoid", "relu", "exp", "log", "sqrt", "square",
                                                          "abs", "rsqrt", "silu")
        for slip in ("dropped", "neighbour", "applied")},
-    "ce-softmax-dim": DIMENSION,
-    "precedence": PRECEDENCE, "regrouped": PRECEDENCE,
+    "ce-softmax-dim": DIMENSION, "ce-log-softmax": LOCAL_RULE, "ce-target-set": LOCAL_RULE,
+    "precedence": PRECEDENCE, "regrouped": PRECEDENCE, "power-fraction": PRECEDENCE,
+    "norm-no-count": FACTOR, "norm-bessel-inverted": FACTOR,
+    "norm-product-of-sums": TRANSPOSE, "norm-sum-all": DIMENSION, "norm-last-example": BRANCH,
 }
 
 
@@ -248,6 +258,11 @@ class Transpose:
     def swapped_shape(a: int, b: int) -> str:
         """`looks`, beyond two dimensions: said only where the transpose gives the expected gradient."""
         return f"looks transposed in dimensions {a} and {b}: its .transpose({a}, {b}) is the expected gradient"
+
+    @staticmethod
+    def viewed(operand: str) -> str:
+        return (f"reshapes {operand} to its transpose's shape (view or reshape) where its transpose belongs: the shape "
+                f"fits, but a view keeps the entries in memory order; only .T swaps rows and columns")
 
     @staticmethod
     def outer_of_sums(operand: str) -> str:
@@ -317,6 +332,11 @@ class Broadcast:
     def moved_one(got: str, want: str, same: bool) -> str:
         return (f"has its size-1 dimension in the wrong place: shape {got} where the gradient has {want}"
                 + ("; reshaped, its values are right" if same else ""))
+
+    @staticmethod
+    def summed_unbroadcast(dim: int, shape: str) -> str:
+        return (f"summed over dimension {dim}, along which this tensor was not broadcast: its gradient keeps every "
+                f"entry there, shape {shape} (the expected gradient summed over dimension {dim} gives these values)")
 
     @staticmethod
     def full_shape(shape: str) -> str:

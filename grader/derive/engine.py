@@ -587,7 +587,7 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
                 slips.append(("forward-value", Chain.forward_value(c.consumer, upstream), c.consumer,
                               render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
                                      comments=False)))
-        for key, sentence, regrouped in _regroupings(c.value):
+        for key, sentence, regrouped in regroupings(c.value):
             changed = replace(c, value=regrouped)
             slips.append((key, sentence, c.consumer,
                           render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
@@ -624,7 +624,7 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
 _SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.MatMult: "@", ast.Pow: "**"}
 
 
-def _regroupings(value: str) -> Iterator[tuple[str, str, str]]:
+def regroupings(value: str) -> Iterator[tuple[str, str, str]]:
     """(name, sentence, code) for each way the same symbols of `value` are read otherwise, each made once
     and alone: a pair of parentheses around a looser operation left out (`1 - h**2 * dh`, which Python
     reads as it does), or an elementwise and a matrix product grouped the other way round."""

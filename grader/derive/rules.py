@@ -18,6 +18,7 @@ import ast
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from grader import syntax
@@ -449,6 +450,12 @@ def power(site: Site, op: Op) -> list[Edge]:
         if p not in (1, -1):
             slips.append(("power-factor", f"leaves out the factor {p} that the power rule brings down",
                           local(_lower(p), 1) * g))
+        fraction = Fraction(_lower(p)).limit_denominator(16)
+        if fraction.denominator > 1 and float(fraction) == _lower(p):  # -1.5 written -3/2: (x ** -3) / 2 in Python
+            top, bottom = fraction.numerator, fraction.denominator
+            slips.append(("power-fraction", f"writes the exponent {top}/{bottom} without parentheses: Python reads "
+                                            f"x ** {top}/{bottom} as (x ** {top}) / {bottom}",
+                          local(top, p / bottom) * g))
         if isinstance(x, ast.BinOp) and isinstance(x.op, ast.Add) and isinstance(x.right, ast.Constant):
             slips.append(("eps-dropped", f"leaves the forward's {code(x.right)} out of the derivative of "
                                          f"({code(x)})**{p}", local(_lower(p), p, x.left) * g))
@@ -491,19 +498,29 @@ def matmul(site: Site, op: Op) -> list[Edge]:
     upstream = code(gn) if isinstance(gn, ast.Name) else "the gradient"
     to_a = Product.of(ast.BinOp(gn, ast.MatMult(), _t(ctx, b)))
     to_b = Product.of(ast.BinOp(_t(ctx, a), ast.MatMult(), gn))
+
+    def viewed(x: ast.expr, product: Callable[[ast.expr], ast.expr]) -> tuple:
+        """A matrix's transpose written as a view of its sizes swapped: the shapes fit, the entries do not."""
+        if any(len(s) != 2 for s in ctx.shapes(x)):
+            return ()
+        return (("matmul-view", Transpose.viewed(_words(x)),
+                 Product.of(product(template("_x.reshape(_x.shape[1], _x.shape[0])", x=x)))),)
+
     return [
         Edge(a, to_a, f"the product of {upstream} {shape(site.node)} and {code(_t(ctx, b))} {shape(b, True)} that "
                       f"has {_words(a)}'s shape {shape(a)}",
              (("matmul-transpose", Transpose.needs(_words(b)),
                Product.of(ast.BinOp(gn, ast.MatMult(), b))),
               ("matmul-order", Transpose.ORDER,
-               Product.of(ast.BinOp(b, ast.MatMult(), _t(ctx, gn)))))),
+               Product.of(ast.BinOp(b, ast.MatMult(), _t(ctx, gn)))),
+              *viewed(b, lambda v: ast.BinOp(gn, ast.MatMult(), v)))),
         Edge(b, to_b, f"{code(_t(ctx, a))} {shape(a, True)} @ {upstream} {shape(site.node)} has {_words(b)}'s shape "
                       f"{shape(b)}: the product sums over the rows that shared {_words(b)}",
              (("matmul-transpose", Transpose.needs(_words(a)),
                Product.of(ast.BinOp(a, ast.MatMult(), gn))),
               ("matmul-order", Transpose.ORDER,
                Product.of(ast.BinOp(_t(ctx, gn), ast.MatMult(), a))),
+              *viewed(a, lambda v: ast.BinOp(v, ast.MatMult(), gn)),
               *((("outer-of-sums", Transpose.outer_of_sums(_words(a)),
                   Product.of(template("_a.flatten(0, -2).sum(0, keepdim=True).T @ _g.flatten(0, -2).sum(0, "
                                       "keepdim=True)", a=a, g=gn))),)
@@ -659,9 +676,11 @@ def clamp(site: Site, op: Op) -> list[Edge]:
     bounds = [b for b in (low, high) if b is not None and not (isinstance(b, ast.Constant) and b.value is None)]
     if any(ctx.is_diff(b) for b in bounds):
         raise ctx.no_rule(site.node, "a clamp whose bound is a tensor with a gradient")
-    inside = [ast.Compare(x, [ast.Gt()], [low]) if bound is low else ast.Compare(x, [ast.Lt()], [high])
+    # Bounds included, as torch's clamp passes its gradient there (a clamp of a clamp's output meets them exactly:
+    # a strict mask differed from autograd on random forward passes)
+    inside = [ast.Compare(x, [ast.GtE()], [low]) if bound is low else ast.Compare(x, [ast.LtE()], [high])
               for bound in bounds]
-    outside = [ast.Compare(x, [ast.LtE()], [low]) if bound is low else ast.Compare(x, [ast.GtE()], [high])
+    outside = [ast.Compare(x, [ast.Lt()], [low]) if bound is low else ast.Compare(x, [ast.Gt()], [high])
                for bound in bounds]
     mask = inside[0] if len(inside) == 1 else ast.BinOp(*inside[:1], ast.BitAnd(), *inside[1:])
     inverted = outside[0] if len(outside) == 1 else ast.BinOp(*outside[:1], ast.BitOr(), *outside[1:])
@@ -1084,12 +1103,16 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
     one_hot = template("F.one_hot(_t, num_classes=_x.shape[1])", t=target, x=logits)
     difference = Product.of(ast.BinOp(probs, ast.Sub(), one_hot))
     wrong_dim = Product.of(ast.BinOp(template("F.softmax(_x, 0)", x=logits), ast.Sub(), one_hot))
+    # Two slips blind answer sets wrote: log-probabilities for probabilities, the target's entry set to -1
+    logs = Product.of(ast.BinOp(template("F.log_softmax(_x, 1)", x=logits), ast.Sub(), one_hot))
+    set_to = Product.of(template("_p * (1 - _o) - _o", p=probs, o=one_hot))
     if reduction == "mean":
         right = difference.divided(rows) * site.g
         why = f"the mean of -log softmax(logits)[target]: (softmax - one_hot(target)) / {code(rows)}, the " \
               "examples averaged"
         count = ("ce-mean", f"leaves out the 1/{code(rows)} of the mean over the examples", difference * site.g)
         probs_only, wrong_dim = Product.of(probs).divided(rows), wrong_dim.divided(rows)
+        logs, set_to = logs.divided(rows), set_to.divided(rows)
     else:
         right = difference * site.g
         why = "the sum of -log softmax(logits)[target]: softmax - one_hot(target), each example's own"
@@ -1100,7 +1123,11 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
                  (count,
                   ("ce-one-hot", "leaves out the -1 at each row's target", probs_only * site.g),
                   ("ce-softmax-dim", "takes the softmax over dimension 0, the examples, where cross_entropy's runs "
-                                     "over each row's classes (dimension 1)", wrong_dim * site.g)))]
+                                     "over each row's classes (dimension 1)", wrong_dim * site.g),
+                  ("ce-log-softmax", "uses the log-probabilities (log_softmax) where the probabilities (softmax) "
+                                     "belong", logs * site.g),
+                  ("ce-target-set", "sets each row's target entry to -1 where 1 is subtracted from its probability",
+                   set_to * site.g)))]
 
 
 @operation("index", INDEXING, "x[Xb] (an embedding lookup), x[range(n), Yb], x[:, t] and other indexing")

@@ -31,13 +31,22 @@ import copy
 import itertools
 import math
 import textwrap
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
 import torch
 
 from grader.derive.algebra import call, code, name, number, parse
-from grader.derive.engine import WIDTH, Configuration, Derivation, DeriveError, Gradient, derive
+from grader.derive.engine import (
+    WIDTH,
+    Configuration,
+    Derivation,
+    DeriveError,
+    Gradient,
+    Slip,
+    derive,
+    regroupings,
+)
 from grader.exercise import Network
 
 # How close a value must be to a candidate on every configuration (float64) to be taken for it.
@@ -48,9 +57,9 @@ _PROVEN = dict(rtol=1e-6, atol=1e-9)
 
 @dataclass(frozen=True)
 class Closed:
-    """A fused block's closed form: the cell (statements under comments), the gradients it was written
-    from (the rewritten network's, whose slips feedback may name; empty for a normalization), and what it
-    is, for `exercise check` ("a cross-entropy", "a normalization over dim 0")."""
+    """A fused block's closed form: the cell (statements under comments), the gradient whose slips feedback
+    may name (a cross-entropy's: the rewritten network's; a normalization's: the slips of its one expression),
+    and what it is, for `exercise check` ("a cross-entropy", "a normalization over dim 0")."""
 
     cell: str
     what: str
@@ -310,7 +319,10 @@ def _name_xhat(network: Network, d: Derivation, source: str, sink: str, block: S
         if found is not None:
             said = _comment(f"{label}: the normalized value, a part of `{line} = {network.step[line].code}`, on a line "
                             "of its own.")
-            return Closed("\n".join([*said, f"{label} = {code(node)}", found.cell]), found.what)
+            first = "\n".join([*said, f"{label} = {code(node)}"]) + "\n"
+            gradient = found.gradient and replace(found.gradient, _slips=tuple(
+                replace(slip, code=first + slip.code) for slip in found.gradient.slips()))
+            return Closed(first + found.cell, found.what, gradient)
     return None
 
 
@@ -524,8 +536,68 @@ def _closed_norm(network: Network, d: Derivation, x: ast.Name, xhat: ast.Name, s
     for c in others:
         added += _comment(f"{c.line}: {c.why}; {x.id}'s other use, added.")
         added.append(f"d{x.id} += {c.value}" if c.index is None else f"d{x.id}[{c.index}] += {c.value}")
+
+    def cell(node: ast.expr) -> str:
+        return "\n".join([*before, *lines, f"d{x.id} = {code(node)}", *added]) + "\n"
+
+    pieces = _NormPieces(front, count, inner, xhat, correction, total)
+    made = [*pieces.slips(over, dims), *((key, said, parse(text)) for key, said, text in regroupings(code(value)))]
+    slips = tuple(Slip(f"d{x.id}", key, sentence, "", cell(node)) for key, sentence, node in made)
     return Closed("\n".join([*before, *_comment(comment), *lines, f"d{x.id} = {code(value)}", *added]) + "\n",
-                  f"a normalization over {over}")
+                  f"a normalization over {over}", Gradient(f"d{x.id}", x.id, (), (), slips))
+
+
+@dataclass(frozen=True)
+class _NormPieces:
+    """The closed form `front * (count * g - total(g) - count / (count - correction) * xhat * total(g * xhat))`
+    in its pieces, and the classic slips of that one expression: what a student writing it gets wrong (a blind
+    set's answers were told only "wrong values" for each), each made once and alone."""
+
+    front: ast.expr
+    count: ast.expr
+    inner: ast.expr
+    xhat: ast.Name
+    correction: int
+    total: Callable[[ast.expr], ast.expr]  # the sum over the normalized dims, as the closed form writes it
+
+    def value(self, *, scaled=True, mean=None, projection=None, weight=None, summed=None) -> ast.expr:
+        """The expression with some pieces written otherwise (None: the right one; False: left out)."""
+        count, g = self.count, self.inner
+        first = ast.BinOp(count, ast.Mult(), g) if scaled else g
+        mean = self.total(g) if mean is None else mean
+        if weight is None:
+            weight = ast.BinOp(ast.BinOp(count, ast.Div(), ast.BinOp(count, ast.Sub(), number(self.correction))),
+                               ast.Mult(), self.xhat) if self.correction else self.xhat
+        summed = self.total(ast.BinOp(g, ast.Mult(), self.xhat)) if summed is None else summed
+        bracket = first if mean is False else ast.BinOp(first, ast.Sub(), mean)
+        if projection is not False:
+            bracket = ast.BinOp(bracket, ast.Sub(), ast.BinOp(weight, ast.Mult(), summed))
+        return ast.BinOp(self.front, ast.Mult(), bracket)
+
+    def slips(self, over: str, dims: tuple[int, ...]) -> Iterator[tuple[str, str, ast.expr]]:
+        count, g, h, c = code(self.count), self.inner, self.xhat, self.correction
+        product = ast.BinOp(g, ast.Mult(), h)
+        yield "norm-no-mean", f"leaves out the path through the mean: the term - {code(self.total(g))}", \
+            self.value(mean=False)
+        yield "norm-no-projection", f"leaves out the path through the variance: the term with " \
+                                    f"{code(self.total(product))}", self.value(projection=False)
+        yield "norm-no-count", f"leaves out the factor {count} in front of {code(g)}", self.value(scaled=False)
+        if c:
+            inverted = ast.BinOp(ast.BinOp(ast.BinOp(self.count, ast.Sub(), number(c)), ast.Div(), self.count),
+                                 ast.Mult(), h)
+            yield "norm-bessel-inverted", f"inverts Bessel's factor: the variance's term is multiplied by " \
+                                          f"{count} / ({count} - {c}), not ({count} - {c}) / {count}", \
+                self.value(weight=inverted)
+        yield "norm-product-of-sums", f"multiplies the sums of {code(g)} and {h.id} where the sum of their product " \
+                                      f"belongs, {code(self.total(product))}", \
+            self.value(summed=ast.BinOp(self.total(g), ast.Mult(), self.total(h)))
+        for piece, node in (("mean", g), ("summed", product)):
+            yield "norm-sum-all", f"sums {code(node)} over every dimension, where the sum runs over {over} only", \
+                self.value(**{piece: call(node, "sum")})
+            if dims == (0,):
+                yield "norm-last-example", f"keeps only the last example's {code(node)} where their sum over the " \
+                                           "batch belongs (a loop that assigns with = where += adds up)", \
+                    self.value(**{piece: ast.Subscript(node, number(-1), ast.Load())})
 
 
 def _factors(node: ast.expr) -> list[ast.expr]:

@@ -20,7 +20,7 @@ import torch
 from grader.exercise import ATOMIC, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, load
 from grader.judge.diagnose import diagnose, name
 from grader.sandbox.protocol import as_answer
-from grader.vocabulary import Match, Status, Transpose, shape_text
+from grader.vocabulary import Match, Status, Transpose, in_place, shape_text
 
 
 @dataclass(frozen=True)
@@ -409,6 +409,11 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
                 mistake = catalogue(case, tensor=outcomes[case.config.name].tensor) or ""
             # A factor found on hidden configurations alone is the student's code's choice, not shown.
             factor = public or any(c is probe for c, _ in tensors)
+            # An input the cell changed in place is the cause its values show (a blind set's `dx = dy` then
+            # `dx *= ...` was told a formula's factor): said first, as what happened, not a guess.
+            changed = sorted({n for c in cases for n in getattr(outcomes.get(c.config.name), "detail", {})
+                              .get("changed", ())})
+            mistake = mistake or (in_place(answer.variable, changed) if changed else "")
             mistake = mistake or name(tensors, answer, check, tol.rtol, tol.atol, factor=factor, code=code) or ""
             if not mistake and catalogue and not first_catalogue:
                 mistake = catalogue(case, tensor=outcomes[case.config.name].tensor) or ""

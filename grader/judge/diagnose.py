@@ -16,6 +16,18 @@ from grader.vocabulary import Broadcast, Transpose, Zeros, constant_multiple
 from grader.vocabulary import shape_text as _shape
 
 
+def _other_slip(keys: list[str], sentences: dict[str, tuple[str, bool]]) -> str:
+    """The sentence of a second rule-table slip of the step that fits as well as the first and says something
+    else ("" where none does): a variance term left out and one whose sum of a product is written as a
+    product of sums, with a factor summing to zero, are the same values (a blind answer set's student was told
+    the first for the second)."""
+    first, whole = sentences[keys[0]]
+    if whole or not keys[0].startswith(neighbourhood.SLIP):
+        return ""
+    return next((sentences[k][0] for k in keys[1:] if k.startswith(neighbourhood.SLIP) and not sentences[k][1]
+                 and sentences[k][0] != first), "")
+
+
 def _close(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> bool:
     return a.shape == b.shape and bool(torch.allclose(a, b, rtol=rtol, atol=atol))
 
@@ -65,9 +77,22 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
         leading = tuple(range(len(gs) - len(ws)))
         summed = _close(got.sum(leading), want, rtol, atol)
         hints.append(Broadcast.not_summed(leading[0] if len(leading) == 1 else leading, summed))
+    reduced = _reduced_over(got, want, rtol, atol)
+    if reduced is not None:  # a sum where nothing was broadcast (the sum belongs to another tensor's gradient)
+        hints.append(Broadcast.summed_unbroadcast(reduced, _shape(ws)))
     if not hints:
         hints.append(Broadcast.full_shape(_shape(ws)))
     return hints
+
+
+def _reduced_over(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> int | None:
+    """The dimension over which the expected gradient, summed (with keepdim or without), is the answer."""
+    for d, w in enumerate(want.shape):
+        if w > 1 and got.numel() * w == want.numel() and got.dim() in (want.dim(), want.dim() - 1):
+            total = want.sum(d, keepdim=got.dim() == want.dim())
+            if total.shape == got.shape and _close(got, total, rtol, atol):
+                return d
+    return None
 
 
 def _swapped_dims(got: tuple[int, ...], want: tuple[int, ...]) -> tuple[int, int] | None:
@@ -202,6 +227,9 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
         keys = search(searches[family]) if family in searches else None
         if keys:
             sentence, whole = sentences[keys[0]]
+            other = _other_slip(keys, sentences)
+            if other:  # two of the step's slips give these values: both said, neither chosen
+                return f"your {variable} {sentence}, or {other}: either gives these values"
             return sentence if whole else f"your {variable} {sentence}"
     constants = []
     for case, got in tensors:

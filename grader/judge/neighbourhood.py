@@ -583,6 +583,9 @@ def _closed(exercise: Exercise) -> dict:
     return _CLOSED[id(exercise)][1]
 
 
+SLIP = "slip:"  # the keys of the rule table's slips of a step (and of their fingerprints)
+
+
 def slip_values(case: Case, answer: Answer, check: str) -> list[tuple[str, str, torch.Tensor]] | None:
     """(key, sentence, tensor) of each slip the rule table knows for this gradient's own step, run here on
     this case: the upstream gradients of this check, the forward values; None without the rule table.
@@ -599,7 +602,7 @@ def slip_values(case: Case, answer: Answer, check: str) -> list[tuple[str, str, 
     for slip in gradient.slips():
         # A slip's name recurs across a step's uses (missed-branch in each) and a product's factors
         # (mul-local): its key names the use, and counts the rest, the same on every case.
-        key = f"slip:{slip.name}:{slip.consumer}" if slip.consumer else f"slip:{slip.name}"
+        key = f"{SLIP}{slip.name}:{slip.consumer}" if slip.consumer else f"{SLIP}{slip.name}"
         seen[key] += 1
         key += f"#{seen[key]}" if seen[key] > 1 else ""
         value = _run_derived(case, answer, check, slip.code)

@@ -392,6 +392,9 @@ class Session:
         ns.update({k: v.clone() if k in reads else v for k, v in self.cases[case]["values"].items()})
         given = self.upstream.get((case, check), {})
         ns.update({g: given[g].clone() if g in reads else given[g] for g in answer.upstream if g in given})
+        originals = {**{k: v for k, v in self.cases[case]["values"].items() if k in reads},
+                     **{g: given[g] for g in answer.upstream if g in given and g in reads}}
+        copies = {k: ns[k] for k in originals}
         failed = self.execute(grade_id, ns, case, check)
         self.check_left(ns, reads)
         if failed:
@@ -400,6 +403,9 @@ class Session:
             self.carry[(case, check)] = {k: v for k, v in ns.items() if k not in self.reserved}
         if answer.variable not in ns:
             return {**reply, "status": "unassigned"}, {}
+        # The inputs the cell changed in place (`dx = dy` then `dx *= ...` changes dy too)
+        changed = sorted(k for k, copy in copies.items() if protocol.changed_in_place(copy, originals[k]))
+        reply = {**reply, "changed": changed} if changed else reply
         return self.tensor_reply(reply, protocol.as_answer(ns[answer.variable], self.scalar(answer, case)))
 
     def scalar(self, answer, case: str) -> bool:

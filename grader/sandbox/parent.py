@@ -418,11 +418,15 @@ def _timing(reported, bound: float) -> float | None:
     return float(f"{value:.2g}")
 
 
-def _outcome(header: dict, tensors: dict) -> Outcome:
+def _outcome(header: dict, tensors: dict, names: frozenset[str] = frozenset()) -> Outcome:
     """What a child reported for one request. Its status is one of the vocabulary's that a child may say
-    (CRASHED is the parent's alone): anything else it sends is a broken answer."""
+    (CRASHED is the parent's alone): anything else it sends is a broken answer. The inputs it says the
+    cell changed in place are kept only as names of the exercise's own (`names`), never its words."""
     status = header.get("status", Status.BROKEN)
     detail = _detail(header)
+    changed = header.get("changed")
+    if isinstance(changed, list) and changed and all(isinstance(n, str) and n in names for n in changed):
+        detail["changed"] = sorted(set(changed))[:8]
     tensor = tensors.get("answer") if status == Status.TENSOR else None
     if status not in CHILD_STATUSES or (status == Status.TENSOR and tensor is None):
         status = Status.BROKEN
@@ -590,7 +594,8 @@ class _Submission:
         for index, ((grade_id, case), reply) in enumerate(zip(requests, replies, strict=True)):
             reply = reply if isinstance(reply, dict) else {}
             answer = tensors.get(f"answer{index}")
-            self.keep(grade_id, case, check, _outcome(reply, {} if answer is None else {"answer": answer}))
+            given = frozenset(self.answers[grade_id].upstream) | frozenset(case.values)
+            self.keep(grade_id, case, check, _outcome(reply, {} if answer is None else {"answer": answer}, given))
 
     def train(self, retried: bool = False) -> None:
         """The whole-run check, last: a function cell skipped before is not run again, and one that stops

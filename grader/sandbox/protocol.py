@@ -99,3 +99,13 @@ def as_answer(value, scalar: bool):
         with torch.inference_mode():  # as every answer the cell computes is made
             return torch.tensor(float(value), dtype=torch.float64)
     return value
+
+
+def changed_in_place(copy, original) -> bool:
+    """Whether a cell's copy of an input no longer holds the input's values: the cell changed it in place
+    (through another name bound to it, say). Both the sandbox's child and the self-check ask it."""
+    import torch
+
+    if type(copy) is not torch.Tensor or type(original) is not torch.Tensor:
+        return False
+    return copy.shape != original.shape or not torch.equal(copy, original)
