@@ -492,9 +492,9 @@ def trial_exercise_4_wrong_keys_and_stale_gradients(kernel):
                                    "    return {"),
          "50 steps match autograd: loss ", " — but manual_backward changes W2 and b2, which it is given, in place: a "
          "training loop then also steps them by that change; return the gradients and change nothing it is given"),
-        # t02: dC kept between calls (a forgotten zero_grad) showed a float/double error, unexplained
-        ("memo = {}\n" + ex4.replace("dC = torch.zeros_like(C).index_add(",
-                                     "dC = memo.setdefault('C', torch.zeros_like(C)).index_add_("),
+        # t02: a float/double error, unexplained (its dC was kept between calls in a dict, which the static
+        # check now refuses, as the grader does: below; a float32 tensor made with a fixed dtype raises the same)
+        (ex4.replace("dC = torch.zeros_like(C).index_add(", "dC = torch.zeros(C.shape).index_add("),
          "WRONG: manual_backward raised RuntimeError at training step 1: ",
          " (manual_backward is called with float64 tensors here and by the grader: a tensor it makes with a fixed "
          "dtype (torch.zeros(shape) is float32; torch.zeros_like(x) follows x) or keeps from an earlier call does not "
@@ -508,7 +508,14 @@ def trial_exercise_4_wrong_keys_and_stale_gradients(kernel):
         (ex4.replace('return {"C": dC, "W1": dW1, "b1": db1, "W2": dW2, "b2": db2, "bngain": dbngain, "bnbias": '
                      'dbnbias}', "return dC, dW1, db1, dW2, db2, dbngain, dbnbias"),
          "WRONG: at training step 1, manual_backward gave no tensor of the right shape for C (it returns a tuple, "
-         "not a dict of gradients by parameter name)", ""))
+         "not a dict of gradients by parameter name)", ""),
+        # Trial 6's E09: autograd in a branch that never runs matched autograd here, and the grader, whose static
+        # check refuses the cell, gave the training check 0 (the seven gradient lines said so; this one did not)
+        (ex4.replace("dC = torch.zeros_like(C).index_add(",
+                     "dC = torch.autograd.grad(emb.sum(), C)[0] if False else torch.zeros_like(C).index_add("),
+         "WRONG: the grader refuses manual_backward's cell, line ",
+         ": torch.autograd.grad is not tensor math this exercise allows: dC = torch.autograd.grad(emb.sum(), C)[0] if "
+         "False else torch.zeros_like(C).index_add(0, Xb.view(-1), demb.view(-1, C.shape[1]))"))
     for code, starts, ends in cases:
         assert code != ex4
         kernel.run("ex4_backward", code)

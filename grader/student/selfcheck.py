@@ -677,8 +677,9 @@ class SelfCheck:
         ns = {"__builtins__": builtins, **NAMESPACE, **self.exercise.network.size_values(case.values)}
         if answer.kind == ATOMIC:
             ns.update(carry)
-        ns.update({k: v.clone() for k, v in case.student_view().items()})
-        ns.update({g: v.clone() for g, v in case.upstream(answer, check).items()})
+        originals = {**case.student_view(), **case.upstream(answer, check)}
+        copies = {k: v.clone() for k, v in originals.items()}
+        ns.update(copies)
         try:
             exec(compile(source, filename, "exec"), ns)
         except Exception as exc:
@@ -689,7 +690,13 @@ class SelfCheck:
             carry.update({k: v for k, v in ns.items() if k not in reserved})
         if answer.variable not in ns:
             return _Ran("unassigned")
-        return _result(ns[answer.variable], case.values.get(answer.source))
+        ran = _result(ns[answer.variable], case.values.get(answer.source))
+        # as the sandbox tells the inputs the cell changed in place (grader.sandbox.child)
+        changed = sorted(k for k, copy in copies.items() if k in _reads(source)
+                         and protocol.changed_in_place(copy, originals[k]))
+        if changed and ran.status == "tensor":
+            ran.detail["changed"] = changed
+        return ran
 
     def _outcomes(self, answer: Answer, source: str, cases, check: str) -> dict:
         outcomes = {}
@@ -1488,6 +1495,15 @@ class NotebookCheck:
         return verdict
 
     @staticmethod
+    def _refused(found: SelfCheck, function) -> str:
+        """The function's cell refused as the grader's static check refuses it, or "": the grader then runs no
+        training step, and the whole-run check scores 0 (a trial's function matched autograd here, and got 0)."""
+        answer = next(a for a in found.exercise.answers if found.exercise.function_of(a) is function)
+        source = found.source(answer)
+        refusal = None if source is None else static_check.check(source, found.allow)
+        return "" if refusal is None else f"WRONG: the grader refuses {function.name}'s cell, {refusal}"
+
+    @staticmethod
     def _returns_nothing(found: SelfCheck, function, answer: Answer) -> str:
         """A function written out but without its `return` line (the notebook's call then hands the checks
         no gradient, as the grader finds none): what to say, or "" where the function returns something, is
@@ -1524,8 +1540,9 @@ class NotebookCheck:
         answer = next(a for a in found.exercise.answers if found.exercise.function_of(a) is function)
         edited = found.edited(answer)
         unreturned = self._returns_nothing(found, function, answer)
-        if edited or unreturned:
-            print(f"{'training':<15s}| {edited or f'WRONG: {unreturned}'}")
+        said = edited or (f"WRONG: {unreturned}" if unreturned else self._refused(found, function))
+        if said:
+            print(f"{'training':<15s}| {said}")
             return
         found.training(namespace[function.name], namespace[start], namespace[batches], lr=lr)
 
@@ -1534,11 +1551,9 @@ class NotebookCheck:
         """Why the whole-run check cannot start: the function's cell refused as the grader refuses it
         (a syntax error leaves the function undefined), or the cell to run."""
         if name == function.name:
-            answer = next(a for a in found.exercise.answers if found.exercise.function_of(a) is function)
-            source = found.source(answer)
-            refusal = None if source is None else static_check.check(source, found.allow)
-            if refusal is not None:
-                return f"WRONG: the grader refuses {function.name}'s cell, {refusal}"
+            refused = NotebookCheck._refused(found, function)
+            if refused:
+                return refused
             return (f"not checked: {function.name} is not defined since the kernel started: run its cell above, then "
                     "the cell after it, which calls it")
         return f"not checked: {name} is not defined: run the cells above this one first"
