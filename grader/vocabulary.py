@@ -209,7 +209,7 @@ SLIPS = {
        for slip in ("dropped", "neighbour", "applied")},
     "ce-softmax-dim": DIMENSION, "ce-log-softmax": LOCAL_RULE, "ce-target-set": LOCAL_RULE,
     "precedence": PRECEDENCE, "regrouped": PRECEDENCE, "power-fraction": PRECEDENCE,
-    "norm-no-count": FACTOR, "norm-bessel-inverted": FACTOR,
+    "norm-bessel-inverted": FACTOR,
     "norm-product-of-sums": TRANSPOSE, "norm-sum-all": DIMENSION, "norm-last-example": BRANCH,
 }
 

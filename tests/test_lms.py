@@ -179,6 +179,9 @@ def test_release_feedback_releases_to_exchange_students_and_lists_the_others(lms
         folder = root / "feedback" / student / ASSIGNMENT
         folder.mkdir(parents=True)
         (folder / "backprop_ninja.html").write_text(f"<p>{student}</p>", encoding="utf-8")
+        # its graded notebook, which generate_feedback made the page from (without it, the page is of a grading
+        # since failed, and held back)
+        (root / "autograded" / student / ASSIGNMENT).mkdir(parents=True, exist_ok=True)
         if exchange:
             (folder / "timestamp.txt").write_text("2026-11-30 12:00:00.000000 UTC", encoding="utf-8")
             (folder / "submission_secret.txt").write_text("secret", encoding="utf-8")

@@ -581,7 +581,6 @@ class _NormPieces:
             self.value(mean=False)
         yield "norm-no-projection", f"leaves out the path through the variance: the term with " \
                                     f"{code(self.total(product))}", self.value(projection=False)
-        yield "norm-no-count", f"leaves out the factor {count} in front of {code(g)}", self.value(scaled=False)
         if c:
             inverted = ast.BinOp(ast.BinOp(ast.BinOp(self.count, ast.Sub(), number(c)), ast.Div(), self.count),
                                  ast.Mult(), h)
@@ -594,7 +593,7 @@ class _NormPieces:
         for piece, node in (("mean", g), ("summed", product)):
             yield "norm-sum-all", f"sums {code(node)} over every dimension, where the sum runs over {over} only", \
                 self.value(**{piece: call(node, "sum")})
-            if dims == (0,):
+            if dims == (0,) and piece == "mean":  # the loop a student writes for the first sum
                 yield "norm-last-example", f"keeps only the last example's {code(node)} where their sum over the " \
                                            "batch belongs (a loop that assigns with = where += adds up)", \
                     self.value(**{piece: ast.Subscript(node, number(-1), ast.Load())})
