@@ -196,13 +196,21 @@ def _given(source: str, sinks: frozenset[str]) -> bool:
         for s in statements)
 
 
-def _reads(source: str) -> set[str]:
+@functools.lru_cache(maxsize=1024)
+def _reads(source: str) -> frozenset[str]:
     try:
-        return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+        return frozenset(n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name))
     except SyntaxError:
-        return set()
+        return frozenset()
 
 
+@functools.lru_cache(maxsize=256)
+def _compiled(source: str, filename: str):
+    """A check runs the same few cells on every case and every earlier answer's check: compiled once."""
+    return compile(source, filename, "exec")
+
+
+@functools.lru_cache(maxsize=1024)
 def _first_uses(source: str, augmented: bool = True) -> tuple[frozenset[str], frozenset[str]] | None:
     """(the names the code binds, those it reads before binding them), statement by statement (a value
     is read before its target is bound, and `x += ...` reads x unless not `augmented`); None for code that
@@ -681,7 +689,7 @@ class SelfCheck:
         copies = {k: v.clone() for k, v in originals.items()}
         ns.update(copies)
         try:
-            exec(compile(source, filename, "exec"), ns)
+            exec(_compiled(source, filename), ns)
         except Exception as exc:
             return _error(exc, filename)
         if answer.kind == ATOMIC:
@@ -692,8 +700,9 @@ class SelfCheck:
             return _Ran("unassigned")
         ran = _result(ns[answer.variable], case.values.get(answer.source))
         # as the sandbox tells the inputs the cell changed in place (grader.sandbox.child)
-        changed = sorted(k for k, copy in copies.items() if k in _reads(source)
-                         and protocol.changed_in_place(copy, originals[k]))
+        reads = _reads(source)
+        changed = sorted(k for k, copy in copies.items()
+                         if k in reads and protocol.changed_in_place(copy, originals[k]))
         if changed and ran.status == "tensor":
             ran.detail["changed"] = changed
         return ran
