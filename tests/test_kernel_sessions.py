@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -272,6 +273,15 @@ def trial_a_cell_edited_and_saved_but_not_run_is_named(kernel):
             "other code than the kernel ran, which is what this check would judge): run it, then this check")
         kernel.run("dlogprobs")  # the same code, but for a comment and layout
         assert right(kernel.check("dlogprobs"))
+        # The seventh trial: a right cell edited to a wrong one, saved, not run, was "not checked" with no
+        # WRONG where the grader, which grades the file, gives nothing: the saved code is judged.
+        time.sleep(0.05)
+        save(wrong)
+        line = kernel.check("dlogprobs")
+        assert line.startswith("dlogprobs      | WRONG: dlogprobs's cell as your saved notebook holds it (edited after "
+                               "it last ran), which is what the grader grades: "), line
+        assert line.endswith("; run it, then this check"), line
+        save(CELLS["dlogprobs"])
         # A file saved before the cell last ran holds older code, which says nothing of an edit.
         kernel.run("dlogprobs", wrong)
         assert "WRONG" in kernel.check("dlogprobs")
@@ -749,8 +759,10 @@ def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code
     steps = [(s, CELLS[s]) if isinstance(s, str) else s for s in script]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for _, code in steps])
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}"}
+    # A folder of its own: the solved notebook beside names.txt would be taken for this one's saved file.
+    shutil.copy(ROOT / "solutions" / "names.txt", tmp_path)
     NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
-                   resources={"metadata": {"path": str(ROOT / "solutions")}}).execute(env=env)
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(env=env)
     lines = []
     for (label, _), cell in zip(steps, nb.cells, strict=True):
         if label.startswith("check_"):
@@ -864,6 +876,62 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         kernel.run("scratch", "del __session__\n")
 
 
+def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
+    """The seventh trial, the classic Notebook (no cell ids, no file name): after Run All, every check run
+    again said "the cell never assigns dhpreact (judged on the cell you ran as In[65] ...)" of right answers:
+    exercise 4's `def manual_backward`, whose locals bear every answer's name, was taken for each answer's
+    cell. And a wrong answer cell with a right scratch cell run after it got a plain ok the grader, which
+    grades the saved cell, gives nothing for: the wrong run is said, as the answer's cell it may be."""
+    kernel.restart()  # a kernel that has never been sent a cell id
+    for cell in SETUP:
+        kernel.run(cell, send_id=False)
+    for cell in SOLVED.cells:  # Run All: the setup cells of each exercise, its answers, exercise 4's function
+        if cell.cell_type == "code" and not cell.id.startswith(("check_", "train", "plot", "cell-", "setup_install")) \
+                and cell.id not in SETUP:
+            kernel.run(cell.id, send_id=False)
+    for grade_id in ("dhpreact", "dW1", "dC", "dbnmeani", "ex2_dlogits", "ex3_dhprebn", "dbngain"):
+        line = kernel.check(grade_id, send_id=False)
+        assert right(line) and "never assigns" not in line and "judged on" not in line, line
+    # B: the student's folder holds their notebook, its dbnmeani cell wrong; a scratch cell run after it is right.
+    wrong = "dbnmeani = dbndiff.sum(0, keepdim=True)\n"
+    with tempfile.TemporaryDirectory() as folder:
+        nb = nbformat.from_dict(SOLVED)
+        next(c for c in nb.cells if c.get("id") == "dbnmeani").source = wrong
+        nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
+        here = kernel.run("scratch", "import os\nprint(os.getcwd())\n")[0].strip()
+        kernel.run("scratch", f"os.chdir({folder!r})\n")
+        try:
+            kernel.run("dbnmeani", wrong, send_id=False)
+            assert "WRONG" in kernel.check("dbnmeani", send_id=False)
+            kernel.run("scratch", "dbnmeani = -dbndiff.sum(0, keepdim=True)\n", send_id=False)
+            line = kernel.check("dbnmeani", send_id=False)
+            assert right(line) and "; but your saved notebook's dbnmeani cell holds other code than the run judged " \
+                "here" in line, line
+            # A copy of the notebook beside it: which one is the student's is not known, and nothing is said.
+            nbformat.write(nb, Path(folder) / "backprop_ninja-Copy1.ipynb")
+            line = kernel.check("dbnmeani", send_id=False)
+            assert right(line) and "saved notebook" not in line, line
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\n")
+            kernel.run("dbnmeani", send_id=False)
+
+    # C: dcounts_sum_inv without keepdim: dcounts' (right) cell stops on its shape, and so does every cell
+    # below; the lines below said to run dcounts's cell again, which stops again: the wrong answer is named.
+    setup(kernel)
+    kernel.run("scratch", f"for _name in {list(EX1)!r}:\n    globals().pop(_name, None)\n")  # a fresh kernel's
+    kernel.run("dlogprobs")
+    kernel.run("dprobs")
+    kernel.run("dcounts_sum_inv", "dcounts_sum_inv = (dprobs * counts).sum(1)\n")
+    for cell in EX1[EX1.index("dcounts_sum"):EX1.index("dh") + 1]:  # as the trial wrote them: no `= None` first
+        kernel.run(cell, "dcounts = counts_sum_inv * dprobs + torch.ones_like(counts) * dcounts_sum\n"
+                   if cell == "dcounts" else CELLS[cell].split("### BEGIN SOLUTION\n")[1].split("### END SOLUTION")[0])
+    line = kernel.check("dh")
+    assert "fix dcounts_sum_inv, then run the cells from dcounts_sum_inv's down to this one" in line, line
+    kernel.run("dcounts_sum_inv")
+    for cell in EX1[EX1.index("dcounts_sum"):]:
+        kernel.run(cell)
+
+
 def test_scripted_student_sessions():
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does."""
@@ -888,7 +956,8 @@ def test_scripted_student_sessions():
                         trial3_a_blank_answer_above_and_a_forward_name_reassigned_are_named,
                         trial_without_cell_ids_after_a_restart,
                         trial4_what_a_cell_did_is_told_as_it_happened,
-                        trial5_a_stopped_cell_names_what_it_read_and_what_to_do):
+                        trial5_a_stopped_cell_names_what_it_read_and_what_to_do,
+                        trial7_without_cell_ids_a_function_and_a_scratch_cell):
             session(kernel)
     finally:
         kernel.close()

@@ -167,6 +167,18 @@ def _result(value, like) -> _Ran:
     return _Ran("tensor", value.detach())
 
 
+def _executed(tree: ast.AST):
+    """ast.walk, but not into the bodies of the functions, lambdas and classes the code defines: what
+    running the cell binds and reads. A function's locals bind nothing in the notebook: exercise 4's
+    `manual_backward` assigns every answer's name inside, and was taken for each answer's cell."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            todo.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
 @functools.lru_cache(maxsize=1024)
 def _assigns(source: str, names: frozenset[str]) -> bool:
     """Whether the cell binds one of `names`; a cell that does not parse (a student's syntax error, which
@@ -175,8 +187,8 @@ def _assigns(source: str, names: frozenset[str]) -> bool:
         tree = ast.parse(source)
     except SyntaxError:
         return any(re.search(rf"(?m)^\s*(def\s+)?{re.escape(n)}\s*([-+*/@]?=[^=]|\()", source) for n in names)
-    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    bound |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    bound = {n.id for n in _executed(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound |= {n.name for n in _executed(tree) if isinstance(n, ast.FunctionDef)}
     return bool(bound & names)
 
 
@@ -222,7 +234,7 @@ def _first_uses(source: str, augmented: bool = True) -> tuple[frozenset[str], fr
     bound: set[str] = set()
     early: set[str] = set()
     for statement in body:
-        nodes = list(ast.walk(statement))
+        nodes = list(_executed(statement))
         targets = [n.target for n in nodes if isinstance(n, ast.AugAssign)] if augmented else []
         early |= {n.id for n in [*nodes, *targets] if isinstance(n, ast.Name)
                   and (isinstance(n.ctx, ast.Load) or n in targets)} - bound
@@ -378,8 +390,8 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
     gradients = {a.variable for a in exercise.answers if a.kind != FUNCTION}
     network = exercise.network  # a forward value run again with other values makes an answer stale too
     inputs = gradients | {*network.intermediates, *network.parameters, *network.data}
-    augmented = {id(n.target): n for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}
-    names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    augmented = {id(n.target): n for n in _executed(tree) if isinstance(n, ast.AugAssign)}
+    names = [n for n in _executed(tree) if isinstance(n, ast.Name)]
     cells = (cell_id,) if cell_id else _cells_by_code(settings.get("exercise", DEFAULT), source)
     own = {a.variable for a in exercise.answers if a.cell_id in cells}
     stored = {n.id for n in names if isinstance(n.ctx, ast.Store)} & gradients
@@ -429,12 +441,14 @@ def _saved_code(namespace: dict, cell_id: str) -> tuple[str, float] | None:
 
 
 def _saved_notebook(namespace: dict) -> tuple[tuple[tuple[str, str], ...], float] | None:
-    """(the notebook file's code cells, when it was saved), where the front end names the file and it reads
-    as a notebook (a file a `git pull` left with conflict markers says nothing of the answers)."""
+    """(the notebook file's code cells, when it was saved), where the front end names the file, or else the
+    kernel's folder holds one notebook of the exercise, and it reads as a notebook (a file a `git pull` left
+    with conflict markers says nothing of the answers)."""
     named = namespace.get("__session__") or namespace.get("__vsc_ipynb_file__")
-    if not isinstance(named, str) or not named.endswith(".ipynb"):
-        return None
-    path = next((p for p in (Path(named), Path.cwd() / Path(named).name) if p.is_file()), None)
+    if isinstance(named, str) and named.endswith(".ipynb"):
+        path = next((p for p in (Path(named), Path.cwd() / Path(named).name) if p.is_file()), None)
+    else:
+        path = _only_notebook(namespace)
     if path is None:
         return None
     try:
@@ -444,6 +458,22 @@ def _saved_notebook(namespace: dict) -> tuple[tuple[tuple[str, str], ...], float
         return None
 
 
+def _only_notebook(namespace: dict) -> Path | None:
+    """The one notebook in the kernel's folder holding the exercise's answer cells, for the front ends that
+    name no file (the classic Notebook, nbclient): without it, a scratch cell run after a wrong answer cell
+    was judged as the answer (the grader grades the saved cell). None where there are several (a copy)."""
+    settings = namespace.get("COURSE")
+    if not isinstance(settings, dict):
+        return None
+    try:
+        wanted = {a.cell_id for a in load(settings.get("exercise", DEFAULT)).answers}
+        found = [p for p in sorted(Path.cwd().glob("*.ipynb"))[:20]
+                 if wanted <= {cell for cell, _ in _saved_cells(str(p), p.stat().st_mtime)}]
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+        return None
+    return found[0] if len(found) == 1 else None
+
+
 def _saved_answers(namespace: dict, cell_id: str) -> list[str] | None:
     """The code of every cell of the saved notebook that is answer cell `cell_id` (a copied cell keeps its
     grade id), none where it was deleted; None where no saved notebook is known."""
@@ -451,13 +481,18 @@ def _saved_answers(namespace: dict, cell_id: str) -> list[str] | None:
     return None if found is None else [code for found_id, code in found[0] if found_id == cell_id]
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=32)
 def _saved_cells(path: str, _saved: float) -> tuple[tuple[str, str], ...]:
     """The notebook file's code cells as (their id, or their nbgrader grade id, and code); read once per save."""
     with open(path, encoding="utf-8") as file:
         cells = json.load(file).get("cells", [])
     return tuple((c.get("metadata", {}).get("nbgrader", {}).get("grade_id") or c.get("id"),
                   "".join(c.get("source", ""))) for c in cells if c.get("cell_type") == "code")
+
+
+def _chain_from(chain: tuple[str, ...]) -> str:
+    """The first wrong answer behind the nearest (`chain`, nearest first), in words."""
+    return "" if len(chain) < 2 else f" (computed from {chain[-1]}, the first wrong answer above it)"
 
 
 def _blank(code: str) -> bool:
@@ -866,6 +901,11 @@ class SelfCheck:
         if saved is None or ran_at is None or saved[1] <= ran_at or _same_code(saved[0], found[0]):
             return None
         after = " and the cell after it, which calls it" if answer.kind == FUNCTION else ""
+        wrong = self._code_verdict(answer, saved[0])
+        if wrong is not None:
+            verdict, _, why = wrong.partition(": ")
+            return (f"{verdict}: {cell}'s cell as your saved notebook holds it (edited after it last ran), which is "
+                    f"what the grader grades: {why}; run it{after}, then this check")
         return (f"not checked: {cell}'s cell was edited after it last ran (your saved notebook holds other code "
                 f"than the kernel ran, which is what this check would judge): run it{after}, then this check")
 
@@ -890,7 +930,8 @@ class SelfCheck:
         if not found[2]:
             # Told by its code where the front end sends no cell ids: a scratch cell assigning the answer's
             # name fits too, which the saved notebook's cell, holding other code, shows.
-            saved = None if found[1] in _IDS or self.namespace is None else _saved_code(self.namespace, answer.cell_id)
+            saved = None if found[1] is None or found[1] in _IDS or self.namespace is None else \
+                _saved_code(self.namespace, answer.cell_id)
             if saved is None or _same_code(saved[0], found[0]):
                 return ""
             if right:
@@ -948,10 +989,9 @@ class SelfCheck:
         source = None if function and self.namespace is None else self.source(answer)
         if not function and source is None:
             return None
-        if source is not None:
-            refusal = static_check.check(source, self.allow)
-            if refusal is not None:
-                return f"WRONG: the grader refuses this cell, {refusal}"
+        refusal = self._refusal(source)
+        if refusal is not None:
+            return refusal
         if function:
             if source is None and not callable((self.namespace or {}).get(self.exercise.function_of(answer).name)):
                 return None  # never defined since the kernel started: the notebook check says which cell to run
@@ -961,11 +1001,7 @@ class SelfCheck:
                             hints=self.hints, public=True)
             return None if failure is None else self._failed(failure) + self._written_sizes(failure, source)
         notebook = self.notebook_case()
-        cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
-        # Every batch here is public (the self-check's own, and the notebook's): all of it may be shown.
-        failures = {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
-                                 self.tolerance, hints=self.hints, public=True, code=source)
-                    for check in checks(answer)}
+        failures = self._failures(answer, source, notebook)
         if failures[CHAIN] is not None:
             return self._failed(failures[CHAIN], failures.get(LOCAL)) + self._written_sizes(failures[CHAIN], source)
         if not comparison.passed and notebook is not None:
@@ -999,6 +1035,27 @@ class SelfCheck:
             return (f"WRONG ({_credit(self.policy.chain_only_credit)}: right with the upstream gradients given, "
                     f"not as one backward step): {failures[LOCAL].feedback}")
         return None
+
+    def _refusal(self, source: str | None) -> str | None:
+        refusal = None if source is None else static_check.check(source, self.allow)
+        return None if refusal is None else f"WRONG: the grader refuses this cell, {refusal}"
+
+    def _failures(self, answer: Answer, source: str, notebook) -> dict:
+        """The grader's judgement of a gradient's cell by check, as the sandbox runs it on each case."""
+        cases = (*own_cases(self.spec), *([notebook] if notebook is not None else []))
+        # Every batch here is public (the self-check's own, and the notebook's): all of it may be shown.
+        return {check: judge(self._outcomes(answer, source, cases, check), cases, answer, check,
+                             self.tolerance, hints=self.hints, public=True, code=source)
+                for check in checks(answer)}
+
+    def _code_verdict(self, answer: Answer, saved: str) -> str | None:
+        """The grader's verdict on the cell as the saved notebook holds it, where it loses points: what the
+        grader grades, whatever the kernel ran."""
+        refusal = self._refusal(saved)
+        if refusal is not None or answer.kind == FUNCTION:
+            return refusal
+        failure = self._failures(answer, saved, self.notebook_case())[CHAIN]
+        return None if failure is None else self._failed(failure) + self._written_sizes(failure, saved)
 
     def _blocked(self, first: str, checked: Answer) -> str | None:
         """When the first wrong answer upstream is not wrong but out of date (another cell reassigned it,
@@ -1124,7 +1181,9 @@ class SelfCheck:
                 return tuple(chain)
             chain.append(wrong)
             answer = next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == wrong), None)
-            source = None if answer is None or wrong not in self.namespace else self.source(answer)
+            # A value another cell bound (exercise 2's dlogits) is not what its own cell read: the chain ends there.
+            source = None if answer is None or wrong not in self.namespace or self._reassigned(answer) is not None \
+                else self.source(answer)
             if source is None:
                 return tuple(chain)
 
@@ -1451,6 +1510,15 @@ class NotebookCheck:
         state = "is not attempted yet" if first in namespace else "is not assigned either"
         above = f"{read} above, which {state}" if read == first else \
             f"{read} above, which is not assigned either, nor are the answers above it up to {first}"
+        source, case = found.source(answer), found.notebook_case()
+        behind = found._wrong_upstream(answer, source, case) if first not in namespace and source is not None \
+            and case is not None else ()
+        if behind:
+            # Its cell ran and stopped on a wrong value above it (a shape a missing keepdim gave): run again, it
+            # stops again. The first wrong answer is the one to fix.
+            return (f"its answer cell stopped with an error when it last ran, reading {above}, whose cell stopped "
+                    f"on {behind[0]}, which is wrong{_chain_from(behind)}: fix {behind[-1]}, then run the cells "
+                    f"from {behind[-1]}'s down to this one")
         return (f"its answer cell stopped with an error when it last ran, reading {above}: {do} {first}, then run "
                 f"the cells from {first}'s down to this one")
 
