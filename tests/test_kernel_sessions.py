@@ -907,6 +907,14 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
             line = kernel.check("dbnmeani", send_id=False)
             assert right(line) and "; but your saved notebook's dbnmeani cell holds other code than the run judged " \
                 "here" in line, line
+            # The fifth TA trial: an answer cell written as exercise 3's read-only cell is that cell by its code
+            # alone (nbconvert --execute sends no ids), and was `exact: True`; the saved cell is what is refused.
+            cheat = "dhpreact = hpreact.grad.clone()\n"
+            next(c for c in nb.cells if c.get("id") == "dhpreact").source = cheat
+            nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
+            kernel.run("dhpreact", cheat, send_id=False)
+            line = kernel.check("dhpreact", send_id=False)
+            assert line.startswith("dhpreact       | WRONG: ") and "the grader refuses this cell" in line, line
             # A copy of the notebook beside it: which one is the student's is not known, and nothing is said.
             nbformat.write(nb, Path(folder) / "backprop_ninja-Copy1.ipynb")
             line = kernel.check("dbnmeani", send_id=False)
@@ -914,6 +922,7 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n")
             kernel.run("dbnmeani", send_id=False)
+            kernel.run("dhpreact", send_id=False)
 
     # C: dcounts_sum_inv without keepdim: dcounts' (right) cell stops on its shape, and so does every cell
     # below; the lines below said to run dcounts's cell again, which stops again: the wrong answer is named.

@@ -753,6 +753,17 @@ def test_regrades_on_either_route_leave_every_view_right(course):
         notebook = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, late)
         assert notebook.score > 0 and notebook.late_submission_penalty == pytest.approx(0.2 * notebook.score), \
             (notebook.score, notebook.late_submission_penalty, str(done))
+        final_score = notebook.score - notebook.late_submission_penalty
+    # The fifth TA trial: after nbgrader's autograde the student's result file said the grader's score, without
+    # the late penalty (or a TA's kept score) the gradebook then held, where the fast route's says the final one
+    done = again.nbgrader("autograde", ASSIGNMENT, f"--student={late}", "--force", must=True)
+    mine = json.loads((again.dir / "results" / late / ASSIGNMENT / f"{NOTEBOOK}.json").read_text())
+    assert mine["score"] == pytest.approx(final_score), (mine["score"], final_score, str(done))
+    # Its feedback went with the grading it was of: release_feedback says what to run for that student
+    done = again.nbgrader("release_feedback", ASSIGNMENT, f"--Exchange.root={exchange}",
+                          f"--course={COURSE.course_id}", must=True)
+    assert f"no feedback to release for {late}: graded, and nbgrader generate_feedback has not run since: run it" \
+        in " ".join(done.stderr.split()), done.stderr
     # formgrader's Flagged? is the grader's for the latest notebook, on either route (a TA trial: it stayed on
     # after a clean resubmission), and a TA's own flag stays
     tas = others[1]

@@ -232,6 +232,27 @@ def test_stub_every_self_check_is_not_attempted(stub_run):
         assert line.endswith("not attempted yet"), line
 
 
+@pytest.mark.parametrize("returned, said", [
+    ("raise IndexError('list index out of range')", "manual_backward raised IndexError: list index out of range"),
+    ("return {**params, 'W1': params['W1'].T}", "manual_backward's gradient of W1 is not shaped like W1"),
+    ("return tuple(params.values())", "manual_backward returned a tuple, not a dict of gradients"),
+    ("return None", "exercise 4 not attempted yet"),
+])
+def test_training_skips_a_manual_backward_it_cannot_step_with_and_run_all_goes_on(returned, said, capsys):
+    """The fifth TA trial: a gradient of the wrong shape made the training cell raise, and the four after it
+    (NameError: lossi): Run All stopped short of the end students.md promises."""
+    cells = {c.id: c.source for c in STUB.cells}
+    params = {"W1": torch.zeros(4, 3), "b1": torch.zeros(3)}
+    ns = {"torch": torch, "FULL_RUN": False, "SEED": 0, "batch_size": 2, "Xtr": torch.zeros(5, 2, dtype=torch.long),
+          "Ytr": torch.zeros(5, dtype=torch.long), "init_params": lambda *_: dict(params),
+          "fused_forward": lambda p, X, Y=None: (torch.tensor(1.0), {})}
+    exec(f"def manual_backward(params, cache, Yb):\n    {returned}\n", ns)  # noqa: S102
+    for cell in ("train_loop", "train_plot", "train_calibrate", "train_evaluate", "train_sample"):
+        exec(cells[cell], ns)  # noqa: S102
+    out = capsys.readouterr().out
+    assert ns["lossi"] is None and said in out and out.count("exercise 4 has not trained") == 4, out
+
+
 @pytest.mark.slow
 def test_stub_skips_exercise4(stub_run):
     assert SKIP_TRAINING in stdout(cell(stub_run, "train_loop"))

@@ -796,6 +796,6 @@ def formgrader_config(directory: Path) -> list[str]:
     home = Path.home()
     if home not in root.parents:
         said.append(f"warning: {root} is not inside {home}, where a hub starts your server, and formgrader serves "
-                    f"only a course inside it: link it there (ln -s {root} {home / root.name}) and run this again "
-                    f"with {home / root.name}")
+                    f"only a course inside it: link it there (ln -s {root} {home / root.name}), then run "
+                    f"backprop-ninja course formgrader {home / root.name}")
     return said

@@ -296,10 +296,21 @@ class RecordGrades(_Preprocessor):
             nb, resources = record(gb, nb, resources, parent=self)
         for line in resources.get(TAKEN_BACK, ()):
             self.log.warning(safe_text.terminal(line))
+        written = resources.get(WRITTEN)
+        if written is not None:
+            # The result file GradeInSandbox wrote has the grader's score; now on record with a TA's kept score
+            # and the late penalty, it says the final one, as the fast route's does.
+            from grader.outputs import final
+
+            folder, result = written
+            adjusted, _ = final.from_gradebook([result], Path(info["db_url"].removeprefix("sqlite:///")))
+            for line in final.written(folder, adjusted):
+                self.log.warning(safe_text.terminal(line))
         return nb, resources
 
 
 TAKEN_BACK = "backprop_ninja_taken_back"  # in a record's resources: the TA's scores it took back, said
+WRITTEN = "backprop_ninja_written"  # in autograde's resources: the results folder and the result written there
 
 
 def record(gb, nb, resources, parent=None):
@@ -475,6 +486,7 @@ class GradeInSandbox(_Preprocessor):
 
             results.write_result(Path(self.results), result)
             feedback_page.write(Path(self.results), result)
+            resources[WRITTEN] = (Path(self.results), result)
         # Graded again: the feedback of the earlier grading goes (a refused or failed grading leaves it, with
         # the scores it shows)
         from nbgrader.coursedir import CourseDirectory
@@ -854,9 +866,14 @@ class ReleaseFeedback(ExchangeReleaseFeedback):
         submitted = self.coursedir.format_path(self.coursedir.submitted_directory, self.coursedir.student_id or "*",
                                                assignment)
         missing = sorted({Path(p).parent.name for p in glob.glob(submitted)} - have - excluded)
-        if missing:
-            self.log.warning("no feedback to release for %s: not graded, or generate_feedback has not run since",
-                             safe_text.terminal(", ".join(missing)))
+        for student in missing:
+            autograded = Path(self.coursedir.format_path(self.coursedir.autograded_directory, student, assignment))
+            why = ("graded, and nbgrader generate_feedback has not run since: run it, then this again"
+                   if autograded.is_dir() else
+                   "its latest notebook is not graded (its grading failed, as autograde's output said, or it has "
+                   "not run since it was collected): run nbgrader autograde for it, then nbgrader generate_feedback, "
+                   "then this again")
+            self.log.warning("no feedback to release for %s: %s", safe_text.terminal(student), why)
         self.coursedir.student_id_exclude = ",".join(sorted(excluded))
         self.log.addFilter(_released_to)
         try:

@@ -169,8 +169,8 @@ def _result(value, like) -> _Ran:
 
 def _executed(tree: ast.AST):
     """ast.walk, but not into the bodies of the functions, lambdas and classes the code defines: what
-    running the cell binds and reads. A function's locals bind nothing in the notebook: exercise 4's
-    `manual_backward` assigns every answer's name inside, and was taken for each answer's cell."""
+    running the cell binds and reads. A function's locals bind nothing in the notebook: a function that
+    assigns every answer's name inside (a whole backward pass) was taken for each answer's cell."""
     todo = [tree]
     while todo:
         node = todo.pop()
@@ -987,11 +987,11 @@ class SelfCheck:
         the true upstream gradients but not with the student's, says which upstream answer is wrong."""
         function = answer.kind == FUNCTION
         source = None if function and self.namespace is None else self.source(answer)
-        if not function and source is None:
-            return None
-        refusal = self._refusal(source)
+        refusal = self._refusal(source) or self._saved_refusal(answer, source)
         if refusal is not None:
             return refusal
+        if not function and source is None:
+            return None
         if function:
             if source is None and not callable((self.namespace or {}).get(self.exercise.function_of(answer).name)):
                 return None  # never defined since the kernel started: the notebook check says which cell to run
@@ -1039,6 +1039,17 @@ class SelfCheck:
     def _refusal(self, source: str | None) -> str | None:
         refusal = None if source is None else static_check.check(source, self.allow)
         return None if refusal is None else f"WRONG: the grader refuses this cell, {refusal}"
+
+    def _saved_refusal(self, answer: Answer, source: str | None) -> str | None:
+        """The static check's refusal of the cell as the saved notebook holds it, where that is other code than
+        the run judged, or no run was told for the cell: without cell ids, an answer cell written as a fused
+        exercise's read-only cell (`dx = x.grad.clone()`) is that cell by its code, and was judged right."""
+        saved = None if self.namespace is None else _saved_code(self.namespace, answer.cell_id)
+        if saved is None or source is not None and _same_code(saved[0], source):
+            return None
+        refusal = static_check.check(saved[0], self.allow)
+        return None if refusal is None else \
+            f"WRONG: the grader refuses this cell as your saved notebook holds it, {refusal}"
 
     def _failures(self, answer: Answer, source: str, notebook) -> dict:
         """The grader's judgement of a gradient's cell by check, as the sandbox runs it on each case."""
@@ -1181,7 +1192,7 @@ class SelfCheck:
                 return tuple(chain)
             chain.append(wrong)
             answer = next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == wrong), None)
-            # A value another cell bound (exercise 2's dlogits) is not what its own cell read: the chain ends there.
+            # A value another cell bound (a fused exercise's cell reusing the name) is not what its own cell read.
             source = None if answer is None or wrong not in self.namespace or self._reassigned(answer) is not None \
                 else self.source(answer)
             if source is None:

@@ -563,15 +563,29 @@ FULL_RUN = False  # True: the lecture's 200,000 steps
 max_steps = 200_000 if FULL_RUN else 2_000
 
 def train(params, max_steps, g):
-    """SGD on manual_backward's gradients: every step's log10 loss, None if not attempted."""
+    """SGD on manual_backward's gradients: every step's log10 loss, None if not attempted or it cannot
+    train (Run All goes on to the end, whatever manual_backward returns)."""
     lossi = []
     with torch.no_grad():  # nothing here may reach autograd
         for i in range(max_steps):
             ix = torch.randint(0, Xtr.shape[0], (batch_size,), generator=g)
             loss, cache = fused_forward(params, Xtr[ix], Ytr[ix])
-            grads = manual_backward(params, cache, Ytr[ix])
-            if grads is None or any(grads.get(name) is None for name in params):
+            try:
+                grads = manual_backward(params, cache, Ytr[ix])
+            except Exception as error:
+                print(f"exercise 4: manual_backward raised {type(error).__name__}: {error}: skipping training")
+                return None
+            if grads is None or isinstance(grads, dict) and any(grads.get(name) is None for name in params):
                 print("exercise 4 not attempted yet: skipping training")
+                return None
+            if not isinstance(grads, dict):
+                print(f"exercise 4: manual_backward returned a {type(grads).__name__}, not a dict of gradients by "
+                      "parameter name: skipping training")
+                return None
+            shaped = [name for name, p in params.items() if getattr(grads[name], "shape", None) != p.shape]
+            if shaped:
+                print(f"exercise 4: manual_backward's gradient of {shaped[0]} is not shaped like {shaped[0]} "
+                      "(its check above says more): skipping training")
                 return None
             lr = 0.1 if i < max_steps // 2 else 0.01  # step learning rate decay
             for name, p in params.items():
@@ -587,7 +601,7 @@ lossi = train(params, max_steps, g)
 
 # %% locked="train_plot"
 if lossi is None:
-    print("exercise 4 not attempted yet: no loss curve")
+    print("exercise 4 has not trained: no loss curve")
 else:
     window = max_steps // 100  # average the noisy per-batch losses over windows of steps
     plt.plot(range(0, max_steps, window), torch.tensor(lossi).view(-1, window).mean(1))
@@ -606,7 +620,7 @@ else:
 
 # %% locked="train_calibrate"
 if lossi is None:
-    print("exercise 4 not attempted yet: no calibration")
+    print("exercise 4 has not trained: no calibration")
 else:
     with torch.no_grad():
         _, cache = fused_forward(params, Xtr)
@@ -619,7 +633,7 @@ else:
 
 # %% locked="train_evaluate"
 if lossi is None:
-    print("exercise 4 not attempted yet: no evaluation")
+    print("exercise 4 has not trained: no evaluation")
 else:
     with torch.no_grad():
         for split, (X, Y) in {"train": (Xtr, Ytr), "val": (Xdev, Ydev)}.items():
@@ -640,7 +654,7 @@ def sample(g, max_length=50):
     return "".join(out)
 
 if lossi is None:
-    print("exercise 4 not attempted yet: no samples")
+    print("exercise 4 has not trained: no samples")
 else:
     g = torch.Generator().manual_seed(SEED + 10)
     for _ in range(20):
