@@ -278,9 +278,11 @@ class Transpose:
         return (f"the shapes of a matrix product do not fit: write the product whose shape is {whose} (a transpose "
                 f"is probably missing or misplaced)")
 
-    REORDERED = ("has the right entries in the wrong places: it reads them in another order, as a view or reshape "
-                 "does where the dimensions must be permuted (a view keeps the memory order; only a transpose or "
-                 "permute moves entries)")
+    # Neutral on which way: a view where a permute belongs and a permute where a view belongs give the same
+    # values (a blind answer that viewed, then transposed, was told to permute).
+    REORDERED = ("has the right entries in the wrong places: it reads them in another order (a view or reshape keeps "
+                 "the memory order, a transpose or permute moves entries: one of them is used where the other "
+                 "belongs)")
 
 
 def _dims(dims) -> str:
