@@ -198,7 +198,8 @@ def test_a_term_on_a_jupyterhub_from_the_readme_alone(people, wheels):
         exchange.chmod(0o1777)  # "a folder an administrator made with mode 1777"
         students_lines, graders_lines, hub_lines = recipe()
         environment(learners)
-        run_lines(students_lines, learners / "bin", {}, place)
+        run_lines(students_lines.replace("python -m venv /opt/students\n", ""), learners / "bin",
+                  {"/opt/students": str(learners)}, place)
         (learners / "etc" / "jupyter" / "nbgrader_config.py").write_text(
             f"c.Exchange.root = {str(exchange)!r}\nc.CourseDirectory.course_id = {COURSE_ID!r}\n")
         graders_lines = graders_lines.replace("python -m venv /opt/graders\n", "")
@@ -208,7 +209,8 @@ def test_a_term_on_a_jupyterhub_from_the_readme_alone(people, wheels):
         port, proxy_api = free_port(), free_port()
         hub_dir = place / "hub"
         hub_dir.mkdir(mode=0o700)
-        hub_config = hub_lines.replace("/opt/graders", str(graders)).replace("ml101-staff", group)
+        hub_config = hub_lines.replace("/opt/graders", str(graders)).replace("/opt/students", str(learners)) \
+            .replace("ml101-staff", group)
         (hub_dir / "jupyterhub_config.py").write_text(f"""\
 c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
 c.JupyterHub.hub_bind_url = "http://127.0.0.1:{free_port()}"
@@ -218,7 +220,6 @@ c.JupyterHub.db_url = "sqlite:///{hub_dir / 'hub.sqlite'}"
 c.JupyterHub.cookie_secret_file = "{hub_dir / 'cookie_secret'}"
 c.JupyterHub.pid_file = "{hub_dir / 'hub.pid'}"
 c.Authenticator.allowed_users = {set(passwords)!r}
-c.Spawner.cmd = [{str(learners / 'bin' / 'jupyterhub-singleuser')!r}]
 c.Spawner.http_timeout = {WAIT}
 c.Spawner.start_timeout = {WAIT}
 {hub_config}

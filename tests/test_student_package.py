@@ -176,8 +176,9 @@ def test_the_students_image_leaves_formgrader_off(tmp_path):
 
     assert json.loads(shipped.read_text())["ServerApp"]["jpserver_extensions"][
         "nbgrader.server_extensions.formgrader"] is True
-    lines = [line.split()[1:] for line in students.splitlines() if line.strip().startswith("jupyter ")]
-    assert len(lines) == 2, students
+    lines = [line.split()[1:] for line in students.replace("/opt/students/bin/", "").splitlines()
+             if line.strip().startswith("jupyter ")]
+    assert len(lines) == 3, students
     for line in lines:
         jupyter(*line)
     listed = jupyter("server", "extension", "list")
@@ -186,6 +187,9 @@ def test_the_students_image_leaves_formgrader_off(tmp_path):
     lab = json.loads((venv / "etc" / "jupyter" / "labconfig" / "page_config.json").read_text())
     assert lab["disabledExtensions"] == {"@jupyter/nbgrader:formgrader": True,
                                          "@jupyter/nbgrader:create-assignment": True}
+    # and locked, so that a student cannot enable them again in their own settings (the fifth TA trial)
+    assert lab["lockedExtensions"] == {"@jupyter/nbgrader:formgrader": True,
+                                       "@jupyter/nbgrader:create-assignment": True}, lab
 
 
 def test_the_install_cell_installs_the_pinned_student_package_and_nothing_heavy(student_env, tmp_path):

@@ -157,7 +157,9 @@ class _Plugin:
             self.results.setdefault(graded_id, {})[key] = result
 
 
-NO_AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+# What the hidden suite's pytest reads of the environment, as it runs: no plugin autoloaded, no options or
+# plugins named by the grader's own environment (None: unset).
+SUITE_ENVIRONMENT = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": None, "PYTEST_PLUGINS": None}
 
 
 def run_batches(batches: Iterable[dict[str, Graded]], cases: list[Case], training: Training, course,
@@ -175,17 +177,22 @@ def run_batches(batches: Iterable[dict[str, Graded]], cases: list[Case], trainin
     # generators, pytest-benchmark makes .benchmarks/): the suite's folder is the course's, which its staff's
     # group shares, and a folder made there with one TA's umask is one no other TA can replace (course check
     # names it); the verdicts are the suite's alone.
+    # Nor options from the environment: a TA's PYTEST_ADDOPTS ("-k ...", "-x") would deselect or stop tests, and
+    # PYTEST_PLUGINS load plugins, in the suite whose verdicts are the grades.
     writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    autoload = os.environ.get(NO_AUTOLOAD)
-    os.environ[NO_AUTOLOAD] = "1"
+    saved = {name: os.environ.get(name) for name in SUITE_ENVIRONMENT}
+    for name, value in SUITE_ENVIRONMENT.items():
+        os.environ.pop(name, None)
+        if value is not None:
+            os.environ[name] = value
     try:
         code = pytest.main(args, plugins=[plugin])
     finally:
         sys.dont_write_bytecode = writes
-        if autoload is None:
-            del os.environ[NO_AUTOLOAD]
-        else:
-            os.environ[NO_AUTOLOAD] = autoload
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
     if plugin.raised is not None:
         raise plugin.raised
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):

@@ -90,6 +90,14 @@ c.Autograde.sanitize_preprocessors = [
     "grader.lms.nbgrader.NeutraliseHtml",
 ]
 
+# nbgrader 0.9 under SQLAlchemy 2 warns about its own sessions three times per student it autogrades: noise that
+# buried the warnings a TA must read (a flag, a late submission, a score taken back).
+import warnings  # noqa: E402
+
+from sqlalchemy.exc import SAWarning  # noqa: E402
+
+warnings.filterwarnings("ignore", category=SAWarning, module=r"nbgrader\\.")
+
 # Feedback: the per-tensor page first, the index of grade cells folded under it and naming each tensor,
 # long lines wrapped, nothing fetched from the network (grader/lms/nbgrader_templates/).
 from grader.lms.nbgrader import feedback_templates  # noqa: E402
