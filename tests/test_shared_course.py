@@ -49,10 +49,14 @@ def test_two_tas_share_a_course_and_course_check_verifies_it(staff, tmp_path):
     try:
         shutil.copy(COURSE_FILE, place / "course.yml")
         os.chown(place / "course.yml", first.uid, first.gid)
-        course = place / "course"
-        done = _run(first, first_venv, ["backprop-ninja", "course", "init", str(course), "--course",
-                                        str(place / "course.yml"), "--group", group], place)
+        # In a folder init makes, under umask 077 (the fifth TA trial made /srv/courses by hand: made by init, it
+        # was the instructor's alone, and no TA could reach the course)
+        course = place / "courses" / "course"
+        done = _run(first, first_venv, ["sh", "-c", f"umask 077 && backprop-ninja course init {course} --course "
+                                        f"{place / 'course.yml'} --group {group}"], place)
         assert done.returncode == 0, done.stderr
+        above = course.parent.stat()
+        assert (stat.S_IMODE(above.st_mode), above.st_gid) == (0o750, __import__("grp").getgrnam(group).gr_gid)
         top = course.stat()
         assert (stat.S_IMODE(top.st_mode), top.st_gid) == (0o2770, __import__("grp").getgrnam(group).gr_gid)
         assert stat.S_IMODE((course / "course.yml").stat().st_mode) == 0o660  # the salt: the staff's, no one else's

@@ -445,6 +445,9 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
     if exercise is not None and variant is not None:
         raise InitError("--exercise and --variant: a variant is of the built-in exercise; give one or the other")
     created = not target.exists()
+    # Folders above the course that init makes (/srv/courses for /srv/courses/ml101): the staff's group must
+    # pass through them to reach the course (under umask 077 they were the instructor's alone), others need not.
+    above = [p for p in target.parents if not p.exists()] if gid is not None else []
     try:
         course, text = _material(course, text, target, exercise, variant, solutions, salt, gid)
     except BaseException:  # a refusal (or a fault) leaves no half-written course behind, nor a folder it made
@@ -468,6 +471,9 @@ def init(course, target: Path, *, course_id: str | None = None, exchange: Path |
         # SQLite makes a database 0644 less the umask: never writable by the group. An empty file, the group's,
         # is one nbgrader fills as a new gradebook, keeping its mode.
         atomic_write(target / "gradebook.db", b"")
+        for folder in above:
+            os.chown(folder, -1, gid)
+            os.chmod(folder, 0o750)
     make_private(target, keep=exchange)
     exchange.mkdir(parents=True, exist_ok=True)
     if gid is not None:
