@@ -208,6 +208,7 @@ SLIPS = {
                                                          "abs", "rsqrt", "silu")
        for slip in ("dropped", "neighbour", "applied")},
     "ce-softmax-dim": DIMENSION, "ce-log-softmax": LOCAL_RULE, "ce-target-set": LOCAL_RULE,
+    "ce-smoothing-dropped": LOCAL_RULE, "ce-smoothing-spread": FACTOR,
     "precedence": PRECEDENCE, "regrouped": PRECEDENCE, "power-fraction": PRECEDENCE,
     "norm-bessel-inverted": FACTOR,
     "norm-product-of-sums": TRANSPOSE, "norm-sum-all": DIMENSION, "norm-last-example": BRANCH,

@@ -297,6 +297,34 @@ def test_a_summed_cross_entropy_call_is_one_operation_of_the_grammar():
     assert {slip.name for slip in gradients["ds"].slips()} >= {"ce-mean", "ce-one-hot", "ce-softmax-dim"}
 
 
+# A cross-entropy with label smoothing 0.1, written out as courses write it, and the call itself
+_SMOOTHED = ("lp = F.log_softmax(s, 1)\nnll = -lp[range(n), y_t]\nu = -lp.mean(1)\nloss = (0.9 * nll + 0.1 * u).mean()",
+             "lp = F.log_softmax(s, 1)\nloss = 0.9 * -lp[range(n), y_t].mean() + 0.1 * -lp.mean()",
+             "lp = F.log_softmax(s, 1)\nloss = -((1 - 0.1) * lp[range(n), y_t] + 0.1 / s.shape[1] * lp.sum(1)).mean()",
+             "loss = F.cross_entropy(s, y_t, label_smoothing=0.1)")
+SMOOTHED = ("ds = (F.softmax(s, 1) - (0.9 * F.one_hot(y_t, num_classes=s.shape[1]).to(s.dtype) + 0.1 / s.shape[1])) "
+            "/ n")
+
+
+@pytest.mark.parametrize("text", _SMOOTHED)
+def test_a_cross_entropy_with_label_smoothing_is_softmax_minus_the_smoothed_target(text):
+    """A label-smoothed loss written out got a log-softmax's chain of four lines (its log-probabilities read
+    twice); a teacher writes softmax minus the smoothed target, over n. A student who leaves the smoothing
+    out, or adds all of it to every class, is told so."""
+    network = Network.parse(f"s = x @ W\n{text}\n", parameters=("W",), data=("x", "y_t"),
+                            sizes={"n": "x.shape[0]"})
+    configurations = _configurations({"x": (7, 3), "W": (3, 5), "y_t": (7,)}, classes=5)
+    chain = derive.derive(network, configurations)
+    closed = simplify.fuse(network, "s", None, configurations, chain)
+    assert isinstance(closed, simplify.Closed), (closed, text)
+    assert _code(closed.cell) == [SMOOTHED], text
+    _check_against_autograd(network, configurations, "s", None, closed.cell)
+    gradient = closed.gradient or next(g for g in chain if g.name == "ds")
+    slips = {slip.name: slip.sentence for slip in gradient.slips()}
+    assert "leaves out the label smoothing" in slips["ce-smoothing-dropped"]
+    assert "spread" in slips["ce-smoothing-spread"]
+
+
 MSE = '''from grader.authoring.define import exercise
 
 EXERCISE = exercise(

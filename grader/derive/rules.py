@@ -1086,48 +1086,72 @@ def where(site: Site, op: Op) -> list[Edge]:
                    Product.of(to_a)),))]
 
 
-@operation("cross_entropy", LOSSES, "F.cross_entropy(logits, targets) (mean or reduction='sum')",
-           calls=("cross_entropy",), parse=_parse_cross_entropy)
+@operation("cross_entropy", LOSSES, "F.cross_entropy(logits, targets) (mean or reduction='sum'; label_smoothing "
+           "a constant)", calls=("cross_entropy",), parse=_parse_cross_entropy)
 def cross_entropy(site: Site, op: Op) -> list[Edge]:
     """-log softmax(logits)[target], averaged over the examples (or summed): softmax - one_hot(target), over
-    the count of examples for the mean."""
+    the count of examples for the mean. With label smoothing e the target is a distribution, (1 - e) on the
+    target's class and e spread evenly over all the classes, and the gradient is softmax minus it."""
     ctx = site.ctx
     logits = op.operands[0]
     target = op.args[0] if op.args else op.kwargs["target"]
     reduction = ctx.constant(op.kwargs["reduction"]) if "reduction" in op.kwargs else "mean"
+    smoothing = ctx.constant(op.kwargs["label_smoothing"]) if "label_smoothing" in op.kwargs else 0
     if any(len(s) != 2 for s in ctx.shapes(logits)) or reduction not in ("mean", "sum") or len(op.args) > 1 \
-            or set(op.kwargs) - {"target", "reduction"}:
-        raise ctx.no_rule(site.node, "cross_entropy other than the mean or sum over (n, classes) logits")
+            or set(op.kwargs) - {"target", "reduction", "label_smoothing"} \
+            or not isinstance(smoothing, (int, float)) or not 0 <= smoothing <= 1:
+        raise ctx.no_rule(site.node, "cross_entropy other than the mean or sum over (n, classes) logits, with a "
+                                     "constant label_smoothing from 0 to 1")
     rows = ctx.count(logits, (0,))
     probs = template("F.softmax(_x, 1)", x=logits)
     one_hot = template("F.one_hot(_t, num_classes=_x.shape[1])", t=target, x=logits)
-    difference = Product.of(ast.BinOp(probs, ast.Sub(), one_hot))
-    wrong_dim = Product.of(ast.BinOp(template("F.softmax(_x, 0)", x=logits), ast.Sub(), one_hot))
+    # A one-hot times a fraction would be float32 whatever the logits are: it takes their dtype first
+    typed = template("_o.to(_x.dtype)", o=one_hot, x=logits)
+    smoothed = template(f"{round(1 - smoothing, 12)!r} * _o + {smoothing!r} / _x.shape[1]", o=typed, x=logits) \
+        if smoothing else one_hot
+    difference = Product.of(ast.BinOp(probs, ast.Sub(), smoothed))
+    wrong_dim = Product.of(ast.BinOp(template("F.softmax(_x, 0)", x=logits), ast.Sub(), smoothed))
     # Two slips blind answer sets wrote: log-probabilities for probabilities, the target's entry set to -1
-    logs = Product.of(ast.BinOp(template("F.log_softmax(_x, 1)", x=logits), ast.Sub(), one_hot))
+    logs = Product.of(ast.BinOp(template("F.log_softmax(_x, 1)", x=logits), ast.Sub(), smoothed))
     set_to = Product.of(template("_p * (1 - _o) - _o", p=probs, o=one_hot))
+    # And with label smoothing: the plain one-hot's gradient, or the spread part not divided among the classes
+    smoothing_slips = () if not smoothing else (
+        ("ce-smoothing-dropped", f"leaves out the label smoothing: the target is {round(1 - smoothing, 12)!r} on each "
+                                 f"row's class plus {smoothing!r} spread over the classes, not the one-hot",
+         Product.of(ast.BinOp(probs, ast.Sub(), one_hot))),
+        ("ce-smoothing-spread", f"adds all of the smoothing's {smoothing!r} to every class, where it is spread "
+                                f"over them ({smoothing!r} / the number of classes each)",
+         Product.of(ast.BinOp(probs, ast.Sub(), template(f"{round(1 - smoothing, 12)!r} * _o + {smoothing!r}",
+                                                           o=typed)))))
+    target_words = "the smoothed target" if smoothing else "one_hot(target)"
     if reduction == "mean":
         right = difference.divided(rows) * site.g
-        why = f"the mean of -log softmax(logits)[target]: (softmax - one_hot(target)) / {code(rows)}, the " \
+        why = f"the mean of -log softmax(logits)[target]: (softmax - {target_words}) / {code(rows)}, the " \
               "examples averaged"
         count = ("ce-mean", f"leaves out the 1/{code(rows)} of the mean over the examples", difference * site.g)
         probs_only, wrong_dim = Product.of(probs).divided(rows), wrong_dim.divided(rows)
         logs, set_to = logs.divided(rows), set_to.divided(rows)
+        smoothing_slips = tuple((key, words, slip.divided(rows)) for key, words, slip in smoothing_slips)
     else:
         right = difference * site.g
-        why = "the sum of -log softmax(logits)[target]: softmax - one_hot(target), each example's own"
+        why = f"the sum of -log softmax(logits)[target]: softmax - {target_words}, each example's own"
         count = ("ce-mean", f"divides by {code(rows)} as for the mean: a summed cross-entropy averages nothing",
                  difference.divided(rows) * site.g)
         probs_only = Product.of(probs)
+    target_set = () if smoothing else (
+        ("ce-target-set", "sets each row's target entry to -1 where 1 is subtracted from its probability",
+         set_to * site.g),)
     return [Edge(logits, right, why,
                  (count,
-                  ("ce-one-hot", "leaves out the -1 at each row's target", probs_only * site.g),
+                  ("ce-one-hot", "leaves out the smoothed target's distribution" if smoothing
+                   else "leaves out the -1 at each row's target",
+                   probs_only * site.g),
                   ("ce-softmax-dim", "takes the softmax over dimension 0, the examples, where cross_entropy's runs "
                                      "over each row's classes (dimension 1)", wrong_dim * site.g),
                   ("ce-log-softmax", "uses the log-probabilities (log_softmax) where the probabilities (softmax) "
                                      "belong", logs * site.g),
-                  ("ce-target-set", "sets each row's target entry to -1 where 1 is subtracted from its probability",
-                   set_to * site.g)))]
+                  *target_set,
+                  *((key, words, slip * site.g) for key, words, slip in smoothing_slips)))]
 
 
 @operation("index", INDEXING, "x[Xb] (an embedding lookup), x[range(n), Yb], x[:, t] and other indexing")

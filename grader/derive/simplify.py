@@ -163,7 +163,15 @@ def _cross_entropy(network: Network, d: Derivation, source: str, sink: str | Non
                                                 for v, s in zip(d.values(name(t)), shapes, strict=True))]
     candidates = []
     if all(len(s) == 2 for s in shapes):
-        # the mean first: a mean's line holds the sum it divides (`-lp[range(n), y].sum() / n`)
+        # Label smoothing first (its loss holds a plain cross-entropy term), by the fractions the block's lines
+        # write (0.1 and 0.9 for a smoothing of 0.1); then the mean: a mean's line holds the sum it divides
+        # (`-lp[range(n), y].sum() / n`)
+        for smoothing in _fractions(network, block):
+            candidates += [(call(name("F"), "cross_entropy", x, name(t), label_smoothing=number(smoothing)),
+                            "a cross-entropy with label smoothing") for t in targets]
+            candidates += [(call(name("F"), "cross_entropy", x, name(t), reduction=ast.Constant("sum"),
+                                 label_smoothing=number(smoothing)), "a summed cross-entropy with label smoothing")
+                           for t in targets]
         candidates += [(call(name("F"), "cross_entropy", x, name(t)), "a cross-entropy") for t in targets]
         candidates += [(call(name("F"), "cross_entropy", x, name(t), reduction=ast.Constant("sum")),
                         "a summed cross-entropy") for t in targets]
@@ -184,6 +192,14 @@ def _cross_entropy(network: Network, d: Derivation, source: str, sink: str | Non
                     continue
                 return _folded(rewritten, gradients, source, sink, what)
     return None
+
+
+def _fractions(network: Network, block: Sequence[str]) -> list[float]:
+    """The constants strictly between 0 and 1 the block's lines write, and one minus each: a label
+    smoothing's weights (the rest of its loss's value decides which, if any, it is)."""
+    found = {node.value for line in block for node in ast.walk(parse(network.step[line].code))
+             if isinstance(node, ast.Constant) and isinstance(node.value, float) and 0 < node.value < 1}
+    return sorted({round(v, 12) for f in found for v in (f, 1 - f)})
 
 
 def _rewrite(network: Network, line: str, tree: ast.expr, node: ast.expr, replacement: ast.expr) -> Network | None:
