@@ -225,6 +225,9 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
             case, block, CHAIN if block.kind == FUNCTION else check, None if keys is None else set(keys), got))
     for family in neighbourhood.SEARCHES:
         keys = search(searches[family]) if family in searches else None
+        if keys and family == "candidates" and "reads" in searches and tensors \
+                and neighbourhood.unwritten(tensors[0][0], answer, check, keys[0], code):
+            keys = search(searches["reads"]) or keys  # the code's own reading, where it fits, over a slip not written
         if keys:
             sentence, whole = sentences[keys[0]]
             other = _other_slip(keys, sentences)

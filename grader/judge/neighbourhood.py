@@ -18,6 +18,7 @@ import ast
 import collections
 import functools
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 
@@ -207,7 +208,7 @@ def _named_slips(case: Case, answer: Answer, want, branches, up) -> list[Candida
     """The exercise's own named slips in the derivative of an elementwise step (its `mistakes`: the
     instructor's words, so they go before the rule table's); `{x}` and `{y}` in a sentence are the step's
     input and output."""
-    return [Candidate(f"rule:{step}:{key}", sentence.replace("{x}", answer.source).replace("{y}", step),
+    return [Candidate(f"{RULE}{step}:{key}", sentence.replace("{x}", answer.source).replace("{y}", step),
                       want - part + fn(x, y) * up[step])
             for step, part, rule, x, y in _ruled(case, answer, branches) for key, sentence, fn in rule.slips]
 
@@ -583,6 +584,7 @@ def _closed(exercise: Exercise) -> dict:
     return _CLOSED[id(exercise)][1]
 
 
+RULE = "rule:"  # the keys of the exercise's own named slips of a step
 SLIP = "slip:"  # the keys of the rule table's slips of a step (and of their fingerprints)
 
 
@@ -598,18 +600,57 @@ def slip_values(case: Case, answer: Answer, check: str) -> list[tuple[str, str, 
         gradients.get(answer.variable)
     if gradient is None:
         return []
-    found, shape, seen = [], case.expected(answer, check).shape, collections.Counter()
-    for slip in gradient.slips():
-        # A slip's name recurs across a step's uses (missed-branch in each) and a product's factors
-        # (mul-local): its key names the use, and counts the rest, the same on every case.
-        key = f"{SLIP}{slip.name}:{slip.consumer}" if slip.consumer else f"{SLIP}{slip.name}"
-        seen[key] += 1
-        key += f"#{seen[key]}" if seen[key] > 1 else ""
+    found, shape = [], case.expected(answer, check).shape
+    for key, slip in _keyed(gradient):
         value = _run_derived(case, answer, check, slip.code)
         # A slip that changes the shape is told more exactly by the shape hints (which dimension, keepdim).
         if value is not None and value.shape == shape:
             found.append((key, slip.sentence, value))
     return found
+
+
+def _keyed(gradient) -> Iterator[tuple[str, object]]:
+    """Each slip of the gradient by its key. A slip's name recurs across a step's uses (missed-branch in
+    each) and a product's factors (mul-local): its key names the use, and counts the rest, the same on every
+    case."""
+    seen: collections.Counter = collections.Counter()
+    for slip in gradient.slips():
+        key = f"{SLIP}{slip.name}:{slip.consumer}" if slip.consumer else f"{SLIP}{slip.name}"
+        seen[key] += 1
+        yield key + (f"#{seen[key]}" if seen[key] > 1 else ""), slip
+
+
+def unwritten(case: Case, answer: Answer, check: str, key: str, code: str | None) -> bool:
+    """Whether the rule-table slip `key` reads a value the answer's code reads nowhere: its values may equal
+    the answer's, but the code says the student wrote something else (`-y**-2` for y = x**-1, the derivative
+    taken at the output, equals the slip `-x**2`, a positive exponent), which a reading of the code
+    (`read_swaps`) tells better where it fits."""
+    written = _names_read(code) if code and answer.kind == ATOMIC else None
+    if not written:
+        return False
+    if key.startswith(SLIP):
+        gradient = (_derived(case.exercise) or {}).get(answer.variable)
+        slip = next((slip for k, slip in _keyed(gradient) if k == key), None) if gradient is not None else None
+        reads = slip and _names_read(slip.code)
+    elif key.startswith(RULE):
+        reads = _rule_reads(case, answer, *key[len(RULE):].split(":", 1))
+    else:
+        return False
+    readable = _readable(case, answer, check)
+    return any(name in readable and name not in written for name in reads or ())
+
+
+def _rule_reads(case: Case, answer: Answer, step: str, name: str) -> tuple[str, ...]:
+    """The tensors an exercise's named slip of `step` reads: its input (the answer's tensor) where its value
+    moves with it, its output where it moves with that (a slip is a function of the two)."""
+    rule = case.exercise.mistakes.rules.get(step)
+    fn = next((fn for key, _, fn in rule.slips if key == name), None) if rule is not None else None
+    if fn is None:
+        return ()
+    x, y = case.values[answer.source], case.values[step]
+    base = fn(x, y)
+    return tuple(tensor for tensor, moved in ((answer.source, fn(x * 1.5 + 0.25, y)), (step, fn(x, y * 1.5 + 0.25)))
+                 if not torch.allclose(moved, base))
 
 
 def _readable(case: Case, answer: Answer, check: str) -> dict:
