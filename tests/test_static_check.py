@@ -479,3 +479,14 @@ def test_a_right_answer_that_prints_a_fake_score_keeps_its_credit_and_is_flagged
     assert result.score == result.max_score
     assert [(f["kind"], f["cell"]) for f in result.flags] == [("forged-output", "dprobs")]
     assert "line 1" in result.flags[0]["evidence"] and "51/51" in result.flags[0]["evidence"]
+
+
+@pytest.mark.parametrize("source", ["dembcat = dhprebn @ torch.linalg.pinv(W1)", "dembcat = dhprebn @ W1.inverse()",
+                                    "dW1 = torch.linalg.solve(embcat, dhprebn)"])
+def test_a_matrix_inverse_is_refused_with_the_transpose_it_stands_for(source):
+    """A blind answer set's `dhprebn @ torch.linalg.pinv(W1)` was refused as outside the allowlist alone,
+    which reads as "find another way to invert": the refusal says no gradient needs an inverse, and what does."""
+    refusal = check(source)
+    assert refusal is not None and "no gradient here needs an inverse" in refusal.reason, refusal
+    assert "dx = dout @ W.T" in refusal.reason
+    assert "needs an inverse" not in str(check("n = torch.linalg.norm(W1)"))

@@ -193,6 +193,18 @@ class Refusal:
         return f"line {self.line}: {self.reason}: {self.code.strip()}"
 
 
+# A matrix inverse where a transpose belongs is a mistake of the math, not only of the allowlist: said so, as
+# the refusal alone reads as "find another way to invert".
+_INVERSES = frozenset({"inv", "pinv", "inverse", "pinverse", "solve", "lstsq", "tensorinv", "tensorsolve"})
+
+
+def _inverse(attrs) -> str:
+    if not _INVERSES & set(attrs):
+        return ""
+    return ("; and no gradient here needs an inverse: a matrix product's goes back through the other factor "
+            "transposed (for out = x @ W, dx = dout @ W.T and dW = x.T @ dout)")
+
+
 def _chain(node: ast.Attribute) -> tuple[str | None, list[str]]:
     """(root name, attribute names) of `a.b.c`, root None when it is not a plain name."""
     attrs = []
@@ -279,13 +291,13 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
             members = _module_attrs(root, attrs, allow)
             rest = attrs[members:] if members else []
             if members is None or any(a not in ATTRIBUTES for a in rest):
-                return f"{root}.{'.'.join(attrs)} is not tensor math this exercise allows"
+                return f"{root}.{'.'.join(attrs)} is not tensor math this exercise allows{_inverse(attrs)}"
             return None
         outside = [a for a in attrs if a not in ATTRIBUTES]
         if outside and outside[0] in ("format", "format_map"):
             return f".{outside[0]} reads the attributes its template names: print with an f-string instead"
         if outside:
-            return f".{outside[0]} is not an attribute an answer cell may use (tensor math only)"
+            return f".{outside[0]} is not an attribute an answer cell may use (tensor math only){_inverse(outside)}"
     elif isinstance(node, ast.Call):
         if isinstance(node.func, ast.Attribute) and _problem(node.func, allow, context):
             return None  # the function itself is refused: that is the reason, not how it is called
