@@ -278,6 +278,8 @@ def course_init(directory, course_file, course_id, exchange, update, variant, ex
                        exercise=exercise_file, solutions=solutions, group=group)
     except InitError as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(_unwritable(exc, directory, group)) from None
     config = _load_course(Path(directory) / "course.yml")  # its own assignment, for an exercise of its own
     click.echo(f"wrote {len(written)} files in {directory}/ (a fresh secret salt is in its course.yml)")
     if exchange is None:
@@ -291,6 +293,19 @@ def course_init(directory, course_file, course_id, exchange, update, variant, ex
     remember(Path(directory))
     click.echo(f"next: cd {directory} && nbgrader generate_assignment {config.assignment} && "
                f"nbgrader release_assignment {config.assignment}")
+
+
+def _unwritable(exc: OSError, directory, group: str | None) -> str:
+    """course init's one line for a folder it could not write. A course under a folder only root may write
+    (/srv) is the usual one: its parent is an administrator's to make, for the instructor and the staff group."""
+    import getpass
+
+    where = exc.filename or directory
+    if not isinstance(exc, PermissionError):
+        return f"could not write {where}: {exc.strerror or exc}"
+    owner = f"-o {getpass.getuser()} " + (f"-g {group} -m 0750" if group else "-m 0700")
+    return (f"could not write {where}: permission denied (a folder only its owner or root may write): have an "
+            f"administrator make it for you, `sudo install -d {owner} {where}`, then run course init again")
 
 
 def _name_formgrader_course(directory: Path) -> None:

@@ -91,6 +91,23 @@ def test_two_tas_share_a_course_and_course_check_verifies_it(staff, tmp_path):
         shutil.rmtree(place, ignore_errors=True)
 
 
+def test_a_course_under_a_folder_only_root_writes_is_one_line_with_the_administrators_command(staff):
+    """The sixth TA trial's `course init /srv/courses/ml101 --group staff` as the instructor: a traceback
+    ending in PermissionError. It is one line naming the folder and the command an administrator runs."""
+    group, [(ta, venv), _] = staff
+    place = Path(tempfile.mkdtemp(prefix="bpn-srv-"))
+    place.chmod(0o755)  # root's, as /srv is
+    try:
+        done = _run(ta, venv, ["backprop-ninja", "course", "init", str(place / "courses" / "ml101"), "--group",
+                               group], ta.home)
+    finally:
+        shutil.rmtree(place)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"could not write {place / 'courses'}: permission denied" in lines[0], lines
+    assert f"sudo install -d -o {ta.name} -g {group} -m 0750 {place / 'courses'}" in lines[0], lines
+
+
 def test_course_check_warns_of_home_folders_others_may_enter(staff, tmp_path):
     """Debian's default 0755 homes let every student read the others' notebooks and feedback: said, for the
     administrator, without failing the check of a private course."""
