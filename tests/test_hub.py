@@ -146,6 +146,35 @@ class Hub:
         """A call to `name`'s own server, through the hub's proxy."""
         return self.call(name, method, f"/user/{name}{path}", **kwargs)
 
+    def terminal(self, name: str, command: str) -> list[str]:
+        """The lines `command` prints in a new terminal of `name`'s server, opened as JupyterLab opens one."""
+        import asyncio
+
+        from tornado.httpclient import HTTPRequest
+        from tornado.websocket import websocket_connect
+
+        opened = self.server(name, "POST", "/api/terminals")
+        assert opened.status_code == 200, opened.text
+        url = self.url.replace("http", "ws", 1) + f"/user/{name}/terminals/websocket/{opened.json()['name']}"
+
+        async def run() -> str:
+            socket = await websocket_connect(HTTPRequest(url, headers={"Authorization": f"token {self.tokens[name]}"}))
+            await socket.write_message(json.dumps(["stdin", f"echo BEGIN; {command}; echo END\r"]))
+            out = ""
+            while "\nEND" not in out.replace("\r", ""):
+                message = await asyncio.wait_for(socket.read_message(), WAIT)
+                assert message is not None, out
+                kind, *text = json.loads(message)
+                out += "".join(text) if kind == "stdout" else ""
+            socket.close()
+            return out.replace("\r", "")
+
+        out = asyncio.run(run())
+        self.server(name, "DELETE", f"/api/terminals/{opened.json()['name']}")
+        lines = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", out).splitlines()  # the shell's colours
+        assert "BEGIN" in lines and "END" in lines, out
+        return lines[lines.index("BEGIN") + 1:lines.index("END")]
+
     def nbgrader(self, name: str, action: str) -> list[dict]:
         """nbgrader's Assignments tab: `action` (fetch, submit, fetch_feedback) done as the student's server does."""
         done = self.server(name, "POST", f"/assignments/{action}",
@@ -269,6 +298,11 @@ c.Spawner.start_timeout = {WAIT}
         as_ta(ta1, "nbgrader", "release_assignment", ASSIGNMENT, cwd=course)
         for who in (ta1.name, *(s.name for s in students)):
             hub.ready(who)
+        # A terminal of the TA's server, as the TA opens it: the sixth TA trial's `backprop-ninja` was "command not
+        # found" there (jupyter_server starts a login shell, whose /etc/profile resets PATH); as_ta's PATH is that
+        # terminal's
+        said = hub.terminal(ta1.name, "command -v backprop-ninja nbgrader")
+        assert said == [str(graders / "bin" / "backprop-ninja"), str(graders / "bin" / "nbgrader")], said
 
         path = f"{ASSIGNMENT}/{NOTEBOOK}"
         late, blank, truncated = students[2], students[1], students[0]
