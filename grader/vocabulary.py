@@ -279,6 +279,12 @@ class Transpose:
         return (f"the shapes of a matrix product do not fit: write the product whose shape is {whose} (a transpose "
                 f"is probably missing or misplaced)")
 
+    # Shapes that broadcast: @ where the elementwise * belongs fits as well as a transpose left out, so both
+    # are said (a student trial's `torch.ones_like(counts) @ dcounts_sum` was told only of a transpose).
+    PRODUCT_OR_ELEMENTWISE = ("the shapes of a matrix product do not fit, but they would broadcast: if this product is "
+                              "elementwise, write * where @ is; if it is a matrix product, a transpose is missing or "
+                              "misplaced")
+
     # Neutral on which way: a view where a permute belongs and a permute where a view belongs give the same
     # values (a blind answer that viewed, then transposed, was told to permute).
     REORDERED = ("has the right entries in the wrong places: it reads them in another order (a view or reshape keeps "

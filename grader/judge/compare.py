@@ -168,6 +168,16 @@ def _allowed(exercise: Exercise, answer: Answer | None = None) -> str:
     return "answer cells may use only " + _and(names)
 
 
+def _broadcast(error: str) -> bool:
+    """Whether the two shapes torch's matrix-product error quotes ("(32x27 and 32x1)") would broadcast, as
+    for an elementwise product."""
+    found = re.search(r"\((\d+(?:x\d+)*) and (\d+(?:x\d+)*)\)", error)
+    if found is None:
+        return False
+    a, b = ([int(size) for size in shape.split("x")][::-1] for shape in found.groups())
+    return all(x == y or 1 in (x, y) for x, y in zip(a, b, strict=False))  # the shorter one broadcasts
+
+
 def _function_hint(exercise: Exercise, answer: Answer, error_type: str) -> str | None:
     """What a function's cell may read, for one that read something else: its arguments, and exactly
     what each dict argument holds beyond the parameters (which the notebook names everywhere)."""
@@ -224,7 +234,9 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
             # Said only where the lecture-sized run raised it too: a product that fits there and not on the
             # hidden sizes is a hard-coded size, which `judge` says instead.
             mistake = Transpose.PRODUCT_SHAPES
-            if hints != "none":
+            if hints != "none" and _broadcast(outcome.detail["error"]):
+                text += f"; {Transpose.PRODUCT_OR_ELEMENTWISE}"
+            elif hints != "none":
                 whose = ("the gradient that line computes" if answer.kind == FUNCTION  # not the parameter's
                          else f"{answer.variable}'s")
                 text += f"; {Transpose.product_shapes(whose)}"
