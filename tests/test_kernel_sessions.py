@@ -935,8 +935,32 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
         kernel.run(cell, "dcounts = counts_sum_inv * dprobs + torch.ones_like(counts) * dcounts_sum\n"
                    if cell == "dcounts" else CELLS[cell].split("### BEGIN SOLUTION\n")[1].split("### END SOLUTION")[0])
     line = kernel.check("dh")
-    assert "fix dcounts_sum_inv, then run the cells from dcounts_sum_inv's down to this one" in line, line
+    assert "fix dcounts_sum_inv (its shape is not its gradient's), then run the cells from dcounts_sum_inv's down " \
+        "to this one" in line, line
+    # The eighth trial: dprobs wrong too, above it: the line sent the student to fix dprobs, after which dcounts
+    # stopped again on the shape. The shape is what stops the cells: its answer is the one to fix.
+    kernel.run("dprobs", "dprobs = dlogprobs * probs\n")
+    kernel.run("dcounts_sum_inv", "dcounts_sum_inv = (dprobs * counts).sum(1)\n")
+    for cell in EX1[EX1.index("dcounts_sum"):EX1.index("dh") + 1]:
+        kernel.run(cell, "dcounts = counts_sum_inv * dprobs + torch.ones_like(counts) * dcounts_sum\n"
+                   if cell == "dcounts" else CELLS[cell].split("### BEGIN SOLUTION\n")[1].split("### END SOLUTION")[0])
+    line = kernel.check("dh")
+    assert "fix dcounts_sum_inv (its shape is not its gradient's)" in line and \
+        "(dprobs above it is wrong too)" in line and "fix dprobs" not in line, line
+    kernel.run("dprobs")
     kernel.run("dcounts_sum_inv")
+    for cell in EX1[EX1.index("dcounts_sum"):]:
+        kernel.run(cell)
+    # The eighth trial: a wrong value above (dcounts_sum without its upstream gradient) and dh's own shape error
+    # (W2 not transposed): the lines below said to fix dcounts_sum, and dh's cell still stopped.
+    kernel.run("scratch", f"for _name in {EX1[EX1.index('dcounts_sum'):]!r}:\n    globals().pop(_name, None)\n")
+    kernel.run("dcounts_sum", "dcounts_sum = -counts_sum**-2\n")
+    for cell in EX1[EX1.index("dcounts"):EX1.index("dhpreact") + 1]:
+        kernel.run(cell, "dh = dlogits @ W2\n" if cell == "dh" else
+                   CELLS[cell].split("### BEGIN SOLUTION\n")[1].split("### END SOLUTION")[0])
+    line = kernel.check("dhpreact")
+    assert "the error is dh's cell's own (what it reads has the right shapes)" in line and \
+        "(dcounts_sum above it is wrong too)" in line, line
     for cell in EX1[EX1.index("dcounts_sum"):]:
         kernel.run(cell)
 

@@ -1524,12 +1524,20 @@ class NotebookCheck:
         source, case = found.source(answer), found.notebook_case()
         behind = found._wrong_upstream(answer, source, case) if first not in namespace and source is not None \
             and case is not None else ()
-        if behind:
-            # Its cell ran and stopped on a wrong value above it (a shape a missing keepdim gave): run again, it
-            # stops again. The first wrong answer is the one to fix.
+        # Its cell ran and stopped on a value above it of a wrong shape (a missing keepdim's): run again, it stops
+        # again; the answer to fix is the first of the wrong shape. Wrong values alone stop no cell: the error is
+        # the cell's own, and a wrong answer above is said beside it.
+        shaped = [g for g in behind if getattr(namespace.get(g), "shape", None) != case.truth[g].shape]
+        if shaped:
+            also = f" ({behind[-1]} above it is wrong too)" if behind[-1] != shaped[-1] else ""
             return (f"its answer cell stopped with an error when it last ran, reading {above}, whose cell stopped "
-                    f"on {behind[0]}, which is wrong{_chain_from(behind)}: fix {behind[-1]}, then run the cells "
-                    f"from {behind[-1]}'s down to this one")
+                    f"on {behind[0]}, which is wrong{_chain_from(behind[:behind.index(shaped[-1]) + 1])}: fix "
+                    f"{shaped[-1]} (its shape is not its gradient's), then run the cells from {shaped[-1]}'s down "
+                    f"to this one{also}")
+        if behind:
+            return (f"its answer cell stopped with an error when it last ran, reading {above}: the error is "
+                    f"{first}'s cell's own (what it reads has the right shapes): fix the line the error names, then "
+                    f"run the cells from {first}'s down to this one ({behind[-1]} above it is wrong too)")
         return (f"its answer cell stopped with an error when it last ran, reading {above}: {do} {first}, then run "
                 f"the cells from {first}'s down to this one")
 
