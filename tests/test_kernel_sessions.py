@@ -77,9 +77,10 @@ def check_cells_before_the_setup_and_after_a_restart_say_what_to_run(kernel):
         kernel.run("scratch", f"__session__ = {str(path)!r}\n")
         kernel.run("other-notebook", CELLS["dlogprobs"])
         line = kernel.check("dlogprobs")
-        assert right(line) and line.endswith(" — but dlogprobs's cell in your saved notebook is still blank "
-                                             "(dlogprobs = None), and the grader grades the saved notebook: put your "
-                                             "answer in that cell and save it"), line
+        # The eighth trial: that line had no WRONG, and a line without WRONG is one the grader accepts
+        assert line.startswith("dlogprobs      | WRONG as saved: dlogprobs's cell in your saved notebook is still "
+                               "blank (dlogprobs = None), and the grader grades the saved notebook: put your answer "
+                               "in that cell and save it (your kernel's value: exact: True"), line
         kernel.run("scratch", "del __session__, dlogprobs\n")
 
 
@@ -865,8 +866,11 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         time.sleep(0.05)
         kernel.run("scratch", "dW2 = h.T @ dlogits\n", send_id=False)
         line = kernel.check("dW2", send_id=False)
-        assert right(line) and "; but your saved notebook's dW2 cell holds other code than the run judged here" in \
-            line, line
+        # and, since the eighth trial, WRONG: a line without WRONG is one the grader accepts, and it grades the
+        # saved cell
+        assert line.startswith("dW2            | WRONG: dW2's cell as your saved notebook holds it, which is what the "
+                               "grader grades: ") and "looks transposed" in line and \
+            "the run judged right here (In[" in line, line
         # B: exercise 2's cell, then exercise 1's check: the run was told for exercise 1's by the check after it,
         # and exercise 1's right cell was called WRONG; the saved notebook holds that code in exercise 2's cell.
         kernel.run("ex2_dlogits", send_id=False)
@@ -905,8 +909,8 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
             assert "WRONG" in kernel.check("dbnmeani", send_id=False)
             kernel.run("scratch", "dbnmeani = -dbndiff.sum(0, keepdim=True)\n", send_id=False)
             line = kernel.check("dbnmeani", send_id=False)
-            assert right(line) and "; but your saved notebook's dbnmeani cell holds other code than the run judged " \
-                "here" in line, line
+            assert line.startswith("dbnmeani       | WRONG: dbnmeani's cell as your saved notebook holds it, which is "
+                                   "what the grader grades: ") and "keeps the plus sign" in line, line
             # The fifth TA trial: an answer cell written as exercise 3's read-only cell is that cell by its code
             # alone (nbconvert --execute sends no ids), and was `exact: True`; the saved cell is what is refused.
             cheat = "dhpreact = hpreact.grad.clone()\n"
@@ -915,6 +919,18 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
             kernel.run("dhpreact", cheat, send_id=False)
             line = kernel.check("dhpreact", send_id=False)
             assert line.startswith("dhpreact       | WRONG: ") and "the grader refuses this cell" in line, line
+            # The eighth trial: a scratch cell run after the (right, saved) dprobs cell, taken by its code for it:
+            # WRONG, where the grader grades the saved cell and gives it full marks.
+            kernel.run("dprobs", send_id=False)
+            scratch = "dprobs = dlogprobs * probs\n"
+            nb.cells.append(nbformat.v4.new_code_cell(scratch))  # the student's notebook, saved with it
+            nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
+            kernel.run("scratch", scratch, send_id=False)
+            line = kernel.check("dprobs", send_id=False)
+            assert line.startswith("dprobs         | not checked: the run judged here (In[") and "WRONG" not in line \
+                and "is not dprobs's cell in your saved notebook, which is right as the grader runs it" in line, line
+            kernel.run("dprobs", send_id=False)
+            assert right(kernel.check("dprobs", send_id=False))
             # A copy of the notebook beside it: which one is the student's is not known, and nothing is said.
             nbformat.write(nb, Path(folder) / "backprop_ninja-Copy1.ipynb")
             line = kernel.check("dbnmeani", send_id=False)

@@ -316,6 +316,7 @@ def test_every_check_line_says_wrong_exactly_where_the_grader_takes_a_point(tmp_
     nb = _with_answers(solved, NOTEBOOKS[which])
     workdir = tmp_path / "assignment"
     shutil.copytree(ROOT / notebooks.release_path(COURSE).parent, workdir)
+    nbformat.write(nb, workdir / notebooks.release_path(COURSE).name)  # the student's own notebook, saved there
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
                    resources={"metadata": {"path": str(workdir)}}).execute(env={**os.environ, "PYTHONPATH": path})

@@ -265,12 +265,14 @@ def _differ(ran: dict, same: dict) -> str | None:
 
 def _ran(path: Path, folder: Path) -> nbformat.NotebookNode:
     """The notebook after Run All in a kernel of its own, in a copy of the released folder (its data
-    beside it), as a student runs it; a cell's error stays in its outputs, as in Jupyter. The kernel's own
-    log (its warning about TCP without encryption, on a local kernel) would only clutter the instructor's
-    terminal."""
+    beside it), saved there in the released notebook's place, as a student runs their own (the self-check
+    reads the saved notebook in the kernel's folder: the released blank left there would be taken for it);
+    a cell's error stays in its outputs, as in Jupyter. The kernel's own log (its warning about TCP without
+    encryption, on a local kernel) would only clutter the instructor's terminal."""
     nb = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory(prefix="backprop-ninja-run-") as there:
         shutil.copytree(folder, there, dirs_exist_ok=True)
+        nbformat.write(nb, Path(there) / path.name)
         NotebookClient(nb, timeout=1800, kernel_name="python3", allow_errors=True,
                        resources={"metadata": {"path": there}}).execute(stderr=subprocess.DEVNULL)
     return nb

@@ -809,6 +809,14 @@ class SelfCheck:
             # The reference is offered under a line that finds this cell wrong, not one that says it is right.
             if not wrong.startswith(("WRONG", "right values, wrong shape")):
                 return f"{label} {wrong}"
+            other = self._saved_other(answer)
+            if other is not None and other[2] and self._code_verdict(answer, other[0]) is None:
+                # A scratch cell's run (its code is another cell of the saved notebook), judged wrong, where the
+                # saved cell the grader grades is right. Code in no saved cell may be this cell edited and not
+                # saved yet: that run stays the one judged.
+                return (f"{label} not checked: the run judged here (In[{other[1]}], taken by its code for this one) "
+                        f"is not {answer.cell_id}'s cell in your saved notebook, which is right as the grader runs "
+                        f"it: re-run that cell, then this check")
             function = self.exercise.function_of(answer)
             note = _dtype_note(wrong, function.name) if function is not None and "Error" in wrong else ""
             return f"{label} {wrong}{note}{self._guessed(answer)}{self.pointer(name)}"
@@ -817,9 +825,20 @@ class SelfCheck:
             return f"{label} {changed}"
         if comparison.passed:
             exact = comparison.status == Match.EXACT
-            return (f"{label} exact: {str(exact):5s} | approximate: True  | maxdiff: {comparison.maxdiff:.3g}"
-                    f" | shape {tuple(expected.shape)} ok{self._changes_others(answer)}{self._saved_blank(answer)}"
-                    f"{self._guessed(answer, right=True)}")
+            right = (f"exact: {str(exact):5s} | approximate: True  | maxdiff: {comparison.maxdiff:.3g} | shape "
+                     f"{tuple(expected.shape)} ok")
+            # A line without WRONG is one the grader accepts: a right value the saved cell does not hold is not
+            blank = self._saved_blank(answer)
+            if blank:
+                return f"{label} WRONG as saved:{blank.removeprefix(' — but')} (your kernel's value: {right})"
+            other = self._saved_other(answer)
+            saved_wrong = self._code_verdict(answer, other[0]) if other is not None else None
+            if saved_wrong is not None:
+                verdict, _, why = saved_wrong.partition(": ")
+                return (f"{label} {verdict}: {answer.cell_id}'s cell as your saved notebook holds it, which is what "
+                        f"the grader grades: {why}; the run judged right here (In[{other[1]}]) was other code: if "
+                        f"that was another cell, put its code in {answer.cell_id}'s cell; else save the notebook")
+            return f"{label} {right}{self._changes_others(answer)}{self._guessed(answer, right=True)}"
         other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
         if other:
             return (f"{label} not checked: this cell is right as the grader runs it, but your {answer.variable} is "
@@ -919,6 +938,19 @@ class SelfCheck:
             return ""
         return (f" — but {answer.cell_id}'s cell in your saved notebook is still blank ({answer.variable} = None), and "
                 "the grader grades the saved notebook: put your answer in that cell and save it")
+
+    def _saved_other(self, answer: Answer | None) -> tuple[str, int, bool] | None:
+        """(the saved cell's code, the run judged, whether that run's code is another cell of the saved
+        notebook) where the run was told by its code alone (no cell ids) and the saved notebook's cell holds
+        other code: a scratch cell assigning the answer's name fits too."""
+        found = self.located(answer) if answer is not None and answer.kind != FUNCTION else None
+        if found is None or found[2] or found[1] is None or found[1] in _IDS or self.namespace is None:
+            return None
+        saved = _saved_code(self.namespace, answer.cell_id)
+        if saved is None or _same_code(saved[0], found[0]):
+            return None
+        cells = (_saved_notebook(self.namespace) or ((), 0))[0]
+        return saved[0], found[1], any(i != answer.cell_id and _same_code(code, found[0]) for i, code in cells)
 
     def _guessed(self, answer: Answer, right: bool = False) -> str:
         """Where the cell judged was told from another by its code alone, a guess: which one was judged. On a
