@@ -979,6 +979,16 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
         "(dcounts_sum above it is wrong too)" in line, line
     for cell in EX1[EX1.index("dcounts_sum"):]:
         kernel.run(cell)
+    # The eighth trial, the classic Notebook: dh's cell assigning h by a typo was "not run yet: ... run its answer
+    # cell above", the same line again after running it; with cell ids it is named.
+    kernel.restart()  # the trial's kernel: no run of a right dh cell in its history
+    for cell in (*SETUP, *EX1[:EX1.index("dh")]):
+        kernel.run(cell, send_id=False)
+    kernel.run("dh", "h = dlogits @ W2.T\n", send_id=False)
+    line = kernel.check("dh", send_id=False)
+    assert "assigns h, a value of the forward pass, from gradients: if that is dh's answer cell, write `dh = ...` " \
+        "there" in line and "run its answer cell above" not in line, line
+    answered(kernel, EX1)
 
 
 def test_scripted_student_sessions():

@@ -1586,6 +1586,15 @@ class NotebookCheck:
                  *(a.variable for a in found.answers)}
         assigned = sorted(n for n in uses[0] if n not in known and (n.startswith("d") or difflib.get_close_matches(
             n, [answer.variable]))) if uses else []
+        # A forward value assigned from gradients (`y = dz @ W.T` for `dy = ...`): a typo, not the forward
+        # pass's cell, which reads no answer
+        forward = sorted(uses[0] & {*found.network.intermediates, *found.network.parameters}) if uses else []
+        gradients = {a.variable for a in found.answers}
+        if forward and not assigned and len(uses[0]) <= 2 and gradients & set(_reads(previous)):
+            return (f"; the cell you ran before this check (In[{len(history) - 2}]) assigns {', '.join(forward)}, a "
+                    f"value of the forward pass, from gradients: if that is {answer.variable}'s answer cell, write "
+                    f"`{answer.variable} = ...` there, then re-run the forward pass's cell ({forward[0]} is not the "
+                    f"forward pass's any more) and the answer cells from there")
         if not assigned:
             return (": run its answer cell above (after a restart the kernel holds none of your answers: run the setup "
                     "and your cells from the top, Run > Run All Above Selected Cell)")
