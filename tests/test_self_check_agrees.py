@@ -268,6 +268,18 @@ def test_exercise_4s_training_check_says_wrong_where_the_grader_docks_and_never_
     assert line.startswith("training") and failed(line) and "match autograd" not in line, line
 
 
+def test_a_training_run_off_by_a_size_says_the_factor_on_its_own_batches(state, capfd):
+    """The eighth student trial: `n = 32` written in manual_backward and the mean's 1/n left out. Its own
+    lines stop on the self-check's batches (an IndexError there), so "their lines above say how" pointed
+    nowhere; on the run's own batches the gradients are n times autograd's, which is said."""
+    source = _ex4("n-hard-coded").replace(
+        "    dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, num_classes=logits.shape[1])) / n\n",
+        "    dlogits = F.softmax(logits, 1) - F.one_hot(Yb, num_classes=logits.shape[1])\n")
+    assert source != _ex4("n-hard-coded")
+    line = _training_line(state, capfd, source)
+    assert failed(line) and f"times autograd's: n is {LECTURE.n}" in line and "lines above say how" not in line, line
+
+
 # --- the real notebook and the real grader, on the disagreements the issue found ----------------------
 
 # Wrong answer cells that the old self-check passed and the grader docked: both now fail them.
