@@ -553,9 +553,12 @@ def trial3_a_blank_answer_above_and_a_forward_name_reassigned_are_named(kernel):
     _, _, error = kernel.run("dbndiff2", "dbndiff2 = 1.0 / (n - 1) * torch.ones_like(bndiff2) * dbnvar\n")
     assert error == "TypeError"
     line = kernel.check("dbndiff2")
-    assert line == ("dbndiff2       | not checked: dbndiff2 is not assigned: its answer cell stopped with an error "
-                    "when it last ran, reading dbnvar above, which is not attempted yet: answer dbnvar, then run the "
-                    "cells from dbnvar's down to this one"), line
+    # and, since the eighth trial, the cell is judged as the grader judges it, on the true gradients above it
+    assert line == ("dbndiff2       | dbndiff2 is not assigned here, but this cell itself is right (as the grader runs "
+                    "it, on the true gradients above it): its answer cell stopped with an error when it last ran, "
+                    "reading dbnvar above, which is not attempted yet: answer dbnvar, then run the cells from "
+                    "dbnvar's down to this one"), line
+    assert share_said(line.partition("|")[2].strip()) == 1.0
     kernel.run("dh", "h = dlogits @ W2.T\n")
     kernel.run("dh")
     line = kernel.check("dh")

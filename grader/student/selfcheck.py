@@ -1456,8 +1456,14 @@ class NotebookCheck:
                             "then the answer cell again")
             upstream = self._blank_upstream(found.exercise, answer, namespace)
             if upstream is not None:
-                return f"{label} not checked: {answer.variable} is not assigned: " + \
-                    self._stopped_at(found, namespace, *upstream)
+                why = self._stopped_at(found, namespace, *upstream)
+                source = found.source(answer)
+                # The grader runs each cell on the true gradients above it: a cell that stopped only for want of
+                # one is judged on its own code, as the grader judges it
+                if source is not None and not _blank(source) and found._code_verdict(answer, source) is None:
+                    return (f"{label} {answer.variable} is not assigned here, but this cell itself is right (as the "
+                            f"grader runs it, on the true gradients above it): {why}")
+                return f"{label} not checked: {answer.variable} is not assigned: {why}"
             elsewhere = self._assigns_instead(found, answer)
             if elsewhere:
                 return f"{label} not checked: {answer.variable} is not assigned: {elsewhere}"
