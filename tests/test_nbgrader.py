@@ -629,6 +629,23 @@ def test_resuming_the_fast_route_records_the_kept_results_too(fast, fast_gradebo
     assert read_gradebook(again.dir) == fast_gradebook
 
 
+def test_a_score_set_after_feedback_reaches_the_feedback_made_next(course):
+    """The seventh TA trial: a TA set a score in formgrader after feedback was made; generate_feedback run again
+    skipped every student (nbgrader's writes only what autograde changed) and release_feedback handed out the
+    old page. The course's configuration has generate_feedback write every page again, from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    again = Course(course.tmp, COURSE.course_id, ASSIGNMENT, name="scored-after-feedback")
+    shutil.copytree(course.dir, again.dir)
+    student = STUDENTS[0]
+    assert "your instructor set this score" not in again.feedback(student).read_text(encoding="utf-8")
+    with Gradebook(f"sqlite:///{again.dir / 'gradebook.db'}") as gb:
+        gb.find_grade(grade_cell_id("dlogprobs"), NOTEBOOK, ASSIGNMENT, student).manual_score = 0.25
+        gb.db.commit()
+    again.nbgrader("generate_feedback", ASSIGNMENT, must=True)
+    assert "your instructor set this score: 0.25" in again.feedback(student).read_text(encoding="utf-8")
+
+
 def test_regrades_on_either_route_leave_every_view_right(course):
     """The TA trials, with the routes taken in turn. After a regrade, feedback/ kept the earlier grading's page,
     and release_feedback handed it out again (a 47/51 page for a grade of 40.8) until generate_feedback ran:

@@ -112,6 +112,9 @@ c.GenerateFeedback.preprocessors = [
     "grader.lms.nbgrader.GradebookFeedback",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
+# Every page written again each time: nbgrader's own skips a student whose notebook autograde has not changed,
+# so a score a TA set after feedback was made stayed off the next release (a TA trial).
+c.GenerateFeedback.force = True
 # formgrader's view of an autograded notebook: the page at its top says the gradebook's score now (a TA's
 # manual scores, the late penalty), not the one autograde wrote.
 c.HTMLExporter.preprocessors = ["grader.lms.nbgrader.FormgraderScores"]

@@ -872,7 +872,7 @@ class ReleaseFeedback(ExchangeReleaseFeedback):
                    if autograded.is_dir() else
                    "its latest notebook is not graded (its grading failed, as autograde's output said, or it has "
                    "not run since it was collected): run nbgrader autograde for it, then nbgrader generate_feedback, "
-                   "then this again")
+                   "then this again; a notebook autograde cannot read (a truncated upload) the student hands in again")
             self.log.warning("no feedback to release for %s: %s", safe_text.terminal(student), why)
         self.coursedir.student_id_exclude = ",".join(sorted(excluded))
         self.log.addFilter(_released_to)
