@@ -469,9 +469,15 @@ def _only_notebook(namespace: dict) -> Path | None:
         wanted = {a.cell_id for a in load(settings.get("exercise", DEFAULT)).answers}
         found = [p for p in sorted(Path.cwd().glob("*.ipynb"))[:20]
                  if wanted <= {cell for cell, _ in _saved_cells(str(p), p.stat().st_mtime)}]
+        if len(found) != 1:
+            return None
+        # This kernel's notebook only if it ran one of the file's answer cells as saved: a notebook run from
+        # elsewhere in the folder of another (the solved one beside the released blank) is not its file.
+        ran = {code.strip() for code in namespace.get("In") or [] if isinstance(code, str)}
+        saved = _saved_cells(str(found[0]), found[0].stat().st_mtime)
     except (OSError, ValueError, AttributeError, TypeError, KeyError):
         return None
-    return found[0] if len(found) == 1 else None
+    return found[0] if any(cell in wanted and code.strip() in ran for cell, code in saved) else None
 
 
 def _saved_answers(namespace: dict, cell_id: str) -> list[str] | None:
