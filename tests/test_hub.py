@@ -303,6 +303,9 @@ c.Spawner.start_timeout = {WAIT}
         # terminal's
         said = hub.terminal(ta1.name, "command -v backprop-ninja nbgrader")
         assert said == [str(graders / "bin" / "backprop-ninja"), str(graders / "bin" / "nbgrader")], said
+        # and a student's: the eighth TA trial's student terminal found no `python` or `nbgrader` at all
+        said = hub.terminal(students[0].name, "command -v python nbgrader backprop-ninja")
+        assert said == [str(learners / "bin" / "python"), str(learners / "bin" / "nbgrader")], said
 
         path = f"{ASSIGNMENT}/{NOTEBOOK}"
         late, blank, truncated = students[2], students[1], students[0]
