@@ -410,6 +410,18 @@ def test_a_wrong_shape_on_hidden_configurations_alone_shows_no_shape():
     assert not any(d in feedback.split("right for the notebook")[0] for d in "0123456789"), feedback
 
 
+def test_a_function_s_shape_shown_from_the_notebook_sized_run_names_the_sizes_it_quotes():
+    """A function's answer runs on a network the notebook may build at sizes of its own (the lecture trains 200
+    hidden units in exercise 4, where its sizes are 64): '(1, 4)' alone sends a student looking for a 4 in theirs."""
+    failure = _judged(*[lambda c: SimpleNamespace(status="tensor", tensor=c.truth["db"].unsqueeze(0), detail={})] * 2,
+                      grade_id="fit_db")
+    assert "shape (1, 4), expected (4,): right values, but a size-1 dimension is missing or extra, on the " \
+           "notebook-sized configuration (where hidden=4)" in failure.feedback, failure.feedback
+    one_step = _judged(*[lambda c: SimpleNamespace(status="tensor", tensor=c.truth["db"].unsqueeze(0), detail={})] * 2,
+                       grade_id="db")
+    assert "on the notebook-sized configuration;" in one_step.feedback, one_step.feedback
+
+
 def test_a_constant_factor_seen_on_hidden_configurations_alone_is_named_without_its_value():
     failure = _judged(lambda c: SimpleNamespace(status="tensor", tensor=c.truth["dz"] * 9007.5, detail={}),
                       lambda c: SimpleNamespace(status="error", detail={"error_type": "ValueError", "error": "",

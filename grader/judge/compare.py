@@ -200,12 +200,12 @@ class Failure:
 
 
 def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", *, exercise: Exercise | None = None,
-                 public: bool = True, hidden: frozenset[int] = frozenset(), probe: bool = False) -> Failure:
+                 public: bool = True, hidden: frozenset[int] = frozenset(), probe=None) -> Failure:
     """The failure of an outcome that is not a tensor. `catalogue(error=...)` may name the mistake that
     raises this very error. `public`: the outcome comes from a configuration whose every value a student
     may see; otherwise (and whenever `hidden`, grader 0.1's way of saying so, is given) nothing its code
-    wrote is shown, only the kind of failure in fixed words. `probe`: the outcome is the lecture-sized
-    configuration's, shown for a hidden one's. `exercise`: the answer's; the hidden
+    wrote is shown, only the kind of failure in fixed words. `probe`: the lecture-sized case, where the
+    outcome is its own, shown for a hidden one's. `exercise`: the answer's; the hidden
     suites of grader 0.1 give none, and graded the default one."""
     exercise = exercise or load()
     public = public and not hidden
@@ -216,7 +216,7 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
         error_type = outcome.detail["error_type"]
         if public:
             where = f" on line {outcome.detail['line']}" if outcome.detail.get("line") else ""
-            where += f", {ON_PUBLIC}" if probe else ""
+            where += _on_public(probe, answer, outcome.detail["error"]) if probe is not None else ""
             text = f"{error_type}{where}: {outcome.detail['error']}"
         else:
             shown_type = error_type if error_type in ERROR_TYPES else "an exception of the cell's own class"
@@ -279,24 +279,38 @@ def _configurations(cases, wrong_on, public: bool = False) -> str:
 NOTEBOOK = "your notebook's batch"
 
 
+def _quoted(case, text: str) -> list[str]:
+    """The names of `case`'s sizes whose values `text` quotes."""
+    quoted = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", text)}
+    return [k for k, v in case.config.sizes.items() if v in quoted]
+
+
+def _sizes(case, names) -> str:
+    return ", ".join(f"{k}={v}" for k, v in case.config.sizes.items() if k in names)
+
+
+def _on_public(probe, answer: Answer, text: str) -> str:
+    """Where a detail shown for a hidden configuration comes from. A function's answer runs on a network the
+    notebook may build at sizes of its own (a bigger one to train): the lecture-sized sizes `text` quotes are
+    named, where a student would otherwise look for (1, 64) in a network of 200."""
+    sizes = _sizes(probe, _quoted(probe, text)) if answer.kind == FUNCTION else ""
+    return f", {ON_PUBLIC}" + (f" (where {sizes})" if sizes else "")
+
+
 def _batch(case, probe, text: str) -> str:
     """Which batch a public failure comes from: one of the self-check's own, with the sizes `text` quotes
     (and the student's, beside them), or the student's."""
-    def sizes(c, shown) -> str:
-        return ", ".join(f"{k}={v}" for k, v in c.config.sizes.items() if k in shown)
-
     if not case.config.scored:
         where = NOTEBOOK if case.config.name == NOTEBOOK else "the self-check's batch at the notebook's sizes"
-        return f" (on {where}: {sizes(case, case.config.sizes)})"
-    quoted = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", text)}
-    shown = [k for k, v in case.config.sizes.items() if v in quoted]
+        return f" (on {where}: {_sizes(case, case.config.sizes)})"
+    shown = _quoted(case, text)
     if not shown:
         return " (on the self-check's own batch)"
     # The student's own sizes beside them where the self-check has their forward pass; a function's answer
     # runs on a network the notebook may build at sizes of its own (a bigger one to train), which the
     # lecture's would misquote: there the batch is said to be the self-check's alone.
-    also = f"; yours: {sizes(probe, shown)}" if probe is not None and probe.config.name == NOTEBOOK else ""
-    return f" (on the self-check's own batch, where {sizes(case, shown)}{also})"
+    also = f"; yours: {_sizes(probe, shown)}" if probe is not None and probe.config.name == NOTEBOOK else ""
+    return f" (on the self-check's own batch, where {_sizes(case, shown)}{also})"
 
 
 SHAPES = "the tensors' shapes"
@@ -357,7 +371,8 @@ def _shown(comparison: Comparison, case, cases, outcomes, answer, check: str, to
     probe = next((c for c in cases if not c.config.scored), None)
     seen = _compared(outcomes.get(probe.config.name), probe, answer, check, tol) if probe else None
     if seen is not None and seen.status == comparison.status and seen.aspect == comparison.aspect:
-        return Comparison(seen.status, f"{seen.message}, {ON_PUBLIC}", seen.maxdiff, seen.hints, seen.aspect)
+        return Comparison(seen.status, seen.message + _on_public(probe, answer, seen.message), seen.maxdiff,
+                          seen.hints, seen.aspect)
     message = HIDDEN_ASPECT_TEXT.get(comparison.aspect, "wrong " + ON_HIDDEN)
     if comparison.status == Match.SQUEEZABLE:
         message = f"right values {ON_HIDDEN}, but a size-1 dimension is missing or extra"
@@ -395,7 +410,7 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
             on = case if seen is None or seen is outcome else probe
             named = (lambda on=on, **kw: catalogue(on, **kw)) if catalogue else None
             failures.append((case, outcome_text(seen or outcome, answer, named, hints, exercise=case.exercise,
-                                                public=seen is not None, probe=on is probe)))
+                                                public=seen is not None, probe=probe if on is probe else None)))
             continue
         comparison = _compared(outcome, case, answer, check, tol)
         if not comparison.passed:
