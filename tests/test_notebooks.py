@@ -254,6 +254,27 @@ def test_training_skips_a_manual_backward_it_cannot_step_with_and_run_all_goes_o
 
 
 @pytest.mark.slow
+def test_run_all_reaches_every_check_when_answer_cells_raise(tmp_path):
+    """The ninth student trial: with dlogits never assigned (a syntax error in dnorm_logits's cell, the cells after
+    it that read it raising), its picture cell raised NameError, and with a manual_backward that raises, the cell
+    that calls it did: Run All stopped there in JupyterLab, the classic Notebook and nbclient, and 332 check lines
+    never printed. Only answer cells raise (they carry raises-exception); every check prints its line."""
+    nb = nbformat.from_dict(SOLVED)
+    for c in answer_cells(nb):
+        if nbgrader_id(c) == "dnorm_logits":
+            c.source = "dnorm_logits = (dcounts * counts\n"
+        elif nbgrader_id(c) == "ex4_backward":
+            c.source = c.source.replace("    n = Xb.shape[0]\n", "    n = Xb.shape[0]\n    raise IndexError('oops')\n")
+    ran = _execute(nb, tmp_path / STUB_PATH.parent.name)
+    raised = [nbgrader_id(c) for c in ran.cells if any(o.output_type == "error" for o in c.get("outputs", []))]
+    assert raised and all(c in {nbgrader_id(a) for a in answer_cells(ran)} for c in raised), raised
+    assert "ex4_backward" not in raised  # defining the function raises nothing; calling it does, in locked cells
+    lines = self_check_lines(ran)
+    assert labels(lines) == CHECK_LABELS, lines
+    assert "manual_backward raised IndexError: oops" in stdout(cell(ran, "setup_ex4_check"))
+
+
+@pytest.mark.slow
 def test_stub_skips_exercise4(stub_run):
     assert SKIP_TRAINING in stdout(cell(stub_run, "train_loop"))
     for c in stub_run.cells:

@@ -244,8 +244,9 @@ print(f"loss {loss.item():.4f}")
 # a missing branch or a hard-coded value shows), on this batch and on three batches of other
 # sizes that it draws itself (one with a tiny activation variance, where eps matters). A
 # wrong answer prints `WRONG` (or `wrong shape`) and, where it can tell, what the mistake is;
-# a line without `WRONG` is one the grader accepts, and a line that loses only part of the
-# points says how much. A size quoted from one of the check's own batches says so. When your
+# `not attempted yet` gets no points, `not run yet` and `not checked` say what to run first, any
+# other line is one the grader accepts, and a line that loses only part of the points says how
+# much. A size quoted from one of the check's own batches says so. When your
 # cell is right but an earlier answer it reads is wrong, it names the first wrong one
 # (`dprobs above is wrong; with the true dprobs this cell is right`): fix that one first. When
 # a value is stale it says what to re-run (`re-run dcounts_sum_inv's cell: dprobs changed
@@ -307,7 +308,7 @@ print(f"loss {loss.item():.4f}")
 # %% answer="dlogits"
 
 # %% locked="plot_dlogits"
-if not isinstance(dlogits, torch.Tensor) or dlogits.shape != logits.shape:
+if not isinstance(globals().get("dlogits"), torch.Tensor) or dlogits.shape != logits.shape:
     print("dlogits not attempted yet: its picture appears here once it has the shape of logits")
 else:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 5))
@@ -511,7 +512,10 @@ batches = [(Xtr[ix], Ytr[ix]) for ix in
 start = init_params(200, torch.float64, g)
 grads = None  # until manual_backward returns: never an earlier run's
 with torch.no_grad():
-    grads = manual_backward(params, {k: v.detach() for k, v in cache.items()}, Ytr[ix]) or {}
+    try:
+        grads = manual_backward(params, {k: v.detach() for k, v in cache.items()}, Ytr[ix]) or {}
+    except Exception as error:  # Run All goes on: the checks below run it again and say what is wrong
+        print(f"manual_backward raised {type(error).__name__}: {error} (the checks below say more)")
 
 # %% [raw] begin="ex4_checks"
 
@@ -655,6 +659,8 @@ def sample(g, max_length=50):
 
 if lossi is None:
     print("exercise 4 has not trained: no samples")
+elif not all(torch.isfinite(p).all() for p in params.values()):
+    print("exercise 4's training diverged (a parameter is inf or nan): no samples; the checks above say why")
 else:
     g = torch.Generator().manual_seed(SEED + 10)
     for _ in range(20):
