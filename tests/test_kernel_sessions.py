@@ -639,17 +639,22 @@ def trial_without_cell_ids_after_a_restart(kernel):
     line = kernel.check("dlogit_maxes", send_id=False)
     assert right(line) and "NameError" not in line, line
     # Trial 3's t47: a scratch cell `dprobs = dprobs * 2` was judged as dprobs's cell (a NameError it does not
-    # hold), and the next check called the right dprobs cell wrong: both say which run they took for it.
+    # hold), and the next check called the right dprobs cell wrong. The ninth trial's T27C: still WRONG, with a
+    # note. The answer's own cell is the earlier run that does not compute dprobs from itself; the scratch cell
+    # reassigned its value.
     for cell in EX1[1:3]:
         kernel.run(cell, send_id=False)
     kernel.run("scratch", "dprobs = dprobs * 2  # experiment\n", send_id=False)
     line = kernel.check("dprobs", send_id=False)
-    assert "(judged on the cell you ran as In[" in line and "if that was another cell assigning the same name, " \
-        "re-run this cell, then this check)" in line, line
+    assert re.fullmatch(r"dprobs         \| not checked: this cell is right as the grader runs it, but your dprobs is "
+                        r"not its value: the cell you ran as In\[\d+\] \(it computes dprobs from itself: a scratch "
+                        r"cell\?\) assigned dprobs after it ran; re-run this cell, then this check", line), line
     kernel.run("dcounts_sum_inv", send_id=False)
     line = kernel.check("dcounts_sum_inv", send_id=False)
-    assert "dprobs above is wrong" in line and "if that was not dprobs's answer cell, re-run dprobs's cell, then " \
-        "this check)" in line, line
+    assert re.fullmatch(r"dcounts_sum_inv\| dprobs above is not its cell's value: the cell you ran as In\[\d+\] "
+                        r"\(it computes dprobs from itself: a scratch cell\?\) assigned dprobs after it ran; re-run "
+                        r"dprobs's cell, then the cells from it down to this one; this cell itself is right",
+                        line), line
 
 
 EX4_LOGITS_IN_PLACE = ("dlogits = logits\n    dlogits -= logits.max(1, keepdim=True).values\n    dlogits.exp_()\n"
@@ -667,7 +672,7 @@ def trial4_what_a_cell_did_is_told_as_it_happened(kernel):
     kernel.run("scratch", "globals().pop('dh', None)\n")
     kernel.run("dh", "h = dlogits @ W2.T\n")
     line = kernel.check("dh")
-    assert line.startswith("dh             | not checked: dh is not assigned: its answer cell assigns h, a value "
+    assert line.startswith("dh             | WRONG: dh is not assigned: its answer cell assigns h, a value "
                            "of the forward pass, and never dh: write `dh = ...`, then re-run the forward pass's "
                            "cell"), line
 
@@ -789,6 +794,57 @@ def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code
         in dlogits_after, dlogits_after
 
 
+def test_a_fix_not_saved_and_exercise_2_reading_exercise_1_are_told_as_the_grader_grades_them(tmp_path):
+    """The ninth student trial's T07L (JupyterLab, cell ids sent): a wrong dprobs saved, then fixed and run, never
+    saved again; the check said a plain ok, and the notebook handed in was graded 0 there: WRONG as saved, as a
+    cell still blank in the file is, with the kernel's verdict beside it."""
+    wrong = "dprobs = 1.0 / probs\n"
+    nb = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
+    for cell in nb.cells:
+        cell.source = wrong if cell.id == "dprobs" else "dcounts_sum_inv = None  # TODO\n" \
+            if cell.id == "dcounts_sum_inv" else cell.source
+    nbformat.write(nb, tmp_path / "mine.ipynb")
+    shutil.copy(ROOT / "solutions" / "names.txt", tmp_path)
+    kernel = Kernel(tmp_path, CELLS)
+    try:
+        setup(kernel, full=True)
+        kernel.run("dlogprobs")
+        kernel.run("dprobs", wrong)
+        assert "WRONG" in kernel.check("dprobs")
+        kernel.run("dprobs")
+        line = kernel.check("dprobs")
+        assert line == ("dprobs         | WRONG as saved: dprobs's cell in your saved notebook still holds an "
+                        "earlier attempt, which the grader finds wrong, and the grader grades the saved notebook: save "
+                        "it, then run this check again (your kernel's run of this cell: exact: True  | approximate: "
+                        "True  | maxdiff: 0 | shape (32, 27) ok)"), line
+        kernel.run("dcounts_sum_inv")
+        line = kernel.check("dcounts_sum_inv")
+        assert line.startswith("dcounts_sum_inv| WRONG as saved: dcounts_sum_inv's cell in your saved notebook is "
+                               "still blank, and the grader grades the saved notebook: save it, then run this check "
+                               "again (your kernel's run of this cell: exact: "), line
+        nbformat.write(nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4),
+                       tmp_path / "mine.ipynb")  # saved
+        assert right(kernel.check("dprobs")) and right(kernel.check("dcounts_sum_inv"))
+        # The trial's E206, without cell ids: exercise 2's cell reading exercise 1's dnorm_logits fits only exercise
+        # 1's cell by its code, and its check ran right after it, exercise 2's cell never run otherwise: it is
+        # exercise 2's, refused as the grader refuses it (the line said 'not run yet' after it ran).
+        for cell in EX1[3:8]:
+            kernel.run(cell, send_id=False)
+        kernel.run("ex2_dlogits", "dlogits = dnorm_logits.clone()\n", send_id=False)
+        line = kernel.check("ex2_dlogits", send_id=False)
+        assert line.startswith("ex2_dlogits    | WRONG: NameError on line 1: name 'dnorm_logits' is not defined") \
+            and "(judged on the cell you ran as In[" in line, line
+        # The trial's T27C: a scratch cell computing an answer from itself (`dcounts = dcounts * 2`) after the right
+        # answer cell was judged as that cell (WRONG: NameError, where the grader gives full marks)
+        kernel.run("scratch", "dcounts = dcounts * 2\n", send_id=False)
+        line = kernel.check("dcounts", send_id=False)
+        assert line == ("dcounts        | not checked: this cell is right as the grader runs it, but your dcounts is "
+                        "not its value: dnorm_logits's cell (a typo for dnorm_logits?) assigned dcounts after it ran; "
+                        "re-run this cell, then this check"), line
+    finally:
+        kernel.close()
+
+
 def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
     """The fifth trial: exercise 3's answer run before the read-only cell that sets its dhpreact was sent back
     to exercise 1 (F); after a restart, a cell reading dh was told it read dlogprobs, and to answer it, though
@@ -842,13 +898,22 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         # An earlier run of a cell left n at 3 (G): a right cell was called WRONG, "all zeros", with no word of n.
         kernel.run("scratch", "n = Xb.shape[1]\n")
         kernel.run("dlogprobs")
-        assert kernel.check("dlogprobs") == (
-            "dlogprobs      | not checked: your n is 3, but the forward pass's is 32 (n = Xb.shape[0]): a cell "
-            "assigned n since; set it back (run `n = Xb.shape[0]`), then re-run the answer cells that read it and "
-            "this check")
+        line = kernel.check("dlogprobs")
+        assert re.fullmatch(
+            r"dlogprobs      \| not checked: your n is 3, but the forward pass's is 32 \(n = Xb.shape\[0\]\): the cell "
+            r"you ran as In\[\d+\] assigned n since \(a loop variable or a slip\); set it back \(run `n = "
+            r"Xb.shape\[0\]`\), then re-run the answer cells that read it and this check", line), line
         kernel.run("scratch", "n = Xb.shape[0]\n")
         kernel.run("dlogprobs")
         assert right(kernel.check("dlogprobs"))
+        # The ninth trial's T18: a loop variable n in an answer cell, named; exercise 4's checks never read the
+        # notebook's n
+        kernel.run("dlogprobs", CELLS["dlogprobs"] + "\nfor n in range(3):\n    pass\n")
+        line = kernel.check("dprobs")
+        assert re.search(r"your n is 2, .*: dlogprobs's cell \(In\[\d+\]\) assigned n since", line), line
+        assert "your n is" not in kernel.check("ex4_dC"), kernel.check("ex4_dC")
+        kernel.run("scratch", "n = Xb.shape[0]\n")
+        kernel.run("dlogprobs")
         # A parameter rebound in an answer cell (H): the check raised on the kernel's transposed W2.
         kernel.run("dh", "W2 = W2.T\ndh = dlogits @ W2\n")
         assert kernel.check("dh").startswith("dh             | not checked: your W2 is not the parameter the forward "
@@ -994,6 +1059,26 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
     answered(kernel, EX1)
 
 
+def trial9_a_small_error_that_grows_below_names_the_answer_it_comes_from(kernel):
+    """The ninth student trial's M24: eps left out of dbnvar is within the tolerance on the notebook's batch, and
+    in every answer down to dhprebn, and not in dW1 and dC, whose cells the grader gives full marks: both lines
+    were WRONG ('wrong values (max abs diff 1.04e-07)'), with the pointer to the reference."""
+    answered(kernel, EX1[:EX1.index("dbnvar")])
+    kernel.run("dbnvar", "dbnvar = -0.5 * bnvar**-1.5 * dbnvar_inv\n")
+    for cell in (*EX1[EX1.index("dbnvar") + 1:], "dembcat", "dW1", "db1", "demb", "dC"):
+        kernel.run(cell)
+    assert "WRONG" in kernel.check("dbnvar")
+    assert right(kernel.check("dhprebn"))
+    line = kernel.check("dW1")
+    assert line == ("dW1            | dbnvar above is wrong: its error reaches this cell through dhprebn, within the "
+                    "tolerance in every answer between (so their lines are right), larger here; with the true "
+                    "dhprebn this cell is right"), line
+    line = kernel.check("dC")
+    assert "WRONG" not in line and line.startswith("dC             | dbnvar above is wrong: its error reaches this "
+                                                   "cell through demb"), line
+    kernel.run("dbnvar")
+
+
 def test_scripted_student_sessions():
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does."""
@@ -1019,7 +1104,8 @@ def test_scripted_student_sessions():
                         trial_without_cell_ids_after_a_restart,
                         trial4_what_a_cell_did_is_told_as_it_happened,
                         trial5_a_stopped_cell_names_what_it_read_and_what_to_do,
-                        trial7_without_cell_ids_a_function_and_a_scratch_cell):
+                        trial7_without_cell_ids_a_function_and_a_scratch_cell,
+                        trial9_a_small_error_that_grows_below_names_the_answer_it_comes_from):
             session(kernel)
     finally:
         kernel.close()

@@ -642,15 +642,24 @@ class SelfCheck:
         sinks = frozenset(a.sink for a in self.exercise.answers if a.sink)
         seen = {count: (code, name) for name, (count, code, _) in _BOUND.items()} if "In" in (self.namespace or {}) \
             else {}
+        computed_from_itself = None
         for count in range(len(history) - 2, 0, -1):
             code, name = seen.get(count, (history[count], None))
             if not isinstance(code, str) or "check(" in code or name is None and not _assigns(code, names) \
                     or _given(code, sinks):
                 continue
             cells, guess = self.cells_at(count, code, name)
-            if answer.cell_id in cells:
-                return code, count, guess
-        return None
+            if answer.cell_id not in cells:
+                continue
+            uses = _first_uses(code, augmented=False)
+            if guess and uses is not None and answer.variable in uses[1]:
+                # `dx = dx * 2` computes the answer from itself: a scratch cell after the answer's own, which an
+                # earlier run that does not is (the ninth student trial's right answer judged as the scratch's
+                # NameError); the line of the value it left says that a cell reassigned the answer.
+                computed_from_itself = computed_from_itself or (code, count, guess)
+                continue
+            return code, count, guess
+        return computed_from_itself
 
     def cells_at(self, count: int, code: str, name: str | None = None) -> tuple[tuple[str, ...], bool]:
         """(the answer cells that ran as In[count], whether that is a guess): its id where the front end
@@ -661,6 +670,19 @@ class SelfCheck:
         if count in _IDS:
             return tuple(a.cell_id for a in self.exercise.answers if a.cell_id == _IDS[count])[:1], False
         cells = _cells_by_code(self.spec, code, name)
+        history = (self.namespace or {}).get("In") or []
+        following = history[count + 1] if count + 1 < len(history) else ""
+        checked = re.search(r"check\(\s*[\"']([^\"']+)[\"']", following if isinstance(following, str) else "")
+        answer = self.exercise.by_grade_id.get(checked.group(1)) if checked else None
+        if len(cells) == 1 and answer is not None and answer.cell_id not in cells and answer.kind != FUNCTION \
+                and self._variable_of(cells[0]) == answer.variable and not any(
+                    answer.cell_id in _cells_by_code(self.spec, other) for i, other in enumerate(history)
+                    if i != count and isinstance(other, str) and "check(" not in other):
+            # A cell of another answer by the same name, told by reading a gradient the checked one may not read
+            # (a fused exercise's `dy = dx.clone()`, dx an atomic step's gradient), whose check ran right after it,
+            # where no run of the checked answer's own cell is known: that cell with a mistake, as Run All shows
+            # it; a guess, said as one.
+            return (answer.cell_id,), True
         if len(cells) < 2 or len({self._variable_of(c) for c in cells}) > 1:
             # `dx = dx * 2` computes the answer from itself: a scratch cell more likely than the answer's own.
             uses = _first_uses(code, augmented=False)
@@ -670,10 +692,6 @@ class SelfCheck:
                  and (found := _saved_code(self.namespace, c)) is not None and _same_code(found[0], code)]
         if len(saved) == 1:
             return (saved[0],), False
-        history = (self.namespace or {}).get("In") or []
-        following = history[count + 1] if count + 1 < len(history) else ""
-        checked = re.search(r"check\(\s*[\"']([^\"']+)[\"']", following if isinstance(following, str) else "")
-        answer = self.exercise.by_grade_id.get(checked.group(1)) if checked else None
         fewest = min(cells, key=lambda c: len(self._answer_of_cell(c).upstream))
         if answer is not None and answer.cell_id in cells:
             # Still a guess where the check is of the answer whose one step's gradients the code never reads.
@@ -844,6 +862,9 @@ class SelfCheck:
                 return (f"{label} {verdict}: {answer.cell_id}'s cell as your saved notebook holds it, which is what "
                         f"the grader grades: {why}; the run judged right here (In[{other[1]}]) was other code: if "
                         f"that was another cell, put its code in {answer.cell_id}'s cell; else save the notebook")
+            unsaved = self._unsaved(answer)
+            if unsaved:
+                return f"{label} WRONG as saved: {unsaved} (your kernel's run of this cell: {right})"
             return f"{label} {right}{self._changes_others(answer)}{self._guessed(answer, right=True)}"
         other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
         if other:
@@ -945,6 +966,23 @@ class SelfCheck:
         return (f" — but {answer.cell_id}'s cell in your saved notebook is still blank ({answer.variable} = None), and "
                 "the grader grades the saved notebook: put your answer in that cell and save it")
 
+    def _unsaved(self, answer: Answer | None) -> str:
+        """Where the cell its front end named ran right, and the notebook's file holds that cell blank, or an
+        earlier attempt the grader finds wrong: the grader grades the file (the ninth student trial's fix run and
+        checked, never saved, graded 0), so the line is WRONG as saved. Without cell ids `line` says it of a cell
+        told by its code, with the saved cell's verdict."""
+        found = self.located(answer) if answer is not None and answer.kind != FUNCTION else None
+        if found is None or found[1] is not None or found[2] or self.namespace is None:
+            return ""
+        saved = _saved_code(self.namespace, answer.cell_id)
+        if saved is None or _same_code(saved[0], found[0]) or \
+                not _blank(saved[0]) and self._code_verdict(answer, saved[0]) is None:
+            return ""
+        held = "is still blank" if _blank(saved[0]) else \
+            "still holds an earlier attempt, which the grader finds wrong"
+        return (f"{answer.cell_id}'s cell in your saved notebook {held}, and the grader grades the saved notebook: "
+                "save it, then run this check again")
+
     def _saved_other(self, answer: Answer | None) -> tuple[str, int, bool] | None:
         """(the saved cell's code, the run judged, whether that run's code is another cell of the saved
         notebook) where the run was told by its code alone (no cell ids) and the saved notebook's cell holds
@@ -1044,6 +1082,17 @@ class SelfCheck:
             return self._failed(failures[CHAIN], failures.get(LOCAL)) + self._written_sizes(failures[CHAIN], source)
         if not comparison.passed and notebook is not None:
             chain = self._wrong_upstream(answer, source, notebook)
+            drifted = () if chain or failures.get(LOCAL) is not None else self._drifted(answer, source, notebook)
+            if drifted:
+                upstream, first = drifted[0], drifted[-1]
+                state = ("is not assigned (its cell never ran, or stopped with an error)"
+                         if first not in self.namespace else
+                         "is not attempted yet" if self.namespace[first] is None else "is wrong")
+                reaches = f"its error, within the tolerance in your {first}, is larger here" if len(drifted) == 1 \
+                    else (f"its error reaches this cell through {upstream}, within the tolerance in every answer "
+                          "between (so their lines are right), larger here")
+                return self._blocked(first, answer) or \
+                    f"{first} above {state}: {reaches}; with the true {upstream} this cell is right"
             if chain and answer.kind == FUSED:  # its upstream is the read-only cell's, never an earlier exercise's
                 state = "is not assigned" if chain[0] not in self.namespace else "is not autograd's"
                 return (f"{chain[0]} {state}: the read-only cell just above this answer sets it (autograd's value, so "
@@ -1203,8 +1252,13 @@ class SelfCheck:
         else:
             own = self.located(answer)
             cells, guess = self.cells_at(bound[0], bound[1], answer.variable)
-            if answer.cell_id in cells or own is None or own[1] is None or own[1] > bound[0]:
+            uses = _first_uses(bound[1], augmented=False)
+            itself = uses is not None and answer.variable in uses[1]  # `dx = dx * 2`: no answer's own cell
+            if answer.cell_id in cells and not itself or own is None or own[1] is None or own[1] >= bound[0]:
                 return None
+            if itself and answer.cell_id in cells:
+                return (f"the cell you ran as In[{bound[0]}] (it computes {answer.variable} from itself: a scratch "
+                        "cell?)")
         others = [a for a in self.exercise.answers if a.cell_id in cells and a.kind != FUNCTION]
         if not others:
             return f"the cell you ran as In[{bound[0]}]"
@@ -1235,6 +1289,36 @@ class SelfCheck:
                 else self.source(answer)
             if source is None:
                 return tuple(chain)
+
+    def _drifted(self, answer: Answer, source: str, case) -> tuple[str, ...]:
+        """Where every gradient the cell reads is within the tolerance of autograd's and its value is not: the
+        path from what it reads, through values off by less than the tolerance, to the first answer above that
+        is wrong (its value, or its code as the grader runs it), whose small error the cell's own arithmetic
+        made larger: a product summing over the batch (a normalization's eps left out of its variance's gradient
+        is within the tolerance on the notebook's batch, and down to the layer's input, and not in its weights').
+        Empty where none is."""
+        seen: set[str] = set()
+
+        def walk(answer: Answer, source: str) -> tuple[str, ...]:
+            for read in (g for g in reversed(answer.upstream) if g in _reads(source) and g not in seen):
+                seen.add(read)
+                compared = compare(self.namespace.get(read), case.truth[read], rtol=self.tolerance.rtol,
+                                   atol=self.tolerance.atol)
+                if not compared.passed:
+                    return (read,)
+                above = next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == read), None)
+                code = None if compared.status == Match.EXACT or above is None or self._reassigned(above) \
+                    else self.source(above)
+                if code is None:
+                    continue
+                if self._failures(above, code, case)[CHAIN] is not None:
+                    return (read,)
+                found = walk(above, code)
+                if found:
+                    return (read, *found)
+            return ()
+
+        return walk(answer, source)
 
     def training(self, *args, lr: float) -> None:
         """The exercise's whole-run check, `training(function, params, batches, lr=...)`: the same SGD
@@ -1434,11 +1518,11 @@ class NotebookCheck:
             copies = self._copies(answer, namespace)
             if copies:
                 return f"{label} WRONG: {copies}"
+            if answer.kind == FUNCTION:  # run in a namespace of its own, at sizes of its own: no size of the notebook's
+                return self._function_line(found, answer, namespace, answers, gradients_of)
             rebound = self._rebound_size(found.exercise, namespace)
             if rebound:
                 return f"{label} not checked: {rebound}"
-            if answer.kind == FUNCTION:
-                return self._function_line(found, answer, namespace, answers, gradients_of)
             tensor = namespace.get(answer.source)
             if any(not isinstance(namespace.get(p), torch.Tensor) for p in found.exercise.network.parameters):
                 return f"{label} not checked: {SETUP}"  # the forward pass's cell would stop too
@@ -1467,12 +1551,17 @@ class NotebookCheck:
                 # The grader runs each cell on the true gradients above it: a cell that stopped only for want of
                 # one is judged on its own code, as the grader judges it
                 if source is not None and not _blank(source) and found._code_verdict(answer, source) is None:
-                    return (f"{label} {answer.variable} is not assigned here, but this cell itself is right (as the "
-                            f"grader runs it, on the true gradients above it): {why}")
+                    unsaved = found._unsaved(answer)
+                    return (f"{label} {f'WRONG as saved: {unsaved}; and ' if unsaved else ''}{answer.variable} is not "
+                            f"assigned here, but this cell itself is right (as the grader runs it, on the true "
+                            f"gradients above it): {why}")
                 return f"{label} not checked: {answer.variable} is not assigned: {why}"
             elsewhere = self._assigns_instead(found, answer)
             if elsewhere:
-                return f"{label} not checked: {answer.variable} is not assigned: {elsewhere}"
+                # The cell its front end named: what the grader grades there, which finds no answer in it
+                told = found.located(answer)
+                verdict = "WRONG" if told is not None and told[1] is None and not told[2] else "not checked"
+                return f"{label} {verdict}: {answer.variable} is not assigned: {elsewhere}"
             if not verdict.endswith("| not attempted yet"):  # a note on the code as the grader runs it
                 return verdict
             return f"{label} not checked: {answer.variable} is not assigned: {self._unassigned(found, answer)}"
@@ -1493,9 +1582,14 @@ class NotebookCheck:
             except Exception:  # noqa: BLE001 - the forward pass not run yet: the other lines say what to run
                 continue
             if isinstance(expected, int) and expected != value:
-                return (f"your {size} is {value}, but the forward pass's is {expected} ({size} = {code}): a cell "
-                        f"assigned {size} since; set it back (run `{size} = {code}`), then re-run the answer cells "
-                        "that read it and this check")
+                history = namespace.get("In") or []
+                count = next((i for i in range(len(history) - 1, 0, -1) if isinstance(history[i], str)
+                              and _assigns(history[i], frozenset({size}))), None)
+                cell = "a cell" if count is None else f"{_IDS[count]}'s cell (In[{count}])" \
+                    if _IDS.get(count) in {a.cell_id for a in exercise.answers} else f"the cell you ran as In[{count}]"
+                return (f"your {size} is {value}, but the forward pass's is {expected} ({size} = {code}): {cell} "
+                        f"assigned {size} since (a loop variable or a slip); set it back (run `{size} = {code}`), then "
+                        "re-run the answer cells that read it and this check")
         # A parameter is a leaf the forward pass read; `W2 = W2.T` in an answer cell leaves a computed tensor
         rebound = [p for p in exercise.network.parameters
                    if isinstance(namespace.get(p), torch.Tensor) and not namespace[p].is_leaf]
