@@ -825,6 +825,14 @@ def test_a_fix_not_saved_and_exercise_2_reading_exercise_1_are_told_as_the_grade
         nbformat.write(nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4),
                        tmp_path / "mine.ipynb")  # saved
         assert right(kernel.check("dprobs")) and right(kernel.check("dcounts_sum_inv"))
+        # The trial's T24C: an answer cell deleted from a file the front end does not name is said, as where it does
+        nb = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
+        nb.cells = [c for c in nb.cells if c.get("id") != "dcounts_sum_inv"]
+        nbformat.write(nb, tmp_path / "mine.ipynb")
+        assert kernel.check("dcounts_sum_inv").startswith("dcounts_sum_inv| WRONG: your saved notebook has no "
+                                                          "dcounts_sum_inv answer cell (deleted?)")
+        nbformat.write(nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4),
+                       tmp_path / "mine.ipynb")
         # The trial's E206, without cell ids: exercise 2's cell reading exercise 1's dnorm_logits fits only exercise
         # 1's cell by its code, and its check ran right after it, exercise 2's cell never run otherwise: it is
         # exercise 2's, refused as the grader refuses it (the line said 'not run yet' after it ran).

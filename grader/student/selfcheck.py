@@ -459,16 +459,17 @@ def _saved_notebook(namespace: dict) -> tuple[tuple[tuple[str, str], ...], float
 
 
 def _only_notebook(namespace: dict) -> Path | None:
-    """The one notebook in the kernel's folder holding the exercise's answer cells, for the front ends that
-    name no file (the classic Notebook, nbclient): without it, a scratch cell run after a wrong answer cell
-    was judged as the answer (the grader grades the saved cell). None where there are several (a copy)."""
+    """The one notebook in the kernel's folder holding the exercise's answer cells (most of them: one deleted
+    is what the check must say), for the front ends that name no file (the classic Notebook, nbclient):
+    without it, a scratch cell run after a wrong answer cell was judged as the answer (the grader grades the
+    saved cell). None where there are several (a copy)."""
     settings = namespace.get("COURSE")
     if not isinstance(settings, dict):
         return None
     try:
         wanted = {a.cell_id for a in load(settings.get("exercise", DEFAULT)).answers}
         found = [p for p in sorted(Path.cwd().glob("*.ipynb"))[:20]
-                 if wanted <= {cell for cell, _ in _saved_cells(str(p), p.stat().st_mtime)}]
+                 if 2 * len(wanted & {cell for cell, _ in _saved_cells(str(p), p.stat().st_mtime)}) > len(wanted)]
         if len(found) != 1:
             return None
         # This kernel's notebook only if it ran one of the file's answer cells as saved: a notebook run from
