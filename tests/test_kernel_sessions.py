@@ -833,6 +833,21 @@ def test_a_fix_not_saved_and_exercise_2_reading_exercise_1_are_told_as_the_grade
                                                           "dcounts_sum_inv answer cell (deleted?)")
         nbformat.write(nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4),
                        tmp_path / "mine.ipynb")
+        # The trial's T61: manual_backward edited to a wrong one and saved, not run: WRONG with the saved function's
+        # verdict, as an atomic cell edited and saved is (it was "not checked")
+        for cell in ("setup_ex4_forward", "ex4_backward", "setup_ex4_check"):
+            kernel.run(cell)
+        assert right(kernel.check("ex4_dC"))
+        time.sleep(0.05)
+        nb = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
+        backward = next(c for c in nb.cells if c.get("id") == "ex4_backward")
+        mean = "num_classes=logits.shape[1])) / n\n"
+        assert mean in backward.source
+        backward.source = backward.source.replace(mean, "num_classes=logits.shape[1]))\n")
+        nbformat.write(nb, tmp_path / "mine.ipynb")
+        line = kernel.check("ex4_dC")
+        assert line.startswith("ex4_dC         | WRONG: ex4_backward's cell as your saved notebook holds it (edited "
+                               "after it last ran), which is what the grader grades: "), line
         # The trial's E206, without cell ids: exercise 2's cell reading exercise 1's dnorm_logits fits only exercise
         # 1's cell by its code, and its check ran right after it, exercise 2's cell never run otherwise: it is
         # exercise 2's, refused as the grader refuses it (the line said 'not run yet' after it ran).

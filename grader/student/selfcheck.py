@@ -1072,11 +1072,7 @@ class SelfCheck:
         if function:
             if source is None and not callable((self.namespace or {}).get(self.exercise.function_of(answer).name)):
                 return None  # never defined since the kernel started: the notebook check says which cell to run
-            ran = self._function_outcomes(answer, source)
-            outcomes = {case: per[answer.variable] for case, per in ran.items()}
-            failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
-                            hints=self.hints, public=True)
-            return None if failure is None else self._failed(failure) + self._written_sizes(failure, source)
+            return self._function_verdict(answer, source)
         notebook = self.notebook_case()
         failures = self._failures(answer, source, notebook)
         if failures[CHAIN] is not None:
@@ -1151,10 +1147,21 @@ class SelfCheck:
         """The grader's verdict on the cell as the saved notebook holds it, where it loses points: what the
         grader grades, whatever the kernel ran."""
         refusal = self._refusal(saved)
-        if refusal is not None or answer.kind == FUNCTION:
+        if refusal is not None:
             return refusal
+        if answer.kind == FUNCTION:
+            return self._function_verdict(answer, saved)
         failure = self._failures(answer, saved, self.notebook_case())[CHAIN]
         return None if failure is None else self._failed(failure) + self._written_sizes(failure, saved)
+
+    def _function_verdict(self, answer: Answer, source: str | None) -> str | None:
+        """The grader's verdict on a function's gradient, the function defined by `source` (None: the
+        notebook's), run on the self-check's batches in a namespace of its own."""
+        ran = self._function_outcomes(answer, source)
+        outcomes = {case: per[answer.variable] for case, per in ran.items()}
+        failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
+                        hints=self.hints, public=True)
+        return None if failure is None else self._failed(failure) + self._written_sizes(failure, source)
 
     def _blocked(self, first: str, checked: Answer) -> str | None:
         """When the first wrong answer upstream is not wrong but out of date (another cell reassigned it,
