@@ -764,7 +764,8 @@ def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code
     script = [*SETUP, *EX1[:16], ("dbnvar", typo), "check_dbnvar", "check_dbnvar_inv", "dbnvar_inv", "dbnvar",
               *EX1[17:], "dembcat", "dW1", "db1", "demb", "dC", ("ex2_dlogits", fused), "check_ex2_dlogits",
               "check_dlogits", "dW2", "check_dW2", "dlogits", "check_dlogits", "dW2", "check_dW2",
-              ("ex2_dlogits", fused), "check_dlogits"]
+              ("ex2_dlogits", fused), "check_dlogits", "dlogits", "dh",
+              ("dhpreact", "dhpreact = dh\ndhpreact *= 1.0 - h**2\n"), "setup_ex3_dhpreact", "check_dh"]
     steps = [(s, CELLS[s]) if isinstance(s, str) else s for s in script]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for _, code in steps])
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}"}
@@ -777,7 +778,7 @@ def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code
         if label.startswith("check_"):
             assert {(o.output_type, o.get("name")) for o in cell.outputs} == {("stream", "stdout")}, cell.outputs
             lines.append("".join(o.text for o in cell.outputs).rstrip("\n"))
-    dbnvar, dbnvar_inv, ex2, dlogits, dW2, dlogits_fixed, dW2_fixed, dlogits_after = lines
+    dbnvar, dbnvar_inv, ex2, dlogits, dW2, dlogits_fixed, dW2_fixed, dlogits_after, dh_changed = lines
     assert "WRONG" in dbnvar, dbnvar
     assert "WRONG" not in dbnvar_inv and "dbnvar's cell (a typo for dbnvar?) assigned dbnvar_inv after it ran; " \
            "re-run this cell" in dbnvar_inv, dbnvar_inv
@@ -792,6 +793,10 @@ def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code
     assert dlogits_after.startswith("dlogits        | WRONG") and "(judged on the cell you ran as In[" in \
         dlogits_after and "if that was another cell assigning the same name, re-run this cell, then this check" \
         in dlogits_after, dlogits_after
+    # The ninth trial's T09C: exercise 3's read-only cell binding dhpreact was taken for dhpreact's cell run again
+    # without the change, so the line said it "no longer does" change dh, which it still did
+    assert "dhpreact's cell changed it in place afterwards" in dh_changed and "no longer" not in dh_changed, \
+        dh_changed
 
 
 def test_a_fix_not_saved_and_exercise_2_reading_exercise_1_are_told_as_the_grader_grades_them(tmp_path):

@@ -392,7 +392,11 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
     inputs = gradients | {*network.intermediates, *network.parameters, *network.data}
     augmented = {id(n.target): n for n in _executed(tree) if isinstance(n, ast.AugAssign)}
     names = [n for n in _executed(tree) if isinstance(n, ast.Name)]
-    cells = (cell_id,) if cell_id else _cells_by_code(settings.get("exercise", DEFAULT), source)
+    # A read-only cell handing a fused answer autograd's gradient (`dx = x.grad.clone()`) is no answer's cell,
+    # though its code binds an answer's name: run, it fixes no answer cell's in-place change.
+    sinks = frozenset(a.sink for a in exercise.answers if a.sink)
+    cells = (cell_id,) if cell_id else () if _given(source, sinks) else \
+        _cells_by_code(settings.get("exercise", DEFAULT), source)
     own = {a.variable for a in exercise.answers if a.cell_id in cells}
     stored = {n.id for n in names if isinstance(n.ctx, ast.Store)} & gradients
     rebound = ({n.id for n in names if isinstance(n.ctx, ast.Store) and id(n) not in augmented} | own) & gradients
