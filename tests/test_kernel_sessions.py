@@ -827,6 +827,15 @@ def test_a_fix_not_saved_and_exercise_2_reading_exercise_1_are_told_as_the_grade
         assert line.startswith("dcounts_sum_inv| WRONG as saved: dcounts_sum_inv's cell in your saved notebook is "
                                "still blank, and the grader grades the saved notebook: save it, then run this check "
                                "again (your kernel's run of this cell: exact: "), line
+        # The trial's T25: another cell reassigning the answer, the file still blank there: not "this cell is
+        # right as the grader runs it" alone
+        kernel.run("scratch", "dcounts_sum_inv = 2 * dcounts_sum_inv\n")
+        line = kernel.check("dcounts_sum_inv")
+        assert line.startswith("dcounts_sum_inv| WRONG as saved: dcounts_sum_inv's cell in your saved notebook is "
+                               "still blank, and the grader grades the saved notebook: save it, then run this check "
+                               "again; and this cell is right as the grader runs it, but your dcounts_sum_inv is not "
+                               "its value: the cell you ran as In["), line
+        kernel.run("dcounts_sum_inv")
         nbformat.write(nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4),
                        tmp_path / "mine.ipynb")  # saved
         assert right(kernel.check("dprobs")) and right(kernel.check("dcounts_sum_inv"))

@@ -873,9 +873,10 @@ class SelfCheck:
             return f"{label} {right}{self._changes_others(answer)}{self._guessed(answer, right=True)}"
         other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
         if other:
-            return (f"{label} not checked: this cell is right as the grader runs it, but your {answer.variable} is "
-                    f"not its value: {other} assigned {answer.variable} after it ran; re-run this cell, then "
-                    "this check")
+            unsaved = self._unsaved(answer)
+            return (f"{label} {f'WRONG as saved: {unsaved}; and' if unsaved else 'not checked:'} this cell is right "
+                    f"as the grader runs it, but your {answer.variable} is not its value: {other} assigned "
+                    f"{answer.variable} after it ran; re-run this cell, then this check")
         stale = self._stale(answer) if answer is not None and answer.kind != FUNCTION else None
         if stale:
             return f"{label} {stale}"
