@@ -422,6 +422,19 @@ def test_a_function_s_shape_shown_from_the_notebook_sized_run_names_the_sizes_it
     assert "on the notebook-sized configuration;" in one_step.feedback, one_step.feedback
 
 
+@pytest.mark.parametrize("on_probe", [True, False])
+def test_an_answer_right_to_single_precision_is_told_its_dtype_not_a_slip(on_probe):
+    """The ninth student trial: `torch.zeros(shape)` and `.float()` answers were told a chain rule left out or batch
+    norm's eps, a search's guess at a float32 rounding. Said in words without digits, so a hidden configuration's
+    line keeps it."""
+    def single(c):
+        return SimpleNamespace(status="tensor", tensor=(c.truth["dz"] * (1 + 1e-4)).to(torch.float32), detail={})
+
+    failure = _judged(single, single if on_probe else None)
+    assert "your gradient is in single precision" in failure.feedback, failure.feedback
+    assert failure.mistake.startswith("your gradient is in single precision"), failure.mistake
+
+
 def test_a_constant_factor_seen_on_hidden_configurations_alone_is_named_without_its_value():
     failure = _judged(lambda c: SimpleNamespace(status="tensor", tensor=c.truth["dz"] * 9007.5, detail={}),
                       lambda c: SimpleNamespace(status="error", detail={"error_type": "ValueError", "error": "",
