@@ -1250,7 +1250,12 @@ class SelfCheck:
         changed = [g for g, then in ran[0].items()
                    if not (type(now := self.namespace.get(g)) is torch.Tensor and now.shape == then.shape
                            and torch.equal(now, then))]
-        return f"{', '.join(changed)} changed since it ran" if changed else None
+        if not changed:
+            return None
+        # Another cell's value under an answer's name (a fused exercise's cell assigns an atomic one's): named
+        above = self._atomic(changed[0])
+        other = self._reassigned(above) if above is not None and len(changed) == 1 else None
+        return f"{', '.join(changed)} changed since it ran" + (f" ({other} assigned it)" if other else "")
 
     def _reassigned(self, answer: Answer) -> str | None:
         """The other cell that bound the answer's name after its own cell ran (a fused exercise's answer
