@@ -12,6 +12,7 @@ import torch
 from exercises.tiny_relu import EXERCISE
 
 from grader.exercise import Exercise, Mistakes, Rule, Sizes
+from grader.judge import compare
 from grader.judge.compare import judge, outcome_text
 from grader.judge.diagnose import diagnose, name
 from grader.judge.exam import CHAIN, Case
@@ -366,6 +367,22 @@ def test_an_error_the_lecture_sized_run_raises_too_is_shown_from_there():
 def test_the_self_check_s_public_batches_show_their_own_details():
     failure = _judged(_error("KeyError", "'n9v5h4'", line=3), public=True)
     assert failure.feedback.startswith("KeyError on line 3: 'n9v5h4'"), failure.feedback
+    # Its line number is no size, although the tiny exercise's dim is 3 (a student trial's "NameError on line
+    # 6 ... (where n_embd=6)").
+    assert "dim=3" not in failure.feedback, failure.feedback
+
+
+@pytest.mark.parametrize("text, sizes", [
+    ("wrong only in rows 6, 16, 24, 28 (4 of 36), right in the others", ["n"]),
+    ("wrong only in columns 0, 4, 6, ... (29 of 36), right in the others", ["n"]),
+    ("right in 4 of 1134 entries, wrong in 6", []),
+    ("right on 2 of the 4 batches of the self-check and wrong on the others", []),
+    ("shape (36, 27), expected (27, 36): looks transposed", ["n", "vocab"]),
+    ("27 times too large", ["vocab"])])
+def test_a_line_names_the_sizes_it_quotes_as_shapes_totals_and_factors_not_positions_or_counts(text, sizes):
+    """A student trial's dC line quoted 'where block_size=4, n_embd=6' of 'rows 6, ... (4 of 36)'."""
+    case = SimpleNamespace(config=SimpleNamespace(sizes={"n": 36, "block_size": 4, "n_embd": 6, "vocab": 27}))
+    assert compare._quoted(case, text) == sizes
 
 
 @pytest.mark.parametrize("status, detail", [

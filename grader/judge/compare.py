@@ -294,9 +294,15 @@ def _configurations(cases, wrong_on, public: bool = False) -> str:
 NOTEBOOK = "your notebook's batch"
 
 
+# Numbers a line quotes that are no size: a line number, the positions of wrong rows or columns, how many
+# entries are wrong or right, how many batches ("wrong only in rows 6, 16 (2 of 36)" quotes the rows' count, 36).
+_NOT_SIZES = re.compile(r"\bline \d+|\b(?:rows|columns) \d+(?:, \d+)*(?:, \.\.\.)?|\b(?:right|wrong) (?:in|on) \d+"
+                        r"|\b\d+ of\b|\b\d+ (?:batch|hidden configuration)")
+
+
 def _quoted(case, text: str) -> list[str]:
-    """The names of `case`'s sizes whose values `text` quotes."""
-    quoted = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", text)}
+    """The names of `case`'s sizes whose values `text` quotes as a shape, a total or a factor."""
+    quoted = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", _NOT_SIZES.sub("", text))}
     return [k for k, v in case.config.sizes.items() if v in quoted]
 
 
