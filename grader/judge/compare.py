@@ -51,6 +51,24 @@ LOW_PRECISION = ("your gradient is in single precision (torch.zeros(shape), torc
                  "(torch.zeros_like(x), no .float())")
 
 
+# F.one_hot given no number of classes makes as many columns as the largest index it is given, plus one: a
+# batch that misses the last class gets a narrower tensor, so the cell fails on some batches and not on
+# others (right on 2 of the 3 batches), which by itself points nowhere.
+ONE_HOT_WIDTH = ("F.one_hot(...) given no number of classes is only as wide as the largest index in its batch, "
+                 "so a batch without the last class gets too few columns: pass num_classes= (the number of classes)")
+
+
+def _one_hot_unsized(code: str | None) -> bool:
+    """Whether the cell calls one_hot with its indices alone."""
+    try:
+        tree = ast.parse(code or "")
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "one_hot"
+               and len(node.args) < 2 and not any(k.arg == "num_classes" for k in node.keywords)
+               for node in ast.walk(tree))
+
+
 def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int | None = None) -> Comparison:
     """`n` is accepted and never read: grader 0.1's hidden suite, which existing courses still run,
     passes the batch size, once read by the hint for a factor of n (which now needs every configuration,
@@ -481,6 +499,9 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
         mistake = "; ".join(filter(None, [mistake, "depends on the lecture's sizes"]))
         zero = bool(probe.expected(answer, check).abs().max() <= tol.atol)
         feedback += _lecture_only(probe, zero)
+    elif kind != Match.BLANK and not named and _one_hot_unsized(code):
+        mistake = ONE_HOT_WIDTH
+        feedback += f"; {mistake}"
     elif kind != Match.BLANK and not named:
         feedback += _configurations(cases, wrong_on, public)
     if check != "chain":
