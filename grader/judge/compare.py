@@ -43,12 +43,11 @@ class Comparison:
 
 
 # An answer of a lower precision than its gradient's (float32 from torch.zeros(shape) or .float(), where the
-# forward pass is float64) is told as that, in words without digits (a hidden configuration's hints keep none),
-# where it is right to its own rounding, which sums over a batch make larger than a float64 tolerance.
+# forward pass is float64) is judged at its own precision: its rounding, which sums over a batch make larger
+# than a float64 tolerance, passed or failed that tolerance by the data (a right dC accumulated in float32 was
+# WRONG on one batch and right on the next), so a student's grade was a draw. Right to single precision is
+# right; a slip moves a gradient far more than this.
 LOW_PRECISION_RTOL = 1e-3
-LOW_PRECISION = ("your gradient is in single precision (torch.zeros(shape), torch.ones(shape) and .float() make "
-                 "one), whose rounding is larger than the tolerance: keep the forward pass's double precision "
-                 "(torch.zeros_like(x), no .float())")
 
 
 # F.one_hot given no number of classes makes as many columns as the largest index it is given, plus one: a
@@ -104,7 +103,9 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
     # thousands of comparisons. An answer equal or close to a finite expectation is finite.
     if torch.equal(got, want):
         return Comparison(Match.EXACT, "exact", 0.0)
-    if torch.allclose(got, want, rtol=rtol, atol=atol):
+    scale = want.abs().max().item() if want.numel() else 0.0
+    if torch.allclose(got, want, rtol=rtol, atol=atol) or answer.dtype.itemsize < expected.dtype.itemsize and \
+            torch.allclose(got, want, rtol=LOW_PRECISION_RTOL, atol=LOW_PRECISION_RTOL * scale + atol):
         return Comparison(Match.APPROXIMATE, "approximately equal", (got - want).abs().max().item())
     if not torch.isfinite(got).all():
         bad = (~torch.isfinite(got)).sum().item()
@@ -112,12 +113,6 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
         return Comparison(Match.WRONG, f"contains {kinds} ({bad} of {got.numel()} entries are not finite)",
                           aspect="finite")
     maxdiff = (got - want).abs().max().item() if got.numel() else 0.0
-    scale = want.abs().max().item() if want.numel() else 0.0
-    if answer.dtype.itemsize < expected.dtype.itemsize and \
-            torch.allclose(got, want, rtol=LOW_PRECISION_RTOL, atol=LOW_PRECISION_RTOL * scale + atol):
-        # Right to the rounding of its own dtype: a factor or a branch the search would find there is noise
-        return Comparison(Match.WRONG, f"wrong values (max abs diff {maxdiff:.3g})", maxdiff, (LOW_PRECISION,),
-                          "precision")
     hints = tuple(diagnose(got, want, rtol=rtol, atol=atol))
     return Comparison(Match.WRONG, f"wrong values (max abs diff {maxdiff:.3g})", maxdiff, hints, "values")
 
@@ -397,7 +392,6 @@ HIDDEN_ASPECT_TEXT = {
     "shape": "its shape is not the gradient's " + ON_HIDDEN,
     "finite": "contains NaN or inf " + ON_HIDDEN,
     "values": "wrong values " + ON_HIDDEN,
-    "precision": "wrong values " + ON_HIDDEN,
 }
 
 
@@ -472,9 +466,7 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
             # For a function's answer the catalogue names a fused step's mistake on every gradient it
             # reaches: more specific than a factor the search finds on one gradient, so it goes first there.
             first_catalogue = catalogue is not None and answer.kind == FUNCTION
-            if first.aspect == "precision":
-                mistake = LOW_PRECISION
-            elif first_catalogue:
+            if first_catalogue:
                 mistake = catalogue(case, tensor=outcomes[case.config.name].tensor) or ""
             # A factor found on hidden configurations alone is the student's code's choice, not shown.
             factor = public or any(c is probe for c, _ in tensors)

@@ -887,8 +887,7 @@ class SelfCheck:
         status = self._shape_slip() if comparison.status == Match.SQUEEZABLE else "WRONG"
         named = None
         case = self.notebook_case() if answer is not None and answer.kind != FUNCTION else None
-        if case is not None and comparison.maxdiff is not None and self.hints != "none" and \
-                comparison.aspect != "precision":  # right to its own rounding: what the hint says
+        if case is not None and comparison.maxdiff is not None and self.hints != "none":
             named = name_mistake([(case, manual)], answer, CHAIN, rtol, atol)
         hints = "" if self.hints == "none" else \
             "".join(f" — hint: {h}" for h in ([named] if named else comparison.hints))
