@@ -5,6 +5,7 @@ raise. No check cell may raise or write to stderr, and each line must say what i
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -834,8 +835,8 @@ def test_a_fix_not_saved_and_exercise_2_reading_exercise_1_are_told_as_the_grade
         line = kernel.check("dcounts_sum_inv")
         assert line.startswith("dcounts_sum_inv| WRONG as saved: dcounts_sum_inv's cell in your saved notebook is "
                                "still blank, and the grader grades the saved notebook: save it, then run this check "
-                               "again; and this cell is right as the grader runs it, but your dcounts_sum_inv is not "
-                               "its value: the cell you ran as In["), line
+                               "again (your kernel's run of this cell: not checked: this cell is right as the grader "
+                               "runs it, but your dcounts_sum_inv is not its value: the cell you ran as In["), line
         kernel.run("dcounts_sum_inv")
         nbformat.write(nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4),
                        tmp_path / "mine.ipynb")  # saved
@@ -879,6 +880,64 @@ def test_a_fix_not_saved_and_exercise_2_reading_exercise_1_are_told_as_the_grade
         assert line == ("dcounts        | not checked: this cell is right as the grader runs it, but your dcounts is "
                         "not its value: dnorm_logits's cell (a typo for dnorm_logits?) assigned dcounts after it ran; "
                         "re-run this cell, then this check"), line
+    finally:
+        kernel.close()
+
+
+def test_every_kind_of_line_says_what_the_saved_notebook_gets(tmp_path):
+    """The tenth student trial (JupyterLab, cell ids sent): lines that promised what the file does not get.
+    A half-credit line over a cell still blank in the file (D), a right run over a saved half-credit attempt
+    (H), "this cell itself is right" under a wrong answer above, the cell blank in the file (B), and exercise 4's
+    gradients and training run right in the kernel over the saved template of manual_backward (A: 86 lines of 16
+    scenarios said ok where the grader gave 0). Each is WRONG as saved, with the kernel's line beside it."""
+    released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
+    template = next(c.source for c in released.cells if c.get("id") == "ex4_backward")
+    nb = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
+    for cell in nb.cells:
+        cell.source = {"db1": "db1 = None  # TODO\n", "dcounts_sum_inv": "dcounts_sum_inv = None  # TODO\n",
+                       "ex4_backward": template}.get(cell.get("id"), cell.source)
+    nbformat.write(nb, tmp_path / "mine.ipynb")
+    shutil.copy(ROOT / "solutions" / "names.txt", tmp_path)
+    kernel = Kernel(tmp_path, CELLS)
+    try:
+        setup(kernel, full=True)
+        for cell in EX1:
+            kernel.run(cell)
+        half = "db1 = torch.zeros_like(b1)\n"
+        kernel.run("db1", half)
+        line = kernel.check("db1")
+        assert line.startswith("db1            | WRONG as saved: db1's cell in your saved notebook is still blank, and "
+                               "the grader grades the saved notebook: save it, then run this check again (your "
+                               "kernel's run of this cell: WRONG (the grader gives half its points"), line
+        next(c for c in nb.cells if c.get("id") == "db1").source = half
+        nbformat.write(nb, tmp_path / "mine.ipynb")  # saved: the half is now the file's
+        assert share_said(kernel.check("db1").partition("|")[2].strip()) == 0.5
+        kernel.run("db1")
+        line = kernel.check("db1")
+        assert line.startswith("db1            | WRONG as saved: db1's cell in your saved notebook still holds an "
+                               "earlier attempt, for which the grader gives half its points, and the grader grades "
+                               "the saved notebook: save it"), line
+        kernel.run("dprobs", "dprobs = 1.0 / probs\n")
+        kernel.run("dcounts_sum_inv")
+        line = kernel.check("dcounts_sum_inv")
+        assert line.startswith("dcounts_sum_inv| WRONG as saved: dcounts_sum_inv's cell in your saved notebook is "
+                               "still blank") and "(your kernel's run of this cell: dprobs above is wrong; with the " \
+            "true dprobs this cell is right)" in line, line
+        kernel.run("dprobs")
+        for cell in ("setup_ex4_forward", "ex4_backward", "setup_ex4_check"):
+            kernel.run(cell)
+        for grade_id in ("ex4_dC", "ex4_db1", "ex4_dbnbias"):
+            line = kernel.check(grade_id)
+            assert line.startswith(f"{grade_id:<15s}| WRONG as saved: ex4_backward's cell in your saved notebook is "
+                                   "still blank, and the grader grades the saved notebook: save it") and \
+                "(your kernel's run of this cell: exact: " in line, line
+        out, _, _ = kernel.run("check_ex4_training")
+        assert out.startswith("training       | WRONG as saved: ex4_backward's cell in your saved notebook is still "
+                              "blank") and "(your kernel's run of this cell: 50 steps match autograd" in out, out
+        nbformat.write(nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4),
+                       tmp_path / "mine.ipynb")  # saved: every line is the kernel's again
+        assert right(kernel.check("ex4_db1")) and right(kernel.check("db1"))
+        assert kernel.run("check_ex4_training")[0].startswith("training       | 50 steps match autograd"), out
     finally:
         kernel.close()
 
@@ -1041,6 +1100,20 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
             nbformat.write(nb, Path(folder) / "backprop_ninja-Copy1.ipynb")
             line = kernel.check("dbnmeani", send_id=False)
             assert right(line) and "saved notebook" not in line, line
+            # The ninth trial's T13C: never saved, the folder holding the released blank, one blank answer cell run
+            # as released: the blank is in every copy and tells no file, so the lines are those of the same
+            # notebook without the blank run (right), where 26 said "WRONG: ...'s cell as your saved notebook holds it".
+            os.remove(Path(folder) / "backprop_ninja-Copy1.ipynb")
+            shutil.copy(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", Path(folder))
+            for cell in ("dbnmeani", "dhpreact", "dprobs"):
+                kernel.run(cell, send_id=False)
+            blank = next(c.source for c in nbformat.read(Path(folder) / "backprop_ninja.ipynb", as_version=4).cells
+                         if c.get("id") == "dC")
+            kernel.run("dC", blank, send_id=False)
+            for grade_id in ("dprobs", "dW1", "dbnmeani"):
+                line = kernel.check(grade_id, send_id=False)
+                assert right(line) and "saved notebook" not in line, line
+            kernel.run("dC", send_id=False)
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n")
             kernel.run("dbnmeani", send_id=False)
@@ -1129,6 +1202,57 @@ def trial9_a_small_error_that_grows_below_names_the_answer_it_comes_from(kernel)
         kernel.run(cell)
 
 
+def trial10_without_cell_ids_a_notebook_never_saved(kernel):
+    """The tenth student trial, the classic Notebook (no cell ids, no file name), the notebook never saved: the
+    folder's file is the released blank, which the grader gives 0, and right lines said a plain ok (F); a right
+    answer cell, then a scratch cell assigning its name, was WRONG with no word of which run it judged (E); a
+    copy of an answer cell, run and saved, was "edited after it last ran: run it" (G). With cell ids and the
+    file named, a cell never written was "not run yet ... after a restart" (no restart had happened)."""
+    released = ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb"
+    kernel.restart()  # a kernel that has never been sent a cell id
+    here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(released, folder)
+        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        kernel.run("scratch", f"os.chdir({folder!r})\n", send_id=False)
+        try:
+            for cell in (*SETUP, *EX1[:EX1.index("dh") + 1]):
+                kernel.run(cell, send_id=False)
+            line = kernel.check("dh", send_id=False)
+            assert right(line) and line.endswith("; but backprop_ninja.ipynb in this folder holds dh's cell blank and "
+                                                 "none of the cells you ran: if it is your notebook, save it (the "
+                                                 "grader grades the saved file)"), line
+            kernel.run("scratch", "dcounts = counts_sum_inv * dprobs\n", send_id=False)
+            line = kernel.check("dcounts", send_id=False)
+            judged = r"\(judged on the cell you ran as In\[\d+\], the newest run that assigns dcounts; if that was"
+            assert "WRONG" in line and re.search(judged, line), line
+            kernel.run("dcounts", send_id=False)
+            assert right(kernel.check("dcounts", send_id=False))
+            # Saved, with a copy of dprobs's cell holding another attempt, which ran
+            nb = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
+            at = next(i for i, c in enumerate(nb.cells) if c.get("id") == "dprobs")
+            copy = nbformat.from_dict(json.loads(json.dumps(nb.cells[at])))
+            copy.source, copy.id = "dprobs = 1.0 / probs\n", "dprobs-copy"
+            nb.cells.insert(at + 1, copy)
+            kernel.run("dprobs", copy.source, send_id=False)
+            time.sleep(0.05)
+            nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
+            line = kernel.check("dprobs", send_id=False)
+            assert line.startswith("dprobs         | WRONG: your saved notebook holds 2 copies of the dprobs answer "
+                                   "cell"), line
+            kernel.run("dprobs", send_id=False)
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
+    # JupyterLab's kernel, the file named and still the released blank: a cell never written, never run, is not
+    # attempted yet, not "not run yet ... (after a restart ...)"
+    kernel.restart()
+    setup(kernel, full=True)
+    kernel.run("scratch", f"__session__ = {str(released)!r}\n")
+    assert kernel.check("dprobs") == "dprobs         | not attempted yet"
+    kernel.run("scratch", "del __session__\n")
+    answered(kernel, EX1)
+
+
 def test_scripted_student_sessions():
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does."""
@@ -1155,7 +1279,8 @@ def test_scripted_student_sessions():
                         trial4_what_a_cell_did_is_told_as_it_happened,
                         trial5_a_stopped_cell_names_what_it_read_and_what_to_do,
                         trial7_without_cell_ids_a_function_and_a_scratch_cell,
-                        trial9_a_small_error_that_grows_below_names_the_answer_it_comes_from):
+                        trial9_a_small_error_that_grows_below_names_the_answer_it_comes_from,
+                        trial10_without_cell_ids_a_notebook_never_saved):
             session(kernel)
     finally:
         kernel.close()

@@ -463,10 +463,29 @@ def _saved_notebook(namespace: dict) -> tuple[tuple[tuple[str, str], ...], float
 
 
 def _only_notebook(namespace: dict) -> Path | None:
-    """The one notebook in the kernel's folder holding the exercise's answer cells (most of them: one deleted
-    is what the check must say), for the front ends that name no file (the classic Notebook, nbclient):
-    without it, a scratch cell run after a wrong answer cell was judged as the answer (the grader grades the
-    saved cell). None where there are several (a copy)."""
+    """The one notebook in the kernel's folder holding the exercise's answer cells (`_folder_notebook`), for the
+    front ends that name no file (the classic Notebook, nbclient), where it is this kernel's: without it, a
+    scratch cell run after a wrong answer cell was judged as the answer (the grader grades the saved cell)."""
+    path = _folder_notebook(namespace)
+    if path is None:
+        return None
+    # This kernel's notebook only if it ran one of the file's answer cells as saved: a notebook run from
+    # elsewhere in the folder of another (the solved one beside the released blank) is not its file. A
+    # blank cell run as released is in every copy of the notebook: it tells no file (a never-saved
+    # notebook with one blank run was judged against the blank file, 26 right cells WRONG as saved, and
+    # without the blank run every line was right).
+    try:
+        wanted = {a.cell_id for a in load(namespace["COURSE"].get("exercise", DEFAULT)).answers}
+        ran = {code.strip() for code in namespace.get("In") or [] if isinstance(code, str)}
+        saved = _saved_cells(str(path), path.stat().st_mtime)
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+        return None
+    return path if any(cell in wanted and not _blank(code) and code.strip() in ran for cell, code in saved) else None
+
+
+def _folder_notebook(namespace: dict) -> Path | None:
+    """The one notebook in the kernel's folder holding most of the exercise's answer cells (one deleted is what
+    the check must say), this kernel's or not; None where there are several (a copy)."""
     settings = namespace.get("COURSE")
     if not isinstance(settings, dict):
         return None
@@ -474,15 +493,29 @@ def _only_notebook(namespace: dict) -> Path | None:
         wanted = {a.cell_id for a in load(settings.get("exercise", DEFAULT)).answers}
         found = [p for p in sorted(Path.cwd().glob("*.ipynb"))[:20]
                  if 2 * len(wanted & {cell for cell, _ in _saved_cells(str(p), p.stat().st_mtime)}) > len(wanted)]
-        if len(found) != 1:
-            return None
-        # This kernel's notebook only if it ran one of the file's answer cells as saved: a notebook run from
-        # elsewhere in the folder of another (the solved one beside the released blank) is not its file.
-        ran = {code.strip() for code in namespace.get("In") or [] if isinstance(code, str)}
-        saved = _saved_cells(str(found[0]), found[0].stat().st_mtime)
     except (OSError, ValueError, AttributeError, TypeError, KeyError):
         return None
-    return found[0] if any(cell in wanted and code.strip() in ran for cell, code in saved) else None
+    return found[0] if len(found) == 1 else None
+
+
+def _unconfirmed_blank(namespace: dict, found: SelfCheck, answer: Answer, whole: bool) -> str:
+    """Where no front end names the notebook's file and the folder's one notebook of the exercise is not known
+    to be this kernel's (no cell the kernel ran is in it as it ran, the state of a notebook never saved), and
+    holds the answer's cell blank: a note that it is blank there, said as the condition it is (the tenth
+    student trial's classic Notebook, never saved: `ok` lines over a file the grader gave 0)."""
+    if namespace.get("__session__") or namespace.get("__vsc_ipynb_file__") or _only_notebook(namespace) is not None:
+        return ""
+    path = _folder_notebook(namespace)
+    if path is None:
+        return ""
+    try:
+        saved = [code for cell, code in _saved_cells(str(path), path.stat().st_mtime) if cell == answer.cell_id]
+    except (OSError, ValueError):
+        return ""
+    if not saved or any(found._saved_share(answer, code, whole) >= 0 for code in saved):
+        return ""
+    return (f"; but {path.name} in this folder holds {answer.cell_id}'s cell blank and none of the cells you ran: "
+            "if it is your notebook, save it (the grader grades the saved file)")
 
 
 def _saved_answers(namespace: dict, cell_id: str) -> list[str] | None:
@@ -867,16 +900,11 @@ class SelfCheck:
                 return (f"{label} {verdict}: {answer.cell_id}'s cell as your saved notebook holds it, which is what "
                         f"the grader grades: {why}; the run judged right here (In[{other[1]}]) was other code: if "
                         f"that was another cell, put its code in {answer.cell_id}'s cell; else save the notebook")
-            unsaved = self._unsaved(answer)
-            if unsaved:
-                return f"{label} WRONG as saved: {unsaved} (your kernel's run of this cell: {right})"
             return f"{label} {right}{self._changes_others(answer)}{self._guessed(answer, right=True)}"
         other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
         if other:
-            unsaved = self._unsaved(answer)
-            return (f"{label} {f'WRONG as saved: {unsaved}; and' if unsaved else 'not checked:'} this cell is right "
-                    f"as the grader runs it, but your {answer.variable} is not its value: {other} assigned "
-                    f"{answer.variable} after it ran; re-run this cell, then this check")
+            return (f"{label} not checked: this cell is right as the grader runs it, but your {answer.variable} is not "
+                    f"its value: {other} assigned {answer.variable} after it ran; re-run this cell, then this check")
         stale = self._stale(answer) if answer is not None and answer.kind != FUNCTION else None
         if stale:
             return f"{label} {stale}"
@@ -972,22 +1000,49 @@ class SelfCheck:
         return (f" — but {answer.cell_id}'s cell in your saved notebook is still blank ({answer.variable} = None), and "
                 "the grader grades the saved notebook: put your answer in that cell and save it")
 
-    def _unsaved(self, answer: Answer | None) -> str:
-        """Where the cell its front end named ran right, and the notebook's file holds that cell blank, or an
-        earlier attempt the grader finds wrong: the grader grades the file (the ninth student trial's fix run and
-        checked, never saved, graded 0), so the line is WRONG as saved. Without cell ids `line` says it of a cell
-        told by its code, with the saved cell's verdict."""
-        found = self.located(answer) if answer is not None and answer.kind != FUNCTION else None
-        if found is None or found[1] is not None or found[2] or self.namespace is None:
+    def _unsaved(self, answer: Answer | None, share: float = 1.0, whole: bool = False) -> str:
+        """Where the answer's cell ran (told by its id, or by its code alone where the notebook's file is known)
+        and the file holds that cell blank, or an attempt the grader gives less than `share`, the share the
+        line says of the run: the grader grades the file, so the line is WRONG as saved. The ninth student
+        trial's fix, run and checked, never saved, was graded 0; the tenth's function fixed and not
+        saved, a half-credit line over a blank cell and "this cell itself is right" under a wrong answer above
+        each promised what the file does not get. `whole`: the line is the function's whole training run."""
+        found = self.located(answer) if answer is not None else None
+        if found is None or found[2] or self.namespace is None:
             return ""
         saved = _saved_code(self.namespace, answer.cell_id)
-        if saved is None or _same_code(saved[0], found[0]) or \
-                not _blank(saved[0]) and self._code_verdict(answer, saved[0]) is None:
+        if saved is None or _same_code(saved[0], found[0]):
             return ""
-        held = "is still blank" if _blank(saved[0]) else \
-            "still holds an earlier attempt, which the grader finds wrong"
-        return (f"{answer.cell_id}'s cell in your saved notebook {held}, and the grader grades the saved notebook: "
-                "save it, then run this check again")
+        got = self._saved_share(answer, saved[0], whole)
+        if got >= share:
+            return ""
+        held = "is still blank" if got < 0 else \
+            "still holds an earlier attempt, which the grader finds wrong" if got == 0 else \
+            f"still holds an earlier attempt, for which {_credit(got)}"
+        fix = "save it" if found[1] is None else \
+            (f"if the run judged here (In[{found[1]}]) was that cell, save the notebook; else put that run's code in "
+             f"{answer.cell_id}'s cell")
+        return f"{answer.cell_id}'s cell in your saved notebook {held}, and the grader grades the saved notebook: " \
+               f"{fix}, then run this check again"
+
+    def _saved_share(self, answer: Answer, saved: str, whole: bool = False) -> float:
+        """The share of the answer's points the grader gives the cell as saved: -1 where it answers nothing
+        (the released blank, or a function's template), for the words that say so. A function's `whole`
+        training run gets nothing where any gradient it returns is wrong."""
+        if _blank(saved):
+            return -1.0
+        if answer.kind != FUNCTION:  # both checks, as the grader scores them: a chain-only answer gets its share
+            if self._refusal(saved) is not None:
+                return 0.0
+            failures = self._failures(answer, saved, self.notebook_case())
+            if failures[CHAIN] is not None:
+                return share_said(self._failed(failures[CHAIN], failures.get(LOCAL))) or 0.0
+            return self.policy.chain_only_credit if failures.get(LOCAL) is not None else 1.0
+        answers = [a for a in self.exercise.answers if a.cell_id == answer.cell_id] if whole else [answer]
+        verdicts = [self._code_verdict(a, saved) for a in answers]
+        if all(v is not None and v.endswith("not attempted yet") for v in verdicts):
+            return -1.0
+        return min(1.0 if v is None else share_said(v) or 0.0 for v in verdicts)
 
     def _saved_other(self, answer: Answer | None) -> tuple[str, int, bool] | None:
         """(the saved cell's code, the run judged, whether that run's code is another cell of the saved
@@ -1014,6 +1069,11 @@ class SelfCheck:
             # name fits too, which the saved notebook's cell, holding other code, shows.
             saved = None if found[1] is None or found[1] in _IDS or self.namespace is None else \
                 _saved_code(self.namespace, answer.cell_id)
+            if saved is None and not right and found[1] is not None and self._ran_otherwise(answer, found):
+                # No file to tell by, and an earlier run with other code fits the cell too (the tenth trial's
+                # right answer cell, then a scratch cell assigning its name: the scratch's WRONG, said of no run)
+                return (f" (judged on the cell you ran as In[{found[1]}], the newest run that assigns "
+                        f"{answer.variable}; if that was another cell, re-run this cell, then this check)")
             if saved is None or _same_code(saved[0], found[0]):
                 return ""
             if right:
@@ -1025,6 +1085,14 @@ class SelfCheck:
                     "cell, then this check)")
         return "" if right else (f" (judged on the cell you ran as In[{found[1]}], taken by its code for this one; "
                                  "if that was another cell assigning the same name, re-run this cell, then this check)")
+
+    def _ran_otherwise(self, answer: Answer, found: tuple[str, int | None, bool]) -> bool:
+        """Whether the kernel's history holds an earlier run, with other code, that fits the answer's cell too."""
+        history = (self.namespace or {}).get("In") or []
+        names = _names_of(self.spec)
+        return any(isinstance(code, str) and "check(" not in code and _assigns(code, names)
+                   and not _same_code(code, found[0]) and answer.cell_id in self.cells_at(count, code)[0]
+                   for count, code in enumerate(history[:found[1]]) if count)
 
     def _autograd_changed(self, answer: Answer, expected: torch.Tensor, rtol: float, atol: float) -> str | None:
         """Autograd's gradient is not the notebook's forward pass's when a cell called backward() again
@@ -1347,14 +1415,16 @@ class SelfCheck:
         refused at its step. One line, naming the first step where the two part; it never raises, so
         Run All reaches the end. grader 0.1's notebooks pass their own forward first, which the
         exercise's network has replaced."""
+        print(self.training_line(*args, lr=lr))
+
+    def training_line(self, *args, lr: float) -> str:
         if len(args) == 4:
             args = args[1:]
-        label = f"{'training':<15s}|"
         try:
             line = self._training(*args, lr=lr)
         except Exception as exc:  # a check cell never raises, whatever the notebook handed it
             line = f"WRONG: the training check could not run: {type(exc).__name__}: {str(exc)[:300]}"
-        print(f"{label} {line}")
+        return f"{'training':<15s}| {line}"
 
     def _training(self, function, params, batches, *, lr: float) -> str:
         network = self.exercise.network
@@ -1522,6 +1592,31 @@ class NotebookCheck:
 
     def line(self, grade_id: str, namespace: dict, answers: str | None = None,
              gradients_of: str | None = None) -> str:
+        return self._as_saved(self._line(grade_id, namespace, answers, gradients_of), grade_id, namespace)
+
+    @staticmethod
+    def _as_saved(said: str, grade_id: str, namespace: dict, whole: bool = False) -> str:
+        """The line, WRONG as saved where the notebook's file holds the answer's cell blank, or an attempt
+        the grader gives less than the line says of the kernel's run: whatever the line found (right, half,
+        right under a wrong answer above), the grader grades the file. `whole`: the training run's line,
+        `grade_id` one of its function's answers."""
+        label, bar, text = said.partition("|")
+        text = text.strip()
+        share = share_said(text)
+        if not bar or not share or "saved notebook" in text:
+            return said
+        try:
+            found = _notebook_check(namespace)
+            answer = None if isinstance(found, str) else found.exercise.by_grade_id.get(grade_id)
+            unsaved = "" if answer is None else found._unsaved(answer, share, whole)
+        except Exception:  # noqa: BLE001 - a check cell never raises: the line as found
+            return said
+        if unsaved:
+            return f"{label}| WRONG as saved: {unsaved} (your kernel's run of this cell: {text})"
+        return said + _unconfirmed_blank(namespace, found, answer, whole) if answer is not None else said
+
+    def _line(self, grade_id: str, namespace: dict, answers: str | None = None,
+              gradients_of: str | None = None) -> str:
         label = f"{grade_id:<15s}|"
         try:
             found = _notebook_check(namespace)
@@ -1530,12 +1625,14 @@ class NotebookCheck:
             answer = found.exercise.by_grade_id.get(grade_id)
             if answer is None:
                 return f"{label} not checked: {grade_id} is not an answer of exercise {found.exercise.name}"
-            edited = found.edited(answer)
-            if edited:
-                return f"{label} {edited}"
+            # Copies first: whichever copy ran or was edited, the grader gives nothing (the tenth trial's copy run,
+            # saved, was told to be run again, which changes nothing)
             copies = self._copies(answer, namespace)
             if copies:
                 return f"{label} WRONG: {copies}"
+            edited = found.edited(answer)
+            if edited:
+                return f"{label} {edited}"
             if answer.kind == FUNCTION:  # run in a namespace of its own, at sizes of its own: no size of the notebook's
                 return self._function_line(found, answer, namespace, answers, gradients_of)
             rebound = self._rebound_size(found.exercise, namespace)
@@ -1550,8 +1647,12 @@ class NotebookCheck:
             if answer.variable in namespace:
                 return found.line(grade_id, namespace[answer.variable], tensor)
             if found.source(answer) is None:
+                misnamed = self._misnamed(found.exercise, answer, namespace)
+                saved = _saved_code(namespace, answer.cell_id)
+                if misnamed.startswith(": run its answer cell") and saved is not None and _blank(saved[0]):
+                    return f"{label} not attempted yet"  # the released blank, saved: nothing to run
                 return (f"{label} not run yet: {answer.variable} has not been assigned since the kernel started"
-                        f"{self._misnamed(found.exercise, answer, namespace)}")
+                        f"{misnamed}")
             verdict = found.line(grade_id, None, tensor)
             if "WRONG" in verdict:
                 return verdict
@@ -1569,10 +1670,8 @@ class NotebookCheck:
                 # The grader runs each cell on the true gradients above it: a cell that stopped only for want of
                 # one is judged on its own code, as the grader judges it
                 if source is not None and not _blank(source) and found._code_verdict(answer, source) is None:
-                    unsaved = found._unsaved(answer)
-                    return (f"{label} {f'WRONG as saved: {unsaved}; and ' if unsaved else ''}{answer.variable} is not "
-                            f"assigned here, but this cell itself is right (as the grader runs it, on the true "
-                            f"gradients above it): {why}")
+                    return (f"{label} {answer.variable} is not assigned here, but this cell itself is right (as the "
+                            f"grader runs it, on the true gradients above it): {why}")
                 return f"{label} not checked: {answer.variable} is not assigned: {why}"
             elsewhere = self._assigns_instead(found, answer)
             if elsewhere:
@@ -1824,7 +1923,8 @@ class NotebookCheck:
         if said:
             print(f"{'training':<15s}| {said}")
             return
-        found.training(namespace[function.name], namespace[start], namespace[batches], lr=lr)
+        line = found.training_line(namespace[function.name], namespace[start], namespace[batches], lr=lr)
+        print(self._as_saved(line, answer.grade_id, namespace, whole=True))
 
     @staticmethod
     def _missing(found: SelfCheck, function, name: str) -> str:
