@@ -326,7 +326,7 @@ def test_what_a_function_may_read_comes_from_its_declared_arguments(error_type, 
 TOL = SimpleNamespace(rtol=RTOL, atol=ATOL)
 
 
-def _judged(on_hidden, on_probe=None, grade_id: str = "dz", public: bool = False):
+def _judged(on_hidden, on_probe=None, grade_id: str = "dz", public: bool = False, code: str | None = None):
     """The judgement of outcomes `on_hidden(case)` on the tiny exercise's hidden configurations and
     `on_probe(case)` (else the right answer) on its lecture-sized one, with the digits of every hidden
     configuration's sizes that no public one has."""
@@ -335,7 +335,7 @@ def _judged(on_hidden, on_probe=None, grade_id: str = "dz", public: bool = False
     answer = exercise.by_grade_id[grade_id]
     right = lambda c: SimpleNamespace(status="tensor", tensor=c.truth["d" + answer.source], detail={})  # noqa: E731
     outcomes = {c.config.name: (on_hidden if c.config.scored else on_probe or right)(c) for c in cases}
-    return judge(outcomes, cases, answer, CHAIN, TOL, public=public)
+    return judge(outcomes, cases, answer, CHAIN, TOL, public=public, code=code)
 
 
 def _error(error_type: str, error: str, line: int = 1):
@@ -370,6 +370,20 @@ def test_the_self_check_s_public_batches_show_their_own_details():
     # Its line number is no size, although the tiny exercise's dim is 3 (a student trial's "NameError on line
     # 6 ... (where n_embd=6)").
     assert "dim=3" not in failure.feedback, failure.feedback
+
+
+def test_a_number_the_cell_writes_that_its_error_quotes_is_said():
+    """The tenth student trial's exercise 4: `.view(1, 200)` on the self-check's network of 54 hidden units raised
+    "shape '[1, 200]' is invalid for input of size 54", and nothing said that 200 was the cell's own number."""
+    raised = _error("RuntimeError", "shape '[1, 200]' is invalid for input of size 54", line=2)
+    failure = _judged(raised, public=True, code="dz = dy * 1.0\ndz = dz.view(1, 200)\n")
+    assert "your cell writes 200 as a number, which the error quotes: use the tensors' shapes" in failure.feedback, \
+        failure.feedback
+    # Not a number of the error's own, nor its line number, nor on a hidden configuration, whose message is not shown
+    assert "writes" not in _judged(raised, public=True, code="dz = dy.view(1, -1)\n").feedback
+    line_200 = _error("RuntimeError", "bad", line=200)
+    assert "writes" not in _judged(line_200, public=True, code="dz = dy[200:]\n").feedback
+    assert "writes" not in _judged(raised, code="dz = dz.view(1, 200)\n").feedback
 
 
 @pytest.mark.parametrize("text, sizes", [

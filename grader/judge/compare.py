@@ -368,6 +368,20 @@ def _may_write_sizes(code: str | None, exercise) -> bool:
     return any(isinstance(n, ast.Constant) and type(n.value) is int and n.value in written for n in ast.walk(tree))
 
 
+def _written_and_quoted(code: str | None, message: str) -> str:
+    """The numbers (above 2) a cell writes that its error's message quotes as a size: `.view(1, 200)` on a
+    network of 54 hidden units raises "shape '[1, 200]' is invalid", which says nothing of where 200 came
+    from (the notebook's own network has 200). Empty where there are none."""
+    try:
+        tree = ast.parse(code or "")
+    except SyntaxError:
+        return ""
+    written = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int and n.value > 2}
+    quoted = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", _NOT_SIZES.sub("", message))}
+    both = sorted(written & quoted)
+    return "" if not both else " and ".join(map(str, both)) + (" as numbers" if len(both) > 1 else " as a number")
+
+
 def _lecture_only(probe, zero: bool) -> str:
     """For an answer right on the lecture-sized probe alone: it hard-codes a lecture size. Where the gradient
     is all zeros there (b1 before batch norm), matching it says nothing of the answer's values (a student's
@@ -456,10 +470,11 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
     # The self-check's batches are public but not the student's: a size quoted from one says so.
     if isinstance(first, Failure):
         kind, feedback, mistake = first.kind, first.feedback, first.mistake
+        written = _written_and_quoted(code, feedback) if kind == "error" else ""
         feedback += _batch(case, probe, feedback) if public and kind == "error" else ""
         named = bool(mistake)
     else:
-        kind, mistake = first.status, ""
+        kind, mistake, written = first.status, "", ""
         if first.status == Match.WRONG and hints != "none":
             tensors = [(c, outcomes[c.config.name].tensor) for c in cases
                        if getattr(outcomes.get(c.config.name), "status", None) == "tensor"]
@@ -494,6 +509,9 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
     elif kind != Match.BLANK and not named and _one_hot_unsized(code):
         mistake = ONE_HOT_WIDTH
         feedback += f"; {mistake}"
+    elif kind != Match.BLANK and not named and written:
+        mistake = f"your cell writes {written}, which the error quotes: use the tensors' shapes"
+        feedback += f"; {mistake}" if hints != "none" else ""
     elif kind != Match.BLANK and not named:
         feedback += _configurations(cases, wrong_on, public)
     if check != "chain":

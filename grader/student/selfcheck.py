@@ -1233,7 +1233,7 @@ class SelfCheck:
         ran = self._function_outcomes(answer, source)
         outcomes = {case: per[answer.variable] for case, per in ran.items()}
         failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
-                        hints=self.hints, public=True)
+                        hints=self.hints, public=True, code=source)
         return None if failure is None else self._failed(failure) + self._written_sizes(failure, source)
 
     def _blocked(self, first: str, checked: Answer) -> str | None:
