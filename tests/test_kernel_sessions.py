@@ -969,8 +969,8 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
             kernel.run("scratch", f"globals().pop({cell!r}, None)\n")
             assert kernel.run(cell)[2] is not None, cell
         line = kernel.check("dcounts_sum_inv")
-        assert line == ("dcounts_sum_inv| dlogprobs above is not attempted yet (dprobs, computed from it, is wrong "
-                        "too); with the true dprobs this cell is right"), line
+        assert line == ("dcounts_sum_inv| dlogprobs above is not attempted yet (dprobs, below it, is not assigned "
+                        "either); with the true dprobs this cell is right"), line
         # The saved notebook as the grader will read it: a deleted answer cell, a copy with other code, a copy
         # of the same code, and a file a `git pull` left unreadable (C, D and L of the trial).
         answered(kernel, EX1[:10])

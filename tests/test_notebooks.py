@@ -263,6 +263,9 @@ def test_run_all_reaches_every_check_when_answer_cells_raise(tmp_path):
     for c in answer_cells(nb):
         if nbgrader_id(c) == "dnorm_logits":
             c.source = "dnorm_logits = (dcounts * counts\n"
+        elif nbgrader_id(c) == "dC":  # assigns dC before it stops, reading demb
+            c.source = ("dC = torch.zeros_like(C)\nfor i in range(Xb.shape[0]):\n    for j in range(Xb.shape[1]):\n"
+                        "        dC[Xb[i, j]] += demb[i, j]\n")
         elif nbgrader_id(c) == "ex4_backward":
             c.source = c.source.replace("    n = Xb.shape[0]\n", "    n = Xb.shape[0]\n    raise IndexError('oops')\n")
     ran = _execute(nb, tmp_path / STUB_PATH.parent.name)
@@ -272,6 +275,11 @@ def test_run_all_reaches_every_check_when_answer_cells_raise(tmp_path):
     lines = self_check_lines(ran)
     assert labels(lines) == CHECK_LABELS, lines
     assert "manual_backward raised IndexError: oops" in stdout(cell(ran, "setup_ex4_check"))
+    # The tenth student trial: every line below the syntax error names its cell, dC's too, whose cell assigned
+    # dC before it stopped (it named demb, the nearest answer not assigned)
+    by_label = dict(zip(labels(lines), lines, strict=True))
+    for label in ("dh", "dW1", "dC"):
+        assert "dnorm_logits" in by_label[label] and "WRONG" not in by_label[label], by_label[label]
 
 
 @pytest.mark.slow

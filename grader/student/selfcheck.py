@@ -1176,9 +1176,12 @@ class SelfCheck:
                 state = ("is not assigned (its cell never ran, or stopped with an error)"
                          if first not in self.namespace else
                          "is not attempted yet" if self.namespace[first] is None else "is wrong")
+                unassigned = all(self.namespace.get(g) is None for g in chain)
+                below = ", ".join(reversed(chain[:-1])) if len(chain) <= 4 else \
+                    f"{upstream} and the {len(chain) - 2} answers between"
                 between = "" if len(chain) == 1 else \
-                    f" ({', '.join(reversed(chain[:-1]))}, computed from it, {'is' if len(chain) == 2 else 'are'} " \
-                    "wrong too)"
+                    f" ({below}, below it, {'is' if len(chain) == 2 else 'are'} not assigned either)" if unassigned \
+                    else f" ({below}, computed from it, {'is' if len(chain) == 2 else 'are'} wrong too)"
                 note = f"{first} above {state}{between}; with the true {upstream} this cell is right"
                 judged = self.located(self._atomic(first)) if self._atomic(first) is not None else None
                 if judged is not None and judged[2] and state == "is wrong":
@@ -1370,9 +1373,19 @@ class SelfCheck:
                 return tuple(chain)
             chain.append(wrong)
             answer = next((a for a in self.exercise.answers if a.kind == ATOMIC and a.variable == wrong), None)
+            if answer is not None and self.namespace.get(wrong) is None:
+                # Not assigned: where its cell ran and stopped, for want of what it reads, up to the first answer
+                # that holds nothing (Run All past a syntax error three cells up named the nearest answer, on the
+                # line of a cell that assigned its own before it stopped); a cell that never ran (after a restart)
+                # is the one to run
+                while self.source(answer) is not None and (blank := next(
+                        (g for g in reversed(answer.upstream) if g not in chain and self.namespace.get(g) is None
+                         and self._atomic(g) is not None), None)):
+                    chain.append(blank)
+                    answer = self._atomic(blank)
+                return tuple(chain)
             # A value another cell bound (a fused exercise's cell reusing the name) is not what its own cell read.
-            source = None if answer is None or wrong not in self.namespace or self._reassigned(answer) is not None \
-                else self.source(answer)
+            source = None if answer is None or self._reassigned(answer) is not None else self.source(answer)
             if source is None:
                 return tuple(chain)
 
