@@ -271,8 +271,8 @@ def test_an_overwriting_lookup_gradient_is_named_from_the_step_s_code():
     # The rule table's slip of the lookup says it; the search's own sentence (in the exercise's words for
     # the index) is for an exercise the rule table cannot derive.
     assert named(tiny(), "dE", overwrites) == \
-        "your dE keeps one use of each index repeated in X: an indexed assignment (= or +=) overwrites where all its " \
-        "uses must add up (index_add)"
+        "your dE keeps one use of each index repeated in X: an indexed assignment (=, or += with a whole tensor of " \
+        "indices) overwrites where all its uses must add up (+= one index at a time, or index_add)"
 
 
 def test_an_elementwise_slip_is_named_by_the_exercise_s_rule_else_by_the_rule_table():

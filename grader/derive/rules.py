@@ -1176,8 +1176,9 @@ def index(site: Site, op: Op) -> list[Edge]:
                      f"the lookup copies a row of {_words(x)} for every entry of {code(idx)}: add each gradient "
                      "back into its row (index_add), so a repeated index sums all its uses", (),
                      index_slips=(("index-overwrite", f"keeps one use of each index repeated in {code(idx)}: an "
-                                                      "indexed assignment (= or +=) overwrites where all its uses "
-                                                      "must add up (index_add)", site.g, selector),))]
+                                                      "indexed assignment (=, or += with a whole tensor of indices) "
+                                                      "overwrites where all its uses must add up (+= one index at a "
+                                                      "time, or index_add)", site.g, selector),))]
     if not isinstance(x, ast.Name):
         raise ctx.no_rule(site.node, "indexing an expression (name it on a line of its own)")
     unique = not tensors or (
