@@ -691,7 +691,7 @@ def trial4_what_a_cell_did_is_told_as_it_happened(kernel):
     line = kernel.check("dhpreact")
     assert line == ("dhpreact       | not checked: dhpreact is not assigned: its answer cell stopped with an error "
                     "when it last ran, on the values above it then; as the grader runs it (with the true upstream "
-                    "gradients) this cell itself is right: run it again once the answers above it are right"), line
+                    "gradients) this cell itself is right: what it reads is right now: run it again"), line
     assert share_said(line.partition("|")[2].strip()) == 1.0
 
     answered(kernel, EX1[:8])
@@ -924,6 +924,22 @@ def test_every_kind_of_line_says_what_the_saved_notebook_gets(tmp_path):
                                "still blank") and "(your kernel's run of this cell: dprobs above is wrong; with the " \
             "true dprobs this cell is right)" in line, line
         kernel.run("dprobs")
+        # The eleventh trial's F3: a scratch cell setting a right answer to None was "not attempted yet"
+        kernel.run("scratch", "dprobs = None\n")
+        line = kernel.check("dprobs")
+        assert line.startswith("dprobs         | not checked: this cell is right as the grader runs it, but your "
+                               "dprobs is None: the cell you ran as In["), line
+        kernel.run("dprobs")
+        # F8: a float32 dlogits, accepted, stops dh's product; dh's line sent the student round the answers above
+        kernel.run("dlogits", CELLS["dlogits"].replace("### END SOLUTION", "dlogits = dlogits.float()\n"))
+        kernel.run("scratch", "del dh\n")
+        assert kernel.run("dh", "dh = dlogits @ W2.T\n")[2] == "RuntimeError"
+        line = kernel.check("dh")
+        assert "dlogits above is torch.float32, where logits is torch.float64" in line, line
+        kernel.run("dlogits")
+        line = kernel.check("dh")  # fixed above, dh's cell not run again
+        assert "what it reads is right now: run it again" in line, line
+        kernel.run("dh")
         for cell in ("setup_ex4_forward", "ex4_backward", "setup_ex4_check"):
             kernel.run(cell)
         for grade_id in ("ex4_dC", "ex4_db1", "ex4_dbnbias"):
@@ -1219,9 +1235,10 @@ def trial10_without_cell_ids_a_notebook_never_saved(kernel):
             for cell in (*SETUP, *EX1[:EX1.index("dh") + 1]):
                 kernel.run(cell, send_id=False)
             line = kernel.check("dh", send_id=False)
-            assert right(line) and line.endswith("; but backprop_ninja.ipynb in this folder holds dh's cell blank and "
-                                                 "none of the cells you ran: if it is your notebook, save it (the "
-                                                 "grader grades the saved file)"), line
+            note = (r"; but backprop_ninja.ipynb in this folder holds dh's cell blank and none of the cells you ran: "
+                    r"if it is your notebook, make sure the run judged here \(In\[\d+\]\) is dh's own cell, then save "
+                    r"it \(the grader grades that cell as saved\)$")
+            assert right(line) and re.search(note, line), line
             kernel.run("scratch", "dcounts = counts_sum_inv * dprobs\n", send_id=False)
             line = kernel.check("dcounts", send_id=False)
             judged = r"\(judged on the cell you ran as In\[\d+\], the newest run that assigns dcounts; if that was"
@@ -1241,6 +1258,33 @@ def trial10_without_cell_ids_a_notebook_never_saved(kernel):
             assert line.startswith("dprobs         | WRONG: your saved notebook holds 2 copies of the dprobs answer "
                                    "cell"), line
             kernel.run("dprobs", send_id=False)
+            # The eleventh trial, the file saved and known: F2, a wrong dprobs cell saved, a right scratch cell run
+            # after it, was "edited after it last ran"; F4, a saved half-credit dlogits fixed and run, not saved, was
+            # a plain ok with a note; F5, db2's cell saved blank, a half-credit run, announced half (the file: 0)
+            nb = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
+            half = "dlogits = dnorm_logits.clone()\n"
+            for c in nb.cells:
+                c.source = {"dprobs": "dprobs = 1.0 / probs\n", "dlogits": half,
+                            "db2": "db2 = None  # TODO\n"}.get(c.get("id"), c.source)
+            kernel.run("dprobs", "dprobs = 1.0 / probs\n", send_id=False)
+            kernel.run("scratch", "dprobs = (1.0 / probs) * dlogprobs\n", send_id=False)
+            kernel.run("dlogits", half, send_id=False)
+            time.sleep(0.05)
+            nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
+            line = kernel.check("dprobs", send_id=False)
+            assert line.startswith("dprobs         | WRONG: dprobs's cell as your saved notebook holds it, which is "
+                                   "what the grader grades: ") and "edited" not in line, line
+            kernel.run("dlogits", send_id=False)
+            line = kernel.check("dlogits", send_id=False)
+            assert line.startswith("dlogits        | WRONG (the grader gives half its points): dlogits's cell as "
+                                   "your saved notebook holds it, which is what the grader grades: "), line
+            kernel.run("db2", "db2 = dlogits.sum(0, keepdim=True)\n", send_id=False)
+            line = kernel.check("db2", send_id=False)
+            assert line.startswith("db2            | WRONG as saved: db2's cell in your saved notebook is still "
+                                   "blank") and "(your kernel's run of this cell: WRONG (right values, wrong shape; " \
+                "the grader gives half" in line, line
+            for cell in ("dprobs", "db2"):
+                kernel.run(cell, send_id=False)
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
     # JupyterLab's kernel, the file named and still the released blank: a cell never written, never run, is not

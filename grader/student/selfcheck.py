@@ -514,8 +514,12 @@ def _unconfirmed_blank(namespace: dict, found: SelfCheck, answer: Answer, whole:
         return ""
     if not saved or any(found._saved_share(answer, code, whole) >= 0 for code in saved):
         return ""
+    found_run = found.located(answer)
+    run = f" the run judged here (In[{found_run[1]}]) is {answer.cell_id}'s own cell," \
+        if found_run is not None and found_run[1] is not None else ""
     return (f"; but {path.name} in this folder holds {answer.cell_id}'s cell blank and none of the cells you ran: "
-            "if it is your notebook, save it (the grader grades the saved file)")
+            f"if it is your notebook, make sure{run or ' your answer is in its own cell'} then save it (the grader "
+            "grades that cell as saved)")
 
 
 def _saved_answers(namespace: dict, cell_id: str) -> list[str] | None:
@@ -863,6 +867,14 @@ class SelfCheck:
         # grader judges it: by running the cell.
         wrong = self._as_graded(answer, comparison) if answer is not None else None
         if comparison.status == Match.BLANK and (wrong is None or wrong.endswith(": not attempted yet")):
+            source = self.source(answer) if wrong is None and answer is not None and answer.kind != FUNCTION else None
+            other = self._reassigned(answer) if source is not None and not _blank(source) else None
+            if other:  # a right cell whose name a later cell set to None (`dx = None` in a scratch cell)
+                return (f"{label} not checked: this cell is right as the grader runs it, but your {answer.variable} is "
+                        f"None: {other} assigned {answer.variable} after it ran; re-run this cell, then this check")
+            if source is not None and not _blank(source):  # its `dx = None  # TODO` line ran, then it stopped
+                why = NotebookCheck._unassigned(self, answer)
+                return f"{label} not checked: {answer.variable} is not assigned: {why}"
             return f"{label} not attempted yet"
         unrun = self._not_run(answer) if answer is not None and answer.kind != FUNCTION else None
         if unrun:
@@ -895,8 +907,10 @@ class SelfCheck:
                 return f"{label} WRONG as saved:{blank.removeprefix(' — but')} (your kernel's value: {right})"
             other = self._saved_other(answer)
             saved_wrong = self._code_verdict(answer, other[0]) if other is not None else None
-            if saved_wrong is not None:
-                verdict, _, why = saved_wrong.partition(": ")
+            share = self._saved_share(answer, other[0]) if other is not None and saved_wrong is None else 1.0
+            if saved_wrong is not None or share < 1:  # a chain-only half is no CHAIN failure: its share says it
+                verdict, _, why = (saved_wrong or f"WRONG ({_credit(share)}): right with the upstream gradients "
+                                                  "given, not as one backward step").partition(": ")
                 return (f"{label} {verdict}: {answer.cell_id}'s cell as your saved notebook holds it, which is what "
                         f"the grader grades: {why}; the run judged right here (In[{other[1]}]) was other code: if "
                         f"that was another cell, put its code in {answer.cell_id}'s cell; else save the notebook")
@@ -979,6 +993,11 @@ class SelfCheck:
         saved = _saved_code(self.namespace, cell)
         ran_at = _RAN_AT.get(cell if found[1] is None else found[1])
         if saved is None or ran_at is None or saved[1] <= ran_at or _same_code(saved[0], found[0]):
+            return None
+        if found[1] is not None and found[1] not in _IDS and any(
+                isinstance(code, str) and _same_code(code, saved[0]) for code in (self.namespace.get("In") or [])):
+            # Told by its code alone, and the saved code ran too: not an edit, but another cell (a scratch cell
+            # taken for this one) that ran after it (the eleventh trial's "edited after it last ran", not so)
             return None
         after = " and the cell after it, which calls it" if answer.kind == FUNCTION else ""
         wrong = self._code_verdict(answer, saved[0])
@@ -1616,8 +1635,8 @@ class NotebookCheck:
         label, bar, text = said.partition("|")
         text = text.strip()
         share = share_said(text)
-        if not bar or not share or "saved notebook" in text:
-            return said
+        if not bar or not share or "WRONG as saved" in text or "as your saved notebook holds it" in text:
+            return said  # a line whose verdict is the file's already
         try:
             found = _notebook_check(namespace)
             answer = None if isinstance(found, str) else found.exercise.by_grade_id.get(grade_id)
@@ -1780,9 +1799,25 @@ class NotebookCheck:
         if uses is not None and answer.variable in uses[0] and not _blank(source):
             # The line found nothing wrong with it: run as the grader runs it, it is right, and what stopped it
             # was a value above it then (a shape a wrong answer gave), which a note names while still wrong.
-            return ("its answer cell stopped with an error when it last ran, on the values above it then; as the "
-                    "grader runs it (with the true upstream gradients) this cell itself is right: run it again "
-                    "once the answers above it are right")
+            said = ("its answer cell stopped with an error when it last ran, on the values above it then; as the "
+                    "grader runs it (with the true upstream gradients) this cell itself is right: ")
+            reads = [g for g in answer.upstream if g in _reads(source)]
+            namespace, case = found.namespace or {}, found.notebook_case()
+            # An answer above in another dtype than its tensor's, right to its own precision (accepted), stops a
+            # product with a float64 tensor here, and every line above it is right (the eleventh trial's circle)
+            other = next((g for g in reads if isinstance(namespace.get(g), torch.Tensor)
+                          and isinstance(namespace.get(g[1:]), torch.Tensor)
+                          and namespace[g].dtype != namespace[g[1:]].dtype), None)
+            if other is not None:
+                return (f"{said}{other} above is {namespace[other].dtype}, where {other[1:]} is "
+                        f"{namespace[other[1:]].dtype}, and a product of the two stops (its line accepts it, right "
+                        f"to its precision): make {other} in {other[1:]}'s dtype (no .float(); torch.zeros_like), "
+                        f"then run the cells from {other}'s down to this one")
+            if case is not None and reads and all(
+                    g in case.truth and compare(namespace.get(g), case.truth[g], rtol=found.tolerance.rtol,
+                                                atol=found.tolerance.atol).passed for g in reads):
+                return f"{said}what it reads is right now: run it again"
+            return f"{said}run it again once the answers above it are right"
         return "its answer cell stopped with an error when it last ran; run the cells above it, then it"
 
     @staticmethod
