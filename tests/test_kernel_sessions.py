@@ -79,9 +79,9 @@ def check_cells_before_the_setup_and_after_a_restart_say_what_to_run(kernel):
         kernel.run("other-notebook", CELLS["dlogprobs"])
         line = kernel.check("dlogprobs")
         # The eighth trial: that line had no WRONG, and a line without WRONG is one the grader accepts
-        assert line.startswith("dlogprobs      | WRONG as saved: dlogprobs's cell in your saved notebook is still "
-                               "blank (dlogprobs = None), and the grader grades the saved notebook: put your answer "
-                               "in that cell and save it (your kernel's value: exact: True"), line
+        assert line.startswith("dlogprobs      | exact: True") and line.endswith(
+            " — but WRONG as saved: dlogprobs's cell in your saved notebook is still blank (dlogprobs = None), and the "
+            "grader grades the saved notebook: put your answer in that cell and save it"), line
         kernel.run("scratch", "del __session__, dlogprobs\n")
 
 
@@ -820,23 +820,23 @@ def test_a_fix_not_saved_and_exercise_2_reading_exercise_1_are_told_as_the_grade
         assert "WRONG" in kernel.check("dprobs")
         kernel.run("dprobs")
         line = kernel.check("dprobs")
-        assert line == ("dprobs         | WRONG as saved: dprobs's cell in your saved notebook still holds an "
-                        "earlier attempt, which the grader finds wrong, and the grader grades the saved notebook: save "
-                        "it, then run this check again (your kernel's run of this cell: exact: True  | approximate: "
-                        "True  | maxdiff: 0 | shape (32, 27) ok)"), line
+        assert line == ("dprobs         | exact: True  | approximate: True  | maxdiff: 0 | shape (32, 27) ok — "
+                        "but WRONG as saved: dprobs's cell in your saved notebook still holds an earlier attempt, "
+                        "which the grader finds wrong, and the grader grades the saved notebook: save it, then run "
+                        "this check again"), line
         kernel.run("dcounts_sum_inv")
         line = kernel.check("dcounts_sum_inv")
-        assert line.startswith("dcounts_sum_inv| WRONG as saved: dcounts_sum_inv's cell in your saved notebook is "
-                               "still blank, and the grader grades the saved notebook: save it, then run this check "
-                               "again (your kernel's run of this cell: exact: "), line
+        assert line.startswith("dcounts_sum_inv| exact: ") and line.endswith(
+            " — but WRONG as saved: dcounts_sum_inv's cell in your saved notebook is still blank, and the grader "
+            "grades the saved notebook: save it, then run this check again"), line
         # The trial's T25: another cell reassigning the answer, the file still blank there: not "this cell is
         # right as the grader runs it" alone
         kernel.run("scratch", "dcounts_sum_inv = 2 * dcounts_sum_inv\n")
         line = kernel.check("dcounts_sum_inv")
-        assert line.startswith("dcounts_sum_inv| WRONG as saved: dcounts_sum_inv's cell in your saved notebook is "
-                               "still blank, and the grader grades the saved notebook: save it, then run this check "
-                               "again (your kernel's run of this cell: not checked: this cell is right as the grader "
-                               "runs it, but your dcounts_sum_inv is not its value: the cell you ran as In["), line
+        assert line.startswith("dcounts_sum_inv| not checked: this cell is right as the grader runs it, but your "
+                               "dcounts_sum_inv is not its value: the cell you ran as In[") and line.endswith(
+            " — but WRONG as saved: dcounts_sum_inv's cell in your saved notebook is still blank, and the grader "
+            "grades the saved notebook: save it, then run this check again"), line
         kernel.run("dcounts_sum_inv")
         nbformat.write(nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4),
                        tmp_path / "mine.ipynb")  # saved
@@ -906,23 +906,24 @@ def test_every_kind_of_line_says_what_the_saved_notebook_gets(tmp_path):
         half = "db1 = torch.zeros_like(b1)\n"
         kernel.run("db1", half)
         line = kernel.check("db1")
-        assert line.startswith("db1            | WRONG as saved: db1's cell in your saved notebook is still blank, and "
-                               "the grader grades the saved notebook: save it, then run this check again (your "
-                               "kernel's run of this cell: WRONG (the grader gives half its points"), line
+        assert line.startswith("db1            | WRONG (the grader gives half its points") and line.endswith(
+            " — but WRONG as saved: db1's cell in your saved notebook is still blank, and the grader grades the saved "
+            "notebook: save it, then run this check again"), line
+        assert share_said(line.partition("|")[2].strip()) == 0
         next(c for c in nb.cells if c.get("id") == "db1").source = half
         nbformat.write(nb, tmp_path / "mine.ipynb")  # saved: the half is now the file's
         assert share_said(kernel.check("db1").partition("|")[2].strip()) == 0.5
         kernel.run("db1")
         line = kernel.check("db1")
-        assert line.startswith("db1            | WRONG as saved: db1's cell in your saved notebook still holds an "
-                               "earlier attempt, for which the grader gives half its points, and the grader grades "
-                               "the saved notebook: save it"), line
+        assert line.startswith("db1            | exact: ") and " — but WRONG as saved: db1's cell in your saved " \
+            "notebook still holds an earlier attempt, for which the grader gives half its points, and the grader " \
+            "grades the saved notebook: save it" in line, line
+        assert share_said(line.partition("|")[2].strip()) == 0.5
         kernel.run("dprobs", "dprobs = 1.0 / probs\n")
         kernel.run("dcounts_sum_inv")
         line = kernel.check("dcounts_sum_inv")
-        assert line.startswith("dcounts_sum_inv| WRONG as saved: dcounts_sum_inv's cell in your saved notebook is "
-                               "still blank") and "(your kernel's run of this cell: dprobs above is wrong; with the " \
-            "true dprobs this cell is right)" in line, line
+        assert line.startswith("dcounts_sum_inv| dprobs above is wrong; with the true dprobs this cell is right — "
+                               "but WRONG as saved: dcounts_sum_inv's cell in your saved notebook is still blank"), line
         kernel.run("dprobs")
         # The eleventh trial's F3: a scratch cell setting a right answer to None was "not attempted yet"
         kernel.run("scratch", "dprobs = None\n")
@@ -944,12 +945,11 @@ def test_every_kind_of_line_says_what_the_saved_notebook_gets(tmp_path):
             kernel.run(cell)
         for grade_id in ("ex4_dC", "ex4_db1", "ex4_dbnbias"):
             line = kernel.check(grade_id)
-            assert line.startswith(f"{grade_id:<15s}| WRONG as saved: ex4_backward's cell in your saved notebook is "
-                                   "still blank, and the grader grades the saved notebook: save it") and \
-                "(your kernel's run of this cell: exact: " in line, line
+            assert line.startswith(f"{grade_id:<15s}| exact: ") and " — but WRONG as saved: ex4_backward's cell in " \
+                "your saved notebook is still blank, and the grader grades the saved notebook: save it" in line, line
         out, _, _ = kernel.run("check_ex4_training")
-        assert out.startswith("training       | WRONG as saved: ex4_backward's cell in your saved notebook is still "
-                              "blank") and "(your kernel's run of this cell: 50 steps match autograd" in out, out
+        assert out.startswith("training       | 50 steps match autograd") and " — but WRONG as saved: ex4_backward's " \
+            "cell in your saved notebook is still blank" in out, out
         nbformat.write(nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4),
                        tmp_path / "mine.ipynb")  # saved: every line is the kernel's again
         assert right(kernel.check("ex4_db1")) and right(kernel.check("db1"))
@@ -1280,9 +1280,8 @@ def trial10_without_cell_ids_a_notebook_never_saved(kernel):
                                    "your saved notebook holds it, which is what the grader grades: "), line
             kernel.run("db2", "db2 = dlogits.sum(0, keepdim=True)\n", send_id=False)
             line = kernel.check("db2", send_id=False)
-            assert line.startswith("db2            | WRONG as saved: db2's cell in your saved notebook is still "
-                                   "blank") and "(your kernel's run of this cell: WRONG (right values, wrong shape; " \
-                "the grader gives half" in line, line
+            assert line.startswith("db2            | WRONG (right values, wrong shape; the grader gives half") and \
+                " — but WRONG as saved: db2's cell in your saved notebook is still blank" in line, line
             for cell in ("dprobs", "db2"):
                 kernel.run(cell, send_id=False)
         finally:

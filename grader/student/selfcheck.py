@@ -108,6 +108,9 @@ def share_said(text: str) -> float | None:
     """The share of an answer's points a check line's text (after its label) says the grader gives, as
     `_credit` words it: what `exercise check` holds the grader's own share to. None: a line that says
     neither right nor wrong, such as "not checked: ..."."""
+    if "WRONG as saved" in text:  # the file's verdict, whatever the kernel's run got
+        saved = text.partition("WRONG as saved")[2]
+        return 0.5 if "the grader gives half its points" in saved else 0.0
     if text.startswith(("exact:", "right values, wrong shape")) or re.match(r"\d+ steps match autograd", text) or (
             not text.startswith("WRONG") and re.search(r"this cell (itself )?is right", text)):
         return 1.0
@@ -904,7 +907,7 @@ class SelfCheck:
             # A line without WRONG is one the grader accepts: a right value the saved cell does not hold is not
             blank = self._saved_blank(answer)
             if blank:
-                return f"{label} WRONG as saved:{blank.removeprefix(' — but')} (your kernel's value: {right})"
+                return f"{label} {right}{blank.replace(' — but', ' — but WRONG as saved:', 1)}"
             other = self._saved_other(answer)
             saved_wrong = self._code_verdict(answer, other[0]) if other is not None else None
             share = self._saved_share(answer, other[0]) if other is not None and saved_wrong is None else 1.0
@@ -1644,7 +1647,10 @@ class NotebookCheck:
         except Exception:  # noqa: BLE001 - a check cell never raises: the line as found
             return said
         if unsaved:
-            return f"{label}| WRONG as saved: {unsaved} (your kernel's run of this cell: {text})"
+            # The kernel's verdict first (a mistake in this cell, or right work), the file's after it: the two
+            # student trials read "WRONG as saved" first, over a right answer, as noise until autosave, and found a
+            # real mistake buried behind "save it"
+            return f"{label}| {text} — but WRONG as saved: {unsaved}"
         return said + _unconfirmed_blank(namespace, found, answer, whole) if answer is not None else said
 
     def _line(self, grade_id: str, namespace: dict, answers: str | None = None,
