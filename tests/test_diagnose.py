@@ -305,6 +305,10 @@ def test_an_answer_right_on_the_lecture_s_sizes_alone_is_told_the_lecture_s_numb
     assert failure.feedback.endswith(
         "; right for the notebook's sizes (n=8) but wrong for every other size: something in the cell depends on "
         "the sizes; use n and the tensors' shapes, never 8, 5, 3 or 4")
+    # The sizes named are those the cell writes (a student trial's `.view(1, 64)` was told "(n=32)")
+    failure = judge(outcomes, cases, answer, CHAIN, SimpleNamespace(rtol=RTOL, atol=ATOL), code="db = x.view(1, 4)\n")
+    assert "; right for the notebook's sizes (hidden=4) but wrong for every other size" in failure.feedback, \
+        failure.feedback
 
 
 def test_a_function_s_answer_is_named_with_its_tensor_s_one_step_cell():

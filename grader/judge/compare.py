@@ -382,13 +382,20 @@ def _written_and_quoted(code: str | None, message: str) -> str:
     return "" if not both else " and ".join(map(str, both)) + (" as numbers" if len(both) > 1 else " as a number")
 
 
-def _lecture_only(probe, zero: bool) -> str:
+def _lecture_only(probe, zero: bool, code: str | None = None) -> str:
     """For an answer right on the lecture-sized probe alone: it hard-codes a lecture size. Where the gradient
     is all zeros there (b1 before batch norm), matching it says nothing of the answer's values (a student's
-    `torch.zeros(64)` was told it was right for the lecture's sizes)."""
+    `torch.zeros(64)` was told it was right for the lecture's sizes). The sizes named are those the cell
+    writes, where it writes any (a student trial's `.view(1, 64)` was told "(n=32)")."""
     exercise = probe.exercise
-    sizes = exercise.network.size_values(probe.values)
-    shown = f" ({', '.join(f'{k}={v}' for k, v in sizes.items())})" if sizes else ""
+    try:
+        written = {n.value for n in ast.walk(ast.parse(code or "")) if isinstance(n, ast.Constant)
+                   and type(n.value) is int}
+    except SyntaxError:
+        written = set()
+    sizes = exercise.network.size_values(probe.values)  # what a cell may read
+    quoted = {k: v for k, v in probe.config.sizes.items() if v in written and v > 2} or sizes
+    shown = f" ({', '.join(f'{k}={v}' for k, v in quoted.items())})" if quoted else ""
     named = exercise.mistakes.hardcoded
     numbers = dict.fromkeys(str(exercise.lecture[k]) for k in (exercise.ranges if named is None else named))
     where = (f"; it matches only at the notebook's sizes{shown}, where this gradient is all zeros, which says nothing "
@@ -505,7 +512,7 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
             len(wrong_on) == len([c for c in cases if c.config.scored]) and _may_write_sizes(code, probe.exercise):
         mistake = "; ".join(filter(None, [mistake, "depends on the lecture's sizes"]))
         zero = bool(probe.expected(answer, check).abs().max() <= tol.atol)
-        feedback += _lecture_only(probe, zero)
+        feedback += _lecture_only(probe, zero, code)
     elif kind != Match.BLANK and not named and _one_hot_unsized(code):
         mistake = ONE_HOT_WIDTH
         feedback += f"; {mistake}"
