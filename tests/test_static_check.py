@@ -265,6 +265,10 @@ REFUSED = {
     "assert-grad": ("assert probs.grad is None, probs.grad_fn\n", 1, "grad"),
     # a syntax error is refused, not crashed on
     "syntax-error": ("x = 1\ndprobs = (1.0 / probs\n", 2, "syntax"),
+    # Jupyter runs these through IPython, the grader runs Python: said as what they are (a student trial's %%time
+    # was "syntax error")
+    "cell-magic": ("%%time\ndh = dlogits @ W2.T\n", 1, "IPython magic"),
+    "shell": ("!nvidia-smi\ndh = dlogits @ W2.T\n", 1, "shell command"),
 }
 
 

@@ -353,7 +353,11 @@ def check(source: str, allow: Allow = Allow()) -> Refusal | None:
         tree = syntax.parse(source)
     except SyntaxError as exc:
         line = (exc.text or "").rstrip("\n")
-        return Refusal(exc.lineno or 0, line, f"syntax error ({exc.msg})", unreadable=True)
+        # Jupyter runs `%%time` or `!ls` through IPython; the grader runs the cell as Python, where they are none
+        magic = line.lstrip().startswith(("%", "!"))
+        why = "an IPython magic or shell command, which is not Python: take it out of the answer cell" if magic \
+            else f"syntax error ({exc.msg})"
+        return Refusal(exc.lineno or 0, line, why, unreadable=True)
     except (RecursionError, MemoryError, ValueError) as exc:  # nesting too deep for the parser, NUL bytes
         return Refusal(0, "", f"the cell could not be parsed ({type(exc).__name__})", unreadable=True)
     lines = source.splitlines()
