@@ -285,3 +285,15 @@ def test_the_exercise_is_the_one_named_or_the_one_the_course_settings_name():
     assert SelfCheck().exercise is makemore
     with pytest.raises(ExerciseError, match="no-such-exercise"):
         SelfCheck(course={"exercise": "no-such-exercise"})
+
+
+@pytest.mark.parametrize("call", [lambda c: c(), lambda c: c(3), lambda c: c("dprobs", "dlogprobs"),
+                                  lambda c: c("dprobs", answer="grads"), lambda c: c.training(lr=0.1),
+                                  lambda c: c.training("start", batches="b", lr=0.1)])
+def test_a_check_cell_edited_to_call_check_otherwise_prints_a_line_and_never_raises(capsys, call):
+    """A student trial edited a read-only check cell to `check()`: a TypeError, the one check that raised."""
+    from grader.student.check import check
+
+    call(check)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "not checked: this check cell calls check otherwise than as released" in out, out

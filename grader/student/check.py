@@ -35,15 +35,26 @@ class _Check:
     """`check("dx")`, with a function's `answers=` and `gradients_of=`; `check.training(...)` for the
     whole-run check. Both read the notebook's values by name from the caller's globals."""
 
-    def __call__(self, grade_id: str, *, answers: str | None = None, gradients_of: str | None = None) -> None:
+    def __call__(self, *args, **kwargs) -> None:
+        # A check cell edited to call it otherwise (`check()`, a student trial's) says so: it never raises
+        if len(args) != 1 or not isinstance(args[0], str) or set(kwargs) - {"answers", "gradients_of"}:
+            print(f"{'check':<15s}| not checked: {EDITED}")
+            return
         namespace = sys._getframe(1).f_globals
-        if _set_up(namespace, grade_id):
-            print(_selfcheck().check.line(grade_id, namespace, answers, gradients_of))
+        if _set_up(namespace, args[0]):
+            print(_selfcheck().check.line(args[0], namespace, kwargs.get("answers"), kwargs.get("gradients_of")))
 
-    def training(self, *, start: str, batches: str, lr: float) -> None:
+    def training(self, *args, **kwargs) -> None:
+        if args or set(kwargs) != {"start", "batches", "lr"}:
+            print(f"{'training':<15s}| not checked: {EDITED}")
+            return
         namespace = sys._getframe(1).f_globals
         if _set_up(namespace, "training"):
-            _selfcheck().check.training(namespace, start=start, batches=batches, lr=lr)
+            _selfcheck().check.training(namespace, **kwargs)
+
+
+EDITED = ("this check cell calls check otherwise than as released (check(\"NAME\"), NAME an answer's name): "
+          "restore it from the released notebook")
 
 
 check = _Check()
