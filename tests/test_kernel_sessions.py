@@ -1284,6 +1284,20 @@ def trial10_without_cell_ids_a_notebook_never_saved(kernel):
                 " — but WRONG as saved: db2's cell in your saved notebook is still blank" in line, line
             for cell in ("dprobs", "db2"):
                 kernel.run(cell, send_id=False)
+            # F6: a wrong scratch cell saved under a right dprobs cell, run after it: the next answer's line said
+            # "dprobs above is wrong", where the grader gives dprobs full marks
+            nb = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
+            at = next(i for i, c in enumerate(nb.cells) if c.get("id") == "dprobs")
+            nb.cells.insert(at + 1, nbformat.v4.new_code_cell("dprobs = 1.0 / probs\n"))
+            kernel.run("scratch", "dprobs = 1.0 / probs\n", send_id=False)
+            kernel.run("dcounts_sum_inv", send_id=False)
+            time.sleep(0.05)
+            nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
+            line = kernel.check("dcounts_sum_inv", send_id=False)
+            assert re.search(r"dprobs above is not its cell's value: the cell you ran as In\[\d+\], another cell of "
+                             r"your saved notebook, assigned dprobs after it", line), line
+            for cell in ("dprobs", "dcounts_sum_inv"):
+                kernel.run(cell, send_id=False)
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
     # JupyterLab's kernel, the file named and still the released blank: a cell never written, never run, is not

@@ -1281,6 +1281,13 @@ class SelfCheck:
         if other is not None:
             return (f"{first} above is not its cell's value: {other} assigned {first} after it ran; re-run "
                     f"{first}'s cell, then the cells from it down to this one; this cell itself is right")
+        scratch = self._saved_other(answer)
+        if scratch is not None and scratch[2] and self._code_verdict(answer, scratch[0]) is None:
+            # Told by code alone, the run is another cell of the saved notebook, and the answer's own saved cell is
+            # right (the eleventh trial's wrong scratch cell saved under a right answer, blamed on the answer)
+            return (f"{first} above is not its cell's value: the cell you ran as In[{scratch[1]}], another cell of "
+                    f"your saved notebook, assigned {first} after it; re-run {first}'s cell, then the cells from it "
+                    "down to this one; this cell itself is right")
         reason = self._stale_reason(answer)
         if reason is not None:
             return (f"{first} above is out of date ({reason}): re-run the cells from {first}'s down to this one; "
