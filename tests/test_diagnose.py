@@ -390,6 +390,15 @@ def test_a_number_the_cell_writes_that_its_error_quotes_is_said():
     assert "writes" not in _judged(raised, code="dz = dz.view(1, 200)\n").feedback
 
 
+@pytest.mark.parametrize("code", ["dz = dy" + " + dy" * 200_000 + "\n", "dz = " + "-" * 200_000 + "dy\n"])
+def test_a_cell_the_parser_cannot_read_is_judged_without_its_code(code):
+    """The red team's input batch: code too deep for the parser made the code's hints raise RecursionError or
+    MemoryError, and the hidden suite failed for the whole batch."""
+    raised = _error("RuntimeError", "shape '[1, 200]' is invalid for input of size 54", line=1)
+    assert _judged(raised, raised, public=True, code=code).feedback.startswith("RuntimeError on line 1")
+    assert _judged(lambda c: SimpleNamespace(status="tensor", tensor=c.truth["dz"] * 2, detail={}), code=code)
+
+
 @pytest.mark.parametrize("text, sizes", [
     ("wrong only in rows 6, 16, 24, 28 (4 of 36), right in the others", ["n"]),
     ("wrong only in columns 0, 4, 6, ... (29 of 36), right in the others", ["n"]),
