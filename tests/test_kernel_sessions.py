@@ -1298,6 +1298,14 @@ def trial10_without_cell_ids_a_notebook_never_saved(kernel):
                              r"your saved notebook, assigned dprobs after it", line), line
             for cell in ("dprobs", "dcounts_sum_inv"):
                 kernel.run(cell, send_id=False)
+            # The twelfth trial's F1: dbnbias's cell changing dhpreact in place (`dhpreact *= 2`) was taken for
+            # dhpreact's own cell: the right dhpreact was WRONG "block_size-1 times too large", the change unseen
+            kernel.run("dhpreact", send_id=False)
+            kernel.run("dbnbias", "dbnbias = dhpreact.sum(0, keepdim=True)\ndhpreact *= 2\n", send_id=False)
+            line = kernel.check("dhpreact", send_id=False)
+            assert "WRONG" not in line and "dbnbias's cell changed it in place" in line, line
+            for cell in ("dhpreact", "dbnbias"):
+                kernel.run(cell, send_id=False)
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
     # JupyterLab's kernel, the file named and still the released blank: a cell never written, never run, is not

@@ -265,7 +265,12 @@ def _cells_by_code(spec: str, source: str, bound_name: str | None = None) -> tup
         bound = frozenset({bound_name})
     cells: list[str] = []
     read = early & {a.variable for a in gradients}
+    changed_only = _augmented_only(source) & {a.variable for a in gradients}
     for variable in sorted(bound & {a.variable for a in gradients}):
+        if variable in changed_only and bound - changed_only:
+            # `dy = ... dx ...` then `dx *= 2`: dy's cell changing dx in place, not dx's cell (without ids, the
+            # twelfth trial's right dx was judged as this cell and told WRONG, and the change went unseen)
+            continue
         candidates = [a for a in gradients if variable in a.local_upstream] if variable in early else []
         if variable not in (_first_uses(source, augmented=False) or (bound, early))[1]:
             # `dx += ...` alone is dx's cell completing its gradient (begun in an earlier cell); with the variable of
@@ -281,6 +286,19 @@ def _cells_by_code(spec: str, source: str, bound_name: str | None = None) -> tup
         cells += [a.cell_id for a in candidates if len(read & set(a.local_upstream)) == best]
     cells += [f.cell for f in exercise.functions if f.name in bound]
     return tuple(dict.fromkeys(cells))
+
+
+def _augmented_only(source: str) -> frozenset[str]:
+    """The names the code binds by augmented assignment alone (`x *= 2`, no `x = ...`)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    augmented = {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+    targets = {id(n.target) for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}
+    plain = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+             and id(n) not in targets}
+    return frozenset(augmented - plain)
 
 
 # cell id -> the code it last ran, and execution count -> the id of the cell that ran. The notebook's cells
