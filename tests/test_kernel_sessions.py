@@ -46,6 +46,11 @@ def right(line: str) -> bool:
     return "approximate: True" in line and "WRONG" not in line
 
 
+def share(line: str) -> float | None:
+    """The share of the answer's points a check line says the grader gives (exercise check reads it so)."""
+    return share_said(line.partition("|")[2].strip())
+
+
 def check_cells_before_the_setup_and_after_a_restart_say_what_to_run(kernel):
     for grade_id in ("dlogprobs", "ex2_dlogits", "ex4_dC", "training"):
         assert "not checked: run the notebook's setup cells first" in kernel.check(grade_id) \
@@ -560,7 +565,7 @@ def trial3_a_blank_answer_above_and_a_forward_name_reassigned_are_named(kernel):
                     "it, on the true gradients above it): its answer cell stopped with an error when it last ran, "
                     "reading dbnvar above, which is not attempted yet: answer dbnvar, then run the cells from "
                     "dbnvar's down to this one"), line
-    assert share_said(line.partition("|")[2].strip()) == 1.0
+    assert share(line) == 1.0
     kernel.run("dh", "h = dlogits @ W2.T\n")
     kernel.run("dh")
     line = kernel.check("dh")
@@ -692,7 +697,7 @@ def trial4_what_a_cell_did_is_told_as_it_happened(kernel):
     assert line == ("dhpreact       | not checked: dhpreact is not assigned: its answer cell stopped with an error "
                     "when it last ran, on the values above it then; as the grader runs it (with the true upstream "
                     "gradients) this cell itself is right: what it reads is right now: run it again"), line
-    assert share_said(line.partition("|")[2].strip()) == 1.0
+    assert share(line) == 1.0
 
     answered(kernel, EX1[:8])
     kernel.run("ex2_dlogits", "dlogits = probs.detach()\ndlogits[range(n), Yb] -= 1\ndlogits /= n\n")
@@ -909,16 +914,16 @@ def test_every_kind_of_line_says_what_the_saved_notebook_gets(tmp_path):
         assert line.startswith("db1            | WRONG (the grader gives half its points") and line.endswith(
             " — but WRONG as saved: db1's cell in your saved notebook is still blank, and the grader grades the saved "
             "notebook: save it, then run this check again"), line
-        assert share_said(line.partition("|")[2].strip()) == 0
+        assert share(line) == 0
         next(c for c in nb.cells if c.get("id") == "db1").source = half
         nbformat.write(nb, tmp_path / "mine.ipynb")  # saved: the half is now the file's
-        assert share_said(kernel.check("db1").partition("|")[2].strip()) == 0.5
+        assert share(kernel.check("db1")) == 0.5
         kernel.run("db1")
         line = kernel.check("db1")
         assert line.startswith("db1            | exact: ") and " — but WRONG as saved: db1's cell in your saved " \
             "notebook still holds an earlier attempt, for which the grader gives half its points, and the grader " \
             "grades the saved notebook: save it" in line, line
-        assert share_said(line.partition("|")[2].strip()) == 0.5
+        assert share(line) == 0.5
         kernel.run("dprobs", "dprobs = 1.0 / probs\n")
         kernel.run("dcounts_sum_inv")
         line = kernel.check("dcounts_sum_inv")
