@@ -752,8 +752,9 @@ def trial4_what_a_cell_did_is_told_as_it_happened(kernel):
             kernel.run(cell, send_id=False)
         kernel.run("scratch", "dh = dlogits @ W2.T * 2\n", send_id=False)
         line = kernel.check("dh", send_id=False)
-        assert "WRONG" in line and "whose code is not dh's cell in your saved notebook, which is what the grader " \
-            "grades: if that was another cell, re-run this cell, then this check)" in line, line
+        # The saved cell is right: the twelfth trial's F6, where the run's WRONG was not the grader's verdict
+        assert "WRONG" not in line and "your dh is twice the right value" in line and "but its code is not dh's " \
+            "cell in your saved notebook, which is right as the grader runs it: if In[" in line, line
         kernel.run("scratch", "del __session__\n", send_id=False)
     setup(kernel)
 
@@ -1056,7 +1057,7 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         # saved cell
         assert line.startswith("dW2            | WRONG: dW2's cell as your saved notebook holds it, which is what the "
                                "grader grades: ") and "looks transposed" in line and \
-            "the run judged right here (In[" in line, line
+            "if the run judged here (In[" in line, line
         # B: exercise 2's cell, then exercise 1's check: the run was told for exercise 1's by the check after it,
         # and exercise 1's right cell was called WRONG; the saved notebook holds that code in exercise 2's cell.
         kernel.run("ex2_dlogits", send_id=False)
@@ -1278,7 +1279,7 @@ def trial10_without_cell_ids_a_notebook_never_saved(kernel):
             nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
             line = kernel.check("dprobs", send_id=False)
             assert line.startswith("dprobs         | WRONG: dprobs's cell as your saved notebook holds it, which is "
-                                   "what the grader grades: ") and "edited" not in line, line
+                                   "what the grader grades: ") and "edited after it last ran" not in line, line
             kernel.run("dlogits", send_id=False)
             line = kernel.check("dlogits", send_id=False)
             assert line.startswith("dlogits        | WRONG (the grader gives half its points): dlogits's cell as "
@@ -1323,10 +1324,149 @@ def trial10_without_cell_ids_a_notebook_never_saved(kernel):
     answered(kernel, EX1)
 
 
-def test_scripted_student_sessions():
+def trial12_without_cell_ids_which_run_the_saved_notebook_holds(kernel):
+    """The twelfth student trial, the classic Notebook (no cell ids), the folder's notebook saved: exercise 2's
+    cell, edited, run and saved, left its earlier run taken for exercise 1's right cell (F2: WRONG, half); a
+    blank answer cell with the answer in a scratch cell below it was "edited after it last ran: run it" (F3);
+    an edit of manual_backward saved, not run, was "save the notebook" (F4); a misspelt name run and saved was
+    "else save the notebook" (F5); an unsaved wrong scratch cell was WRONG over a right saved cell (F6); two
+    answers in one cell announced the chain-only half where the grader gives 0 (F8); `del dprobs` was a cell
+    that "stopped with an error" (F7)."""
+    kernel.restart()
+    here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
+
+    def run(cell, code=None):
+        return kernel.run(cell, code, send_id=False)
+
+    def check(grade_id):
+        return kernel.check(grade_id, send_id=False)
+
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+
+        def save(changes=None, scratch=None):
+            nb = nbformat.from_dict(json.loads(json.dumps(SOLVED)))
+            for c in nb.cells:
+                c.source = (changes or {}).get(c.get("id"), c.source)
+            if scratch is not None:  # (the cell it follows, its code)
+                at = next(i for i, c in enumerate(nb.cells) if c.get("id") == scratch[0])
+                nb.cells.insert(at + 1, nbformat.v4.new_code_cell(scratch[1]))
+            time.sleep(0.05)
+            nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
+
+        def fresh():
+            kernel.restart()
+            run("scratch", f"import os\nos.chdir({folder!r})\n")
+            for cell in SETUP:
+                run(cell)
+
+        try:
+            fresh()
+            save()
+            for cell in EX1[:EX1.index("dlogits") + 1]:
+                run(cell)
+            run("ex2_dlogits")
+            wrong = "dlogits = (F.one_hot(Yb, logits.shape[1]) - F.softmax(logits, 1)) / n\n"
+            run("ex2_dlogits", wrong)
+            save({"ex2_dlogits": wrong})
+            line = check("dlogits")
+            assert line == ("dlogits        | not checked: this cell is right as the grader runs it, but your dlogits "
+                            "is not its value: ex2_dlogits's cell (exercise 2) assigned dlogits after it ran; re-run "
+                            "this cell, then this check"), line
+            # F3: dprobs's cell saved blank, never run; the answer in a scratch cell below it, run, then saved
+            fresh()
+            blank = {"dprobs": "dprobs = None  # TODO\n"}
+            save(blank)
+            run("dlogprobs")
+            run("scratch", CELLS["dprobs"])
+            save(blank, ("dprobs", CELLS["dprobs"]))
+            line = check("dprobs")
+            assert "edited" not in line and re.search(
+                r"not attempted yet; the run judged right here \(In\[\d+\]\) is another cell of your saved notebook: "
+                r"put its code in dprobs's cell and save it$", line), line
+            # F5: a misspelt name, run and saved over a right run: the name it binds is said, no "save the notebook"
+            typo = "dprob = (1.0 / probs) * dlogprobs\n"
+            run("dprobs")
+            run("dprobs", typo)
+            save({"dprobs": typo})
+            line = check("dprobs")
+            assert "its answer cell assigns dprob and never dprobs" in line and "save the notebook" not in line, line
+            # V10: a scratch cell computing dprobs from itself, kept in the saved notebook: Run All runs it again
+            save(None, ("dprobs", "dprobs = dprobs * 2\n"))
+            run("dprobs")
+            run("scratch", "dprobs = dprobs * 2\n")
+            line = check("dprobs")
+            assert "(it computes dprobs from itself: a scratch cell your saved notebook keeps, which every Run All " \
+                "runs again: delete it)" in line, line
+            # F6: an unsaved wrong scratch cell under a right saved cell is not WRONG: the saved cell is right
+            save()
+            run("dprobs")
+            run("scratch", "dprobs = 1.0 / probs\n")
+            line = check("dprobs")
+            assert line.startswith("dprobs         | not checked: the run judged here (In[") and "WRONG" not in line \
+                and "not multiplied by dlogprobs" in line and "which is right as the grader runs it" in line, line
+            run("dprobs")
+            # F7: an answer deleted by a scratch cell did not stop with an error
+            run("scratch", "del dprobs\n")
+            line = check("dprobs")
+            assert re.search(r"\| not checked: dprobs is not assigned: the cell you ran as In\[\d+\] deleted it "
+                             r"\(`del dprobs`\): run dprobs's cell again, then this check$", line), line
+            # F8: two answers in one cell; the grader grades dcounts_sum_inv by its own cell, blank: 0
+            two = CELLS["dprobs"] + "\n" + CELLS["dcounts_sum_inv"]
+            save({"dprobs": two, "dcounts_sum_inv": "dcounts_sum_inv = None  # TODO\n"})
+            run("dprobs", two)
+            line = check("dcounts_sum_inv")
+            assert re.search(r"^dcounts_sum_inv\| WRONG: dcounts_sum_inv's cell in your saved notebook is still blank: "
+                             r"the run judged here \(In\[\d+\]\) is dprobs's cell, which assigns dcounts_sum_inv too",
+                             line), line
+            # F4: manual_backward edited back to an attempt run before, saved, not run: "you edited it since"
+            fresh()
+            save()
+            for cell in (*EX1, "setup_ex4_forward"):
+                run(cell)
+            half = CELLS["ex4_backward"].replace("dW2 = h.T @ dlogits", "dW2 = h.T @ dlogits * 0.5")
+            assert half != CELLS["ex4_backward"]
+            for code in (half, None):
+                run("ex4_backward", code)
+                run("setup_ex4_check")
+            save({"ex4_backward": half})
+            line = check("ex4_dW2")
+            assert re.search(r"WRONG as saved: .* if the run judged here \(In\[\d+\]\) was ex4_backward's cell, you "
+                             r"edited it since: run it and the cell after it", line) \
+                and "save the notebook" not in line, line
+        finally:
+            run("scratch", f"os.chdir({here!r})\n")
+    kernel.restart()
+    setup(kernel, full=True)
+    answered(kernel, (*EX1, "dembcat", "dW1", "db1", "demb"))
+    # V3, with cell ids: dC's answer finished by a loop in a cell below it (JupyterLab's Split Cell): the
+    # grader runs dC's cell alone ("your dC is all zeros" said nothing of the loop)
+    kernel.run("dC", "dC = torch.zeros_like(C)\n")
+    kernel.run("dC-split", "for i in range(Xb.shape[0]):\n    for j in range(Xb.shape[1]):\n"
+                           "        dC[Xb[i, j]] += demb[i, j]\n")
+    line = kernel.check("dC")
+    assert line.startswith("dC             | WRONG: ") and re.search(
+        r"your dC here is right only because the cell you ran as In\[\d+\] changed it in place after dC's cell "
+        r"ran; the grader runs dC's cell alone: move that code into dC's cell$", line), line
+    kernel.run("dC")
+    # V6: an earlier answer changed by a method (`.mul_`) is quoted as the student wrote it, not as an alias
+    kernel.run("dcounts", CELLS["dcounts"] + "\ndprobs.mul_(2)\n")
+    line = kernel.check("dprobs")
+    assert "dcounts's cell changed it in place afterwards (`dprobs.mul_(2)` there changes dprobs itself" in line, line
+    # V4: the answer's own cell reassigns its forward value: re-running the forward pass cannot fix it
+    kernel.run("dprobs", "probs = probs.detach() * 1.0\n" + CELLS["dprobs"])
+    line = kernel.check("dprobs")
+    assert "dprobs's own cell assigns probs, so it is not the forward pass's tensor any more: take that line out" \
+        in line, line
+    answered(kernel, EX1)
+
+
+def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
-    session starts from what the ones before it left, as a student's notebook does."""
-    kernel = Kernel(ROOT / "solutions", CELLS)
+    session starts from what the ones before it left, as a student's notebook does. Its folder holds the
+    data and no notebook, as where a notebook is never saved (the sessions about a saved file write one)."""
+    shutil.copy(ROOT / "solutions" / "names.txt", tmp_path)
+    kernel = Kernel(tmp_path, CELLS)
     try:
         for session in (check_cells_before_the_setup_and_after_a_restart_say_what_to_run,
                         a_syntax_error_is_the_graders_refusal_and_later_checks_still_run,
@@ -1350,7 +1490,8 @@ def test_scripted_student_sessions():
                         trial5_a_stopped_cell_names_what_it_read_and_what_to_do,
                         trial7_without_cell_ids_a_function_and_a_scratch_cell,
                         trial9_a_small_error_that_grows_below_names_the_answer_it_comes_from,
-                        trial10_without_cell_ids_a_notebook_never_saved):
+                        trial10_without_cell_ids_a_notebook_never_saved,
+                        trial12_without_cell_ids_which_run_the_saved_notebook_holds):
             session(kernel)
     finally:
         kernel.close()

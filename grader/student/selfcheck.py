@@ -288,6 +288,16 @@ def _cells_by_code(spec: str, source: str, bound_name: str | None = None) -> tup
     return tuple(dict.fromkeys(cells))
 
 
+def _deletes(source: str) -> frozenset[str]:
+    """The names the code deletes (`del x`)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    return frozenset(t.id for n in ast.walk(tree) if isinstance(n, ast.Delete) for t in n.targets
+                     if isinstance(t, ast.Name))
+
+
 def _augmented_only(source: str) -> frozenset[str]:
     """The names the code binds by augmented assignment alone (`x *= 2`, no `x = ...`)."""
     try:
@@ -430,8 +440,12 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
     now: set[str] = set()
     for variable, (_, tensor, version) in list(_RAN.items()):
         if variable not in rebound and namespace.get(variable) is tensor and tensor._version != version:
+            # the statement that changed it, where it names it: `dx *= 2`, or a method `dx.mul_(2)` (else an alias did)
             how = next((ast.unparse(a) for a in augmented.values() if isinstance(a.target, ast.Name)
                         and a.target.id == variable), None) if variable in stored else None
+            how = how or next((ast.unparse(n) for n in _executed(tree) if isinstance(n, ast.Call)
+                               and isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_")
+                               and isinstance(n.func.value, ast.Name) and n.func.value.id == variable), None)
             if tensor._version != _VERSIONS.get(variable, version):
                 now.add(variable)
             if variable in now and (variable not in _CHANGED or _CHANGED[variable].fixed):
@@ -721,8 +735,29 @@ class SelfCheck:
                 # NameError); the line of the value it left says that a cell reassigned the answer.
                 computed_from_itself = computed_from_itself or (code, count, guess)
                 continue
+            if guess:
+                saved = self._saved_run(answer, code, count, history)
+                if saved is not None:
+                    return saved
             return code, count, guess
         return computed_from_itself
+
+    def _saved_run(self, answer: Answer, code: str, count: int, history: list) -> tuple[str, int, bool] | None:
+        """Of a run the answer's cell shares with another's by its code (a guess), an earlier run of the answer's
+        cell exactly as the saved notebook holds it, where that other cell has run since as the saved notebook
+        holds it: the guessed run was an older version of that cell. In the twelfth student trial a fused
+        exercise's cell, edited, run and saved, left its earlier run taken for the atomic answer's right, saved
+        cell: WRONG."""
+        saved = None if self.namespace is None else _saved_code(self.namespace, answer.cell_id)
+        if saved is None or _same_code(saved[0], code):
+            return None
+        others = set(_cells_by_code(self.spec, code)) - {answer.cell_id}
+        if not any(isinstance(later, str) and (cells := self.cells_at(at, later))[0] and not cells[1]
+                   and set(cells[0]) & others for at, later in enumerate(history[count + 1:], count + 1)):
+            return None
+        return next(((ran, at, False) for at in range(count - 1, 0, -1)
+                     if isinstance(ran := history[at], str) and "check(" not in ran and _same_code(ran, saved[0])),
+                    None)
 
     def cells_at(self, count: int, code: str, name: str | None = None) -> tuple[tuple[str, ...], bool]:
         """(the answer cells that ran as In[count], whether that is a guess): its id where the front end
@@ -878,6 +913,15 @@ class SelfCheck:
         expected = tensor.grad if tensor.is_leaf or tensor.retains_grad else None
         if expected is None:
             source = answer.source if answer is not None else name
+            code = self.source(answer) if answer is not None and answer.kind != FUNCTION else None
+            uses = _first_uses(code) if code else None
+            if uses is not None and source in uses[0]:
+                # The answer's own cell reassigns the forward value (the twelfth trial's `x = x.detach()` in
+                # dx's cell): re-running the forward pass and then this cell repeats it
+                return (f"{label} no autograd gradient on {source}: {answer.cell_id}'s own cell assigns {source}, so "
+                        f"it is not the forward pass's tensor any more: take that line out of the cell, re-run the "
+                        f"forward pass's cell (the one that calls backward()) and the answer cells from there, then "
+                        f"this check")
             return (f"{label} no autograd gradient on {source}: {source} is not the forward pass's tensor (a cell "
                     "assigned it since, or the forward and loss.backward() cells have not run): run them, then this "
                     "check")
@@ -900,18 +944,37 @@ class SelfCheck:
         unrun = self._not_run(answer) if answer is not None and answer.kind != FUNCTION else None
         if unrun:
             return f"{label} {unrun}"
+        elsewhere = self._in_other_answer(answer) if answer is not None else None
+        if elsewhere:
+            return f"{label} {elsewhere}"
         if wrong:
             # The reference is offered under a line that finds this cell wrong, not one that says it is right.
             if not wrong.startswith(("WRONG", "right values, wrong shape")):
                 return f"{label} {wrong}"
             other = self._saved_other(answer)
-            if other is not None and other[2] and self._code_verdict(answer, other[0]) is None:
+            if other is not None and self._saved_share(answer, other[0]) == 1.0:
                 # A scratch cell's run (its code is another cell of the saved notebook), judged wrong, where the
-                # saved cell the grader grades is right. Code in no saved cell may be this cell edited and not
-                # saved yet: that run stays the one judged.
-                return (f"{label} not checked: the run judged here (In[{other[1]}], taken by its code for this one) "
-                        f"is not {answer.cell_id}'s cell in your saved notebook, which is right as the grader runs "
-                        f"it: re-run that cell, then this check")
+                # saved cell the grader grades is right.
+                cell = answer.cell_id
+                if other[2]:
+                    return (f"{label} not checked: the run judged here (In[{other[1]}], taken by its code for this "
+                            f"one) is not {cell}'s cell in your saved notebook, which is right as the grader runs "
+                            f"it: re-run that cell, then this check")
+                # Code in no saved cell: a scratch cell not saved, or this cell edited and not saved yet, which the
+                # next save makes the graded one (the twelfth trial's WRONG over a right saved cell, either way).
+                verdict, _, why = wrong.partition(": ")
+                verdict = verdict.replace("WRONG", "wrong", 1).replace("the grader gives", "it would get")
+                return (f"{label} not checked: the run judged here (In[{other[1]}]) is {verdict}: {why}; but its code "
+                        f"is not {cell}'s cell in your saved notebook, which is right as the grader runs it: if "
+                        f"In[{other[1]}] was {cell}'s cell, edited and not saved yet, fix it before the notebook saves "
+                        f"it; else re-run {cell}'s cell, then this check")
+            change = _CHANGED.get(answer.variable) if answer.kind != FUNCTION else None
+            if comparison.passed and change is not None and not change.fixed and not change.of(answer):
+                # The answer finished by another cell (a loop below it, JupyterLab's Split Cell): right here, wrong
+                # as the grader runs its own cell (the twelfth trial: "your dC is all zeros" over a right dC)
+                return (f"{label} {wrong} — your {answer.variable} here is right only because {change.where} changed "
+                        f"it in place after {answer.cell_id}'s cell ran; the grader runs {answer.cell_id}'s cell "
+                        f"alone: move that code into {answer.cell_id}'s cell")
             function = self.exercise.function_of(answer)
             note = _dtype_note(wrong, function.name) if function is not None and "Error" in wrong else ""
             return f"{label} {wrong}{note}{self._guessed(answer)}{self.pointer(name)}"
@@ -932,9 +995,19 @@ class SelfCheck:
             if saved_wrong is not None or share < 1:  # a chain-only half is no CHAIN failure: its share says it
                 verdict, _, why = (saved_wrong or f"WRONG ({_credit(share)}): right with the upstream gradients "
                                                   "given, not as one backward step").partition(": ")
-                return (f"{label} {verdict}: {answer.cell_id}'s cell as your saved notebook holds it, which is what "
-                        f"the grader grades: {why}; the run judged right here (In[{other[1]}]) was other code: if "
-                        f"that was another cell, put its code in {answer.cell_id}'s cell; else save the notebook")
+                cell, history = answer.cell_id, self.namespace.get("In") or []
+                since = next((at for at in range(len(history) - 1, other[1], -1) if isinstance(history[at], str)
+                              and _same_code(history[at], other[0])), None)
+                if since is not None:
+                    # The saved cell ran after the run judged (the twelfth trial's `dprob = ...` typo, run and
+                    # saved, was told "else save the notebook", the name it binds unsaid)
+                    return (f"{label} {verdict}: {cell}'s cell as your saved notebook holds it (you ran it as "
+                            f"In[{since}]), which is what the grader grades: {why}; your {answer.variable} "
+                            f"is still the value of an earlier run (In[{other[1]}])")
+                fix = f"the run judged right here (In[{other[1]}]) is another cell of your saved notebook: put " \
+                      f"its code in {cell}'s cell and save it" if other[2] else self._other_run_fix(answer, other[1])
+                return (f"{label} {verdict}: {cell}'s cell as your saved notebook holds it, which is what the grader "
+                        f"grades: {why}; {fix}")
             return f"{label} {right}{self._changes_others(answer)}{self._guessed(answer, right=True)}"
         other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
         if other:
@@ -1015,10 +1088,12 @@ class SelfCheck:
         ran_at = _RAN_AT.get(cell if found[1] is None else found[1])
         if saved is None or ran_at is None or saved[1] <= ran_at or _same_code(saved[0], found[0]):
             return None
-        if found[1] is not None and found[1] not in _IDS and any(
-                isinstance(code, str) and _same_code(code, saved[0]) for code in (self.namespace.get("In") or [])):
-            # Told by its code alone, and the saved code ran too: not an edit, but another cell (a scratch cell
-            # taken for this one) that ran after it (the eleventh trial's "edited after it last ran", not so)
+        if found[1] is not None and found[1] not in _IDS and (any(
+                isinstance(code, str) and _same_code(code, saved[0]) for code in (self.namespace.get("In") or []))
+                or (other := self._saved_other(answer)) is not None and other[2]):
+            # Told by its code alone, and the saved code ran too, or the saved notebook holds the run's code in
+            # another cell: not an edit, but another cell (a scratch cell taken for this one) (the eleventh and
+            # twelfth trials' "edited after it last ran ... run it", where running it could not help)
             return None
         after = " and the cell after it, which calls it" if answer.kind == FUNCTION else ""
         wrong = self._code_verdict(answer, saved[0])
@@ -1059,11 +1134,21 @@ class SelfCheck:
         held = "is still blank" if got < 0 else \
             "still holds an earlier attempt, which the grader finds wrong" if got == 0 else \
             f"still holds an earlier attempt, for which {_credit(got)}"
-        fix = "save it" if found[1] is None else \
-            (f"if the run judged here (In[{found[1]}]) was that cell, save the notebook; else put that run's code in "
-             f"{answer.cell_id}'s cell")
-        return f"{answer.cell_id}'s cell in your saved notebook {held}, and the grader grades the saved notebook: " \
-               f"{fix}, then run this check again"
+        fix = "save it, then run this check again" if found[1] is None else self._other_run_fix(answer, found[1])
+        return f"{answer.cell_id}'s cell in your saved notebook {held}, and the grader grades the saved notebook: {fix}"
+
+    def _other_run_fix(self, answer: Answer, count: int) -> str:
+        """What to do where the run judged (told by its code alone) is not the answer's cell as saved: save it,
+        if it was that cell; but a notebook saved after that run holds the cell edited since (the twelfth trial's
+        "save the notebook" for an edit saved and not run), or holds the run in another cell."""
+        cell = answer.cell_id
+        saved = _saved_code(self.namespace, cell) if self.namespace is not None else None
+        if saved is None or saved[1] <= _RAN_AT.get(count, saved[1]):
+            return (f"if the run judged here (In[{count}]) was that cell, save the notebook; else put that run's "
+                    f"code in {cell}'s cell, then run this check again")
+        after = " and the cell after it, which calls it" if answer.kind == FUNCTION else ""
+        return (f"if the run judged here (In[{count}]) was {cell}'s cell, you edited it since: run it{after}, then "
+                f"this check; else put that run's code in {cell}'s cell and save it")
 
     def _saved_share(self, answer: Answer, saved: str, whole: bool = False) -> float:
         """The share of the answer's points the grader gives the cell as saved: -1 where it answers nothing
@@ -1083,6 +1168,28 @@ class SelfCheck:
         if all(v is not None and v.endswith("not attempted yet") for v in verdicts):
             return -1.0
         return min(1.0 if v is None else share_said(v) or 0.0 for v in verdicts)
+
+    def _in_other_answer(self, answer: Answer) -> str | None:
+        """Where the run judged (told by its code alone) is another answer's cell as the saved notebook holds it,
+        and the answer's own saved cell gets less than full points: the grader grades each answer by its own
+        cell (the twelfth trial's two answers in one cell: half credit announced where the grader gave 0)."""
+        other = self._saved_other(answer)
+        if other is None or not other[2]:
+            return None
+        cells = (_saved_notebook(self.namespace) or ((), 0))[0]
+        ran = self.located(answer)[0]
+        answer_cells = {a.cell_id for a in self.exercise.answers} - {answer.cell_id}
+        home = next((i for i, code in cells if i in answer_cells and _same_code(code, ran)), None)
+        share = self._saved_share(answer, other[0]) if home is not None else 1.0
+        if share >= 1:
+            return None
+        cell = answer.cell_id
+        held = "is still blank" if share < 0 else "gets nothing" if share == 0 else \
+            "computes nothing itself (its value is left by an earlier cell)"
+        verdict = "WRONG" if share <= 0 else f"WRONG ({_credit(share)})"
+        return (f"{verdict}: {cell}'s cell in your saved notebook {held}: the run judged here (In[{other[1]}]) is "
+                f"{home}'s cell, which assigns {answer.variable} too, and the grader grades {answer.variable} by its "
+                f"own cell alone: move that code into {cell}'s cell, save, then run this check again")
 
     def _saved_other(self, answer: Answer | None) -> tuple[str, int, bool] | None:
         """(the saved cell's code, the run judged, whether that run's code is another cell of the saved
@@ -1189,7 +1296,7 @@ class SelfCheck:
         notebook = self.notebook_case()
         failures = self._failures(answer, source, notebook)
         if failures[CHAIN] is not None:
-            return self._failed(failures[CHAIN], failures.get(LOCAL)) + self._written_sizes(failures[CHAIN], source)
+            return self._failed_cell(answer, failures[CHAIN], source, failures.get(LOCAL))
         if not comparison.passed and notebook is not None:
             chain = self._wrong_upstream(answer, source, notebook)
             drifted = () if chain or failures.get(LOCAL) is not None else self._drifted(answer, source, notebook)
@@ -1268,7 +1375,16 @@ class SelfCheck:
         if answer.kind == FUNCTION:
             return self._function_verdict(answer, saved)
         failure = self._failures(answer, saved, self.notebook_case())[CHAIN]
-        return None if failure is None else self._failed(failure) + self._written_sizes(failure, saved)
+        return None if failure is None else self._failed_cell(answer, failure, saved)
+
+    def _failed_cell(self, answer: Answer, failure, source: str, local=None) -> str:
+        """The verdict on the cell's code (`_failed`), with the sizes it writes that the error quotes, and what it
+        binds where it binds no answer (the twelfth trial's `x = ...` typo for `dx = ...`: "the cell never assigns dx",
+        the forward value it overwrote unnamed)."""
+        instead = NotebookCheck._assigns_instead(self, answer, source) if failure.kind == Status.UNASSIGNED else None
+        if instead:
+            return f"WRONG: {instead}"
+        return self._failed(failure, local) + self._written_sizes(failure, source)
 
     def _function_verdict(self, answer: Answer, source: str | None) -> str | None:
         """The grader's verdict on a function's gradient, the function defined by `source` (None: the
@@ -1393,8 +1509,14 @@ class SelfCheck:
             if answer.cell_id in cells and not itself or own is None or own[1] is None or own[1] >= bound[0]:
                 return None
             if itself and answer.cell_id in cells:
-                return (f"the cell you ran as In[{bound[0]}] (it computes {answer.variable} from itself: a scratch "
-                        "cell?)")
+                kept = self.namespace is not None and any(
+                    cell != answer.cell_id and _same_code(code, bound[1])
+                    for cell, code in (_saved_notebook(self.namespace) or ((), 0))[0])
+                # A scratch cell the saved notebook keeps runs again in every Run All (the twelfth trial's 23 lines
+                # that said only to re-run the answers)
+                return (f"the cell you ran as In[{bound[0]}] (it computes {answer.variable} from itself: "
+                        + ("a scratch cell your saved notebook keeps, which every Run All runs again: delete it)"
+                           if kept else "a scratch cell?)"))
         others = [a for a in self.exercise.answers if a.cell_id in cells and a.kind != FUNCTION]
         if not others:
             return f"the cell you ran as In[{bound[0]}]"
@@ -1806,11 +1928,11 @@ class NotebookCheck:
         return ""
 
     @staticmethod
-    def _assigns_instead(found: SelfCheck, answer: Answer) -> str | None:
-        """Where the answer's cell ran and bound other names than its answer: a forward value for its
-        gradient (a typo, `x = ...` for `dx = ...`, which also leaves that value no longer the forward
+    def _assigns_instead(found: SelfCheck, answer: Answer, source: str | None = None) -> str | None:
+        """Where the answer's cell (as it ran, or `source`) binds other names than its answer: a forward value
+        for its gradient (a typo, `x = ...` for `dx = ...`, which also leaves that value no longer the forward
         pass's), or any other."""
-        uses = _first_uses(found.source(answer) or "")
+        uses = _first_uses(source or found.source(answer) or "")
         if uses is None or answer.variable in uses[0] or not uses[0]:
             return None
         network = found.exercise.network
@@ -1824,7 +1946,17 @@ class NotebookCheck:
 
     @staticmethod
     def _unassigned(found: SelfCheck, answer: Answer) -> str:
-        """Why a cell that last ran, and assigns its answer, left none: it stopped with an error."""
+        """Why a cell that last ran, and assigns its answer, left none: it stopped with an error, or a later
+        cell deleted the name (the twelfth trial's `del dx`, told as a cell that stopped)."""
+        located = found.located(answer)
+        history = (found.namespace or {}).get("In") or []
+        ran = located[1] if located is not None and located[1] is not None else \
+            max((count for count, cell in _IDS.items() if cell == answer.cell_id), default=0)
+        deleted = next((at for at in range(len(history) - 1, ran, -1)
+                        if isinstance(history[at], str) and answer.variable in _deletes(history[at])), None)
+        if deleted is not None:
+            return (f"the cell you ran as In[{deleted}] deleted it (`del {answer.variable}`): run {answer.cell_id}'s "
+                    "cell again, then this check")
         source = found.source(answer) or ""
         uses = _first_uses(source)
         if uses is not None and answer.variable in uses[0] and not _blank(source):
