@@ -527,5 +527,5 @@ def factors(sizes, words) -> tuple[tuple[str, float, str], ...]:
 def constant_multiple(factor: float | None) -> str:
     """An answer `factor` times the right one on every configuration; None: the factor is not given (the
     configurations it was seen on are hidden)."""
-    times = "a constant multiple of the right value" if factor is None else f"{factor:.4g} times the right value"
+    times = "a constant multiple of the right value" if factor is None else f"{factor:.6g} times the right value"
     return f"is {times} on every configuration"

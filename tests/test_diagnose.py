@@ -491,6 +491,16 @@ def test_a_constant_factor_seen_on_hidden_configurations_alone_is_named_without_
     assert "9007" not in failure.feedback and "9.008e+03" not in failure.feedback
 
 
+def test_a_constant_factor_near_one_past_the_tolerance_is_named():
+    """The twelfth student trial's `dembcat = dhprebn @ W1.T * 1.0001` was told only "right in 9 of 504 entries":
+    a factor 1e-4 from 1 fails the tolerance (1e-5) and is as constant as any other."""
+    def off(c):
+        return SimpleNamespace(status="tensor", tensor=c.truth["dz"] * 1.0001, detail={})
+
+    failure = _judged(off, off)
+    assert "your dz is 1.0001 times the right value on every configuration" in failure.feedback, failure.feedback
+
+
 def test_a_crash_on_a_hidden_configuration_says_which_in_fixed_words():
     """Status.CRASHED is the parent's alone, its {crash} one of a closed set: said for a hidden configuration
     too (a KeyError there made the whole hidden suite fail)."""

@@ -151,7 +151,7 @@ def _constant(got: torch.Tensor, want: torch.Tensor, atol: float) -> float | Non
     if scale < 1e3 * atol:
         return None
     c = float((got * want).sum() / (want * want).sum())
-    if abs(c) < 1e-6 or abs(c - 1) < 1e-4:
+    if abs(c) < 1e-6 or abs(c - 1) < 1e-5:
         return None
     if float((got - c * want).abs().max()) > 1e-6 * max(float(got.abs().max()), atol):
         return None
