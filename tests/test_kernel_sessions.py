@@ -1459,6 +1459,25 @@ def trial12_without_cell_ids_which_run_the_saved_notebook_holds(kernel):
     assert "dprobs's own cell assigns probs, so it is not the forward pass's tensor any more: take that line out" \
         in line, line
     answered(kernel, EX1)
+    # D2, the file named: a wrong edit run and not saved, over a right saved cell: WRONG (the next save makes it
+    # the graded code), and the saved notebook's right cell said
+    with tempfile.TemporaryDirectory() as folder:
+        nbformat.write(SOLVED, Path(folder) / "backprop_ninja.ipynb")
+        kernel.run("scratch", f"__session__ = {str(Path(folder) / 'backprop_ninja.ipynb')!r}\n")
+        kernel.run("dprobs", "dprobs = 1.0 / probs\n")
+        line = kernel.check("dprobs")
+        assert line.startswith("dprobs         | WRONG: ") and line.endswith(
+            "(your saved notebook still holds dprobs's earlier code, which the grader finds right: this code replaces "
+            "it at the next save)"), line
+        kernel.run("scratch", "del __session__\n")
+    answered(kernel, EX1)
+    # V5: a typo binding another name in dbnvar's cell: the cell below does not say it stopped with an error
+    kernel.run("scratch", "del dbnvar\n")
+    kernel.run("dbnvar", "dbnvar_inv = -0.5 * (bnvar + 1e-5)**-1.5 * dbnvar_inv\n")
+    kernel.run("dbndiff2")
+    line = kernel.check("dbndiff2")
+    assert "dbnvar above is not assigned (dbnvar's cell ran, and assigns dbnvar_inv instead)" in line, line
+    answered(kernel, EX1)
 
 
 def test_scripted_student_sessions(tmp_path):

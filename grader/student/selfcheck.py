@@ -1150,6 +1150,19 @@ class SelfCheck:
         return (f"if the run judged here (In[{count}]) was {cell}'s cell, you edited it since: run it{after}, then "
                 f"this check; else put that run's code in {cell}'s cell and save it")
 
+    def _saved_better(self, answer: Answer, share: float) -> str:
+        """On a WRONG line about the cell as run (told by its id): where the saved notebook still holds a version
+        the grader gives more, say so: until the next save that is what it grades (the twelfth trial's WRONG over
+        a right saved cell, true of the code on screen and not of the file)."""
+        found = self.located(answer)
+        if found is None or found[2] or found[1] is not None or answer.kind == FUNCTION or self.namespace is None:
+            return ""
+        saved = _saved_code(self.namespace, answer.cell_id)
+        if saved is None or _same_code(saved[0], found[0]) or self._saved_share(answer, saved[0]) <= share:
+            return ""
+        return (f" (your saved notebook still holds {answer.cell_id}'s earlier code, which the grader finds right: "
+                "this code replaces it at the next save)")
+
     def _saved_share(self, answer: Answer, saved: str, whole: bool = False) -> float:
         """The share of the answer's points the grader gives the cell as saved: -1 where it answers nothing
         (the released blank, or a function's template), for the words that say so. A function's `whole`
@@ -1302,8 +1315,7 @@ class SelfCheck:
             drifted = () if chain or failures.get(LOCAL) is not None else self._drifted(answer, source, notebook)
             if drifted:
                 upstream, first = drifted[0], drifted[-1]
-                state = ("is not assigned (its cell never ran, or stopped with an error)"
-                         if first not in self.namespace else
+                state = (self._not_assigned(first) if first not in self.namespace else
                          "is not attempted yet" if self.namespace[first] is None else "is wrong")
                 reaches = f"its error, within the tolerance in your {first}, is larger here" if len(drifted) == 1 \
                     else (f"its error reaches this cell through {upstream}, within the tolerance in every answer "
@@ -1320,8 +1332,7 @@ class SelfCheck:
                 blocked = self._blocked(first, answer)
                 if blocked:
                     return blocked
-                state = ("is not assigned (its cell never ran, or stopped with an error)"
-                         if first not in self.namespace else
+                state = (self._not_assigned(first) if first not in self.namespace else
                          "is not attempted yet" if self.namespace[first] is None else "is wrong")
                 unassigned = all(self.namespace.get(g) is None for g in chain)
                 below = ", ".join(reversed(chain[:-1])) if len(chain) <= 4 else \
@@ -1394,6 +1405,17 @@ class SelfCheck:
         failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
                         hints=self.hints, public=True, code=source)
         return None if failure is None else self._failed(failure) + self._written_sizes(failure, source)
+
+    def _not_assigned(self, variable: str) -> str:
+        """Why an answer above is not assigned: its cell never ran, stopped with an error, or ran and bound
+        another name (the twelfth trial's `dy_inv = ...` typo in dy's cell, said to have stopped)."""
+        answer = self._atomic(variable)
+        source = self.source(answer) if answer is not None else None
+        uses = _first_uses(source) if source else None
+        if uses is not None and uses[0] and variable not in uses[0] and not _blank(source):
+            bound = ", ".join(sorted(uses[0])[:4])
+            return f"is not assigned ({answer.cell_id}'s cell ran, and assigns {bound} instead)"
+        return "is not assigned (its cell never ran, or stopped with an error)"
 
     def _blocked(self, first: str, checked: Answer) -> str | None:
         """When the first wrong answer upstream is not wrong but out of date (another cell reassigned it,
@@ -1785,8 +1807,17 @@ class NotebookCheck:
         label, bar, text = said.partition("|")
         text = text.strip()
         share = share_said(text)
-        if not bar or not share or "WRONG as saved" in text or "as your saved notebook holds it" in text:
+        if not bar or share is None or "WRONG as saved" in text or "as your saved notebook holds it" in text:
             return said  # a line whose verdict is the file's already
+        if share < 1:
+            try:
+                found = _notebook_check(namespace)
+                answer = None if isinstance(found, str) else found.exercise.by_grade_id.get(grade_id)
+                kept = "" if answer is None else found._saved_better(answer, share)
+            except Exception:  # noqa: BLE001 - a check cell never raises: the line as found
+                return said
+            if kept or not share:
+                return said + kept
         try:
             found = _notebook_check(namespace)
             answer = None if isinstance(found, str) else found.exercise.by_grade_id.get(grade_id)
@@ -2019,6 +2050,10 @@ class NotebookCheck:
                     f"on {behind[0]}, which is wrong{_chain_from(behind[:behind.index(shaped[-1]) + 1])}: fix "
                     f"{shaped[-1]} (its shape is not its gradient's), then run the cells from {shaped[-1]}'s down "
                     f"to this one{also}")
+        instead = NotebookCheck._assigns_instead(found, answer) if first not in namespace and source else None
+        if instead:  # it ran, and bound another name (the twelfth trial's typo, said to be an error of its own)
+            return (f"its answer cell stopped with an error when it last ran, reading {above}: {first}'s "
+                    f"{instead.removeprefix('its ')}; fix it, then run the cells from {first}'s down to this one")
         if behind:
             return (f"its answer cell stopped with an error when it last ran, reading {above}: the error is "
                     f"{first}'s cell's own (what it reads has the right shapes): fix the line the error names, then "
