@@ -1405,6 +1405,11 @@ def trial12_without_cell_ids_which_run_the_saved_notebook_holds(kernel):
             line = check("dprobs")
             assert line.startswith("dprobs         | not checked: the run judged here (In[") and "WRONG" not in line \
                 and "not multiplied by dlogprobs" in line and "which is right as the grader runs it" in line, line
+            # saved, the scratch cell is the notebook's own: "re-run that cell" read as the scratch (V12)
+            save(None, ("dprobs", "dprobs = 1.0 / probs\n"))
+            line = check("dprobs")
+            assert line.endswith("which is right as the grader runs it: re-run dprobs's cell, then this check (a "
+                                 "scratch cell your saved notebook keeps runs again in every Run All: delete it)"), line
             run("dprobs")
             # F7: an answer deleted by a scratch cell did not stop with an error
             run("scratch", "del dprobs\n")

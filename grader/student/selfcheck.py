@@ -959,7 +959,8 @@ class SelfCheck:
                 if other[2]:
                     return (f"{label} not checked: the run judged here (In[{other[1]}], taken by its code for this "
                             f"one) is not {cell}'s cell in your saved notebook, which is right as the grader runs "
-                            f"it: re-run that cell, then this check")
+                            f"it: re-run {cell}'s cell, then this check (a scratch cell your saved notebook keeps "
+                            "runs again in every Run All: delete it)")
                 # Code in no saved cell: a scratch cell not saved, or this cell edited and not saved yet, which the
                 # next save makes the graded one (the twelfth trial's WRONG over a right saved cell, either way).
                 verdict, _, why = wrong.partition(": ")
