@@ -1476,6 +1476,16 @@ def trial12_without_cell_ids_which_run_the_saved_notebook_holds(kernel):
             "it at the next save)"), line
         kernel.run("scratch", "del __session__\n")
     answered(kernel, EX1)
+    # JupyterLab's Merge Cells: dcounts_sum_inv's answer in dprobs's cell, its own never run since the restart
+    kernel.restart()
+    setup(kernel, full=True)
+    kernel.run("dlogprobs")
+    kernel.run("dprobs", CELLS["dprobs"] + "\n" + CELLS["dcounts_sum_inv"])
+    line = kernel.check("dcounts_sum_inv")
+    assert line.endswith("your dcounts_sum_inv is the value dprobs's cell assigned, and the grader grades "
+                         "dcounts_sum_inv by its own cell alone: write it there (not in dprobs's cell), run it, then "
+                         "this check"), line
+    answered(kernel, EX1)
     # V5: a typo binding another name in dbnvar's cell: the cell below does not say it stopped with an error
     kernel.run("scratch", "del dbnvar\n")
     kernel.run("dbnvar", "dbnvar_inv = -0.5 * (bnvar + 1e-5)**-1.5 * dbnvar_inv\n")

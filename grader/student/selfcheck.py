@@ -1045,6 +1045,11 @@ class SelfCheck:
                       and a.kind != FUNCTION), None)
         if other is None:
             return None
+        if other.variable != answer.variable:
+            # two answers in one cell (JupyterLab's Merge Cells, or written so): the grader reads each from its own
+            return (f"not run yet: this cell has not run since the kernel started; your {answer.variable} is the "
+                    f"value {other.grade_id}'s cell assigned, and the grader grades {answer.variable} by its own "
+                    f"cell alone: write it there (not in {other.grade_id}'s cell), run it, then this check")
         return (f"not run yet: this cell has not run since the kernel started; your {answer.variable} is the "
                 f"value {other.grade_id}'s cell (exercise {other.part}) assigned: run this cell, then this check")
 
