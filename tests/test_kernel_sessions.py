@@ -1474,6 +1474,15 @@ def trial12_without_cell_ids_which_run_the_saved_notebook_holds(kernel):
         assert line.startswith("dprobs         | WRONG: ") and line.endswith(
             "(your saved notebook still holds dprobs's earlier code, which the grader finds right: this code replaces "
             "it at the next save)"), line
+        # V11: the notebook is JupyterLab's copy of the one the course collects, beside it
+        shutil.copy(Path(folder) / "backprop_ninja.ipynb", Path(folder) / "backprop_ninja-Copy1.ipynb")
+        kernel.run("scratch", f"__session__ = {str(Path(folder) / 'backprop_ninja-Copy1.ipynb')!r}\n")
+        kernel.run("dprobs")
+        line = kernel.check("dprobs")
+        assert right(line) and line.endswith(
+            "; but this notebook is backprop_ninja-Copy1.ipynb, a copy: the course collects and grades "
+            "backprop_ninja.ipynb beside it, so put your answers there (or close it and rename this one to that "
+            "name)"), line
         kernel.run("scratch", "del __session__\n")
     answered(kernel, EX1)
     # JupyterLab's Merge Cells: dcounts_sum_inv's answer in dprobs's cell, its own never run since the restart

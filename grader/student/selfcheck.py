@@ -557,6 +557,21 @@ def _unconfirmed_blank(namespace: dict, found: SelfCheck, answer: Answer, whole:
             "grades that cell as saved)")
 
 
+def _a_copy(namespace: dict) -> str:
+    """On a right line: where the front end names the notebook and it is a copy JupyterLab made of another beside
+    it (`backprop_ninja-Copy1.ipynb`), the one the course collects and grades is that other (the twelfth student
+    trial worked in a copy, every line right, and the collected notebook was blank)."""
+    named = namespace.get("__session__") or namespace.get("__vsc_ipynb_file__")
+    copied = re.fullmatch(r"(.+)-Copy\d+\.ipynb", Path(named).name) if isinstance(named, str) else None
+    if copied is None:
+        return ""
+    original = Path(named).with_name(f"{copied.group(1)}.ipynb")
+    if not original.is_file():
+        return ""
+    return (f"; but this notebook is {Path(named).name}, a copy: the course collects and grades {original.name} "
+            "beside it, so put your answers there (or close it and rename this one to that name)")
+
+
 def _saved_answers(namespace: dict, cell_id: str) -> list[str] | None:
     """The code of every cell of the saved notebook that is answer cell `cell_id` (a copied cell keeps its
     grade id), none where it was deleted; None where no saved notebook is known."""
@@ -1835,7 +1850,9 @@ class NotebookCheck:
             # student trials read "WRONG as saved" first, over a right answer, as noise until autosave, and found a
             # real mistake buried behind "save it"
             return f"{label}| {text} — but WRONG as saved: {unsaved}"
-        return said + _unconfirmed_blank(namespace, found, answer, whole) if answer is not None else said
+        if answer is None:
+            return said
+        return said + (_unconfirmed_blank(namespace, found, answer, whole) or _a_copy(namespace))
 
     def _line(self, grade_id: str, namespace: dict, answers: str | None = None,
               gradients_of: str | None = None) -> str:
