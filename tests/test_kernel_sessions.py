@@ -1114,14 +1114,16 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
             nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
             kernel.run("scratch", scratch, send_id=False)
             line = kernel.check("dprobs", send_id=False)
-            assert line.startswith("dprobs         | not checked: the run judged here (In[") and "WRONG" not in line \
-                and "is not dprobs's cell in your saved notebook, which is right as the grader runs it" in line, line
+            assert line.startswith("dprobs         | not checked: this cell is right as the grader runs it, but your "
+                                   "dprobs is not its value: the cell you ran as In[") and "WRONG" not in line \
+                and ", another cell your saved notebook keeps (every Run All runs it again: delete it), assigned " \
+                    "dprobs after it ran" in line, line
             kernel.run("dprobs", send_id=False)
             assert right(kernel.check("dprobs", send_id=False))
-            # A copy of the notebook beside it: which one is the student's is not known, and nothing is said.
+            # A copy of the notebook beside it, alike: the one saved last is taken for the kernel's, and says the same
             nbformat.write(nb, Path(folder) / "backprop_ninja-Copy1.ipynb")
             line = kernel.check("dbnmeani", send_id=False)
-            assert right(line) and "saved notebook" not in line, line
+            assert line.startswith("dbnmeani       | WRONG: dbnmeani's cell as your saved notebook holds it"), line
             # The ninth trial's T13C: never saved, the folder holding the released blank, one blank answer cell run
             # as released: the blank is in every copy and tells no file, so the lines are those of the same
             # notebook without the blank run (right), where 26 said "WRONG: ...'s cell as your saved notebook holds it".
@@ -1300,8 +1302,9 @@ def trial10_without_cell_ids_a_notebook_never_saved(kernel):
             time.sleep(0.05)
             nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
             line = kernel.check("dcounts_sum_inv", send_id=False)
-            assert re.search(r"dprobs above is not its cell's value: the cell you ran as In\[\d+\], another cell of "
-                             r"your saved notebook, assigned dprobs after it", line), line
+            assert re.search(r"dprobs above is not its cell's value: the cell you ran as In\[\d+\], another cell "
+                             r"your saved notebook keeps \(every Run All runs it again: delete it\), assigned dprobs "
+                             r"after it", line), line
             for cell in ("dprobs", "dcounts_sum_inv"):
                 kernel.run(cell, send_id=False)
             # The twelfth trial's F1: dbnbias's cell changing dhpreact in place (`dhpreact *= 2`) was taken for
@@ -1408,8 +1411,9 @@ def trial12_without_cell_ids_which_run_the_saved_notebook_holds(kernel):
             # saved, the scratch cell is the notebook's own: "re-run that cell" read as the scratch (V12)
             save(None, ("dprobs", "dprobs = 1.0 / probs\n"))
             line = check("dprobs")
-            assert line.endswith("which is right as the grader runs it: re-run dprobs's cell, then this check (a "
-                                 "scratch cell your saved notebook keeps runs again in every Run All: delete it)"), line
+            assert re.search(r"not checked: this cell is right as the grader runs it, but your dprobs is not its "
+                             r"value: the cell you ran as In\[\d+\], another cell your saved notebook keeps \(every "
+                             r"Run All runs it again: delete it\)", line), line
             run("dprobs")
             # F7: an answer deleted by a scratch cell did not stop with an error
             run("scratch", "del dprobs\n")
@@ -1504,6 +1508,68 @@ def trial12_without_cell_ids_which_run_the_saved_notebook_holds(kernel):
     answered(kernel, EX1)
 
 
+def trial13_without_cell_ids_a_copy_beside_the_notebook(kernel):
+    """The thirteenth student trial, the classic Notebook: a copy of the notebook beside it (File > Make a Copy,
+    a snapshot) left the check with no saved file at all: an answer run and not saved was a plain ok where the
+    grader gives 0 (F1), a scratch cell's value was judged as the answer (F4), a scratch cell's `dprobs = None` was
+    "not attempted yet" over a right saved cell (F5), a deleted cell was ok (F6). The kernel's notebook is the one
+    holding the cells it ran as saved, saved last."""
+    kernel.restart()
+    here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
+    released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
+
+    def run(cell, code=None):
+        if code is not None and cell in cells:
+            cells[cell].source = code
+        return kernel.run(cell, code if code is not None else cells[cell].source, send_id=False)
+
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        nb = nbformat.from_dict(json.loads(json.dumps(released)))
+        cells = {c.get("id"): c for c in nb.cells if c.cell_type == "code"}
+        saves = []
+
+        def save():
+            time.sleep(0.05)
+            saves.append(Path(folder) / f"snapshot_{len(saves)}.ipynb")
+            for path in (Path(folder) / "backprop_ninja.ipynb", saves[-1]):
+                nbformat.write(nb, path)
+
+        nbformat.write(nb, Path(folder) / "backprop_ninja-Copy1.ipynb")  # an old copy, never run
+        try:
+            run("scratch", f"os.chdir({folder!r})\n")
+            for cell in SETUP:
+                run(cell)
+            run("dlogprobs", CELLS["dlogprobs"])
+            save()
+            run("dprobs", CELLS["dprobs"])
+            line = kernel.check("dprobs", send_id=False)
+            assert line.startswith("dprobs         | WRONG: dprobs's cell as your saved notebook holds it, which is "
+                                   "what the grader grades: not attempted yet"), line
+            save()
+            at = nb.cells.index(cells["dprobs"])
+            for scratch in ("dprobs = None\n", "dprobs = 1.0 / probs\n"):
+                run("dprobs")
+                nb.cells.insert(at + 1, nbformat.v4.new_code_cell(scratch))
+                kernel.run("scratch", scratch, send_id=False)
+                save()
+                line = kernel.check("dprobs", send_id=False)
+                said = (r"not checked: this cell is right as the grader runs it, but your dprobs is (None|not its "
+                        r"value): the cell you ran as In\[\d+\], another cell your saved notebook keeps \(every Run "
+                        r"All runs it again: delete it\), assigned dprobs after it ran")
+                assert re.search(said, line), line
+                del nb.cells[at + 1]
+            del nb.cells[at]
+            save()
+            line = kernel.check("dprobs", send_id=False)
+            assert "WRONG: your saved notebook has no dprobs answer cell (deleted?)" in line, line
+        finally:
+            run("scratch", f"os.chdir({here!r})\n")
+    kernel.restart()
+    setup(kernel, full=True)
+    answered(kernel, EX1)
+
+
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
@@ -1534,7 +1600,8 @@ def test_scripted_student_sessions(tmp_path):
                         trial7_without_cell_ids_a_function_and_a_scratch_cell,
                         trial9_a_small_error_that_grows_below_names_the_answer_it_comes_from,
                         trial10_without_cell_ids_a_notebook_never_saved,
-                        trial12_without_cell_ids_which_run_the_saved_notebook_holds):
+                        trial12_without_cell_ids_which_run_the_saved_notebook_holds,
+                        trial13_without_cell_ids_a_copy_beside_the_notebook):
             session(kernel)
     finally:
         kernel.close()

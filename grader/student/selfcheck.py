@@ -498,12 +498,12 @@ def _saved_notebook(namespace: dict) -> tuple[tuple[tuple[str, str], ...], float
 
 
 def _only_notebook(namespace: dict) -> Path | None:
-    """The one notebook in the kernel's folder holding the exercise's answer cells (`_folder_notebook`), for the
-    front ends that name no file (the classic Notebook, nbclient), where it is this kernel's: without it, a
-    scratch cell run after a wrong answer cell was judged as the answer (the grader grades the saved cell)."""
-    path = _folder_notebook(namespace)
-    if path is None:
-        return None
+    """The notebook in the kernel's folder that is this kernel's, for the front ends that name no file (the
+    classic Notebook, nbclient): without it, a scratch cell run after a wrong answer cell was judged as the
+    answer (the grader grades the saved cell). Of the folder's notebooks holding the exercise's answer cells
+    (`_notebooks`), those holding an answer cell this kernel ran as saved, and of those the one saved last (an
+    older copy may hold a cell deleted since): a copy beside it (File > Make a Copy, a snapshot) left the
+    thirteenth student trial's classic Notebook with no file at all, and every unsaved answer a plain ok."""
     # This kernel's notebook only if it ran one of the file's answer cells as saved: a notebook run from
     # elsewhere in the folder of another (the solved one beside the released blank) is not its file. A
     # blank cell run as released is in every copy of the notebook: it tells no file (a never-saved
@@ -512,24 +512,35 @@ def _only_notebook(namespace: dict) -> Path | None:
     try:
         wanted = {a.cell_id for a in load(namespace["COURSE"].get("exercise", DEFAULT)).answers}
         ran = {code.strip() for code in namespace.get("In") or [] if isinstance(code, str)}
-        saved = _saved_cells(str(path), path.stat().st_mtime)
+        scored = []
+        for path in _notebooks(namespace):
+            saved = _saved_cells(str(path), path.stat().st_mtime)
+            matched = sum(cell in wanted and not _blank(code) and code.strip() in ran for cell, code in saved)
+            scored.append((matched, path.stat().st_mtime, path))
     except (OSError, ValueError, AttributeError, TypeError, KeyError):
         return None
-    return path if any(cell in wanted and not _blank(code) and code.strip() in ran for cell, code in saved) else None
+    best = max((found for found in scored if found[0]), default=None, key=lambda found: found[1])
+    return best[2] if best is not None else None
+
+
+def _notebooks(namespace: dict) -> list[Path]:
+    """The notebooks in the kernel's folder holding most of the exercise's answer cells (one deleted is what the
+    check must say)."""
+    settings = namespace.get("COURSE")
+    if not isinstance(settings, dict):
+        return []
+    try:
+        wanted = {a.cell_id for a in load(settings.get("exercise", DEFAULT)).answers}
+        return [p for p in sorted(Path.cwd().glob("*.ipynb"))[:20]
+                if 2 * len(wanted & {cell for cell, _ in _saved_cells(str(p), p.stat().st_mtime)}) > len(wanted)]
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+        return []
 
 
 def _folder_notebook(namespace: dict) -> Path | None:
-    """The one notebook in the kernel's folder holding most of the exercise's answer cells (one deleted is what
-    the check must say), this kernel's or not; None where there are several (a copy)."""
-    settings = namespace.get("COURSE")
-    if not isinstance(settings, dict):
-        return None
-    try:
-        wanted = {a.cell_id for a in load(settings.get("exercise", DEFAULT)).answers}
-        found = [p for p in sorted(Path.cwd().glob("*.ipynb"))[:20]
-                 if 2 * len(wanted & {cell for cell, _ in _saved_cells(str(p), p.stat().st_mtime)}) > len(wanted)]
-    except (OSError, ValueError, AttributeError, TypeError, KeyError):
-        return None
+    """The one notebook in the kernel's folder holding most of the exercise's answer cells, this kernel's or not;
+    None where there are several (a copy)."""
+    found = _notebooks(namespace)
     return found[0] if len(found) == 1 else None
 
 
@@ -734,7 +745,8 @@ class SelfCheck:
         sinks = frozenset(a.sink for a in self.exercise.answers if a.sink)
         seen = {count: (code, name) for name, (count, code, _) in _BOUND.items()} if "In" in (self.namespace or {}) \
             else {}
-        computed_from_itself = None
+        computed_from_itself = scratch_run = None
+        scratch = self._saved_scratch()
         for count in range(len(history) - 2, 0, -1):
             code, name = seen.get(count, (history[count], None))
             if not isinstance(code, str) or "check(" in code or name is None and not _assigns(code, names) \
@@ -742,6 +754,12 @@ class SelfCheck:
                 continue
             cells, guess = self.cells_at(count, code, name)
             if answer.cell_id not in cells:
+                continue
+            if code.strip() in scratch:
+                # A cell of the saved notebook that is no answer's (a scratch cell, the second half of a split
+                # answer): not the answer's cell, whatever its code binds (the thirteenth trial's `dx += ...`
+                # below dx's cell judged as dx's, its NameError the reason given); the one run, if none other is
+                scratch_run = scratch_run or (code, count, guess)
                 continue
             uses = _first_uses(code, augmented=False)
             if guess and uses is not None and answer.variable in uses[1]:
@@ -755,7 +773,19 @@ class SelfCheck:
                 if saved is not None:
                     return saved
             return code, count, guess
-        return computed_from_itself
+        return computed_from_itself or scratch_run
+
+    def _saved_scratch(self) -> frozenset[str]:
+        """The code of the saved notebook's cells that are no answer's and assign an answer's name (stripped),
+        other than code an answer cell holds too; none where no saved notebook is known."""
+        found = _saved_notebook(self.namespace) if self.namespace is not None else None
+        if found is None:
+            return frozenset()
+        answer_cells = {a.cell_id for a in self.exercise.answers} | {f.cell for f in self.exercise.functions}
+        held = {code.strip() for cell, code in found[0] if cell in answer_cells}
+        names = _names_of(self.spec)
+        return frozenset(code.strip() for cell, code in found[0]
+                         if cell not in answer_cells and code.strip() not in held and _assigns(code, names))
 
     def _saved_run(self, answer: Answer, code: str, count: int, history: list) -> tuple[str, int, bool] | None:
         """Of a run the answer's cell shares with another's by its code (a guess), an earlier run of the answer's
@@ -980,10 +1010,16 @@ class SelfCheck:
                 # next save makes the graded one (the twelfth trial's WRONG over a right saved cell, either way).
                 verdict, _, why = wrong.partition(": ")
                 verdict = verdict.replace("WRONG", "wrong", 1).replace("the grader gives", "it would get")
-                return (f"{label} not checked: the run judged here (In[{other[1]}]) is {verdict}: {why}; but its code "
-                        f"is not {cell}'s cell in your saved notebook, which is right as the grader runs it: if "
-                        f"In[{other[1]}] was {cell}'s cell, edited and not saved yet, fix it before the notebook saves "
-                        f"it; else re-run {cell}'s cell, then this check")
+                said = f"{label} not checked: the run judged here (In[{other[1]}]) is {verdict}: {why}; but its code"
+                saved = _saved_code(self.namespace, cell)
+                if saved is not None and saved[1] > _RAN_AT.get(other[1], saved[1]):
+                    # saved since that run: the cell edited after it (the thirteenth trial's fix saved, not run),
+                    # or that run was another cell; either way the saved cell is the one to run
+                    return (f"{said} is not {cell}'s cell in your notebook as saved since, which is right as the "
+                            f"grader runs it: run {cell}'s cell, then this check")
+                return (f"{said} is not {cell}'s cell in your saved notebook, which is right as the grader runs it: "
+                        f"if In[{other[1]}] was {cell}'s cell, edited and not saved yet, fix it before the notebook "
+                        f"saves it; else re-run {cell}'s cell, then this check")
             change = _CHANGED.get(answer.variable) if answer.kind != FUNCTION else None
             if comparison.passed and change is not None and not change.fixed and not change.of(answer):
                 # The answer finished by another cell (a loop below it, JupyterLab's Split Cell): right here, wrong
@@ -1546,6 +1582,14 @@ class SelfCheck:
             cells, guess = (bound[2],), False
         else:
             own = self.located(answer)
+            if own is not None and own[1] is not None and own[1] < bound[0] \
+                    and bound[1].strip() in self._saved_scratch():
+                uses = _first_uses(bound[1], augmented=False)
+                if uses is not None and answer.variable in uses[1]:  # `dx = dx * 2`, kept
+                    return (f"the cell you ran as In[{bound[0]}] (it computes {answer.variable} from itself: a "
+                            "scratch cell your saved notebook keeps, which every Run All runs again: delete it)")
+                return (f"the cell you ran as In[{bound[0]}], another cell your saved notebook keeps (every Run All "
+                        "runs it again: delete it),")
             cells, guess = self.cells_at(bound[0], bound[1], answer.variable)
             uses = _first_uses(bound[1], augmented=False)
             itself = uses is not None and answer.variable in uses[1]  # `dx = dx * 2`: no answer's own cell
