@@ -1038,6 +1038,14 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         assert kernel.check("dh").startswith("dh             | not checked: your W2 is not the parameter the forward "
                                              "pass read any more: a cell assigned W2 = ..."), kernel.check("dh")
         setup(kernel)
+        # The thirteenth trial's R15: `bngain = bngain * 1.0` changes no gradient: no verdict is withheld for it
+        for cell in EX1:
+            kernel.run(cell)
+        kernel.run("dbnraw", CELLS["dbnraw"] + "\nbngain = bngain * 1.0\n")
+        kernel.run("ex2_dlogits")
+        assert right(kernel.check("ex2_dlogits")) and right(kernel.check("dbnraw"))
+        assert "your bngain is not the parameter" in kernel.check("dbngain")
+        setup(kernel)
         # No cell ids (A): the saved dW2 cell wrong, a scratch cell then assigning the right dW2: the line was
         # right with no word that the grader grades the saved cell.
         kernel.restart()  # a front end that sends no cell ids, from the start

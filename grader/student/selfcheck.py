@@ -1918,7 +1918,7 @@ class NotebookCheck:
                 return f"{label} {edited}"
             if answer.kind == FUNCTION:  # run in a namespace of its own, at sizes of its own: no size of the notebook's
                 return self._function_line(found, answer, namespace, answers, gradients_of)
-            rebound = self._rebound_size(found.exercise, namespace)
+            rebound = self._rebound_size(found.exercise, namespace) or self._rebound_parameter(found, answer, namespace)
             if rebound:
                 return f"{label} not checked: {rebound}"
             tensor = namespace.get(answer.source)
@@ -1990,14 +1990,29 @@ class NotebookCheck:
                 return (f"your {size} is {value}, but the forward pass's is {expected} ({size} = {code}): {cell} "
                         f"assigned {size} since (a loop variable or a slip); set it back (run `{size} = {code}`), then "
                         "re-run the answer cells that read it and this check")
-        # A parameter is a leaf the forward pass read; `W2 = W2.T` in an answer cell leaves a computed tensor
-        rebound = [p for p in exercise.network.parameters
-                   if isinstance(namespace.get(p), torch.Tensor) and not namespace[p].is_leaf]
-        if rebound:
-            return (f"your {rebound[0]} is not the parameter the forward pass read any more: a cell assigned "
-                    f"{rebound[0]} = ... (an answer cell may read a parameter, never assign it): take that line out, "
-                    "re-run the setup cells from the parameters' down, then the answer cells and this check")
         return ""
+
+    @staticmethod
+    def _rebound_parameter(found: SelfCheck, answer: Answer, namespace: dict) -> str:
+        """A parameter is a leaf the forward pass read; `W2 = W2.T` in an answer cell leaves a computed tensor, and
+        every answer whose gradient it changes is judged against the wrong one. One whose gradient it leaves as
+        autograd's is judged (the thirteenth trial's `bngain = bngain * 1.0` withheld exercise 2's verdict)."""
+        rebound = [p for p in found.exercise.network.parameters
+                   if isinstance(namespace.get(p), torch.Tensor) and not namespace[p].is_leaf]
+        if not rebound:
+            return ""
+        try:  # the forward pass run on the parameters as they are now (a transposed one stops it)
+            case = found.notebook_case()
+        except Exception:  # noqa: BLE001 - then every answer is judged against the wrong gradient
+            case = None
+        tensor, truth = namespace.get(answer.source), None if case is None else case.truth.get(f"d{answer.source}")
+        grad = tensor.grad if isinstance(tensor, torch.Tensor) and (tensor.is_leaf or tensor.retains_grad) else None
+        if grad is not None and truth is not None and grad.shape == truth.shape and compare(
+                grad.detach().to(torch.float64), truth.to(torch.float64), rtol=1e-6, atol=1e-9).passed:
+            return ""
+        return (f"your {rebound[0]} is not the parameter the forward pass read any more: a cell assigned "
+                f"{rebound[0]} = ... (an answer cell may read a parameter, never assign it): take that line out, "
+                "re-run the setup cells from the parameters' down, then the answer cells and this check")
 
     @staticmethod
     def _copies(answer: Answer, namespace: dict) -> str:
