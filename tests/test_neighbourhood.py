@@ -340,6 +340,15 @@ def test_a_sentence_with_a_subject_of_its_own_keeps_it_whatever_its_first_word(m
                    "assignment overwrites; the uses must add up)")
 
 
+@pytest.mark.parametrize("shift, where", [("- 1", "before"), ("+ 1", "after")])
+def test_a_lookup_index_shifted_by_one_is_named(shift, where):
+    """The thirteenth student trial's `dC[Xb[k, j] - 1] += demb[k, j]` was told only "wrong values"."""
+    code = (f"dC = torch.zeros_like(C)\nfor k in range(Xb.shape[0]):\n    for j in range(Xb.shape[1]):\n"
+            f"        dC[(Xb[k, j] {shift}) % C.shape[0]] += demb[k, j]\n")
+    assert said("relu-none", "dC", code) == (f"your dC adds each use's gradient to the row {where} its own (an index "
+                                             "shifted by one: index with Xb itself)")
+
+
 def test_one_order_of_preference_orders_a_steps_candidates():
     """A step's candidates go in PREFERENCE's one order (a fused block's inner ones too, in `inside`): the first
     that fits on every configuration is the one named."""

@@ -271,6 +271,12 @@ def _indexing(case: Case, answer: Answer, want, up) -> list[Candidate]:
         out.append(Candidate("overwrite", f"{entry} that occurs several times in {index} keeps the gradient of "
                                           f"only one of its uses (an assignment overwrites; the uses must add up)",
                              kept, whole=True))
+        # An index off by one (`{index} - 1`): every use's gradient lands one row before or after its own
+        for shift, where in ((-1, "before"), (1, "after")):
+            moved = torch.zeros_like(table).index_add(0, (rows.reshape(-1) + shift) % table.shape[0],
+                                                      grad.reshape(-1, *table.shape[1:]))
+            out.append(Candidate(f"shifted{shift:+d}", f"adds each use's gradient to the row {where} its own (an "
+                                                       f"index shifted by one: index with {index} itself)", moved))
     return out
 
 

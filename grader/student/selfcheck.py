@@ -1996,7 +1996,8 @@ class NotebookCheck:
     def _rebound_parameter(found: SelfCheck, answer: Answer, namespace: dict) -> str:
         """A parameter is a leaf the forward pass read; `W2 = W2.T` in an answer cell leaves a computed tensor, and
         every answer whose gradient it changes is judged against the wrong one. One whose gradient it leaves as
-        autograd's is judged (the thirteenth trial's `bngain = bngain * 1.0` withheld exercise 2's verdict)."""
+        autograd's is judged (the thirteenth trial's `w = w * 1.0` withheld every later verdict, a fused
+        exercise's too)."""
         rebound = [p for p in found.exercise.network.parameters
                    if isinstance(namespace.get(p), torch.Tensor) and not namespace[p].is_leaf]
         if not rebound:
