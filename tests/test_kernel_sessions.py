@@ -598,9 +598,10 @@ def trial_without_cell_ids_after_a_restart(kernel):
     line = kernel.check("dprobs", send_id=False)
     assert "assigns" not in line and "run its answer cell above (after a restart" in line, line
     kernel.run("dprobs", "dprob = (1.0 / probs) * dlogprobs\n", send_id=False)
-    line = kernel.check("dprobs", send_id=False)
-    assert "run its answer cell" not in line and "assigns dprob: if that is dprobs's answer cell, it must assign " \
-           "dprobs" in line, line
+    for _ in range(2):  # the fourteenth trial's F2: run twice, the second said to run the cell just run
+        line = kernel.check("dprobs", send_id=False)
+        assert "run its answer cell" not in line and "assigns dprob: if that is dprobs's answer cell, it must assign " \
+               "dprobs" in line, line
     # s16: exercise 2 before exercise 1, whose dlogits cell never ran.
     kernel.run("ex2_dlogits", FUSED_EX2, send_id=False)
     assert right(kernel.check("ex2_dlogits", send_id=False))
@@ -1030,6 +1031,8 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         kernel.run("dlogprobs", CELLS["dlogprobs"] + "\nfor n in range(3):\n    pass\n")
         line = kernel.check("dprobs")
         assert re.search(r"your n is 2, .*: dlogprobs's cell \(In\[\d+\]\) assigned n since", line), line
+        # the fourteenth trial's V1: re-running the answer cells sets it again: the line comes out first
+        assert "take the line that assigns n out of that answer cell, set it back" in line, line
         assert "your n is" not in kernel.check("ex4_dC"), kernel.check("ex4_dC")
         kernel.run("scratch", "n = Xb.shape[0]\n")
         kernel.run("dlogprobs")
@@ -1136,7 +1139,8 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
             # as released: the blank is in every copy and tells no file, so the lines are those of the same
             # notebook without the blank run (right), where 26 said "WRONG: ...'s cell as your saved notebook holds it".
             os.remove(Path(folder) / "backprop_ninja-Copy1.ipynb")
-            shutil.copy(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", Path(folder))
+            # (copy2: the released file's time, from before the session, as in a student's folder)
+            shutil.copy2(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", Path(folder))
             for cell in ("dbnmeani", "dhpreact", "dprobs"):
                 kernel.run(cell, send_id=False)
             blank = next(c.source for c in nbformat.read(Path(folder) / "backprop_ninja.ipynb", as_version=4).cells
@@ -1578,6 +1582,71 @@ def trial13_without_cell_ids_a_copy_beside_the_notebook(kernel):
     answered(kernel, EX1)
 
 
+def trial14_without_cell_ids_which_notebook_is_the_students(kernel):
+    """The fourteenth student trial, the classic Notebook: `manual_backward` edited and saved, not run, the only
+    answer cell the file holds, was a plain ok (the file, holding no cell the kernel ran as saved, was not taken
+    for the kernel's); a download of an older version saved beside the notebook (`backprop_ninja (1).ipynb`) was
+    taken for it; work in a copy (`backprop_ninja-Copy1.ipynb`) said nothing of the blank notebook the course
+    collects."""
+    kernel.restart()
+    here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
+    released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
+
+    def notebook(changes):
+        nb = nbformat.from_dict(json.loads(json.dumps(released)))
+        for c in nb.cells:
+            c.source = changes.get(c.get("id"), c.source)
+        return nb
+
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        path = Path(folder) / "backprop_ninja.ipynb"
+        nbformat.write(notebook({"ex4_backward": CELLS["ex4_backward"]}), path)
+        try:
+            kernel.run("scratch", f"os.chdir({folder!r})\n", send_id=False)
+            for cell in (*SETUP, "setup_ex4_forward", "ex4_backward", "setup_ex4_check"):
+                kernel.run(cell, send_id=False)
+            assert right(kernel.check("ex4_dC", send_id=False))
+            hard = CELLS["ex4_backward"].replace("n = Xb.shape[0]", "n = 32")
+            assert hard != CELLS["ex4_backward"]
+            time.sleep(0.05)
+            nbformat.write(notebook({"ex4_backward": hard}), path)
+            line = kernel.check("ex4_dC", send_id=False)
+            assert line.startswith("ex4_dC         | WRONG: ex4_backward's cell as your saved notebook holds it "
+                                   "(edited after it last ran)"), line
+            nbformat.write(notebook({"ex4_backward": CELLS["ex4_backward"]}), path)
+            # exercise 1, right and saved; an older download saved beside it afterwards
+            for cell in ("dlogprobs", "dprobs"):
+                kernel.run(cell, send_id=False)
+            nbformat.write(notebook({c: CELLS[c] for c in ("dlogprobs", "dprobs", "ex4_backward")}), path)
+            time.sleep(0.05)
+            nbformat.write(notebook({"dlogprobs": CELLS["dlogprobs"], "dprobs": "dprobs = 1.0 / probs\n"}),
+                           Path(folder) / "backprop_ninja (1).ipynb")
+            assert right(kernel.check("dprobs", send_id=False))
+            # work in a copy, the course's notebook blank
+            path.unlink()
+            nbformat.write(notebook({}), path)
+            os.utime(path, (time.time() - 3600,) * 2)  # as released, before the session: never saved in it
+            nbformat.write(notebook({c: CELLS[c] for c in ("dlogprobs", "dprobs")}),
+                           Path(folder) / "backprop_ninja-Copy1.ipynb")
+            line = kernel.check("dprobs", send_id=False)
+            assert right(line) and line.endswith(
+                "; but this notebook is backprop_ninja-Copy1.ipynb, a copy: the course collects and grades "
+                "backprop_ninja.ipynb beside it, so put your answers there (or close it and rename this one to that "
+                "name)"), line
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
+    kernel.restart()
+    setup(kernel, full=True)
+    answered(kernel, EX1)
+    # F8: an answer cell merged with its check cell (refused: try/except) printed that check's line inside a later
+    # check, once per batch: the grader runs no refused cell before the next, nor does the check
+    kernel.run("dprobs", "dprobs = 1.0 / probs\n" + CELLS["check_dprobs"])
+    kernel.run("dcounts_sum_inv")
+    assert kernel.check("dcounts_sum_inv").startswith("dcounts_sum_inv| dprobs above is wrong")  # one line
+    answered(kernel, EX1)
+
+
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
@@ -1609,7 +1678,8 @@ def test_scripted_student_sessions(tmp_path):
                         trial9_a_small_error_that_grows_below_names_the_answer_it_comes_from,
                         trial10_without_cell_ids_a_notebook_never_saved,
                         trial12_without_cell_ids_which_run_the_saved_notebook_holds,
-                        trial13_without_cell_ids_a_copy_beside_the_notebook):
+                        trial13_without_cell_ids_a_copy_beside_the_notebook,
+                        trial14_without_cell_ids_which_notebook_is_the_students):
             session(kernel)
     finally:
         kernel.close()

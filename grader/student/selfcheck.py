@@ -497,6 +497,10 @@ def _saved_notebook(namespace: dict) -> tuple[tuple[tuple[str, str], ...], float
         return None
 
 
+# When this kernel first imported the self-check (its setup ran): a notebook saved since is this session's.
+_IMPORTED = time.time()
+
+
 def _only_notebook(namespace: dict) -> Path | None:
     """The notebook in the kernel's folder that is this kernel's, for the front ends that name no file (the
     classic Notebook, nbclient): without it, a scratch cell run after a wrong answer cell was judged as the
@@ -516,11 +520,25 @@ def _only_notebook(namespace: dict) -> Path | None:
         for path in _notebooks(namespace):
             saved = _saved_cells(str(path), path.stat().st_mtime)
             matched = sum(cell in wanted and not _blank(code) and code.strip() in ran for cell, code in saved)
-            scored.append((matched, path.stat().st_mtime, path))
+            # or saved since the self-check was imported (the setup ran): saved from this session, though none
+            # of its answer cells has run as saved (the fourteenth trial's only answer edited and saved, unrun)
+            scored.append((matched or path.stat().st_mtime > _IMPORTED, path.stat().st_mtime, path))
     except (OSError, ValueError, AttributeError, TypeError, KeyError):
         return None
-    best = max((found for found in scored if found[0]), default=None, key=lambda found: found[1])
+    # A copy (`-Copy1`, ` (1)`: a downloaded older version) only where the notebook it copies holds none of it:
+    # saved last, a download beside the notebook was taken for it (the fourteenth trial's right cell WRONG)
+    ran_in = [found for found in scored if found[0]]
+    originals = [found for found in ran_in if _original_of(found[2]) not in {other[2] for other in ran_in}]
+    best = max(originals or ran_in, default=None, key=lambda found: found[1])
     return best[2] if best is not None else None
+
+
+def _original_of(path: Path) -> Path | None:
+    """The notebook a copy's name says it copies (`x-Copy1.ipynb`, as JupyterLab names a copy; `x (1).ipynb`, as a
+    browser names a second download of x), where that notebook is in the same folder."""
+    copied = re.fullmatch(r"(.+?)(-Copy\d+| \(\d+\))\.ipynb", path.name)
+    original = path.with_name(f"{copied.group(1)}.ipynb") if copied else None
+    return original if original is not None and original.is_file() else None
 
 
 def _notebooks(namespace: dict) -> list[Path]:
@@ -569,17 +587,15 @@ def _unconfirmed_blank(namespace: dict, found: SelfCheck, answer: Answer, whole:
 
 
 def _a_copy(namespace: dict) -> str:
-    """On a right line: where the front end names the notebook and it is a copy JupyterLab made of another beside
-    it (`backprop_ninja-Copy1.ipynb`), the one the course collects and grades is that other (the twelfth student
-    trial worked in a copy, every line right, and the collected notebook was blank)."""
+    """On a right line: where the notebook (named by the front end, or the folder's taken for the kernel's) is a
+    copy of another beside it (`backprop_ninja-Copy1.ipynb`), the one the course collects and grades is that other
+    (the twelfth and fourteenth student trials worked in a copy, every line right, the collected notebook blank)."""
     named = namespace.get("__session__") or namespace.get("__vsc_ipynb_file__")
-    copied = re.fullmatch(r"(.+)-Copy\d+\.ipynb", Path(named).name) if isinstance(named, str) else None
-    if copied is None:
+    path = Path(named) if isinstance(named, str) else _only_notebook(namespace)
+    original = _original_of(path) if path is not None else None
+    if original is None:
         return ""
-    original = Path(named).with_name(f"{copied.group(1)}.ipynb")
-    if not original.is_file():
-        return ""
-    return (f"; but this notebook is {Path(named).name}, a copy: the course collects and grades {original.name} "
+    return (f"; but this notebook is {path.name}, a copy: the course collects and grades {original.name} "
             "beside it, so put your answers there (or close it and rename this one to that name)")
 
 
@@ -859,7 +875,9 @@ class SelfCheck:
         atomic, found = self.exercise.atomic, []
         for grade_id in atomic[: atomic.index(answer.grade_id)]:
             source = self.source(self.exercise.by_grade_id[grade_id])
-            if source is not None:
+            # a cell the grader refuses is not run there, nor here (the fourteenth trial's answer cell merged with
+            # its check cell printed the check's lines inside a later check, one per batch)
+            if source is not None and self._refusal(source) is None:
                 found.append((grade_id, source))
         return found
 
@@ -1606,7 +1624,9 @@ class SelfCheck:
                            if kept else "a scratch cell?)"))
         others = [a for a in self.exercise.answers if a.cell_id in cells and a.kind != FUNCTION]
         if not others:
-            return f"the cell you ran as In[{bound[0]}]"
+            kept = bound[1].strip() in self._saved_scratch()  # runs again in every Run All (the fourteenth trial)
+            return f"the cell you ran as In[{bound[0]}]" + (", another cell your saved notebook keeps (every Run All "
+                                                            "runs it again: delete it)," if kept else "")
         if len(others) > 1:  # a typo in the cell of one of the steps that read the answer
             return f"the cell you ran as In[{bound[0]}] (a typo in {' or '.join(a.grade_id for a in others)}'s cell?)"
         other = others[0]
@@ -1918,7 +1938,7 @@ class NotebookCheck:
                 return f"{label} {edited}"
             if answer.kind == FUNCTION:  # run in a namespace of its own, at sizes of its own: no size of the notebook's
                 return self._function_line(found, answer, namespace, answers, gradients_of)
-            rebound = self._rebound_size(found.exercise, namespace) or self._rebound_parameter(found, answer, namespace)
+            rebound = self._rebound_size(found, namespace) or self._rebound_parameter(found, answer, namespace)
             if rebound:
                 return f"{label} not checked: {rebound}"
             tensor = namespace.get(answer.source)
@@ -1969,10 +1989,11 @@ class NotebookCheck:
             return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
 
     @staticmethod
-    def _rebound_size(exercise: Exercise, namespace: dict) -> str:
+    def _rebound_size(found: SelfCheck, namespace: dict) -> str:
         """A size the notebook's forward pass defines from a tensor's shape (a batch size) that a cell has since
         assigned another value: every answer reading it is then computed at the wrong size, however right its
         code, and the grader, which sets the sizes itself, grades that code right."""
+        exercise = found.exercise
         for size, code in exercise.network.sizes.items():
             value = namespace.get(size)
             if not isinstance(value, int) or isinstance(value, bool):
@@ -1985,11 +2006,17 @@ class NotebookCheck:
                 history = namespace.get("In") or []
                 count = next((i for i in range(len(history) - 1, 0, -1) if isinstance(history[i], str)
                               and _assigns(history[i], frozenset({size}))), None)
+                answer_cells = {a.cell_id for a in exercise.answers}
                 cell = "a cell" if count is None else f"{_IDS[count]}'s cell (In[{count}])" \
-                    if _IDS.get(count) in {a.cell_id for a in exercise.answers} else f"the cell you ran as In[{count}]"
+                    if _IDS.get(count) in answer_cells else f"the cell you ran as In[{count}]"
+                # An answer cell runs again with the answers: the line comes out first (the fourteenth trial's
+                # `n = 3` in an answer cell, set back and set again by the re-run the line asked for)
+                answer = count is not None and (_IDS.get(count) in answer_cells or count not in _IDS and bool(
+                    _cells_by_code(found.spec, history[count])))
+                out = f"take the line that assigns {size} out of that answer cell, " if answer else ""
                 return (f"your {size} is {value}, but the forward pass's is {expected} ({size} = {code}): {cell} "
-                        f"assigned {size} since (a loop variable or a slip); set it back (run `{size} = {code}`), then "
-                        "re-run the answer cells that read it and this check")
+                        f"assigned {size} since (a loop variable or a slip); {out}set it back (run `{size} = {code}`), "
+                        "then re-run the answer cells that read it and this check")
         return ""
 
     @staticmethod
@@ -2149,8 +2176,12 @@ class NotebookCheck:
         """Where the cell run just before this check assigned other names (`dprob = ...`, a typo): what it
         assigned, since "run its answer cell" would send the student back to a cell just run."""
         history = namespace.get("In") or []
-        previous = history[-2] if len(history) >= 2 and isinstance(history[-2], str) else ""
-        uses = None if "check(" in previous else _first_uses(previous)
+        # the newest cell run before this check other than a check (the fourteenth trial's check run twice said
+        # the second time to run the cell just run)
+        at = next((i for i in range(len(history) - 2, 0, -1) if isinstance(history[i], str)
+                   and "check(" not in history[i]), None)
+        previous = history[at] if at is not None else ""
+        uses = _first_uses(previous)
         # A gradient's name misspelt (`dprob`), not the names the setup's forward pass, run just before, assigns.
         # Nor another answer's cell (its own names), run before this check after a restart.
         known = {*found.network.intermediates, *found.network.parameters, *found.network.data,
@@ -2162,14 +2193,14 @@ class NotebookCheck:
         forward = sorted(uses[0] & {*found.network.intermediates, *found.network.parameters}) if uses else []
         gradients = {a.variable for a in found.answers}
         if forward and not assigned and len(uses[0]) <= 2 and gradients & set(_reads(previous)):
-            return (f"; the cell you ran before this check (In[{len(history) - 2}]) assigns {', '.join(forward)}, a "
+            return (f"; the cell you ran before this check (In[{at}]) assigns {', '.join(forward)}, a "
                     f"value of the forward pass, from gradients: if that is {answer.variable}'s answer cell, write "
                     f"`{answer.variable} = ...` there, then re-run the forward pass's cell ({forward[0]} is not the "
                     f"forward pass's any more) and the answer cells from there")
         if not assigned:
             return (": run its answer cell above (after a restart the kernel holds none of your answers: run the setup "
                     "and your cells from the top, Run > Run All Above Selected Cell)")
-        return (f"; the cell you ran before this check (In[{len(history) - 2}]) assigns {', '.join(assigned[:4])}: if "
+        return (f"; the cell you ran before this check (In[{at}]) assigns {', '.join(assigned[:4])}: if "
                 f"that is {answer.variable}'s answer cell, it must assign {answer.variable} (the grader finds no "
                 f"{answer.variable} there, and gives nothing)")
 
