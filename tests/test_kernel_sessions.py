@@ -27,6 +27,12 @@ CELLS = {c.id: c.source for c in SOLVED.cells if c.cell_type == "code"}
 SETUP = ("setup_imports", "setup_data", "setup_params", "setup_forward")
 
 
+def written(cell: str) -> str:
+    """An answer cell's code as a student writes it: the reference alone, no `= None` blank above it and none of
+    the markers nbgrader's source notebook has (a saved notebook holding them is an instructor's)."""
+    return CELLS[cell].split("### BEGIN SOLUTION\n")[1].split("### END SOLUTION")[0]
+
+
 def setup(kernel, *, full: bool = False):
     """The setup cells: all of them after a restart, else the parameters and the forward pass again (a
     fresh batch and autograd's gradients, with the data already loaded)."""
@@ -44,6 +50,13 @@ def answered(kernel, cells):
 
 def right(line: str) -> bool:
     return "approximate: True" in line and "WRONG" not in line
+
+
+def right_unsaved(line: str) -> bool:
+    """Right, in a kernel whose notebook was never saved beside the folder's blank one: the kernel's verdict, and
+    the file's said as the condition it is."""
+    return "approximate: True" in line and ("WRONG" not in line or "ok — but WRONG as saved, if backprop_ninja.ipynb "
+                                            "in this folder is your notebook: " in line)
 
 
 def share(line: str) -> float | None:
@@ -1146,9 +1159,9 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
             blank = next(c.source for c in nbformat.read(Path(folder) / "backprop_ninja.ipynb", as_version=4).cells
                          if c.get("id") == "dC")
             kernel.run("dC", blank, send_id=False)
-            for grade_id in ("dprobs", "dW1", "dbnmeani"):
+            for grade_id in ("dprobs", "dW1", "dbnmeani"):  # (the file never saved: its blank said as a condition)
                 line = kernel.check(grade_id, send_id=False)
-                assert right(line) and "saved notebook" not in line, line
+                assert right_unsaved(line) and "saved notebook" not in line, line
             kernel.run("dC", send_id=False)
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n")
@@ -1164,7 +1177,7 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
     kernel.run("dcounts_sum_inv", "dcounts_sum_inv = (dprobs * counts).sum(1)\n")
     for cell in EX1[EX1.index("dcounts_sum"):EX1.index("dh") + 1]:  # as the trial wrote them: no `= None` first
         kernel.run(cell, "dcounts = counts_sum_inv * dprobs + torch.ones_like(counts) * dcounts_sum\n"
-                   if cell == "dcounts" else CELLS[cell].split("### BEGIN SOLUTION\n")[1].split("### END SOLUTION")[0])
+                   if cell == "dcounts" else written(cell))
     line = kernel.check("dh")
     assert "fix dcounts_sum_inv (its shape is not its gradient's), then run the cells from dcounts_sum_inv's down " \
         "to this one" in line, line
@@ -1174,7 +1187,7 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
     kernel.run("dcounts_sum_inv", "dcounts_sum_inv = (dprobs * counts).sum(1)\n")
     for cell in EX1[EX1.index("dcounts_sum"):EX1.index("dh") + 1]:
         kernel.run(cell, "dcounts = counts_sum_inv * dprobs + torch.ones_like(counts) * dcounts_sum\n"
-                   if cell == "dcounts" else CELLS[cell].split("### BEGIN SOLUTION\n")[1].split("### END SOLUTION")[0])
+                   if cell == "dcounts" else written(cell))
     line = kernel.check("dh")
     assert "fix dcounts_sum_inv (its shape is not its gradient's)" in line and \
         "(dprobs above it is wrong too)" in line and "fix dprobs" not in line, line
@@ -1188,7 +1201,7 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
     kernel.run("dcounts_sum", "dcounts_sum = -counts_sum**-2\n")
     for cell in EX1[EX1.index("dcounts"):EX1.index("dhpreact") + 1]:
         kernel.run(cell, "dh = dlogits @ W2\n" if cell == "dh" else
-                   CELLS[cell].split("### BEGIN SOLUTION\n")[1].split("### END SOLUTION")[0])
+                   written(cell))
     line = kernel.check("dhpreact")
     assert "the error is dh's cell's own (what it reads has the right shapes)" in line and \
         "(dcounts_sum above it is wrong too)" in line, line
@@ -1255,16 +1268,16 @@ def trial10_without_cell_ids_a_notebook_never_saved(kernel):
             for cell in (*SETUP, *EX1[:EX1.index("dh") + 1]):
                 kernel.run(cell, send_id=False)
             line = kernel.check("dh", send_id=False)
-            note = (r"; but backprop_ninja.ipynb in this folder holds dh's cell blank and none of the cells you ran: "
-                    r"if it is your notebook, make sure the run judged here \(In\[\d+\]\) is dh's own cell, then save "
-                    r"it \(the grader grades that cell as saved\)$")
-            assert right(line) and re.search(note, line), line
+            note = (r"ok — but WRONG as saved, if backprop_ninja.ipynb in this folder is your notebook: it holds dh's "
+                    r"cell blank and none of the cells you ran; make sure the run judged here \(In\[\d+\]\) is dh's "
+                    r"own cell, then save it \(the grader grades that cell as saved\)$")
+            assert right_unsaved(line) and re.search(note, line), line
             kernel.run("scratch", "dcounts = counts_sum_inv * dprobs\n", send_id=False)
             line = kernel.check("dcounts", send_id=False)
             judged = r"\(judged on the cell you ran as In\[\d+\], the newest run that assigns dcounts; if that was"
             assert "WRONG" in line and re.search(judged, line), line
             kernel.run("dcounts", send_id=False)
-            assert right(kernel.check("dcounts", send_id=False))
+            assert right_unsaved(kernel.check("dcounts", send_id=False))
             # Saved, with a copy of dprobs's cell holding another attempt, which ran
             nb = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
             at = next(i for i, c in enumerate(nb.cells) if c.get("id") == "dprobs")
@@ -1634,6 +1647,60 @@ def trial14_without_cell_ids_which_notebook_is_the_students(kernel):
                 "; but this notebook is backprop_ninja-Copy1.ipynb, a copy: the course collects and grades "
                 "backprop_ninja.ipynb beside it, so put your answers there (or close it and rename this one to that "
                 "name)"), line
+            Path(folder, "backprop_ninja-Copy1.ipynb").unlink()
+            # F3: exercise 2's blank cell, run after exercise 1, sets dlogits to None; dh's cell then stops on it,
+            # which is not "not attempted yet" (exercise 1's dlogits is), and is to be re-run, not answered
+            kernel.restart()
+            kernel.run("scratch", f"import os\nos.chdir({folder!r})\n", send_id=False)
+            nbformat.write(notebook({c: written(c) for c in EX1}), path)
+            for cell in SETUP:
+                kernel.run(cell, send_id=False)
+            for cell in EX1[:EX1.index("dlogits") + 1]:
+                kernel.run(cell, written(cell), send_id=False)
+            blank = next(c.source for c in released.cells if c.get("id") == "ex2_dlogits")
+            kernel.run("ex2_dlogits", blank, send_id=False)
+            assert kernel.check("ex2_dlogits", send_id=False).endswith("| not attempted yet")
+            assert kernel.run("dh", written("dh"), send_id=False)[2] == "TypeError"
+            line = kernel.check("dh", send_id=False)
+            assert "not attempted" not in line and "ex2_dlogits's cell (exercise 2) assigned dlogits after" in line \
+                and "re-run dlogits's cell" in line, line
+            # F6: the notebook renamed (mywork.ipynb), the one the course collects gone: every right line was a
+            # plain ok, in the classic Notebook and JupyterLab alike
+            path.rename(Path(folder) / "mywork.ipynb")
+            for cell in ("dlogits", "dh"):
+                kernel.run(cell, written(cell), send_id=False)
+            renamed = ("; but this notebook is mywork.ipynb, and the course collects and grades backprop_ninja.ipynb, "
+                       "which this folder does not hold: rename this one to backprop_ninja.ipynb")
+            line = kernel.check("dh", send_id=False)
+            assert right(line) and line.endswith(renamed), line
+            kernel.run("scratch", f"__session__ = {str(Path(folder) / 'mywork.ipynb')!r}\n", send_id=False)
+            line = kernel.check("dh", send_id=False)
+            assert right(line) and line.endswith(renamed), line
+            # F9: JupyterLab's File > Rename keeps the kernel and the name it started with: the copy, renamed to
+            # the course's name, was still told to be a copy
+            kernel.run("scratch", f"__session__ = {str(Path(folder) / 'backprop_ninja-Copy1.ipynb')!r}\n",
+                       send_id=False)
+            Path(folder, "mywork.ipynb").rename(path)
+            assert right(line := kernel.check("dh", send_id=False)) and "but" not in line, line
+            kernel.run("scratch", "del __session__\n", send_id=False)
+            # V3: dh's cell saved with the typo `h = ...` and the notebook run top to bottom: every line below said
+            # to run dh's cell (or that it never ran), which assigns h again
+            typo = {**{c: written(c) for c in EX1}, "dh": "h = dlogits @ W2.T\n"}
+            nbformat.write(notebook(typo), path)
+            kernel.restart()  # Run All in a fresh kernel, as the trial's
+            kernel.run("scratch", f"import os\nos.chdir({folder!r})\n", send_id=False)
+            for cell in (*SETUP, *EX1):
+                kernel.run(cell, typo.get(cell), send_id=False)
+            for grade_id in ("dhpreact", "dhprebn"):
+                line = kernel.check(grade_id, send_id=False)
+                assert "dh's answer cell assigns h" in line and "run the cell of dh" not in line, line
+            # V6: the same typo run in the classic Notebook, not saved: the line named no cell, and the typo stayed
+            nbformat.write(notebook({c: written(c) for c in EX1}), path)
+            for cell in (*SETUP[2:], *EX1[:EX1.index("dh") + 1]):  # dh right first, then the typo
+                kernel.run(cell, written(cell) if cell in EX1 else None, send_id=False)
+            kernel.run("dh", "h = dlogits @ W2.T\n", send_id=False)
+            line = kernel.check("dh", send_id=False)
+            assert re.search(r"the cell you ran as In\[\d+\] assigns h, .*write `dh = \.\.\.` there", line), line
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
     kernel.restart()
@@ -1644,6 +1711,27 @@ def trial14_without_cell_ids_which_notebook_is_the_students(kernel):
     kernel.run("dprobs", "dprobs = 1.0 / probs\n" + CELLS["check_dprobs"])
     kernel.run("dcounts_sum_inv")
     assert kernel.check("dcounts_sum_inv").startswith("dcounts_sum_inv| dprobs above is wrong")  # one line
+    answered(kernel, EX1)
+    # F7: right values laid out otherwise (demb a view of a transpose) stop dC's `.view`, which the grader's
+    # tensors do not: "run it again" stopped again
+    kernel.run("dembcat", "dembcat = (W1 @ dhprebn.T).T\n")
+    kernel.run("demb", "demb = dembcat.view(emb.shape[0], emb.shape[1], emb.shape[2])\n")
+    assert right(kernel.check("demb"))
+    scatter = "dC = torch.zeros_like(C).index_add_(0, Xb.view(-1), demb.view(-1, C.shape[1]))\n"
+    kernel.run("scratch", "del dC\n")
+    assert kernel.run("dC", scatter)[2] == "RuntimeError"
+    line = kernel.check("dC")
+    assert "run it again" not in line and "view size is not compatible" in line and \
+        "your demb is not contiguous in memory" in line and "use .reshape in this cell" in line, line
+    answered(kernel, EX1)
+    # V4: exercise 1's dhpreact wrong, dbngain computed from it, then exercise 3's read-only cell (autograd's
+    # dhpreact) run before dbngain's check: "dhpreact changed since it ran" named neither
+    kernel.run("dhpreact", "dhpreact = (1.0 - h) * dh\n")
+    kernel.run("dbngain")
+    kernel.run("setup_ex3_dhpreact")
+    line = kernel.check("dbngain")
+    assert "dhpreact changed since it ran (the read-only cell above ex3_dhprebn's (exercise 3) set it to autograd's " \
+        "dhpreact, not what your dhpreact's cell gave: its own line says why)" in line, line
     answered(kernel, EX1)
 
 

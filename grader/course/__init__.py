@@ -17,6 +17,8 @@ from grader.limits import REQUIRED_BY_DEFAULT, WALLS, Limits
 # gated: the released notebook installs the whole package, whose `solution` command shows a reference once
 # the student's cell holds an attempt (self-learners); off: only the self-check, no reference anywhere.
 SOLUTIONS = ("gated", "off")
+# The lecture's notebook: the name the self-check takes for the one a course collects where its settings name none.
+LECTURE_NOTEBOOK = "backprop_ninja.ipynb"
 
 
 class CourseError(ValueError):

@@ -77,7 +77,7 @@ from nbgrader.preprocessors import (
 
 from grader import course as course_config
 from grader import syntax
-from grader.course import material
+from grader.course import LECTURE_NOTEBOOK, material
 from grader.exercise import DEFAULT, FUNCTION, Exercise, Function
 from grader.student.solution import BEGIN_SOLUTION, END_SOLUTION
 from grader.vocabulary import grade_cell_id
@@ -117,6 +117,8 @@ def public_settings(course) -> dict:
                 "hints": course.feedback.hints}
     if course.exercise.name != DEFAULT:  # the self-check loads the exercise course.yml names (a variant's)
         settings["exercise"] = notebook_spec(course.exercise_spec)
+    if course.notebook != LECTURE_NOTEBOOK:  # so that a line says when the student's notebook is not the one collected
+        settings["notebook"] = course.notebook
     if course.solutions == "off":  # the self-check points to no reference, `backprop-ninja solution` refuses
         settings["solutions"] = course.solutions
     if course.policy != course_config.Policy():  # so that a line says WRONG exactly when this course takes a point

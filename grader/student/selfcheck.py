@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import torch
 
-from grader.course import Policy, Tolerance
+from grader.course import LECTURE_NOTEBOOK, Policy, Tolerance
 from grader.exercise import ATOMIC, DEFAULT, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, load
 from grader.judge import neighbourhood
 from grader.judge.compare import NOTEBOOK, compare, judge
@@ -483,11 +483,7 @@ def _saved_notebook(namespace: dict) -> tuple[tuple[tuple[str, str], ...], float
     """(the notebook file's code cells, when it was saved), where the front end names the file, or else the
     kernel's folder holds one notebook of the exercise, and it reads as a notebook (a file a `git pull` left
     with conflict markers says nothing of the answers)."""
-    named = namespace.get("__session__") or namespace.get("__vsc_ipynb_file__")
-    if isinstance(named, str) and named.endswith(".ipynb"):
-        path = next((p for p in (Path(named), Path.cwd() / Path(named).name) if p.is_file()), None)
-    else:
-        path = _only_notebook(namespace)
+    path = _kernel_notebook(namespace)
     if path is None:
         return None
     try:
@@ -495,6 +491,18 @@ def _saved_notebook(namespace: dict) -> tuple[tuple[tuple[str, str], ...], float
         return _saved_cells(str(path), saved), saved
     except (OSError, ValueError, AttributeError, TypeError):
         return None
+
+
+def _kernel_notebook(namespace: dict) -> Path | None:
+    """The kernel's notebook file: the one the front end names, or where it names none, or one that is gone
+    (JupyterLab's File > Rename keeps the kernel, and the name it started with: the fourteenth trial's lines kept
+    naming a copy renamed to the course's name), the one `_only_notebook` infers."""
+    named = namespace.get("__session__") or namespace.get("__vsc_ipynb_file__")
+    if isinstance(named, str) and named.endswith(".ipynb"):
+        path = next((p for p in (Path(named), Path.cwd() / Path(named).name) if p.is_file()), None)
+        if path is not None:
+            return path
+    return _only_notebook(namespace)
 
 
 # When this kernel first imported the self-check (its setup ran): a notebook saved since is this session's.
@@ -566,8 +574,9 @@ def _unconfirmed_blank(namespace: dict, found: SelfCheck, answer: Answer, whole:
     """Where no front end names the notebook's file and the folder's one notebook of the exercise is not known
     to be this kernel's (no cell the kernel ran is in it as it ran, the state of a notebook never saved), and
     holds the answer's cell blank: a note that it is blank there, said as the condition it is (the tenth
-    student trial's classic Notebook, never saved: `ok` lines over a file the grader gave 0)."""
-    if namespace.get("__session__") or namespace.get("__vsc_ipynb_file__") or _only_notebook(namespace) is not None:
+    student trial's classic Notebook, never saved: `ok` lines over a file the grader gave 0; the fourteenth's: an
+    ok line with a note, and no WRONG, where the grader gives 0)."""
+    if _kernel_notebook(namespace) is not None:
         return ""
     path = _folder_notebook(namespace)
     if path is None:
@@ -581,22 +590,46 @@ def _unconfirmed_blank(namespace: dict, found: SelfCheck, answer: Answer, whole:
     found_run = found.located(answer)
     run = f" the run judged here (In[{found_run[1]}]) is {answer.cell_id}'s own cell," \
         if found_run is not None and found_run[1] is not None else ""
-    return (f"; but {path.name} in this folder holds {answer.cell_id}'s cell blank and none of the cells you ran: "
-            f"if it is your notebook, make sure{run or ' your answer is in its own cell'} then save it (the grader "
-            "grades that cell as saved)")
+    return (f"if {path.name} in this folder is your notebook: it holds {answer.cell_id}'s cell blank and none of the "
+            f"cells you ran; make sure{run or ' your answer is in its own cell'} then save it (the grader grades that "
+            "cell as saved)")
 
 
-def _a_copy(namespace: dict) -> str:
-    """On a right line: where the notebook (named by the front end, or the folder's taken for the kernel's) is a
-    copy of another beside it (`backprop_ninja-Copy1.ipynb`), the one the course collects and grades is that other
-    (the twelfth and fourteenth student trials worked in a copy, every line right, the collected notebook blank)."""
-    named = namespace.get("__session__") or namespace.get("__vsc_ipynb_file__")
-    path = Path(named) if isinstance(named, str) else _only_notebook(namespace)
-    original = _original_of(path) if path is not None else None
-    if original is None:
+def _layout(error: str, reads: list[str], namespace: dict) -> str:
+    """Why right values stop a cell the grader runs: a `.view` of a tensor not contiguous in memory (a transpose,
+    or a view of one), where the grader's tensors are laid out anew."""
+    strided = [g for g in reads if isinstance(namespace.get(g), torch.Tensor) and not namespace[g].is_contiguous()]
+    if "view" not in error or not strided:
+        return ": fix the line the error names"
+    return (f": your {strided[0]} is not contiguous in memory (made by a transpose or a view of one), and .view needs "
+            f"it to be: use .reshape in this cell, or make {strided[0]} with .contiguous()")
+
+
+def _not_collected(namespace: dict) -> str:
+    """On a right line: where the notebook (the kernel's, `_kernel_notebook`) is not the one the course collects
+    and grades, a copy of it beside it (`backprop_ninja-Copy1.ipynb`) or a notebook renamed (`mywork.ipynb`), which
+    one it is and how to get the answers there (the twelfth and fourteenth student trials worked in a copy, and in
+    a renamed notebook, every line right, the collected notebook blank or gone). Only a released notebook (its
+    read-only cells carry nbgrader's checksums) is a student's: an instructor's solved notebook is not renamed."""
+    path = _kernel_notebook(namespace)
+    if path is None:
         return ""
-    return (f"; but this notebook is {path.name}, a copy: the course collects and grades {original.name} "
-            "beside it, so put your answers there (or close it and rename this one to that name)")
+    original = _original_of(path)
+    if original is not None:
+        return (f"; but this notebook is {path.name}, a copy: the course collects and grades {original.name} "
+                "beside it, so put your answers there (or close it and rename this one to that name)")
+    settings = namespace.get("COURSE")
+    collected = settings.get("notebook", LECTURE_NOTEBOOK) if isinstance(settings, dict) else LECTURE_NOTEBOOK
+    try:
+        if path.name == collected or not _released(str(path), path.stat().st_mtime):
+            return ""
+    except (OSError, ValueError, AttributeError):  # gone, or not a notebook since it was found
+        return ""
+    if (path.parent / collected).is_file():
+        return (f"; but this notebook is {path.name}: the course collects and grades {collected} beside it, so put "
+                "your answers there (or close this one, delete that one, and rename this one to that name)")
+    return (f"; but this notebook is {path.name}, and the course collects and grades {collected}, which this folder "
+            f"does not hold: rename this one to {collected}")
 
 
 def _saved_answers(namespace: dict, cell_id: str) -> list[str] | None:
@@ -613,6 +646,14 @@ def _saved_cells(path: str, _saved: float) -> tuple[tuple[str, str], ...]:
         cells = json.load(file).get("cells", [])
     return tuple((c.get("metadata", {}).get("nbgrader", {}).get("grade_id") or c.get("id"),
                   "".join(c.get("source", ""))) for c in cells if c.get("cell_type") == "code")
+
+
+@functools.lru_cache(maxsize=8)
+def _released(path: str, _saved: float) -> bool:
+    """Whether the notebook file is one nbgrader released (checksums on its read-only cells), not its source."""
+    with open(path, encoding="utf-8") as file:
+        cells = json.load(file).get("cells", [])
+    return any("checksum" in c.get("metadata", {}).get("nbgrader", {}) for c in cells)
 
 
 def _chain_from(chain: tuple[str, ...]) -> str:
@@ -985,6 +1026,21 @@ class SelfCheck:
                         f"it is not the forward pass's tensor any more: take that line out of the cell, re-run the "
                         f"forward pass's cell (the one that calls backward()) and the answer cells from there, then "
                         f"this check")
+            history = (self.namespace or {}).get("In") or []
+            # Told by no cell id: the last cell that bound it, not the forward pass's (the fourteenth trial's typo
+            # `x = ...` for `dx = ...`, run in the classic Notebook, which the line left in the cell to be saved)
+            at = next((count for count in range(len(history) - 1, 0, -1) if isinstance(history[count], str)
+                       and "backward(" not in history[count] and "check(" not in history[count]
+                       and source in ((_first_uses(history[count]) or ((),))[0])), None)
+            judged = self.located(answer) if at is not None and answer is not None else None
+            since = max([judged[1] if judged is not None and judged[1] is not None else 0,
+                         *(count for count, cell in _IDS.items() if answer is not None and cell == answer.cell_id)])
+            if at is not None and since < at:  # the answer's own cell not run since (with its id, or by its code)
+                variable = answer.variable if answer is not None else name
+                return (f"{label} no autograd gradient on {source}: the cell you ran as In[{at}] assigns {source}, so "
+                        f"it is not the forward pass's tensor any more: if that is {name}'s answer cell, write "
+                        f"`{variable} = ...` there; then re-run the forward pass's cell (the one that calls "
+                        "backward()) and the answer cells from there, then this check")
             return (f"{label} no autograd gradient on {source}: {source} is not the forward pass's tensor (a cell "
                     "assigned it since, or the forward and loss.backward() cells have not run): run them, then this "
                     "check")
@@ -1486,10 +1542,15 @@ class SelfCheck:
         another name (the twelfth trial's `dy_inv = ...` typo in dy's cell, said to have stopped)."""
         answer = self._atomic(variable)
         source = self.source(answer) if answer is not None else None
-        uses = _first_uses(source) if source else None
-        if uses is not None and uses[0] and variable not in uses[0] and not _blank(source):
+        # Not found as run (no cell id, and the run bound no answer): the saved cell, where the file is known (the
+        # fourteenth trial's `x = ...` typo in dx's cell, Run All: "its cell never ran" below it)
+        saved = _saved_code(self.namespace or {}, answer.cell_id) if answer is not None and source is None else None
+        code = source or (saved[0] if saved else None)
+        uses = _first_uses(code) if code else None
+        if uses is not None and uses[0] and variable not in uses[0] and not _blank(code):
             bound = ", ".join(sorted(uses[0])[:4])
-            return f"is not assigned ({answer.cell_id}'s cell ran, and assigns {bound} instead)"
+            return (f"is not assigned ({answer.cell_id}'s cell ran, and assigns {bound} instead)" if source else
+                    f"is not assigned ({answer.cell_id}'s cell in your saved notebook assigns {bound} instead)")
         return "is not assigned (its cell never ran, or stopped with an error)"
 
     def _blocked(self, first: str, checked: Answer) -> str | None:
@@ -1585,7 +1646,26 @@ class SelfCheck:
         # Another cell's value under an answer's name (a fused exercise's cell assigns an atomic one's): named
         above = self._atomic(changed[0])
         other = self._reassigned(above) if above is not None and len(changed) == 1 else None
-        return f"{', '.join(changed)} changed since it ran" + (f" ({other} assigned it)" if other else "")
+        handed = self._handed(changed[0], ran[0][changed[0]]) if other is None and len(changed) == 1 else None
+        return f"{', '.join(changed)} changed since it ran" + (f" ({other} assigned it)" if other else
+                                                               f" ({handed})" if handed else "")
+
+    def _handed(self, variable: str, then: torch.Tensor) -> str | None:
+        """Where the last cell run that bound `variable` is the read-only cell handing a fused answer autograd's
+        gradient (`dx = x.grad.clone()`): that cell, by the answer it is for (the fourteenth trial's fused
+        exercise's set-up, run between an answer and the one below it, told only as "changed since it ran")."""
+        history = (self.namespace or {}).get("In") or []
+        last = next((code for code in reversed(history[:-1]) if isinstance(code, str)
+                     and variable in ((_first_uses(code) or ((),))[0])), None)
+        fused = next((a for a in self.exercise.answers if a.kind == FUSED and variable in a.local_upstream), None)
+        if last is None or fused is None or not _given(last, frozenset({variable[1:]})):
+            return None
+        now = self.namespace[variable]
+        same = isinstance(now, torch.Tensor) and now.shape == then.shape and torch.allclose(
+            now.double(), then.double(), rtol=self.tolerance.rtol, atol=self.tolerance.atol)
+        return (f"the read-only cell above {fused.grade_id}'s (exercise {fused.part}) set it to autograd's "
+                f"{variable}, " + ("equal to yours to round-off" if same else
+                                   f"not what your {variable}'s cell gave: its own line says why"))
 
     def _reassigned(self, answer: Answer) -> str | None:
         """The other cell that bound the answer's name after its own cell ran (a fused exercise's answer
@@ -1916,7 +1996,10 @@ class NotebookCheck:
             return f"{label}| {text} — but WRONG as saved: {unsaved}"
         if answer is None:
             return said
-        return said + (_unconfirmed_blank(namespace, found, answer, whole) or _a_copy(namespace))
+        blank = _unconfirmed_blank(namespace, found, answer, whole)
+        if blank:  # a line without WRONG is one the grader accepts, and this file's cell gets nothing
+            return f"{label}| {text} — but WRONG as saved, {blank}"
+        return said + _not_collected(namespace)
 
     def _line(self, grade_id: str, namespace: dict, answers: str | None = None,
               gradients_of: str | None = None) -> str:
@@ -2120,9 +2203,28 @@ class NotebookCheck:
             if case is not None and reads and all(
                     g in case.truth and compare(namespace.get(g), case.truth[g], rtol=found.tolerance.rtol,
                                                 atol=found.tolerance.atol).passed for g in reads):
-                return f"{said}what it reads is right now: run it again"
+                error = NotebookCheck._stops_now(source, namespace)
+                if error is None:
+                    return f"{said}what it reads is right now: run it again"
+                return (f"its answer cell stops with an error on what it reads now too ({error}), though every value "
+                        "it reads is right; as the grader runs it (with the true upstream gradients) this cell itself "
+                        f"is right{_layout(error, reads, namespace)}")
             return f"{said}run it again once the answers above it are right"
         return "its answer cell stopped with an error when it last ran; run the cells above it, then it"
+
+    @staticmethod
+    def _stops_now(source: str, namespace: dict) -> str | None:
+        """The error the cell's code raises when run now on copies of what it reads (strides kept), or None:
+        right values can still stop it (`.view` of a transpose's view), and "run it again" would stop again (the
+        fourteenth trial's F7)."""
+        ns = {"__builtins__": builtins, **NAMESPACE}
+        ns.update({k: v.clone() if isinstance(v, torch.Tensor) else v
+                   for k, v in namespace.items() if k in _reads(source) and k not in NAMESPACE})
+        try:
+            exec(_compiled(source, "<answer cell>"), ns)
+        except Exception as exc:  # noqa: BLE001 - the student's code: any error is what to say
+            return f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}".rstrip(": ")
+        return None
 
     @staticmethod
     def _blank_upstream(exercise: Exercise, answer: Answer, namespace: dict) -> tuple[str, str] | None:
@@ -2142,6 +2244,12 @@ class NotebookCheck:
         where `first`'s cell is still blank (or not known), to run where it holds an answer the kernel has not
         run (after a restart)."""
         answer = next(a for a in found.exercise.answers if a.kind == ATOMIC and a.variable == first)
+        other = found._reassigned(answer) if first in namespace else None
+        if other is not None:  # attempted: another cell (a fused exercise's blank) set it to None after it ran
+            which = f"{read} above, which is None" if read == first else \
+                f"{read} above, which is not assigned, nor are the answers above it up to {first}, which is None"
+            return (f"its answer cell stopped with an error when it last ran, reading {which}: {other} assigned "
+                    f"{first} after its own cell ran; re-run {first}'s cell, then the cells from it down to this one")
         saved = _saved_code(namespace, answer.cell_id)
         do = "answer" if first in namespace or saved is None or _blank(saved[0]) else "run the cell of"
         state = "is not attempted yet" if first in namespace else "is not assigned either"
@@ -2160,7 +2268,8 @@ class NotebookCheck:
                     f"on {behind[0]}, which is wrong{_chain_from(behind[:behind.index(shaped[-1]) + 1])}: fix "
                     f"{shaped[-1]} (its shape is not its gradient's), then run the cells from {shaped[-1]}'s down "
                     f"to this one{also}")
-        instead = NotebookCheck._assigns_instead(found, answer) if first not in namespace and source else None
+        written = source or (saved[0] if saved is not None and not _blank(saved[0]) else None)
+        instead = NotebookCheck._assigns_instead(found, answer, written) if first not in namespace and written else None
         if instead:  # it ran, and bound another name (the twelfth trial's typo, said to be an error of its own)
             return (f"its answer cell stopped with an error when it last ran, reading {above}: {first}'s "
                     f"{instead.removeprefix('its ')}; fix it, then run the cells from {first}'s down to this one")

@@ -100,11 +100,14 @@ def fingerprint(root: Path) -> dict[str, tuple[str, int]]:
 
 def execute(nb, workdir: Path, folder: Path, root: Path):
     """Run All on a copy of `nb` in a copy of the assignment `folder` (its data beside it), as a student
-    would, with `root` (the checkout) importable; errors stay in the cells' outputs."""
+    would, with `root` (the checkout) importable; errors stay in the cells' outputs. `nb` is saved there first,
+    as the folder's notebook: Run All runs a file as saved (the self-check reads it)."""
     from nbclient import NotebookClient
 
     shutil.copytree(folder, workdir)
     nb = nbformat.from_dict(nb)
+    (saved,) = workdir.glob("*.ipynb")
+    nbformat.write(nb, saved)
     path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
     client = NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
                             resources={"metadata": {"path": str(workdir)}})
