@@ -1732,6 +1732,11 @@ def trial14_without_cell_ids_which_notebook_is_the_students(kernel):
     line = kernel.check("dbngain")
     assert "dhpreact changed since it ran (the read-only cell above ex3_dhprebn's (exercise 3) set it to autograd's " \
         "dhpreact, not what your dhpreact's cell gave: its own line says why)" in line, line
+    # The thirteenth trial's `[:, Yb]`, named by the grader's catalogue and by no check line
+    kernel.run("dlogprobs", "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[:, Yb] = -1.0 / n\n")
+    line = kernel.check("dlogprobs")
+    assert line.startswith("dlogprobs      | WRONG") and "your dlogprobs[:, Yb] is every row at each of Yb's " \
+        "columns" in line, line
     answered(kernel, EX1)
 
 

@@ -6,15 +6,18 @@ gradients are, so that no explanation rests on a coincidence of the true chain.
 from __future__ import annotations
 
 import functools
+from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from grader import derive
+from grader.course import Tolerance
 from grader.exercise import ATOMIC
 from grader.exercises.makemore_mlp import mistakes, variants
 from grader.judge import neighbourhood
+from grader.judge.compare import judge
 from grader.judge.configs import generate
 from grader.judge.diagnose import name
 from grader.judge.exam import CHAIN, LOCAL, checks, prepare
@@ -370,3 +373,29 @@ def test_a_sigmoid_left_out_inside_a_gate_s_line_is_named():
         "it there")
     assert said(spec, "dUz", "dUz = h1.T @ (z1 * (1 - z1) * dz2)") == (
         "your dUz uses z1 where the derivative of the sigmoid needs z2, its output")
+
+
+@pytest.mark.parametrize("code", ["dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[:, Yb] = -1.0 / n\n",
+                                  "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[:, Yb] -= 1.0 / n\n"])
+def test_every_row_at_the_labels_columns_is_named_where_no_catalogue_names_it(code):
+    """The thirteenth student trial's `dlogprobs[:, Yb] = -1.0 / n`: the grader's feedback named it by the hidden
+    suite's catalogue, the self-check (which has none) only "wrong values". Judged as both judge it: the catalogue's
+    sentence first, and without one this."""
+    cases = _cases("tanh-batchnorm")
+    answer = cases[0].exercise.by_grade_id["dlogprobs"]
+    outcomes = {case.config.name: SimpleNamespace(status="tensor", tensor=_run(code, case, answer, CHAIN), detail={})
+                for case in cases}
+    tol = Tolerance(RTOL, ATOL)
+    sentence = ("your dlogprobs[:, Yb] is every row at each of Yb's columns, where the gradient has one entry per row "
+                "(row i at column Yb[i]): index with dlogprobs[range(Yb.shape[0]), Yb]")
+    assert judge(outcomes, cases, answer, CHAIN, tol, code=code, public=True).mistake == sentence
+    catalogued = judge(outcomes, cases, answer, CHAIN, tol, code=code, catalogue=lambda case, **_: "the catalogue's")
+    assert catalogued.mistake == "the catalogue's"
+    # the right answer, and a slip elsewhere in the same cell, are not it
+    right = "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[range(n), Yb] = -1.0 / n\n"
+    assert judge({c.config.name: SimpleNamespace(status="tensor", tensor=_run(right, c, answer, CHAIN), detail={})
+                  for c in cases}, cases, answer, CHAIN, tol, code=right) is None
+    other = "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[:, Yb] = -1.0 / n\ndlogprobs[0, 0] += 1.0\n"
+    wrong = judge({c.config.name: SimpleNamespace(status="tensor", tensor=_run(other, c, answer, CHAIN), detail={})
+                   for c in cases}, cases, answer, CHAIN, tol, code=other, public=True)
+    assert "every row at each of Yb's columns" not in wrong.mistake

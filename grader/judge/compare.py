@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from grader.exercise import ATOMIC, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, load
-from grader.judge.diagnose import diagnose, name
+from grader.judge.diagnose import diagnose, every_row_picked, name
 from grader.sandbox.protocol import as_answer
 from grader.vocabulary import Match, Status, Transpose, in_place, shape_text
 
@@ -501,6 +501,8 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
             mistake = mistake or name(tensors, answer, check, tol.rtol, tol.atol, factor=factor, code=code) or ""
             if not mistake and catalogue and not first_catalogue:
                 mistake = catalogue(case, tensor=outcomes[case.config.name].tensor) or ""
+            # After the catalogue, whose own sentence for it a course may hold: the self-check has none
+            mistake = mistake or every_row_picked(tensors, answer, check, tol.rtol, tol.atol, _tree(code)) or ""
         named = bool(mistake)
         shown = _shown(first, case, cases, outcomes, answer, check, tol, public)
         hinted = mistake or "; ".join(shown.hints)

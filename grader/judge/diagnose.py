@@ -7,6 +7,8 @@ dimension, all zeros, the rows or columns where the values are wrong. Never a gu
 """
 from __future__ import annotations
 
+import ast
+
 import torch
 
 from grader.exercise import ATOMIC, FUNCTION, FUSED, Answer, Exercise
@@ -241,3 +243,32 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
     if constants and None not in constants and max(constants) - min(constants) <= 1e-6 * abs(constants[0]):
         return f"your {variable} {constant_multiple(constants[0] if factor else None)}"
     return None
+
+
+def every_row_picked(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, rtol: float, atol: float,
+                     tree: ast.AST | None) -> str | None:
+    """`dx[:, idx]` written for `dx[range(n), idx]` (the thirteenth student trial's, told only "wrong values" by the
+    self-check, which has no hidden catalogue): every row's entries at each of idx's columns, where the gradient has
+    one entry per row. Told by the code's subscript and by the values on every configuration: they differ from the
+    gradient only in idx's columns, and never at a row's own entry. `tree`: the cell's code parsed."""
+    variable = answer.variable
+    if tree is None:
+        return None
+    index = next((n.slice.elts[1].id for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+                  and isinstance(n.value, ast.Name) and n.value.id == variable and isinstance(n.slice, ast.Tuple)
+                  and len(n.slice.elts) == 2 and isinstance(n.slice.elts[1], ast.Name)
+                  and ast.unparse(n.slice.elts[0]) == ":"), None)
+    if index is None or not tensors or answer.kind == FUNCTION:
+        return None
+    for case, got in tensors:
+        picked, want = case.values.get(index), case.expected(answer, check).to(torch.float64)
+        if not isinstance(picked, torch.Tensor) or picked.dtype.is_floating_point or picked.dim() != 1 \
+                or want.dim() != 2 or got.shape != want.shape or len(picked) != want.shape[0]:
+            return None
+        wrong = ~torch.isclose(got.detach().to(torch.float64), want, rtol=rtol, atol=atol)
+        columns = torch.zeros(want.shape[1], dtype=torch.bool)
+        columns[picked] = True
+        if not wrong.any() or wrong[torch.arange(len(picked)), picked].any() or (wrong & ~columns).any():
+            return None
+    return (f"your {variable}[:, {index}] is every row at each of {index}'s columns, where the gradient has one entry "
+            f"per row (row i at column {index}[i]): index with {variable}[range({index}.shape[0]), {index}]")
