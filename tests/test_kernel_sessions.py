@@ -810,11 +810,11 @@ def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code
     assert "WRONG" not in dW2 and "dlogits above is not its cell's value: ex2_dlogits's cell (exercise 2) " \
            "assigned dlogits" in dW2, dW2
     assert right(dlogits_fixed) and right(dW2_fixed), (dlogits_fixed, dW2_fixed)
-    # Exercise 2's cell, then exercise 1's check at once: its code fits both cells alike; the line says which
-    # run it judged, and what to do if that was exercise 2's.
-    assert dlogits_after.startswith("dlogits        | WRONG") and "(judged on the cell you ran as In[" in \
-        dlogits_after and "if that was another cell assigning the same name, re-run this cell, then this check" \
-        in dlogits_after, dlogits_after
+    # Exercise 2's cell, then exercise 1's check at once: its code fits both cells by name, and reads none of
+    # exercise 1's step's gradients, which exercise 1's own run did: exercise 2's, said as told by its code (the
+    # fifteenth trial found the WRONG this test once asked for false: exercise 1's cell was right)
+    assert dlogits_after.startswith("dlogits        | not checked: this cell is right as the grader runs it") and \
+        "by its code ex2_dlogits's (exercise 2) assigned dlogits after it ran" in dlogits_after, dlogits_after
     # The ninth trial's T09C: exercise 3's read-only cell binding dhpreact was taken for dhpreact's cell run again
     # without the change, so the line said it "no longer does" change dh, which it still did
     assert "dhpreact's cell changed it in place afterwards" in dh_changed and "no longer" not in dh_changed, \
@@ -1740,6 +1740,124 @@ def trial14_without_cell_ids_which_notebook_is_the_students(kernel):
     answered(kernel, EX1)
 
 
+def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(kernel):
+    """The fifteenth student trial: a scratch cell's `F = 9.81` was "run it again" (again and again), `Yb =
+    Yb.float()` "reading your answer raised IndexError" on every line, `Xb = Xb[:5]` blamed n; a blank answer below
+    a slip was "not checked: your n is 3"; in the classic Notebook, exercise 2's cell run after exercise 1's right
+    dlogits, then exercise 1's check, was WRONG on the right cell; a stale line over a cell the saved notebook holds
+    blank had no WRONG as saved."""
+    kernel.restart()
+    setup(kernel, full=True)
+    # F1: classic, never saved
+    for cell in EX1[:EX1.index("dlogits") + 1]:
+        kernel.run(cell, written(cell), send_id=False)
+    kernel.run("ex2_dlogits", written("ex2_dlogits"), send_id=False)
+    assert right(kernel.check("dlogits", send_id=False))  # the same values
+    assert right(kernel.check("ex2_dlogits", send_id=False))
+    kernel.run("ex2_dlogits", "dlogits = F.softmax(logits, 1) / n\n", send_id=False)
+    line = kernel.check("dlogits", send_id=False)
+    assert line.startswith("dlogits        | not checked: this cell is right") and \
+        "ex2_dlogits's (exercise 2) assigned dlogits after it ran" in line, line
+    line = kernel.check("ex2_dlogits", send_id=False)
+    assert line.startswith("ex2_dlogits    | WRONG") and "not run yet" not in line, line
+    # F3: a module's name rebound by a scratch cell
+    answered(kernel, EX1)
+    kernel.run("scratch", "F = 9.81  # force\n")
+    kernel.run("dlogits", "dlogits = dnorm_logits.clone() + F.one_hot(logits.max(1).indices, "
+               "num_classes=logits.shape[1]) * dlogit_maxes\n")
+    line = kernel.check("dlogits")
+    assert re.search(r"your F is not torch\.nn\.functional any more: the cell you ran as In\[\d+\] assigned F since "
+                     r".*run `import torch\.nn\.functional as F`", line), line
+    kernel.run("scratch", "import torch.nn.functional as F\n")
+    kernel.run("dlogits")
+    # F4, F7: the batch rebound or cut by a scratch cell
+    for scratch in ("Yb = Yb.float()  # for plotting\n", "Xb = Xb[:5]\n"):
+        kernel.run("scratch", scratch)
+        name = scratch[:2]
+        for grade_id in ("dlogprobs", "dC"):
+            line = kernel.check(grade_id)
+            assert re.search(rf"not checked: your {name} is not the batch the forward pass read any more: the cell "
+                             rf"you ran as In\[\d+\] assigned {name} since", line) and "your n is" not in line, line
+        answered(kernel, EX1)
+    # V5: a blank answer below a slip is not attempted, whatever the slip
+    kernel.run("scratch", "n = 3\n")
+    kernel.run("dbnmeani", "dbnmeani = None  # TODO\n")
+    assert kernel.check("dbnmeani").endswith("| not attempted yet")
+    kernel.run("scratch", "n = Xb.shape[0]\n")
+    # V2: an answer cell's debug print, replayed by every later check on each of its batches (check() asserts one
+    # line of output)
+    kernel.run("dlogprobs", written("dlogprobs") + "print('debug', dlogprobs.shape)\n")
+    assert right(kernel.check("dprobs"))
+    kernel.run("dlogprobs")
+    # F6: `W2 = W2.T` in dh's cell (which the grader grades right): "take that line out" left a shape error
+    kernel.run("dh", "W2 = W2.T\ndh = dlogits @ W2\n")
+    line = kernel.check("dh")
+    assert "write `W2.T` where that cell reads W2, not `W2 = W2.T`" in line and "take that line out" not in line, line
+    answered(kernel, EX1)
+    # F8: a pasted `%reset -f`: "run the setup cells first", which Run All Above runs again
+    kernel.run("scratch", "%reset -f\n")
+    line = kernel.check("dprobs")
+    assert re.search(r"not checked: the cell you ran as In\[\d+\] cleared the kernel's names \(%reset\): delete it",
+                     line), line
+    setup(kernel, full=True)
+    answered(kernel, EX1)
+    # F9: a slow answer cell stopped by Kernel > Interrupt was "as the grader runs it, this cell itself is right"
+    # (the grader stops it at its time limit: 0), and the check ran its loop again
+    for cell in ("dembcat", "demb"):
+        kernel.run(cell)
+    kernel.run("scratch", "del dC\n")
+    slow = "for _ in range(10**9):\n    pass\n" + written("dC")
+    assert kernel.run("dC", slow, interrupt_after=1.0)[2] == "KeyboardInterrupt"
+    line = kernel.check("dC")
+    assert "its answer cell was interrupted (Kernel > Interrupt) when it last ran" in line and \
+        "is right" not in line, line
+    kernel.run("dC")
+    released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
+    # F2 (classic, saved): a typo assigning dprobs in dcounts_sum's cell: dprobs's line said to delete a scratch
+    # cell (the answer cell of dcounts_sum), dcounts_sum's "not run yet"
+    here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        typo = "dprobs = -counts_sum**-2 * dcounts_sum_inv\n"
+        saved = {**{c: written(c) for c in EX1[:EX1.index("dcounts_sum_inv") + 1]}, "dcounts_sum": typo}
+        nb = nbformat.from_dict(json.loads(json.dumps(released)))
+        for c in nb.cells:
+            c.source = saved.get(c.get("id"), c.source)
+        kernel.restart()
+        kernel.run("scratch", f"import os\nos.chdir({folder!r})\n", send_id=False)
+        try:
+            for cell in SETUP:
+                kernel.run(cell, send_id=False)
+            for cell in saved:
+                kernel.run(cell, saved[cell], send_id=False)
+            nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
+            line = kernel.check("dprobs", send_id=False)
+            assert "is dcounts_sum's cell in your saved notebook, which assigns dprobs (a typo for dcounts_sum?)" in \
+                line and "delete" not in line, line
+            line = kernel.check("dcounts_sum", send_id=False)
+            assert line.startswith("dcounts_sum    | WRONG: dcounts_sum's cell as your saved notebook holds it assigns "
+                                   "dprobs and never dcounts_sum"), line
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
+    setup(kernel, full=True)
+    answered(kernel, EX1)
+    # F5: a stale line over a cell the saved notebook holds blank
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "backprop_ninja.ipynb"
+        nbformat.write(released, path)
+        kernel.run("scratch", f"__session__ = {str(path)!r}\n")
+        try:
+            kernel.run("dprobs", "dprobs = probs * dlogprobs\n")
+            kernel.run("dcounts_sum_inv")
+            kernel.run("dprobs")
+            line = kernel.check("dcounts_sum_inv")
+            assert "dprobs changed since it ran" in line and "— but WRONG as saved: dcounts_sum_inv's cell in your " \
+                "saved notebook is still blank" in line, line
+        finally:
+            kernel.run("scratch", "del __session__\n")
+    answered(kernel, EX1)
+
+
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
@@ -1772,7 +1890,8 @@ def test_scripted_student_sessions(tmp_path):
                         trial10_without_cell_ids_a_notebook_never_saved,
                         trial12_without_cell_ids_which_run_the_saved_notebook_holds,
                         trial13_without_cell_ids_a_copy_beside_the_notebook,
-                        trial14_without_cell_ids_which_notebook_is_the_students):
+                        trial14_without_cell_ids_which_notebook_is_the_students,
+                        trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check):
             session(kernel)
     finally:
         kernel.close()

@@ -27,7 +27,9 @@ def _set_up(namespace: dict, label: str) -> bool:
     """Whether the notebook's setup has run; if not, the line that says so."""
     if isinstance(namespace.get("COURSE"), dict):
         return True
-    print(f"{label:<15s}| not checked: {SETUP_FIRST}")
+    # Loaded before: the setup ran, and a cell may have cleared it (%reset), which the self-check names
+    loaded = sys.modules.get("grader.student.selfcheck")
+    print(f"{label:<15s}| not checked: {(loaded.cleared(namespace) if loaded else '') or SETUP_FIRST}")
     return False
 
 

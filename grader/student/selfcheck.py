@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import difflib
 import functools
 import importlib.util
+import io
 import json
 import re
 import time
@@ -212,6 +214,22 @@ def _given(source: str, sinks: frozenset[str]) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
+def _quiet():
+    """The answer cells' own prints, which a check replays on each of its batches (the fifteenth trial's 8 to 80
+    debug lines before a verdict, with sizes the student never used), are not the check's to show."""
+    return contextlib.redirect_stdout(io.StringIO())
+
+
+def _assigned_values(source: str, name: str) -> list[str]:
+    """The code of each value the cell assigns to `name` (`W2 = W2.T`: `W2.T`)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [ast.unparse(n.value) for n in _executed(tree) if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+
+
 def _reads(source: str) -> frozenset[str]:
     try:
         return frozenset(n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name))
@@ -349,6 +367,26 @@ class _Change(NamedTuple):
 # computed from a wrong value.
 _FORWARD_BEFORE: dict[str, tuple[torch.Tensor, int]] = {}
 _FORWARD_CHANGED: dict[str, _Change] = {}
+
+
+# The batch the forward pass read: data name -> (its tensor, torch's count of in-place changes), as the last cell
+# that called backward() left them. A scratch cell's `Yb = Yb.float()` or `Xb = Xb[:5]` after it stops or resizes
+# every answer that reads it, however right its code.
+_BATCH: dict[str, tuple[torch.Tensor, int]] = {}
+
+
+# The execution counts of the cells stopped by Kernel > Interrupt: a cell that slow fails the grader's time limit.
+_INTERRUPTED: set[int] = set()
+
+
+def _remember_batch(namespace: dict, source: str) -> None:
+    settings = namespace.get("COURSE")
+    if ".backward(" not in source or not isinstance(settings, dict):
+        return
+    data = load(settings.get("exercise", DEFAULT)).network.data
+    if all(type(namespace.get(name)) is torch.Tensor for name in data):
+        _BATCH.clear()
+        _BATCH.update({name: (namespace[name], namespace[name]._version) for name in data})
 
 
 def _record(info) -> None:
@@ -699,8 +737,11 @@ def _after(result) -> None:
         if cell_id and isinstance(result.execution_count, int):
             _IDS[result.execution_count] = cell_id
         _RAN_AT[cell_id or result.execution_count] = time.time()
+        if isinstance(result.error_in_exec, KeyboardInterrupt) and isinstance(result.execution_count, int):
+            _INTERRUPTED.add(result.execution_count)
         _bound(get_ipython().user_ns, result.info.raw_cell, result.execution_count, cell_id)
         _remember(get_ipython().user_ns, result.info.raw_cell, result.execution_count, cell_id)
+        _remember_batch(get_ipython().user_ns, result.info.raw_cell)
     except Exception:  # noqa: S110 - bookkeeping for better lines must never get in the student's way
         pass
 
@@ -756,7 +797,9 @@ class SelfCheck:
         _listen()
 
     def __call__(self, name: str, manual, tensor: torch.Tensor) -> None:
-        print(self.line(name, manual, tensor))
+        with _quiet():
+            line = self.line(name, manual, tensor)
+        print(line)
 
     # --- which answer a check is about -------------------------------------------------------------
 
@@ -893,7 +936,20 @@ class SelfCheck:
         if len(saved) == 1:
             return (saved[0],), False
         fewest = min(cells, key=lambda c: len(self._answer_of_cell(c).upstream))
+        reads = _reads(code)
+        # A run that reads its step's gradients is that step's cell: the fused exercise's reads none
+        reading = [c for c in cells if set(self._answer_of_cell(c).local_upstream) & reads]
+        if len(reading) == 1:
+            return (reading[0],), True
         if answer is not None and answer.cell_id in cells:
+            if answer.cell_id != fewest and any(
+                    i != count and isinstance(other, str) and "check(" not in other
+                    and answer.cell_id in _cells_by_code(self.spec, other)
+                    and set(answer.local_upstream) & _reads(other) for i, other in enumerate(history)):
+                # The checked cell ran elsewhere, reading its step's gradients: this run, reading none, is the
+                # other cell's, its check scrolled back to (the fifteenth trial's classic Notebook: a fused cell
+                # run, then the atomic answer's check, WRONG on a right cell)
+                return (fewest,), True
             # Still a guess where the check is of the answer whose one step's gradients the code never reads.
             return (answer.cell_id,), answer.cell_id != fewest
         return (fewest,), True
@@ -1075,6 +1131,12 @@ class SelfCheck:
                 # A scratch cell's run (its code is another cell of the saved notebook), judged wrong, where the
                 # saved cell the grader grades is right.
                 cell = answer.cell_id
+                holder = self._saved_holder(answer, other[1]) if other[2] else None
+                if holder is not None:  # another answer's cell, with a typo (the fifteenth trial's classic Notebook)
+                    return (f"{label} not checked: the run judged here (In[{other[1]}], taken by its code for this "
+                            f"one) is {holder.cell_id}'s cell in your saved notebook, which assigns {answer.variable} "
+                            f"(a typo for {holder.variable}?): write `{holder.variable} = ...` there; {cell}'s own "
+                            "cell is right as the grader runs it: re-run it, then this check")
                 if other[2]:
                     return (f"{label} not checked: the run judged here (In[{other[1]}], taken by its code for this "
                             f"one) is not {cell}'s cell in your saved notebook, which is right as the grader runs "
@@ -1347,6 +1409,18 @@ class SelfCheck:
             return None
         cells = (_saved_notebook(self.namespace) or ((), 0))[0]
         return saved[0], found[1], any(i != answer.cell_id and _same_code(code, found[0]) for i, code in cells)
+
+    def _saved_holder(self, answer: Answer, count: int) -> Answer | None:
+        """The other atomic answer whose saved cell holds the code run as In[count] and never assigns its own
+        variable: a typo naming `answer`'s variable in that answer's cell."""
+        history = (self.namespace or {}).get("In") or []
+        code = history[count] if count < len(history) else None
+        cells = (_saved_notebook(self.namespace) or ((), 0))[0] if self.namespace is not None else ()
+        if not isinstance(code, str):
+            return None
+        return next((a for a in self.exercise.answers for cell, saved in cells
+                     if a.kind == ATOMIC and a.cell_id == cell and a is not answer and _same_code(saved, code)
+                     and not _assigns(saved, frozenset({a.variable}))), None)
 
     def _guessed(self, answer: Answer, right: bool = False) -> str:
         """Where the cell judged was told from another by its code alone, a guess: which one was judged. On a
@@ -1784,7 +1858,9 @@ class SelfCheck:
         refused at its step. One line, naming the first step where the two part; it never raises, so
         Run All reaches the end. grader 0.1's notebooks pass their own forward first, which the
         exercise's network has replaced."""
-        print(self.training_line(*args, lr=lr))
+        with _quiet():
+            line = self.training_line(*args, lr=lr)
+        print(line)
 
     def training_line(self, *args, lr: float) -> str:
         if len(args) == 4:
@@ -1961,7 +2037,8 @@ class NotebookCheck:
 
     def line(self, grade_id: str, namespace: dict, answers: str | None = None,
              gradients_of: str | None = None) -> str:
-        return self._as_saved(self._line(grade_id, namespace, answers, gradients_of), grade_id, namespace)
+        with _quiet():
+            return self._as_saved(self._line(grade_id, namespace, answers, gradients_of), grade_id, namespace)
 
     @staticmethod
     def _as_saved(said: str, grade_id: str, namespace: dict, whole: bool = False) -> str:
@@ -1972,6 +2049,11 @@ class NotebookCheck:
         label, bar, text = said.partition("|")
         text = text.strip()
         share = share_said(text)
+        if share is None and not text.startswith(("not checked", "not run yet")):
+            # No verdict of its own (a stale value to re-run) and no "not checked": read as a line the grader accepts
+            # (README), so the file's verdict is said where it is less (the fifteenth trial's stale lines over cells
+            # the saved notebook held blank)
+            share = 1.0
         if not bar or share is None or "WRONG as saved" in text or "as your saved notebook holds it" in text:
             return said  # a line whose verdict is the file's already
         if share < 1:
@@ -2021,7 +2103,11 @@ class NotebookCheck:
                 return f"{label} {edited}"
             if answer.kind == FUNCTION:  # run in a namespace of its own, at sizes of its own: no size of the notebook's
                 return self._function_line(found, answer, namespace, answers, gradients_of)
-            rebound = self._rebound_size(found, namespace) or self._rebound_parameter(found, answer, namespace)
+            # A blank answer is not attempted, whatever else a cell changed (the fifteenth trial's "your n is 3" on
+            # every blank cell below the slip)
+            rebound = "" if answer.variable in namespace and namespace[answer.variable] is None else \
+                self._rebound_given(found, namespace) or self._rebound_size(found, namespace) or \
+                self._rebound_parameter(found, answer, namespace)
             if rebound:
                 return f"{label} not checked: {rebound}"
             tensor = namespace.get(answer.source)
@@ -2035,10 +2121,21 @@ class NotebookCheck:
             if found.source(answer) is None:
                 misnamed = self._misnamed(found.exercise, answer, namespace)
                 saved = _saved_code(namespace, answer.cell_id)
+                instead = self._assigns_instead(found, answer, saved[0]) if saved is not None else None
+                if instead:  # the file's cell binds another name: the grader finds no answer there
+                    return (f"{label} WRONG: {answer.cell_id}'s cell as your saved notebook holds it "
+                            f"{instead.removeprefix('its answer cell ')}")
                 if misnamed.startswith(": run its answer cell") and saved is not None and _blank(saved[0]):
                     return f"{label} not attempted yet"  # the released blank, saved: nothing to run
                 return (f"{label} not run yet: {answer.variable} has not been assigned since the kernel started"
                         f"{misnamed}")
+            located = found.located(answer)
+            ran = located[1] if located is not None and located[1] is not None else \
+                max((count for count, cell in _IDS.items() if cell == answer.cell_id), default=0)
+            if ran in _INTERRUPTED:  # the grader stops it too, and its code is not run here (the fifteenth trial's)
+                return (f"{label} not checked: {answer.variable} is not assigned: its answer cell was interrupted "
+                        "(Kernel > Interrupt) when it last ran; the grader stops a cell that runs past its time limit "
+                        "and gives it nothing: make it faster (no loop it does not need), then run it and this check")
             verdict = found.line(grade_id, None, tensor)
             if "WRONG" in verdict:
                 return verdict
@@ -2070,6 +2167,37 @@ class NotebookCheck:
             return f"{label} not checked: {answer.variable} is not assigned: {self._unassigned(found, answer)}"
         except Exception as exc:  # a check cell never raises, whatever the notebook holds
             return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
+
+    @staticmethod
+    def _rebound_given(found: SelfCheck, namespace: dict) -> str:
+        """A name every answer cell is given that a cell has since bound to something else: a module (`F = 9.81`)
+        or the batch the forward pass read (`Yb = Yb.float()`, `Xb = Xb[:5]`). Each answer reading it then stops or
+        is computed from another batch, however right its code, and the grader, which gives each cell its own,
+        grades that code right: the fifteenth trial's lines said "run it again", "reading your answer raised
+        IndexError", or blamed n."""
+        history = namespace.get("In") or []
+
+        def where(name: str) -> str:
+            count = next((i for i in range(len(history) - 1, 0, -1) if isinstance(history[i], str)
+                          and _assigns(history[i], frozenset({name}))), None)
+            return "a cell" if count is None else f"the cell you ran as In[{count}]"
+
+        for name in NAMESPACE:
+            if name in namespace and namespace[name] is not NAMESPACE[name]:
+                module = getattr(NAMESPACE[name], "__name__", name)
+                return (f"your {name} is not {module} any more: {where(name)} assigned {name} since (give that value "
+                        f"another name): run `import {module} as {name}`" if module != name else
+                        f"your {name} is not the module {name} any more: {where(name)} assigned {name} since (give "
+                        f"that value another name): run `import {name}`") + \
+                    ", then the answer cells that stopped and this check"
+        for name, (tensor, version) in _BATCH.items():
+            now = namespace.get(name)
+            if now is not tensor or now._version != version:
+                did = "assigned" if now is not tensor else "changed"
+                return (f"your {name} is not the batch the forward pass read any more: {where(name)} {did} {name} "
+                        "since (give that value another name): re-run the setup cells from the one that draws the "
+                        "batch down, then the answer cells and this check")
+        return ""
 
     @staticmethod
     def _rebound_size(found: SelfCheck, namespace: dict) -> str:
@@ -2121,9 +2249,17 @@ class NotebookCheck:
         if grad is not None and truth is not None and grad.shape == truth.shape and compare(
                 grad.detach().to(torch.float64), truth.to(torch.float64), rtol=1e-6, atol=1e-9).passed:
             return ""
-        return (f"your {rebound[0]} is not the parameter the forward pass read any more: a cell assigned "
-                f"{rebound[0]} = ... (an answer cell may read a parameter, never assign it): take that line out, "
-                "re-run the setup cells from the parameters' down, then the answer cells and this check")
+        name = rebound[0]
+        # `w = w.T` then `dx = dy @ w`: taking the line out leaves a shape error; the expression goes where
+        # the parameter is read (the fifteenth trial's, which the grader grades right)
+        history = namespace.get("In") or []
+        value = next((v for code in reversed(history) if isinstance(code, str) and _assigns(code, frozenset({name}))
+                      for v in _assigned_values(code, name)), None)
+        fix = f"write `{value}` where that cell reads {name}, not `{name} = {value}`" if value is not None and \
+            name in _reads(value) else "take that line out"
+        return (f"your {name} is not the parameter the forward pass read any more: a cell assigned {name} = ... (an "
+                f"answer cell may read a parameter, never assign it): {fix}, re-run the setup cells from the "
+                "parameters' down, then the answer cells and this check")
 
     @staticmethod
     def _copies(answer: Answer, namespace: dict) -> str:
@@ -2392,8 +2528,10 @@ class NotebookCheck:
         if said:
             print(f"{'training':<15s}| {said}")
             return
-        line = found.training_line(namespace[function.name], namespace[start], namespace[batches], lr=lr)
-        print(self._as_saved(line, answer.grade_id, namespace, whole=True))
+        with _quiet():
+            line = self._as_saved(found.training_line(namespace[function.name], namespace[start], namespace[batches],
+                                                      lr=lr), answer.grade_id, namespace, whole=True)
+        print(line)
 
     @staticmethod
     def _missing(found: SelfCheck, function, name: str) -> str:
@@ -2408,12 +2546,24 @@ class NotebookCheck:
         return f"not checked: {name} is not defined: run the cells above this one first"
 
 
+def cleared(namespace: dict) -> str:
+    """Where the setup is gone because a cell cleared the kernel's names (`%reset -f`, pasted from somewhere): that
+    cell, which every Run All (Above) runs again (the fifteenth trial's "run the setup cells first", forever)."""
+    history = namespace.get("In") or []
+    count = next((i for i in range(len(history) - 1, 0, -1) if isinstance(history[i], str)
+                  and re.search(r"run_line_magic\(['\"]reset|%reset\b|\breset_selective\b", history[i])), None)
+    if count is None:
+        return ""
+    return (f"the cell you ran as In[{count}] cleared the kernel's names (%reset): delete it (every Run All runs it "
+            f"again), then {SETUP}")
+
+
 def _notebook_check(namespace: dict) -> SelfCheck | str:
     """The SelfCheck of the notebook whose globals are `namespace`, built from its COURSE (the course's
     public settings, which its setup cell holds), or why there is none yet."""
     settings = namespace.get("COURSE")
     if not isinstance(settings, dict):
-        return SETUP
+        return cleared(namespace) or SETUP
     key = repr(settings)
     built = _NOTEBOOKS.get(id(namespace))
     if built is None or built[0] != key:

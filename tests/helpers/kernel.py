@@ -37,9 +37,11 @@ class Kernel:
         self.manager.restart_kernel(now=True)
         self.start_client()
 
-    def run(self, cell_id: str, code: str | None = None, *, send_id: bool = True) -> tuple[str, str, str | None]:
+    def run(self, cell_id: str, code: str | None = None, *, send_id: bool = True,
+            interrupt_after: float | None = None) -> tuple[str, str, str | None]:
         """(stdout, stderr, the error's name or None), as the cell `cell_id` with `code` shows them. Without
-        `send_id` the cell's id is not sent, as by nbclient and the classic Notebook."""
+        `send_id` the cell's id is not sent, as by nbclient and the classic Notebook; `interrupt_after` seconds,
+        the kernel is interrupted, as Kernel > Interrupt does."""
         client = self.client
         message = client.session.msg("execute_request", {"code": self.cells[cell_id] if code is None else code,
                                                          "silent": False, "store_history": True,
@@ -47,6 +49,9 @@ class Kernel:
                                                          "stop_on_error": False},
                                      metadata={"cellId": cell_id} if send_id else {})
         client.shell_channel.send(message)
+        if interrupt_after is not None:
+            time.sleep(interrupt_after)
+            self.manager.interrupt_kernel()
         out, err, error = [], [], None
         while True:
             try:
