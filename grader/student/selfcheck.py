@@ -643,31 +643,44 @@ def _layout(error: str, reads: list[str], namespace: dict) -> str:
             f"it to be: use .reshape in this cell, or make {strided[0]} with .contiguous()")
 
 
-def _not_collected(namespace: dict) -> str:
+def _not_collected(namespace: dict) -> tuple[str, Path | None]:
     """On a right line: where the notebook (the kernel's, `_kernel_notebook`) is not the one the course collects
     and grades, a copy of it beside it (`backprop_ninja-Copy1.ipynb`) or a notebook renamed (`mywork.ipynb`), which
-    one it is and how to get the answers there (the twelfth and fourteenth student trials worked in a copy, and in
-    a renamed notebook, every line right, the collected notebook blank or gone). Only a released notebook (its
-    read-only cells carry nbgrader's checksums) is a student's: an instructor's solved notebook is not renamed."""
+    one it is and how to get the answers there, and the collected one where the folder holds it (the twelfth and
+    fourteenth student trials worked in a copy, and in a renamed notebook, every line right, the collected notebook
+    blank or gone). Only a released notebook (its read-only cells carry nbgrader's checksums) is a student's: an
+    instructor's solved notebook is not renamed."""
     path = _kernel_notebook(namespace)
     if path is None:
-        return ""
+        return "", None
     original = _original_of(path)
     if original is not None:
-        return (f"; but this notebook is {path.name}, a copy: the course collects and grades {original.name} "
-                "beside it, so put your answers there (or close it and rename this one to that name)")
+        return (f"this notebook is {path.name}, a copy: the course collects and grades {original.name} beside it, so "
+                "put your answers there (or close it and rename this one to that name)"), original
     settings = namespace.get("COURSE")
     collected = settings.get("notebook", LECTURE_NOTEBOOK) if isinstance(settings, dict) else LECTURE_NOTEBOOK
     try:
         if path.name == collected or not _released(str(path), path.stat().st_mtime):
-            return ""
+            return "", None
     except (OSError, ValueError, AttributeError):  # gone, or not a notebook since it was found
-        return ""
+        return "", None
     if (path.parent / collected).is_file():
-        return (f"; but this notebook is {path.name}: the course collects and grades {collected} beside it, so put "
-                "your answers there (or close this one, delete that one, and rename this one to that name)")
-    return (f"; but this notebook is {path.name}, and the course collects and grades {collected}, which this folder "
-            f"does not hold: rename this one to {collected}")
+        return (f"this notebook is {path.name}: the course collects and grades {collected} beside it, so put your "
+                "answers there (or close this one, delete that one, and rename this one to that name)"), \
+            path.parent / collected
+    return (f"this notebook is {path.name}, and the course collects and grades {collected}, which this folder does "
+            f"not hold: rename this one to {collected}"), None
+
+
+def _collected_share(found: SelfCheck, answer: Answer, collected: Path | None, whole: bool) -> float:
+    """The share the answer's cell gets in the notebook the course collects (`_not_collected`'s): -1 where it is
+    blank, not there, or no such notebook is in the folder."""
+    try:
+        saved = [code for cell, code in _saved_cells(str(collected), collected.stat().st_mtime)
+                 if cell == answer.cell_id] if collected is not None else []
+    except (OSError, ValueError, AttributeError):
+        return -1.0
+    return max((found._saved_share(answer, code, whole) for code in saved), default=-1.0)
 
 
 def _saved_answers(namespace: dict, cell_id: str) -> list[str] | None:
@@ -2081,7 +2094,12 @@ class NotebookCheck:
         blank = _unconfirmed_blank(namespace, found, answer, whole)
         if blank:  # a line without WRONG is one the grader accepts, and this file's cell gets nothing
             return f"{label}| {text} — but WRONG as saved, {blank}"
-        return said + _not_collected(namespace)
+        note, collected = _not_collected(namespace)
+        if not note:
+            return said
+        if _collected_share(found, answer, collected, whole) < share:  # what the course grades gets less
+            return f"{label}| {text} — but WRONG as saved in the notebook the course collects: {note}"
+        return f"{said}; but {note}"
 
     def _line(self, grade_id: str, namespace: dict, answers: str | None = None,
               gradients_of: str | None = None) -> str:
