@@ -1785,6 +1785,10 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
     kernel.run("dbnmeani", "dbnmeani = None  # TODO\n")
     assert kernel.check("dbnmeani").endswith("| not attempted yet")
     kernel.run("scratch", "n = Xb.shape[0]\n")
+    # V1: a check cell edited to another name
+    out = kernel.run("scratch", "check('dprob')\n")[0]
+    assert out == ("dprob          | not checked: dprob is not an answer of exercise makemore-mlp: this check cell was "
+                   "edited; restore `check(\"dprobs\")`\n"), out
     # V2: an answer cell's debug print, replayed by every later check on each of its batches (check() asserts one
     # line of output)
     kernel.run("dlogprobs", written("dlogprobs") + "print('debug', dlogprobs.shape)\n")

@@ -2109,8 +2109,10 @@ class NotebookCheck:
             if isinstance(found, str):
                 return f"{label} not checked: {found}"
             answer = found.exercise.by_grade_id.get(grade_id)
-            if answer is None:
-                return f"{label} not checked: {grade_id} is not an answer of exercise {found.exercise.name}"
+            if answer is None:  # a check cell edited (the fifteenth trial's `check('dprob')`)
+                near = difflib.get_close_matches(grade_id, list(found.exercise.by_grade_id), n=1)
+                meant = f": this check cell was edited; restore `check(\"{near[0]}\")`" if near else ""
+                return f"{label} not checked: {grade_id} is not an answer of exercise {found.exercise.name}{meant}"
             # Copies first: whichever copy ran or was edited, the grader gives nothing (the tenth trial's copy run,
             # saved, was told to be run again, which changes nothing)
             copies = self._copies(answer, namespace)
