@@ -41,6 +41,9 @@ class Status(_Worded):
     # of texts (grader.sandbox.parent.CRASHES), never anything the child chose.
     CRASHED = "crashed", "the cell stopped the grading process ({crash}); the other cells were graded without it"
     UNASSIGNED = "unassigned", "the cell never assigns {variable}"
+    # A function's dict without the answer's key (`{"dC": ...}` for `{"C": ...}`): no answer there, and not blank
+    UNRETURNED = "unreturned", ("{function} returns no '{variable}': the grader reads each gradient under its "
+                                "parameter's name, and finds none for {variable}")
     NOT_TENSOR = "not-tensor", "{variable} is a {type}, not a torch.Tensor"
     SUBCLASS = "subclass", "{variable} is a {type}, a subclass of torch.Tensor: give a plain tensor"
     UNSENDABLE = "unsendable", "{variable} could not be read back: {error}"

@@ -7,6 +7,7 @@ import pytest
 
 from grader.exercises.makemore_mlp import EXERCISE
 from grader.pipeline.batch import grade
+from grader.vocabulary import Verdict
 from helpers.notebooks import reference_sources, submission, write
 from helpers.paths import COURSE
 
@@ -24,6 +25,8 @@ VARIANTS = {
     "overwrite": ("    dC = torch.zeros_like(C).index_add(0, Xb.view(-1), demb.view(-1, C.shape[1]))\n",
                   "    dC = torch.zeros_like(C)\n    dC[Xb] = demb\n", "ex4_dC"),
 }
+# dC returned under its gradient's name, not its parameter's
+WRONG_KEY = ('    return {"C": dC,', '    return {"dC": dC,')
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +37,8 @@ def results(tmp_path_factory):
         assert right in REFERENCE[EX4.cell], name
         write(root / "subs" / f"{name}.ipynb",
               submission(replace={EX4.cell: REFERENCE[EX4.cell].replace(right, wrong)}))
+    assert WRONG_KEY[0] in REFERENCE[EX4.cell]
+    write(root / "subs" / "wrong-key.ipynb", submission(replace={EX4.cell: REFERENCE[EX4.cell].replace(*WRONG_KEY)}))
     pairs = grade([root / "subs"], COURSE, root / "out", jobs=2)
     return {r.submission: {t.name: t for t in r.tests} for _, r in pairs}
 
@@ -122,3 +127,12 @@ def test_final_parameters_get_the_tolerance_their_steps_add_up_to(off, passes):
     else:
         with pytest.raises(Wrong, match="the final parameters differ"):
             judge_training(graded, training, COURSE)
+
+
+def test_a_gradient_returned_under_another_key_is_said_so_not_blank(results):
+    """The fifteenth student trial: `{"dC": dC, ...}` was "not attempted yet" in the grader's feedback, where the
+    self-check said the function returns no 'C'."""
+    test = results["wrong-key"]["ex4_dC"]
+    assert test.score == 0 and test.verdict == Verdict.INCORRECT, test.verdict
+    assert "manual_backward returns no 'C': the grader reads each gradient under its parameter's name" in \
+        test.output, test.output

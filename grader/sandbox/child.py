@@ -376,6 +376,8 @@ class Session:
             if failed:
                 return {**reply, **failed}, {}
             self.at(answer.cell_id, case, check)
+            if returned is not None and dict.__len__(returned) and not dict.__contains__(returned, answer.variable):
+                return {**reply, "status": "unreturned"}, {}
             value = None if returned is None else dict.get(returned, answer.variable)
             return self.tensor_reply(reply, protocol.as_answer(value, self.scalar(answer, case)))
         self.at(grade_id, case, check)

@@ -1071,8 +1071,9 @@ class SelfCheck:
                 failed = _error(exc, filename)
                 outcomes[case.config.name] = dict.fromkeys(function.returns, failed)
                 continue
-            outcomes[case.config.name] = {key: _result(None if returned is None else returned.get(key),
-                                                       case.values.get(key)) for key in function.returns}
+            outcomes[case.config.name] = {key: _Ran("unreturned") if returned and key not in returned else
+                                          _result(None if returned is None else returned.get(key),
+                                                  case.values.get(key)) for key in function.returns}
         self._function_ran = ((function.cell, source), outcomes)
         return outcomes
 
