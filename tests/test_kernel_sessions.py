@@ -1482,6 +1482,13 @@ def trial12_without_cell_ids_which_run_the_saved_notebook_holds(kernel):
     assert line.startswith("dC             | WRONG: ") and re.search(
         r"your dC here is right only because the cell you ran as In\[\d+\] changed it in place after dC's cell "
         r"ran; the grader runs dC's cell alone: move that code into dC's cell$", line), line
+    # the fifteenth trial: the split cell run twice, "all zeros" alone
+    kernel.run("dC-split", "for i in range(Xb.shape[0]):\n    for j in range(Xb.shape[1]):\n"
+                           "        dC[Xb[i, j]] += demb[i, j]\n")
+    line = kernel.check("dC")
+    assert line.startswith("dC             | WRONG: ") and re.search(
+        r"— and the cell you ran as In\[\d+\] changed your dC in place after dC's cell ran \(run again, it changes it "
+        r"again\); the grader runs dC's cell alone: move that code into dC's cell$", line), line
     kernel.run("dC")
     # V6: an earlier answer changed by a method (`.mul_`) is quoted as the student wrote it, not as an alias
     kernel.run("dcounts", CELLS["dcounts"] + "\ndprobs.mul_(2)\n")

@@ -1177,6 +1177,12 @@ class SelfCheck:
                 return (f"{label} {wrong} — your {answer.variable} here is right only because {change.where} changed "
                         f"it in place after {answer.cell_id}'s cell ran; the grader runs {answer.cell_id}'s cell "
                         f"alone: move that code into {answer.cell_id}'s cell")
+            if change is not None and not change.fixed and not change.of(answer):
+                # Wrong both ways: the split cell run twice (the fifteenth trial's "all zeros", no word of the cell
+                # that made the kernel's value otherwise)
+                return (f"{label} {wrong} — and {change.where} changed your {answer.variable} in place after "
+                        f"{answer.cell_id}'s cell ran (run again, it changes it again); the grader runs "
+                        f"{answer.cell_id}'s cell alone: move that code into {answer.cell_id}'s cell")
             function = self.exercise.function_of(answer)
             note = _dtype_note(wrong, function.name) if function is not None and "Error" in wrong else ""
             return f"{label} {wrong}{note}{self._guessed(answer)}{self.pointer(name)}"
