@@ -1476,15 +1476,14 @@ def trial12_without_cell_ids_which_run_the_saved_notebook_holds(kernel):
     # V3, with cell ids: dC's answer finished by a loop in a cell below it (JupyterLab's Split Cell): the
     # grader runs dC's cell alone ("your dC is all zeros" said nothing of the loop)
     kernel.run("dC", "dC = torch.zeros_like(C)\n")
-    kernel.run("dC-split", "for i in range(Xb.shape[0]):\n    for j in range(Xb.shape[1]):\n"
-                           "        dC[Xb[i, j]] += demb[i, j]\n")
+    split = "for i in range(Xb.shape[0]):\n    for j in range(Xb.shape[1]):\n        dC[Xb[i, j]] += demb[i, j]\n"
+    kernel.run("dC-split", split)
     line = kernel.check("dC")
     assert line.startswith("dC             | WRONG: ") and re.search(
         r"your dC here is right only because the cell you ran as In\[\d+\] changed it in place after dC's cell "
         r"ran; the grader runs dC's cell alone: move that code into dC's cell$", line), line
     # the fifteenth trial: the split cell run twice, "all zeros" alone
-    kernel.run("dC-split", "for i in range(Xb.shape[0]):\n    for j in range(Xb.shape[1]):\n"
-                           "        dC[Xb[i, j]] += demb[i, j]\n")
+    kernel.run("dC-split", split)
     line = kernel.check("dC")
     assert line.startswith("dC             | WRONG: ") and re.search(
         r"— and the cell you ran as In\[\d+\] changed your dC in place after dC's cell ran \(run again, it changes it "
