@@ -1795,6 +1795,13 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
     out = kernel.run("scratch", "check('dprob')\n")[0]
     assert out == ("dprob          | not checked: dprob is not an answer of exercise makemore-mlp: this check cell was "
                    "edited; restore `check(\"dprobs\")`\n"), out
+    # and to another answer's: dlogprobs's line said nothing of dprobs, unchecked
+    kernel.run("dprobs", "dprobs = probs * dlogprobs\n")
+    out = kernel.run("check_dprobs", "check('dlogprobs')\n")[0]
+    assert out.startswith("dlogprobs      | exact: True") and out.endswith(
+        "; but this is dprobs's check cell, edited to check dlogprobs: dprobs is not checked here (restore "
+        "`check(\"dprobs\")`)\n"), out
+    kernel.run("dprobs")
     # V2: an answer cell's debug print, replayed by every later check on each of its batches (check() asserts one
     # line of output)
     kernel.run("dlogprobs", written("dlogprobs") + "print('debug', dlogprobs.shape)\n")

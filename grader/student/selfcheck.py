@@ -335,6 +335,8 @@ def _augmented_only(source: str) -> frozenset[str]:
 # (_cells_by_code), and the cells seen binding an answer's name.
 _CELLS: dict[str, str] = {}
 _IDS: dict[int, str] = {}
+# The id of the cell running now, where the front end sends one: a check cell edited to check another answer.
+_RUNNING: dict[str, str | None] = {"cell": None}
 # Name (an answer's variable or function) -> (execution count, code, cell id or None) of the last cell that
 # bound it, by any means (`exec("dx = ...")`, `globals()["dx"] = ...` name nothing the history shows), and
 # what each such name held before the running cell. The id tells a later cell that reassigned an answer's
@@ -390,6 +392,7 @@ def _remember_batch(namespace: dict, source: str) -> None:
 
 
 def _record(info) -> None:
+    _RUNNING["cell"] = getattr(info, "cell_id", None)
     if getattr(info, "cell_id", None):
         _CELLS[info.cell_id] = info.raw_cell
     try:
@@ -412,6 +415,12 @@ def _answer_names(namespace: dict) -> frozenset[str]:
     """The names the notebook's answer cells bind: each gradient's variable and each function's name."""
     settings = namespace.get("COURSE")
     return _names_of(settings.get("exercise", DEFAULT)) if isinstance(settings, dict) else frozenset()
+
+
+def _answer_grade_ids(namespace: dict) -> frozenset[str]:
+    settings = namespace.get("COURSE")
+    return frozenset(load(settings.get("exercise", DEFAULT)).by_grade_id) if isinstance(settings, dict) \
+        else frozenset()
 
 
 @functools.lru_cache(maxsize=8)
@@ -2058,7 +2067,15 @@ class NotebookCheck:
     def line(self, grade_id: str, namespace: dict, answers: str | None = None,
              gradients_of: str | None = None) -> str:
         with _quiet():
-            return self._as_saved(self._line(grade_id, namespace, answers, gradients_of), grade_id, namespace)
+            said = self._as_saved(self._line(grade_id, namespace, answers, gradients_of), grade_id, namespace)
+        # The fifteenth trial's check cell of one answer edited to check the answer above it: that one's line, and
+        # nothing said of the answer left unchecked
+        running = _RUNNING["cell"] or ""
+        other = running.removeprefix("check_")
+        if running.startswith("check_") and other != grade_id and other in _answer_grade_ids(namespace):
+            said += (f"; but this is {other}'s check cell, edited to check {grade_id}: {other} is not checked here "
+                     f"(restore `check(\"{other}\")`)")
+        return said
 
     @staticmethod
     def _as_saved(said: str, grade_id: str, namespace: dict, whole: bool = False) -> str:
