@@ -1758,6 +1758,19 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
     # F1: classic, never saved
     for cell in EX1[:EX1.index("dlogits") + 1]:
         kernel.run(cell, written(cell), send_id=False)
+    # the sixteenth trial's F6: two copies of the released notebook beside the kernel, neither saved: plain ok
+    here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
+    with tempfile.TemporaryDirectory() as folder:
+        for name in ("backprop_ninja.ipynb", "backprop_ninja-Copy1.ipynb"):
+            shutil.copy2(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", Path(folder) / name)
+        kernel.run("scratch", f"os.chdir({folder!r})\n", send_id=False)
+        try:
+            line = kernel.check("dprobs", send_id=False)
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
+    said = ("ok — but WRONG as saved, if your notebook is backprop_ninja-Copy1.ipynb or backprop_ninja.ipynb in this "
+            "folder: each holds dprobs's cell blank")
+    assert "approximate: True" in line and said in line, line
     kernel.run("ex2_dlogits", written("ex2_dlogits"), send_id=False)
     assert right(kernel.check("dlogits", send_id=False))  # the same values
     assert right(kernel.check("ex2_dlogits", send_id=False))
@@ -1827,8 +1840,15 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
     slow = "for _ in range(10**9):\n    pass\n" + written("dC")
     assert kernel.run("dC", slow, interrupt_after=1.0)[2] == "KeyboardInterrupt"
     line = kernel.check("dC")
-    assert "its answer cell was interrupted (Kernel > Interrupt) when it last ran" in line and \
+    assert "dC's cell was interrupted (Kernel > Interrupt) when it last ran, so dC is not assigned" in line and \
         "is right" not in line, line
+    # the sixteenth trial: interrupted after it bound dC, its partial value said to be wrong values
+    slow = ("dC = torch.zeros_like(C)\nfor k in range(Xb.shape[0]):\n    for j in range(Xb.shape[1]):\n"
+            "        dC[Xb[k, j]] += demb[k, j]\n        _ = sum(range(10**6))\n")
+    assert kernel.run("dC", slow, interrupt_after=1.0)[2] == "KeyboardInterrupt"
+    line = kernel.check("dC")
+    assert "dC's cell was interrupted (Kernel > Interrupt) when it last ran, so dC holds what it had then" in line \
+        and "WRONG" not in line, line
     kernel.run("dC")
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
     # F2 (classic, saved): a typo assigning dprobs in dcounts_sum's cell: dprobs's line said to delete a scratch

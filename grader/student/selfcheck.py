@@ -610,36 +610,30 @@ def _notebooks(namespace: dict) -> list[Path]:
         return []
 
 
-def _folder_notebook(namespace: dict) -> Path | None:
-    """The one notebook in the kernel's folder holding most of the exercise's answer cells, this kernel's or not;
-    None where there are several (a copy)."""
-    found = _notebooks(namespace)
-    return found[0] if len(found) == 1 else None
-
-
 def _unconfirmed_blank(namespace: dict, found: SelfCheck, answer: Answer, whole: bool) -> str:
-    """Where no front end names the notebook's file and the folder's one notebook of the exercise is not known
-    to be this kernel's (no cell the kernel ran is in it as it ran, the state of a notebook never saved), and
-    holds the answer's cell blank: a note that it is blank there, said as the condition it is (the tenth
-    student trial's classic Notebook, never saved: `ok` lines over a file the grader gave 0; the fourteenth's: an
-    ok line with a note, and no WRONG, where the grader gives 0)."""
+    """Where no front end names the notebook's file and the folder's notebooks of the exercise (one, or a copy
+    beside it) are not known to be this kernel's (no cell the kernel ran is in it as it ran, the state of a
+    notebook never saved), and each holds the answer's cell blank: a note that it is blank there, said as the
+    condition it is (the tenth student trial's classic Notebook, never saved: `ok` lines over a file the grader gave
+    0; the fourteenth's: an ok line with a note, and no WRONG, where the grader gives 0)."""
     if _kernel_notebook(namespace) is not None:
         return ""
-    path = _folder_notebook(namespace)
-    if path is None:
-        return ""
+    paths = _notebooks(namespace)  # a copy beside it too (the sixteenth trial's plain ok lines): it may be either
     try:
-        saved = [code for cell, code in _saved_cells(str(path), path.stat().st_mtime) if cell == answer.cell_id]
+        saved = [[code for cell, code in _saved_cells(str(path), path.stat().st_mtime) if cell == answer.cell_id]
+                 for path in paths]
     except (OSError, ValueError):
         return ""
-    if not saved or any(found._saved_share(answer, code, whole) >= 0 for code in saved):
+    if not paths or any(not codes or any(found._saved_share(answer, code, whole) >= 0 for code in codes)
+                        for codes in saved):
         return ""
     found_run = found.located(answer)
     run = f" the run judged here (In[{found_run[1]}]) is {answer.cell_id}'s own cell," \
         if found_run is not None and found_run[1] is not None else ""
-    return (f"if {path.name} in this folder is your notebook: it holds {answer.cell_id}'s cell blank and none of the "
-            f"cells you ran; make sure{run or ' your answer is in its own cell'} then save it (the grader grades that "
-            "cell as saved)")
+    which = f"if {paths[0].name} in this folder is your notebook: it holds" if len(paths) == 1 else \
+        f"if your notebook is {' or '.join(p.name for p in paths)} in this folder: each holds"
+    return (f"{which} {answer.cell_id}'s cell blank and none of the cells you ran; make "
+            f"sure{run or ' your answer is in its own cell'} then save it (the grader grades that cell as saved)")
 
 
 def _layout(error: str, reads: list[str], namespace: dict) -> str:
@@ -2160,6 +2154,14 @@ class NotebookCheck:
             if not isinstance(tensor, torch.Tensor):
                 return (f"{label} not checked: {answer.source} is not defined: run the forward pass's cell (the one "
                         "that calls backward()) first")
+            located = found.located(answer)
+            ran = located[1] if located is not None and located[1] is not None else \
+                max((count for count, cell in _IDS.items() if cell == answer.cell_id), default=0)
+            if ran in _INTERRUPTED:  # its code is not run here (the fifteenth trial's), nor its partial value judged
+                held = "is not assigned" if answer.variable not in namespace else "holds what it had then"
+                return (f"{label} not checked: {answer.cell_id}'s cell was interrupted (Kernel > Interrupt) when it "
+                        f"last ran, so {answer.variable} {held}: run it to the end, then this check (the grader stops "
+                        "a cell that runs past its time limit and gives it nothing: make it faster if it is slow)")
             if answer.variable in namespace:
                 return found.line(grade_id, namespace[answer.variable], tensor)
             if found.source(answer) is None:
@@ -2173,13 +2175,6 @@ class NotebookCheck:
                     return f"{label} not attempted yet"  # the released blank, saved: nothing to run
                 return (f"{label} not run yet: {answer.variable} has not been assigned since the kernel started"
                         f"{misnamed}")
-            located = found.located(answer)
-            ran = located[1] if located is not None and located[1] is not None else \
-                max((count for count, cell in _IDS.items() if cell == answer.cell_id), default=0)
-            if ran in _INTERRUPTED:  # the grader stops it too, and its code is not run here (the fifteenth trial's)
-                return (f"{label} not checked: {answer.variable} is not assigned: its answer cell was interrupted "
-                        "(Kernel > Interrupt) when it last ran; the grader stops a cell that runs past its time limit "
-                        "and gives it nothing: make it faster (no loop it does not need), then run it and this check")
             verdict = found.line(grade_id, None, tensor)
             if "WRONG" in verdict:
                 return verdict
