@@ -1788,6 +1788,8 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
     line = kernel.check("dlogits")
     assert re.search(r"your F is not torch\.nn\.functional any more: the cell you ran as In\[\d+\] assigned F since "
                      r".*run `import torch\.nn\.functional as F`", line), line
+    line = kernel.check("ex4_dC")  # the sixteenth trial: exercise 4's lines said "run the cells above"
+    assert line.startswith("ex4_dC         | not checked: your F is not torch.nn.functional any more"), line
     kernel.run("scratch", "import torch.nn.functional as F\n")
     kernel.run("dlogits")
     # F4, F7: the batch rebound or cut by a scratch cell
@@ -1869,8 +1871,9 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
             for cell in saved:
                 kernel.run(cell, saved[cell], send_id=False)
             nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
-            line = kernel.check("dprobs", send_id=False)
-            assert "is dcounts_sum's cell in your saved notebook, which assigns dprobs (a typo for dcounts_sum?)" in \
+            line = kernel.check("dprobs", send_id=False)  # (and, since the sixteenth trial, the typo's run is
+            # not taken for dprobs's own: the chain below names the cell to fix, not dprobs)
+            assert "dcounts_sum's cell (a typo for dcounts_sum? fix that cell first) assigned dprobs after it ran" in \
                 line and "delete" not in line, line
             line = kernel.check("dcounts_sum", send_id=False)
             assert line.startswith("dcounts_sum    | WRONG: dcounts_sum's cell as your saved notebook holds it assigns "

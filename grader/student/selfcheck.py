@@ -871,6 +871,8 @@ class SelfCheck:
             cells, guess = self.cells_at(count, code, name)
             if answer.cell_id not in cells:
                 continue
+            if count not in _IDS and self._saved_holder(answer, count) is not None:
+                continue  # another answer's saved cell, with a typo naming this one (the sixteenth trial's Run All)
             if code.strip() in scratch:
                 # A cell of the saved notebook that is no answer's (a scratch cell, the second half of a split
                 # answer): not the answer's cell, whatever its code binds (the thirteenth trial's `dx += ...`
@@ -1148,12 +1150,6 @@ class SelfCheck:
                 # A scratch cell's run (its code is another cell of the saved notebook), judged wrong, where the
                 # saved cell the grader grades is right.
                 cell = answer.cell_id
-                holder = self._saved_holder(answer, other[1]) if other[2] else None
-                if holder is not None:  # another answer's cell, with a typo (the fifteenth trial's classic Notebook)
-                    return (f"{label} not checked: the run judged here (In[{other[1]}], taken by its code for this "
-                            f"one) is {holder.cell_id}'s cell in your saved notebook, which assigns {answer.variable} "
-                            f"(a typo for {holder.variable}?): write `{holder.variable} = ...` there; {cell}'s own "
-                            "cell is right as the grader runs it: re-run it, then this check")
                 if other[2]:
                     return (f"{label} not checked: the run judged here (In[{other[1]}], taken by its code for this "
                             f"one) is not {cell}'s cell in your saved notebook, which is right as the grader runs "
@@ -1776,6 +1772,9 @@ class SelfCheck:
                 return None
             cells, guess = (bound[2],), False
         else:
+            holder = self._saved_holder(answer, bound[0])
+            if holder is not None:
+                return f"{holder.cell_id}'s cell (a typo for {holder.variable}? fix that cell first)"
             own = self.located(answer)
             if own is not None and own[1] is not None and own[1] < bound[0] \
                     and bound[1].strip() in self._saved_scratch():
@@ -2140,7 +2139,10 @@ class NotebookCheck:
             if edited:
                 return f"{label} {edited}"
             if answer.kind == FUNCTION:  # run in a namespace of its own, at sizes of its own: no size of the notebook's
-                return self._function_line(found, answer, namespace, answers, gradients_of)
+                # but called by the notebook's cell, with the notebook's torch and F (the sixteenth trial's F = 9.81)
+                given = self._rebound_given(found, namespace, batch=False)
+                return f"{label} not checked: {given}" if given else \
+                    self._function_line(found, answer, namespace, answers, gradients_of)
             # A blank answer is not attempted, whatever else a cell changed (the fifteenth trial's "your n is 3" on
             # every blank cell below the slip)
             rebound = "" if answer.variable in namespace and namespace[answer.variable] is None else \
@@ -2208,12 +2210,12 @@ class NotebookCheck:
             return f"{label} not checked: reading your answer raised {type(exc).__name__}: {str(exc)[:200]}"
 
     @staticmethod
-    def _rebound_given(found: SelfCheck, namespace: dict) -> str:
+    def _rebound_given(found: SelfCheck, namespace: dict, *, batch: bool = True) -> str:
         """A name every answer cell is given that a cell has since bound to something else: a module (`F = 9.81`)
         or the batch the forward pass read (`Yb = Yb.float()`, `Xb = Xb[:5]`). Each answer reading it then stops or
         is computed from another batch, however right its code, and the grader, which gives each cell its own,
         grades that code right: the fifteenth trial's lines said "run it again", "reading your answer raised
-        IndexError", or blamed n."""
+        IndexError", or blamed n. `batch`: the batch too (a function's answers run on batches of their own)."""
         history = namespace.get("In") or []
 
         def where(name: str) -> str:
@@ -2229,7 +2231,7 @@ class NotebookCheck:
                         f"your {name} is not the module {name} any more: {where(name)} assigned {name} since (give "
                         f"that value another name): run `import {name}`") + \
                     ", then the answer cells that stopped and this check"
-        for name, (tensor, version) in _BATCH.items():
+        for name, (tensor, version) in _BATCH.items() if batch else ():
             now = namespace.get(name)
             if now is not tensor or now._version != version:
                 did = "assigned" if now is not tensor else "changed"
