@@ -41,7 +41,8 @@ from typing import NamedTuple
 import torch
 
 from grader.course import LECTURE_NOTEBOOK, Policy, Tolerance
-from grader.exercise import ATOMIC, DEFAULT, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, load
+from grader.exercise import ATOMIC, DEFAULT, FUNCTION, FUSED, NAMESPACE, Answer, Exercise
+from grader.exercise import load as load_exercise
 from grader.judge import neighbourhood
 from grader.judge.compare import NOTEBOOK, compare, judge
 from grader.judge.configs import Config, generate
@@ -60,6 +61,10 @@ from grader.judge.exam import (
 from grader.sandbox import protocol, static_check
 from grader.vocabulary import SETUP_FIRST as SETUP
 from grader.vocabulary import Match, Status
+
+# A check asks for the exercise hundreds of times, and loading one validates it again each time (a fifth of
+# a check's time); within a kernel the exercise's module is imported once anyway.
+load = functools.lru_cache(maxsize=8)(load_exercise)
 
 # Float64 rounding is ~1e-16, so these only absorb a different order of operations; float32 noise on
 # gradients that are zero in exact arithmetic (a softmax's shift, a bias before a batch norm) reaches ~1e-8,
@@ -569,10 +574,26 @@ def _only_notebook(namespace: dict) -> Path | None:
     # notebook with one blank run was judged against the blank file, 26 right cells WRONG as saved, and
     # without the blank run every line was right).
     try:
-        wanted = {a.cell_id for a in load(namespace["COURSE"].get("exercise", DEFAULT)).answers}
-        ran = {code.strip() for code in namespace.get("In") or [] if isinstance(code, str)}
+        spec, paths, history = namespace["COURSE"].get("exercise", DEFAULT), _notebooks(namespace), namespace.get("In")
+        # A check asks hundreds of times, while neither the folder's notebooks nor the kernel's history change
+        state = (spec, tuple((path, path.stat().st_mtime) for path in paths), id(history), len(history or ()))
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+        return None
+    if _INFERRED.get("state") != state:
+        _INFERRED.update(state=state, path=_inferred(spec, paths, history or []))
+    return _INFERRED["path"]
+
+
+_INFERRED: dict = {}  # the last `_only_notebook` and the state it was inferred in
+
+
+def _inferred(spec: str, paths: list[Path], history: list) -> Path | None:
+    """`_only_notebook`'s answer, from the exercise's notebooks in the folder and the kernel's history."""
+    try:
+        wanted = {a.cell_id for a in load(spec).answers}
+        ran = {code.strip() for code in history if isinstance(code, str)}
         scored = []
-        for path in _notebooks(namespace):
+        for path in paths:
             saved = _saved_cells(str(path), path.stat().st_mtime)
             matched = sum(cell in wanted and not _blank(code) and code.strip() in ran for cell, code in saved)
             # or saved since the self-check was imported (the setup ran): saved from this session, though none
@@ -715,6 +736,7 @@ def _chain_from(chain: tuple[str, ...]) -> str:
     return "" if len(chain) < 2 else f" (computed from {chain[-1]}, the first wrong answer above it)"
 
 
+@functools.lru_cache(maxsize=4096)
 def _blank(code: str) -> bool:
     """Whether a cell's code is a released blank: only `dx = None` lines (and comments)."""
     try:
@@ -727,10 +749,17 @@ def _blank(code: str) -> bool:
 
 def _same_code(a: str, b: str) -> bool:
     """Whether two versions of a cell are the same code (its comments and layout aside)."""
+    return _code_of(a) == _code_of(b)
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_of(source: str) -> str:
+    """A cell's code, its comments and layout aside (a check compares each cell with its saved versions
+    thousands of times)."""
     try:
-        return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))
+        return ast.dump(ast.parse(source))
     except SyntaxError:
-        return a.strip() == b.strip()
+        return source.strip()
 
 
 def _in_place_fix(variable: str, how: str | None, there: str = "") -> str:
