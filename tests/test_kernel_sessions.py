@@ -1899,6 +1899,55 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
     answered(kernel, EX1)
 
 
+def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
+    """The sixteenth student trial: in JupyterLab an answer cell cut and pasted back (a new cell id, its grade id
+    kept) was "edited after it last ran ... run it" however often it ran (F8)."""
+    kernel.restart()
+    setup(kernel, full=True)
+    released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
+    wrong = "dprobs = (1.0 / probs) * dlogprobs * 2\n"
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "backprop_ninja.ipynb"
+
+        def save(pasted: str, code: str):
+            nb = nbformat.from_dict(json.loads(json.dumps(released)))
+            for c in nb.cells:
+                if c.get("id") == "dlogprobs":
+                    c.source = written("dlogprobs")
+                if c.get("id") == "dprobs":
+                    c.id, c.source = pasted, code
+            time.sleep(0.05)
+            nbformat.write(nb, path)
+
+        kernel.run("scratch", f"__session__ = {str(path)!r}\n")
+        try:
+            save("dprobs", written("dprobs"))
+            for cell in ("dlogprobs", "dprobs"):
+                kernel.run(cell, written(cell))
+            assert right(kernel.check("dprobs"))
+            save("3f0c9a1e-paste", written("dprobs"))  # cut and pasted back, saved
+            kernel.run("3f0c9a1e-paste", wrong)
+            save("3f0c9a1e-paste", wrong)
+            for _ in range(2):  # run again, as the line said
+                line = kernel.check("dprobs")
+                assert line.startswith("dprobs         | WRONG") and "twice the right value" in line and \
+                    "edited after it last ran" not in line, line
+                kernel.run("3f0c9a1e-paste", wrong)
+            kernel.run("3f0c9a1e-paste", written("dprobs"))
+            line = kernel.check("dprobs")
+            assert "ok — but WRONG as saved" in line and "save" in line and "edited" not in line, line
+            save("3f0c9a1e-paste", written("dprobs"))
+            assert right(kernel.check("dprobs"))
+            # pasted again and run before the notebook was saved with it
+            kernel.run("77aa01bc-paste", wrong)
+            save("77aa01bc-paste", wrong)
+            line = kernel.check("dprobs")
+            assert line.startswith("dprobs         | WRONG") and "twice the right value" in line and \
+                "edited after it last ran" not in line, line
+        finally:
+            kernel.run("scratch", "del __session__\n")
+
+
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
@@ -1932,7 +1981,8 @@ def test_scripted_student_sessions(tmp_path):
                         trial12_without_cell_ids_which_run_the_saved_notebook_holds,
                         trial13_without_cell_ids_a_copy_beside_the_notebook,
                         trial14_without_cell_ids_which_notebook_is_the_students,
-                        trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check):
+                        trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check,
+                        trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved):
             session(kernel)
     finally:
         kernel.close()

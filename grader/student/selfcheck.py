@@ -397,12 +397,17 @@ def _remember_batch(namespace: dict, source: str) -> None:
 
 
 def _record(info) -> None:
-    _RUNNING["cell"] = getattr(info, "cell_id", None)
-    if getattr(info, "cell_id", None):
-        _CELLS[info.cell_id] = info.raw_cell
     try:
         from IPython import get_ipython
         namespace = get_ipython().user_ns
+        _pasted(namespace)
+    except Exception:  # noqa: BLE001 - bookkeeping for better lines must never get in the student's way
+        namespace = {}
+    cell_id = _grade_id_of(namespace, getattr(info, "cell_id", None))
+    _RUNNING["cell"] = cell_id
+    if cell_id:
+        _CELLS[cell_id] = info.raw_cell
+    try:
         _BEFORE.clear()
         _BEFORE.update({name: namespace.get(name) for name in _answer_names(namespace)})
         _VERSIONS.clear()
@@ -723,6 +728,47 @@ def _saved_cells(path: str, _saved: float) -> tuple[tuple[str, str], ...]:
                   "".join(c.get("source", ""))) for c in cells if c.get("cell_type") == "code")
 
 
+@functools.lru_cache(maxsize=32)
+def _new_ids(path: str, _saved: float) -> dict[str, str]:
+    """The notebook file's cells whose id is not their nbgrader grade id, id -> grade id: JupyterLab gives a
+    cell cut and pasted back a new id, and keeps its metadata."""
+    with open(path, encoding="utf-8") as file:
+        cells = json.load(file).get("cells", [])
+    return {c["id"]: grade_id for c in cells if isinstance(c.get("id"), str)
+            and (grade_id := c.get("metadata", {}).get("nbgrader", {}).get("grade_id")) and grade_id != c["id"]}
+
+
+def _grade_id_of(namespace: dict, cell_id: str | None) -> str | None:
+    """The cell id a run is recorded under: the cell's grade id where the saved notebook gives its cell
+    another id (an answer cell cut and pasted back in JupyterLab: its runs taken for no answer's, the
+    sixteenth trial's check said "edited after it last ran ... run it" however often it ran)."""
+    return _renamed(namespace).get(cell_id, cell_id) if cell_id else cell_id
+
+
+def _renamed(namespace: dict) -> dict[str, str]:
+    path = _kernel_notebook(namespace)
+    try:
+        return _new_ids(str(path), path.stat().st_mtime) if path is not None else {}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
+def _pasted(namespace: dict) -> None:
+    """The runs recorded under a new cell's id, moved to its grade id once the saved notebook gives it one
+    (a cell pasted, run, then saved)."""
+    renamed = _renamed(namespace)
+    for old in {*_IDS.values(), *_CELLS} & renamed.keys():
+        new = renamed[old]
+        runs = [count for count, cell in _IDS.items() if cell == old]
+        if old in _CELLS and max(runs, default=0) >= max((c for c, cell in _IDS.items() if cell == new), default=0):
+            _CELLS[new] = _CELLS[old]
+        _CELLS.pop(old, None)
+        _IDS.update(dict.fromkeys(runs, new))
+        if old in _RAN_AT:
+            _RAN_AT[new] = max(_RAN_AT.get(new, 0.0), _RAN_AT.pop(old))
+        _BOUND.update({name: (count, code, new) for name, (count, code, cell) in _BOUND.items() if cell == old})
+
+
 @functools.lru_cache(maxsize=8)
 def _released(path: str, _saved: float) -> bool:
     """Whether the notebook file is one nbgrader released (checksums on its read-only cells), not its source."""
@@ -778,7 +824,7 @@ _RAN_AT: dict[str | int, float] = {}
 def _after(result) -> None:
     try:
         from IPython import get_ipython
-        cell_id = getattr(result.info, "cell_id", None)
+        cell_id = _grade_id_of(get_ipython().user_ns, getattr(result.info, "cell_id", None))
         if cell_id and isinstance(result.execution_count, int):
             _IDS[result.execution_count] = cell_id
         _RAN_AT[cell_id or result.execution_count] = time.time()
