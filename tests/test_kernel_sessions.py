@@ -1901,7 +1901,8 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
 
 def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
     """The sixteenth student trial: in JupyterLab an answer cell cut and pasted back (a new cell id, its grade id
-    kept) was "edited after it last ran ... run it" however often it ran (F8)."""
+    kept) was "edited after it last ran ... run it" however often it ran (F8); in the classic Notebook an
+    `exec(...)` answer cell that stopped was "not run yet" (F1)."""
     kernel.restart()
     setup(kernel, full=True)
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
@@ -1946,6 +1947,14 @@ def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
                 "edited after it last ran" not in line, line
         finally:
             kernel.run("scratch", "del __session__\n")
+    # F1: the classic Notebook, an `exec(...)` answer cell that stopped on a typo in its string: "not run yet"
+    kernel.restart()
+    for cell in (*SETUP, *EX1[:EX1.index("dcounts_sum_inv") + 1]):
+        kernel.run(cell, None if cell in SETUP else written(cell), send_id=False)
+    stopped = "exec('dcounts_sum = (-counts_sum**-2) * dcounts_sum_invv')\n"
+    assert kernel.run("dcounts_sum", stopped, send_id=False)[2] == "NameError"
+    line = kernel.check("dcounts_sum", send_id=False)
+    assert line.startswith("dcounts_sum    | WRONG: the grader refuses this cell") and "exec" in line, line
 
 
 def test_scripted_student_sessions(tmp_path):
