@@ -1902,7 +1902,8 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
 def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
     """The sixteenth student trial: in JupyterLab an answer cell cut and pasted back (a new cell id, its grade id
     kept) was "edited after it last ran ... run it" however often it ran (F8); in the classic Notebook an
-    `exec(...)` answer cell that stopped was "not run yet" (F1)."""
+    `exec(...)` answer cell that stopped was "not run yet" (F1), and, never saved, dW2's cell assigning dh, run
+    just before dW2's check, was "not run yet: run its answer cell above" (F4)."""
     kernel.restart()
     setup(kernel, full=True)
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
@@ -1955,6 +1956,14 @@ def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
     assert kernel.run("dcounts_sum", stopped, send_id=False)[2] == "NameError"
     line = kernel.check("dcounts_sum", send_id=False)
     assert line.startswith("dcounts_sum    | WRONG: the grader refuses this cell") and "exec" in line, line
+    # F4: never saved, dW2's cell assigning dh (a typo) run just before dW2's check: "not run yet ... run its answer
+    # cell above", the cell just run
+    for cell in EX1[EX1.index("dcounts_sum"):EX1.index("dh") + 1]:
+        kernel.run(cell, written(cell), send_id=False)
+    kernel.run("dW2", "dh = h.T @ dlogits\n", send_id=False)
+    line = kernel.check("dW2", send_id=False)
+    assert re.search(r"the cell you ran before this check \(In\[\d+\]\) assigns dh, of W2's shape and not h's: if "
+                     r"that is dW2's answer cell, write `dW2 = \.\.\.` there", line), line
 
 
 def test_scripted_student_sessions(tmp_path):

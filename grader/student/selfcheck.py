@@ -189,6 +189,10 @@ def _executed(tree: ast.AST):
             todo.extend(reversed([*ast.iter_child_nodes(node), *_exec_code(node)]))
 
 
+def _shape(value) -> tuple[int, ...] | None:
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+
+
 def _exec_code(node: ast.AST) -> list[ast.Module]:
     """The code an `exec("...")` call runs, written out: it binds what it assigns (the grader refuses the call;
     an exec cell that stopped on its own typo was "not run yet" in the sixteenth trial's classic Notebook)."""
@@ -2570,6 +2574,15 @@ class NotebookCheck:
                     f"value of the forward pass, from gradients: if that is {answer.variable}'s answer cell, write "
                     f"`{answer.variable} = ...` there, then re-run the forward pass's cell ({forward[0]} is not the "
                     f"forward pass's any more) and the answer cells from there")
+        # Another answer's name, of this answer's shape and not its own (`dh = h.T @ dlogits` for dW2): a typo (the
+        # sixteenth trial's classic Notebook, never saved: "not run yet", just after that cell ran)
+        typo = next((a for a in found.answers if uses and a.variable in uses[0] and a is not answer
+                     and _shape(namespace.get(a.variable)) not in {None, _shape(namespace.get(a.source))}
+                     and _shape(namespace.get(a.variable)) == _shape(namespace.get(answer.source))), None)
+        if typo is not None and not assigned:
+            return (f"; the cell you ran before this check (In[{at}]) assigns {typo.variable}, of {answer.source}'s "
+                    f"shape and not {typo.source}'s: if that is {answer.variable}'s answer cell, write "
+                    f"`{answer.variable} = ...` there (the grader finds no {answer.variable} there, and gives nothing)")
         if not assigned:
             return (": run its answer cell above (after a restart the kernel holds none of your answers: run the setup "
                     "and your cells from the top, Run > Run All Above Selected Cell)")
