@@ -1903,7 +1903,8 @@ def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
     """The sixteenth student trial: in JupyterLab an answer cell cut and pasted back (a new cell id, its grade id
     kept) was "edited after it last ran ... run it" however often it ran (F8); in the classic Notebook an
     `exec(...)` answer cell that stopped was "not run yet" (F1), and, never saved, dW2's cell assigning dh, run
-    just before dW2's check, was "not run yet: run its answer cell above" (F4)."""
+    just before dW2's check, was "not run yet: run its answer cell above" (F4); dC's line named dW1, off its path,
+    for the answer above that is not assigned (F2)."""
     kernel.restart()
     setup(kernel, full=True)
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
@@ -1964,6 +1965,28 @@ def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
     line = kernel.check("dW2", send_id=False)
     assert re.search(r"the cell you ran before this check \(In\[\d+\]\) assigns dh, of W2's shape and not h's: if "
                      r"that is dW2's answer cell, write `dW2 = \.\.\.` there", line), line
+    # F2 (Run All of the saved notebook): demb's cell stopped (a view of a transposed dembcat), dW1's too: dC's line
+    # named dW1, off its path
+    slipped = {**{c: written(c) for c in EX1}, "dembcat": "dembcat = (W1 @ dhprebn.T).T.contiguous().T\n",
+               "dW1": "dW1 = embcat @ dhprebn.T\n", "db1": "db1 = torch.zeros_like(b1)\n",
+               "demb": "demb = dembcat.view(32, 3, 10)\n",
+               "dC": "dC = torch.zeros_like(C)\ndC.index_add_(0, Xb.view(-1), demb.view(-1, C.shape[1]))\n"}
+    here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        nb = nbformat.from_dict(json.loads(json.dumps(released)))
+        for c in nb.cells:
+            c.source = slipped.get(c.get("id"), c.source)
+        nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
+        kernel.restart()
+        kernel.run("scratch", f"import os\nos.chdir({folder!r})\n", send_id=False)
+        try:
+            for cell in (*SETUP, *slipped):
+                kernel.run(cell, slipped.get(cell), send_id=False)
+            line = kernel.check("dC", send_id=False)
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
+    assert "demb above is not assigned" in line and "dW1" not in line, line
 
 
 def test_scripted_student_sessions(tmp_path):

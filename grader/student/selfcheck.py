@@ -1920,10 +1920,10 @@ class SelfCheck:
                 # Not assigned: where its cell ran and stopped, for want of what it reads, up to the first answer
                 # that holds nothing (Run All past a syntax error three cells up named the nearest answer, on the
                 # line of a cell that assigned its own before it stopped); a cell that never ran (after a restart)
-                # is the one to run
-                while self.source(answer) is not None and (blank := next(
-                        (g for g in reversed(answer.upstream) if g not in chain and self.namespace.get(g) is None
-                         and self._atomic(g) is not None), None)):
+                # is the one to run; only what that cell reads (the sixteenth trial's dC line named dW1, off its path)
+                while (code := self.source(answer)) is not None and (blank := next(
+                        (g for g in reversed(answer.upstream) if g not in chain and g in _reads(code)
+                         and self.namespace.get(g) is None and self._atomic(g) is not None), None)):
                     chain.append(blank)
                     answer = self._atomic(blank)
                 return tuple(chain)
