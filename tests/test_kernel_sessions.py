@@ -1904,7 +1904,8 @@ def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
     kept) was "edited after it last ran ... run it" however often it ran (F8); in the classic Notebook an
     `exec(...)` answer cell that stopped was "not run yet" (F1), and, never saved, dW2's cell assigning dh, run
     just before dW2's check, was "not run yet: run its answer cell above" (F4); dC's line named dW1, off its path,
-    for the answer above that is not assigned (F2)."""
+    for the answer above that is not assigned (F2); exercise 4's first cell skipped, its checks said "run the cells
+    above it that it needs" (V1, V2)."""
     kernel.restart()
     setup(kernel, full=True)
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
@@ -1987,6 +1988,15 @@ def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
     assert "demb above is not assigned" in line and "dW1" not in line, line
+    # V1, V2: exercise 4's first cell (fused_forward) skipped: "run the cells above it that it needs"
+    kernel.run("scratch", "fused_forward = None\ndel fused_forward\n", send_id=False)
+    for cell in ("ex4_backward", "setup_ex4_check"):
+        kernel.run(cell, send_id=False)
+    line = kernel.check("ex4_dC", send_id=False)
+    assert "the cell that calls manual_backward stopped, as fused_forward is not defined: run the cell above that " \
+        "defines it" in line, line
+    line = kernel.run("check_ex4_training", send_id=False)[0]
+    assert "start is not defined: the cell that sets it stopped, as fused_forward is not defined" in line, line
 
 
 def test_scripted_student_sessions(tmp_path):

@@ -2596,7 +2596,7 @@ class NotebookCheck:
         label = f"{answer.grade_id:<15s}|"
         function = found.exercise.function_of(answer)
         if not callable(namespace.get(function.name)):
-            return f"{label} {NotebookCheck._missing(found, function, function.name)}"
+            return f"{label} {NotebookCheck._missing(found, function, function.name, namespace)}"
         returned = namespace.get(answers or "")
         if isinstance(returned, dict) and returned and answer.variable not in returned:
             keys = ", ".join(repr(k) for k in list(returned)[:8])
@@ -2615,6 +2615,11 @@ class NotebookCheck:
                              leaves[answer.source])
         if returned is None and "WRONG" not in verdict:
             # Running it again alone fails again where a cell above it has not run (the trial's s37).
+            undefined = _undefined_in(namespace, rf"\b{re.escape(function.name)}\s*\(")
+            if undefined:  # a read-only cell above it skipped (the sixteenth trial's fused_forward)
+                return (f"{label} not checked: {answers} is not set: the cell that calls {function.name} stopped, as "
+                        f"{undefined} is not defined: run the cell above that defines it, then the cell that calls "
+                        f"{function.name}, then this check")
             return (f"{label} not checked: {answers} is not set: the cell that calls {function.name} stopped with an "
                     "error (its output names it): run the cells above it that it needs, then it again")
         return verdict
@@ -2659,7 +2664,7 @@ class NotebookCheck:
         function = found.exercise.training.function
         missing = [n for n in (function.name, start, batches) if n not in namespace]
         if missing:
-            print(f"{'training':<15s}| {self._missing(found, function, missing[0])}")
+            print(f"{'training':<15s}| {self._missing(found, function, missing[0], namespace)}")
             return
         # The run would be of the code the kernel holds, which the grader never sees once the cell is edited
         answer = next(a for a in found.exercise.answers if found.exercise.function_of(a) is function)
@@ -2675,7 +2680,7 @@ class NotebookCheck:
         print(line)
 
     @staticmethod
-    def _missing(found: SelfCheck, function, name: str) -> str:
+    def _missing(found: SelfCheck, function, name: str, namespace: dict) -> str:
         """Why the whole-run check cannot start: the function's cell refused as the grader refuses it
         (a syntax error leaves the function undefined), or the cell to run."""
         if name == function.name:
@@ -2684,7 +2689,25 @@ class NotebookCheck:
                 return refused
             return (f"not checked: {function.name} is not defined since the kernel started: run its cell above, then "
                     "the cell after it, which calls it")
+        undefined = _undefined_in(namespace, rf"(?m)^\s*{re.escape(name)}\s*=")
+        if undefined:  # the cell that sets it stopped: a read-only cell above it skipped
+            return (f"not checked: {name} is not defined: the cell that sets it stopped, as {undefined} is not "
+                    f"defined: run the cell above that defines it, then the cell that sets {name}, then this check")
         return f"not checked: {name} is not defined: run the cells above this one first"
+
+
+def _undefined_in(namespace: dict, pattern: str) -> str:
+    """The first name that the newest cell run matching `pattern` (other than a check) reads, and the kernel has
+    never had: what stopped it, where a read-only cell above it was skipped (the sixteenth trial's "run the cells
+    above it that it needs", where one cell defining `fused_forward` was the one)."""
+    history = namespace.get("In") or []
+    code = next((h for h in reversed(history[:-1]) if isinstance(h, str) and "check(" not in h
+                 and re.search(pattern, h)), None)
+    uses = _first_uses(code) if code else None
+    if uses is None:
+        return ""
+    missing = [n for n in uses[1] - uses[0] if n not in namespace and not hasattr(builtins, n)]  # (a loop's own)
+    return min(missing, key=code.find, default="")
 
 
 def cleared(namespace: dict) -> str:
