@@ -510,9 +510,10 @@ def trial_exercise_4_wrong_keys_and_stale_gradients(kernel):
     kernel.run("scratch", "del fused_forward, grads\n")
     _, _, error = kernel.run("setup_ex4_check")
     assert error == "NameError"
-    line = kernel.check("ex4_dW1")
-    assert line == ("ex4_dW1        | not checked: grads is not set: the cell that calls manual_backward stopped "
-                    "with an error (its output names it): run the cells above it that it needs, then it again"), line
+    line = kernel.check("ex4_dW1")  # (and the sixteenth trial's V1: which cell, where one above was skipped)
+    assert line == ("ex4_dW1        | not checked: grads is not set: the cell that calls manual_backward stopped, as "
+                    "fused_forward is not defined: run the cell above that defines it, then the cell that calls "
+                    "manual_backward, then this check"), line
     kernel.run("setup_ex4_forward")
     kernel.run("setup_ex4_check")
     # Trial 3's t04: a function that also steps the parameters it is given passed; the notebook's own training
@@ -1904,8 +1905,9 @@ def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
     kept) was "edited after it last ran ... run it" however often it ran (F8); in the classic Notebook an
     `exec(...)` answer cell that stopped was "not run yet" (F1), and, never saved, dW2's cell assigning dh, run
     just before dW2's check, was "not run yet: run its answer cell above" (F4); dC's line named dW1, off its path,
-    for the answer above that is not assigned (F2); exercise 4's first cell skipped, its checks said "run the cells
-    above it that it needs" (V1, V2)."""
+    for the answer above that is not assigned (F2); exercise 4's first cell skipped, the training check said "start
+    is not defined: run the cells above" (V2); the release downloaded again over saved answers was "edited after it
+    last ran ... run it" (V3)."""
     kernel.restart()
     setup(kernel, full=True)
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
@@ -1948,6 +1950,13 @@ def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
             line = kernel.check("dprobs")
             assert line.startswith("dprobs         | WRONG") and "twice the right value" in line and \
                 "edited after it last ran" not in line, line
+            # V3: the release downloaded again over the saved notebook, the answers still on screen
+            kernel.run("77aa01bc-paste", written("dprobs"))
+            time.sleep(0.05)
+            nbformat.write(released, path)
+            line = kernel.check("dprobs")
+            assert "WRONG: dprobs's cell in your saved notebook is the released blank" in line and \
+                "save the notebook" in line and "edited after it last ran" not in line, line
         finally:
             kernel.run("scratch", "del __session__\n")
     # F1: the classic Notebook, an `exec(...)` answer cell that stopped on a typo in its string: "not run yet"
@@ -1988,13 +1997,9 @@ def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
     assert "demb above is not assigned" in line and "dW1" not in line, line
-    # V1, V2: exercise 4's first cell (fused_forward) skipped: "run the cells above it that it needs"
-    kernel.run("scratch", "fused_forward = None\ndel fused_forward\n", send_id=False)
+    # V2: exercise 4's first cell skipped, the training check said "start is not defined: run the cells above"
     for cell in ("ex4_backward", "setup_ex4_check"):
         kernel.run(cell, send_id=False)
-    line = kernel.check("ex4_dC", send_id=False)
-    assert "the cell that calls manual_backward stopped, as fused_forward is not defined: run the cell above that " \
-        "defines it" in line, line
     line = kernel.run("check_ex4_training", send_id=False)[0]
     assert "start is not defined: the cell that sets it stopped, as fused_forward is not defined" in line, line
 

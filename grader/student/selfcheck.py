@@ -1398,6 +1398,13 @@ class SelfCheck:
             # another cell: not an edit, but another cell (a scratch cell taken for this one) (the eleventh and
             # twelfth trials' "edited after it last ran ... run it", where running it could not help)
             return None
+        if _blank(saved[0]) and not _blank(found[0]):
+            # Blank again, as released: rarely an edit (the sixteenth trial's release downloaded again over saved
+            # work, the answers still on screen, was "edited after it last ran ... run it", which fixes nothing)
+            return (f"WRONG: {cell}'s cell in your saved notebook is the released blank ({answer.variable} = None), "
+                    f"and the grader grades the file, though the kernel ran your answer there: if your notebook shows "
+                    f"that answer, the file changed on disk (a fresh download over it?): save the notebook (File > "
+                    f"Save, overwriting it); if it shows the blank, write your answer again and run it")
         after = " and the cell after it, which calls it" if answer.kind == FUNCTION else ""
         wrong = self._code_verdict(answer, saved[0])
         if wrong is not None:
@@ -1920,7 +1927,7 @@ class SelfCheck:
                 # Not assigned: where its cell ran and stopped, for want of what it reads, up to the first answer
                 # that holds nothing (Run All past a syntax error three cells up named the nearest answer, on the
                 # line of a cell that assigned its own before it stopped); a cell that never ran (after a restart)
-                # is the one to run; only what that cell reads (the sixteenth trial's dC line named dW1, off its path)
+                # is the one to run; only what that cell reads (the sixteenth trial's line named an answer off its path)
                 while (code := self.source(answer)) is not None and (blank := next(
                         (g for g in reversed(answer.upstream) if g not in chain and g in _reads(code)
                          and self.namespace.get(g) is None and self._atomic(g) is not None), None)):
@@ -2574,7 +2581,7 @@ class NotebookCheck:
                     f"value of the forward pass, from gradients: if that is {answer.variable}'s answer cell, write "
                     f"`{answer.variable} = ...` there, then re-run the forward pass's cell ({forward[0]} is not the "
                     f"forward pass's any more) and the answer cells from there")
-        # Another answer's name, of this answer's shape and not its own (`dh = h.T @ dlogits` for dW2): a typo (the
+        # Another answer's name, of this answer's shape and not its own (`dx = ...` in dW's cell): a typo (the
         # sixteenth trial's classic Notebook, never saved: "not run yet", just after that cell ran)
         typo = next((a for a in found.answers if uses and a.variable in uses[0] and a is not answer
                      and _shape(namespace.get(a.variable)) not in {None, _shape(namespace.get(a.source))}
@@ -2616,7 +2623,7 @@ class NotebookCheck:
         if returned is None and "WRONG" not in verdict:
             # Running it again alone fails again where a cell above it has not run (the trial's s37).
             undefined = _undefined_in(namespace, rf"\b{re.escape(function.name)}\s*\(")
-            if undefined:  # a read-only cell above it skipped (the sixteenth trial's fused_forward)
+            if undefined:  # a read-only cell above it skipped (the sixteenth trial's forward function)
                 return (f"{label} not checked: {answers} is not set: the cell that calls {function.name} stopped, as "
                         f"{undefined} is not defined: run the cell above that defines it, then the cell that calls "
                         f"{function.name}, then this check")
@@ -2699,7 +2706,7 @@ class NotebookCheck:
 def _undefined_in(namespace: dict, pattern: str) -> str:
     """The first name that the newest cell run matching `pattern` (other than a check) reads, and the kernel has
     never had: what stopped it, where a read-only cell above it was skipped (the sixteenth trial's "run the cells
-    above it that it needs", where one cell defining `fused_forward` was the one)."""
+    above it that it needs", where one cell defining the forward function was the one)."""
     history = namespace.get("In") or []
     code = next((h for h in reversed(history[:-1]) if isinstance(h, str) and "check(" not in h
                  and re.search(pattern, h)), None)
