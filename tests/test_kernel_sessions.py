@@ -1900,14 +1900,14 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
     answered(kernel, EX1)
 
 
-def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
+def trial16_a_pasted_cell_a_stopped_exec_a_typo_never_saved_and_a_slow_cell(kernel):
     """The sixteenth student trial: in JupyterLab an answer cell cut and pasted back (a new cell id, its grade id
     kept) was "edited after it last ran ... run it" however often it ran (F8); in the classic Notebook an
     `exec(...)` answer cell that stopped was "not run yet" (F1), and, never saved, dW2's cell assigning dh, run
     just before dW2's check, was "not run yet: run its answer cell above" (F4); dC's line named dW1, off its path,
     for the answer above that is not assigned (F2); exercise 4's first cell skipped, the training check said "start
     is not defined: run the cells above" (V2); the release downloaded again over saved answers was "edited after it
-    last ran ... run it" (V3)."""
+    last ran ... run it" (V3). And a cell slow on the check's batches ran on each without the grader's time limit."""
     kernel.restart()
     setup(kernel, full=True)
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
@@ -1997,6 +1997,16 @@ def trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved(kernel):
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
     assert "demb above is not assigned" in line and "dW1" not in line, line
+    # a cell slow only on other sizes than the notebook's ran unbounded on each of the check's batches; the grader
+    # stops it at its time limit (course.yml's, in the notebook's COURSE where it is not the default) and gives 0
+    kernel.run("scratch", "COURSE['cell_timeout'] = 0.5\n", send_id=False)
+    kernel.run("db1", "for _ in range(0 if n == 32 else 10**9):\n    pass\n" + written("db1"), send_id=False)
+    started = time.monotonic()
+    line = kernel.check("db1", send_id=False)
+    assert line.startswith("db1            | WRONG") and "time limit" in line, line
+    assert time.monotonic() - started < 5, time.monotonic() - started  # stopped once, never run again
+    kernel.run("scratch", "del COURSE['cell_timeout']\n", send_id=False)
+    kernel.run("db1", written("db1"), send_id=False)
     # V2: exercise 4's first cell skipped, the training check said "start is not defined: run the cells above"
     for cell in ("ex4_backward", "setup_ex4_check"):
         kernel.run(cell, send_id=False)
@@ -2038,7 +2048,7 @@ def test_scripted_student_sessions(tmp_path):
                         trial13_without_cell_ids_a_copy_beside_the_notebook,
                         trial14_without_cell_ids_which_notebook_is_the_students,
                         trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check,
-                        trial16_a_pasted_cell_a_stopped_exec_and_a_typo_never_saved):
+                        trial16_a_pasted_cell_a_stopped_exec_a_typo_never_saved_and_a_slow_cell):
             session(kernel)
     finally:
         kernel.close()

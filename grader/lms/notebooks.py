@@ -79,6 +79,7 @@ from grader import course as course_config
 from grader import syntax
 from grader.course import LECTURE_NOTEBOOK, material
 from grader.exercise import DEFAULT, FUNCTION, Exercise, Function
+from grader.limits import Limits
 from grader.student.solution import BEGIN_SOLUTION, END_SOLUTION
 from grader.vocabulary import grade_cell_id
 
@@ -121,6 +122,8 @@ def public_settings(course) -> dict:
         settings["notebook"] = course.notebook
     if course.solutions == "off":  # the self-check points to no reference, `backprop-ninja solution` refuses
         settings["solutions"] = course.solutions
+    if course.limits.cell_timeout != Limits.cell_timeout:  # so that a check stops a cell where the grader does
+        settings["cell_timeout"] = course.limits.cell_timeout
     if course.policy != course_config.Policy():  # so that a line says WRONG exactly when this course takes a point
         settings["policy"] = dataclasses.asdict(course.policy)
     return settings

@@ -33,6 +33,7 @@ import importlib.util
 import io
 import json
 import re
+import signal
 import time
 import traceback
 from pathlib import Path
@@ -58,6 +59,7 @@ from grader.judge.exam import (
     steps_of,
     trajectory_atol,
 )
+from grader.limits import Limits
 from grader.sandbox import protocol, static_check
 from grader.vocabulary import SETUP_FIRST as SETUP
 from grader.vocabulary import Match, Status
@@ -136,6 +138,32 @@ class _Ran:
 
     def __init__(self, status: str, tensor=None, **detail):
         self.status, self.tensor, self.detail, self.extra = status, tensor, detail, {}
+
+
+class _Slow(BaseException):
+    """A cell past the grader's time limit for one run (a BaseException: a cell's `except Exception` lets it by)."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """The grader's time limit for one run of a cell: without it a slow cell made each check as slow as its runs on
+    every batch, where the grader stops it and gives it nothing. Only in the main thread, where the kernel runs
+    cells (a signal's handler is set nowhere else); elsewhere, none."""
+    def stop(*_):
+        raise _Slow
+
+    try:
+        previous = signal.signal(signal.SIGALRM, stop)
+    except ValueError:
+        previous = None
+    if previous is not None:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
 
 
 def _error(exc: BaseException, filename: str) -> _Ran:
@@ -898,6 +926,8 @@ class SelfCheck:
         # the true upstream gradients: a line says WRONG exactly when the grader takes a point.
         self.policy = Policy(**course.get("policy", {}))
         self.solutions = course.get("solutions", "gated")
+        self.cell_timeout = float(course.get("cell_timeout", Limits.cell_timeout))  # the grader's, for one run
+        self._slow: set[tuple[str, str]] = set()  # (cell, code) that ran past it
         self._function_ran: tuple | None = None  # a function's checks (one per key it returns) share one run
         self._changes_given: set[str] = set()  # what the trained function changed of the arguments it was given
         self._case: tuple | None = None  # the notebook's forward pass as a case, and the tensors it was built from
@@ -1114,8 +1144,14 @@ class SelfCheck:
         originals = {**case.student_view(), **case.upstream(answer, check)}
         copies = {k: v.clone() for k, v in originals.items()}
         ns.update(copies)
+        if (answer.cell_id, source) in self._slow:  # as the grader, which never runs it again
+            return _Ran("timeout", seconds=self.cell_timeout)
         try:
-            exec(_compiled(source, filename), ns)
+            with _time_limit(self.cell_timeout):
+                exec(_compiled(source, filename), ns)
+        except _Slow:
+            self._slow.add((answer.cell_id, source))
+            return _Ran("timeout", seconds=self.cell_timeout)
         except Exception as exc:
             return _error(exc, filename)
         if answer.kind == ATOMIC:
@@ -1155,14 +1191,21 @@ class SelfCheck:
         defined = (self.namespace or {}).get(function.name)
         for case in (*own_cases(self.spec), own_probe(self.spec)):
             try:
-                if source is not None:
-                    exec(compile(source, filename, "exec"), ns)
-                elif callable(defined):  # no history: the same code, cut off from the notebook's globals
-                    ns[function.name] = type(defined)(defined.__code__, ns, defined.__name__,
-                                                      defined.__defaults__, defined.__closure__)
-                returned = ns[function.name](*function.call_arguments(case.values))
+                if (function.cell, source) in self._slow:
+                    raise _Slow
+                with _time_limit(self.cell_timeout):
+                    if source is not None:
+                        exec(compile(source, filename, "exec"), ns)
+                    elif callable(defined):  # no history: the same code, cut off from the notebook's globals
+                        ns[function.name] = type(defined)(defined.__code__, ns, defined.__name__,
+                                                          defined.__defaults__, defined.__closure__)
+                    returned = ns[function.name](*function.call_arguments(case.values))
                 if returned is not None and not isinstance(returned, dict):
                     raise TypeError(f"{function.name} returned a {type(returned).__name__}, not a dict")
+            except _Slow:
+                self._slow.add((function.cell, source))
+                outcomes[case.config.name] = dict.fromkeys(function.returns, _Ran("timeout", seconds=self.cell_timeout))
+                continue
             except Exception as exc:
                 failed = _error(exc, filename)
                 outcomes[case.config.name] = dict.fromkeys(function.returns, failed)
@@ -1798,6 +1841,10 @@ class SelfCheck:
         grader's partial credit (a function's returned gradient as much as a cell's), unless the check of
         the one backward step (`local`) finds more wrong than the shape, where the grader gives nothing."""
         squeezable = failure.kind == Match.SQUEEZABLE and (local is None or local.kind == Match.SQUEEZABLE)
+        if failure.kind == Status.TIMEOUT:  # where, and what the grader does then
+            return (f"WRONG: {failure.feedback} ({self.cell_timeout:g} s, on one of the self-check's batches, which "
+                    "the grader's are like: it stops the cell there and gives it nothing; a Python loop over every "
+                    "entry is the usual cause: write it with tensor operations)")
         return f"{self._shape_slip() if squeezable else 'WRONG'}: {failure.feedback}"
 
     def _shape_slip(self) -> str:
