@@ -190,6 +190,11 @@ def test_a_fused_cell_is_read_against_its_closed_form():
            "(dhpreact * hprebn).sum(0))"
     assert said("tanh-batchnorm", "ex3_dhprebn", code, read=True) == \
         "your dhprebn reads hprebn where the derivative needs bnraw"
+    # one use of a name the code reads elsewhere too (the fourteenth student trial: "wrong values", nothing more)
+    code = "dhprebn = bngain * bnvar_inv / n * (n * dhpreact - dhpreact.sum(0) - n / (n - 1) * bnraw * " \
+           "(dhpreact * bndiff).sum(0))"
+    assert said("tanh-batchnorm", "ex3_dhprebn", code, read=True) == \
+        "your dhprebn reads bndiff where the derivative needs bnraw (in one of its 2 uses: your code reads both)"
 
 
 @pytest.mark.parametrize("grade_id, code, sentence", [

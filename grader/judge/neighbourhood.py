@@ -705,6 +705,8 @@ def read_swaps(case: Case, answer: Answer, check: str, code: str | None, got: to
     reads = [r for r in derived_reads if r in readable]
     needed = [r for r in reads if r not in written]
     extra = {w for w in written if w not in reads}
+    if not needed and extra and len(written) <= 3 * _MOST_SWAPPED:
+        return _use_swaps(case, answer, check, derived_code, readable, extra, got)
     if not needed or len(needed) > _MOST_SWAPPED or len(written) > 3 * _MOST_SWAPPED:
         return []
     shared = [r for r in reads if r in written]
@@ -739,6 +741,31 @@ def read_swaps(case: Case, answer: Answer, check: str, code: str | None, got: to
     return out
 
 
+def _use_swaps(case: Case, answer: Answer, check: str, derived_code: str, readable: dict, extra: set[str],
+               got: torch.Tensor) -> list[Candidate]:
+    """Where the code reads every name the derived cell reads, and more: the derived cell with one use of a name
+    read as one of those others, of its shape (a normalization's closed form reading the centred input where the
+    last use of the normalized one belongs, which swapping every use of a name never finds: the fourteenth student
+    trial's line said only "wrong values")."""
+    tree = syntax.parse(derived_code)
+    uses = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    out: list[Candidate] = []
+    for at, old in enumerate(uses):
+        for new in sorted(extra):
+            a, b = readable.get(old), readable.get(new)
+            if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape) \
+                    or len(out) >= _MOST_SWAPS:
+                continue
+            value = _run_derived(case, answer, check, _renamed(derived_code, {old: new}, at=at))
+            if value is not None and value.shape != got.shape and _squeezed(value.shape) == _squeezed(got.shape):
+                value = value.reshape(got.shape)
+            if value is not None:
+                count = uses.count(old)
+                which = "" if count == 1 else f" (in one of its {count} uses: your code reads both)"
+                out.append(Candidate(f"reads-at:{at}:{old}:{new}", Chain.reads_instead(new, old) + which, value))
+    return out
+
+
 def _squeezed(shape: torch.Size) -> tuple[int, ...]:
     return tuple(size for size in shape if size != 1)
 
@@ -764,10 +791,12 @@ def _names_read(code: str) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)))
 
 
-def _renamed(code: str, names: dict[str, str]) -> str:
+def _renamed(code: str, names: dict[str, str], at: int | None = None) -> str:
+    """The code with the names it reads renamed: every use, or only the `at`-th name it reads (ast.walk's order)."""
     tree = syntax.parse(code)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
+    loads = [node for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)]
+    for index, node in enumerate(loads):
+        if node.id in names and at in (None, index):
             node.id = names[node.id]
     return ast.unparse(tree)
 
