@@ -2014,6 +2014,64 @@ def trial16_a_pasted_cell_a_stopped_exec_a_typo_never_saved_and_a_slow_cell(kern
     assert "start is not defined: the cell that sets it stopped, as fused_forward is not defined" in line, line
 
 
+def trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned(kernel):
+    """The seventeenth student trial: below an answer cell that stops with an error (a syntax error, a refused call,
+    a product of the wrong shapes), every right cell said "run the cell of dcounts", which stops again (F1, 58
+    lines); below a deleted answer cell, "answer dnorm_logits", which is not there (V1); a forward value reassigned
+    by a scratch cell was named on the line of the answer that reads it, and the right lines below said that answer
+    was wrong (F2)."""
+    kernel.restart()
+    setup(kernel, full=True)
+    released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
+    upto = EX1[:EX1.index("dcounts_sum") + 1]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "backprop_ninja.ipynb"
+
+        def save(cells: dict[str, str], deleted: str = ""):
+            nb = nbformat.from_dict(json.loads(json.dumps(released)))
+            nb.cells = [c for c in nb.cells if c.get("id") != deleted]
+            for c in nb.cells:
+                c.source = cells.get(c.get("id"), c.source)
+            time.sleep(0.05)
+            nbformat.write(nb, path)
+
+        kernel.run("scratch", f"__session__ = {str(path)!r}\n")
+        try:
+            cells = {c: written(c) for c in upto}
+            for cell in upto:
+                kernel.run(cell, cells[cell])
+            broken = "dcounts = counts_sum_inv * dprobs +\n"
+            kernel.run("dcounts", broken)
+            kernel.run("dnorm_logits", written("dnorm_logits"))
+            save({**cells, "dcounts": broken, "dnorm_logits": written("dnorm_logits")})
+            assert kernel.check("dcounts").startswith("dcounts        | WRONG: the grader refuses this cell")
+            for _ in range(2):  # and after running dcounts's cell again, as the line said
+                line = kernel.check("dnorm_logits")
+                assert "dcounts's cell, which the grader refuses (" in line and "fix it, then run the cells from " \
+                    "dcounts's down to this one" in line and "run the cell of" not in line, line
+                kernel.run("dcounts", broken)
+            # V1: dnorm_logits's cell deleted from the saved notebook
+            cells.update(dcounts=written("dcounts"))
+            kernel.run("dcounts", cells["dcounts"])
+            kernel.run("scratch", "del dnorm_logits\n")
+            kernel.run("dlogit_maxes", written("dlogit_maxes"))
+            save({**cells, "dlogit_maxes": written("dlogit_maxes")}, deleted="dnorm_logits")
+            line = kernel.check("dlogit_maxes")
+            assert "your saved notebook has no dnorm_logits answer cell" in line and "answer dnorm_logits," not in \
+                line, line
+        finally:
+            kernel.run("scratch", "del __session__\n")
+    # F1 without cell ids or a saved notebook: a product of the wrong shapes
+    kernel.restart()
+    for cell in (*SETUP, *upto):
+        kernel.run(cell, None if cell in SETUP else written(cell), send_id=False)
+    kernel.run("dcounts", "dcounts = counts_sum_inv @ dprobs + dcounts_sum\n", send_id=False)
+    kernel.run("dnorm_logits", written("dnorm_logits"), send_id=False)
+    line = kernel.check("dnorm_logits", send_id=False)
+    assert "dcounts's cell stops with an error (RuntimeError" in line and "fix it" in line and \
+        "run the cell of" not in line, line
+
+
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
@@ -2048,7 +2106,8 @@ def test_scripted_student_sessions(tmp_path):
                         trial13_without_cell_ids_a_copy_beside_the_notebook,
                         trial14_without_cell_ids_which_notebook_is_the_students,
                         trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check,
-                        trial16_a_pasted_cell_a_stopped_exec_a_typo_never_saved_and_a_slow_cell):
+                        trial16_a_pasted_cell_a_stopped_exec_a_typo_never_saved_and_a_slow_cell,
+                        trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned):
             session(kernel)
     finally:
         kernel.close()

@@ -2543,7 +2543,10 @@ class NotebookCheck:
         ns.update({k: v.clone() if isinstance(v, torch.Tensor) else v
                    for k, v in namespace.items() if k in _reads(source) and k not in NAMESPACE})
         try:
-            exec(_compiled(source, "<answer cell>"), ns)
+            with _time_limit(Limits.cell_timeout):
+                exec(_compiled(source, "<answer cell>"), ns)
+        except _Slow:
+            return f"it runs past the grader's time limit, {Limits.cell_timeout:g} s"
         except Exception as exc:  # noqa: BLE001 - the student's code: any error is what to say
             return f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}".rstrip(": ")
         return None
@@ -2599,8 +2602,35 @@ class NotebookCheck:
             return (f"its answer cell stopped with an error when it last ran, reading {above}: the error is "
                     f"{first}'s cell's own (what it reads has the right shapes): fix the line the error names, then "
                     f"run the cells from {first}'s down to this one ({behind[-1]} above it is wrong too)")
-        return (f"its answer cell stopped with an error when it last ran, reading {above}: {do} {first}, then run "
-                f"the cells from {first}'s down to this one")
+        stopped = NotebookCheck._broken(found, answer, source, namespace) if first not in namespace else None
+        if stopped:  # its cell ran and stops: running it again cannot help (the seventeenth trial's 58 lines)
+            return (f"its answer cell stopped with an error when it last ran, reading {above}: {stopped}, then run "
+                    f"the cells from {first}'s down to this one")
+        if first not in namespace and saved is None and _saved_notebook(namespace) is not None:
+            return (f"its answer cell stopped with an error when it last ran, reading {above}: your saved notebook has "
+                    f"no {first} answer cell (deleted? its check says how to restore it): restore it and answer it, "
+                    f"then run the cells from {first}'s down to this one")
+        if first not in namespace and saved is None:  # not known whether the cell is answered: either is said
+            do = "run the cell of"
+            first_said = f"{first} (answer it first if it is still blank)"
+        else:
+            first_said = first
+        return (f"its answer cell stopped with an error when it last ran, reading {above}: {do} {first_said}, then "
+                f"run the cells from {first}'s down to this one")
+
+    @staticmethod
+    def _broken(found: SelfCheck, answer: Answer, source: str | None, namespace: dict) -> str:
+        """Where the answer's cell ran, binding nothing, and would stop again: what to fix in it (the grader's
+        refusal, or the error it raises on what it reads now), else ""."""
+        if source is None:
+            return ""
+        refusal = static_check.check(source, found.allow)
+        if refusal is not None:
+            return f"{answer.cell_id}'s cell, which the grader refuses ({refusal}), stopped: fix it"
+        error = NotebookCheck._stops_now(source, namespace)
+        if error is None:
+            return ""
+        return f"{answer.cell_id}'s cell stops with an error ({error}): fix it"
 
     @staticmethod
     def _misnamed(found: Exercise, answer: Answer, namespace: dict) -> str:
