@@ -583,8 +583,8 @@ def trial3_a_blank_answer_above_and_a_forward_name_reassigned_are_named(kernel):
     kernel.run("dh", "h = dlogits @ W2.T\n")
     kernel.run("dh")
     line = kernel.check("dh")
-    assert line.startswith("dh             | no autograd gradient on h: h is not the forward pass's tensor (a cell "
-                           "assigned it since"), line
+    assert re.match(r"dh             \| no autograd gradient on h: dh's cell assigned h when it ran as In\[\d+\], so "
+                    r"it is not the forward pass's tensor any more: re-run the forward pass's cell", line), line
     answered(kernel, EX1[:18])
 
 
@@ -2019,7 +2019,8 @@ def trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned(kernel):
     a product of the wrong shapes), every right cell said "run the cell of dcounts", which stops again (F1, 58
     lines); below a deleted answer cell, "answer dnorm_logits", which is not there (V1); a forward value reassigned
     by a scratch cell was named on the line of the answer that reads it, and the right lines below said that answer
-    was wrong (F2)."""
+    was wrong (F2), that line not naming the scratch cell in a Run All (V6); an interrupted cell that the grader
+    refuses for its import was "make it faster" (V3)."""
     kernel.restart()
     setup(kernel, full=True)
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
@@ -2070,6 +2071,25 @@ def trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned(kernel):
     line = kernel.check("dnorm_logits", send_id=False)
     assert "dcounts's cell stops with an error (RuntimeError" in line and "fix it" in line and \
         "run the cell of" not in line, line
+    # V3: an answer cell interrupted, which the grader refuses before it runs: "make it faster"
+    slow = "import time\ntime.sleep(30)\n" + written("dcounts")
+    assert kernel.run("dcounts", slow, send_id=False, interrupt_after=1.0)[2] == "KeyboardInterrupt"
+    line = kernel.check("dcounts", send_id=False)
+    assert line.startswith("dcounts        | WRONG: the grader refuses this cell") and "import" in line, line
+    kernel.run("dcounts", written("dcounts"), send_id=False)
+    # F2: a scratch cell reassigns probs, or changes it in place; the right answers below dprobs's said it was wrong
+    for scratch in ("probs = probs * 2  # experimenting\n", "probs *= 2\n"):
+        setup(kernel)
+        kernel.run("scratch", scratch, send_id=False)
+        for cell in upto:
+            kernel.run(cell, written(cell), send_id=False)
+        if scratch.startswith("probs = "):  # the answer's own line names the scratch cell (was "a cell assigned it")
+            line = kernel.check("dprobs", send_id=False)
+            assert re.search(r"the cell you ran as In\[\d+\] assigned probs, so it is not the forward pass's tensor "
+                             r"any more: take that line out", line), line
+        line = kernel.check("dcounts_sum", send_id=False)
+        assert re.search(r"dprobs above read probs, which is not your forward pass's value any more \(the cell you ran "
+                         r"as In\[\d+\] (assigned|changed) it( in place)?\)", line) and "is wrong" not in line, line
 
 
 def test_scripted_student_sessions(tmp_path):

@@ -1250,6 +1250,15 @@ class SelfCheck:
                         f"it is not the forward pass's tensor any more: if that is {name}'s answer cell, write "
                         f"`{variable} = ...` there; then re-run the forward pass's cell (the one that calls "
                         "backward()) and the answer cells from there, then this check")
+            if at is not None and answer is not None and _IDS.get(at) == answer.cell_id:  # an earlier version's
+                return (f"{label} no autograd gradient on {source}: {answer.cell_id}'s cell assigned {source} when it "
+                        f"ran as In[{at}], so it is not the forward pass's tensor any more: re-run the forward pass's "
+                        "cell (the one that calls backward()) and the answer cells from there, then this check")
+            if at is not None:  # a scratch cell's, run again by every Run All (the seventeenth trial's R28)
+                return (f"{label} no autograd gradient on {source}: the cell you ran as In[{at}] assigned {source}, so "
+                        f"it is not the forward pass's tensor any more: take that line out (a cell may read {source}, "
+                        "never assign it), re-run the forward pass's cell (the one that calls backward()) and the "
+                        "answer cells from there, then this check")
             return (f"{label} no autograd gradient on {source}: {source} is not the forward pass's tensor (a cell "
                     "assigned it since, or the forward and loss.backward() cells have not run): run them, then this "
                     "check")
@@ -1694,7 +1703,7 @@ class SelfCheck:
                         f"the true {chain[0]} this cell is right")
             if chain:
                 upstream, first = chain[0], chain[-1]
-                blocked = self._blocked(first, answer)
+                blocked = self._blocked(first, answer) or self._read_changed_forward(first, upstream)
                 if blocked:
                     return blocked
                 state = (self._not_assigned(first) if first not in self.namespace else
@@ -1770,6 +1779,38 @@ class SelfCheck:
         failure = judge(outcomes, (*own_cases(self.spec), own_probe(self.spec)), answer, CHAIN, self.tolerance,
                         hints=self.hints, public=True, code=source)
         return None if failure is None else self._failed(failure) + self._written_sizes(failure, source)
+
+    def _read_changed_forward(self, first: str, upstream: str) -> str | None:
+        """Where the first wrong answer above is right as its cell computes it, but its cell read a forward value
+        that is not the forward pass's any more (a scratch cell's `x = x * 2`, or `x *= 2`): that value, not the
+        answer, is what to fix (the seventeenth trial's right lines below said that answer was wrong)."""
+        answer = self._atomic(first)
+        code = self.source(answer) if answer is not None else None
+        sources = {a.source for a in self.exercise.answers}
+        for name in sorted(_reads(code) & sources if code else ()):
+            why = self._not_forward(name)
+            if why:
+                return (f"{first} above read {name}, which is not your forward pass's value any more ({why}), so "
+                        f"{first} is not what its cell gives: take out the line that changed {name}, re-run the "
+                        f"forward pass's cell (the one that calls backward()) and the answer cells from there; with "
+                        f"the true {upstream} this cell is right")
+        return None
+
+    def _not_forward(self, name: str) -> str:
+        """How the notebook's forward value `name` stopped being the forward pass's, or "": a cell assigned it (a
+        computed tensor keeps no gradient), or changed it in place."""
+        value = (self.namespace or {}).get(name)
+        if not isinstance(value, torch.Tensor):
+            return ""
+        if not (value.is_leaf or value.retains_grad) or value.grad is None:  # (`x.detach() * 2` is a leaf)
+            history = (self.namespace or {}).get("In") or []
+            at = next((count for count in range(len(history) - 1, 0, -1) if isinstance(history[count], str)
+                       and "backward(" not in history[count] and "check(" not in history[count]
+                       and name in ((_first_uses(history[count]) or ((),))[0])), None)
+            return f"the cell you ran as In[{at}] assigned it" if at is not None else "a cell assigned it"
+        change = _FORWARD_CHANGED.get(name)
+        return f"{change.where} changed it in place" if change is not None and change.tensor is value \
+            and not change.fixed else ""
 
     def _not_assigned(self, variable: str) -> str:
         """Why an answer above is not assigned: its cell never ran, stopped with an error, or ran and bound
@@ -2304,6 +2345,9 @@ class NotebookCheck:
             located = found.located(answer)
             ran = located[1] if located is not None and located[1] is not None else \
                 max((count for count, cell in _IDS.items() if cell == answer.cell_id), default=0)
+            refused = found._refusal(located[0]) if ran in _INTERRUPTED and located is not None else None
+            if refused:  # refused before it runs, however fast (the seventeenth trial's `import time` in it)
+                return f"{label} {refused}"
             if ran in _INTERRUPTED:  # its code is not run here (the fifteenth trial's), nor its partial value judged
                 held = "is not assigned" if answer.variable not in namespace else "holds what it had then"
                 return (f"{label} not checked: {answer.cell_id}'s cell was interrupted (Kernel > Interrupt) when it "
