@@ -52,6 +52,14 @@ def right(line: str) -> bool:
     return "approximate: True" in line and "WRONG" not in line
 
 
+def wrong_as_saved(line: str, cell: str, credit: str = "") -> bool:
+    """The kernel's run right, and the cell as saved not: the run's verdict first, then the file's (the seventeenth
+    student trial could not tell whether a fix, run and not yet saved, worked)."""
+    return line.startswith(f"{cell:<15s}| exact: ") and "approximate: True" in line and \
+        f"— but WRONG as saved{credit}: {cell}'s cell as your saved notebook holds it, which is what the grader " \
+        "grades: " in line
+
+
 def right_unsaved(line: str) -> bool:
     """Right, in a kernel whose notebook was never saved beside the folder's blank one: the kernel's verdict, and
     the file's said as the condition it is."""
@@ -1080,8 +1088,7 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         line = kernel.check("dW2", send_id=False)
         # and, since the eighth trial, WRONG: a line without WRONG is one the grader accepts, and it grades the
         # saved cell
-        assert line.startswith("dW2            | WRONG: dW2's cell as your saved notebook holds it, which is what the "
-                               "grader grades: ") and "looks transposed" in line and \
+        assert wrong_as_saved(line, "dW2") and "looks transposed" in line and \
             "if the run judged here (In[" in line, line
         # B: exercise 2's cell, then exercise 1's check: the run was told for exercise 1's by the check after it,
         # and exercise 1's right cell was called WRONG; the saved notebook holds that code in exercise 2's cell.
@@ -1121,8 +1128,7 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
             assert "WRONG" in kernel.check("dbnmeani", send_id=False)
             kernel.run("scratch", "dbnmeani = -dbndiff.sum(0, keepdim=True)\n", send_id=False)
             line = kernel.check("dbnmeani", send_id=False)
-            assert line.startswith("dbnmeani       | WRONG: dbnmeani's cell as your saved notebook holds it, which is "
-                                   "what the grader grades: ") and "keeps the plus sign" in line, line
+            assert wrong_as_saved(line, "dbnmeani") and "keeps the plus sign" in line, line
             # The fifth TA trial: an answer cell written as exercise 3's read-only cell is that cell by its code
             # alone (nbconvert --execute sends no ids), and was `exact: True`; the saved cell is what is refused.
             cheat = "dhpreact = hpreact.grad.clone()\n"
@@ -1148,7 +1154,7 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
             # A copy of the notebook beside it, alike: the one saved last is taken for the kernel's, and says the same
             nbformat.write(nb, Path(folder) / "backprop_ninja-Copy1.ipynb")
             line = kernel.check("dbnmeani", send_id=False)
-            assert line.startswith("dbnmeani       | WRONG: dbnmeani's cell as your saved notebook holds it"), line
+            assert wrong_as_saved(line, "dbnmeani"), line
             # The ninth trial's T13C: never saved, the folder holding the released blank, one blank answer cell run
             # as released: the blank is in every copy and tells no file, so the lines are those of the same
             # notebook without the blank run (right), where 26 said "WRONG: ...'s cell as your saved notebook holds it".
@@ -1306,12 +1312,10 @@ def trial10_without_cell_ids_a_notebook_never_saved(kernel):
             time.sleep(0.05)
             nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
             line = kernel.check("dprobs", send_id=False)
-            assert line.startswith("dprobs         | WRONG: dprobs's cell as your saved notebook holds it, which is "
-                                   "what the grader grades: ") and "edited after it last ran" not in line, line
+            assert wrong_as_saved(line, "dprobs") and "edited after it last ran" not in line, line
             kernel.run("dlogits", send_id=False)
             line = kernel.check("dlogits", send_id=False)
-            assert line.startswith("dlogits        | WRONG (the grader gives half its points): dlogits's cell as "
-                                   "your saved notebook holds it, which is what the grader grades: "), line
+            assert wrong_as_saved(line, "dlogits", " (the grader gives half its points)"), line
             kernel.run("db2", "db2 = dlogits.sum(0, keepdim=True)\n", send_id=False)
             line = kernel.check("db2", send_id=False)
             assert line.startswith("db2            | WRONG (right values, wrong shape; the grader gives half") and \
@@ -1576,8 +1580,7 @@ def trial13_without_cell_ids_a_copy_beside_the_notebook(kernel):
             save()
             run("dprobs", CELLS["dprobs"])
             line = kernel.check("dprobs", send_id=False)
-            assert line.startswith("dprobs         | WRONG: dprobs's cell as your saved notebook holds it, which is "
-                                   "what the grader grades: not attempted yet"), line
+            assert wrong_as_saved(line, "dprobs") and "grades: not attempted yet" in line, line
             save()
             at = nb.cells.index(cells["dprobs"])
             for scratch in ("dprobs = None\n", "dprobs = 1.0 / probs\n"):

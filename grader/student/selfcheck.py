@@ -1356,8 +1356,10 @@ class SelfCheck:
                             f"is still the value of an earlier run (In[{other[1]}])")
                 fix = f"the run judged right here (In[{other[1]}]) is another cell of your saved notebook: put " \
                       f"its code in {cell}'s cell and save it" if other[2] else self._other_run_fix(answer, other[1])
-                return (f"{label} {verdict}: {cell}'s cell as your saved notebook holds it, which is what the grader "
-                        f"grades: {why}; {fix}")
+                # The run's verdict first: a fix run and not yet saved is right (the seventeenth trial's V4: only
+                # the file's verdict was said, and the student could not tell whether the fix worked)
+                return (f"{label} {right} — but WRONG as saved{verdict.removeprefix('WRONG')}: {cell}'s cell as your "
+                        f"saved notebook holds it, which is what the grader grades: {why}; {fix}")
             return f"{label} {right}{self._changes_others(answer)}{self._guessed(answer, right=True)}"
         other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
         if other:
