@@ -2023,7 +2023,8 @@ def trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned(kernel):
     lines); below a deleted answer cell, "answer dnorm_logits", which is not there (V1); a forward value reassigned
     by a scratch cell was named on the line of the answer that reads it, and the right lines below said that answer
     was wrong (F2), that line not naming the scratch cell in a Run All (V6); an interrupted cell that the grader
-    refuses for its import was "make it faster" (V3)."""
+    refuses for its import was "make it faster" (V3); exercise 3's closed form in exercise 1's cell was half credit
+    without the grader's reason (V5)."""
     kernel.restart()
     setup(kernel, full=True)
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
@@ -2093,6 +2094,12 @@ def trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned(kernel):
         line = kernel.check("dcounts_sum", send_id=False)
         assert re.search(r"dprobs above read probs, which is not your forward pass's value any more \(the cell you ran "
                          r"as In\[\d+\] (assigned|changed) it( in place)?\)", line) and "is wrong" not in line, line
+    # V5: exercise 3's closed form in exercise 1's cell: the half credit's reason, as the grader gives it
+    answered(kernel, EX1)
+    kernel.run("dhprebn", written("ex3_dhprebn"))
+    line = kernel.check("dhprebn")
+    assert line.startswith("dhprebn        | WRONG (the grader gives half its points") and \
+        re.search(r"it skips dbn\w+ and dbn\w+, so with other values", line), line
 
 
 def test_scripted_student_sessions(tmp_path):

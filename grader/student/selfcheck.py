@@ -62,7 +62,7 @@ from grader.judge.exam import (
 from grader.limits import Limits
 from grader.sandbox import protocol, static_check
 from grader.vocabulary import SETUP_FIRST as SETUP
-from grader.vocabulary import Match, Status
+from grader.vocabulary import Chain, Match, Status
 
 # A check asks for the exercise hundreds of times, and loading one validates it again each time (a fifth of
 # a check's time); within a kernel the exercise's module is imported once anyway.
@@ -1725,9 +1725,14 @@ class SelfCheck:
                 if local is None or self.policy.chain_only_credit >= 1:
                     return note
                 return f"WRONG ({_credit(self.policy.chain_only_credit)}): {note}, but {local.feedback}"
-        if failures.get(LOCAL) is not None and self.policy.chain_only_credit < 1:
+        local = failures.get(LOCAL)
+        if local is not None and self.policy.chain_only_credit < 1:
+            # what it skips, as the grader says it, where no mistake of the step is named (the seventeenth trial's
+            # closed form pasted into an atomic cell: the grader named what it skips, the line did not)
+            why = local.feedback if local.mistake else \
+                f"{Chain.skips(' and '.join(answer.local_upstream) or 'its upstream gradients')} {local.feedback}"
             return (f"WRONG ({_credit(self.policy.chain_only_credit)}: right with the upstream gradients given, "
-                    f"not as one backward step): {failures[LOCAL].feedback}")
+                    f"not as one backward step): {why}")
         return None
 
     def _refusal(self, source: str | None) -> str | None:
