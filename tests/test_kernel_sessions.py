@@ -2102,6 +2102,39 @@ def trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned(kernel):
         re.search(r"it skips dbn\w+ and dbn\w+, so with other values", line), line
 
 
+def trial18_exercise_4_edited_and_run_over_a_right_saved_cell(kernel):
+    """The eighteenth student trial: manual_backward right and saved, then edited wrong and run, not saved: every
+    exercise-4 line a plain WRONG, where the grader gives the file full marks (M1), with cell ids and without."""
+    released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
+    edited = CELLS["ex4_backward"].replace("db2 = dlogits.sum(0)", "db2 = 2 * dlogits.sum(0)")
+    assert edited != CELLS["ex4_backward"]
+    here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        path = Path(folder) / "backprop_ninja.ipynb"
+        nb = nbformat.from_dict(json.loads(json.dumps(released)))
+        for c in nb.cells:
+            c.source = CELLS[c.id] if c.get("id") == "ex4_backward" else c.source
+        nbformat.write(nb, path)
+        for send_id in (True, False):
+            kernel.restart()
+            kernel.run("scratch", f"import os\nos.chdir({folder!r})\n" + (f"__session__ = {str(path)!r}\n"
+                                                                           if send_id else ""), send_id=send_id)
+            try:
+                for cell in (*SETUP, "setup_ex4_forward", "ex4_backward", "setup_ex4_check"):
+                    kernel.run(cell, send_id=send_id)
+                kernel.run("ex4_backward", edited, send_id=send_id)
+                kernel.run("setup_ex4_check", send_id=send_id)
+                line = kernel.check("ex4_db2", send_id=send_id)
+                kept = ("(your saved notebook still holds ex4_backward's earlier code, which the grader finds right: "
+                        "this code replaces it at the next save)")
+                assert line.startswith("ex4_db2        | WRONG") and kept in line, line
+                line = kernel.run("check_ex4_training", send_id=send_id)[0]
+                assert "WRONG" in line and "your saved notebook still holds ex4_backward's earlier code" in line, line
+            finally:
+                kernel.run("scratch", f"os.chdir({here!r})\n", send_id=send_id)
+
+
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
@@ -2137,7 +2170,8 @@ def test_scripted_student_sessions(tmp_path):
                         trial14_without_cell_ids_which_notebook_is_the_students,
                         trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check,
                         trial16_a_pasted_cell_a_stopped_exec_a_typo_never_saved_and_a_slow_cell,
-                        trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned):
+                        trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned,
+                        trial18_exercise_4_edited_and_run_over_a_right_saved_cell):
             session(kernel)
     finally:
         kernel.close()

@@ -1514,15 +1514,17 @@ class SelfCheck:
         return (f"if the run judged here (In[{count}]) was {cell}'s cell, you edited it since: run it{after}, then "
                 f"this check; else put that run's code in {cell}'s cell and save it")
 
-    def _saved_better(self, answer: Answer, share: float) -> str:
-        """On a WRONG line about the cell as run (told by its id): where the saved notebook still holds a version
-        the grader gives more, say so: until the next save that is what it grades (the twelfth trial's WRONG over
-        a right saved cell, true of the code on screen and not of the file)."""
+    def _saved_better(self, answer: Answer, share: float, whole: bool = False) -> str:
+        """On a WRONG line about the cell as run (told by its id; a function's cell by its code too, which no
+        other cell holds): where the saved notebook still holds a version the grader gives more, say so: until
+        the next save that is what it grades (the twelfth trial's WRONG over a right saved cell, true of the code
+        on screen and not of the file; the eighteenth trial's exercise 4, plain WRONG lines over a right file)."""
         found = self.located(answer)
-        if found is None or found[2] or found[1] is not None or answer.kind == FUNCTION or self.namespace is None:
+        function = answer.kind == FUNCTION
+        if found is None or found[2] or found[1] is not None and not function or self.namespace is None:
             return ""
         saved = _saved_code(self.namespace, answer.cell_id)
-        if saved is None or _same_code(saved[0], found[0]) or self._saved_share(answer, saved[0]) <= share:
+        if saved is None or _same_code(saved[0], found[0]) or self._saved_share(answer, saved[0], whole) <= share:
             return ""
         return (f" (your saved notebook still holds {answer.cell_id}'s earlier code, which the grader finds right: "
                 "this code replaces it at the next save)")
@@ -2283,7 +2285,7 @@ class NotebookCheck:
             try:
                 found = _notebook_check(namespace)
                 answer = None if isinstance(found, str) else found.exercise.by_grade_id.get(grade_id)
-                kept = "" if answer is None else found._saved_better(answer, share)
+                kept = "" if answer is None else found._saved_better(answer, share, whole)
             except Exception:  # noqa: BLE001 - a check cell never raises: the line as found
                 return said
             if kept or not share:
