@@ -2104,7 +2104,8 @@ def trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned(kernel):
 
 def trial18_exercise_4_edited_and_run_over_a_right_saved_cell(kernel):
     """The eighteenth student trial: manual_backward right and saved, then edited wrong and run, not saved: every
-    exercise-4 line a plain WRONG, where the grader gives the file full marks (M1), with cell ids and without."""
+    exercise-4 line a plain WRONG, where the grader gives the file full marks (M1), with cell ids and without; in
+    the classic Notebook a right answer, saved, set to None by a scratch cell was "not attempted yet" (M2)."""
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
     edited = CELLS["ex4_backward"].replace("db2 = dlogits.sum(0)", "db2 = 2 * dlogits.sum(0)")
     assert edited != CELLS["ex4_backward"]
@@ -2133,6 +2134,21 @@ def trial18_exercise_4_edited_and_run_over_a_right_saved_cell(kernel):
                 assert "WRONG" in line and "your saved notebook still holds ex4_backward's earlier code" in line, line
             finally:
                 kernel.run("scratch", f"os.chdir({here!r})\n", send_id=send_id)
+        # M2, classic: a right answer, saved and run as saved, set to None by a scratch cell: "not attempted yet"
+        for c in nb.cells:
+            c.source = written(c.id) if c.get("id") in ("dlogprobs", "dprobs") else c.source
+        nbformat.write(nb, path)
+        kernel.run("scratch", f"os.chdir({folder!r})\n", send_id=False)
+        try:
+            for cell in ("setup_forward", "dlogprobs", "dprobs"):
+                kernel.run(cell, None if cell == "setup_forward" else written(cell), send_id=False)
+            kernel.run("scratch", "dprobs = None\n", send_id=False)
+            line = kernel.check("dprobs", send_id=False)
+            assert re.match(r"dprobs         \| not checked: this cell is right as the grader runs it \(you ran it as "
+                            r"saved as In\[\d+\]\), but your dprobs is None: the cell you ran as In\[\d+\] set it",
+                            line), line
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
 
 
 def test_scripted_student_sessions(tmp_path):

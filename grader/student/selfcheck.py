@@ -1277,6 +1277,9 @@ class SelfCheck:
             if source is not None and not _blank(source):  # its `dx = None  # TODO` line ran, then it stopped
                 why = NotebookCheck._unassigned(self, answer)
                 return f"{label} not checked: {answer.variable} is not assigned: {why}"
+            reset = self._reset_after_saved(answer) if answer is not None and answer.kind != FUNCTION else None
+            if reset:
+                return f"{label} not checked: {reset}"
             return f"{label} not attempted yet"
         unrun = self._not_run(answer) if answer is not None and answer.kind != FUNCTION else None
         if unrun:
@@ -1513,6 +1516,23 @@ class SelfCheck:
         after = " and the cell after it, which calls it" if answer.kind == FUNCTION else ""
         return (f"if the run judged here (In[{count}]) was {cell}'s cell, you edited it since: run it{after}, then "
                 f"this check; else put that run's code in {cell}'s cell and save it")
+
+    def _reset_after_saved(self, answer: Answer) -> str | None:
+        """Told by its code alone, the newest run binding the answer is a `dx = None` (a scratch cell), after a run of
+        the answer's cell as saved, which the grader finds right: that cell is not blank, and the grader gives it full
+        marks (the eighteenth trial's classic Notebook said "not attempted yet")."""
+        found = self.located(answer)
+        saved = _saved_code(self.namespace, answer.cell_id) if self.namespace is not None else None
+        if found is None or found[1] is None or saved is None or _blank(saved[0]):
+            return None
+        history = self.namespace.get("In") or []
+        ran = next((at for at in range(found[1] - 1, 0, -1) if isinstance(history[at], str)
+                    and _same_code(history[at], saved[0])), None)
+        if ran is None or self._saved_share(answer, saved[0]) < 1:
+            return None
+        return (f"this cell is right as the grader runs it (you ran it as saved as In[{ran}]), but your "
+                f"{answer.variable} is None: the cell you ran as In[{found[1]}] set it to None after that; re-run "
+                f"{answer.cell_id}'s cell, then this check")
 
     def _saved_better(self, answer: Answer, share: float, whole: bool = False) -> str:
         """On a WRONG line about the cell as run (told by its id; a function's cell by its code too, which no
