@@ -1538,7 +1538,7 @@ class SelfCheck:
         """On a WRONG line about the cell as run (told by its id; a function's cell by its code too, which no
         other cell holds): where the saved notebook still holds a version the grader gives more, say so: until
         the next save that is what it grades (the twelfth trial's WRONG over a right saved cell, true of the code
-        on screen and not of the file; the eighteenth trial's exercise 4, plain WRONG lines over a right file)."""
+        on screen and not of the file; the eighteenth trial's function lines, plain WRONG over a right file)."""
         found = self.located(answer)
         function = answer.kind == FUNCTION
         if found is None or found[2] or found[1] is not None and not function or self.namespace is None:
