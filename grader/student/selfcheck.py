@@ -2379,9 +2379,13 @@ class NotebookCheck:
                 return f"{label} {refused}"
             if ran in _INTERRUPTED:  # its code is not run here (the fifteenth trial's), nor its partial value judged
                 held = "is not assigned" if answer.variable not in namespace else "holds what it had then"
+                # (not run again here: it was slow enough to interrupt; the eighteenth trial's "run it to the end"
+                # would have taken minutes, and then been past the grader's limit)
                 return (f"{label} not checked: {answer.cell_id}'s cell was interrupted (Kernel > Interrupt) when it "
-                        f"last ran, so {answer.variable} {held}: run it to the end, then this check (the grader stops "
-                        "a cell that runs past its time limit and gives it nothing: make it faster if it is slow)")
+                        f"last ran, so {answer.variable} {held}: run it to the end, then this check, if it ends within "
+                        f"the grader's time limit ({found.cell_timeout:g} s a run); a cell slower than that the grader "
+                        "stops and gives nothing: make it faster (a Python loop over every entry is the usual cause: "
+                        "write it with tensor operations)")
             if answer.variable in namespace:
                 return found.line(grade_id, namespace[answer.variable], tensor)
             if found.source(answer) is None:
