@@ -2105,7 +2105,8 @@ def trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned(kernel):
 def trial18_exercise_4_edited_and_run_over_a_right_saved_cell(kernel):
     """The eighteenth student trial: manual_backward right and saved, then edited wrong and run, not saved: every
     exercise-4 line a plain WRONG, where the grader gives the file full marks (M1), with cell ids and without; in
-    the classic Notebook a right answer, saved, set to None by a scratch cell was "not attempted yet" (M2)."""
+    the classic Notebook a right answer, saved, set to None by a scratch cell was "not attempted yet" (M2), and two
+    answers merged into one cell were told to "compute it from dprobs", which the cell does (M4)."""
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
     edited = CELLS["ex4_backward"].replace("db2 = dlogits.sum(0)", "db2 = 2 * dlogits.sum(0)")
     assert edited != CELLS["ex4_backward"]
@@ -2149,6 +2150,12 @@ def trial18_exercise_4_edited_and_run_over_a_right_saved_cell(kernel):
                             line), line
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
+    # M4, classic, never saved: two answers merged into one cell (Merge Cells): "compute it from dprobs", which it does
+    kernel.run("dprobs", written("dprobs") + written("dcounts_sum_inv"), send_id=False)
+    line = kernel.check("dcounts_sum_inv", send_id=False)
+    merged = ("the cell judged here assigns dprobs too, which dcounts_sum_inv reads: the grader runs dcounts_sum_inv's "
+              "own cell, with the true dprobs; put each answer in its own cell")
+    assert merged in line and "compute it from" not in line, line
 
 
 def test_scripted_student_sessions(tmp_path):

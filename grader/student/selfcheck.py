@@ -1753,6 +1753,11 @@ class SelfCheck:
             # closed form pasted into an atomic cell: the grader named what it skips, the line did not)
             why = local.feedback if local.mistake else \
                 f"{Chain.skips(' and '.join(answer.local_upstream) or 'its upstream gradients')} {local.feedback}"
+            both = sorted(set(answer.local_upstream) & set((_first_uses(source) or ((),))[0]))
+            if both:  # two answers in one cell (Merge Cells): the grader gives this one its own cell's, with the true
+                # gradient above (the eighteenth trial's "compute it from" the gradient the cell computes)
+                why = (f"the cell judged here assigns {', '.join(both)} too, which {answer.variable} reads: the grader "
+                       f"runs {answer.cell_id}'s own cell, with the true {both[0]}; put each answer in its own cell")
             return (f"WRONG ({_credit(self.policy.chain_only_credit)}: right with the upstream gradients given, "
                     f"not as one backward step): {why}")
         return None
