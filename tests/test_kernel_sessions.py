@@ -2106,7 +2106,8 @@ def trial18_exercise_4_edited_and_run_over_a_right_saved_cell(kernel):
     """The eighteenth student trial: manual_backward right and saved, then edited wrong and run, not saved: every
     exercise-4 line a plain WRONG, where the grader gives the file full marks (M1), with cell ids and without; in
     the classic Notebook a right answer, saved, set to None by a scratch cell was "not attempted yet" (M2), and two
-    answers merged into one cell were told to "compute it from dprobs", which the cell does (M4)."""
+    answers merged into one cell were told to "compute it from dprobs", which the cell does (M4); under Run All,
+    db2 written in dW2's cell over db2's blank cell was "not attempted yet", the cell unnamed (V1)."""
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
     edited = CELLS["ex4_backward"].replace("db2 = dlogits.sum(0)", "db2 = 2 * dlogits.sum(0)")
     assert edited != CELLS["ex4_backward"]
@@ -2156,6 +2157,14 @@ def trial18_exercise_4_edited_and_run_over_a_right_saved_cell(kernel):
     merged = ("the cell judged here assigns dprobs too, which dcounts_sum_inv reads: the grader runs dcounts_sum_inv's "
               "own cell, with the true dprobs; put each answer in its own cell")
     assert merged in line and "compute it from" not in line, line
+    # V1 (Run All): db2 written in dW2's cell, db2's own cell blank below it: "not attempted yet", nothing more
+    for cell in EX1[EX1.index("dcounts_sum_inv"):EX1.index("dh") + 1]:
+        kernel.run(cell, written(cell), send_id=False)
+    kernel.run("dW2", written("dW2") + written("db2"), send_id=False)
+    kernel.run("db2", "db2 = None  # TODO\n", send_id=False)
+    line = kernel.check("db2", send_id=False)
+    assert re.match(r"db2            \| not attempted yet: the cell you ran as In\[\d+\] assigns db2 beside dW2, and "
+                    r"the grader grades db2 by its own cell alone, which is blank: write it there", line), line
 
 
 def test_scripted_student_sessions(tmp_path):

@@ -123,7 +123,7 @@ def share_said(text: str) -> float | None:
     if text.startswith(("exact:", "right values, wrong shape")) or re.match(r"\d+ steps match autograd", text) or (
             not text.startswith("WRONG") and re.search(r"this cell (itself )?is right", text)):
         return 1.0
-    if text == "not attempted yet":
+    if text == "not attempted yet" or text.startswith("not attempted yet:"):
         return 0.0
     if not text.startswith("WRONG"):
         return None
@@ -1280,6 +1280,9 @@ class SelfCheck:
             reset = self._reset_after_saved(answer) if answer is not None and answer.kind != FUNCTION else None
             if reset:
                 return f"{label} not checked: {reset}"
+            shared = self._written_with_another(answer) if answer is not None and answer.kind != FUNCTION else None
+            if shared:
+                return f"{label} not attempted yet: {shared}"
             return f"{label} not attempted yet"
         unrun = self._not_run(answer) if answer is not None and answer.kind != FUNCTION else None
         if unrun:
@@ -1516,6 +1519,21 @@ class SelfCheck:
         after = " and the cell after it, which calls it" if answer.kind == FUNCTION else ""
         return (f"if the run judged here (In[{count}]) was {cell}'s cell, you edited it since: run it{after}, then "
                 f"this check; else put that run's code in {cell}'s cell and save it")
+
+    def _written_with_another(self, answer: Answer) -> str | None:
+        """Where the answer's own cell is blank and a cell run before it wrote the answer beside another answer
+        (two answers in one cell, under Run All): that cell, since the grader grades each answer's own cell (the
+        eighteenth trial's Run All said only "not attempted yet")."""
+        history = (self.namespace or {}).get("In") or []
+        others = {a.variable for a in self.exercise.answers if a.kind == ATOMIC and a.variable != answer.variable}
+        for at in range(len(history) - 1, 0, -1):
+            code = history[at]
+            bound = (_first_uses(code) or ((),))[0] if isinstance(code, str) and "check(" not in code else ()
+            with_it = sorted(others & set(bound))
+            if answer.variable in bound and with_it and not _blank(code):
+                return (f"the cell you ran as In[{at}] assigns {answer.variable} beside {with_it[0]}, and the grader "
+                        f"grades {answer.variable} by its own cell alone, which is blank: write it there")
+        return None
 
     def _reset_after_saved(self, answer: Answer) -> str | None:
         """Told by its code alone, the newest run binding the answer is a `dx = None` (a scratch cell), after a run of
