@@ -297,3 +297,20 @@ def test_a_check_cell_edited_to_call_check_otherwise_prints_a_line_and_never_rai
     call(check)
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "not checked: this check cell calls check otherwise than as released" in out, out
+
+
+def test_a_cell_runs_under_the_graders_time_limit_and_without_one_where_the_platform_has_no_alarm(monkeypatch):
+    """The check stops a run past the grader's limit (SIGALRM in the kernel's main thread); on Windows, which has no
+    SIGALRM, it runs the cell with no limit rather than failing every check."""
+    import signal
+    import time
+
+    from grader.student import selfcheck
+
+    with pytest.raises(selfcheck._Slow), selfcheck._time_limit(0.05):
+        time.sleep(5)
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0  # and no timer is left behind
+    for name in ("SIGALRM", "setitimer", "getitimer", "ITIMER_REAL"):
+        monkeypatch.delattr(signal, name)
+    with selfcheck._time_limit(0.05):
+        assert sum(range(10)) == 45

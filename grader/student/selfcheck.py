@@ -152,9 +152,9 @@ def _time_limit(seconds: float):
     def stop(*_):
         raise _Slow
 
-    try:  # (a timer someone else set, a test runner's, is left alone)
+    try:  # (a timer someone else set, a test runner's, is left alone; Windows has no SIGALRM: no limit there)
         previous = signal.signal(signal.SIGALRM, stop) if not signal.getitimer(signal.ITIMER_REAL)[0] else None
-    except ValueError:
+    except (ValueError, AttributeError):
         previous = None
     if previous is not None:
         signal.setitimer(signal.ITIMER_REAL, seconds)
