@@ -2107,7 +2107,8 @@ def trial18_exercise_4_edited_and_run_over_a_right_saved_cell(kernel):
     exercise-4 line a plain WRONG, where the grader gives the file full marks (M1), with cell ids and without; in
     the classic Notebook a right answer, saved, set to None by a scratch cell was "not attempted yet" (M2), and two
     answers merged into one cell were told to "compute it from dprobs", which the cell does (M4); under Run All,
-    db2 written in dW2's cell over db2's blank cell was "not attempted yet", the cell unnamed (V1)."""
+    db2 written in dW2's cell over db2's blank cell was "not attempted yet", the cell unnamed (V1), and a Split
+    Cell's `dcounts += ...` continuation was judged as dcounts's cell, a NameError told (M3)."""
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
     edited = CELLS["ex4_backward"].replace("db2 = dlogits.sum(0)", "db2 = 2 * dlogits.sum(0)")
     assert edited != CELLS["ex4_backward"]
@@ -2165,6 +2166,11 @@ def trial18_exercise_4_edited_and_run_over_a_right_saved_cell(kernel):
     line = kernel.check("db2", send_id=False)
     assert re.match(r"db2            \| not attempted yet: the cell you ran as In\[\d+\] assigns db2 beside dW2, and "
                     r"the grader grades db2 by its own cell alone, which is blank: write it there", line), line
+    # M3 (classic, not saved): a Split Cell's `dcounts += ...` continuation was judged as dcounts's cell: a NameError
+    kernel.run("dcounts", "dcounts = counts_sum_inv * dprobs\n", send_id=False)
+    kernel.run("scratch", "dcounts += torch.ones_like(counts) * dcounts_sum\n", send_id=False)
+    line = kernel.check("dcounts", send_id=False)
+    assert "misses the branch through counts_sum" in line and "NameError" not in line, line
 
 
 def test_scripted_student_sessions(tmp_path):

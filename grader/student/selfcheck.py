@@ -982,7 +982,7 @@ class SelfCheck:
         sinks = frozenset(a.sink for a in self.exercise.answers if a.sink)
         seen = {count: (code, name) for name, (count, code, _) in _BOUND.items()} if "In" in (self.namespace or {}) \
             else {}
-        computed_from_itself = scratch_run = None
+        computed_from_itself = scratch_run = continuation = None
         scratch = self._saved_scratch()
         for count in range(len(history) - 2, 0, -1):
             code, name = seen.get(count, (history[count], None))
@@ -1000,6 +1000,15 @@ class SelfCheck:
                 # below dx's cell judged as dx's, its NameError the reason given); the one run, if none other is
                 scratch_run = scratch_run or (code, count, guess)
                 continue
+            if count not in _IDS and answer.variable in _augmented_only(code) and any(
+                    isinstance(earlier, str) and "check(" not in earlier and answer.variable not in
+                    _augmented_only(earlier) and set((_first_uses(earlier) or ((),))[0]) & names == {answer.variable}
+                    for earlier in history[1:count]):
+                # `dx += ...` alone, after a cell that assigns dx and no other answer: its continuation (Split Cell),
+                # not its cell, which the grader runs alone (the eighteenth trial's classic Notebook judged the
+                # continuation: NameError). After another answer's cell that assigns dx too, it is dx's cell.
+                continuation = continuation or (code, count, guess)
+                continue
             uses = _first_uses(code, augmented=False)
             if guess and uses is not None and answer.variable in uses[1]:
                 # `dx = dx * 2` computes the answer from itself: a scratch cell after the answer's own, which an
@@ -1012,7 +1021,7 @@ class SelfCheck:
                 if saved is not None:
                     return saved
             return code, count, guess
-        return computed_from_itself or scratch_run
+        return computed_from_itself or scratch_run or continuation
 
     def _saved_scratch(self) -> frozenset[str]:
         """The code of the saved notebook's cells that are no answer's and assign an answer's name (stripped),
