@@ -326,18 +326,20 @@ def test_every_variant_course(name, variant_course_outcome):
     """`course init --variant NAME` gives a course which the grader marks full for the solved notebook, 0
     for the stub and, for every mutant of its reference answers graded there (each slip once across the
     variants), less on exactly that mutant's tensors; for the pairwise set, its solved notebook runs clean,
-    passes every self-check and trains, and its stub runs clean and says every answer is not attempted yet."""
+    passes every self-check and trains; for a smaller set, its stub runs clean and says every answer is not
+    attempted yet."""
     outcome = variant_course_outcome
     assert outcome.course.exercise is load(f"makemore-mlp/{name}")
     assert bool(outcome.ran) == variant_courses.runs_all(name)
+    assert ("stub" in outcome.ran) == variant_courses.runs_stub(name)
     if outcome.ran:
         _check_runs(outcome.course.exercise, outcome.ran)
     _check_grades(outcome)
 
 
 def test_the_notebooks_run_all_runs_meet_every_pair_of_pieces():
-    """Run All covers, in half the notebooks, every activation with every normalization and each of them
-    with and without the residual block."""
+    """Run All covers, in half the solved notebooks, every activation with every normalization and each of them
+    with and without the residual block; in four stubs, every piece."""
     def pairs(name):
         v = variants.parse(name)
         return {(v.activation.name, v.norm.name), (v.activation.name, v.residual), (v.norm.name, v.residual)}
@@ -345,6 +347,12 @@ def test_the_notebooks_run_all_runs_meet_every_pair_of_pieces():
     ran = [name for name in variants.NAMES if variant_courses.runs_all(name)]
     assert set().union(*map(pairs, ran)) == set().union(*map(pairs, variants.NAMES))
     assert len(ran) == len(variants.NAMES) // 2 and variants.LECTURE_VARIANT in ran
+    # The stubs: every piece, each once at least.
+    stubs = [variants.parse(name) for name in variants.NAMES if variant_courses.runs_stub(name)]
+    assert {v.activation.name for v in stubs} == set(variants.ACTIVATIONS)
+    assert {v.norm.name for v in stubs} == set(variants.NORMALIZATIONS)
+    assert {v.residual for v in stubs} == {True, False}
+    assert len(stubs) == len(variants.ACTIVATIONS) and set(stubs) <= set(map(variants.parse, ran))
 
 
 @pytest.mark.slow

@@ -1,8 +1,8 @@
 """Every variant of the network as a course, end to end: `course init --variant`, one `backprop-ninja grade`
 batch of its solved notebook, its stub and the mutants of its reference answers (the rule table's slips,
-grader.authoring.skeleton.mutants) that no earlier variant's course grades, and Run All on its solved and stub
-notebooks where the variant is in the suite's pairwise set. tests/test_variant_courses.py checks what each
-run gave.
+grader.authoring.skeleton.mutants) that no earlier variant's course grades, and Run All on its solved
+notebook where the variant is in the suite's pairwise set, and on its stub where it is in a smaller set.
+tests/test_variant_courses.py checks what each run gave.
 
 Each slip is graded once, in the first course (the lecture's network first) whose cell has the same
 formula (an atomic or fused answer going back through the same forward lines; a function's slipped line,
@@ -12,9 +12,12 @@ answer at a time, as `exercise check` lays them out (grader.lms.dry_run.packed: 
 on the true upstream gradients, never the submission's own). Run All runs where the variant's
 activation and normalization, its activation and residual block, and its normalization and residual block
 are a pair no earlier notebook of the set ran: 12 of the 24 notebooks cover every pair of pieces that meet
-in a cell.
+in a cell. A stub's cells are blanks beside the same setup, training and self-check cells its solved
+notebook runs: what it adds is that each piece's blanks run and are "not attempted yet", which 4 stubs
+cover (every activation, every normalization, the residual block and its absence).
 
-All of it is subprocesses, at a lower CPU priority: it starts when the first variant test asks (under
+All of it is subprocesses (two worker processes, each making one course after another, and the commands
+they run at a lower CPU priority): it starts when the first variant test asks (under
 pytest-xdist, in the one worker given the variant tests' group, which tests/conftest.py hands out
 first), and runs two variants at a time beside the other worker's tests while the variant tests wait.
 The tests run what a user runs, through the CLI; only the order of the work is the suite's.
@@ -25,10 +28,12 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import queue
 import shutil
 import subprocess
 import sys
 import threading
+import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,7 +114,7 @@ def variant_course(name: str, workdir: Path, graded: Path) -> None:
     """course init --variant (the package's own, which derives the reference answers); one
     `backprop-ninja grade` batch of the course's solved notebook, the stub nbgrader would release from it,
     and the mutants `graded` (a `plan`) gives the variant, packed; then, for a variant of the pairwise set, Run All
-    on the solved notebook and the stub. Run in a process of its own: see `_Courses`."""
+    on the solved notebook, and on the stub where `runs_stub`. Run in a worker process: see `_Courses`."""
     env = dict(os.environ)
     target = workdir / "course"
     _run([*CLI, "course", "init", str(target), "--variant", name], "course init", ROOT, env)
@@ -130,7 +135,7 @@ def variant_course(name: str, workdir: Path, graded: Path) -> None:
     _run([*CLI, "grade", str(submissions), "--out", str(workdir / "results"), "--course", str(target / "course.yml"),
           "--jobs", "1"], "backprop-ninja grade", target, env)
     if runs_all(name):
-        _run_all({"solved": solved, "stub": student}, course, folder, workdir, env)
+        _run_all({"solved": solved, **({"stub": student} if runs_stub(name) else {})}, course, folder, workdir, env)
 
 
 def outcome_of(workdir: Path) -> Outcome:
@@ -150,6 +155,15 @@ def runs_all(name: str) -> bool:
     activation, norm = list(variants.ACTIVATIONS), list(variants.NORMALIZATIONS)
     place = activation.index(variant.activation.name) + norm.index(variant.norm.name)
     return variant.residual == bool(place % 2)
+
+
+def runs_stub(name: str) -> bool:
+    """Whether Run All runs the variant's stub too: in the pairwise set, where its normalization's place is
+    its activation's (the last normalization for the activations past it), which meets every piece once."""
+    variant = variants.parse(name)
+    activation, norm = list(variants.ACTIVATIONS), list(variants.NORMALIZATIONS)
+    place = min(activation.index(variant.activation.name), len(norm) - 1)
+    return runs_all(name) and norm.index(variant.norm.name) == place
 
 
 def _key(exercise, mutant: skeleton.Mutant) -> str:
@@ -185,30 +199,79 @@ def submissions_of(mutants) -> dict[str, skeleton.Mutant]:
     return found
 
 
+def serve() -> None:
+    """A worker process for `_Courses`: runs this module's functions named on its stdin, one JSON line
+    [function, path...] at a time, and answers each with a JSON line on its stdout (null when the function
+    returned, else its traceback). Imports once: torch, nbgrader and the exercises took a fresh process
+    about 3 CPU s a course. Anything the functions print goes to stderr, away from the answers."""
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    served = {"plan": (plan, (Path,)), "variant_course": (variant_course, (str, Path, Path))}
+    for line in sys.stdin:
+        name, *args = json.loads(line)
+        function, kinds = served[name]
+        try:
+            function(*(kind(arg) for kind, arg in zip(kinds, args, strict=True)))
+            answer = None
+        except BaseException:  # noqa: BLE001 - told to the test that waits for this course
+            answer = traceback.format_exc()
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+
+
+class _Worker:
+    """One `serve` process: nothing here parses Python beside the tests, as CPython 3.11's AST constructor
+    keeps its recursion depth in one place for every thread, and two threads parsing at once made pytest's
+    own ast.parse fail ("AST constructor recursion depth mismatch")."""
+
+    def __init__(self, env: dict[str, str], log: Path):
+        code = f"import sys; sys.path.insert(0, {str(TESTS)!r}); from helpers.variant_courses import serve; serve()"
+        self.log = log
+        with log.open("w") as stderr:
+            self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=ROOT, env=env)
+
+    def call(self, function: str, *args) -> None:
+        self.process.stdin.write(json.dumps([function, *map(str, args)]) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        assert answer, f"{function}{args}: its worker stopped: {self.log.read_text()[-3000:]}"
+        assert json.loads(answer) is None, f"{function}{args}: {json.loads(answer)[-3000:]}"
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
 class _Courses:
     """The selected variants' courses, made in the order of their tests by two threads that share `slots`:
-    one at first, two once a test waits. First a process writes the `plan` every course reads. Each
+    one at first, two once a test waits. First a worker writes the `plan` every course reads. Each
     course's processes get the environment this process had when the session started."""
 
     def __init__(self, names: list[str], workdir):
         self.env = dict(os.environ)
         self.slots = threading.Semaphore(1)
         self.widened = False
+        self.logs = workdir("workers")
+        self.idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        self.workers: list[_Worker] = []
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="variant-course")
         graded = workdir("plan") / "graded.pickle"
         self.plan = self.pool.submit(lambda: self._process("plan", graded) or graded)
         self.futures: dict[str, Future] = {name: self.pool.submit(self._made, name, workdir(name)) for name in names}
 
-    def _process(self, function: str, *args) -> Path:
-        """A process does the work, so that nothing here parses Python beside the tests: CPython 3.11's AST
-        constructor keeps its recursion depth in one place for every thread, and two threads parsing at
-        once made pytest's own ast.parse fail ("AST constructor recursion depth mismatch")."""
-        code = (f"import sys; sys.path.insert(0, {str(TESTS)!r}); from pathlib import Path; "
-                f"from helpers.variant_courses import {function}; "
-                f"{function}({', '.join(repr(a) if isinstance(a, str) else f'Path({str(a)!r})' for a in args)})")
+    def _process(self, function: str, *args) -> None:
+        """`function(*args)` in a worker (at most one per slot, each kept for the next course)."""
         with self.slots:  # its own commands take the lower priority (NICE)
-            run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=self.env)
-        assert run.returncode == 0, f"{function}{args}: {run.stderr[-3000:]}"
+            try:
+                worker = self.idle.get_nowait()
+            except queue.Empty:
+                worker = _Worker(self.env, self.logs / f"{len(self.workers)}.log")
+                self.workers.append(worker)
+            try:
+                worker.call(function, *args)
+            finally:
+                self.idle.put(worker)
 
     def _made(self, name: str, workdir: Path) -> Path:
         self._process("variant_course", name, workdir, self.plan.result())
@@ -222,6 +285,8 @@ class _Courses:
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
+        for worker in self.workers:
+            worker.close()
 
 
 @pytest.fixture(scope="session")
