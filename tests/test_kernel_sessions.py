@@ -33,11 +33,11 @@ def written(cell: str) -> str:
     return CELLS[cell].split("### BEGIN SOLUTION\n")[1].split("### END SOLUTION")[0]
 
 
-def setup(kernel, *, full: bool = False):
+def setup(kernel, *, full: bool = False, send_id: bool = True):
     """The setup cells: all of them after a restart, else the parameters and the forward pass again (a
     fresh batch and autograd's gradients, with the data already loaded)."""
     for cell in SETUP if full else SETUP[2:]:
-        out, err, error = kernel.run(cell)
+        out, err, error = kernel.run(cell, send_id=send_id)
         assert error is None, (cell, out, err)
 
 
@@ -174,8 +174,8 @@ def cells_out_of_order_odd_values_and_the_old_call_form(kernel):
     setup(kernel)
     kernel.run("scratch", "del dlogits, dh\n")
     kernel.run("dh")  # before dlogits: a NameError in the notebook, right as the grader runs it
-    assert "dlogits above is not assigned (its cell never ran, or stopped with an error); with the true dlogits " \
-           "this cell is right" in kernel.check("dh")
+    assert re.search(r"dlogits above is not assigned \(the cell you ran as In\[\d+\] deleted it, `del dlogits`\); "
+                     "with the true dlogits this cell is right", kernel.check("dh"))
     kernel.run("dh", "dh = torch.empty(32, 64, device='meta', dtype=torch.float64)\n")
     line = kernel.check("dh")
     assert "WRONG" in line and "meta tensor" in line, line
@@ -1772,9 +1772,10 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
             line = kernel.check("dprobs", send_id=False)
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
-    said = ("ok — but WRONG as saved, if your notebook is backprop_ninja-Copy1.ipynb or backprop_ninja.ipynb in this "
-            "folder: each holds dprobs's cell blank")
-    assert "approximate: True" in line and said in line, line
+    said = ("ok — but WRONG as saved, if backprop_ninja.ipynb in this folder is your notebook: it holds dprobs's cell "
+            "blank")
+    there = "if your notebook is backprop_ninja-Copy1.ipynb, the course still collects backprop_ninja.ipynb"
+    assert "approximate: True" in line and said in line and there in line, line
     kernel.run("ex2_dlogits", written("ex2_dlogits"), send_id=False)
     assert right(kernel.check("dlogits", send_id=False))  # the same values
     assert right(kernel.check("ex2_dlogits", send_id=False))
@@ -2173,6 +2174,119 @@ def trial18_exercise_4_edited_and_run_over_a_right_saved_cell(kernel):
     assert "misses the branch through counts_sum" in line and "NameError" not in line, line
 
 
+def trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer(kernel):
+    """The nineteenth student trial: in JupyterLab an answer cell copied with other code, saved, was WRONG (the
+    grader gives it nothing) "(your saved notebook still holds dh's earlier code, which the grader finds right ...)"
+    (F1); under Run All, below a saved `del dh` cell, dh's cell "never ran, or stopped", and "run the cells from dh's
+    down", the `del` among them (F2); in the classic Notebook never saved, an older download beside it holding dprobs
+    wrong left a plain ok where the collected notebook holds it blank, and one holding dprobs right was taken for the
+    student's notebook ("rename this one to that name") (F3); a numpy dlogprobs made the lines below it blame dprobs's
+    right cell (F4); a saved `n = 3` cell was "set it back", which Run All undoes (V3)."""
+    released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
+    here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
+
+    def notebook(cells: dict[str, str], after: dict[str, tuple[str, str, str | None]] = {}):  # noqa: B006
+        """The released notebook with `cells` written in and, after a cell, one (id, code, the cell it copies or
+        None) of the student's."""
+        nb = nbformat.from_dict(json.loads(json.dumps(released)))
+        for cell in list(nb.cells):
+            cell.source = cells.get(cell.get("id"), cell.source)
+            if cell.get("id") in after:
+                new_id, code, of = after[cell.id]
+                added = nbformat.v4.new_code_cell(code, id=new_id) if of is None else nbformat.from_dict(
+                    {**json.loads(json.dumps(next(c for c in nb.cells if c.get("id") == of))), "id": new_id})
+                added.source = code
+                nb.cells.insert(nb.cells.index(cell) + 1, added)
+        return nb
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "backprop_ninja.ipynb"
+        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        upto = EX1[:EX1.index("dW2") + 1]
+        # F1, JupyterLab: dh's cell copied below dW2's check with other code, run, saved
+        kernel.restart()
+        kernel.run("scratch", f"import os\nos.chdir({folder!r})\n__session__ = {str(path)!r}\n")
+        try:
+            setup(kernel, full=True)
+            for cell in upto:
+                kernel.run(cell, written(cell))
+            pasted = "dh = dlogits @ W2.T\nprint(dh.norm())\n"
+            kernel.run("dh-copy", pasted)
+            nbformat.write(notebook({c: written(c) for c in upto}, {"check_dW2": ("dh-copy", pasted, "dh")}), path)
+            line = kernel.check("dh")
+            assert line.startswith("dh             | WRONG: your saved notebook holds 2 copies of the dh answer cell") \
+                and "earlier code" not in line, line
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\ndel __session__\n")
+        # F2 and V3, Run All of a saved notebook with a `del dh` cell below dh's check: no cell ids, no file named
+        kernel.restart()
+        every = (*EX1, "dembcat", "dW1", "db1", "demb", "dC")
+        # dC's as a loop, which assigns dC before it stops on demb (the trial's)
+        cells = {**{c: written(c) for c in every}, "dC": "dC = torch.zeros_like(C)\nfor i in range(Xb.shape[0]):\n"
+                 "    for j in range(Xb.shape[1]):\n        dC[Xb[i, j]] += demb[i, j]\n"}
+        nbformat.write(notebook(cells, {"check_dh": ("scratch-del", "del dh\n", None)}), path)
+        kernel.run("scratch", f"import os\nos.chdir({folder!r})\n", send_id=False)
+        try:
+            setup(kernel, full=True, send_id=False)
+            for cell in every:
+                kernel.run(cell, cells[cell], send_id=False)
+                if cell == "dh":
+                    kernel.check("dh", send_id=False)
+                    kernel.run("scratch-del", "del dh\n", send_id=False)
+            deleted = (r"the cell you ran as In\[\d+\] deleted dh \(`del dh`\), a cell your saved notebook keeps \(Run "
+                       r"All runs it again\): delete that cell, then run dh's cell and the cells from it down to this "
+                       "one")
+            line = kernel.check("dhpreact", send_id=False)
+            assert re.search(deleted, line) and "never ran" not in line, line
+            line = kernel.check("dC", send_id=False)
+            assert re.search(r"dh above is not assigned \(the cell you ran as In\[\d+\] deleted it, `del dh`; your "
+                             r"saved notebook keeps that cell, which Run All runs again: delete it\)", line), line
+            # V3: a saved scratch cell `n = 3`, run again by every Run All
+            kernel.run("dh", cells["dh"], send_id=False)
+            tiny = "n = 3  # trying a tiny batch\n"
+            kernel.run("scratch-n", tiny, send_id=False)
+            nbformat.write(notebook(cells, {"check_dprobs": ("scratch-n", tiny, None)}), path)
+            line = kernel.check("dW2", send_id=False)
+            assert "delete that cell (your saved notebook keeps it, and Run All runs it again)" in line, line
+            kernel.run("scratch", "n = Xb.shape[0]\n", send_id=False)
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
+        path.unlink()
+        # F3, the classic Notebook never saved, an older download beside it
+        kernel.restart()
+        old = time.time() - 3600
+        shutil.copy(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", path)
+        download = Path(folder) / "backprop_ninja (1).ipynb"
+        kernel.run("scratch", f"import os\nos.chdir({folder!r})\n", send_id=False)
+        try:
+            setup(kernel, full=True, send_id=False)
+            for dprobs, said in (("dprobs = 1.0 / probs\n", "wrong"), (written("dprobs"), "right")):
+                nbformat.write(notebook({"dprobs": dprobs}), download)
+                for file in (path, download):
+                    os.utime(file, (old, old))
+                for cell in ("dlogprobs", "dprobs"):
+                    kernel.run(cell, written(cell), send_id=False)
+                line = kernel.check("dprobs", send_id=False)
+                blank = ("— but WRONG as saved, if backprop_ninja.ipynb in this folder is your notebook: it holds "
+                         "dprobs's cell blank")
+                there = ("if your notebook is backprop_ninja (1).ipynb, the course still collects "
+                         "backprop_ninja.ipynb: put your answers there")
+                assert "approximate: True" in line and blank in line and there in line, (said, line)
+                assert "rename" not in line, (said, line)
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
+    # F4, Run All: a numpy dlogprobs stops dprobs's (right) cell, and the cells below it
+    kernel.restart()
+    setup(kernel, full=True, send_id=False)
+    kernel.run("dlogprobs", "import numpy as np\ndlogprobs = np.zeros(logprobs.shape)\n"
+               "dlogprobs[range(n), Yb.numpy()] = -1.0 / n\n", send_id=False)
+    for cell in EX1[1:EX1.index("dcounts_sum") + 1]:
+        kernel.run(cell, written(cell), send_id=False)
+    line = kernel.check("dcounts_sum", send_id=False)
+    assert "fix dlogprobs (it is a numpy.ndarray, not a torch tensor), then run the cells from dlogprobs's down" in \
+        line and "dprobs's cell's own" not in line, line
+
+
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
@@ -2209,7 +2323,8 @@ def test_scripted_student_sessions(tmp_path):
                         trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check,
                         trial16_a_pasted_cell_a_stopped_exec_a_typo_never_saved_and_a_slow_cell,
                         trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned,
-                        trial18_exercise_4_edited_and_run_over_a_right_saved_cell):
+                        trial18_exercise_4_edited_and_run_over_a_right_saved_cell,
+                        trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer):
             session(kernel)
     finally:
         kernel.close()

@@ -647,8 +647,13 @@ def _inferred(spec: str, paths: list[Path], history: list) -> Path | None:
             saved = _saved_cells(str(path), path.stat().st_mtime)
             matched = sum(cell in wanted and not _blank(code) and code.strip() in ran for cell, code in saved)
             # or saved since the self-check was imported (the setup ran): saved from this session, though none
-            # of its answer cells has run as saved (the fourteenth trial's only answer edited and saved, unrun)
-            scored.append((matched or path.stat().st_mtime > _IMPORTED, path.stat().st_mtime, path))
+            # of its answer cells has run as saved (the fourteenth trial's only answer edited and saved, unrun).
+            # A copy of a notebook beside it (an older download, ` (1)`) not saved this session tells nothing by
+            # its cells: the nineteenth trial's right answer in it, run in the never-saved notebook, made that
+            # download the kernel's ("rename this one to that name", over the student's own notebook).
+            session = path.stat().st_mtime > _IMPORTED
+            scored.append(((matched and (session or _original_of(path) is None)) or session,
+                           path.stat().st_mtime, path))
     except (OSError, ValueError, AttributeError, TypeError, KeyError):
         return None
     # A copy (`-Copy1`, ` (1)`: a downloaded older version) only where the notebook it copies holds none of it:
@@ -681,30 +686,64 @@ def _notebooks(namespace: dict) -> list[Path]:
         return []
 
 
-def _unconfirmed_blank(namespace: dict, found: SelfCheck, answer: Answer, whole: bool) -> str:
-    """Where no front end names the notebook's file and the folder's notebooks of the exercise (one, or a copy
-    beside it) are not known to be this kernel's (no cell the kernel ran is in it as it ran, the state of a
-    notebook never saved), and each holds the answer's cell blank: a note that it is blank there, said as the
-    condition it is (the tenth student trial's classic Notebook, never saved: `ok` lines over a file the grader gave
-    0; the fourteenth's: an ok line with a note, and no WRONG, where the grader gives 0)."""
+def _unconfirmed_saved(namespace: dict, found: SelfCheck, answer: Answer, whole: bool, share: float) -> str:
+    """Where no front end names the notebook's file and no notebook in the folder is known to be this kernel's (no
+    cell the kernel ran is in it as it ran, the state of a notebook never saved), a note of what the notebook the
+    course collects holds of the answer where the grader gives that less than the line says, said as the condition
+    it is (the tenth student trial's classic Notebook, never saved: `ok` lines over a file the grader gave 0; the
+    nineteenth's: an older download beside it holding the answer wrong, and a plain ok). Without the collected
+    notebook in the folder, each of the exercise's notebooks there where each holds the answer's cell blank."""
     if _kernel_notebook(namespace) is not None:
         return ""
     paths = _notebooks(namespace)  # a copy beside it too (the sixteenth trial's plain ok lines): it may be either
+    settings = namespace.get("COURSE")
+    collected = settings.get("notebook", LECTURE_NOTEBOOK) if isinstance(settings, dict) else LECTURE_NOTEBOOK
     try:
-        saved = [[code for cell, code in _saved_cells(str(path), path.stat().st_mtime) if cell == answer.cell_id]
-                 for path in paths]
+        held = {path: max((found._saved_share(answer, code, whole) for cell, code in
+                           _saved_cells(str(path), path.stat().st_mtime) if cell == answer.cell_id), default=None)
+                for path in paths}
     except (OSError, ValueError):
         return ""
-    if not paths or any(not codes or any(found._saved_share(answer, code, whole) >= 0 for code in codes)
-                        for codes in saved):
+    ours = next((path for path in paths if path.name == collected), None)
+    if ours is None and (not paths or any(got is None or got >= 0 for got in held.values())):
+        return ""
+    if ours is not None and (held[ours] is None or held[ours] >= share):
         return ""
     found_run = found.located(answer)
     run = f" the run judged here (In[{found_run[1]}]) is {answer.cell_id}'s own cell," \
         if found_run is not None and found_run[1] is not None else ""
-    which = f"if {paths[0].name} in this folder is your notebook: it holds" if len(paths) == 1 else \
-        f"if your notebook is {' or '.join(p.name for p in paths)} in this folder: each holds"
-    return (f"{which} {answer.cell_id}'s cell blank and none of the cells you ran; make "
-            f"sure{run or ' your answer is in its own cell'} then save it (the grader grades that cell as saved)")
+    if ours is None:
+        which = f"if {paths[0].name} in this folder is your notebook: it holds" if len(paths) == 1 else \
+            f"if your notebook is {' or '.join(p.name for p in paths)} in this folder: each holds"
+        state = "blank"
+    else:
+        which, state = f"if {collected} in this folder is your notebook: it holds", _held_as(held[ours])
+    others = [p.name for p in paths if p != ours] if ours is not None else []
+    elsewhere = f"; if your notebook is {' or '.join(others)}, the course still collects {collected}: put your " \
+        "answers there" if others else ""
+    return (f"{which} {answer.cell_id}'s cell {state} and none of the cells you ran; make "
+            f"sure{run or ' your answer is in its own cell'} then save it (the grader grades that cell as saved)"
+            f"{elsewhere}")
+
+
+def _kept(namespace: dict, code: str) -> bool:
+    """Whether the saved notebook holds a cell of this code, which Run All runs again."""
+    saved = _saved_notebook(namespace)
+    return saved is not None and any(_same_code(held, code) for _, held in saved[0])
+
+
+def _deleted_by(at: int, kept: bool, name: str, variable: str) -> str:
+    """Which cell deleted an answer (`SelfCheck.deleted`), and to delete that cell first where the saved notebook
+    keeps it: the words before what to run."""
+    return f"the cell you ran as In[{at}] deleted {name} (`del {variable}`)" + \
+        (", a cell your saved notebook keeps (Run All runs it again): delete that cell, then" if kept else ":")
+
+
+def _held_as(share: float) -> str:
+    """How a saved cell the grader gives `share` of its points (`_saved_share`) is told."""
+    if share < 0:
+        return "blank"
+    return "with code the grader finds wrong" if share == 0 else f"with code the grader gives {share:g} of its points"
 
 
 def _layout(error: str, reads: list[str], namespace: dict) -> str:
@@ -968,6 +1007,20 @@ class SelfCheck:
         """The answer cell's code as last run (see `located`)."""
         found = self.located(answer)
         return None if found is None else found[0]
+
+    def deleted(self, answer: Answer) -> tuple[int, bool] | None:
+        """Where a cell deleted the answer's name (`del dx`) after the answer's cell last ran: (its execution
+        count, whether the saved notebook keeps it, which Run All runs again: the nineteenth trial's lines below
+        it said dx's cell "never ran, or stopped", and to run the cells from it down, that cell among them)."""
+        located = self.located(answer)
+        history = (self.namespace or {}).get("In") or []
+        ran = located[1] if located is not None and located[1] is not None else \
+            max((count for count, cell in _IDS.items() if cell == answer.cell_id), default=0)
+        at = next((at for at in range(len(history) - 1, ran, -1)
+                   if isinstance(history[at], str) and answer.variable in _deletes(history[at])), None)
+        if at is None:
+            return None
+        return at, _kept(self.namespace or {}, history[at])
 
     def located(self, answer: Answer) -> tuple[str, int | None, bool] | None:
         """(the answer cell's code as last run, its execution count, whether the cell is a guess): by the
@@ -1883,6 +1936,11 @@ class SelfCheck:
         saved = _saved_code(self.namespace or {}, answer.cell_id) if answer is not None and source is None else None
         code = source or (saved[0] if saved else None)
         uses = _first_uses(code) if code else None
+        deleted = self.deleted(answer) if answer is not None else None
+        if deleted:
+            at, kept = deleted
+            return (f"is not assigned (the cell you ran as In[{at}] deleted it, `del {variable}`" +
+                    ("; your saved notebook keeps that cell, which Run All runs again: delete it)" if kept else ")"))
         if uses is not None and uses[0] and variable not in uses[0] and not _blank(code):
             bound = ", ".join(sorted(uses[0])[:4])
             return (f"is not assigned ({answer.cell_id}'s cell ran, and assigns {bound} instead)" if source else
@@ -2331,7 +2389,8 @@ class NotebookCheck:
             # (README), so the file's verdict is said where it is less (the fifteenth trial's stale lines over cells
             # the saved notebook held blank)
             share = 1.0
-        if not bar or share is None or "WRONG as saved" in text or "as your saved notebook holds it" in text:
+        if not bar or share is None or "WRONG as saved" in text or "as your saved notebook holds it" in text or \
+                text.startswith("WRONG: your saved notebook"):  # its copies, or none (`_copies`)
             return said  # a line whose verdict is the file's already
         if share < 1:
             try:
@@ -2355,7 +2414,7 @@ class NotebookCheck:
             return f"{label}| {text} — but WRONG as saved: {unsaved}"
         if answer is None:
             return said
-        blank = _unconfirmed_blank(namespace, found, answer, whole)
+        blank = _unconfirmed_saved(namespace, found, answer, whole, share)
         if blank:  # a line without WRONG is one the grader accepts, and this file's cell gets nothing
             return f"{label}| {text} — but WRONG as saved, {blank}"
         note, collected = _not_collected(namespace)
@@ -2519,7 +2578,9 @@ class NotebookCheck:
                 # `n = 3` in an answer cell, set back and set again by the re-run the line asked for)
                 answer = count is not None and (_IDS.get(count) in answer_cells or count not in _IDS and bool(
                     _cells_by_code(found.spec, history[count])))
-                out = f"take the line that assigns {size} out of that answer cell, " if answer else ""
+                out = f"take the line that assigns {size} out of that answer cell, " if answer else \
+                    "delete that cell (your saved notebook keeps it, and Run All runs it again), " \
+                    if count is not None and _kept(namespace, history[count]) else ""
                 return (f"your {size} is {value}, but the forward pass's is {expected} ({size} = {code}): {cell} "
                         f"assigned {size} since (a loop variable or a slip); {out}set it back (run `{size} = {code}`), "
                         "then re-run the answer cells that read it and this check")
@@ -2603,15 +2664,9 @@ class NotebookCheck:
     def _unassigned(found: SelfCheck, answer: Answer) -> str:
         """Why a cell that last ran, and assigns its answer, left none: it stopped with an error, or a later
         cell deleted the name (the twelfth trial's `del dx`, told as a cell that stopped)."""
-        located = found.located(answer)
-        history = (found.namespace or {}).get("In") or []
-        ran = located[1] if located is not None and located[1] is not None else \
-            max((count for count, cell in _IDS.items() if cell == answer.cell_id), default=0)
-        deleted = next((at for at in range(len(history) - 1, ran, -1)
-                        if isinstance(history[at], str) and answer.variable in _deletes(history[at])), None)
-        if deleted is not None:
-            return (f"the cell you ran as In[{deleted}] deleted it (`del {answer.variable}`): run {answer.cell_id}'s "
-                    "cell again, then this check")
+        deleted = found.deleted(answer)
+        if deleted:
+            return f"{_deleted_by(*deleted, 'it', answer.variable)} run {answer.cell_id}'s cell again, then this check"
         source = found.source(answer) or ""
         uses = _first_uses(source)
         if uses is not None and answer.variable in uses[0] and not _blank(source):
@@ -2695,13 +2750,24 @@ class NotebookCheck:
         # Its cell ran and stopped on a value above it of a wrong shape (a missing keepdim's): run again, it stops
         # again; the answer to fix is the first of the wrong shape. Wrong values alone stop no cell: the error is
         # the cell's own, and a wrong answer above is said beside it.
-        shaped = [g for g in behind if getattr(namespace.get(g), "shape", None) != case.truth[g].shape]
+        # Not a tensor at all (a numpy array: the nineteenth trial's "the error is ...'s cell's own", of a right cell)
+        # stops it too.
+        shaped = [g for g in behind if type(namespace.get(g)) is not torch.Tensor
+                  or namespace[g].shape != case.truth[g].shape]
         if shaped:
             also = f" ({behind[-1]} above it is wrong too)" if behind[-1] != shaped[-1] else ""
+            value = namespace.get(shaped[-1])
+            what = "its shape is not its gradient's" if isinstance(value, torch.Tensor) else \
+                f"it is a {type(value).__module__}.{type(value).__name__}, not a torch tensor"
             return (f"its answer cell stopped with an error when it last ran, reading {above}, whose cell stopped "
                     f"on {behind[0]}, which is wrong{_chain_from(behind[:behind.index(shaped[-1]) + 1])}: fix "
-                    f"{shaped[-1]} (its shape is not its gradient's), then run the cells from {shaped[-1]}'s down "
-                    f"to this one{also}")
+                    f"{shaped[-1]} ({what}), then run the cells from {shaped[-1]}'s down to this one{also}")
+        # (where the saved notebook has the answer's cell: a cell deleted from it is what to restore first)
+        deleted = found.deleted(answer) if first not in namespace and (
+            saved is not None or _saved_notebook(namespace) is None) else None
+        if deleted:
+            return (f"its answer cell stopped with an error when it last ran, reading {above}: "
+                    f"{_deleted_by(*deleted, first, first)} run {first}'s cell and the cells from it down to this one")
         written = source or (saved[0] if saved is not None and not _blank(saved[0]) else None)
         instead = NotebookCheck._assigns_instead(found, answer, written) if first not in namespace and written else None
         if instead:  # it ran, and bound another name (the twelfth trial's typo, said to be an error of its own)
