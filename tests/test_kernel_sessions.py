@@ -2181,7 +2181,8 @@ def trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer(ke
     down", the `del` among them (F2); in the classic Notebook never saved, an older download beside it holding dprobs
     wrong left a plain ok where the collected notebook holds it blank, and one holding dprobs right was taken for the
     student's notebook ("rename this one to that name") (F3); a numpy dlogprobs made the lines below it blame dprobs's
-    right cell (F4); a saved `n = 3` cell was "set it back", which Run All undoes (V3)."""
+    right cell (F4); a saved `n = 3` cell was "set it back", which Run All undoes (V3); an answer stopped on a wrong
+    shape above it was "never ran, or stopped" on the lines below it (V1)."""
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
     here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
 
@@ -2285,6 +2286,20 @@ def trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer(ke
     line = kernel.check("dcounts_sum", send_id=False)
     assert "fix dlogprobs (it is a numpy.ndarray, not a torch tensor), then run the cells from dlogprobs's down" in \
         line and "dprobs's cell's own" not in line, line
+    # V1: dcounts_sum_inv without keepdim stops dcounts's cell on dcounts_sum: dC's line said dcounts's cell "never
+    # ran, or stopped with an error"
+    for cell in ("dlogprobs", "dprobs"):
+        kernel.run(cell, written(cell), send_id=False)
+    kernel.run("dcounts_sum_inv", "dcounts_sum_inv = (counts * dprobs).sum(1)\n", send_id=False)
+    one_line = {"dcounts": "dcounts = counts_sum_inv * dprobs + torch.ones_like(counts) * dcounts_sum\n"}  # the trial's
+    for cell in (*EX1[EX1.index("dcounts_sum"):], "dembcat", "dW1", "db1", "demb"):
+        kernel.run(cell, one_line.get(cell, written(cell)), send_id=False)
+    kernel.run("dC", "dC = torch.zeros_like(C)\nfor i in range(Xb.shape[0]):\n    for j in range(Xb.shape[1]):\n"
+               "        dC[Xb[i, j]] += demb[i, j]\n", send_id=False)
+    line = kernel.check("dC", send_id=False)
+    assert "dcounts above is not assigned (its cell stopped on dcounts_sum, which is wrong (computed from " \
+        "dcounts_sum_inv, the first wrong answer above it): fix dcounts_sum_inv first, its shape is not its " \
+        "gradient's)" in line, line
 
 
 def test_scripted_student_sessions(tmp_path):

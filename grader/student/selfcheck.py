@@ -726,6 +726,17 @@ def _unconfirmed_saved(namespace: dict, found: SelfCheck, answer: Answer, whole:
             f"{elsewhere}")
 
 
+def _misshapen(value, truth: torch.Tensor) -> str:
+    """Why a wrong answer above stops the cells that read it, where it does: a shape not its gradient's (a missing
+    keepdim's), or no tensor at all (a numpy array: the nineteenth trial's "the error is ...'s cell's own", of a
+    right cell); "" for one that holds nothing (its own line says so) or only wrong values."""
+    if value is None:
+        return ""
+    if type(value) is not torch.Tensor:
+        return f"it is a {type(value).__module__}.{type(value).__name__}, not a torch tensor"
+    return "its shape is not its gradient's" if value.shape != truth.shape else ""
+
+
 def _kept(namespace: dict, code: str) -> bool:
     """Whether the saved notebook holds a cell of this code, which Run All runs again."""
     saved = _saved_notebook(namespace)
@@ -1941,6 +1952,13 @@ class SelfCheck:
             at, kept = deleted
             return (f"is not assigned (the cell you ran as In[{at}] deleted it, `del {variable}`" +
                     ("; your saved notebook keeps that cell, which Run All runs again: delete it)" if kept else ")"))
+        case = self.notebook_case() if source is not None and not _blank(source) else None
+        behind = self._wrong_upstream(answer, source, case) if case is not None else ()
+        shaped = [g for g in behind if _misshapen(self.namespace.get(g), case.truth[g])]
+        if shaped:  # it ran and stopped on a wrong answer above it, which running it again cannot mend
+            return (f"is not assigned (its cell stopped on {behind[0]}, which is wrong"
+                    f"{_chain_from(behind[:behind.index(shaped[-1]) + 1])}: fix {shaped[-1]} first, "
+                    f"{_misshapen(self.namespace[shaped[-1]], case.truth[shaped[-1]])})")
         if uses is not None and uses[0] and variable not in uses[0] and not _blank(code):
             bound = ", ".join(sorted(uses[0])[:4])
             return (f"is not assigned ({answer.cell_id}'s cell ran, and assigns {bound} instead)" if source else
@@ -2750,18 +2768,13 @@ class NotebookCheck:
         # Its cell ran and stopped on a value above it of a wrong shape (a missing keepdim's): run again, it stops
         # again; the answer to fix is the first of the wrong shape. Wrong values alone stop no cell: the error is
         # the cell's own, and a wrong answer above is said beside it.
-        # Not a tensor at all (a numpy array: the nineteenth trial's "the error is ...'s cell's own", of a right cell)
-        # stops it too.
-        shaped = [g for g in behind if type(namespace.get(g)) is not torch.Tensor
-                  or namespace[g].shape != case.truth[g].shape]
+        shaped = [g for g in behind if _misshapen(namespace.get(g), case.truth[g])]
         if shaped:
             also = f" ({behind[-1]} above it is wrong too)" if behind[-1] != shaped[-1] else ""
-            value = namespace.get(shaped[-1])
-            what = "its shape is not its gradient's" if isinstance(value, torch.Tensor) else \
-                f"it is a {type(value).__module__}.{type(value).__name__}, not a torch tensor"
             return (f"its answer cell stopped with an error when it last ran, reading {above}, whose cell stopped "
                     f"on {behind[0]}, which is wrong{_chain_from(behind[:behind.index(shaped[-1]) + 1])}: fix "
-                    f"{shaped[-1]} ({what}), then run the cells from {shaped[-1]}'s down to this one{also}")
+                    f"{shaped[-1]} ({_misshapen(namespace[shaped[-1]], case.truth[shaped[-1]])}), then run the cells "
+                    f"from {shaped[-1]}'s down to this one{also}")
         # (where the saved notebook has the answer's cell: a cell deleted from it is what to restore first)
         deleted = found.deleted(answer) if first not in namespace and (
             saved is not None or _saved_notebook(namespace) is None) else None
