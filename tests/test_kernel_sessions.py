@@ -2248,7 +2248,8 @@ def trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer(ke
             kernel.run("scratch-n", tiny, send_id=False)
             nbformat.write(notebook(cells, {"check_dprobs": ("scratch-n", tiny, None)}), path)
             line = kernel.check("dW2", send_id=False)
-            assert "delete that cell (your saved notebook keeps it, and Run All runs it again)" in line, line
+            assert "delete that cell or name its value otherwise than n (your saved notebook keeps it, and Run All " \
+                "runs it again)" in line, line
             kernel.run("scratch", "n = Xb.shape[0]\n", send_id=False)
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)

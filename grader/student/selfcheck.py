@@ -2596,9 +2596,10 @@ class NotebookCheck:
                 # `n = 3` in an answer cell, set back and set again by the re-run the line asked for)
                 answer = count is not None and (_IDS.get(count) in answer_cells or count not in _IDS and bool(
                     _cells_by_code(found.spec, history[count])))
+                kept = count is not None and _kept(namespace, history[count])
                 out = f"take the line that assigns {size} out of that answer cell, " if answer else \
-                    "delete that cell (your saved notebook keeps it, and Run All runs it again), " \
-                    if count is not None and _kept(namespace, history[count]) else ""
+                    (f"delete that cell or name its value otherwise than {size} (your saved notebook keeps it, and Run "
+                     "All runs it again), ") if kept else ""
                 return (f"your {size} is {value}, but the forward pass's is {expected} ({size} = {code}): {cell} "
                         f"assigned {size} since (a loop variable or a slip); {out}set it back (run `{size} = {code}`), "
                         "then re-run the answer cells that read it and this check")
