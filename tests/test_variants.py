@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import random
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import torch
 from grader import exercise as exercises
 from grader.authoring import skeleton
 from grader.course import choice
+from grader.course import load as load_course
 from grader.exercise import ATOMIC, FUNCTION, FUSED
 from grader.exercises.makemore_mlp import EXERCISE, variants
 from grader.exercises.makemore_mlp.mistakes import EPS
@@ -578,10 +580,21 @@ def test_the_variants_command_writes_one_out_and_names_the_list_for_a_wrong_name
 
 
 @pytest.mark.slow
-def test_a_variant_written_out_passes_exercise_check(tmp_path):
+def test_a_variant_written_out_is_a_course_of_its_own_that_grades(tmp_path):
+    """The file written out, as an instructor's own exercise: `course init --exercise` makes its course from the
+    file, and the solved notebook gets full marks. (The test above holds it equal to the variant in every field;
+    the variant's course grades every slip in tests/test_variant_courses.py, and `.ci/nightly` runs exercise check
+    on each; exercise check of a file of one's own is tests/test_own_exercise_wheel.py's.)"""
     (tmp_path / "mine.py").write_text(choice.exercise_file("relu-layernorm"))
-    # --quick: what is asked here is that the file written out is an exercise of its own that grades; the
-    # nbgrader route's dry run is exercise check's own test
-    check = subprocess.run([sys.executable, "-c", "from grader.cli import main; main()", "exercise", "check",
-                            "--quick", str(tmp_path / "mine.py")], capture_output=True, text=True)
-    assert check.returncode == 0 and "relu-layernorm: " in check.stdout, check.stderr
+    cli = [sys.executable, "-c", "from grader.cli import main; main()"]
+    init = subprocess.run([*cli, "course", "init", str(tmp_path / "course"), "--exercise", str(tmp_path / "mine.py")],
+                          capture_output=True, text=True)
+    assert init.returncode == 0, init.stderr
+    course = load_course(tmp_path / "course" / "course.yml")
+    assert course.exercise.network == variants.variant("relu-layernorm").network
+    solved = tmp_path / "course" / "source" / course.assignment / course.notebook
+    graded = subprocess.run([*cli, "grade", str(solved), "--out", str(tmp_path / "results"), "--course",
+                             str(tmp_path / "course" / "course.yml")], capture_output=True, text=True)
+    assert graded.returncode == 0, graded.stderr
+    (result,) = [json.loads(p.read_text()) for p in (tmp_path / "results").glob("*.json")]
+    assert result["score"] == result["max_score"] == sum(course.points.values()), result["output"]
