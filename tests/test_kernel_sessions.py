@@ -2182,7 +2182,8 @@ def trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer(ke
     wrong left a plain ok where the collected notebook holds it blank, and one holding dprobs right was taken for the
     student's notebook ("rename this one to that name") (F3); a numpy dlogprobs made the lines below it blame dprobs's
     right cell (F4); a saved `n = 3` cell was "set it back", which Run All undoes (V3); an answer stopped on a wrong
-    shape above it was "never ran, or stopped" on the lines below it (V1)."""
+    shape above it was "never ran, or stopped" on the lines below it (V1); an answer `%run` in another answer's cell,
+    its own left blank, was "not attempted yet", the cell unnamed (V2)."""
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
     here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
 
@@ -2301,6 +2302,17 @@ def trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer(ke
     assert "dcounts above is not assigned (its cell stopped on dcounts_sum, which is wrong (computed from " \
         "dcounts_sum_inv, the first wrong answer above it): fix dcounts_sum_inv first, its shape is not its " \
         "gradient's)" in line, line
+    # V2, JupyterLab: `%run -i answers.py` in dlogprobs's cell assigns dprobs too; dprobs's own cell, blank, run after
+    kernel.restart()
+    setup(kernel, full=True)
+    script = "".join(written(cell) for cell in ("dlogprobs", "dprobs"))
+    kernel.run("scratch", f"open('answers.py', 'w').write({script!r})\n")
+    kernel.run("dlogprobs", "%run -i answers.py\n")
+    kernel.run("dprobs", "dprobs = None  # TODO\n")
+    line = kernel.check("dprobs")
+    assert re.match(r"dprobs         \| not attempted yet: the cell you ran as In\[\d+\] assigns dprobs beside "
+                    r"dlogprobs, and the grader grades dprobs by its own cell alone, which is blank: write it there",
+                    line), line
 
 
 def test_scripted_student_sessions(tmp_path):

@@ -394,6 +394,9 @@ _RUNNING: dict[str, str | None] = {"cell": None}
 # answer's own.
 _BOUND: dict[str, tuple[int, str, str | None]] = {}
 _BEFORE: dict[str, object] = {}
+# Execution count -> the answer names that cell's run bound: two answers in one run (`%run answers.py` in one
+# answer's cell), where the code shows neither.
+_BOUND_AT: dict[int, set[str]] = {}
 
 
 class _Change(NamedTuple):
@@ -495,6 +498,7 @@ def _bound(namespace: dict, source: str, count, cell_id: str | None) -> None:
     for name in names:
         if name in namespace and namespace[name] is not _BEFORE.get(name):
             _BOUND[name] = (count, source, cell_id)
+            _BOUND_AT.setdefault(count, set()).add(name)
 
 
 # What the answer cells left, for the lines on stale state: variable -> the gradients its cell read, as
@@ -1596,12 +1600,14 @@ class SelfCheck:
     def _written_with_another(self, answer: Answer) -> str | None:
         """Where the answer's own cell is blank and a cell run before it wrote the answer beside another answer
         (two answers in one cell, under Run All): that cell, since the grader grades each answer's own cell (the
-        eighteenth trial's Run All said only "not attempted yet")."""
+        eighteenth trial's Run All said only "not attempted yet"; the nineteenth's `%run answers.py` in one answer's
+        cell, told by what its run bound, as its code shows nothing)."""
         history = (self.namespace or {}).get("In") or []
         others = {a.variable for a in self.exercise.answers if a.kind == ATOMIC and a.variable != answer.variable}
         for at in range(len(history) - 1, 0, -1):
             code = history[at]
-            bound = (_first_uses(code) or ((),))[0] if isinstance(code, str) and "check(" not in code else ()
+            bound = ((_first_uses(code) or ((),))[0] or _BOUND_AT.get(at, ())) \
+                if isinstance(code, str) and "check(" not in code else ()
             with_it = sorted(others & set(bound))
             if answer.variable in bound and with_it and not _blank(code):
                 return (f"the cell you ran as In[{at}] assigns {answer.variable} beside {with_it[0]}, and the grader "
