@@ -1210,7 +1210,7 @@ def trial7_without_cell_ids_a_function_and_a_scratch_cell(kernel):
         kernel.run(cell, "dh = dlogits @ W2\n" if cell == "dh" else
                    written(cell))
     line = kernel.check("dhpreact")
-    assert "the error is dh's cell's own (what it reads has the right shapes)" in line and \
+    assert "dh's cell stops on an error of its own, with the true values above it too" in line and \
         "(dcounts_sum above it is wrong too)" in line, line
     for cell in EX1[EX1.index("dcounts_sum"):]:
         kernel.run(cell)
@@ -2315,6 +2315,75 @@ def trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer(ke
                     line), line
 
 
+def trial20_a_moved_cell_an_alias_exercise_2_first_and_an_error_of_its_own(kernel):
+    """The twentieth student trial: an answer cell moved below its check was "run its answer cell above", where none
+    is (F1); a wrong dh that dhpreact's cell (`dhpreact = dh; dhpreact *= ...`) changes in place was told to "move
+    that code into dh's cell" (F2), and the lines below it that dh was "out of date", to re-run, which rebuilds it
+    (F3); exercise 2's wrong cell run where exercise 1's dlogits never ran made dh's line say "dlogits above is
+    wrong" (F4); dembcat's cell stopping on its own missing transpose was said to stop on dhprebn, and dbnvar_inv
+    named the first wrong answer, where dbnraw is (F5)."""
+    released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
+    here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
+    every = (*EX1, "dembcat", "dW1", "db1", "demb", "dC")
+    # F1, the classic Notebook: dprobs's answer cell moved below its check, saved
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        nb = nbformat.from_dict(json.loads(json.dumps(released)))
+        for cell in nb.cells:
+            cell.source = written(cell.id) if cell.get("id") in ("dlogprobs", "dprobs") else cell.source
+        moved = next(c for c in nb.cells if c.get("id") == "dprobs")
+        nb.cells.remove(moved)
+        nb.cells.insert(next(i for i, c in enumerate(nb.cells) if c.get("id") == "check_dprobs") + 1, moved)
+        kernel.restart()
+        kernel.run("scratch", f"import os\nos.chdir({folder!r})\n", send_id=False)
+        try:
+            setup(kernel, full=True, send_id=False)
+            kernel.run("dlogprobs", written("dlogprobs"), send_id=False)
+            nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")  # saved after the setup ran
+            line = kernel.check("dprobs", send_id=False)
+            assert "its answer cell is below this check in your saved notebook (Run All runs this check first): " \
+                "move it back above this check" in line and "above (after a restart" not in line, line
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
+    # F5, Run All without a saved notebook: dembcat's cell stops on its own missing transpose, below wrong answers
+    slips = {"dbnvar_inv": "dbnvar_inv = bndiff * dbnraw\n", "dhprebn": "dhprebn = dbndiff.clone()\n",
+             "dembcat": "dembcat = dhprebn @ W1\n", "dbnraw": "dbnraw = bngain * dh\n"}
+    slips["dC"] = "dC = torch.zeros_like(C)\nfor i in range(Xb.shape[0]):\n    for j in range(Xb.shape[1]):\n" \
+        "        dC[Xb[i, j]] += demb[i, j]\n"  # assigns dC before it stops, as the trial's
+    kernel.restart()
+    setup(kernel, full=True, send_id=False)
+    for cell in every:
+        kernel.run(cell, slips.get(cell, written(cell)), send_id=False)
+    line = kernel.check("demb", send_id=False)
+    assert "dembcat's cell stops on an error of its own, with the true values above it too (RuntimeError: mat1 " \
+        "and mat2 shapes cannot be multiplied" in line and "dbnvar_inv" not in line, line
+    line = kernel.check("dC", send_id=False)
+    assert "dembcat above is not assigned (its cell stops on an error of its own, with the true values above it too" \
+        in line and "dbnvar_inv" not in line, line
+    # F4, JupyterLab: exercise 2's (wrong) cell run where exercise 1's dlogits cell never ran, then dh's
+    kernel.restart()
+    setup(kernel, full=True)
+    for cell in EX1[:EX1.index("dlogit_maxes") + 1]:
+        kernel.run(cell, written(cell))
+    kernel.run("ex2_dlogits", "dlogits = F.softmax(logits, 1)\ndlogits[range(n), Yb] -= 1\ndlogits /= n * 2\n")
+    kernel.run("dh", written("dh"))
+    line = kernel.check("dh")
+    assert "dlogits above is not its cell's value: dlogits's cell has not run since the kernel started, and dlogits " \
+        "is the value ex2_dlogits's cell (exercise 2) assigned; run dlogits's cell" in line, line
+    # F2 and F3: a wrong dh, which dhpreact's cell changes in place through another name
+    kernel.run("dlogits", written("dlogits"))
+    kernel.run("dh", "dh = dlogits @ W2.T * 2\n")
+    for cell in ("dW2", "db2"):
+        kernel.run(cell, written(cell))
+    kernel.run("dhpreact", "dhpreact = dh\ndhpreact *= 1.0 - h**2\n")
+    kernel.run("dbngain", written("dbngain"))
+    line = kernel.check("dh")
+    assert line.startswith("dh             | WRONG") and "write `x = dh.clone()`" in line and "move that code" not in \
+        line, line
+    line = kernel.check("dbngain")
+    assert "dh above is wrong" in line and "out of date" not in line, line
+
+
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
@@ -2352,7 +2421,8 @@ def test_scripted_student_sessions(tmp_path):
                         trial16_a_pasted_cell_a_stopped_exec_a_typo_never_saved_and_a_slow_cell,
                         trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned,
                         trial18_exercise_4_edited_and_run_over_a_right_saved_cell,
-                        trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer):
+                        trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer,
+                        trial20_a_moved_cell_an_alias_exercise_2_first_and_an_error_of_its_own):
             session(kernel)
     finally:
         kernel.close()

@@ -63,7 +63,7 @@ from grader.judge.exam import (
 from grader.limits import Limits
 from grader.sandbox import protocol, static_check
 from grader.vocabulary import SETUP_FIRST as SETUP
-from grader.vocabulary import Chain, Match, Status
+from grader.vocabulary import Chain, Match, Status, grade_cell_id
 
 # A check asks for the exercise hundreds of times, and loading one validates it again each time (a fifth of
 # a check's time); within a kernel the exercise's module is imported once anyway.
@@ -552,6 +552,11 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
             how = how or next((ast.unparse(n) for n in _executed(tree) if isinstance(n, ast.Call)
                                and isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_")
                                and isinstance(n.func.value, ast.Name) and n.func.value.id == variable), None)
+            # or an entry of it by its name (`dx[i] += ...`, a loop finishing the answer): not through an alias
+            how = how or next((ast.unparse(n) for n in _executed(tree) if isinstance(n, (ast.AugAssign, ast.Assign))
+                               and any(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                                       and t.value.id == variable
+                                       for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))), None)
             if tensor._version != _VERSIONS.get(variable, version):
                 now.add(variable)
             if variable in now and (variable not in _CHANGED or _CHANGED[variable].fixed):
@@ -730,6 +735,23 @@ def _unconfirmed_saved(namespace: dict, found: SelfCheck, answer: Answer, whole:
             f"{elsewhere}")
 
 
+def _below_its_check(namespace: dict, answer: Answer) -> bool:
+    """Whether the saved notebook holds the answer's cell below its check cell."""
+    saved = _saved_notebook(namespace)
+    cells = [cell for cell, _ in saved[0]] if saved is not None else []
+    check = grade_cell_id(answer.grade_id)
+    return answer.cell_id in cells and check in cells and cells.index(answer.cell_id) > cells.index(check)
+
+
+def _through(behind: tuple[str, ...], shaped: str) -> str:
+    """Which wrong answer up the chain (`behind`, nearest first) made the nearest one stop a cell: the one of the
+    wrong shape, named the first wrong answer only where it is (the twentieth trial's line named a later one)."""
+    if shaped == behind[0]:
+        return ""
+    first = ", the first wrong answer above it" if shaped == behind[-1] else ""
+    return f" (computed from {shaped}{first})"
+
+
 def _misshapen(value, truth: torch.Tensor) -> str:
     """Why a wrong answer above stops the cells that read it, where it does: a shape not its gradient's (a missing
     keepdim's), or no tensor at all (a numpy array: the nineteenth trial's "the error is ...'s cell's own", of a
@@ -876,11 +898,6 @@ def _released(path: str, _saved: float) -> bool:
     return any("checksum" in c.get("metadata", {}).get("nbgrader", {}) for c in cells)
 
 
-def _chain_from(chain: tuple[str, ...]) -> str:
-    """The first wrong answer behind the nearest (`chain`, nearest first), in words."""
-    return "" if len(chain) < 2 else f" (computed from {chain[-1]}, the first wrong answer above it)"
-
-
 @functools.lru_cache(maxsize=4096)
 def _blank(code: str) -> bool:
     """Whether a cell's code is a released blank: only `dx = None` lines (and comments)."""
@@ -1022,6 +1039,15 @@ class SelfCheck:
         """The answer cell's code as last run (see `located`)."""
         found = self.located(answer)
         return None if found is None else found[0]
+
+    def _own_error(self, answer: Answer, source: str | None) -> str | None:
+        """The error the answer's cell raises on the true values of the gradients it reads (the notebook's batch),
+        where it raises one: an error of its own (a missing transpose), which no fix above it mends."""
+        case = self.notebook_case()
+        if source is None or case is None or self.namespace is None:
+            return None
+        reads = {g: case.truth[g] for g in answer.upstream if g in _reads(source) and g in case.truth}
+        return NotebookCheck._stops_now(source, {**self.namespace, **reads})
 
     def deleted(self, answer: Answer) -> tuple[int, bool] | None:
         """Where a cell deleted the answer's name (`del dx`) after the answer's cell last ran: (its execution
@@ -1396,18 +1422,21 @@ class SelfCheck:
                         f"if In[{other[1]}] was {cell}'s cell, edited and not saved yet, fix it before the notebook "
                         f"saves it; else re-run {cell}'s cell, then this check")
             change = _CHANGED.get(answer.variable) if answer.kind != FUNCTION else None
+            # Through another name (`dy = dx; dy *= ...` in the next answer's cell) the change is a slip of that
+            # cell's, not the rest of this answer: moving it here would make this one worse (the twentieth trial's)
+            move = f"the grader runs {answer.cell_id}'s cell alone: move that code into {answer.cell_id}'s cell" \
+                if change is not None and change.how is not None else \
+                f"the grader runs {answer.cell_id}'s cell alone, as written ({_in_place_fix(answer.variable, None)})"
             if comparison.passed and change is not None and not change.fixed and not change.of(answer):
                 # The answer finished by another cell (a loop below it, JupyterLab's Split Cell): right here, wrong
                 # as the grader runs its own cell (the twelfth trial: "your dC is all zeros" over a right dC)
                 return (f"{label} {wrong} — your {answer.variable} here is right only because {change.where} changed "
-                        f"it in place after {answer.cell_id}'s cell ran; the grader runs {answer.cell_id}'s cell "
-                        f"alone: move that code into {answer.cell_id}'s cell")
+                        f"it in place after {answer.cell_id}'s cell ran; {move}")
             if change is not None and not change.fixed and not change.of(answer):
                 # Wrong both ways: the split cell run twice (the fifteenth trial's "all zeros", no word of the cell
                 # that made the kernel's value otherwise)
                 return (f"{label} {wrong} — and {change.where} changed your {answer.variable} in place after "
-                        f"{answer.cell_id}'s cell ran (run again, it changes it again); the grader runs "
-                        f"{answer.cell_id}'s cell alone: move that code into {answer.cell_id}'s cell")
+                        f"{answer.cell_id}'s cell ran (run again, it changes it again); {move}")
             function = self.exercise.function_of(answer)
             note = _dtype_note(wrong, function.name) if function is not None and "Error" in wrong else ""
             return f"{label} {wrong}{note}{self._guessed(answer)}{self.pointer(name)}"
@@ -1465,18 +1494,23 @@ class SelfCheck:
         where = " (your notebook's batch)" if comparison.aspect == "shape" else ""
         return f"{label} {status}: {comparison.message}{where}{hints}{self.pointer(name)}"
 
-    def _not_run(self, answer: Answer) -> str | None:
-        """An answer whose own cell has not run since the kernel started, its name bound by another answer's
-        cell (a fused exercise's cell assigns an atomic answer's name too): the grader judges this cell, not
-        that value."""
+    def _bound_by_other(self, answer: Answer) -> Answer | None:
+        """The other answer whose cell bound this answer's name, where its own cell has not run since the kernel
+        started."""
         if "In" not in (self.namespace or {}) or self.located(answer) is not None:
             return None
         bound = _BOUND.get(answer.variable)
         if bound is None:
             return None
         cells = (bound[2],) if bound[2] else self.cells_at(bound[0], bound[1], answer.variable)[0]
-        other = next((a for a in self.exercise.answers if a.cell_id in cells and a.cell_id != answer.cell_id
-                      and a.kind != FUNCTION), None)
+        return next((a for a in self.exercise.answers if a.cell_id in cells and a.cell_id != answer.cell_id
+                     and a.kind != FUNCTION), None)
+
+    def _not_run(self, answer: Answer) -> str | None:
+        """An answer whose own cell has not run since the kernel started, its name bound by another answer's
+        cell (a fused exercise's cell assigns an atomic answer's name too): the grader judges this cell, not
+        that value."""
+        other = self._bound_by_other(answer)
         if other is None:
             return None
         if other.variable != answer.variable:
@@ -1960,11 +1994,13 @@ class SelfCheck:
                     ("; your saved notebook keeps that cell, which Run All runs again: delete it)" if kept else ")"))
         case = self.notebook_case() if source is not None and not _blank(source) else None
         behind = self._wrong_upstream(answer, source, case) if case is not None else ()
+        own = self._own_error(answer, source) if behind else None
+        if own:
+            return f"is not assigned (its cell stops on an error of its own, with the true values above it too: {own})"
         shaped = [g for g in behind if _misshapen(self.namespace.get(g), case.truth[g])]
         if shaped:  # it ran and stopped on a wrong answer above it, which running it again cannot mend
-            return (f"is not assigned (its cell stopped on {behind[0]}, which is wrong"
-                    f"{_chain_from(behind[:behind.index(shaped[-1]) + 1])}: fix {shaped[-1]} first, "
-                    f"{_misshapen(self.namespace[shaped[-1]], case.truth[shaped[-1]])})")
+            return (f"is not assigned (its cell stopped on {behind[0]}, which is wrong{_through(behind, shaped[-1])}: "
+                    f"fix {shaped[-1]} first, {_misshapen(self.namespace[shaped[-1]], case.truth[shaped[-1]])})")
         if uses is not None and uses[0] and variable not in uses[0] and not _blank(code):
             bound = ", ".join(sorted(uses[0])[:4])
             return (f"is not assigned ({answer.cell_id}'s cell ran, and assigns {bound} instead)" if source else
@@ -1991,6 +2027,12 @@ class SelfCheck:
         if other is not None:
             return (f"{first} above is not its cell's value: {other} assigned {first} after it ran; re-run "
                     f"{first}'s cell, then the cells from it down to this one; this cell itself is right")
+        binder = self._bound_by_other(answer)
+        if binder is not None:  # its own cell never ran (the twentieth trial's "... above is wrong", of a right cell)
+            part = f" (exercise {binder.part})" if binder.variable == first else ""
+            return (f"{first} above is not its cell's value: {first}'s cell has not run since the kernel started, and "
+                    f"{first} is the value {binder.grade_id}'s cell{part} assigned; run {first}'s cell, then the cells "
+                    "from it down to this one; this cell itself is right")
         scratch = self._saved_other(answer)
         if scratch is not None and scratch[2] and self._code_verdict(answer, scratch[0]) is None:
             # Told by code alone, the run is another cell of the saved notebook, and the answer's own saved cell is
@@ -1999,10 +2041,11 @@ class SelfCheck:
                     f"your saved notebook, assigned {first} after it; re-run {first}'s cell, then the cells from it "
                     "down to this one; this cell itself is right")
         reason = self._stale_reason(answer)
-        if reason is not None:
+        source = self.source(answer) if reason is not None else None
+        if reason is not None and (source is None or self._code_verdict(answer, source) is None):
             return (f"{first} above is out of date ({reason}): re-run the cells from {first}'s down to this one; "
                     "this cell itself is right")
-        return None
+        return None  # wrong by its own code too (the twentieth trial's "out of date" over a wrong cell): said so
 
     def _written_sizes(self, failure, source: str | None) -> str:
         """For an answer right at the lecture's sizes only: the numbers its cell writes that are a lecture
@@ -2512,6 +2555,10 @@ class NotebookCheck:
                             f"{instead.removeprefix('its answer cell ')}")
                 if misnamed.startswith(": run its answer cell") and saved is not None and _blank(saved[0]):
                     return f"{label} not attempted yet"  # the released blank, saved: nothing to run
+                if misnamed.startswith(": run its answer cell") and _below_its_check(namespace, answer):
+                    # moved below its check (the twentieth trial's "run its answer cell above", where none is)
+                    misnamed = (": its answer cell is below this check in your saved notebook (Run All runs this "
+                                "check first): move it back above this check, run it, then this check")
                 return (f"{label} not run yet: {answer.variable} has not been assigned since the kernel started"
                         f"{misnamed}")
             verdict = found.line(grade_id, None, tensor)
@@ -2775,11 +2822,16 @@ class NotebookCheck:
         # Its cell ran and stopped on a value above it of a wrong shape (a missing keepdim's): run again, it stops
         # again; the answer to fix is the first of the wrong shape. Wrong values alone stop no cell: the error is
         # the cell's own, and a wrong answer above is said beside it.
+        own = found._own_error(answer, source) if behind else None
+        if own:  # it stops on the true values too: its own error, whatever is wrong above it (the twentieth trial's)
+            return (f"its answer cell stopped with an error when it last ran, reading {above}: {first}'s cell stops on "
+                    f"an error of its own, with the true values above it too ({own}): fix that cell, then run the "
+                    f"cells from {first}'s down to this one ({behind[-1]} above it is wrong too)")
         shaped = [g for g in behind if _misshapen(namespace.get(g), case.truth[g])]
         if shaped:
             also = f" ({behind[-1]} above it is wrong too)" if behind[-1] != shaped[-1] else ""
             return (f"its answer cell stopped with an error when it last ran, reading {above}, whose cell stopped "
-                    f"on {behind[0]}, which is wrong{_chain_from(behind[:behind.index(shaped[-1]) + 1])}: fix "
+                    f"on {behind[0]}, which is wrong{_through(behind, shaped[-1])}: fix "
                     f"{shaped[-1]} ({_misshapen(namespace[shaped[-1]], case.truth[shaped[-1]])}), then run the cells "
                     f"from {shaped[-1]}'s down to this one{also}")
         # (where the saved notebook has the answer's cell: a cell deleted from it is what to restore first)
