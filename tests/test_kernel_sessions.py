@@ -2321,7 +2321,8 @@ def trial20_a_moved_cell_an_alias_exercise_2_first_and_an_error_of_its_own(kerne
     that code into dh's cell" (F2), and the lines below it that dh was "out of date", to re-run, which rebuilds it
     (F3); exercise 2's wrong cell run where exercise 1's dlogits never ran made dh's line say "dlogits above is
     wrong" (F4); dembcat's cell stopping on its own missing transpose was said to stop on dhprebn, and dbnvar_inv
-    named the first wrong answer, where dbnraw is (F5)."""
+    named the first wrong answer, where dbnraw is (F5); an answer cell merged with its check was refused for the
+    check's try/except alone (V3), and an edited check cell's line said "restore" twice (V4)."""
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
     here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
     every = (*EX1, "dembcat", "dW1", "db1", "demb", "dC")
@@ -2382,6 +2383,13 @@ def trial20_a_moved_cell_an_alias_exercise_2_first_and_an_error_of_its_own(kerne
         line, line
     line = kernel.check("dbngain")
     assert "dh above is wrong" in line and "out of date" not in line, line
+    # V3: an answer cell merged with its check cell below it (Merge Cells): the refusal of its try/except alone
+    kernel.run("dprobs", written("dprobs") + CELLS["check_dprobs"])
+    line = kernel.check("dprobs")
+    assert "WRONG: the grader refuses this cell" in line and "this cell holds its check cell's code too" in line, line
+    # V4: a check cell edited to check a name that is no answer's: "restore" said once
+    out = kernel.run("check_dprobs", 'check("dprob")\n')[0]
+    assert out.count('restore `check("dprobs")`') == 1, out
 
 
 def test_scripted_student_sessions(tmp_path):

@@ -735,6 +735,15 @@ def _unconfirmed_saved(namespace: dict, found: SelfCheck, answer: Answer, whole:
             f"{elsewhere}")
 
 
+def _merged_check(source: str) -> str:
+    """Where a refused answer cell holds a check cell's code (Merge Cells with the check below it: the twentieth
+    trial's refusal of its try/except alone), which part to take out."""
+    if "check(" not in source or "grader.student.check import check" not in source:
+        return ""
+    return " (this cell holds its check cell's code too, merged into it: split that part off, leaving the answer " \
+        "alone in its cell)"
+
+
 def _below_its_check(namespace: dict, answer: Answer) -> bool:
     """Whether the saved notebook holds the answer's cell below its check cell."""
     saved = _saved_notebook(namespace)
@@ -1895,7 +1904,7 @@ class SelfCheck:
 
     def _refusal(self, source: str | None) -> str | None:
         refusal = None if source is None else static_check.check(source, self.allow)
-        return None if refusal is None else f"WRONG: the grader refuses this cell, {refusal}"
+        return None if refusal is None else f"WRONG: the grader refuses this cell, {refusal}{_merged_check(source)}"
 
     def _saved_refusal(self, answer: Answer, source: str | None) -> str | None:
         """The static check's refusal of the cell as the saved notebook holds it, where that is other code than
@@ -1906,7 +1915,7 @@ class SelfCheck:
             return None
         refusal = static_check.check(saved[0], self.allow)
         return None if refusal is None else \
-            f"WRONG: the grader refuses this cell as your saved notebook holds it, {refusal}"
+            f"WRONG: the grader refuses this cell as your saved notebook holds it, {refusal}{_merged_check(saved[0])}"
 
     def _failures(self, answer: Answer, source: str, notebook) -> dict:
         """The grader's judgement of a gradient's cell by check, as the sandbox runs it on each case."""
@@ -2437,7 +2446,8 @@ class NotebookCheck:
         # nothing said of the answer left unchecked
         running = _RUNNING["cell"] or ""
         other = running.removeprefix("check_")
-        if running.startswith("check_") and other != grade_id and other in _answer_grade_ids(namespace):
+        if running.startswith("check_") and other != grade_id and other in _answer_grade_ids(namespace) \
+                and f'restore `check("{other}")`' not in said:  # said once (the twentieth trial's line said it twice)
             said += (f"; but this is {other}'s check cell, edited to check {grade_id}: {other} is not checked here "
                      f"(restore `check(\"{other}\")`)")
         return said
