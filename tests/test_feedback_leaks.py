@@ -251,8 +251,18 @@ def test_no_planted_text_reaches_any_output(graded, salt):
     public = _texts(probe, lecture=True)
     planted = {text: case.config.name for case in cases if case.config.scored for text in _texts(case, lecture=False)}
     found = [(name, text, where) for name, content in graded[salt].items() for text, where in planted.items()
-             if text not in public and text in _readable(content)]
+             if text not in public and text in _searched(content)]
     assert not found, found[:20]
+
+
+def _searched(content: str) -> str:
+    """What is searched for a planted text: the readable text without the grader's own measurements (times and
+    digests, whose digits held a planted `9007` once by chance); a page's stamp is its result, searched in the
+    result's own file."""
+    try:
+        return json.dumps(_without_measures(json.loads(content)))
+    except ValueError:
+        return _readable(re.sub(r'<meta name="backprop-ninja-result" content="[^"]*">', "", content))
 
 
 def test_every_output_is_the_same_whatever_the_hidden_configurations(graded):
