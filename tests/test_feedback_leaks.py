@@ -259,10 +259,8 @@ def _searched(content: str) -> str:
     """What is searched for a planted text: the readable text without the grader's own measurements (times and
     digests, whose digits held a planted `9007` once by chance); a page's stamp is its result, searched in the
     result's own file."""
-    try:
-        return json.dumps(_without_measures(json.loads(content)))
-    except ValueError:
-        return _readable(re.sub(r'<meta name="backprop-ninja-result" content="[^"]*">', "", content))
+    content = re.sub(r'<meta name="backprop-ninja-result" content="[^"]*">', "", content)
+    return _readable(re.sub(r'"[^"]*(?:' + MEASURED.pattern + r')[^"]*": *(?:"[^"]*"|[-+.\deE]+)', "", content))
 
 
 def test_every_output_is_the_same_whatever_the_hidden_configurations(graded):
