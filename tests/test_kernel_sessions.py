@@ -2387,6 +2387,18 @@ def trial20_a_moved_cell_an_alias_exercise_2_first_and_an_error_of_its_own(kerne
     kernel.run("dprobs", written("dprobs") + CELLS["check_dprobs"])
     line = kernel.check("dprobs")
     assert "WRONG: the grader refuses this cell" in line and "this cell holds its check cell's code too" in line, line
+    # The twenty-first trial, the classic Notebook never saved: a right answer set to None by a scratch cell was "not
+    # attempted yet", the cell unnamed
+    kernel.restart()
+    setup(kernel, full=True, send_id=False)
+    for cell in ("dlogprobs", "dprobs"):
+        kernel.run(cell, written(cell), send_id=False)
+    kernel.run("scratch", "dprobs = None\n", send_id=False)
+    line = kernel.check("dprobs", send_id=False)
+    assert re.match(r"dprobs         \| not checked: your dprobs is None: the cell you ran as In\[\d+\] set it to None "
+                    r"after the cell you ran as In\[\d+\] computed it", line), line
+    kernel.restart()
+    setup(kernel, full=True)
     # V4: a check cell edited to check a name that is no answer's: "restore" said once
     out = kernel.run("check_dprobs", 'check("dprob")\n')[0]
     assert out.count('restore `check("dprobs")`') == 1, out

@@ -1389,13 +1389,15 @@ class SelfCheck:
             if source is not None and not _blank(source):  # its `dx = None  # TODO` line ran, then it stopped
                 why = NotebookCheck._unassigned(self, answer)
                 return f"{label} not checked: {answer.variable} is not assigned: {why}"
-            reset = self._reset_after_saved(answer) if answer is not None and answer.kind != FUNCTION else None
+            atomic = answer is not None and answer.kind != FUNCTION
+            reset = self._reset_after_saved(answer) if atomic else None
             if reset:
                 return f"{label} not checked: {reset}"
-            shared = self._written_with_another(answer) if answer is not None and answer.kind != FUNCTION else None
+            shared = self._written_with_another(answer) if atomic else None
             if shared:
                 return f"{label} not attempted yet: {shared}"
-            return f"{label} not attempted yet"
+            reset = self._reset_unsaved(answer) if atomic else None
+            return f"{label} not checked: {reset}" if reset else f"{label} not attempted yet"
         unrun = self._not_run(answer) if answer is not None and answer.kind != FUNCTION else None
         if unrun:
             return f"{label} {unrun}"
@@ -1673,6 +1675,25 @@ class SelfCheck:
         return (f"this cell is right as the grader runs it (you ran it as saved as In[{ran}]), but your "
                 f"{answer.variable} is None: the cell you ran as In[{found[1]}] set it to None after that; re-run "
                 f"{answer.cell_id}'s cell, then this check")
+
+    def _reset_unsaved(self, answer: Answer) -> str | None:
+        """`_reset_after_saved` where no saved notebook is known (the classic Notebook before its first save): the
+        newest run binding the answer is a `dx = None`, after a run that computed it (the twenty-first trial's
+        "not attempted yet", the cell that reset it unnamed)."""
+        found = self.located(answer)
+        if found is None or found[1] is None or self.namespace is None or _saved_notebook(self.namespace) is not None:
+            return None
+        history = self.namespace.get("In") or []
+        if not _blank(found[0]):
+            return None
+        computed = next((at for at in range(found[1] - 1, 0, -1) if isinstance(history[at], str)
+                         and "check(" not in history[at] and not _blank(history[at])
+                         and answer.variable in (_first_uses(history[at]) or ((),))[0]), None)
+        if computed is None:
+            return None
+        return (f"your {answer.variable} is None: the cell you ran as In[{found[1]}] set it to None after the cell you "
+                f"ran as In[{computed}] computed it; if that was {answer.cell_id}'s answer cell, re-run it, then this "
+                "check (and save the notebook)")
 
     def _saved_better(self, answer: Answer, share: float, whole: bool = False) -> str:
         """On a WRONG line about the cell as run (told by its id; a function's cell by its code too, which no
