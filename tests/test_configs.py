@@ -252,3 +252,24 @@ EXERCISE = exercise(
     for salt in ("exercise check", *SALTS):
         drawn = [c.sizes for c in generate(f"{path}:EXERCISE", salt, 4) if c.scored]
         assert len({tuple(s.items()) for s in drawn}) == 4, (salt, drawn)
+
+
+@pytest.mark.parametrize("spec", ["makemore-mlp", "wavenet", "attention", "rnn", "makemore-mlp/gelu-layernorm"])
+def test_every_size_is_drawn_above_and_below_its_lecture_value_somewhere(spec):
+    """A size hard-coded to the lecture's fails only on a draw on the right side of it (a slice `[:32]` of a
+    batch of 21 takes every row): the twenty-first student trial's `db2 = dlogits[:32].sum(0)` passed the
+    self-check, whose three batches all had n <= 32, and lost its points to a hidden n of 35, while
+    `dhprebn[:, :64]` failed the self-check and got full marks (no hidden n_hidden above 64). Every salt's
+    configurations, the grader's and the self-check's alike, now hold each ranged size on both sides."""
+    from grader.exercise import load
+    from grader.judge.configs import _sides
+
+    exercise = load(spec)
+    sides = _sides(exercise)
+    assert sides, spec
+    for salt in (*SALTS, "backprop-ninja self-check", *(f"salt {i}" for i in range(40))):
+        for count in (2, 3, 4, 6):
+            drawn = [c.sizes for c in generate(spec, salt, count) if c.scored]
+            for key in sides:
+                above = {getattr(s, key) > exercise.lecture[key] for s in drawn}
+                assert above == {True, False}, (spec, salt, count, key, [getattr(s, key) for s in drawn])

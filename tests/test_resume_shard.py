@@ -59,6 +59,27 @@ def test_resume_runs_only_what_changed(batch, tmp_path, monkeypatch):
     assert scores(out)["d-right"]["dprobs"] == 0 and scores(out)["a-right"] == first["a-right"]
 
 
+
+def test_resume_regrades_everyone_when_the_hidden_draw_changed(batch, tmp_path, monkeypatch):
+    """The same grader version and course.yml with another draw of the hidden configurations (a fix to the
+    draw, as when every size came to be drawn on both sides of the lecture's) must not keep a result graded
+    on the earlier sizes beside results graded on the new ones."""
+    import dataclasses
+
+    from grader.pipeline import grading
+
+    out = tmp_path / "out"
+    grade(batch, out)
+    real = grading.generate
+
+    def redrawn(spec, salt, count):
+        first, *rest = real(spec, salt, count)
+        return [dataclasses.replace(first, seed=first.seed + 1), *rest]
+    monkeypatch.setattr(grading, "generate", redrawn)
+    again = grade(batch, out, "--resume")
+    assert again.output.count("kept ") == 0, again.output
+
+
 def test_shards_are_disjoint_cover_the_batch_and_agree_with_one_run(batch, tmp_path):
     whole = tmp_path / "whole"
     grade(batch, whole)

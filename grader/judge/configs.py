@@ -45,6 +45,25 @@ def _rng(salt: str, label: str) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
+def _sides(exercise: Exercise) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Each ranged size's drawable values below its lecture value and above it, where its range has both.
+
+    A size hard-coded to the lecture's fails only where the drawn size is on the right side of it: a slice
+    `[:32]` of a batch of 21 takes every row and is right, of a batch of 35 drops three. Drawn independently,
+    four configurations (or the self-check's three) could all fall below, and the grader and the self-check
+    disagree on that answer; so the last configuration takes whichever side the others missed.
+    """
+    lecture = set(exercise.lecture.values())
+    found = {}
+    for key, (low, high) in exercise.ranges.items():
+        drawable = [v for v in range(low, high) if v not in lecture]
+        below = tuple(v for v in drawable if v < exercise.lecture[key])
+        above = tuple(v for v in drawable if v > exercise.lecture[key])
+        if below and above:
+            found[key] = (below, above)
+    return found
+
+
 def _drawn(exercise: Exercise, rng: random.Random, index: int, count: int,
            earlier: list[Sizes]) -> tuple[Sizes, dict]:
     """Sizes all different from one another and from every lecture size, that the exercise accepts for
@@ -52,15 +71,24 @@ def _drawn(exercise: Exercise, rng: random.Random, index: int, count: int,
     is a structural constant (a WaveNet's context of 8, halved three times): every configuration keeps it,
     and no drawn size equals it, so a cell that writes it where a drawn size belongs still fails. Sizes an
     `earlier` configuration has are drawn again while others are to be had (narrow ranges gave an instructor
-    two configurations of four alike, three sizes tried where four were meant)."""
+    two configurations of four alike, three sizes tried where four were meant). The last configuration draws
+    each size from the side of its lecture value (`_sides`) no earlier one took, while that can be met."""
     lecture = set(exercise.lecture.values())
     constants = {k: v for k, v in exercise.lecture.items() if k not in exercise.ranges}
+    forced = {}
+    if index == count - 1 and earlier:
+        for key, (below, above) in _sides(exercise).items():
+            taken = {getattr(s, key) > exercise.lecture[key] for s in earlier}
+            if len(taken) == 1:
+                forced[key] = below if taken == {True} else above
     for attempt in range(MAX_DRAWS):
-        picked = {k: rng.randrange(*bounds) for k, bounds in exercise.ranges.items()}
+        keep = attempt < MAX_DRAWS // 2
+        picked = {k: rng.choice(forced[k]) if keep and k in forced else rng.randrange(*bounds)
+                  for k, bounds in exercise.ranges.items()}
         values = list(picked.values())
         if len(set(values)) < len(values) or lecture.intersection(values):
             continue
-        if attempt < MAX_DRAWS // 2 and Sizes(**picked, **constants) in earlier:
+        if keep and Sizes(**picked, **constants) in earlier:
             continue
         sizes = Sizes(**picked, **constants)
         options = exercise.hidden(index, count, sizes)

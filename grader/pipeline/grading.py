@@ -161,8 +161,12 @@ def suite_files(course: Course) -> list[tuple[str, bytes]]:
 
 
 def course_digest(course: Course) -> str:
-    """Of what decides every grade besides the notebook: the grader's version, course.yml and the suite."""
-    digest = hashlib.sha256(f"{__version__}\0".encode() + course.path.read_bytes())
+    """Of what decides every grade besides the notebook: the grader's version, course.yml, the suite and the
+    hidden configurations drawn from them, which a grader of the same version number but another draw (a
+    development checkout, a fix to the draw) must not take for the same; a result kept from the earlier draw
+    would sit in one class beside results graded on other sizes."""
+    drawn = generate(course.exercise_spec, course.secret_salt, course.configurations)
+    digest = hashlib.sha256(f"{__version__}\0{drawn!r}\0".encode() + course.path.read_bytes())
     for name, content in suite_files(course):
         digest.update(f"\0{name}\0".encode() + content)
     return digest.hexdigest()
