@@ -16,15 +16,17 @@ in a cell. A stub's cells are blanks beside the same setup, training and self-ch
 notebook runs: what it adds is that each piece's blanks run and are "not attempted yet", which 4 stubs
 cover (every activation, every normalization, the residual block and its absence).
 
-All of it is subprocesses (two worker processes, each making one course after another, and the commands
-they run at a lower CPU priority): it starts when the first variant test asks (under
-pytest-xdist, in the one worker given the variant tests' group, which tests/conftest.py hands out
-first), and runs two variants at a time beside the other worker's tests while the variant tests wait.
+All of it is subprocesses (two worker processes at a lower CPU priority, each making one course after
+another: `course init` and `grade` run in it as click runs them, Run All in kernels it starts): it starts
+when the first variant test asks (under pytest-xdist, in the one worker given the variant tests' group,
+which tests/conftest.py hands out first), and runs two variants at a time beside the other worker's tests
+while the variant tests wait.
 The tests run what a user runs, through the CLI; only the order of the work is the suite's.
 (tests/conftest.py loads this module as a plugin.)
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -79,8 +81,20 @@ class Outcome:
 def _run(command: list[str], what: str, cwd: Path, env: dict[str, str]) -> None:
     """The command in `cwd` with `env`, both given: the other tests change this process's own (chdir,
     setenv) while the courses are made."""
-    run = subprocess.run([*NICE, *command], capture_output=True, text=True, cwd=cwd, env=env)
+    run = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env)
     assert run.returncode == 0, f"{what}: {run.stderr[-2000:]}"
+
+
+def _cli(args: list[str], what: str, cwd: Path) -> None:
+    """`backprop-ninja ARGS` in `cwd`, run by this worker process as click runs it from the command line:
+    a fresh process per command re-imported torch, nbgrader and the exercises, 4 of `course init`'s 5 CPU s."""
+    from click.testing import CliRunner
+
+    from grader.cli import main
+
+    with contextlib.chdir(cwd):
+        run = CliRunner().invoke(main, args)
+    assert run.exit_code == 0, f"{what}: {run.output[-2000:]}"
 
 
 def _submission(student, cells: dict[str, str], path: Path) -> None:
@@ -117,7 +131,7 @@ def variant_course(name: str, workdir: Path, graded: Path) -> None:
     on the solved notebook, and on the stub where `runs_stub`. Run in a worker process: see `_Courses`."""
     env = dict(os.environ)
     target = workdir / "course"
-    _run([*CLI, "course", "init", str(target), "--variant", name], "course init", ROOT, env)
+    _cli(["course", "init", str(target), "--variant", name], "course init", ROOT)
     course = course_config.load(target / "course.yml")
     folder = target / "source" / course.assignment
     solved = nbformat.read(folder / course.notebook, as_version=4)
@@ -132,8 +146,8 @@ def variant_course(name: str, workdir: Path, graded: Path) -> None:
     (workdir / "mutants.json").write_text(json.dumps({one.stem: {
         "own": sorted(one.own), "training": one.training,
         "slips": [f"{m.cell}: {m.slip.name}" for m in one.mutants]} for one in slips}))
-    _run([*CLI, "grade", str(submissions), "--out", str(workdir / "results"), "--course", str(target / "course.yml"),
-          "--jobs", "1"], "backprop-ninja grade", target, env)
+    _cli(["grade", str(submissions), "--out", str(workdir / "results"), "--course", str(target / "course.yml"),
+          "--jobs", "1"], "backprop-ninja grade", target)
     if runs_all(name):
         _run_all({"solved": solved, **({"stub": student} if runs_stub(name) else {})}, course, folder, workdir, env)
 
@@ -228,7 +242,7 @@ class _Worker:
         code = f"import sys; sys.path.insert(0, {str(TESTS)!r}); from helpers.variant_courses import serve; serve()"
         self.log = log
         with log.open("w") as stderr:
-            self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+            self.process = subprocess.Popen([*NICE, sys.executable, "-c", code], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=ROOT, env=env)
 
     def call(self, function: str, *args) -> None:
@@ -262,7 +276,7 @@ class _Courses:
 
     def _process(self, function: str, *args) -> None:
         """`function(*args)` in a worker (at most one per slot, each kept for the next course)."""
-        with self.slots:  # its own commands take the lower priority (NICE)
+        with self.slots:  # each worker runs at the lower priority (NICE), and so does what it starts
             try:
                 worker = self.idle.get_nowait()
             except queue.Empty:
