@@ -214,7 +214,9 @@ def exercise_4_checks_never_raise(kernel):
     kernel.run("ex4_backward", hard_coded)
     kernel.run("setup_ex4_check")
     line = kernel.check("ex4_dC")
-    assert "WRONG" in line and "right for the notebook's sizes (n=32) but wrong for every other size" in line \
+    # The lecture's sizes, not the notebook's: exercise 4 trains a network of its own, 200 hidden units wide (the
+    # twenty-second trial's `torch.zeros(64)` was "right for the notebook's sizes (n_hidden=64)", and failed there).
+    assert "WRONG" in line and "right for the lecture's sizes (n=32) but wrong for every other size" in line \
         and "— your cell writes 32 (n) as a number" in line, line
     # The student trial's other sizes: the line names what the cell writes, not only the usual 32, 27, 64.
     for written, said in (("num_classes=logits.shape[1]", "num_classes=27"), ("emb.shape", "(n, 3, 10)")):
@@ -1523,6 +1525,16 @@ def trial12_without_cell_ids_which_run_the_saved_notebook_holds(kernel):
             "; but this notebook is backprop_ninja-Copy1.ipynb, a copy: the course collects and grades "
             "backprop_ninja.ipynb beside it, so put your answers there (or close it and rename this one to that "
             "name)"), line
+        # ... and a WRONG line there, saved, says it too (the twenty-second trial's V5: a fix in the copy gets nothing)
+        copy = nbformat.from_dict(SOLVED)
+        next(c for c in copy.cells if c.get("id") == "dprobs").source = "dprobs = 1.0 / probs\n"
+        nbformat.write(copy, Path(folder) / "backprop_ninja-Copy1.ipynb")
+        kernel.run("dprobs", "dprobs = 1.0 / probs\n")
+        line = kernel.check("dprobs")
+        assert line.startswith("dprobs         | WRONG: ") and line.endswith(
+            "; and this notebook is backprop_ninja-Copy1.ipynb, a copy: the course collects and grades "
+            "backprop_ninja.ipynb beside it, so put your answers there (or close it and rename this one to that "
+            "name)"), line
         kernel.run("scratch", "del __session__\n")
     answered(kernel, EX1)
     # JupyterLab's Merge Cells: dcounts_sum_inv's answer in dprobs's cell, its own never run since the restart
@@ -2404,6 +2416,87 @@ def trial20_a_moved_cell_an_alias_exercise_2_first_and_an_error_of_its_own(kerne
     assert out.count('restore `check("dprobs")`') == 1, out
 
 
+
+def trial22_a_second_notebook_on_the_kernel_and_a_deletion_beside_a_none(kernel):
+    """The twenty-second student trial: in JupyterLab, a second notebook on the kernel (scratch.ipynb, named by
+    jupyter_server, beside the course's notebook) was told every answer deleted from "your saved notebook", and a
+    wrong value of its own was WRONG where the notebook the course collects held the cell right (F1, the trial's
+    disagreements); in the classic Notebook, an answer deleted by a scratch cell while the answer above it was set to
+    None by another was a cell that "stopped with an error", and "answer dprobs", answered and saved (F2); an answer
+    cell moved above the setup cells, under Run All, was to be run "once the answers above it are right" (V3). Its
+    slices cut at a lecture size (F3) are tests/test_self_check_agrees.py's."""
+    released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
+    here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
+
+    def save(path: Path, cells):
+        nb = nbformat.from_dict(json.loads(json.dumps(released)))
+        for cell in nb.cells:
+            cell.source = written(cell.id) if cell.get("id") in cells else cell.source
+        nbformat.write(nb, path)
+
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        save(Path(folder) / "backprop_ninja.ipynb", ("dlogprobs", "dprobs"))
+        scratch = Path(folder) / "scratch.ipynb"
+        nbformat.write(nbformat.v4.new_notebook(), scratch)
+        kernel.restart()
+        kernel.run("scratch", f"import os\nos.chdir({folder!r})\n__session__ = {str(scratch)!r}\n")
+        try:
+            setup(kernel, full=True)
+            kernel.run("scratch", written("dlogprobs"))
+            kernel.run("scratch", "dprobs = 1.0 / probs\n")
+            kernel.run("scratch", written("dcounts_sum_inv").replace("dprobs", "(1.0 / probs * dlogprobs)"))
+            line = kernel.check("dprobs")
+            assert line.startswith(
+                "dprobs         | not checked: this kernel's dprobs is not what the course grades: this notebook is "
+                "scratch.ipynb, not one of the exercise's: the course collects and grades backprop_ninja.ipynb beside "
+                "it, whose dprobs cell the grader finds right; in this kernel: WRONG") and "deleted" not in line, line
+            line = kernel.check("dlogprobs")
+            assert right(line) and line.endswith("whose dlogprobs cell gets the same") and "deleted" not in line, line
+            line = kernel.check("dcounts_sum_inv")
+            assert "approximate: True" in line and "— but WRONG as saved in the notebook the course collects: this " \
+                "notebook is scratch.ipynb, not one of the exercise's: the course collects and grades " \
+                "backprop_ninja.ipynb beside it, which holds dcounts_sum_inv's cell blank: put your answer there and " \
+                "save it" in line, line
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\ndel __session__\n")
+    # F2, the classic Notebook, saved: dprobs set to None by a scratch cell, then dcounts_sum_inv deleted by another
+    with tempfile.TemporaryDirectory() as folder:
+        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        kernel.restart()
+        kernel.run("scratch", f"import os\nos.chdir({folder!r})\n", send_id=False)
+        try:
+            setup(kernel, full=True, send_id=False)
+            cells = ("dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum")
+            for cell in cells:
+                kernel.run(cell, written(cell), send_id=False)
+                kernel.check(cell, send_id=False)
+            save(Path(folder) / "backprop_ninja.ipynb", cells)
+            kernel.run("scratch", "dprobs = None\n", send_id=False)
+            kernel.check("dprobs", send_id=False)
+            kernel.run("scratch", "del dcounts_sum_inv\n", send_id=False)
+            line = kernel.check("dcounts_sum_inv", send_id=False)
+            assert re.search(r"the cell you ran as In\[\d+\] deleted it \(`del dcounts_sum_inv`\); and the cell you "
+                             r"ran as In\[\d+\] set dprobs to None after its cell ran", line) \
+                and "stopped with an error" not in line and "answer dprobs" not in line, line
+            # V3, Run All of a notebook saved with dlogprobs's cell moved above the setup cells: "once the answers above
+            # it are right", where there are none
+            nb = nbformat.read(Path(folder) / "backprop_ninja.ipynb", as_version=4)
+            moved = next(c for c in nb.cells if c.get("id") == "dlogprobs")
+            nb.cells.remove(moved)
+            nb.cells.insert(next(i for i, c in enumerate(nb.cells) if c.get("id") == "setup_imports"), moved)
+            nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
+            kernel.restart()
+            kernel.run("scratch", f"import os\nos.chdir({folder!r})\n", send_id=False)
+            assert kernel.run("dlogprobs", written("dlogprobs"), send_id=False)[2] == "NameError"
+            setup(kernel, full=True, send_id=False)
+            line = kernel.check("dlogprobs", send_id=False)
+            assert "your saved notebook holds it above the setup cells, so Run All runs it before the forward pass " \
+                "it reads: move it back below them" in line and "answers above it" not in line, line
+        finally:
+            kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
+
+
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
@@ -2442,7 +2535,8 @@ def test_scripted_student_sessions(tmp_path):
                         trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned,
                         trial18_exercise_4_edited_and_run_over_a_right_saved_cell,
                         trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer,
-                        trial20_a_moved_cell_an_alias_exercise_2_first_and_an_error_of_its_own):
+                        trial20_a_moved_cell_an_alias_exercise_2_first_and_an_error_of_its_own,
+                        trial22_a_second_notebook_on_the_kernel_and_a_deletion_beside_a_none):
             session(kernel)
     finally:
         kernel.close()

@@ -136,6 +136,25 @@ def test_a_correct_alternative_passes_the_self_check(state, capfd, entry):
     assert not failed(line) and "approximate: True" in line, line
 
 
+
+# A slice or a loop cut at a lecture size, as the twenty-second student trial wrote them: right on a smaller batch,
+# wrong on a larger one, where a line blamed batch norm's eps (the one larger batch had a tiny activation variance).
+CUT_SHORT = [("db2", "db2 = dlogits[:32].sum(0)", "32 (n)"),
+             ("dembcat", "dembcat = (dhprebn @ W1.T)[:32]", "32 (n)"),
+             ("dlogit_maxes", "dlogit_maxes = (-dnorm_logits[:32]).sum(1, keepdim=True)", "32 (n)"),
+             ("db1", "db1 = dhprebn[:, :64].sum(0)", "64 (n_hidden)"),
+             ("db2", "db2 = dlogits.sum(0)[:27]", "27 (vocab)"),
+             ("dbnbias", "dbnbias = dhpreact.sum(0, keepdim=True)[:, :64]", "64 (n_hidden)")]
+
+
+@pytest.mark.parametrize(("grade_id", "code", "size"), CUT_SHORT, ids=[c for _, c, _ in CUT_SHORT])
+def test_a_slice_cut_at_a_lecture_size_is_named_as_one(state, capfd, grade_id, code, size):
+    line = Notebook(state).run_to(grade_id, {grade_id: code}, capfd)
+    assert failed(line) and f"your cell writes {size} as a number, which cuts a larger one short" in line, line
+    assert line.count("your cell writes") == 1, line
+    assert "eps" not in line and "right on" not in line, line
+
+
 def test_a_right_cell_below_a_wrong_upstream_answer_says_which(state, capfd):
     nb = Notebook(state)
     line = nb.run_to("dcounts_sum_inv", {"dprobs": "dprobs = probs * dlogprobs"}, capfd)
@@ -354,6 +373,9 @@ def test_every_check_line_says_wrong_exactly_where_the_grader_takes_a_point(tmp_
                     | {f"ex4_d{p}" for p in ("C", "W1", "b1", "W2", "b2", "bngain", "bnbias")} | {"dbnmeani"})
         assert expected <= docked, {g: scores[g].output for g in expected - docked}
         assert not docked & set(RIGHT_BUT_REFUSED), {g: scores[g].output for g in docked & set(RIGHT_BUT_REFUSED)}
+        for grade_id in HARD_CODED_SLICES:  # named as what they are, by both
+            assert "cuts a larger one short" in scores[grade_id].output, scores[grade_id].output
+            assert "cuts a larger one short" in lines[grade_id], lines[grade_id]
     else:
         assert "ex4_training" in docked, scores["ex4_training"].output
     assert set(lines) >= set(scores), set(scores) - set(lines)

@@ -387,7 +387,14 @@ def _written_and_quoted(code: str | None, message: str) -> str:
     return "" if not both else " and ".join(map(str, both)) + (" as numbers" if len(both) > 1 else " as a number")
 
 
-def _lecture_only(probe, zero: bool, code: str | None = None) -> str:
+def _whose(answer: Answer) -> str:
+    """Whose the probe's sizes are: the notebook's, except for a function's answer, which the notebook may
+    call on a network of its own, wider than the lecture's (a trial's hidden width written as the lecture's fails
+    there: "right for the notebook's sizes" sent the student to the wrong network)."""
+    return "the lecture's" if answer.kind == FUNCTION else "the notebook's"
+
+
+def _lecture_only(probe, answer: Answer, zero: bool, code: str | None = None) -> str:
     """For an answer right on the lecture-sized probe alone: it hard-codes a lecture size. Where the gradient
     is all zeros there (b1 before batch norm), matching it says nothing of the answer's values (a student's
     `torch.zeros(64)` was told it was right for the lecture's sizes). The sizes named are those the cell
@@ -397,12 +404,36 @@ def _lecture_only(probe, zero: bool, code: str | None = None) -> str:
     sizes = exercise.network.size_values(probe.values)  # what a cell may read
     quoted = {k: v for k, v in probe.config.sizes.items() if v in written and v > 2} or sizes
     shown = f" ({', '.join(f'{k}={v}' for k, v in quoted.items())})" if quoted else ""
+    whose = _whose(answer)
+    where = (f"; it matches only at {whose} sizes{shown}, where this gradient is all zeros, which says nothing "
+             "of its values" if zero else f"; right for {whose} sizes{shown} but wrong for every other size")
+    return f"{where}: something in the cell depends on the sizes; {_use_sizes(exercise, sizes)}"
+
+
+def _use_sizes(exercise, sizes) -> str:
     named = exercise.mistakes.hardcoded
     numbers = dict.fromkeys(str(exercise.lecture[k]) for k in (exercise.ranges if named is None else named))
-    where = (f"; it matches only at the notebook's sizes{shown}, where this gradient is all zeros, which says nothing "
-             "of its values" if zero else f"; right for the notebook's sizes{shown} but wrong for every other size")
-    return (f"{where}: something in the cell depends on the sizes; use {_and([*sizes, SHAPES])}, "
-            f"never {_and(numbers, 'or')}")
+    return f"use {_and([*sizes, SHAPES])}, never {_and(numbers, 'or')}"
+
+
+def _cut_short(cases, wrong_on, probe, answer: Answer, code: str | None) -> str:
+    """For an answer right on the probe and wrong exactly where a size it writes as a number is larger than
+    the probe's: a slice or a loop cut at that size (`x[:32]`, `[:, :64]`, `range(32)`) is right on any
+    smaller batch and cuts a larger one short. A trial's `[:32]`, wrong on the one configuration of four with
+    a larger batch, which was also the one with a tiny activation variance, was told eps was the cause."""
+    written = _written(code)
+    if not written:
+        return ""
+    scored = [c for c in cases if c.config.scored]
+    failing = {c.config.name for c in wrong_on}
+    for key, value in probe.config.sizes.items():
+        larger = {c.config.name for c in scored if c.config.sizes[key] > value}
+        if value in written and value > 2 and larger == failing and len(larger) < len(scored):
+            sizes = probe.exercise.network.size_values(probe.values)
+            return (f"; right where {key} is at most {_whose(answer)} {key}={value} and wrong where it is larger: "
+                    f"your cell writes {value} ({key}) as a number, which cuts a larger one short; "
+                    f"{_use_sizes(probe.exercise, sizes)}")
+    return ""
 
 
 # What is said of a comparison that fails in one aspect on hidden configurations only: the hidden
@@ -515,7 +546,11 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
             len(wrong_on) == len([c for c in cases if c.config.scored]) and _may_write_sizes(code, probe.exercise):
         mistake = "; ".join(filter(None, [mistake, "depends on the lecture's sizes"]))
         zero = bool(probe.expected(answer, check).abs().max() <= tol.atol)
-        feedback += _lecture_only(probe, zero, code)
+        feedback += _lecture_only(probe, answer, zero, code)
+    elif kind != Match.BLANK and not named and probe_compared is not None and probe_compared.passed and \
+            (cut := _cut_short(cases, wrong_on, probe, answer, code)):
+        mistake = "; ".join(filter(None, [mistake, "depends on the lecture's sizes"]))
+        feedback += cut
     elif kind != Match.BLANK and not named and _one_hot_unsized(code):
         mistake = ONE_HOT_WIDTH
         feedback += f"; {mistake}"

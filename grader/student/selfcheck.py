@@ -607,12 +607,11 @@ def _saved_notebook(namespace: dict) -> tuple[tuple[tuple[str, str], ...], float
 def _kernel_notebook(namespace: dict) -> Path | None:
     """The kernel's notebook file: the one the front end names, or where it names none, or one that is gone
     (JupyterLab's File > Rename keeps the kernel, and the name it started with: the fourteenth trial's lines kept
-    naming a copy renamed to the course's name), the one `_only_notebook` infers."""
-    named = namespace.get("__session__") or namespace.get("__vsc_ipynb_file__")
-    if isinstance(named, str) and named.endswith(".ipynb"):
-        path = next((p for p in (Path(named), Path.cwd() / Path(named).name) if p.is_file()), None)
-        if path is not None:
-            return path
+    naming a copy renamed to the course's name), the one `_only_notebook` infers; None where the file named is no
+    notebook of the exercise."""
+    path = _named_notebook(namespace)
+    if path is not None:  # a second notebook's (`_second_notebook`) holds no answer's cell: none is known
+        return None if _second_notebook(namespace) is not None else path
     return _only_notebook(namespace)
 
 
@@ -681,18 +680,46 @@ def _original_of(path: Path) -> Path | None:
     return original if original is not None and original.is_file() else None
 
 
-def _notebooks(namespace: dict) -> list[Path]:
-    """The notebooks in the kernel's folder holding most of the exercise's answer cells (one deleted is what the
-    check must say)."""
+def _notebooks(namespace: dict, paths: list[Path] | None = None) -> list[Path]:
+    """The notebooks in the kernel's folder (or of `paths`) holding most of the exercise's answer cells (one
+    deleted is what the check must say)."""
     settings = namespace.get("COURSE")
     if not isinstance(settings, dict):
         return []
     try:
         wanted = {a.cell_id for a in load(settings.get("exercise", DEFAULT)).answers}
-        return [p for p in sorted(Path.cwd().glob("*.ipynb"))[:20]
+        return [p for p in (sorted(Path.cwd().glob("*.ipynb"))[:20] if paths is None else paths)
                 if 2 * len(wanted & {cell for cell, _ in _saved_cells(str(p), p.stat().st_mtime)}) > len(wanted)]
     except (OSError, ValueError, AttributeError, TypeError, KeyError):
         return []
+
+
+def _named_notebook(namespace: dict) -> Path | None:
+    """The notebook file the front end names as the kernel's (jupyter_server's `__session__`, VS Code's), where
+    it is there."""
+    named = namespace.get("__session__") or namespace.get("__vsc_ipynb_file__")
+    if isinstance(named, str) and named.endswith(".ipynb"):
+        return next((p for p in (Path(named), Path.cwd() / Path(named).name) if p.is_file()), None)
+    return None
+
+
+def _second_notebook(namespace: dict) -> tuple[str, Path | None] | None:
+    """Where the front end names the kernel's file and it is no notebook of the exercise (a scratch notebook that
+    `%run` the course's, or pasted its cells): its name, and the notebook the course collects where the folder
+    holds it. Its file says nothing of the answers' cells (the twenty-second trial's lines called every answer
+    deleted from it, and a wrong value of the scratch notebook's WRONG where the collected notebook's was right)."""
+    path = _named_notebook(namespace)
+    settings = namespace.get("COURSE")
+    if path is None or not isinstance(settings, dict) or _notebooks(namespace, [path]):
+        return None
+    collected = path.parent / settings.get("notebook", LECTURE_NOTEBOOK)
+    if path.name == collected.name:  # the course's own notebook, its answer cells deleted: its check says so
+        return None
+    try:
+        _saved_cells(str(path), path.stat().st_mtime)
+    except (OSError, ValueError, AttributeError, TypeError):  # no notebook (a `git pull`'s conflict): not known
+        return None
+    return path.name, collected if collected.is_file() else None
 
 
 def _unconfirmed_saved(namespace: dict, found: SelfCheck, answer: Answer, whole: bool, share: float) -> str:
@@ -746,10 +773,18 @@ def _merged_check(source: str) -> str:
 
 def _below_its_check(namespace: dict, answer: Answer) -> bool:
     """Whether the saved notebook holds the answer's cell below its check cell."""
+    return _saved_below(namespace, answer.cell_id, grade_cell_id(answer.grade_id))
+
+
+# The read-only cell of every generated notebook that runs the forward pass the answers read.
+FORWARD_CELL = "setup_forward"
+
+
+def _saved_below(namespace: dict, cell: str, other: str) -> bool:
+    """Whether the saved notebook holds cell `cell` below cell `other`."""
     saved = _saved_notebook(namespace)
-    cells = [cell for cell, _ in saved[0]] if saved is not None else []
-    check = grade_cell_id(answer.grade_id)
-    return answer.cell_id in cells and check in cells and cells.index(answer.cell_id) > cells.index(check)
+    cells = [found for found, _ in saved[0]] if saved is not None else []
+    return cell in cells and other in cells and cells.index(cell) > cells.index(other)
 
 
 def _through(behind: tuple[str, ...], shaped: str) -> str:
@@ -778,11 +813,14 @@ def _kept(namespace: dict, code: str) -> bool:
     return saved is not None and any(_same_code(held, code) for _, held in saved[0])
 
 
-def _deleted_by(at: int, kept: bool, name: str, variable: str) -> str:
+def _deleted_by(at: int, kept: bool, name: str, variable: str, then: bool = True) -> str:
     """Which cell deleted an answer (`SelfCheck.deleted`), and to delete that cell first where the saved notebook
-    keeps it: the words before what to run."""
-    return f"the cell you ran as In[{at}] deleted {name} (`del {variable}`)" + \
-        (", a cell your saved notebook keeps (Run All runs it again): delete that cell, then" if kept else ":")
+    keeps it: the words before what to run (`then`), or a clause of their own."""
+    told = f"the cell you ran as In[{at}] deleted {name} (`del {variable}`)"
+    if kept:
+        return told + ", a cell your saved notebook keeps (Run All runs it again): delete that cell" + \
+            (", then" if then else "")
+    return told + (":" if then else "")
 
 
 def _held_as(share: float) -> str:
@@ -829,6 +867,32 @@ def _not_collected(namespace: dict) -> tuple[str, Path | None]:
             path.parent / collected
     return (f"this notebook is {path.name}, and the course collects and grades {collected}, which this folder does "
             f"not hold: rename this one to {collected}"), None
+
+
+def _in_second(found: SelfCheck, answer: Answer, label: str, text: str, share: float,
+               second: tuple[str, Path | None], whole: bool) -> str:
+    """A line checked in a second notebook on the kernel (`_second_notebook`): what the kernel's value got beside
+    what the notebook the course collects holds, which is what the grader grades. Where that one gets more, the
+    kernel's verdict is no verdict of the grade ("not checked"); where less, it is WRONG as saved there."""
+    name, collected = second
+    if collected is None:
+        settings = found.namespace.get("COURSE") if found.namespace is not None else None
+        wanted = settings.get("notebook", LECTURE_NOTEBOOK) if isinstance(settings, dict) else LECTURE_NOTEBOOK
+        return (f"{label}| {text} — but WRONG as saved in the notebook the course collects: this notebook is {name}, "
+                f"not one of the exercise's, and the course collects and grades {wanted}, which this folder does not "
+                "hold")
+    held = _collected_share(found, answer, collected, whole)
+    got = max(held, 0.0)  # blank: nothing, as a line's "not attempted yet"
+    where = (f"this notebook is {name}, not one of the exercise's: the course collects and grades {collected.name} "
+             "beside it")
+    if got < share:
+        return (f"{label}| {text} — but WRONG as saved in the notebook the course collects: {where}, which holds "
+                f"{answer.cell_id}'s cell {_held_as(held)}: put your answer there and save it")
+    if got > share:
+        gets = "finds right" if got >= 1 else f"gives {got:g} of its points"
+        return (f"{label}| not checked: this kernel's {answer.variable} is not what the course grades: {where}, whose "
+                f"{answer.cell_id} cell the grader {gets}; in this kernel: {text}")
+    return f"{label}| {text}; {where}, whose {answer.cell_id} cell gets the same"
 
 
 def _collected_share(found: SelfCheck, answer: Answer, collected: Path | None, whole: bool) -> float:
@@ -2080,7 +2144,8 @@ class SelfCheck:
     def _written_sizes(self, failure, source: str | None) -> str:
         """For an answer right at the lecture's sizes only: the numbers its cell writes that are a lecture
         size, by name (the grader's line lists the usual ones, 32, 27 and 64, whatever the cell wrote)."""
-        if "depends on the lecture's sizes" not in (failure.mistake or "") or source is None:
+        if ("depends on the lecture's sizes" not in (failure.mistake or "") or source is None
+                or "your cell writes" in failure.feedback):  # the grader's line names them (a slice cut at one)
             return ""
         try:
             tree = ast.parse(source)
@@ -2490,6 +2555,14 @@ class NotebookCheck:
         if not bar or share is None or "WRONG as saved" in text or "as your saved notebook holds it" in text or \
                 text.startswith("WRONG: your saved notebook"):  # its copies, or none (`_copies`)
             return said  # a line whose verdict is the file's already
+        second = _second_notebook(namespace)
+        if second is not None:
+            try:
+                found = _notebook_check(namespace)
+                answer = None if isinstance(found, str) else found.exercise.by_grade_id.get(grade_id)
+                return said if answer is None else _in_second(found, answer, label, text, share, second, whole)
+            except Exception:  # noqa: BLE001 - a check cell never raises: the line as found
+                return said
         if share < 1:
             try:
                 found = _notebook_check(namespace)
@@ -2497,8 +2570,9 @@ class NotebookCheck:
                 kept = "" if answer is None else found._saved_better(answer, share, whole)
             except Exception:  # noqa: BLE001 - a check cell never raises: the line as found
                 return said
-            if kept or not share:
-                return said + kept
+            if kept or not share:  # in a copy, which one the course grades (the twenty-second trial's WRONG in a copy)
+                note = _not_collected(namespace)[0] if not kept else ""
+                return said + kept + (f"; and {note}" if note else "")
         try:
             found = _notebook_check(namespace)
             answer = None if isinstance(found, str) else found.exercise.by_grade_id.get(grade_id)
@@ -2604,7 +2678,7 @@ class NotebookCheck:
                             "then the answer cell again")
             upstream = self._blank_upstream(found.exercise, answer, namespace)
             if upstream is not None:
-                why = self._stopped_at(found, namespace, *upstream)
+                why = self._deleted_and_blank(found, answer, *upstream) or self._stopped_at(found, namespace, *upstream)
                 source = found.source(answer)
                 # The grader runs each cell on the true gradients above it: a cell that stopped only for want of
                 # one is judged on its own code, as the grader judges it
@@ -2798,8 +2872,36 @@ class NotebookCheck:
                 return (f"its answer cell stops with an error on what it reads now too ({error}), though every value "
                         "it reads is right; as the grader runs it (with the true upstream gradients) this cell itself "
                         f"is right{_layout(error, reads, namespace)}")
+            if not reads:  # no answer above it to wait for: what it read was not there yet (the twenty-second trial's)
+                if _saved_below(namespace, FORWARD_CELL, answer.cell_id):
+                    return (f"{said}your saved notebook holds it above the setup cells, so Run All runs it before the "
+                            "forward pass it reads: move it back below them, run it, then this check")
+                if NotebookCheck._stops_now(source, namespace) is None:
+                    return f"{said}it ran before what it reads was there (before the setup cells?): run it again"
             return f"{said}run it again once the answers above it are right"
         return "its answer cell stopped with an error when it last ran; run the cells above it, then it"
+
+    @staticmethod
+    def _deleted_and_blank(found: SelfCheck, answer: Answer, read: str, first: str) -> str:
+        """Where a cell deleted the answer after its cell ran, and an answer above it holds nothing now: both, each
+        by the cell that did it (the twenty-second trial's line took the deleted answer for a cell that stopped on the
+        blank one, and said to answer that one, answered and set to None since)."""
+        deleted = found.deleted(answer)
+        if not deleted:
+            return ""
+        above = next(a for a in found.exercise.answers if a.kind == ATOMIC and a.variable == first)
+        other = found._reassigned(above) if first in (found.namespace or {}) else None
+        if other is None and first in (found.namespace or {}):  # told by its code: the newest run, a `dx = None`
+            ran = found.located(above)
+            other = f"the cell you ran as In[{ran[1]}]" if ran is not None and ran[1] is not None and _blank(ran[0]) \
+                else None
+        which = read if read == first else f"{read} (and the answers above it up to {first})"
+        if other is not None:
+            blank = f"{other} set {first} to None after its cell ran, so {which} above holds nothing: re-run {first}'s"
+        else:
+            blank = f"{which} above holds nothing: answer {first}, or run its"
+        return (f"{_deleted_by(*deleted, 'it', answer.variable, then=False)}; and {blank} cell, then the cells from "
+                f"{first}'s down to this one")
 
     @staticmethod
     def _stops_now(source: str, namespace: dict) -> str | None:
