@@ -13,7 +13,7 @@ import pytest
 from grader import course as course_config
 from grader.lms import dry_run, notebooks
 from helpers.paths import ROOT
-from helpers.variant_courses import CLI, _run, _run_all, _submission
+from helpers.variant_courses import _cli, _run_all, _submission
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ FILES = {"wavenet": GALLERY / "wavenet.py", "attention": GALLERY / "attention.py
 def test_a_course_of_ones_own_exercise(name, tmp_path):
     env = dict(os.environ)
     target = tmp_path / "course"
-    _run([*CLI, "course", "init", str(target), "--exercise", str(FILES[name])], "course init", tmp_path, env)
+    _cli(["course", "init", str(target), "--exercise", str(FILES[name])], "course init", tmp_path)
     course = course_config.load(target / "course.yml")
     assert (target / FILES[name].name).is_file() and course.exercise.name == name
     folder = target / "source" / course.assignment
@@ -43,8 +43,8 @@ def test_a_course_of_ones_own_exercise(name, tmp_path):
     for one in slips:
         _submission(student, one.cells, submissions / f"{one.stem}.ipynb")
     results_dir = tmp_path / "results"
-    _run([*CLI, "grade", str(submissions), "--out", str(results_dir), "--course", str(target / "course.yml")],
-         "backprop-ninja grade", target, env)
+    _cli(["grade", str(submissions), "--out", str(results_dir), "--course", str(target / "course.yml")],
+         "backprop-ninja grade", target)
     results = {p.stem: json.loads(p.read_text()) for p in results_dir.glob("*.json")}
     assert results["solved"]["score"] == results["solved"]["max_score"] == sum(course.points.values())
     assert results["stub"]["score"] == 0
