@@ -273,3 +273,21 @@ def test_every_size_is_drawn_above_and_below_its_lecture_value_somewhere(spec):
             for key in sides:
                 above = {getattr(s, key) > exercise.lecture[key] for s in drawn}
                 assert above == {True, False}, (spec, salt, count, key, [getattr(s, key) for s in drawn])
+
+
+@pytest.mark.parametrize("spec", ["makemore-mlp", "wavenet", "attention", "rnn", "makemore-mlp/gelu-layernorm"])
+def test_the_training_run_draws_every_size_above_its_lecture_value(spec):
+    """The whole-run check trains on one configuration: the grader's first, once, and the self-check's three, so a
+    trial's `[:32]` in the training function failed the self-check's run (a batch of 37) and passed the grader's (11).
+    Both now train on a plain configuration with every size above the lecture's, from their salts."""
+    from grader.exercise import load
+    from grader.judge.configs import _sides, training_config
+
+    exercise = load(spec)
+    for salt in (*SALTS, "backprop-ninja self-check", *(f"salt {i}" for i in range(20))):
+        config = training_config(spec, salt)
+        assert config == training_config(spec, salt) and config.name == "training" and config.options == ()
+        for key in _sides(exercise):
+            assert config.sizes[key] > exercise.lecture[key], (spec, salt, key, config.sizes)
+        values = list(config.sizes.values())
+        assert len(set(values)) == len(values)

@@ -144,7 +144,9 @@ CUT_SHORT = [("db2", "db2 = dlogits[:32].sum(0)", "32 (n)"),
              ("dlogit_maxes", "dlogit_maxes = (-dnorm_logits[:32]).sum(1, keepdim=True)", "32 (n)"),
              ("db1", "db1 = dhprebn[:, :64].sum(0)", "64 (n_hidden)"),
              ("db2", "db2 = dlogits.sum(0)[:27]", "27 (vocab)"),
-             ("dbnbias", "dbnbias = dhpreact.sum(0, keepdim=True)[:, :64]", "64 (n_hidden)")]
+             ("dbnbias", "dbnbias = dhpreact.sum(0, keepdim=True)[:, :64]", "64 (n_hidden)"),
+             # inside a product: the larger batch's error is no missing transpose (the twenty-third trial's)
+             ("dW2", "dW2 = h.T @ dlogits[:32]", "32 (n)")]
 
 
 @pytest.mark.parametrize(("grade_id", "code", "size"), CUT_SHORT, ids=[c for _, c, _ in CUT_SHORT])
@@ -152,7 +154,7 @@ def test_a_slice_cut_at_a_lecture_size_is_named_as_one(state, capfd, grade_id, c
     line = Notebook(state).run_to(grade_id, {grade_id: code}, capfd)
     assert failed(line) and f"your cell writes {size} as a number, which cuts a larger one short" in line, line
     assert line.count("your cell writes") == 1, line
-    assert "eps" not in line and "right on" not in line, line
+    assert "eps" not in line and "right on" not in line and "transpose" not in line, line
 
 
 def test_a_right_cell_below_a_wrong_upstream_answer_says_which(state, capfd):
@@ -250,6 +252,9 @@ EX4_SLIPS = {
                         "    dbngain = (bnraw * dhpreact).sum(0)\n"),
     "n-hard-coded": ("    n = Xb.shape[0]\n", "    n = 32\n"),
     "db1-raises-in-training": ("    db1 = dhprebn.sum(0)\n", "    db1 = dhprebn.sum(0, keepdim=True).T\n"),
+    # right on any batch of 32 rows or fewer: the grader trained on its first configuration's (11), the self-check on
+    # its own three (one of 37), and only the self-check's training line said WRONG (the twenty-third trial's)
+    "db2-cut-at-32": ("    db2 = dlogits.sum(0)\n", "    db2 = dlogits[:32].sum(0)\n"),
 }
 
 

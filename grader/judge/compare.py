@@ -241,13 +241,14 @@ class Failure:
 
 
 def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", *, exercise: Exercise | None = None,
-                 public: bool = True, hidden: frozenset[int] = frozenset(), probe=None) -> Failure:
+                 public: bool = True, hidden: frozenset[int] = frozenset(), probe=None, sized: bool = False) -> Failure:
     """The failure of an outcome that is not a tensor. `catalogue(error=...)` may name the mistake that
     raises this very error. `public`: the outcome comes from a configuration whose every value a student
     may see; otherwise (and whenever `hidden`, grader 0.1's way of saying so, is given) nothing its code
     wrote is shown, only the kind of failure in fixed words. `probe`: the lecture-sized case, where the
     outcome is its own, shown for a hidden one's. `exercise`: the answer's; the hidden
-    suites of grader 0.1 give none, and graded the default one."""
+    suites of grader 0.1 give none, and graded the default one. `sized`: the cell is right at the probe's
+    sizes, so a product that does not fit elsewhere is a size it writes, not a missing transpose."""
     exercise = exercise or load()
     public = public and not hidden
     function = exercise.function_of(answer)
@@ -271,7 +272,7 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
             text += f" ({reads})"
         elif error_type == "NameError":
             text += f" (uses a variable the answer cells do not have: {_allowed(exercise, answer)})"
-        elif "cannot be multiplied" in outcome.detail["error"] and public:
+        elif "cannot be multiplied" in outcome.detail["error"] and public and not sized:
             # Said only where the lecture-sized run raised it too: a product that fits there and not on the
             # hidden sizes is a hard-coded size, which `judge` says instead.
             mistake = Transpose.PRODUCT_SHAPES
@@ -483,6 +484,10 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
     `code`: the answer cell's source, which the search reads for the names it reads (never runs).
     """
     probe = next((c for c in cases if not c.config.scored), None)
+    probe_compared = _compared(outcomes.get(probe.config.name), probe, answer, check, tol) if probe else None
+    # Right at the probe's sizes: a product that fails on the self-check's other batches is a size the cell
+    # writes (a trial's `h.T @ x[:32]` was told a transpose was missing, where the grader named the 32)
+    sized = probe_compared is not None and probe_compared.passed
     failures = []
     for case in cases:
         if not case.config.scored:
@@ -497,7 +502,8 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
             on = case if seen is None or seen is outcome else probe
             named = (lambda on=on, **kw: catalogue(on, **kw)) if catalogue else None
             failures.append((case, outcome_text(seen or outcome, answer, named, hints, exercise=case.exercise,
-                                                public=seen is not None, probe=probe if on is probe else None)))
+                                                public=seen is not None, probe=probe if on is probe else None,
+                                                sized=sized)))
             continue
         comparison = _compared(outcome, case, answer, check, tol)
         if not comparison.passed:
@@ -541,7 +547,6 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
         batch = _batch(case, probe, f"{shown.message} {said}") if public else ""
         feedback = f"{answer.variable}: {shown.message}{batch}" + (f"; {said}" if said else "")
         mistake = hinted
-    probe_compared = _compared(outcomes.get(probe.config.name), probe, answer, check, tol) if probe else None
     if kind != Match.BLANK and not named and probe_compared is not None and probe_compared.passed and \
             len(wrong_on) == len([c for c in cases if c.config.scored]) and _may_write_sizes(code, probe.exercise):
         mistake = "; ".join(filter(None, [mistake, "depends on the lecture's sizes"]))

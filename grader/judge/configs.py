@@ -65,17 +65,18 @@ def _sides(exercise: Exercise) -> dict[str, tuple[tuple[int, ...], tuple[int, ..
 
 
 def _drawn(exercise: Exercise, rng: random.Random, index: int, count: int,
-           earlier: list[Sizes]) -> tuple[Sizes, dict]:
+           earlier: list[Sizes], above: bool = False) -> tuple[Sizes, dict]:
     """Sizes all different from one another and from every lecture size, that the exercise accepts for
     configuration `index` of `count`, with the init options it gives them. A lecture size without a range
     is a structural constant (a WaveNet's context of 8, halved three times): every configuration keeps it,
     and no drawn size equals it, so a cell that writes it where a drawn size belongs still fails. Sizes an
     `earlier` configuration has are drawn again while others are to be had (narrow ranges gave an instructor
     two configurations of four alike, three sizes tried where four were meant). The last configuration draws
-    each size from the side of its lecture value (`_sides`) no earlier one took, while that can be met."""
+    each size from the side of its lecture value (`_sides`) no earlier one took, while that can be met; with
+    `above`, every size above it where its range holds one."""
     lecture = set(exercise.lecture.values())
     constants = {k: v for k, v in exercise.lecture.items() if k not in exercise.ranges}
-    forced = {}
+    forced = {key: higher for key, (_, higher) in _sides(exercise).items()} if above else {}
     if index == count - 1 and earlier:
         for key, (below, above) in _sides(exercise).items():
             taken = {getattr(s, key) > exercise.lecture[key] for s in earlier}
@@ -114,3 +115,15 @@ def generate(exercise: str, salt: str, count: int) -> list[Config]:
         configs.append(Config(exercise, f"config{i + 1}", sizes, rng.getrandbits(63), tuple(sorted(options.items()))))
     configs.append(Config(exercise, "lecture-sizes", value.lecture, PROBE_SEED, scored=False))
     return configs
+
+
+def training_config(exercise: str, salt: str) -> Config:
+    """The configuration the whole-run check trains on, drawn from the salt: a plain one (neither the first
+    configuration's condition nor the last's scales) with every size above its lecture value where its range
+    holds one, so that a size hard-coded to the lecture's fails the run, for the grader and the self-check alike
+    (a trial's `[:32]` in the training function failed the self-check's run, on a batch of 37, and passed the
+    grader's, on its first configuration's batch of 11)."""
+    value = load(exercise)
+    rng = _rng(salt, "training")
+    sizes, options = _drawn(value, rng, 1, 3, [], above=True)
+    return Config(exercise, "training", sizes, rng.getrandbits(63), tuple(sorted(options.items())))

@@ -18,7 +18,7 @@ from pathlib import Path
 from grader import __version__, extract
 from grader.course import Course, material
 from grader.judge import scoring, suite
-from grader.judge.configs import generate
+from grader.judge.configs import generate, training_config
 from grader.judge.exam import prepare, prepare_training
 from grader.limits import Budget, OverBudget
 from grader.outputs import feedback_page, results
@@ -53,7 +53,8 @@ class Grader:
         self.evidence = evidence
         configs = generate(course.exercise_spec, course.secret_salt, course.configurations)
         self.cases = [prepare(config) for config in configs]
-        self.training = prepare_training(self.cases[0].config, course.training.trajectory_steps,
+        self.training = prepare_training(training_config(course.exercise_spec, course.secret_salt),
+                                         course.training.trajectory_steps,
                                          course.training.learning_rate)
         self.allow = static_check.Allow().extended(course.allow.torch, course.allow.functional,
                                                    course.allow.builtins)
@@ -165,7 +166,8 @@ def course_digest(course: Course) -> str:
     hidden configurations drawn from them, which a grader of the same version number but another draw (a
     development checkout, a fix to the draw) must not take for the same; a result kept from the earlier draw
     would sit in one class beside results graded on other sizes."""
-    drawn = generate(course.exercise_spec, course.secret_salt, course.configurations)
+    drawn = (*generate(course.exercise_spec, course.secret_salt, course.configurations),
+             training_config(course.exercise_spec, course.secret_salt))
     digest = hashlib.sha256(f"{__version__}\0{drawn!r}\0".encode() + course.path.read_bytes())
     for name, content in suite_files(course):
         digest.update(f"\0{name}\0".encode() + content)

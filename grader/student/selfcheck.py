@@ -47,7 +47,7 @@ from grader.exercise import ATOMIC, DEFAULT, FUNCTION, FUSED, NAMESPACE, Answer,
 from grader.exercise import load as load_exercise
 from grader.judge import neighbourhood
 from grader.judge.compare import NOTEBOOK, compare, judge
-from grader.judge.configs import Config, generate
+from grader.judge.configs import Config, generate, training_config
 from grader.judge.diagnose import name as name_mistake
 from grader.judge.exam import (
     CHAIN,
@@ -2494,18 +2494,17 @@ class SelfCheck:
                                               defined.__closure__)
         else:
             return None
-        for case in own_cases(self.spec):
-            training = prepare_training(case.config, steps, lr)
-            ran = self._steps(ns[function.name], dict(training.params), steps_of(training.data), lr)
-            if isinstance(ran, str):
-                failed = ran.removeprefix("WRONG: ")
-            else:
-                failed = self._differs(ran[0], ran[1], training.losses, training.final, lr)
-            if failed:
-                sizes = ", ".join(f"{k}={v}" for k, v in case.config.sizes.items())
-                return (f"run on its own ({function.name}'s cell with only torch and F) on a batch of other sizes "
-                        f"({sizes}), as the grader runs it: {failed} (a size or a name read from the notebook?)")
-        return None
+        # Trained on a configuration drawn as the grader draws its own (every size above the lecture's), so that the
+        # two agree on a size hard-coded in the function
+        training = prepare_training(training_config(self.spec, SALT), steps, lr)
+        ran = self._steps(ns[function.name], dict(training.params), steps_of(training.data), lr)
+        failed = ran.removeprefix("WRONG: ") if isinstance(ran, str) else \
+            self._differs(ran[0], ran[1], training.losses, training.final, lr)
+        if not failed:
+            return None
+        sizes = ", ".join(f"{k}={v}" for k, v in training.config.sizes.items())
+        return (f"run on its own ({function.name}'s cell with only torch and F) on a batch of other sizes "
+                f"({sizes}), as the grader runs it: {failed} (a size or a name read from the notebook?)")
 
 
 # The notebook's SelfCheck, by the id of its namespace: built by the first check cell from the notebook's COURSE.
@@ -2571,7 +2570,7 @@ class NotebookCheck:
             except Exception:  # noqa: BLE001 - a check cell never raises: the line as found
                 return said
             if kept or not share:  # in a copy, which one the course grades (the twenty-second trial's WRONG in a copy)
-                note = _not_collected(namespace)[0] if not kept else ""
+                note = _not_collected(namespace)[0] if not kept and text.startswith("WRONG") else ""
                 return said + kept + (f"; and {note}" if note else "")
         try:
             found = _notebook_check(namespace)
@@ -2876,8 +2875,9 @@ class NotebookCheck:
                 if _saved_below(namespace, FORWARD_CELL, answer.cell_id):
                     return (f"{said}your saved notebook holds it above the setup cells, so Run All runs it before the "
                             "forward pass it reads: move it back below them, run it, then this check")
-                if NotebookCheck._stops_now(source, namespace) is None:
-                    return f"{said}it ran before what it reads was there (before the setup cells?): run it again"
+                if NotebookCheck._stops_now(source, namespace) is None:  # its place unknown: both fixes said
+                    return (f"{said}it ran before what it reads was there: if its cell is above the setup cells, move "
+                            "it back below them (Run All runs the cells in the notebook's order), then run it again")
             return f"{said}run it again once the answers above it are right"
         return "its answer cell stopped with an error when it last ran; run the cells above it, then it"
 
