@@ -2424,7 +2424,9 @@ def trial22_a_second_notebook_on_the_kernel_and_a_deletion_beside_a_none(kernel)
     disagreements); in the classic Notebook, an answer deleted by a scratch cell while the answer above it was set to
     None by another was a cell that "stopped with an error", and "answer dprobs", answered and saved (F2); an answer
     cell moved above the setup cells, under Run All, was to be run "once the answers above it are right" (V3). Its
-    slices cut at a lecture size (F3) are tests/test_self_check_agrees.py's."""
+    slices cut at a lecture size (F3) are tests/test_self_check_agrees.py's. The twenty-third trial's: a scratch
+    notebook that `%run`s the course's was told its value came from a refused cell, and an answer cell moved above
+    the setup that reads an answer above it was to be "run again"."""
     released = nbformat.read(ROOT / "assignments" / "backprop_ninja" / "backprop_ninja.ipynb", as_version=4)
     here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
 
@@ -2458,6 +2460,22 @@ def trial22_a_second_notebook_on_the_kernel_and_a_deletion_beside_a_none(kernel)
                 "notebook is scratch.ipynb, not one of the exercise's: the course collects and grades " \
                 "backprop_ninja.ipynb beside it, which holds dcounts_sum_inv's cell blank: put your answer there and " \
                 "save it" in line, line
+            # The twenty-third trial's: the scratch notebook `%run`s the course's (here cut after dprobs's check): its
+            # value is that notebook's own cell's, not a refused cell of the kernel's
+            nb = nbformat.read(Path(folder) / "backprop_ninja.ipynb", as_version=4)
+            nb.cells = nb.cells[:next(i for i, c in enumerate(nb.cells) if c.get("id") == "check_dprobs") + 1]
+            nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
+            kernel.restart()
+            kernel.run("scratch", f"import os\nos.chdir({folder!r})\n__session__ = {str(scratch)!r}\n")
+            kernel.run("scratch", "%run backprop_ninja.ipynb\n", send_id=False)
+            line = kernel.check("dlogprobs")
+            # judged on the value, or told by the refused `%run` that bound it: either way the collected cell's verdict
+            assert line in ("dlogprobs      | this kernel's dlogprobs came from a `%run` of backprop_ninja.ipynb, the "
+                            "notebook the course collects and grades (this notebook is scratch.ipynb, not one of the "
+                            "exercise's): its dlogprobs cell as saved, which the grader finds right",
+                            "dlogprobs      | exact: True  | approximate: True  | maxdiff: 0 | shape (32, 27) ok; this "
+                            "notebook is scratch.ipynb, not one of the exercise's: the course collects and grades "
+                            "backprop_ninja.ipynb beside it, whose dlogprobs cell gets the same"), line
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\ndel __session__\n")
     # F2, the classic Notebook, saved: dprobs set to None by a scratch cell, then dcounts_sum_inv deleted by another
@@ -2493,8 +2511,33 @@ def trial22_a_second_notebook_on_the_kernel_and_a_deletion_beside_a_none(kernel)
             line = kernel.check("dlogprobs", send_id=False)
             assert "your saved notebook holds it above the setup cells, so Run All runs it before the forward pass " \
                 "it reads: move it back below them" in line and "answers above it" not in line, line
+            # ... and one that reads an answer above it (the twenty-third trial's dprobs): "run it again" was all
+            moved = next(c for c in nb.cells if c.get("id") == "dprobs")
+            nb.cells.remove(moved)
+            nb.cells.insert(next(i for i, c in enumerate(nb.cells) if c.get("id") == "setup_imports"), moved)
+            nbformat.write(nb, Path(folder) / "backprop_ninja.ipynb")
+            kernel.run("dprobs", written("dprobs"), send_id=False)
+            kernel.run("dlogprobs", written("dlogprobs"), send_id=False)
+            line = kernel.check("dprobs", send_id=False)
+            assert "your saved notebook holds it above the setup cells, so Run All runs it before the forward pass " \
+                "it reads: move it back below them" in line, line
         finally:
             kernel.run("scratch", f"os.chdir({here!r})\n", send_id=False)
+    # The twenty-third trial's F1 and F5, the classic Notebook never saved: dlogits written in dlogit_maxes's cell, then
+    # its own blank cell run and checked. The blank, the same in exercise 2's cell, was taken for exercise 2's: the
+    # check judged the cell above ("half its points", where the grader gives nothing) and every line below blamed it.
+    kernel.restart()
+    setup(kernel, full=True, send_id=False)
+    for cell in EX1[:EX1.index("dlogit_maxes")]:
+        kernel.run(cell, written(cell), send_id=False)
+    kernel.run("dlogit_maxes", written("dlogit_maxes") + written("dlogits"), send_id=False)
+    kernel.check("dlogit_maxes", send_id=False)
+    kernel.run("dlogits", "dlogits = None  # TODO\n", send_id=False)
+    line = kernel.check("dlogits", send_id=False)
+    assert line.startswith("dlogits        | not attempted yet") and "half" not in line, line
+    kernel.run("dh", written("dh"), send_id=False)
+    line = kernel.check("dh", send_id=False)
+    assert "reading dlogits above, which is not attempted yet" in line and "ex2_dlogits" not in line, line
 
 
 def test_scripted_student_sessions(tmp_path):

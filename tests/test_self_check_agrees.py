@@ -157,6 +157,14 @@ def test_a_slice_cut_at_a_lecture_size_is_named_as_one(state, capfd, grade_id, c
     assert "eps" not in line and "right on" not in line and "transpose" not in line, line
 
 
+
+def test_a_size_one_off_written_as_a_number_is_named(state, capfd):
+    """The twenty-third trial's `1.0 / 31` (n - 1): "right for the notebook's sizes" named no number, as it names 32."""
+    code = "dbndiff2 = (1.0 / 31) * torch.ones_like(bndiff2) * dbnvar"
+    line = Notebook(state).run_to("dbndiff2", {"dbndiff2": code}, capfd)
+    assert failed(line) and "your cell writes 31 (n - 1) as a number" in line, line
+
+
 def test_a_right_cell_below_a_wrong_upstream_answer_says_which(state, capfd):
     nb = Notebook(state)
     line = nb.run_to("dcounts_sum_inv", {"dprobs": "dprobs = probs * dlogprobs"}, capfd)

@@ -883,6 +883,14 @@ def _in_second(found: SelfCheck, answer: Answer, label: str, text: str, share: f
                 "hold")
     held = _collected_share(found, answer, collected, whole)
     got = max(held, 0.0)  # blank: nothing, as a line's "not attempted yet"
+    ran = re.search(r"%run\s+(?:-\S+\s+)*['\"]?([^'\"\n]+?\.ipynb)", text) if "the grader refuses" in text else None
+    if ran is not None and Path(ran.group(1)).name == collected.name:  # its value is that notebook's own cell's
+        gets = "finds right" if got >= 1 else f"gives {got:g} of its points" if got > 0 else "gives nothing"
+        verdict = "" if got >= 1 else "WRONG as saved in the notebook the course collects: "
+        return (f"{label}| {verdict}this kernel's {answer.variable} came from a `%run` of {collected.name}, the "
+                f"notebook the course collects and grades (this notebook is {name}, not one of the exercise's): its "
+                f"{answer.cell_id} cell as saved, which the grader {gets}"
+                + ("" if got >= 1 else f" ({_held_as(held)}): answer it there and save it"))
     where = (f"this notebook is {name}, not one of the exercise's: the course collects and grades {collected.name} "
              "beside it")
     if got < share:
@@ -1257,7 +1265,10 @@ class SelfCheck:
         if len(reading) == 1:
             return (reading[0],), True
         if answer is not None and answer.cell_id in cells:
-            if answer.cell_id != fewest and any(
+            # A blank (`dx = None  # TODO`, the same in both cells) tells nothing of its cell but the check after it
+            # (the twenty-third trial's answer written in the cell above, its own blank cell run, then its check: the
+            # blank taken for the fused exercise's, every line below blamed on it)
+            if answer.cell_id != fewest and not _blank(code) and any(
                     i != count and isinstance(other, str) and "check(" not in other
                     and answer.cell_id in _cells_by_code(self.spec, other)
                     and set(answer.local_upstream) & _reads(other) for i, other in enumerate(history)):
@@ -2152,8 +2163,19 @@ class SelfCheck:
         except SyntaxError:
             return ""
         written = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int}
-        named = [f"{value} ({' or '.join(k for k, v in self.exercise.lecture.items() if v == value)})"
-                 for value in dict.fromkeys(self.exercise.lecture.values()) if value in written]
+        sizes = {k: v for k, v in self.exercise.lecture.items() if type(v) is int}
+        # A size, or one off it (n - 1 as 31: the twenty-third trial's `1.0 / 31`), or two multiplied
+        # (block_size * n_embd as 30), as compare's `_may_write_sizes` counts them; 0, 1 and 2 are any formula's
+        forms: dict[int, list[str]] = {}
+        for k, v in sizes.items():
+            forms.setdefault(v, []).append(k)
+        for k, v in sizes.items():
+            for value, form in ((v - 1, f"{k} - 1"), (v + 1, f"{k} + 1")):
+                forms.setdefault(value, []).append(form)
+        for a, (ka, va) in enumerate(sizes.items()):
+            for kb, vb in list(sizes.items())[a + 1:]:
+                forms.setdefault(va * vb, []).append(f"{ka} * {kb}")
+        named = [f"{value} ({' or '.join(forms[value])})" for value in sorted(written & set(forms)) if value > 2]
         if not named:
             return ""
         return f" — your cell writes {' and '.join(named)} as {'numbers' if len(named) > 1 else 'a number'}"
@@ -2866,6 +2888,9 @@ class NotebookCheck:
                     g in case.truth and compare(namespace.get(g), case.truth[g], rtol=found.tolerance.rtol,
                                                 atol=found.tolerance.atol).passed for g in reads):
                 error = NotebookCheck._stops_now(source, namespace)
+                if error is None and _saved_below(namespace, FORWARD_CELL, answer.cell_id):
+                    return (f"{said}your saved notebook holds it above the setup cells, so Run All runs it before the "
+                            "forward pass it reads: move it back below them, run it, then this check")
                 if error is None:
                     return f"{said}what it reads is right now: run it again"
                 return (f"its answer cell stops with an error on what it reads now too ({error}), though every value "
