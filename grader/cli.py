@@ -604,10 +604,11 @@ def exercise_check(spec, quick):
         raise click.ClickException(str(exc)) from None
     click.echo("\n".join(lines))
     problems, table = dry_run(spec, quick=quick, log=lambda line: click.echo(line, err=True))
+    if table:
+        click.echo("\n" + "\n".join(table))
     if problems:
         click.echo("\n".join(safe_text.terminal(p) for p in problems), err=True)
         raise SystemExit(1)
-    click.echo("\n" + "\n".join(table))
 
 
 @main.group()

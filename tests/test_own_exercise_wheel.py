@@ -2,10 +2,15 @@
 normal unix user in a folder of their home, `exercise check` and `course init --exercise` on a network that
 is in no gallery, and the solved notebook that course init wrote graded full; and `course init --variant`,
 whose notebooks the package composes and whose answers the rule table derives (no checkout, no extra): its
-solved notebook runs clean (Run All) and grades full, its stub 0."""
+solved notebook runs clean (Run All) and grades full, its stub 0.
+
+`exercise check` runs here as an instructor runs it, every route and the self-check's kernels included, with an
+nbgrader whose autograde dies as it once did on a batch size not named `n`: the check exits 1 naming that route
+alone, and its table says what the other routes and the self-check found."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -65,18 +70,19 @@ def installed(tmp_path_factory, unix_user, wheels):
     env = user.env(PATH=f"{venv / 'bin'}:{Path(sys.base_prefix) / 'bin'}:/usr/bin:/bin", MPLBACKEND="Agg",
                    JUPYTER_PATH=str(Path(sys.base_prefix) / "share" / "jupyter"))
 
-    def run(folder: str, *args):
+    def run(folder: str, *args, exit_status: int = 0, **extra_env: str) -> subprocess.CompletedProcess:
         work = home / folder
         work.mkdir(exist_ok=True)
         unix_user.keep_root_traversable()
         user.give(work)
-        done = user.run([*args], cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
-        return done.stdout
+        done = user.run([*args], cwd=work, env={**env, **extra_env}, capture_output=True, text=True,
+                        timeout=TIMEOUT)
+        assert done.returncode == exit_status, (args, done.stdout[-2000:], done.stderr[-2000:])
+        return done
 
-    where = run("where", "python", "-c", "import grader; print(grader.__file__)")
+    where = run("where", "python", "-c", "import grader; print(grader.__file__)").stdout
     assert Path(where.strip()).is_relative_to(venv), where
-    run.home = home
+    run.home, run.path = home, env["PATH"]
     return run
 
 
@@ -84,17 +90,49 @@ def _results(folder: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")}
 
 
+FAILING_NBGRADER = """#!/bin/sh
+# nbgrader, but autograde dies as it did on a batch size not named n (judge/exam.py read config.sizes.n)
+if [ "$1" = autograde ]; then echo "AttributeError: n" >&2; exit 1; fi
+exec python -m nbgrader "$@"
+"""
+
+
 def test_exercise_check_and_course_init_from_the_wheel_outside_a_checkout(installed):
-    def run(*args):
-        return installed("own", *args)
+    def run(*args, **kwargs):
+        return installed("own", *args, **kwargs).stdout
 
     work = installed.home / "own"
     work.mkdir()
     (work / "mine.py").write_text(MINE, encoding="utf-8")
-    # --quick: nbgrader's route from the wheel is the term test_package plays; what is the wheel's own here is
-    # that the dry run finds everything it needs in the installed package
-    checked = run("backprop-ninja", "exercise", "check", "--quick", "mine.py")
-    assert "sigmoid-mlp" in checked and "dW1" in checked and "mutants" in checked
+    fake = work / "bin"
+    fake.mkdir()
+    (fake / "nbgrader").write_text(FAILING_NBGRADER, encoding="utf-8")
+    (fake / "nbgrader").chmod(0o755)
+    config = work / "jupyter-config"  # the instructor's own Jupyter configuration: their formgrader's course
+    config.mkdir()
+    (config / "nbgrader_config.py").write_text("c.CourseDirectory.root = '/home/me/ml101'\n", encoding="utf-8")
+    done = installed("own", "backprop-ninja", "exercise", "check", "mine.py", exit_status=1,
+                     PATH=f"{fake}:{installed.path}", JUPYTER_CONFIG_DIR=str(config))
+    assert "sigmoid-mlp" in done.stdout and "dW1" in done.stdout and "mutants" in done.stdout
+    problems = [line for line in done.stderr.splitlines() if not line.startswith(("grading ", "running "))]
+    assert problems == ["nbgrader autograde failed (exit 1): AttributeError: n"], done.stderr
+    assert "Traceback" not in done.stderr
+    table = done.stdout.split("\n\n")[-1].splitlines()
+    assert [line.split()[0] for line in table[:5]] == ["answers", "slips", "routes", "self-check", "time"], table
+    assert all(line.startswith("warning: the slip ") for line in table[5:]), table
+    slips = re.fullmatch(r"slips      \d+ in (\d+) notebooks \(one slip per answer in each\)", table[1])
+    assert slips, table
+    notebooks = int(slips.group(1)) + 2  # and the solved notebook and the stub
+    assert table[2] == (f"routes     grade --html --gradebook, Gradescope (run_autograder on 2 of {notebooks} "
+                        "notebooks, the others from grade's results), nbgrader autograde FAILED"), table
+    # each notebook Run All in a kernel: every check line says what grade gave
+    agreed = re.fullmatch(r"self-check agrees with grade --html --gradebook on (\d+) of (\d+) answers in "
+                          rf"{notebooks} notebooks", table[3])
+    assert agreed and agreed.group(1) == agreed.group(2), table
+    # the temporary course is neither recorded as the instructor's nor made their formgrader's course
+    assert not (config / "backprop_ninja_courses.txt").exists(), sorted(p.name for p in config.iterdir())
+    assert (config / "nbgrader_config.py").read_text(encoding="utf-8") == "c.CourseDirectory.root = '/home/me/ml101'\n"
+
     run("backprop-ninja", "course", "init", "course", "--exercise", "mine.py")
     course = load(work / "course" / "course.yml")
     assert course.exercise.name == "sigmoid-mlp" and (work / "course" / "mine.py").is_file()
@@ -107,7 +145,7 @@ def test_exercise_check_and_course_init_from_the_wheel_outside_a_checkout(instal
 
 def test_course_init_variant_from_the_wheel_outside_a_checkout(installed):
     def run(*args):
-        return installed("variant", *args)
+        return installed("variant", *args).stdout
 
     work = installed.home / "variant"
     work.mkdir()

@@ -440,10 +440,23 @@ def _agree(first: tuple[str, Scores], other: tuple[str, Scores]) -> list[str]:
     return problems
 
 
+def _routes(target: Path, course, work: Path, paths: dict[str, Path], graded: list,
+            quick: bool) -> list[tuple[str, Callable[[], Scores]]]:
+    """Each route by name, in the order they run: Gradescope's reads what `grade` gave (`graded`, filled as
+    they run); `quick` leaves out nbgrader's autograde, the slowest."""
+    routes = [(GRADE, lambda: _grade_route(target, course, work)),
+              (GRADESCOPE, lambda: _gradescope_route(target, course, work, paths,
+                                                     graded[0][1].results if graded else {}))]
+    if not quick:
+        routes.append((NBGRADER, lambda: _nbgrader_route(target, course)))
+    return routes
+
+
 def dry_run(spec: str, quick: bool = False,
             log: Callable[[str], None] = lambda line: None) -> tuple[list[str], list[str]]:
     """(problems, the table's lines): the course SPEC makes, graded through every route (`quick`: all but
-    nbgrader's)."""
+    nbgrader's). The table comes with the problems too: what did hold (the other routes, the self-check's
+    agreement) tells the instructor how far the course got."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="backprop-ninja-check-") as folder:
         work = Path(folder)
@@ -467,17 +480,13 @@ def dry_run(spec: str, quick: bool = False,
             path.parent.mkdir(parents=True)
             nbformat.write(_notebook(solved, student, submission), path)
             paths[submission.stem] = path
-        graded, problems = [], []
-        routes = [(GRADE, lambda: _grade_route(target, course, work)),
-                  (GRADESCOPE, lambda: _gradescope_route(target, course, work, paths,
-                                                         graded[0][1].results if graded else {}))]
-        if not quick:
-            routes.append((NBGRADER, lambda: _nbgrader_route(target, course)))
-        for name, route in routes:
+        graded, failed, problems = [], [], []
+        for name, route in _routes(target, course, work, paths, graded, quick):
             log(f"grading {len(made)} notebooks through {name}")
             try:
                 graded.append((name, route()))
             except RouteError as exc:
+                failed.append(name)
                 problems.append(str(exc))
         for name, scores in graded:
             problems += _problems(course, name, scores, made)
@@ -491,7 +500,7 @@ def dry_run(spec: str, quick: bool = False,
     table = [f"{'answers':<10} {len(course.exercise.answers)} ({len(course.exercise.answer_cells)} cells)",
              f"{'slips':<10} {slips} in {len(made) - 2} notebooks (one slip per answer in each)",
              f"{'routes':<10} {', '.join(name + (f' ({s.how})' if s.how else '') for name, s in graded) or 'none'}"
-             + (" (--quick: not nbgrader autograde)" if quick else ""),
+             + "".join(f", {name} FAILED" for name in failed) + (" (--quick: not nbgrader autograde)" if quick else ""),
              f"{'self-check':<10} {agreement}",
              f"{'time':<10} {time.monotonic() - started:.0f} s"]
     return problems, table + [line for name, scores in graded[:1] for line in _unnamed(scores, made)]
