@@ -20,11 +20,20 @@ import pytest
 from grader.student.selfcheck import share_said
 from helpers.kernel import Kernel
 from helpers.paths import ROOT
+from helpers.variant_courses import DATA_STRIDE
 
 pytestmark = pytest.mark.slow
 SOLVED = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
 CELLS = {c.id: c.source for c in SOLVED.cells if c.cell_type == "code"}
 SETUP = ("setup_imports", "setup_data", "setup_params", "setup_forward")
+
+
+def data(folder: Path | str) -> None:
+    """Every eighth word of names.txt in `folder`, where the notebook reads its data: the self-check's lines are
+    the same for any list of words, and loading all of it was an eighth of these sessions' time (a kernel
+    restarts some 45 times)."""
+    words = (ROOT / "solutions" / "names.txt").read_text(encoding="utf-8").splitlines()[::DATA_STRIDE]
+    (Path(folder) / "names.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
 
 
 def written(cell: str) -> str:
@@ -803,7 +812,7 @@ def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code) for _, code in steps])
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ.get('PATH', '')}"}
     # A folder of its own: the solved notebook beside names.txt would be taken for this one's saved file.
-    shutil.copy(ROOT / "solutions" / "names.txt", tmp_path)
+    data(tmp_path)
     NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors=True,
                    resources={"metadata": {"path": str(tmp_path)}}).execute(env=env)
     lines = []
@@ -842,7 +851,7 @@ def test_a_fix_not_saved_and_exercise_2_reading_exercise_1_are_told_as_the_grade
         cell.source = wrong if cell.id == "dprobs" else "dcounts_sum_inv = None  # TODO\n" \
             if cell.id == "dcounts_sum_inv" else cell.source
     nbformat.write(nb, tmp_path / "mine.ipynb")
-    shutil.copy(ROOT / "solutions" / "names.txt", tmp_path)
+    data(tmp_path)
     kernel = Kernel(tmp_path, CELLS)
     try:
         setup(kernel, full=True)
@@ -928,7 +937,7 @@ def test_every_kind_of_line_says_what_the_saved_notebook_gets(tmp_path):
         cell.source = {"db1": "db1 = None  # TODO\n", "dcounts_sum_inv": "dcounts_sum_inv = None  # TODO\n",
                        "ex4_backward": template}.get(cell.get("id"), cell.source)
     nbformat.write(nb, tmp_path / "mine.ipynb")
-    shutil.copy(ROOT / "solutions" / "names.txt", tmp_path)
+    data(tmp_path)
     kernel = Kernel(tmp_path, CELLS)
     try:
         setup(kernel, full=True)
@@ -1271,7 +1280,7 @@ def trial10_without_cell_ids_a_notebook_never_saved(kernel):
     here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
     with tempfile.TemporaryDirectory() as folder:
         shutil.copy(released, folder)
-        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        data(folder)
         kernel.run("scratch", f"os.chdir({folder!r})\n", send_id=False)
         try:
             for cell in (*SETUP, *EX1[:EX1.index("dh") + 1]):
@@ -1377,7 +1386,7 @@ def trial12_without_cell_ids_which_run_the_saved_notebook_holds(kernel):
         return kernel.check(grade_id, send_id=False)
 
     with tempfile.TemporaryDirectory() as folder:
-        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        data(folder)
 
         def save(changes=None, scratch=None):
             nb = nbformat.from_dict(json.loads(json.dumps(SOLVED)))
@@ -1572,7 +1581,7 @@ def trial13_without_cell_ids_a_copy_beside_the_notebook(kernel):
         return kernel.run(cell, code if code is not None else cells[cell].source, send_id=False)
 
     with tempfile.TemporaryDirectory() as folder:
-        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        data(folder)
         nb = nbformat.from_dict(json.loads(json.dumps(released)))
         cells = {c.get("id"): c for c in nb.cells if c.cell_type == "code"}
         saves = []
@@ -1634,7 +1643,7 @@ def trial14_without_cell_ids_which_notebook_is_the_students(kernel):
         return nb
 
     with tempfile.TemporaryDirectory() as folder:
-        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        data(folder)
         path = Path(folder) / "backprop_ninja.ipynb"
         nbformat.write(notebook({"ex4_backward": CELLS["ex4_backward"]}), path)
         try:
@@ -1874,7 +1883,7 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
     # cell (the answer cell of dcounts_sum), dcounts_sum's "not run yet"
     here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
     with tempfile.TemporaryDirectory() as folder:
-        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        data(folder)
         typo = "dprobs = -counts_sum**-2 * dcounts_sum_inv\n"
         saved = {**{c: written(c) for c in EX1[:EX1.index("dcounts_sum_inv") + 1]}, "dcounts_sum": typo}
         nb = nbformat.from_dict(json.loads(json.dumps(released)))
@@ -1999,7 +2008,7 @@ def trial16_a_pasted_cell_a_stopped_exec_a_typo_never_saved_and_a_slow_cell(kern
                "dC": "dC = torch.zeros_like(C)\ndC.index_add_(0, Xb.view(-1), demb.view(-1, C.shape[1]))\n"}
     here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
     with tempfile.TemporaryDirectory() as folder:
-        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        data(folder)
         nb = nbformat.from_dict(json.loads(json.dumps(released)))
         for c in nb.cells:
             c.source = slipped.get(c.get("id"), c.source)
@@ -2127,7 +2136,7 @@ def trial18_exercise_4_edited_and_run_over_a_right_saved_cell(kernel):
     assert edited != CELLS["ex4_backward"]
     here = kernel.run("scratch", "import os\nprint(os.getcwd())\n", send_id=False)[0].strip()
     with tempfile.TemporaryDirectory() as folder:
-        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        data(folder)
         path = Path(folder) / "backprop_ninja.ipynb"
         nb = nbformat.from_dict(json.loads(json.dumps(released)))
         for c in nb.cells:
@@ -2215,7 +2224,7 @@ def trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer(ke
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "backprop_ninja.ipynb"
-        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        data(folder)
         upto = EX1[:EX1.index("dW2") + 1]
         # F1, JupyterLab: dh's cell copied below dW2's check with other code, run, saved
         kernel.restart()
@@ -2340,7 +2349,7 @@ def trial20_a_moved_cell_an_alias_exercise_2_first_and_an_error_of_its_own(kerne
     every = (*EX1, "dembcat", "dW1", "db1", "demb", "dC")
     # F1, the classic Notebook: dprobs's answer cell moved below its check, saved
     with tempfile.TemporaryDirectory() as folder:
-        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        data(folder)
         nb = nbformat.from_dict(json.loads(json.dumps(released)))
         for cell in nb.cells:
             cell.source = written(cell.id) if cell.get("id") in ("dlogprobs", "dprobs") else cell.source
@@ -2437,7 +2446,7 @@ def trial22_a_second_notebook_on_the_kernel_and_a_deletion_beside_a_none(kernel)
         nbformat.write(nb, path)
 
     with tempfile.TemporaryDirectory() as folder:
-        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        data(folder)
         save(Path(folder) / "backprop_ninja.ipynb", ("dlogprobs", "dprobs"))
         scratch = Path(folder) / "scratch.ipynb"
         nbformat.write(nbformat.v4.new_notebook(), scratch)
@@ -2480,7 +2489,7 @@ def trial22_a_second_notebook_on_the_kernel_and_a_deletion_beside_a_none(kernel)
             kernel.run("scratch", f"os.chdir({here!r})\ndel __session__\n")
     # F2, the classic Notebook, saved: dprobs set to None by a scratch cell, then dcounts_sum_inv deleted by another
     with tempfile.TemporaryDirectory() as folder:
-        shutil.copy(ROOT / "solutions" / "names.txt", folder)
+        data(folder)
         kernel.restart()
         kernel.run("scratch", f"import os\nos.chdir({folder!r})\n", send_id=False)
         try:
@@ -2544,7 +2553,7 @@ def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
     data and no notebook, as where a notebook is never saved (the sessions about a saved file write one)."""
-    shutil.copy(ROOT / "solutions" / "names.txt", tmp_path)
+    data(tmp_path)
     kernel = Kernel(tmp_path, CELLS)
     try:
         for session in (check_cells_before_the_setup_and_after_a_restart_say_what_to_run,
