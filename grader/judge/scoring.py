@@ -80,6 +80,10 @@ class Result:
     isolation: dict = field(default_factory=dict)
     digest: str = ""  # of everything the result depends on: see grade.input_digest
     exercise: str = DEFAULT  # what was graded, as course.yml names it: pages and reports order and head by it
+    # The exercise's grade ids in the notebook's order, each with its part: what a report or an export orders and
+    # groups by without loading the exercise, whose definition imports torch (seconds a command) and whose file,
+    # for a course's own exercise, may not be where the report runs. Empty: read from a file written before.
+    outline: dict[str, int | None] = field(default_factory=dict)
     # What the feedback page draws (grader.outputs.feedback_page.gather), taken from the answers while they are
     # in memory; never written to a results file. None: not gathered (not asked for, or a kept result).
     evidence: dict | None = field(default=None, repr=False, compare=False)
@@ -146,9 +150,14 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
     return scored(0.0, Verdict.INCORRECT, chain.feedback)
 
 
+def outline(exercise) -> dict[str, int | None]:
+    """Result.outline of a result of `exercise`."""
+    return {grade_id: exercise.part_of(grade_id) for grade_id in exercise.grade_ids}
+
+
 def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Result:
     result = Result(submission.id, str(submission.path), error=submission.error, exercise=course.exercise_spec,
-                    notebook_sha256=submission.sha256)
+                    notebook_sha256=submission.sha256, outline=outline(course.exercise))
     for cell, refusal in submission.refused.items():
         kind = Flag.SYNTAX_ERROR if refusal.unreadable else Flag.STATIC_CHECK
         result.flags.append({"kind": kind, "cell": cell, "evidence": str(refusal)})

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from grader import safe_text
 from grader.exercise import load as load_exercise
-from grader.judge.scoring import Result
+from grader.judge.scoring import Result, outline
 from grader.outputs import final
 from grader.outputs.files import atomic_write
 from grader.outputs.results import load_result, result_path, submissions_file
@@ -61,14 +61,17 @@ def load(folder: Path, skip=()) -> list[Result]:
     return [found[sid] for sid in sorted(found)]
 
 
-def _exercise(results: list[Result]):
-    """The exercise a class's results are of (a folder holds one course's)."""
-    return load_exercise(results[0].exercise) if results else load_exercise()
+def _outline(results: list[Result]) -> dict[str, int | None]:
+    """The grade ids of the exercise a class's results are of (a folder holds one course's), in the notebook's
+    order, each with its part: as the results say it, or, in files written before they said it, the exercise's."""
+    if results and results[0].outline:
+        return results[0].outline
+    return outline(load_exercise(results[0].exercise) if results else load_exercise())
 
 
 def grade_ids(results: list[Result]) -> list[str]:
     """The grade ids in the results, in the order the notebook asks for them (unknown ones last)."""
-    rank = {g: i for i, g in enumerate(_exercise(results).grade_ids)}
+    rank = {g: i for i, g in enumerate(_outline(results))}
     seen = dict.fromkeys(t.name for r in results for t in r.tests)
     return sorted(seen, key=lambda g: rank.get(g, len(rank)))
 
@@ -89,14 +92,14 @@ def _distribution(results: list[Result]) -> list[dict]:
 
 
 def _per_grade_id(results: list[Result], ids: list[str]) -> list[dict]:
-    exercise = _exercise(results)
+    parts = _outline(results)
     rows = []
     for grade_id in ids:
         tests = [t for r in results for t in r.tests if t.name == grade_id]
         counts = {v: sum(t.verdict == v for t in tests) for v in VERDICTS}
         rows.append({
             "grade_id": grade_id,
-            "exercise": exercise.part_of(grade_id),
+            "exercise": parts.get(grade_id),
             "max_score": max(t.max_score for t in tests),
             "mean_score": round(statistics.fmean(t.score for t in tests), 4),
             "graded": len(tests),

@@ -27,6 +27,7 @@ def gradescope(result: Result) -> dict:
         "tests": [_test_json(t) for t in result.tests],
         "flags": result.flags,
         "extra_data": {"submission": result.submission, "path": result.path, "exercise": result.exercise,
+                       **({"outline": [[g, part] for g, part in result.outline.items()]} if result.outline else {}),
                        "grader_version": __version__,
                        "input_digest": result.digest, "isolation": result.isolation,
                        **({"notebook_sha256": result.notebook_sha256} if result.notebook_sha256 else {}),
@@ -99,12 +100,24 @@ def result_from_json(data: dict) -> Result:
                     exercise=extra.get("exercise", DEFAULT),  # grader 0.1 graded one exercise, the default
                     notebook_sha256=str(extra.get("notebook_sha256", "")))
     result.tests = [_test(t) for t in data["tests"]]
+    result.outline = _outline(extra.get("outline", {}))
     result.late_penalty = float(extra.get("late_penalty", 0.0))
     result.superseded = str(extra.get("superseded", ""))
     summary = data["output"].partition(EARLIER)[2] if result.superseded else data["output"]
     if summary != f"{result.score:g} / {result.max_score:g}":
         result.error = summary
     return valid(result)
+
+
+def _outline(found: object) -> dict[str, int | None]:
+    """Result.outline read back from its pairs (a list: the order is the point, and a tool that rewrites JSON may
+    sort an object's keys): a grade id (valid text) and an int or None each; anything else is no outline (the
+    report then reads the exercise's), never a result lost."""
+    pairs = found if isinstance(found, list) else []
+    if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and (p[1] is None or type(p[1]) is int)
+               for p in pairs):
+        return {}
+    return {safe_text.visible(grade_id): part for grade_id, part in pairs}
 
 
 def load_result(path: Path) -> Result | None:
