@@ -405,10 +405,16 @@ def test_a_cell_the_parser_cannot_read_is_judged_without_its_code(code):
     ("right in 4 of 1134 entries, wrong in 6", []),
     ("right on 2 of the 4 batches of the self-check and wrong on the others", []),
     ("shape (36, 27), expected (27, 36): looks transposed", ["n", "vocab"]),
-    ("27 times too large", ["vocab"])])
+    ("27 times too large", ["vocab"]),
+    # torch's names hold digits (mat2, x_2, a 2.5): none is a size; a shape's 36x27 is two numbers
+    ("mat1 and mat2 shapes cannot be multiplied (36x27 and 4x6)", ["n", "block_size", "n_embd", "vocab"]),
+    ("mat1 and mat2 shapes cannot be multiplied (36x27 and 27x36)", ["n", "vocab"]),
+    ("x_4 is 2.5 times too large", [])])
 def test_a_line_names_the_sizes_it_quotes_as_shapes_totals_and_factors_not_positions_or_counts(text, sizes):
-    """A student trial's dC line quoted 'where block_size=4, n_embd=6' of 'rows 6, ... (4 of 36)'."""
-    case = SimpleNamespace(config=SimpleNamespace(sizes={"n": 36, "block_size": 4, "n_embd": 6, "vocab": 27}))
+    """A student trial's dC line quoted 'where block_size=4, n_embd=6' of 'rows 6, ... (4 of 36)'; another's named
+    block_size=2 of torch's 'mat2'."""
+    case = SimpleNamespace(config=SimpleNamespace(sizes={"n": 36, "block_size": 4, "n_embd": 6, "vocab": 27,
+                                                         "two": 2}))
     assert compare._quoted(case, text) == sizes
 
 

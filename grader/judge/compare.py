@@ -327,9 +327,19 @@ _NOT_SIZES = re.compile(r"\bline \d+|\b(?:rows|columns) \d+(?:, \d+)*(?:, \.\.\.
                         r"|\b\d+ of\b|\b\d+ (?:batch|hidden configuration)")
 
 
+# A whole number a line quotes: not a digit of a name ("mat2" in torch's "mat1 and mat2 shapes cannot be
+# multiplied" made a line name block_size=2), of a decimal or of a longer number; a shape's "32x27" is two.
+_NUMBER = re.compile(r"(?:(?<=\dx)|(?<![\w.]))\d+(?![\d.])")
+
+
+def _numbers(text: str) -> set[int]:
+    """The whole numbers `text` quotes that may be sizes."""
+    return {int(n) for n in _NUMBER.findall(_NOT_SIZES.sub("", text))}
+
+
 def _quoted(case, text: str) -> list[str]:
     """The names of `case`'s sizes whose values `text` quotes as a shape, a total or a factor."""
-    quoted = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", _NOT_SIZES.sub("", text))}
+    quoted = _numbers(text)
     return [k for k, v in case.config.sizes.items() if v in quoted]
 
 
@@ -383,8 +393,7 @@ def _written_and_quoted(code: str | None, message: str) -> str:
     network of 54 hidden units raises "shape '[1, 200]' is invalid", which says nothing of where 200 came
     from (the notebook's own network has 200). Empty where there are none."""
     written = {v for v in _written(code) or () if v > 2}
-    quoted = {int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", _NOT_SIZES.sub("", message))}
-    both = sorted(written & quoted)
+    both = sorted(written & _numbers(message))
     return "" if not both else " and ".join(map(str, both)) + (" as numbers" if len(both) > 1 else " as a number")
 
 
