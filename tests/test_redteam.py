@@ -56,9 +56,12 @@ MODES = ("root", "user", "nouserns")
 CHECKED_HOST = "user"  # most instructors' and every JupyterHub's: the product as it is, walls and check together
 NB = "backprop_ninja"
 ASSIGNMENT = COURSE.assignment
-# The nbgrader route, once per mode: in the floor, where every payload runs and meets the walls alone (the
-# static check before them is the same code on both routes, grader.pipeline.grading.Grader).
+# The nbgrader route: in the floor, where every payload runs and meets the walls alone (the static check before
+# them is the same code on both routes, grader.pipeline.grading.Grader), on the hosts where instructors run
+# nbgrader as themselves: with user namespaces (every JupyterHub) and without (Ubuntu 24.04). As root the walls
+# it meets are the fast route's, which the root floor proves, and nbgrader's own handling is the same code.
 NBGRADER_VEHICLE = "floor"
+NBGRADER_HOSTS = ("user", "nouserns")
 # Its hostile student: these attacks' cells, every XSS payload, a copied and a deleted answer cell; and
 # one whose right answers sit beside cells that crash or hang their child.
 HOSTILE = ("ipc", "sysv", "leak_salt", "hidden_values")
@@ -547,7 +550,8 @@ def mode(request):
     name, vehicle = request.param
     session = request.getfixturevalue("unix_user") if name != "root" else None
     # the course `course init` and generate_assignment made (tests/conftest.py), copied into the mode
-    template = request.getfixturevalue("generated_course") if vehicle == NBGRADER_VEHICLE else None
+    nbgrader = vehicle == NBGRADER_VEHICLE and name in NBGRADER_HOSTS
+    template = request.getfixturevalue("generated_course") if nbgrader else None
     m = Mode(name, vehicle, session, template)
     try:
         m.build()
@@ -866,12 +870,12 @@ def test_nested_prints_stall_nothing(mode):
 
 
 # ---------------------------------------------------------------------------------------------
-# The nbgrader route: autograde and generate_feedback in each mode
+# The nbgrader route: autograde and generate_feedback in the floor on NBGRADER_HOSTS
 
 
 def _graded_by_nbgrader(mode: Mode) -> Batch:
     if mode.nbgrader is None:
-        pytest.skip(f"nbgrader's route runs in the {NBGRADER_VEHICLE} vehicle, once per mode")
+        pytest.skip(f"nbgrader's route runs in the {NBGRADER_VEHICLE} vehicle on the hosts {NBGRADER_HOSTS}")
     return mode.nbgrader
 
 
