@@ -54,6 +54,28 @@ def test_download_names_give_the_student_and_the_lms_id(path, expected):
     assert {k: info[k] for k in expected} == expected
 
 
+@pytest.mark.parametrize("path, student, stamp", [
+    # A red team's names: the part after the LMS's own is the file name the student uploaded, and held
+    # another LMS's pattern, or their own LMS's with a classmate's id and a time in 2099.
+    ("backprop_ninja_mallory_attempt_2024-05-01-11-00-00_x_bob_attempt_2099-12-31-23-59-59_backprop_ninja.ipynb",
+     "mallory", "2024-05-01 11:00:00"),
+    ("backprop_ninja_mallory_attempt_2026-12-31-23-00-00_x_mallory_attempt_2020-01-01-00-00-00_backprop_ninja.ipynb",
+     "mallory", "2026-12-31 23:00:00"),
+    ("Mallory Smith_77_assignsubmission_file_/x_moodle-123_attempt_2099-12-31-23-59-59_backprop_ninja.ipynb",
+     "moodle-77", None),
+    ("Mallory Smith_77_assignsubmission_file_x_bob_attempt_2099-12-31-23-59-59_backprop_ninja.ipynb",
+     "moodle-77", None),
+    ("smithmallory_77_88_x_bob_attempt_2099-12-31-23-59-59_backprop_ninja.ipynb", "canvas-77", None),
+    ("Backprop Ninja_mallory_attempt_2026-11-30-15-04-05_doejane_12_34_backprop_ninja.ipynb", "mallory",
+     "2026-11-30 15:04:05"),
+    ("Backprop Ninja_mallory_attempt_2026-11-30-15-04-05_Bob_9_assignsubmission_file_backprop_ninja.ipynb",
+     "mallory", "2026-11-30 15:04:05"),
+])
+def test_the_students_own_file_name_never_names_the_student_or_the_time(path, student, stamp):
+    info = lms_name(path)
+    assert (info["student_id"], info["timestamp"]) == (student, stamp)
+
+
 @pytest.mark.parametrize("path", ["notes.ipynb", "submissions/index.html"])
 def test_a_file_no_lms_names_so_is_skipped(path):
     assert lms_name(path) is None

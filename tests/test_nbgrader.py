@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import shutil
 import zipfile
@@ -644,6 +645,55 @@ def test_a_score_set_after_feedback_reaches_the_feedback_made_next(course):
         gb.db.commit()
     again.nbgrader("generate_feedback", ASSIGNMENT, must=True)
     assert "your instructor set this score: 0.25" in again.feedback(student).read_text(encoding="utf-8")
+
+
+def test_an_autograde_killed_while_grading_hands_out_no_feedback_of_it(course):
+    """The TA trial's worst case: autograde was killed (kill -9: a culled server, an OOM kill) while it graded a
+    late resubmission; run again it passed over the folder nbgrader had written before grading, and
+    generate_feedback and release_feedback handed the student a page of the earlier notebook's grades for the
+    new one. The copy is marked ungraded until it is graded: no page of it is released, and every step says to
+    grade it again with --force, after which the student gets the new grades."""
+    import signal
+    import subprocess
+    import time
+    from datetime import timedelta
+
+    from nbgrader.utils import parse_utc
+
+    again = Course(course.tmp, COURSE.course_id, ASSIGNMENT, name="killed-course")
+    shutil.copytree(course.dir, again.dir)
+    student = "ada"
+    stamp = again.submitted(student).parent / "timestamp.txt"
+    stamp.write_text((parse_utc(stamp.read_text()) + timedelta(hours=1)).strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+    wrong = {"dlogprobs": "dlogprobs = torch.zeros_like(logprobs)\n"}
+    edit(again.submitted(student), lambda nb: set_answers(nb, wrong))
+    autograde = subprocess.Popen([shutil.which("nbgrader"), "autograde", ASSIGNMENT], cwd=again.dir, env=again.env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    copy, deadline = again.autograded(student), time.monotonic() + 120
+    while not (copy.is_file() and "backprop_ninja_grading_unfinished" in copy.read_text(encoding="utf-8")):
+        assert autograde.poll() is None and time.monotonic() < deadline, "autograde ended before it could be killed"
+        time.sleep(0.02)
+    os.killpg(autograde.pid, signal.SIGKILL)
+    autograde.wait()
+    assert "backprop_ninja_grading_unfinished" in copy.read_text(encoding="utf-8"), "killed after it had graded"
+
+    done = again.nbgrader("autograde", ASSIGNMENT, f"--student={student}", must=True)
+    assert "Skipping existing assignment" in done.stderr  # nbgrader's
+    told = f"--student {student} --force (without --force nbgrader passes over it)"
+    done = again.nbgrader("generate_feedback", ASSIGNMENT, f"--student={student}", must=True)
+    assert f"{student}: feedback not to release: its grading did not finish" in done.stderr and told in done.stderr
+    done = again.nbgrader("release_feedback", ASSIGNMENT, f"--Exchange.root={again.exchange}",
+                          f"--student={student}", must=True)
+    assert f"{student}: not released: its grading did not finish" in done.stderr and told in done.stderr, str(done)
+    assert "Feedback released to" not in done.stderr, str(done)
+
+    again.nbgrader("autograde", ASSIGNMENT, f"--student={student}", "--force", must=True)
+    again.nbgrader("generate_feedback", ASSIGNMENT, f"--student={student}", must=True)
+    done = again.nbgrader("release_feedback", ASSIGNMENT, f"--Exchange.root={again.exchange}",
+                          f"--student={student}", must=True)
+    [page] = re.findall(r"Feedback released to: (\S+\.html)", done.stderr)  # where the student fetches it from
+    assert "backprop_ninja_grading_unfinished" not in again.autograded(student).read_text(encoding="utf-8")
+    assert "dlogprobs: 0 / 1 (" in text_of_html(Path(page)), text_of_html(Path(page))[:3000]
 
 
 def test_regrades_on_either_route_leave_every_view_right(course):

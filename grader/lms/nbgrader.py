@@ -41,6 +41,34 @@ class _Preprocessor(NbGraderPreprocessor):
     display_data_priority = List(config=True, help="nbconvert's; not used by this preprocessor")
 
 
+# The mark of a notebook in autograded/ whose grading has not finished. nbgrader writes the sanitized notebook
+# there before it grades and, when autograde is killed (a culled server, an OOM kill, a closed ssh session),
+# leaves it; the next autograde passes over a folder that exists, and generate_feedback made the student a page
+# of the earlier grades for the new notebook (a TA trial). The mark makes that copy known as ungraded.
+UNFINISHED = "backprop_ninja_grading_unfinished"
+
+
+def unfinished(coursedir, student: str, assignment: str) -> str:
+    """Why the student's notebook in autograded/ is not a graded one ("" when it is, or there is none)."""
+    import json
+
+    folder = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
+    for path in sorted(folder.glob("*.ipynb")) if folder.is_dir() else ():
+        try:
+            marked = UNFINISHED in json.loads(path.read_text(encoding="utf-8")).get("metadata", {})
+        except (OSError, ValueError, AttributeError):
+            marked = True
+        if marked:
+            return unfinished_why(student, assignment)
+    return ""
+
+
+def unfinished_why(student: str, assignment: str) -> str:
+    return (f"its grading did not finish (autograde was stopped while grading it): run nbgrader autograde "
+            f"{assignment} --student {student} --force (without --force nbgrader passes over it), then nbgrader "
+            f"generate_feedback")
+
+
 def fill_grade_cells(nb, result, page: bool = True, title: str | None = None) -> None:
     """Each grade cell gets its grade id's feedback (stdout) and score (the result nbgrader reads as
     partial credit). A grade cell the grader has no test for gets 0 and says so, never full points.
@@ -53,7 +81,7 @@ def fill_grade_cells(nb, result, page: bool = True, title: str | None = None) ->
     Done here, both routes do it, and so does a course whose nbgrader_config.py an older version wrote."""
     from grader.lms.student_html import neutralise
 
-    neutralise(nb)
+    neutralise(nb)  # drops UNFINISHED's mark with every other notebook metadata of the sanitized copy
     tests = {grade_cell_id(t.name): t for t in result.tests}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -115,6 +143,9 @@ class GradebookFeedback(_Preprocessor):
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
+        if UNFINISHED in nb.metadata:  # release_feedback holds its page back (stale_feedback)
+            self.log.warning(safe_text.terminal(f"{info['student']}: feedback not to release: "
+                                                f"{unfinished_why(info['student'], info['assignment'])}"))
         grades = {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["score"] for c in nb.cells
                   if c.metadata.get("nbgrader", {}).get("grade") and c.metadata.nbgrader.get("score") is not None}
         remake_page(nb, grades, info.get("late_penalty") or 0.0, f"{info['assignment']}/{info['notebook']}")
@@ -179,6 +210,7 @@ class NeutraliseHtml(_Preprocessor):
         from grader.lms.student_html import neutralise
 
         neutralise(nb)
+        nb.metadata[UNFINISHED] = True  # until fill_grade_cells: see UNFINISHED
         return nb, resources
 
 
@@ -419,13 +451,16 @@ def same_points(course, info: dict) -> None:
 _made: dict[tuple, object] = {}
 
 
-def _grader(course, weaker: bool, evidence: bool):
+def _grader(course, weaker: bool, evidence: bool, log):
+    from grader.pipeline.batch import weaker as weaker_line
     from grader.pipeline.grading import Grader, course_digest
 
     key = (str(course.path.resolve()), course_digest(course), weaker, evidence, str(Path.cwd()))
     if key not in _made:
         _made.clear()
         _made[key] = Grader(course, hidden=[Path.cwd()], evidence=evidence)
+        if _made[key].isolation["missing"]:  # as the fast route's first line (a red team found this route quiet)
+            log.warning(weaker_line(_made[key].isolation))
     return _made[key]
 
 
@@ -468,7 +503,7 @@ class GradeInSandbox(_Preprocessor):
         # through DeduplicateIds, which keeps the last of several copies of a cell without a word.
         submission = extract.read(f"{info['student']}/{info['assignment']}/{info['notebook']}",
                                   self.submitted(info), course.exercise.answer_cells, course.limits.analysis_cpu)
-        grader = _grader(course, self.allow_weaker_sandbox, self.feedback_page)
+        grader = _grader(course, self.allow_weaker_sandbox, self.feedback_page, self.log)
         # Log lines go to the instructor's terminal and name the submission or quote its errors.
         [result] = grader.run([submission], progress=lambda line: self.log.info(safe_text.terminal(line)))
         if result.error:
@@ -610,16 +645,38 @@ LMS_NAMES = (
     # file with the highest is the newest. LATE (Canvas writes it in either case) after the due date.
     ("Canvas", re.compile(r"(?P<lms_name>[^_/]+)_(?:(?P<late>[Ll][Aa][Tt][Ee])_)?(?P<lms_user_id>\d+)_"
                           r"(?P<attachment_id>\d+)_(?P<file>.+?)(?:-(?P<resubmission>\d+))?\.ipynb")),
-    # Blackboard: <assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file>.ipynb
-    ("Blackboard", re.compile(r".*_(?P<student_id>[^_/]+)_attempt_(?P<timestamp>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)"
+    # Blackboard: <assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file>.ipynb. The first such run
+    # is Blackboard's: the file name after it is the student's, and may hold another.
+    ("Blackboard", re.compile(r"[^/]*?_(?P<student_id>[^_/]+)_attempt_(?P<timestamp>\d{4}-\d\d-\d\d-\d\d-\d\d-\d\d)"
                               r"_(?P<file>.+)\.ipynb")),
     # Moodle: "<full name>_<participant id>_assignsubmission_file_" then the file (in a folder of that name,
     # or after it in one file name); the participant id is the grading worksheet's "Participant N".
     ("Moodle", re.compile(r"(?P<full_name>[^/]+?)_(?P<lms_user_id>\d+)"
                           r"_assignsubmission_file_/?(?P<file>[^/]+)\.ipynb")),
-    # Anything else: <student>_<file>.ipynb
-    ("", re.compile(r"(?P<student_id>[^_/]+)_(?P<file>[^/]+)\.ipynb")),
 )
+# Anything else: <student>_<file>.ipynb
+OTHER = re.compile(r"(?P<student_id>[^_/]+)_(?P<file>[^/]+)\.ipynb")
+
+
+def _match(path: str) -> tuple[str, re.Match] | None:
+    """The LMS whose own part of the name ends first, and its match. Everything after that part is the
+    file name the student chose, where a student can write another LMS's pattern, or their own LMS's with a
+    classmate's id and any time (a red team filed a blank notebook as a classmate's, dated 2099, so that
+    nothing the classmate handed in later was collected): it never names the student."""
+    parts = path.replace(os.sep, "/").split("/")
+    name = parts[-1]
+    found = []
+    for lms, pattern in LMS_NAMES:
+        for text in ("/".join(parts[-2:]), name) if len(parts) > 1 else (name,):
+            match = pattern.fullmatch(text)
+            if match:  # where the student's part starts, counted in the file's own name
+                found.append((match.start("file") - (len(text) - len(name)), lms, match))
+                break
+    if found:
+        _, lms, match = min(found, key=lambda f: f[0])
+        return lms, match
+    match = OTHER.fullmatch(name)
+    return ("", match) if match else None
 
 
 def lms_name(path: str) -> dict | None:
@@ -627,23 +684,21 @@ def lms_name(path: str) -> dict | None:
     lms, the LMS's user id (or None), the name the LMS gives the student (Moodle's full name, Canvas's
     run-together one), resubmission number, late marker, timestamp, and `order`, which sorts a student's
     files oldest first; None when no LMS names files so."""
-    parts = path.replace(os.sep, "/").split("/")
-    for lms, pattern in LMS_NAMES:
-        found = pattern.fullmatch(parts[-1]) or (len(parts) > 1 and pattern.fullmatch("/".join(parts[-2:])))
-        if not found:
-            continue
-        info = found.groupdict()
-        student = info.get("student_id") or f"{lms.lower()}-{info['lms_user_id']}"
-        stamp = info.get("timestamp")
-        if stamp:
-            day, clock = stamp[:10], stamp[11:].replace("-", ":")
-            stamp = f"{day} {clock}"
-        resubmission = int(info.get("resubmission") or 0)
-        return {"lms": lms, "student_id": student, "lms_user_id": info.get("lms_user_id"),
-                "resubmission": resubmission, "late": bool(info.get("late")), "timestamp": stamp,
-                "full_name": info.get("full_name"), "lms_name": info.get("lms_name"),
-                "order": (stamp or "", int(info.get("attachment_id") or 0), resubmission)}
-    return None
+    matched = _match(path)
+    if matched is None:
+        return None
+    lms, found = matched
+    info = found.groupdict()
+    student = info.get("student_id") or f"{lms.lower()}-{info['lms_user_id']}"
+    stamp = info.get("timestamp")
+    if stamp:
+        day, clock = stamp[:10], stamp[11:].replace("-", ":")
+        stamp = f"{day} {clock}"
+    resubmission = int(info.get("resubmission") or 0)
+    return {"lms": lms, "student_id": student, "lms_user_id": info.get("lms_user_id"),
+            "resubmission": resubmission, "late": bool(info.get("late")), "timestamp": stamp,
+            "full_name": info.get("full_name"), "lms_name": info.get("lms_name"),
+            "order": (stamp or "", int(info.get("attachment_id") or 0), resubmission)}
 
 
 LEDGER = "collected.json"  # in downloaded/<assignment>/: which download file each student's notebook came from
@@ -852,6 +907,11 @@ class ReleaseFeedback(ExchangeReleaseFeedback):
             have.add(student)
             if student in excluded or not any(folder.glob("*.html")):
                 continue
+            why = unfinished(self.coursedir, student, assignment)
+            if why:
+                excluded.add(student)
+                self.log.warning("%s: not released: %s", safe_text.terminal(student), why)
+                continue
             why = stale_feedback(self.coursedir, student, assignment, folder)
             if why:
                 excluded.add(student)
@@ -868,7 +928,8 @@ class ReleaseFeedback(ExchangeReleaseFeedback):
         missing = sorted({Path(p).parent.name for p in glob.glob(submitted)} - have - excluded)
         for student in missing:
             autograded = Path(self.coursedir.format_path(self.coursedir.autograded_directory, student, assignment))
-            why = ("graded, and nbgrader generate_feedback has not run since: run it, then this again"
+            why = (unfinished(self.coursedir, student, assignment) or
+                   "graded, and nbgrader generate_feedback has not run since: run it, then this again"
                    if autograded.is_dir() else
                    "its latest notebook is not graded (its grading failed, as autograde's output said, or it has "
                    "not run since it was collected): run nbgrader autograde for it, then nbgrader generate_feedback, "

@@ -96,9 +96,12 @@ def adjust(result: Result, grades: dict[str, float], late_penalty: float = 0.0) 
     return result
 
 
-NOT_RECORDED = "graded, but the gradebook holds no score of it (its grading failed, or was stopped): grade it again"
+# How to grade a submission again by either route: nbgrader's autograde passes over a notebook whose grading
+# was stopped (its folder in autograded/ exists) unless forced.
+AGAIN = "grade it again (nbgrader autograde with --student and --force, or backprop-ninja grade)"
+NOT_RECORDED = f"graded, but the gradebook holds no score of it (its grading failed, or was stopped): {AGAIN}"
 STALE = ("the gradebook's scores are not those of its result (a grading that failed after its result was written, "
-         "or a result from elsewhere): grade it again")
+         f"or a result from elsewhere): {AGAIN}")
 
 
 def recorded(grades) -> bool:

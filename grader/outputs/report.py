@@ -415,7 +415,8 @@ def render(report: dict) -> str:
 
 
 RESUBMITTED = ("its latest submission was not graded (the notebook in submitted/ is not the one its result is of: "
-               "a resubmission whose grading failed, or not run yet): grade it again; the earlier score is not counted")
+               f"a resubmission whose grading failed or was stopped, or not run yet): {final.AGAIN}; the earlier score "
+               "is not counted")
 
 
 def resubmitted(results: list[Result], submitted: Path | None) -> dict[str, str]:
