@@ -261,6 +261,8 @@ REFUSED = {
     "nonlocal": ("def f():\n    x = 1\n    def g():\n        nonlocal x\n", 4, "nonlocal"),
     "del-item": ("d = {'a': 1}\ndel d['a']\n", 2, "del"),
     "bytes": ("b = b'abc'\n", 1, "bytes"),
+    # a red team's complex-step derivative of the forward line: exact, and no calculus in it
+    "complex-step": ("P = (hprebn + 0j).clone()\nP[0, 0] += 1e-30j\n", 1, "complex"),
     "await-in-async-comprehension": ("async def f():\n    return [x async for x in g()]\n", 1, "async"),
     "assert-grad": ("assert probs.grad is None, probs.grad_fn\n", 1, "grad"),
     # a syntax error is refused, not crashed on

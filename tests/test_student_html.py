@@ -134,6 +134,33 @@ def test_neutralising_twice_changes_nothing():
     assert nb == once
 
 
+def test_a_notebook_of_megabytes_of_markdown_is_rendered_within_a_budget():
+    """A red team's 5 MB of markdown headings held autograde for four minutes and left a 46 MB notebook: past a
+    notebook's budget, a cell shows the start of its text as typed, and a second pass charges nothing."""
+    import time
+
+    from grader.lms.student_html import MARKDOWN_BUDGET, SHOWN_PAST_BUDGET
+
+    nb = nbformat.read(STUB, as_version=4)
+    own = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    heading = "# a\n" * 25_000
+    nb.cells += [nbformat.v4.new_markdown_cell(heading) for _ in range(50)]
+    nb.cells.append(nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output(
+        "display_data", data={"text/markdown": heading})]))
+    start = time.process_time()
+    neutralise(nb)
+    assert time.process_time() - start < 30  # some 36 us a character without the budget: 180 s
+    rendered = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    assert not any("past the" in s for s in rendered[:len(own)])  # the notebook's own text, rendered
+    past = [s for s in rendered if "characters of markdown, past the" in s]
+    assert len(past) >= 50 - MARKDOWN_BUDGET // len(heading)
+    assert all(len(s) < 2 * SHOWN_PAST_BUDGET + 500 for s in past)
+    assert "characters of markdown, past the" in nb.cells[-1].outputs[0].data["text/html"]
+    once = copy.deepcopy(nb)
+    neutralise(nb)
+    assert nb == once
+
+
 def test_the_assignments_own_notebook_reads_the_same_once_neutralised():
     from nbconvert import HTMLExporter
 

@@ -94,8 +94,8 @@ def markdown(source: str) -> str:
     from mistune.renderers.html import HTMLRenderer
     from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
-    if source.startswith("<div>") and source.endswith("</div>") and _one_line(clean(source)) == source:
-        return source  # neutralised already (autograde does it twice): markdown shows it as it is, and it is clean
+    if _neutralised(source):
+        return source
 
     class Renderer(IPythonRenderer):
         def image(self, text, url, title=None):
@@ -111,6 +111,34 @@ def markdown(source: str) -> str:
     return "<div>" + _one_line(clean(rendered)) + "</div>"
 
 
+# The markdown a notebook's cells and outputs may hold that is rendered, in characters (the lecture's: 16,000).
+# Rendering runs in the trusted process at some 36 us a character of headings: a red team's 5 MB of them held
+# autograde for four minutes and wrote a 46 MB notebook. Past it, a cell shows the start of its text as typed.
+MARKDOWN_BUDGET = 100_000
+SHOWN_PAST_BUDGET = 1_000
+
+
+class _Budget:
+    def __init__(self):
+        self.left = MARKDOWN_BUDGET
+
+    def markdown(self, source: str) -> str:
+        if _neutralised(source):
+            return source
+        if len(source) <= self.left:
+            self.left -= len(source)
+            return markdown(source)
+        self.left = 0
+        note = (f"({len(source):,} characters of markdown, past the {MARKDOWN_BUDGET:,} of a notebook that are "
+                f"shown rendered: the first {SHOWN_PAST_BUDGET:,} as typed)")
+        return "<div>" + _one_line(f"<p>{note}</p><pre>{html.escape(source[:SHOWN_PAST_BUDGET])}</pre>") + "</div>"
+
+
+def _neutralised(source: str) -> bool:
+    """Neutralised already (autograde does it twice): markdown shows it as it is, and it is clean."""
+    return source.startswith("<div>") and source.endswith("</div>") and _one_line(clean(source)) == source
+
+
 def _one_line(html: str) -> str:
     return html.strip().replace("\r", "").replace("\n", "&#10;")
 
@@ -119,16 +147,17 @@ def _text(value) -> str:
     return "".join(value) if isinstance(value, list) else str(value)
 
 
-def _output(output) -> None:
+def _output(output, budget: _Budget) -> None:
     if output.get("output_type") not in ("display_data", "execute_result"):
         return  # stream and error outputs: every template escapes their text
     data = {}
     given = output.get("data", {})
     for kind, value in given.items():
         if kind == "text/markdown" and "text/html" not in given:
-            data["text/html"] = markdown(_text(value))
+            data["text/html"] = budget.markdown(_text(value))
         elif kind == "text/html":
-            data["text/html"] = clean(_text(value))
+            text = _text(value)
+            data["text/html"] = text if _neutralised(text) else clean(text)
         elif kind == "text/plain":
             data[kind] = _text(value)
         elif kind in KEPT_OUTPUTS and isinstance(value, str) and BASE64.fullmatch(value):
@@ -165,6 +194,7 @@ def neutralise(nb) -> None:
     from nbformat.corpus.words import generate_corpus_id
 
     nb.metadata = _notebook_metadata(nb.metadata)
+    budget = _Budget()
     for cell in nb.cells:
         cell.pop("attachments", None)
         given = cell.get("metadata")
@@ -180,11 +210,11 @@ def neutralise(nb) -> None:
             cell.id = generate_corpus_id()
         source = _text(cell.get("source", ""))
         if cell.cell_type == "markdown":
-            cell.source = markdown(source)
+            cell.source = budget.markdown(source)
         elif cell.cell_type == "code":
             if not isinstance(cell.get("execution_count"), int):
                 cell.execution_count = None
             for output in cell.get("outputs", []):
-                _output(output)
+                _output(output, budget)
         else:  # raw, or a type nbformat does not know, which a template may still write out
             cell.source = clean(source)

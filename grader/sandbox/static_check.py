@@ -39,7 +39,8 @@ Accepted node types (anything else is refused), and why each is safe:
 - BinOp, UnaryOp, BoolOp, Compare and their operators (Add, Sub, Mult, MatMult, Div, FloorDiv, Mod,
   Pow, LShift, RShift, BitOr, BitXor, BitAnd, UAdd, USub, Not, Invert, And, Or, Eq, NotEq, Lt, LtE,
   Gt, GtE, Is, IsNot, In, NotIn): arithmetic, dispatched to the operands' own types.
-- Constant: numbers, booleans, None, Ellipsis, and strings without a dunder; bytes are refused.
+- Constant: real numbers, booleans, None, Ellipsis, and strings without a dunder; bytes and complex numbers
+  are refused.
 - JoinedStr, FormattedValue: f-strings for printing. Their fields are expressions checked like any
   other, and a format spec may hold text only, no nested field; unlike `str.format` and `format_map`
   (refused), whose templates read attributes by name (`'{0.__class__}'`), an f-string reads nothing it
@@ -313,6 +314,8 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
     elif isinstance(node, ast.Constant):
         if isinstance(node.value, bytes):
             return "bytes are not allowed in an answer cell"
+        if isinstance(node.value, complex):  # a red team's complex-step derivative: full marks with no calculus
+            return f"complex numbers ({node.value!r}) are not allowed in an answer cell: no gradient here needs one"
         if isinstance(node.value, str) and "__" in node.value:
             return "strings naming dunder attributes are not allowed"
     elif isinstance(node, ast.FormattedValue):
