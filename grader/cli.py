@@ -162,6 +162,11 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
         from grader.pipeline.batch import grade as run
 
         course = _load_course(course_file)
+        if not (course.autotests_dir / "pytest.ini").is_file():  # a copy of a checkout's course.yml (a student trial)
+            raise click.ClickException(
+                f"{course.path}: autotests: {course.autotests_dir} holds no hidden suite (its pytest.ini): grade with "
+                "the course.yml beside its autotests/ folder, or make a course of your own with backprop-ninja "
+                "course init")
         if weaker:
             from grader.pipeline.batch import weaker_course
 

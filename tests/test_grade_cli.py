@@ -287,6 +287,21 @@ def test_a_bad_course_file_is_one_line_naming_the_key(tmp_path, edit, key):
     assert gc.isenabled(), "the command paused garbage collection for its start-up and left it off"
 
 
+def test_a_copy_of_course_yml_away_from_its_hidden_suite_is_one_line_saying_so(tmp_path):
+    """A student trial's self-learner copied the checkout's course.yml beside the notebook: `[Errno 2] No such file
+    or directory: .../autotests/pytest.ini`, after grading had begun."""
+    course = tmp_path / "course.yml"
+    course.write_text(COURSE_FILE.read_text(encoding="utf-8"), encoding="utf-8")
+    notebook = write(tmp_path / "subs" / "a.ipynb", submission())
+    result = CliRunner().invoke(main, ["grade", str(notebook), "--out", str(tmp_path / "out"), "--course", str(course)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    lines = [row for row in result.output.splitlines() if row.strip()]
+    assert lines == [f"Error: {course}: autotests: {tmp_path / 'autotests'} holds no hidden suite (its pytest.ini): "
+                     "grade with the course.yml beside its autotests/ folder, or make a course of your own with "
+                     "backprop-ninja course init"], result.output
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_missing_path_is_a_usage_error(tmp_path):
     missing = tmp_path / "no-such-folder"
     result = CliRunner().invoke(main, ["grade", str(missing), "--out", str(tmp_path / "out"),
