@@ -184,6 +184,23 @@ def _network(text: str, parameters=("W",), data=("X",)):
     return Network.parse(text, parameters=parameters, data=data, sizes={"n": "X.shape[0]"})
 
 
+def test_a_count_no_forward_line_names_is_read_from_the_data_and_a_double_minus_is_folded():
+    """An instructor trial's VAE: the mean of an expression written inline divided by that whole expression's
+    `.shape[0]`, where a teacher writes the data's `X.shape[0]`; and -(-0.5) printed `--0.5`."""
+    network = Network.parse("h = X @ W\nkl = (-0.5 * (1 + h - h.exp()).sum(1)).mean()\nloss = kl\n",
+                            parameters=("W",), data=("X",), sizes={})
+    found = []
+    for rows in (5, 7):
+        generator = torch.Generator().manual_seed(rows)
+        inputs = {"W": torch.randn(3, 4, dtype=torch.float64, generator=generator),
+                  "X": torch.randn(rows, 3, dtype=torch.float64, generator=generator)}
+        found.append(derive.Configuration(inputs, Sizes()))
+    [dh] = [g for g in derive.derive(network, found) if g.name == "dh"]
+    code = "\n".join(line for line in dh.source.splitlines() if not line.startswith("#"))
+    assert code == ("dh = -0.5 * torch.ones_like(h) * dkl / X.shape[0]\n"
+                    "dh += 0.5 * h.exp() * dkl / X.shape[0]"), code
+
+
 def test_an_operation_without_a_rule_names_its_line():
     network = _network("h = X @ W\nc = torch.cos(h)\nloss = c.sum()\n")
     inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}

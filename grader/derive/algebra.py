@@ -135,7 +135,12 @@ class Product:
     def node(self) -> ast.expr:
         parts = [copy.deepcopy(f) for f in self.factors]
         coef = self.coef
-        if parts and coef == -1:
+        if parts and coef == -1 and isinstance(parts[0], ast.Constant) and isinstance(parts[0].value, Literal) \
+                and parts[0].value < 0:  # -(-0.5) as 0.5, not `--0.5` (an instructor trial's VAE)
+            text = parts[0].value.text
+            flipped = text[1:] if text.startswith("-") else repr(-parts[0].value)
+            parts[0] = ast.Constant(Literal(-parts[0].value, flipped))
+        elif parts and coef == -1:
             parts[0] = ast.UnaryOp(ast.USub(), parts[0])
         elif not parts or coef != 1:
             parts.insert(0, number(coef))

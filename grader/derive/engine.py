@@ -242,6 +242,7 @@ class Derivation:
                                for k in self.diff})
             self.words.append({**configuration.sizes, **network.size_values(values)})
         self.sizes = tuple(network.sizes)
+        self.inputs = (*network.data, *network.parameters)  # what every answer cell may read
         self._values: dict[str, list] = {}
 
     # ------------------------------------------------------------------ what the rules ask
@@ -318,9 +319,21 @@ class Derivation:
             return call(x, "numel")
         node = None
         for d, size in zip(dims, named, strict=True):
-            part = size or ast.Subscript(ast.Attribute(x, "shape", ast.Load()), number(d), ast.Load())
+            part = size or (None if isinstance(x, ast.Name) else self._dimension([shape[d] for shape in shapes])) \
+                or ast.Subscript(ast.Attribute(x, "shape", ast.Load()), number(d), ast.Load())
             node = part if node is None else ast.BinOp(node, ast.Mult(), part)
         return node
+
+    def _dimension(self, counts: list[int]) -> ast.expr | None:
+        """A dimension of the data or a parameter as long as `counts` on every configuration (`X.shape[0]`), as a
+        teacher reads a size the forward lines never name: the mean of an expression written inline was divided
+        by that whole expression's `.shape[0]` (an instructor trial's VAE)."""
+        for tensor in self.inputs:
+            shapes = self.shapes(name(tensor))
+            for k in range(len(shapes[0])):
+                if all(shape[k] == c for shape, c in zip(shapes, counts, strict=True)):
+                    return ast.Subscript(ast.Attribute(name(tensor), "shape", ast.Load()), number(k), ast.Load())
+        return None
 
     def _size(self, counts: list[int]) -> ast.Name | None:
         """The readable size equal to `counts` (one per configuration) on every configuration."""
