@@ -2549,6 +2549,60 @@ def trial22_a_second_notebook_on_the_kernel_and_a_deletion_beside_a_none(kernel)
     assert "reading dlogits above, which is not attempted yet" in line and "ex2_dlogits" not in line, line
 
 
+def trial23_torchs_global_state_changed_by_a_scratch_cell(kernel):
+    """The twenty-third student trial: a scratch cell's torch.set_default_dtype(torch.float64) made the check say ok of
+    a dC that the grader gave 0 (its torch.zeros(C.shape) met float64 gradients in the grader only, as in the check
+    run with torch's own default), and with grad mode switched off the lines blamed the setup's locked cells."""
+    answered(kernel, (*EX1, "dembcat", "dW1", "db1", "demb"))
+    kernel.run("scratch", "torch.set_default_dtype(torch.float64)\n")
+    kernel.run("dC", "dC = torch.zeros(C.shape)\ndC.index_add_(0, Xb.view(-1), demb.view(-1, C.shape[1]))\n")
+    line = kernel.check("dC")
+    assert "WRONG" in line and "torch's default dtype is float64 in this kernel" in line, line
+    assert kernel.run("scratch", "print(torch.get_default_dtype())\n")[0] == "torch.float64\n"  # as it was
+    kernel.run("scratch", "torch.set_default_dtype(torch.float32)\ntorch.set_grad_enabled(False)\n")
+    assert kernel.run("setup_forward")[2] is not None  # the setup's own forward pass cannot run so
+    line = kernel.check("dh")
+    assert "not checked: torch's grad mode is off in this kernel" in line and "In[" not in line, line
+    kernel.run("scratch", "torch.set_grad_enabled(True)\n")
+    answered(kernel, EX1[:9])
+    assert right(kernel.check("dh"))
+
+
+def trial23_a_cd_in_a_scratch_cell_keeps_the_notebooks_folder(kernel):
+    """The twenty-third student trial, the classic Notebook (no cell ids, no file named): after a scratch cell's
+    `%cd ..` the check looked for the saved notebook in the new folder, found none, and said a plain ok of a right
+    answer run and not saved, which the grader gives 0."""
+    here = kernel.run("scratch", "print(_dh[0])\n", send_id=False)[0].strip()
+    saved = nbformat.from_dict(json.loads(json.dumps(SOLVED)))
+    next(c for c in saved.cells if c.get("id") == "ex2_dlogits").source = "dlogits = None  # TODO\n"
+    nbformat.write(saved, Path(here) / "backprop_ninja.ipynb")
+    try:
+        setup(kernel, send_id=False)
+        kernel.run("ex2_dlogits", send_id=False)
+        before = kernel.check("ex2_dlogits", send_id=False)
+        assert "WRONG as saved" in before, before
+        kernel.run("scratch", "%cd ..\n", send_id=False)
+        after = kernel.check("ex2_dlogits", send_id=False)
+        assert after == before, (before, after)
+    finally:
+        kernel.run("scratch", f"%cd {here}\n", send_id=False)
+        (Path(here) / "backprop_ninja.ipynb").unlink()
+
+
+def trial23_an_answer_in_a_new_cell_below_its_blank_cell(kernel):
+    """The twenty-third student trial: the answer typed in a new cell below its own, left blank (to keep the given
+    cell intact), was "WRONG: not attempted yet — stuck? backprop-ninja solution dh", a command that then refused."""
+    answered(kernel, EX1[:8])
+    kernel.run("dh", "dh = None  # TODO\n")
+    kernel.run("scratch", "dh = dlogits @ W2.T\n")
+    line = kernel.check("dh")
+    assert line.startswith("dh             | WRONG: not attempted yet: dh's own cell is blank, and the grader grades "
+                           "dh by that cell alone; your dh here comes from the cell you ran as In["), line
+    assert "stuck" not in line, line
+    kernel.run("dh")
+    assert right(kernel.check("dh"))
+
+
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
@@ -2588,7 +2642,10 @@ def test_scripted_student_sessions(tmp_path):
                         trial18_exercise_4_edited_and_run_over_a_right_saved_cell,
                         trial19_a_copied_cell_a_deleted_answer_an_old_download_and_a_numpy_answer,
                         trial20_a_moved_cell_an_alias_exercise_2_first_and_an_error_of_its_own,
-                        trial22_a_second_notebook_on_the_kernel_and_a_deletion_beside_a_none):
+                        trial22_a_second_notebook_on_the_kernel_and_a_deletion_beside_a_none,
+                        trial23_torchs_global_state_changed_by_a_scratch_cell,
+                        trial23_a_cd_in_a_scratch_cell_keeps_the_notebooks_folder,
+                        trial23_an_answer_in_a_new_cell_below_its_blank_cell):
             session(kernel)
     finally:
         kernel.close()

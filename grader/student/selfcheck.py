@@ -270,6 +270,41 @@ def _quiet():
     return contextlib.redirect_stdout(io.StringIO())
 
 
+@contextlib.contextmanager
+def _as_the_grader():
+    """torch's global state as the grader's sandbox has it, for the check's run of the student's cells: a scratch
+    cell's torch.set_default_dtype(torch.float64) made `torch.zeros(C.shape)` float64 in the check alone, and the
+    check said ok of a cell the grader gave 0 (a student trial). Yields what the kernel's state would change."""
+    dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
+    torch.set_default_dtype(torch.float32)
+    try:
+        with torch.enable_grad():  # the check's own autograd runs (the training check's reference)
+            yield {"dtype": dtype if dtype != torch.float32 else None, "grad": grad}
+    finally:
+        torch.set_default_dtype(dtype)
+
+
+def _kernel_note(said: str, kernel: dict) -> str:
+    """The kernel's own state, where it may be why a line is not ok: the check then says what the grader does."""
+    if "WRONG" not in said and "not checked" not in said and "no autograd" not in said:
+        return said
+    if kernel["dtype"] is not None:
+        said += (f" (torch's default dtype is {str(kernel['dtype']).removeprefix('torch.')} in this kernel, which a "
+                 "cell set with torch.set_default_dtype: the grader, and this check, run your cells with torch's "
+                 "own, float32; take that call out and restart the kernel)")
+    if not kernel["grad"] and "no autograd gradient" in said:  # not the cell it names: the mode
+        head, _, _ = said.partition("| ")
+        said = (f"{head}| not checked: torch's grad mode is off in this kernel (a cell called "
+                "torch.set_grad_enabled(False)), so the forward pass's cell cannot record autograd's gradients to "
+                "check against: run torch.set_grad_enabled(True) or restart the kernel, then the setup and your "
+                "cells again")
+    elif not kernel["grad"]:
+        said += (" (torch's grad mode is off in this kernel: a cell called torch.set_grad_enabled(False), so the "
+                 "forward pass's cell cannot record autograd's gradients to check against: run "
+                 "torch.set_grad_enabled(True) or restart the kernel, then the setup and your cells again)")
+    return said
+
+
 def _assigned_values(source: str, name: str) -> list[str]:
     """The code of each value the cell assigns to `name` (`W2 = W2.T`: `W2.T`)."""
     try:
@@ -617,6 +652,18 @@ def _kernel_notebook(namespace: dict) -> Path | None:
 
 # When this kernel first imported the self-check (its setup ran): a notebook saved since is this session's.
 _IMPORTED = time.time()
+_STARTED = Path.cwd()
+
+
+def _folders(namespace: dict) -> tuple[Path, ...]:
+    """Where the notebook may be: the folder the kernel started in, where Jupyter starts it beside the notebook
+    (IPython's `_dh[0]`, else the folder at the self-check's import), then the kernel's folder now. A scratch
+    cell's `%cd ..` (to reach a data folder) left the check looking for the saved notebook in the new folder only,
+    and an unsaved or unrun answer a plain ok (a student trial)."""
+    started = namespace.get("_dh")
+    started = Path(started[0]) if isinstance(started, list) and started and isinstance(started[0], str | Path) \
+        else _STARTED
+    return tuple(dict.fromkeys((started, Path.cwd())))
 
 
 def _only_notebook(namespace: dict) -> Path | None:
@@ -681,15 +728,20 @@ def _original_of(path: Path) -> Path | None:
 
 
 def _notebooks(namespace: dict, paths: list[Path] | None = None) -> list[Path]:
-    """The notebooks in the kernel's folder (or of `paths`) holding most of the exercise's answer cells (one
-    deleted is what the check must say)."""
+    """The notebooks of the first of `_folders` that holds any, or of `paths`, holding most of the exercise's
+    answer cells (one deleted is what the check must say)."""
     settings = namespace.get("COURSE")
     if not isinstance(settings, dict):
         return []
     try:
         wanted = {a.cell_id for a in load(settings.get("exercise", DEFAULT)).answers}
-        return [p for p in (sorted(Path.cwd().glob("*.ipynb"))[:20] if paths is None else paths)
-                if 2 * len(wanted & {cell for cell, _ in _saved_cells(str(p), p.stat().st_mtime)}) > len(wanted)]
+        groups = [paths] if paths is not None else (sorted(f.glob("*.ipynb"))[:20] for f in _folders(namespace))
+        for group in groups:  # the first folder that holds one
+            found = [p for p in group
+                     if 2 * len(wanted & {cell for cell, _ in _saved_cells(str(p), p.stat().st_mtime)}) > len(wanted)]
+            if found:
+                return found
+        return []
     except (OSError, ValueError, AttributeError, TypeError, KeyError):
         return []
 
@@ -699,7 +751,8 @@ def _named_notebook(namespace: dict) -> Path | None:
     it is there."""
     named = namespace.get("__session__") or namespace.get("__vsc_ipynb_file__")
     if isinstance(named, str) and named.endswith(".ipynb"):
-        return next((p for p in (Path(named), Path.cwd() / Path(named).name) if p.is_file()), None)
+        return next((p for p in (Path(named), *(f / Path(named).name for f in _folders(namespace))) if p.is_file()),
+                    None)
     return None
 
 
@@ -1523,6 +1576,9 @@ class SelfCheck:
                 # that made the kernel's value otherwise)
                 return (f"{label} {wrong} — and {change.where} changed your {answer.variable} in place after "
                         f"{answer.cell_id}'s cell ran (run again, it changes it again); {move}")
+            elsewhere = self._answered_elsewhere(answer, wrong)
+            if elsewhere:
+                return f"{label} {elsewhere}"
             function = self.exercise.function_of(answer)
             note = _dtype_note(wrong, function.name) if function is not None and "Error" in wrong else ""
             return f"{label} {wrong}{note}{self._guessed(answer)}{self.pointer(name)}"
@@ -1803,6 +1859,20 @@ class SelfCheck:
         if all(v is not None and v.endswith("not attempted yet") for v in verdicts):
             return -1.0
         return min(1.0 if v is None else share_said(v) or 0.0 for v in verdicts)
+
+    def _answered_elsewhere(self, answer: Answer, wrong: str) -> str | None:
+        """An answer's own cell blank as the grader grades it, and its value bound by a cell that is no answer's (a
+        new cell inserted below it, which students use to keep the given cell intact): the twenty-third trial's
+        "not attempted yet — stuck? backprop-ninja solution", whose command then said "try it first"."""
+        bound = _BOUND.get(answer.variable) if answer.kind == ATOMIC else None
+        answer_cells = {a.cell_id for a in self.exercise.answers}
+        if not wrong.endswith("not attempted yet") or bound is None or bound[2] in answer_cells:
+            return None
+        if bound[2] is None and answer.cell_id in self.cells_at(bound[0], bound[1])[0]:
+            return None  # no cell ids: the cell that bound it may be the answer's own
+        return (f"{wrong}: {answer.cell_id}'s own cell is blank, and the grader grades {answer.variable} by that cell "
+                f"alone; your {answer.variable} here comes from the cell you ran as In[{bound[0]}]: move that code "
+                f"into {answer.cell_id}'s cell, save, then run this check again")
 
     def _in_other_answer(self, answer: Answer) -> str | None:
         """Where the run judged (told by its code alone) is another answer's cell as the saved notebook holds it,
@@ -2547,8 +2617,9 @@ class NotebookCheck:
 
     def line(self, grade_id: str, namespace: dict, answers: str | None = None,
              gradients_of: str | None = None) -> str:
-        with _quiet():
-            said = self._as_saved(self._line(grade_id, namespace, answers, gradients_of), grade_id, namespace)
+        with _quiet(), _as_the_grader() as kernel:
+            said = _kernel_note(self._as_saved(self._line(grade_id, namespace, answers, gradients_of), grade_id,
+                                               namespace), kernel)
         # The fifteenth trial's check cell of one answer edited to check the answer above it: that one's line, and
         # nothing said of the answer left unchecked
         running = _RUNNING["cell"] or ""
@@ -3163,10 +3234,10 @@ class NotebookCheck:
         if said:
             print(f"{'training':<15s}| {said}")
             return
-        with _quiet():
+        with _quiet(), _as_the_grader() as kernel:
             line = self._as_saved(found.training_line(namespace[function.name], namespace[start], namespace[batches],
                                                       lr=lr), answer.grade_id, namespace, whole=True)
-        print(line)
+        print(_kernel_note(line, kernel))
 
     @staticmethod
     def _missing(found: SelfCheck, function, name: str, namespace: dict) -> str:
