@@ -184,6 +184,27 @@ def _network(text: str, parameters=("W",), data=("X",)):
     return Network.parse(text, parameters=parameters, data=data, sizes={"n": "X.shape[0]"})
 
 
+def test_a_tree_is_copied_by_its_fields_alone():
+    """After any traceback in a Jupyter kernel, IPython's `executing` has set `.parent` on the parser's shared ctx
+    and operator nodes: copy.deepcopy of a tree then copied the notebook's whole source with it, and a check cell
+    that derived a GRU's slips ran seven minutes (an instructor trial)."""
+    from grader.derive.algebra import clone
+
+    tree = ast.parse("a * b + c", mode="eval")
+    walked = list(ast.walk(tree))
+    for node in walked:
+        for child in ast.iter_child_nodes(node):
+            child.parent = node
+    try:
+        copied = clone(tree)
+        assert ast.dump(copied, include_attributes=True) == ast.dump(tree, include_attributes=True)
+        assert copied.body is not tree.body and not hasattr(copied.body.left, "parent")
+        assert copied.body.left.left.ctx is tree.body.left.left.ctx and copied.body.op is tree.body.op  # shared
+    finally:
+        for node in walked:
+            node.__dict__.pop("parent", None)
+
+
 def test_a_count_no_forward_line_names_is_read_from_the_data_and_a_double_minus_is_folded():
     """An instructor trial's VAE: the mean of an expression written inline divided by that whole expression's
     `.shape[0]`, where a teacher writes the data's `X.shape[0]`; and -(-0.5) printed `--0.5`."""

@@ -9,7 +9,6 @@ gradient last (`1 / (n - 1) * torch.ones_like(bndiff2) * dbnvar`), and never mul
 from __future__ import annotations
 
 import ast
-import copy
 from dataclasses import dataclass
 
 from grader import syntax
@@ -56,6 +55,23 @@ def number(value: float) -> ast.expr:
     if isinstance(value, float) and not isinstance(value, Literal) and value.is_integer() and abs(value) < 1e15:
         value = int(value)
     return ast.Constant(value)
+
+
+def clone(node):
+    """A copy of a syntax tree (a node, a list of them, or a leaf value), by its fields alone. copy.deepcopy
+    follows every attribute: after any traceback in a Jupyter kernel, IPython's `executing` has set `.parent` on
+    the parser's shared ctx and operator nodes (ast.Load(), ast.Add()), so each deepcopy of a tree copied the
+    notebook's whole parsed source with it, and a check cell deriving a GRU's slips ran seven minutes (an
+    instructor trial). Those nodes have no fields and are shared here, as the parser shares them."""
+    if isinstance(node, list):
+        return [clone(item) for item in node]
+    if not isinstance(node, ast.AST) or not node._fields:
+        return node
+    copied = type(node)(**{f: clone(getattr(node, f)) for f in node._fields if hasattr(node, f)})
+    for attribute in node._attributes:
+        if hasattr(node, attribute):
+            setattr(copied, attribute, getattr(node, attribute))
+    return copied
 
 
 def name(identifier: str) -> ast.Name:
@@ -133,7 +149,7 @@ class Product:
         return Product(self.coef, self.factors, (*self.divisors, divisor), self.scalars)
 
     def node(self) -> ast.expr:
-        parts = [copy.deepcopy(f) for f in self.factors]
+        parts = [clone(f) for f in self.factors]
         coef = self.coef
         if parts and coef == -1 and isinstance(parts[0], ast.Constant) and isinstance(parts[0].value, Literal) \
                 and parts[0].value < 0:  # -(-0.5) as 0.5, not `--0.5` (an instructor trial's VAE)
@@ -148,7 +164,7 @@ class Product:
         for part in parts[1:]:
             expr = ast.BinOp(expr, ast.Mult(), part)
         for divisor in self.divisors:
-            expr = ast.BinOp(expr, ast.Div(), copy.deepcopy(divisor))
+            expr = ast.BinOp(expr, ast.Div(), clone(divisor))
         return expr
 
     def code(self) -> str:

@@ -15,14 +15,13 @@ differentiated with and the grammar's prose (GRAMMAR) are read from there.
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 from grader import syntax
-from grader.derive.algebra import Product, call, code, name, number, subscript, template
+from grader.derive.algebra import Product, call, clone, code, name, number, subscript, template
 from grader.exercise import ELEMENTWISE, Elementwise
 from grader.vocabulary import Chain, Transpose, missed_factor
 
@@ -406,7 +405,7 @@ def _bessel(factor: ast.expr, ctx) -> tuple[ast.expr, ast.Name] | None:
                 return node.left
             return self.generic_visit(node)
 
-    rewritten = Drop().visit(copy.deepcopy(factor))
+    rewritten = Drop().visit(clone(factor))
     return (rewritten, found[0]) if found else None
 
 

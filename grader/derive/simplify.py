@@ -27,7 +27,6 @@ and `why_not` says so.
 from __future__ import annotations
 
 import ast
-import copy
 import itertools
 import math
 import textwrap
@@ -36,7 +35,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from grader.derive.algebra import call, code, name, number, parse
+from grader.derive.algebra import call, clone, code, name, number, parse
 from grader.derive.engine import (
     WIDTH,
     Configuration,
@@ -206,7 +205,7 @@ def _rewrite(network: Network, line: str, tree: ast.expr, node: ast.expr, replac
     """The network with `node` of `line` written as `replacement`, and the lines nothing reads any more
     dropped."""
     lines = {s.name: s.code for s in network.steps}
-    lines[line] = code(replacement if node is tree else _Replace(code(node), replacement).visit(copy.deepcopy(tree)))
+    lines[line] = code(replacement if node is tree else _Replace(code(node), replacement).visit(clone(tree)))
     needed = {network.loss}
     for step in reversed(network.steps):
         if step.name in needed:
@@ -228,7 +227,7 @@ class _Replace(ast.NodeTransformer):
     def generic_visit(self, node):
         if not self.done and isinstance(node, ast.expr) and code(node) == self.text:
             self.done = True
-            return copy.deepcopy(self.replacement)
+            return clone(self.replacement)
         return super().generic_visit(node)
 
 
@@ -271,9 +270,9 @@ def _substitute(tree: ast.expr, folded: dict[str, ast.expr]) -> ast.expr:
             return node
 
         def visit_Name(self, node):
-            return copy.deepcopy(folded[node.id]) if node.id in folded else node
+            return clone(folded[node.id]) if node.id in folded else node
 
-    return Fold().visit(copy.deepcopy(tree))
+    return Fold().visit(clone(tree))
 
 
 def _comment(text: str) -> list[str]:
@@ -357,7 +356,7 @@ def _parts(network: Network, block: Sequence[str]) -> Iterator[tuple[str, ast.ex
     for line, tree, node in _subexpressions(network, block):
         if node is tree:
             continue
-        yield line, node, lambda new, tree=tree, node=node: _Replace(code(node), new).visit(copy.deepcopy(tree))
+        yield line, node, lambda new, tree=tree, node=node: _Replace(code(node), new).visit(clone(tree))
         if not isinstance(node, ast.BinOp) or not isinstance(node.op, (ast.Mult, ast.Div)):
             continue
         factors = _signed_factors(node)
@@ -370,7 +369,7 @@ def _parts(network: Network, block: Sequence[str]) -> Iterator[tuple[str, ast.ex
                 if part is None:
                     continue
                 yield line, part, lambda new, tree=tree, node=node, rest=rest: _Replace(
-                    code(node), _signed_product([(new, False), *rest])).visit(copy.deepcopy(tree))
+                    code(node), _signed_product([(new, False), *rest])).visit(clone(tree))
 
 
 def _signed_factors(node: ast.expr) -> list[tuple[ast.expr, bool]]:
@@ -390,9 +389,9 @@ def _signed_product(factors: Sequence[tuple[ast.expr, bool]]) -> ast.expr | None
         if not ordered or ordered[0][1]:
             return None
         factors = ordered
-    tree = copy.deepcopy(factors[0][0])
+    tree = clone(factors[0][0])
     for factor, inverse in factors[1:]:
-        tree = ast.BinOp(tree, ast.Div() if inverse else ast.Mult(), copy.deepcopy(factor))
+        tree = ast.BinOp(tree, ast.Div() if inverse else ast.Mult(), clone(factor))
     return tree
 
 
