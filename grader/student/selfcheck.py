@@ -284,6 +284,11 @@ def _as_the_grader():
         torch.set_default_dtype(dtype)
 
 
+GRAD_OFF = ("torch's grad mode is off in this kernel (a cell called torch.set_grad_enabled(False)), so the forward "
+            "pass's cell cannot record autograd's gradients to check against: run torch.set_grad_enabled(True) or "
+            "restart the kernel, then the setup and your cells again")
+
+
 def _kernel_note(said: str, kernel: dict) -> str:
     """The kernel's own state, where it may be why a line is not ok: the check then says what the grader does."""
     if "WRONG" not in said and "not checked" not in said and "no autograd" not in said:
@@ -294,14 +299,9 @@ def _kernel_note(said: str, kernel: dict) -> str:
                  "own, float32; take that call out and restart the kernel)")
     if not kernel["grad"] and "no autograd gradient" in said:  # not the cell it names: the mode
         head, _, _ = said.partition("| ")
-        said = (f"{head}| not checked: torch's grad mode is off in this kernel (a cell called "
-                "torch.set_grad_enabled(False)), so the forward pass's cell cannot record autograd's gradients to "
-                "check against: run torch.set_grad_enabled(True) or restart the kernel, then the setup and your "
-                "cells again")
+        said = f"{head}| not checked: {GRAD_OFF}"
     elif not kernel["grad"]:
-        said += (" (torch's grad mode is off in this kernel: a cell called torch.set_grad_enabled(False), so the "
-                 "forward pass's cell cannot record autograd's gradients to check against: run "
-                 "torch.set_grad_enabled(True) or restart the kernel, then the setup and your cells again)")
+        said += f" ({GRAD_OFF})"
     return said
 
 
