@@ -258,7 +258,7 @@ def test_a_replaced_notebooks_own_file_and_page_say_their_scores_are_not_counted
         mine.write_bytes(SUBMITTED["fay"])
 
 
-def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores():
+def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores(course):
     """GradebookFeedback, given a notebook as autograde left it and the grade cells' scores as nbgrader's
     GetGrades reads them from the gradebook: the page's total and rows are the gradebook's, the late
     penalty is said, the grade cell's line says who set its score, and the pictures stay."""
@@ -267,7 +267,7 @@ def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores():
     from grader.lms.nbgrader import GradebookFeedback, add_feedback_page, fill_grade_cells
     from grader.outputs import feedback_page
 
-    result = _result("ann")
+    result = _result("bob")
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("", metadata={"nbgrader": {"grade": True, "grade_id": f"check_{name}",
                                                              "points": POINTS[name]}}) for name in POINTS])
@@ -280,13 +280,14 @@ def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores():
     assert feedback_page.drawn_on(page.data["text/html"]) == {"dcounts": picture}
     for cell in nb.cells[1:]:  # as GetGrades sets them: the TA gave dcounts half its point
         name = cell.metadata.nbgrader["grade_id"].removeprefix("check_")
-        cell.metadata.nbgrader["score"] = 0.5 if name == "dcounts" else GRADED["ann"][name]
-    resources = {"nbgrader": {"notebook": NOTEBOOK, "assignment": ASSIGNMENT, "student": "ann", "late_penalty": 1.0}}
+        cell.metadata.nbgrader["score"] = 0.5 if name == "dcounts" else GRADED["bob"][name]
+    resources = {"nbgrader": {"notebook": NOTEBOOK, "assignment": ASSIGNMENT, "student": "bob", "score": 2.0,
+                              "late_penalty": PENALTY[1], "db_url": f"sqlite:///{course / final.GRADEBOOK}"}}
     nb, _ = GradebookFeedback().preprocess(nb, resources)
     html = nb.cells[0].outputs[0].data["text/html"]
-    assert '<p class="bpn-total">Total: 1.5 / 3 (after a late penalty of 1)</p>' in html
+    assert '<p class="bpn-total">Total: 2 / 3 (after a late penalty of 0.5)</p>' in html
     assert '<td class="bpn-points">0.5 / 1</td>' in html and picture in html
-    assert "your instructor set this score: 0.5 / 1 (the grader gave 0)" in html
+    assert "your instructor set this score: 0.5 / 1 (the grader gave 1)" in html
     dcounts = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "check_dcounts")
     assert dcounts.outputs[0].text.startswith("dcounts: 0.5 / 1 (partial). your instructor set this score")
     assert dcounts.outputs[1].data["text/plain"] == "0.5"

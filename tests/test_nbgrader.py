@@ -647,6 +647,75 @@ def test_a_score_set_after_feedback_reaches_the_feedback_made_next(course):
     assert "your instructor set this score: 0.25" in again.feedback(student).read_text(encoding="utf-8")
 
 
+def test_a_score_set_on_a_late_notebook_is_counted_with_its_penalty_everywhere(course):
+    """A TA trial, with a share of the score off per day late: a TA's score and extra credit in formgrader left
+    nbgrader's stored penalty of the score before, every view showed it, and the next grading command moved
+    the released total by itself; the report and result files left the extra credit out, the Canvas export
+    counted it; and release_feedback handed out the page made before the TA's change. Every view now counts
+    the penalty on the score the notebook has, the extra credit in it, a page showing other scores is held
+    back, and a regrade moves nothing."""
+    from datetime import timedelta
+
+    from nbgrader.api import Gradebook
+    from nbgrader.utils import parse_utc
+
+    again = Course(course.tmp, COURSE.course_id, ASSIGNMENT, name="late-and-scored")
+    shutil.copytree(course.dir, again.dir)
+    with (again.dir / "nbgrader_config.py").open("a") as config:
+        config.write('\nc.AssignLatePenalties.plugin_class = "grader.lms.nbgrader.LatePenalty"\n'
+                     "c.LatePenalty.per_day = 0.1\n")
+    db = f"sqlite:///{again.dir / 'gradebook.db'}"
+    handed = parse_utc((again.submitted("ben").parent / "timestamp.txt").read_text())
+    with Gradebook(db) as gb:
+        gb.update_or_create_assignment(ASSIGNMENT, duedate=handed - timedelta(hours=36))  # two days' share
+    again.nbgrader("autograde", ASSIGNMENT, "--student=ben", "--force", must=True)
+    again.nbgrader("generate_feedback", ASSIGNMENT, "--student=ben", must=True)
+    exchange = again.dir / "own-exchange"
+    exchange.mkdir(mode=0o777)
+    release = ("release_feedback", ASSIGNMENT, f"--Exchange.root={exchange}", f"--course={COURSE.course_id}",
+               "--student=ben")
+
+    def penalty_and_final() -> tuple[float, float]:
+        with Gradebook(db) as gb:
+            notebook = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, "ben")
+            return notebook.late_submission_penalty, notebook.score - notebook.late_submission_penalty
+
+    graded_penalty, _ = penalty_and_final()
+    with Gradebook(db) as gb:
+        score = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, "ben").score
+        gb.find_grade(grade_cell_id("dcounts"), NOTEBOOK, ASSIGNMENT, "ben").manual_score = POINTS["dcounts"]
+        gb.find_grade(grade_cell_id("dlogprobs"), NOTEBOOK, ASSIGNMENT, "ben").extra_credit = 2
+        gb.db.commit()
+    assert graded_penalty == pytest.approx(0.2 * score)
+    raised = score + POINTS["dcounts"] + 2  # dcounts was 0 (ben's dropped branch)
+    want = round(0.8 * raised, 6)
+
+    said = " ".join(again.nbgrader(*release, must=True).stderr.split())
+    assert "ben: not released: the feedback in" in said and "shows scores the gradebook no longer holds" in said, said
+    report = json.loads(again.run(["backprop-ninja", "report", "results", "--json", "--gradebook", "gradebook.db"],
+                                  again.dir, must=True).stdout)
+    (mine,) = [s for s in report["submissions"] if s["submission"].startswith("ben/")]
+    assert mine["score"] == pytest.approx(want), (mine, want)
+    own = json.loads((again.dir / "results" / "ben" / ASSIGNMENT / f"{NOTEBOOK}.json").read_text())
+    assert own["score"] == pytest.approx(want), own
+    assert own["extra_data"]["late_penalty"] == pytest.approx(0.2 * raised), own
+    again.run(["backprop-ninja", "export", "results", "--format", "grade-ids"], again.dir, must=True)
+    rows = [r for r in _csv(again.dir / "results" / "grade_ids.csv") if r["submission"].startswith("ben/")]
+    assert sum(float(r["score"]) for r in rows) == pytest.approx(want), rows
+    again.nbgrader("export", "--exporter=grader.lms.nbgrader.PerGradeIdExport", "--to=per_grade_id.csv", must=True)
+    row = {r["student_id"]: r for r in _csv(again.dir / "per_grade_id.csv")}["ben"]
+    assert float(row["score"]) == pytest.approx(want) and float(row["raw_score"]) == pytest.approx(raised), row
+
+    again.nbgrader("generate_feedback", ASSIGNMENT, "--student=ben", must=True)
+    page = text_of_html(again.feedback("ben"))
+    assert f"Total: {want:g} / " in page and f"late penalty of {0.2 * raised:g}" in page, page[:2000]
+    assert penalty_and_final() == pytest.approx((0.2 * raised, want))  # stored so: nbgrader's own views agree
+    said = " ".join(again.nbgrader(*release, must=True).stderr.split())
+    assert "Releasing feedback for student 'ben'" in said and "not released" not in said, said
+    again.nbgrader("autograde", ASSIGNMENT, "--student=ben", "--force", must=True)
+    assert penalty_and_final() == pytest.approx((0.2 * raised, want))  # a regrade moves nothing
+
+
 def test_an_autograde_killed_while_grading_hands_out_no_feedback_of_it(course):
     """The TA trial's worst case: autograde was killed (kill -9: a culled server, an OOM kill) while it graded a
     late resubmission; run again it passed over the folder nbgrader had written before grading, and

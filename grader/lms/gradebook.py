@@ -17,6 +17,7 @@ from pathlib import Path
 from grader import extract
 from grader.extract import Submission
 from grader.judge.scoring import Result
+from grader.outputs import final
 from grader.outputs.files import atomic_write, private_dir, private_mode
 
 
@@ -47,7 +48,7 @@ class Recorder:
         mode = gradebook.stat().st_mode
         if mode & 0o007 and gradebook.stat().st_uid == os.geteuid():  # nbgrader made it as the umask said
             os.chmod(gradebook, stat.S_IMODE(mode) & ~0o007)
-        self.settings = _course_settings(gradebook.parent)
+        self.settings = final.course_settings(gradebook.parent)
         self.coursedir = CourseDirectory(parent=self.settings, root=str(gradebook.parent))
         # nbgrader's own Gradebook (update_or_create_submission, a notebook's grade cells) trips SQLAlchemy's
         # autoflush warnings. Filtered for the whole process, before grading starts: a catch_warnings() around
@@ -77,29 +78,11 @@ class Recorder:
         and export say), their files in `out` written again where those differ, so that the table, grades.csv
         and each student's file and page say the final score the moment grading ends, not the grader's own.
         A result the gradebook does not hold as graded stays as it is (report and export say why)."""
-        from grader.outputs import final
-
         adjusted, _ = final.from_gradebook(results, self.gradebook)
         for line in final.written(out, adjusted):
             self.log(f"warning: {line}")
         by_id = {result.submission: result for result in adjusted}
         return [by_id.get(result.submission, result) for result in results]
-
-
-def _course_settings(root: Path):
-    """nbgrader's configuration as `nbgrader autograde` run in the course folder reads it (the user's and the
-    system's Jupyter configuration, then the course's nbgrader_config.py), for the plugins the record runs:
-    a late-penalty policy set there must be the same on both routes."""
-    from jupyter_core.application import JupyterApp
-    from traitlets.config.application import Application
-
-    class Settings(JupyterApp):  # nbgrader's apps are this with its name: importing them costs seconds
-        name, config_file_name = "nbgrader", "nbgrader_config"
-
-    app = Settings()
-    app.load_config_file()
-    Application.load_config_file(app, app.config_file_name, path=str(root))
-    return app
 
 
 def _record(submission: Submission, result: Result, db_url: str, coursedir, log, settings=None,

@@ -29,6 +29,7 @@ from traitlets import Bool, Float, List, Unicode
 
 from grader import safe_text
 from grader.lms.student_html import unsafe_name
+from grader.outputs import final
 from grader.outputs.files import atomic_write, csv_text
 from grader.vocabulary import GRADE_CELL_PREFIX, Flag, grade_cell_id
 
@@ -139,24 +140,63 @@ class GradebookFeedback(_Preprocessor):
     """In `nbgrader generate_feedback`, after nbgrader's GetGrades: the feedback page and each grade cell's
     line made again from the gradebook, so that a TA's manual score and a late penalty show on the
     per-tensor page as in nbgrader's own header, one total (grader.outputs.final). The page made at
-    autograde time had the grader's scores only; its pictures are kept as they were drawn."""
+    autograde time had the grader's scores only; its pictures are kept as they were drawn.
+
+    The late penalty is counted on the score the notebook has now and stored so (nbgrader's own views read
+    the stored one), and the page carries the scores it shows, which release_feedback holds against the
+    gradebook's when it releases (ReleaseFeedback)."""
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
         if UNFINISHED in nb.metadata:  # release_feedback holds its page back (stale_feedback)
             self.log.warning(safe_text.terminal(f"{info['student']}: feedback not to release: "
                                                 f"{unfinished_why(info['student'], info['assignment'])}"))
+        penalty = self._settle_penalty(info)
+        info["score"] = info["score"] + (info.get("late_penalty") or 0.0) - penalty
+        info["late_penalty"] = penalty
         grades = {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["score"] for c in nb.cells
                   if c.metadata.get("nbgrader", {}).get("grade") and c.metadata.nbgrader.get("score") is not None}
-        remake_page(nb, grades, info.get("late_penalty") or 0.0, f"{info['assignment']}/{info['notebook']}")
+        info[SCORES_SHOWN] = scores_shown(grades, penalty)
+        remake_page(nb, grades, penalty, f"{info['assignment']}/{info['notebook']}")
         return nb, resources
+
+    def _settle_penalty(self, info) -> float:
+        """The notebook's late penalty on its score now (final.penalty_of), stored where it has moved."""
+        from nbgrader.api import Gradebook
+        from sqlalchemy.exc import SQLAlchemyError
+
+        with Gradebook(info["db_url"]) as gb:
+            entry = gb.find_submission_notebook(info["notebook"], info["assignment"], info["student"])
+            penalty = final.penalty_of(entry, self)
+            if abs(penalty - (entry.late_submission_penalty or 0.0)) > 1e-9:
+                self.log.warning(safe_text.terminal(
+                    f"{info['student']}: late penalty {penalty:g}, counted on the score now "
+                    f"(it was {entry.late_submission_penalty or 0:g}, of the score before a TA's change)"))
+                entry.late_submission_penalty = penalty or None
+                try:
+                    gb.db.commit()
+                except SQLAlchemyError:  # a gradebook this user may only read: every view counts it anyway
+                    gb.db.rollback()
+        return penalty
+
+
+# The scores a feedback page shows (nbgrader's resources, written into the page by the course's template):
+# release_feedback holds a page back whose scores are no longer the gradebook's.
+SCORES_SHOWN = "backprop_ninja_scores"
+SCORES_META = "backprop-ninja-scores"  # the page's <meta name> for them (the course's feedback template)
+
+
+def scores_shown(grades: dict[str, float], penalty: float) -> str:
+    """`grades` (grade id -> score) and the late penalty as one line, the same for the same scores."""
+    shown = ";".join(f"{name}={score:.6g}" for name, score in sorted(grades.items()))
+    return f"{shown};late penalty={penalty:.6g}"
 
 
 def remake_page(nb, grades: dict[str, float], late_penalty: float, title: str) -> None:
     """The feedback page at the top of an autograded notebook, and the grade cells' lines, with `grades` (grade
     id -> score) and `late_penalty` over the grader's (grader.outputs.final.adjust); a notebook autograded
     before the page carried its result is left as it was."""
-    from grader.outputs import feedback_page, final
+    from grader.outputs import feedback_page
     from grader.outputs.results import result_from_json
 
     page = next((c for c in nb.cells if PAGE_KEY in c.metadata), None)
@@ -195,8 +235,7 @@ class FormgraderScores(Preprocessor):
                 entry = gb.find_submission_notebook(notebook, assignment, resources["student"])
             except MissingEntry:
                 return nb, resources
-            grades = {g.name: g.score for g in entry.grades if g.manual_score is not None}
-            penalty = entry.late_submission_penalty or 0.0
+            grades, penalty = final.by_hand(entry.grades), final.penalty_of(entry, self)
         remake_page(nb, grades, penalty, f"{assignment}/{notebook}")
         return nb, resources
 
@@ -332,8 +371,6 @@ class RecordGrades(_Preprocessor):
         if written is not None:
             # The result file GradeInSandbox wrote has the grader's score; now on record with a TA's kept score
             # and the late penalty, it says the final one, as the fast route's does.
-            from grader.outputs import final
-
             folder, result = written
             adjusted, _ = final.from_gradebook([result], Path(info["db_url"].removeprefix("sqlite:///")))
             for line in final.written(folder, adjusted):
@@ -591,7 +628,7 @@ class PerGradeIdExport(ExportPlugin):
                     continue
                 whole = all(recorded(notebook.grades) and f"{student.id}/{assignment.name}/{notebook.name}"
                             not in replaced for notebook in submission.notebooks)
-                penalty = submission.late_submission_penalty or 0.0
+                penalty = sum(final.penalty_of(notebook, self) for notebook in submission.notebooks)
                 row.update(raw_score=submission.score if whole else None, max_score=submission.max_score,
                            late_submission_penalty=penalty if whole else None,
                            score=submission.score - penalty if whole else None)
@@ -918,6 +955,12 @@ class ReleaseFeedback(ExchangeReleaseFeedback):
                 self.log.warning("%s: not released: the feedback in %s %s; grade the latest notebook, then run "
                                  "nbgrader generate_feedback", safe_text.terminal(student), folder, why)
                 continue
+            why = scores_moved(self.coursedir, student, assignment, folder, self)
+            if why:
+                excluded.add(student)
+                self.log.warning("%s: not released: the feedback in %s %s; run nbgrader generate_feedback, then "
+                                 "release it", safe_text.terminal(student), folder, why)
+                continue
             if not ((folder / "submission_secret.txt").is_file() and (folder / "timestamp.txt").is_file()):
                 excluded.add(student)
                 pages = ", ".join(str(p) for p in sorted(folder.glob("*.html")))
@@ -956,6 +999,43 @@ def stale_feedback(coursedir, student: str, assignment: str, folder: Path) -> st
     if plain_file(latest) and plain_file(given) and _text(latest) != _text(given):
         return f"is of the notebook handed in at {_text(given)}, not the latest ({_text(latest)})"
     return ""
+
+
+def scores_moved(coursedir, student: str, assignment: str, folder: Path, settings) -> str:
+    """Why the feedback pages in `folder` no longer show the gradebook's scores ("" when they do): a TA changed a
+    score, gave extra credit or the late penalty moved with them after generate_feedback made them, and
+    release_feedback handed out a total every other view had stopped counting (a TA trial). A page made before
+    pages carried their scores (GradebookFeedback) cannot tell, and is released as before."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(coursedir.db_url) as gb:
+        for page in sorted(folder.glob("*.html")):
+            shown = _meta(page.read_text(encoding="utf-8", errors="replace"), SCORES_META)
+            try:
+                entry = gb.find_submission_notebook(page.stem, assignment, student)
+            except MissingEntry:
+                continue
+            now = scores_shown({g.name: g.score for g in entry.grades}, final.penalty_of(entry, settings))
+            if shown and shown != now:
+                return (f"shows scores the gradebook no longer holds ({page.name}: a score, extra credit or the late "
+                        "penalty changed since it was made)")
+    return ""
+
+
+def _meta(page: str, name: str) -> str | None:
+    """The content of the page's <meta name=`name`> (nbconvert writes its attributes in its own order)."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Meta(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            if tag == "meta" and attrs.get("name") == name and not found:
+                found.append(attrs.get("content") or "")
+
+    Meta().feed(page[:page.find("</head>") if "</head>" in page else None])
+    return found[0] if found else None
 
 
 def _text(path: Path) -> str:

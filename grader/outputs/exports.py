@@ -97,8 +97,9 @@ def from_gradebook(path: Path, assignment: str | None) -> list[Grade]:
     participant id, moodle-<id>'s, is no Canvas id)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from grader.outputs.final import recorded
+    from grader.outputs.final import course_settings, penalty_of, recorded
 
+    settings = course_settings(Path(path).resolve().parent)
     with Gradebook(f"sqlite:///{Path(path).resolve()}") as gb:
         names = [a.name for a in gb.assignments]
         if assignment is None:
@@ -111,7 +112,7 @@ def from_gradebook(path: Path, assignment: str | None) -> list[Grade]:
         except MissingEntry:
             raise ExportError(f"{path}: no assignment {assignment!r} in the gradebook ({', '.join(names)})") from None
         grades = [Grade(s.student.id, f"{s.student.id} (gradebook)",
-                        s.score - (s.late_submission_penalty or 0.0)
+                        s.score - sum(penalty_of(n, settings) for n in s.notebooks)
                         if all(recorded(n.grades) for n in s.notebooks) else None,
                         s.max_score, None if s.student.id.startswith("moodle-") else s.student.lms_user_id,
                         " ".join(filter(None, (s.student.first_name, s.student.last_name))))

@@ -104,6 +104,49 @@ STALE = ("the gradebook's scores are not those of its result (a grading that fai
          f"or a result from elsewhere): {AGAIN}")
 
 
+def course_settings(root: Path):
+    """nbgrader's configuration as `nbgrader autograde` run in the course folder `root` reads it (the user's and
+    the system's Jupyter configuration, then the course's nbgrader_config.py): the late-penalty policy set there
+    is the one every route grades with and every view counts with."""
+    from jupyter_core.application import JupyterApp
+    from traitlets.config.application import Application
+
+    class Settings(JupyterApp):  # nbgrader's apps are this with its name: importing them costs seconds
+        name, config_file_name = "nbgrader", "nbgrader_config"
+
+    app = Settings()
+    app.load_config_file()
+    Application.load_config_file(app, app.config_file_name, path=str(root))
+    return app
+
+
+def penalty_of(notebook, settings) -> float:
+    """The late penalty of `notebook` (nbgrader's SubmittedNotebook) on the score it has now, by the policy in
+    `settings` (nbgrader's configuration, or a configurable under it). nbgrader stores a penalty when it grades,
+    and formgrader changes a score (or gives extra credit) without it: a TA's score on a late notebook kept the
+    penalty of the score before, and the next grading command moved a released total (a TA trial). Every view
+    counts it afresh, as the next grading would store it. Where this configuration has no policy (nbgrader's
+    default, none) the gradebook's is kept: one set in the grading user's own configuration, which another
+    user's command does not read."""
+    from nbgrader.plugins import LateSubmissionPlugin
+    from nbgrader.preprocessors import AssignLatePenalties
+
+    late = AssignLatePenalties(parent=settings)
+    late.init_plugin()
+    policy = late.plugin_inst
+    if type(policy) is LateSubmissionPlugin and policy.penalty_method == "none":
+        return notebook.late_submission_penalty or 0.0
+    seconds = notebook.assignment.total_seconds_late
+    penalty = policy.late_submission_penalty(notebook.student.id, notebook.score, seconds) if seconds > 0 else None
+    return 0.0 if penalty is None else min(max(float(penalty), 0.0), notebook.score)
+
+
+def by_hand(grades) -> dict[str, float]:
+    """Each of nbgrader's `grades` a TA scored or gave extra credit in formgrader, with the score it counts
+    (nbgrader's Grade.score: the manual score, or the grader's, plus the extra credit)."""
+    return {g.name: g.score for g in grades if g.manual_score is not None or g.extra_credit}
+
+
 def recorded(grades) -> bool:
     """Whether a submitted notebook's grades (nbgrader's) all have a score on record: nbgrader creates a
     submission's grades empty before it grades, reads an empty one as 0, and keeps them so when grading fails."""
@@ -129,6 +172,7 @@ def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[
     from nbgrader.api import Gradebook, MissingEntry
 
     kept = []
+    settings = course_settings(Path(gradebook).resolve().parent)
     with Gradebook(f"sqlite:///{Path(gradebook).resolve()}") as gb:
         for result in results:
             parts = result.submission.split("/")
@@ -149,8 +193,7 @@ def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[
             elif any(a is not None and name in graded and not _same(a, graded[name]) for name, a in auto.items()):
                 left_out[result.submission] = STALE
             else:
-                kept.append(adjust(result, {g.name: g.score for g in entry.grades if g.manual_score is not None},
-                                   entry.late_submission_penalty or 0.0))
+                kept.append(adjust(result, by_hand(entry.grades), penalty_of(entry, settings)))
     return kept, left_out
 
 
