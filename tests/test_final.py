@@ -233,6 +233,29 @@ def test_each_students_own_file_and_page_show_the_final_score(course):
             gb.db.commit()
 
 
+def test_the_class_csv_is_written_again_with_what_every_other_view_says(course, tmp_path):
+    """A TA trial: after a regrade through nbgrader, the results/grades.csv the fast route had written (the first
+    file a TA opens) still said 0 for a student every other view gave 45.9. `report` and `export` write it
+    again with the final scores, a submission not graded now blank with why; one already right is left alone."""
+    import shutil
+
+    from grader.outputs.results import write_grades_csv
+
+    copy = tmp_path / "course"
+    shutil.copytree(course, copy)
+    write_grades_csv(copy / "results", [_result(s) for s in GRADED], list(POINTS))
+    run("report", str(copy / "results"), "--json")
+    path = copy / "results" / "grades.csv"
+    rows = {r["submission"].split("/")[0]: r for r in csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))}
+    assert {s: float(rows[s]["score"]) for s in FINAL} == FINAL
+    assert float(rows["ann"]["dcounts"]) == MANUAL[2]
+    assert {s: (rows[s]["score"], rows[s]["dcounts"], rows[s]["error"]) for s in NOT_GRADED} == \
+        {s: ("", "", why) for s, why in NOT_GRADED.items()}
+    written = path.stat().st_mtime_ns
+    run("export", str(copy / "results"), "--format", "grade-ids")
+    assert path.stat().st_mtime_ns == written
+
+
 def test_a_replaced_notebooks_own_file_and_page_say_their_scores_are_not_counted(course):
     """The TA trial: after fay's truncated resubmission failed to grade, her own result file and page still
     showed her earlier total as hers, where the report and every export said not graded. They say so too, with

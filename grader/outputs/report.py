@@ -22,8 +22,8 @@ from grader import safe_text
 from grader.exercise import load as load_exercise
 from grader.judge.scoring import Result, outline
 from grader.outputs import final
-from grader.outputs.files import atomic_write
-from grader.outputs.results import load_result, result_path, submissions_file
+from grader.outputs.files import atomic_write, csv_text
+from grader.outputs.results import grade_ids_of, grades_csv_rows, load_result, result_path, submissions_file
 from grader.vocabulary import Verdict
 
 REPORT = "report.html"
@@ -461,11 +461,34 @@ def scored(folder: Path, skip: list, gradebook: Path | None, submitted: Path | N
         warn(line)
     left_out |= replaced
     results = [r for r in results if r.submission not in left_out]
+    refreshed = _class_csv(folder, results, left_out)
+    if refreshed and warn is None:
+        raise ReportError(f"{refreshed}; run this as a user who may write {folder}")
+    if refreshed:
+        warn(refreshed)
     if not results:
         kept = f"has its score in the gradebook {gradebook}" if gradebook is not None else "is of a graded notebook"
         raise ReportError(f"{folder}: none of its {len(left_out)} result(s) {kept} (e.g. {min(left_out)}: "
                           f"{left_out[min(left_out)]})")
     return results, left_out
+
+
+def _class_csv(folder: Path, results: list[Result], left_out: dict[str, str]) -> str:
+    """The class's grades.csv the grader wrote in `folder`, written again with `results` as they now stand and
+    the ones `left_out` blank, saying why; "" when done or when there is none, else why it still says old
+    scores. A TA trial: after a regrade through nbgrader, the class file a TA opens first still said 0 for a
+    student every other view gave 45.9."""
+    path = Path(folder) / "grades.csv"
+    grade_ids = grade_ids_of(path) if path.is_file() else None
+    if grade_ids is None:
+        return ""
+    try:
+        wanted = csv_text(grades_csv_rows(results, grade_ids, left_out))
+        if path.read_bytes() != wanted.encode("utf-8"):
+            atomic_write(path, wanted)
+    except PermissionError as exc:
+        return f"{path}: still says the scores as graded ({exc.strerror})"
+    return ""
 
 
 def write_html(folder: Path, out: Path | None = None, submitted: Path | None = None,

@@ -146,18 +146,40 @@ def write_result(out: Path, result: Result) -> Path:
     return path
 
 
-def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str], name: str = "grades.csv") -> Path:
+def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str], name: str = "grades.csv",
+                     left_out: dict[str, str] | None = None) -> Path:
+    path = out / name
+    atomic_write(path, csv_text(grades_csv_rows(results, grade_ids, left_out)))
+    return path
+
+
+def grades_csv_rows(results: list[Result], grade_ids: list[str], left_out: dict[str, str] | None = None) -> list:
     """A file no notebook reader takes (extract.unreadable) has no scores here, only its error: neither nbgrader
-    route records one for it, and a spreadsheet would read a 0 as one."""
-    rows = [["submission", "score", "max_score", *grade_ids, "flags", "error"]]
+    route records one for it, and a spreadsheet would read a 0 as one. Nor has a submission `left_out`
+    (submission id -> why it is not graded now: report.scored), whose scores on file are no longer its own."""
+    rows = []
     for r in results:
         by_id = {t.name: t.score for t in r.tests}
         blank = unreadable(r.error)
         rows.append([r.submission, "" if blank else f"{r.score:g}", f"{r.max_score:g}",
                      *("" if blank else f"{by_id.get(g, 0):g}" for g in grade_ids), len(r.flags), r.error or ""])
-    path = out / name
-    atomic_write(path, csv_text(rows))
-    return path
+    most = f"{results[0].max_score:g}" if results else ""
+    rows += [[sid, "", most, *("" for _ in grade_ids), 0, why] for sid, why in (left_out or {}).items()]
+    return [["submission", "score", "max_score", *grade_ids, "flags", "error"], *sorted(rows, key=lambda r: r[0])]
+
+
+def grade_ids_of(path: Path) -> list[str] | None:
+    """The grade id columns of a grades.csv written by write_grades_csv, or None for a file that is not one."""
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8") as file:
+            header = next(csv.reader(file), [])
+    except (OSError, UnicodeDecodeError):
+        return None
+    if header[:3] != ["submission", "score", "max_score"] or header[-2:] != ["flags", "error"]:
+        return None
+    return header[3:-2]
 
 
 def table(results: list[Result]) -> str:
