@@ -124,6 +124,39 @@ def test_an_interrupted_batch_keeps_its_finished_chunks_and_resume_finishes_it(b
     assert finished.output.count("kept ") == 2 and sorted(scores(out)) == sorted(NAMES)
 
 
+def test_a_stopped_batch_leaves_its_finished_results_as_the_gradebook_holds_them(batch, tmp_path):
+    """A TA trial: the fast route killed mid-batch left each finished student's file and page at the grader's
+    score, without the late penalty and TA's score the gradebook already held, until the next report. Each
+    result is settled (grader.lms.gradebook.Recorder.settle) as soon as it is recorded; one whose recording
+    was stopped keeps the grader's score, as the gradebook holds none of it."""
+    from grader.course import load
+    from grader.outputs import final
+    from grader.pipeline import batch as grading
+
+    out, recorded = tmp_path / "out", []
+
+    def record(submission, result, kept=False):
+        if len(recorded) == 2:
+            raise KeyboardInterrupt  # stopped while the third is recorded
+        recorded.append(submission.id)
+
+    def settle(results):  # as a gradebook holding a late penalty of 0.5 for every submission settles them
+        for result in results:
+            final.adjust(result, {}, 0.5)
+        assert not final.written(out, results)
+        return results
+
+    with pytest.raises(KeyboardInterrupt):
+        grading.grade([batch / "subs"], load(COURSE_FILE), out, record=record, settle=settle)
+    files = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+    assert len(files) == 3 and set(recorded) < set(files), (recorded, sorted(files))
+    for stem, result in files.items():
+        graded = sum(t["score"] for t in result["tests"])
+        penalty = 0.5 if stem in recorded else 0.0
+        assert result["score"] == pytest.approx(graded - penalty), stem
+        assert result["extra_data"].get("late_penalty", 0.0) == penalty, stem
+
+
 @pytest.mark.slow
 def test_ctrl_c_on_the_command_stops_it_cleanly_and_resume_finishes_the_batch(batch, tmp_path):
     """A real SIGINT to the command's process group, as a terminal's Ctrl-C sends it, mid-batch."""

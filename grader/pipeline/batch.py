@@ -111,8 +111,10 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     threads), and this process still reads the notebooks and writes every file. With `html`, each result
     also gets its student's feedback page, `<submission>.html` (grader.outputs.feedback_page). `record` gets
     each result once it is written, pictures included (a gradebook: grader.lms.gradebook.Recorder), kept ones
-    at the end (with kept=True); then `settle` gives the scores as recorded (a gradebook's, with its TA's
-    scores and late penalties: Recorder.settle), which grades.csv and the returned results carry. `progress`
+    at the end (with kept=True); `settle` gives the scores as recorded (a gradebook's, with its TA's scores
+    and late penalties: Recorder.settle), each result's as soon as it is recorded (a TA trial: a batch killed
+    mid-way left finished students' files at the grader's scores) and the whole batch's at the end, which
+    grades.csv and the returned results carry. `progress`
     gets notes as lines, `tally` where the batch stands after each chunk (without it, a line to `progress`)."""
     found = extract.discover(paths)
     if part is not None:
@@ -160,6 +162,8 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
                     feedback_page.write(out, result)
                 if record is not None:
                     record(read[result.submission], result)
+                if settle is not None:  # its files final now: a batch stopped later leaves none as graded
+                    settle([result])
                 result.evidence = None
                 kept[result.submission] = result
                 _without_answers(read[result.submission])
