@@ -50,11 +50,21 @@ def test_threads_parsing_at_once_never_fail():
     assert not _failures(syntax.parse)
 
 
+def test_once_grading_starts_every_caller_of_ast_parse_parses_one_at_a_time(monkeypatch):
+    """pytest parses a failing hidden test's source (`ast.parse(source, "source", "exec")`) in the judge's thread
+    while the submissions' static checks parse in theirs: an instructor's batch stopped on the race. A Grader
+    makes every ast.parse of the process wait its turn (grader.pipeline.grading)."""
+    monkeypatch.setattr(ast, "parse", ast.parse)  # as it was, after the test
+    syntax.everywhere()
+    assert ast.parse is syntax.parse
+    assert not _failures(lambda source: ast.parse(source, "source", "exec"))
+
+
 def test_the_race_is_real_where_the_interpreter_has_it():
     """The control: ast.parse itself fails here on an interpreter with the shared depth (3.11), so the test
     above can fail; an interpreter without it passes both."""
     import sys
 
-    failed = _failures(ast.parse)
+    failed = _failures(syntax._UNLOCKED)  # ast.parse itself, as before a grader in this process replaced it
     if sys.version_info[:2] == (3, 11):
         assert failed and "recursion depth mismatch" in str(failed[0])

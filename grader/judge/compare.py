@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from grader import syntax
 from grader.exercise import ATOMIC, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, load
 from grader.judge.diagnose import diagnose, every_row_picked, name
 from grader.sandbox.protocol import as_answer
@@ -61,7 +62,7 @@ def _tree(code: str | None) -> ast.AST | None:
     """The cell's code parsed, None where it cannot be: a syntax error, and a hostile cell's chain too deep for
     the parser (the red team's input batch, where an uncaught RecursionError here failed the hidden suite)."""
     try:
-        return ast.parse(code or "")
+        return syntax.parse(code or "")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 

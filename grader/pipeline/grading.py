@@ -15,7 +15,7 @@ from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 
-from grader import __version__, extract
+from grader import __version__, extract, syntax
 from grader.course import Course, material
 from grader.judge import scoring, suite
 from grader.judge.configs import generate, training_config
@@ -47,6 +47,7 @@ class Grader:
         import torch
 
         zygote.start()  # the fork server imports torch while the oracle values are computed here
+        syntax.everywhere()  # the judge's thread and the submissions' parse side by side
         torch.set_num_threads(1)
         self.course = course
         self.jobs = max(1, jobs)
