@@ -129,11 +129,13 @@ def penalty_of(notebook, settings) -> float:
     default, none) the gradebook's is kept: one set in the grading user's own configuration, which another
     user's command does not read."""
     from nbgrader.plugins import LateSubmissionPlugin
-    from nbgrader.preprocessors import AssignLatePenalties
+    from traitlets.utils.importstring import import_item
 
-    late = AssignLatePenalties(parent=settings)
-    late.init_plugin()
-    policy = late.plugin_inst
+    # The policy as nbgrader's AssignLatePenalties chooses it, without making one: as a configurable under
+    # generate_feedback's preprocessors it warned of the setting nbconvert gives every preprocessor.
+    config = settings.config
+    chosen = config.get("AssignLatePenalties", {}).get("plugin_class", LateSubmissionPlugin)
+    policy = (import_item(chosen) if isinstance(chosen, str) else chosen)(config=config)
     if type(policy) is LateSubmissionPlugin and policy.penalty_method == "none":
         return notebook.late_submission_penalty or 0.0
     seconds = notebook.assignment.total_seconds_late
