@@ -203,6 +203,9 @@ def grade(paths, out, course_file, jobs, resume, part, gradebook, scheduler, htm
         except Exception as exc:  # a fault of the grader's own: the batch stops, and no submission is blamed
             raise click.ClickException(f"the grader failed (its own fault, not a submission's): "
                                        f"{type(exc).__name__}: {exc}") from None
+        finally:
+            if record is not None:
+                record.close()
         results = [result for _, result in pairs]
         click.echo(table(results))
         pages = " and a feedback page (.html)" if html else ""

@@ -716,6 +716,36 @@ def test_a_score_set_on_a_late_notebook_is_counted_with_its_penalty_everywhere(c
     assert penalty_and_final() == pytest.approx((0.2 * raised, want))  # a regrade moves nothing
 
 
+def test_a_second_grading_of_the_course_waits_for_the_first_on_either_route(course):
+    """A TA trial: a TA's fast route beside an instructor's `nbgrader autograde --force` (or two autogrades) gave
+    tracebacks and left every autograded notebook deleted. While one grading runs, another on either route
+    stops before it touches anything, in one line naming the one that runs."""
+    import subprocess
+    import sys
+
+    again = Course(course.tmp, COURSE.course_id, ASSIGNMENT, name="two-graders")
+    shutil.copytree(course.dir, again.dir)
+    before = {p: p.read_bytes() for p in (again.dir / "autograded").rglob("*") if p.is_file()}
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grader.lms.nbgrader import grading_lock\n"
+                               "lock = grading_lock(sys.argv[1])\nprint('held', flush=True)\ntime.sleep(600)",
+                               str(again.dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        autograde = again.nbgrader("autograde", ASSIGNMENT, "--force")
+        fast = again.run(["backprop-ninja", "grade", "submitted", "--out", "results", "--course", "course.yml",
+                          "--gradebook", "gradebook.db"], again.dir)
+    finally:
+        holder.kill()
+        holder.wait()
+    for done in (autograde, fast):
+        assert done.returncode != 0, str(done)
+        assert "another grading of this course is running" in done.stderr, str(done)
+        assert f"pid {holder.pid}" in done.stderr and "Traceback" not in done.stderr, str(done)
+    assert {p: p.read_bytes() for p in (again.dir / "autograded").rglob("*") if p.is_file()} == before
+    done = again.nbgrader("autograde", ASSIGNMENT, "--student=ada", "--force")  # the lock gone with its process
+    assert done.returncode == 0 and "another grading" not in done.stderr, str(done)
+
+
 def test_an_autograde_killed_while_grading_hands_out_no_feedback_of_it(course):
     """The TA trial's worst case: autograde was killed (kill -9: a culled server, an OOM kill) while it graded a
     late resubmission; run again it passed over the folder nbgrader had written before grading, and

@@ -69,6 +69,8 @@ c.Autograde.autograde_preprocessors = [
     "grader.lms.nbgrader.RecordGrades",
 ]
 c.GradeInSandbox.course = {course_file!r}  # relative to the course directory, where nbgrader runs
+# One grading of the course at a time, on either route: two at once removed each other's autograded notebooks.
+c.Autograde.exporter_class = "grader.lms.nbgrader.OneGraderAtATime"
 # Late penalties, from the due date nbgrader holds (nbgrader db assignment add ASSIGNMENT --duedate=...): none
 # unless set here, on both routes. nbgrader's own policy takes all or nothing
 # (c.LateSubmissionPlugin.penalty_method = "zero"); a share of the score for each day late, or part of one:

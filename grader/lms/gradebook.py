@@ -48,6 +48,12 @@ class Recorder:
         mode = gradebook.stat().st_mode
         if mode & 0o007 and gradebook.stat().st_uid == os.geteuid():  # nbgrader made it as the umask said
             os.chmod(gradebook, stat.S_IMODE(mode) & ~0o007)
+        from grader.lms.nbgrader import GradingBusy, grading_lock
+
+        try:
+            self.lock = grading_lock(gradebook.parent)  # until close(): see grading_lock
+        except GradingBusy as exc:
+            raise GradebookError(str(exc)) from None
         self.settings = final.course_settings(gradebook.parent)
         self.coursedir = CourseDirectory(parent=self.settings, root=str(gradebook.parent))
         # nbgrader's own Gradebook (update_or_create_submission, a notebook's grade cells) trips SQLAlchemy's
@@ -72,6 +78,10 @@ class Recorder:
             self.log(f"could not record {submission.id}: {type(exc).__name__}: "
                      f"{' '.join(str(exc).split())[:300]}")
 
+
+    def close(self) -> None:
+        """The course's grading lock released: the batch is on record."""
+        self.lock.release()
 
     def settle(self, out: Path, results: list[Result]) -> list[Result]:
         """`results` with the scores the gradebook now holds for them (a TA's score, a late penalty: what report

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
+from nbconvert.exporters import NotebookExporter
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.plugins import ExportPlugin, FileNameCollectorPlugin, LateSubmissionPlugin
@@ -30,7 +31,7 @@ from traitlets import Bool, Float, List, Unicode
 from grader import safe_text
 from grader.lms.student_html import unsafe_name
 from grader.outputs import final
-from grader.outputs.files import atomic_write, csv_text
+from grader.outputs.files import atomic_write, csv_text, private_mode
 from grader.vocabulary import GRADE_CELL_PREFIX, Flag, grade_cell_id
 
 
@@ -238,6 +239,117 @@ class FormgraderScores(Preprocessor):
             grades, penalty = final.by_hand(entry.grades), final.penalty_of(entry, self)
         remake_page(nb, grades, penalty, f"{assignment}/{notebook}")
         return nb, resources
+
+
+# Two gradings of one course at once (a TA's fast route beside an instructor's autograde, two autogrades) remove
+# and write each other's autograded notebooks: tracebacks, and every student's left deleted (a TA trial).
+GRADING_LOCK = ".backprop-ninja-grading.lock"
+
+
+class GradingBusy(Exception):
+    """Another grading holds the course; the message says which and what to do."""
+
+
+class GradingLock:
+    """The course's grading lock (grading_lock), held until `release` (or its process ends)."""
+
+    def __init__(self, key: str):
+        self.key, self.held = key, True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            handle, count = _HELD[self.key]
+            if count == 1:
+                del _HELD[self.key]
+                handle.close()
+            else:
+                _HELD[self.key] = (handle, count - 1)
+
+    __del__ = release
+
+
+_HELD: dict[str, tuple] = {}  # course folder -> (the locked file, how many of this process's holders share it)
+
+
+def grading_lock(course_root: Path) -> GradingLock:
+    """The course's grading lock, for whichever route grades: an advisory lock on a file in the course folder,
+    which every grader of a group-shared course may open. Raises GradingBusy, naming the holder's command,
+    user and pid, when another process holds it; within one process (formgrader's server, a demo) the holders
+    share it, since one process's gradings run one after the other."""
+    import fcntl
+
+    path = Path(course_root).resolve() / GRADING_LOCK
+    key = str(path)
+    if key in _HELD:
+        handle, count = _HELD[key]
+        _HELD[key] = (handle, count + 1)
+        return GradingLock(key)
+    try:
+        # held by the caller, for as long as it grades
+        handle = open(os.open(path, os.O_RDWR | os.O_CREAT, private_mode(path.parent)), "r+b")
+    except PermissionError:
+        handle = open(path, "rb")  # a lock needs only an open file: another grader created it
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _lock_holder(path)
+        handle.close()
+        raise GradingBusy(f"another grading of this course is running ({holder}): run this again when it has "
+                          "finished; two at once remove each other's autograded notebooks") from None
+    _HELD[key] = (handle, 1)
+    return GradingLock(key)
+
+
+def _lock_holder(path: Path) -> str:
+    """Who holds the flock on `path`, from the kernel's own table (/proc/locks), as "COMMAND by USER, pid N"."""
+    import pwd
+
+    inode = path.stat().st_ino
+    try:
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return "its process is not known"
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
+            pid = fields[4]
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                owner = pwd.getpwuid(os.stat(f"/proc/{pid}").st_uid).pw_name
+            except (OSError, KeyError):
+                return f"pid {pid}"
+            words = [Path(w.decode(errors="replace")).name for w in argv[:3] if w]
+            command = " ".join(w for w in words if not w.startswith("python"))
+            return safe_text.terminal(f"{command or 'a process'} by {owner}, pid {pid}")
+    return "its process is not known"
+
+
+class OneGraderAtATime(NotebookExporter):
+    """nbgrader autograde's exporter (`c.Autograde.exporter_class`, course init's nbgrader_config.py): autograde
+    makes it before it removes or writes any student's autograded folder, so the course's grading lock taken
+    here stops a second grading before it touches the first one's work. Held until the converter has gone
+    through every submission: the command's whole run, or one autograde from formgrader."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        converter = self.parent
+        try:
+            lock = grading_lock(converter.coursedir.root)
+        except GradingBusy as exc:
+            from nbgrader.converters.base import NbGraderException
+
+            self.log.error(str(exc))
+            raise NbGraderException(str(exc)) from None
+        convert = converter.convert_notebooks  # what the converter's start runs next: released when it ends
+
+        def convert_then_release():
+            try:
+                return convert()
+            finally:
+                lock.release()
+
+        converter.convert_notebooks = convert_then_release
 
 
 class NeutraliseHtml(_Preprocessor):
