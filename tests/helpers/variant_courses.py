@@ -1,7 +1,7 @@
 """Every variant of the network as a course, end to end: `course init --variant`, one `backprop-ninja grade`
 batch of its solved notebook, its stub and the mutants of its reference answers (the rule table's slips,
 grader.authoring.skeleton.mutants) that no earlier variant's course grades, and Run All on its solved
-notebook where the variant is in the suite's pairwise set, and on its stub where it is in a smaller set.
+notebook where the variant is in the suite's covering set, and on its stub where it is in a smaller set.
 tests/test_variant_courses.py checks what each run gave.
 
 Each slip is graded once, in the first course (the lecture's network first) whose cell has the same
@@ -9,12 +9,13 @@ formula (an atomic or fused answer going back through the same forward lines; a 
 the same code): made again in the next course it is the same formula's same slip, through the same grader,
 and tests/test_neighbourhood.py names every slip in every variant. The slips share notebooks, one slip per
 answer at a time, as `exercise check` lays them out (grader.lms.dry_run.packed: the grader judges each answer
-on the true upstream gradients, never the submission's own). Run All runs where the variant's
-activation and normalization, its activation and residual block, and its normalization and residual block
-are a pair no earlier notebook of the set ran: 12 of the 24 notebooks cover every pair of pieces that meet
-in a cell. A stub's cells are blanks beside the same setup, training and self-check cells its solved
-notebook runs: what it adds is that each piece's blanks run and are "not attempted yet", which 4 stubs
-cover (every activation, every normalization, the residual block and its absence).
+on the true upstream gradients, never the submission's own). Run All runs 6 of the 24 solved notebooks:
+every normalization with and without the residual block, and every activation (`runs_all`); the 24 are
+graded here, and their every pair of pieces that meet in a cell runs in the nightly tier, whose `exercise
+check` runs each variant's notebooks (12 notebooks covering every pair were half of these courses' time).
+A stub's cells are blanks beside the same setup, training and self-check cells its solved notebook runs:
+what it adds is that each piece's blanks run and are "not attempted yet", which 4 stubs cover (every
+activation, every normalization, the residual block and its absence).
 
 All of it is subprocesses (two worker processes at a lower CPU priority, each making one course after
 another: `course init` and `grade` run in it as click runs them, Run All in kernels it starts): it starts
@@ -127,7 +128,7 @@ def _run_all(notebooks: dict[str, nbformat.NotebookNode], course, folder: Path, 
 def variant_course(name: str, workdir: Path, graded: Path) -> None:
     """course init --variant (the package's own, which derives the reference answers); one
     `backprop-ninja grade` batch of the course's solved notebook, the stub nbgrader would release from it,
-    and the mutants `graded` (a `plan`) gives the variant, packed; then, for a variant of the pairwise set, Run All
+    and the mutants `graded` (a `plan`) gives the variant, packed; then, for a variant of the covering set, Run All
     on the solved notebook, and on the stub where `runs_stub`. Run in a worker process: see `_Courses`."""
     env = dict(os.environ)
     target = workdir / "course"
@@ -162,22 +163,23 @@ def outcome_of(workdir: Path) -> Outcome:
 
 
 def runs_all(name: str) -> bool:
-    """Whether the variant is in the pairwise set Run All runs: its residual block is there exactly where
-    its activation's and normalization's places in their lists add up to an odd number, so every
-    activation meets every normalization once, and each of them meets the residual block and its absence."""
+    """Whether Run All runs the variant's solved notebook: each normalization with and without the residual
+    block, six of the 24, the activation at place 2i + r of its list (i the normalization's place, r 1 with
+    the residual block), so every activation runs too and the lecture's network first. The nightly tier's
+    `exercise check` runs the notebooks of every variant."""
     variant = variants.parse(name)
     activation, norm = list(variants.ACTIVATIONS), list(variants.NORMALIZATIONS)
-    place = activation.index(variant.activation.name) + norm.index(variant.norm.name)
-    return variant.residual == bool(place % 2)
+    return activation.index(variant.activation.name) == (2 * norm.index(variant.norm.name) + variant.residual) \
+        % len(activation)
 
 
 def runs_stub(name: str) -> bool:
-    """Whether Run All runs the variant's stub too: in the pairwise set, where its normalization's place is
-    its activation's (the last normalization for the activations past it), which meets every piece once."""
+    """Whether Run All runs the variant's stub too: four of the six, the layer norm's two, batch norm's without
+    the residual block and no normalization's with it, which meet every activation, every normalization and
+    the residual block's presence and absence."""
     variant = variants.parse(name)
-    activation, norm = list(variants.ACTIVATIONS), list(variants.NORMALIZATIONS)
-    place = min(activation.index(variant.activation.name), len(norm) - 1)
-    return runs_all(name) and norm.index(variant.norm.name) == place
+    place = list(variants.NORMALIZATIONS).index(variant.norm.name)
+    return runs_all(name) and (place == 1 or variant.residual == (place == 2))
 
 
 def _key(exercise, mutant: skeleton.Mutant) -> str:
