@@ -200,7 +200,10 @@ def taught(world):
         fetched = w.home(student) / ASSIGNMENT / NOTEBOOK
         fetched.write_text(_answered(fetched, answers), encoding="utf-8")  # the student's own file, edited
         w.student(student, "submit")
-    w.nbgrader(INSTRUCTOR, "collect", ASSIGNMENT, cwd=course)
+    # The red team's hand-in as a classmate: the blank notebook, in the first student's name, after theirs
+    w.nbgrader(STUDENTS[2], "submit", ASSIGNMENT, f"--course={COURSE_ID}", f"--Exchange.root={w.exchange}",
+               f"--student={STUDENTS[0]}")
+    w.nbgrader(INSTRUCTOR, "collect", ASSIGNMENT, cwd=course, name="collect")
 
     archive = course / "downloaded" / ASSIGNMENT / "archive"
     archive.mkdir(parents=True)
@@ -317,10 +320,18 @@ def test_course_init_writes_a_course_for_a_normal_user(taught):
 
 
 def test_each_students_submission_is_their_own_and_graded(taught):
+    """Each student's own hand-in is collected and graded; one another student made in their name (nbgrader's
+    own collect took it, with a warning: a red team) is refused, in one line."""
     inbound = taught.exchange / COURSE_ID / "inbound"
     for student in STUDENTS:
-        (folder,) = [p for p in inbound.iterdir() if p.name.startswith(f"{student}+{ASSIGNMENT}+")]
-        assert (folder / NOTEBOOK).stat().st_uid == pwd.getpwnam(student).pw_uid
+        folders = [p for p in inbound.iterdir() if p.name.startswith(f"{student}+{ASSIGNMENT}+")]
+        owners = sorted(pwd.getpwuid(p.stat().st_uid).pw_name for p in folders)
+        assert owners == sorted([student, *([STUDENTS[2]] if student == STUDENTS[0] else [])]), owners
+    (forged,) = [p for p in inbound.iterdir() if p.name.startswith(f"{STUDENTS[0]}+") and p.stat().st_uid ==
+                 pwd.getpwnam(STUDENTS[2]).pw_uid]
+    said = " ".join(taught.outputs["collect"].stderr.split())
+    assert f"refused: {forged} claims to be handed in by {STUDENTS[0]} but was handed in by {STUDENTS[2]}: not " \
+        "collected" in said, said
     book = taught.book
     assert book[STUDENTS[0]]["score"] == pytest.approx(book[STUDENTS[0]]["max_score"])
     assert book[STUDENTS[1]]["score"] < book[STUDENTS[1]]["max_score"]

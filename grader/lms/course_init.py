@@ -123,6 +123,8 @@ c.HTMLExporter.preprocessors = ["grader.lms.nbgrader.FormgraderScores"]
 # release_feedback releases to the students who submitted through the exchange and lists the pages of those
 # collected from LMS downloads (nbgrader's own stops at the first of them), to hand back through the LMS.
 c.ExchangeFactory.release_feedback = "grader.lms.nbgrader.ReleaseFeedback"
+# collect refuses a hand-in another unix user made in a student's name (nbgrader's own takes it, with a warning).
+c.ExchangeFactory.collect = "grader.lms.nbgrader.OwnedCollect"
 
 # zip_collect: the files of Canvas, Moodle and Blackboard downloads (and <student>_<notebook>.ipynb), each
 # filed as this notebook; the LMS's user id is recorded with the student, for `backprop-ninja export`. Run it

@@ -23,6 +23,7 @@ from pathlib import Path
 import nbformat
 from nbconvert.exporters import NotebookExporter
 from nbconvert.preprocessors import Preprocessor
+from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.plugins import ExportPlugin, FileNameCollectorPlugin, LateSubmissionPlugin
 from nbgrader.preprocessors import DeduplicateIds, NbGraderPreprocessor, OverwriteCells
@@ -1035,6 +1036,49 @@ def _digest(path: Path) -> str | None:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:
         return None
+
+
+class OwnedCollect(ExchangeCollect):
+    """nbgrader's collect, which takes a hand-in as the student its name claims whoever owns it, and only warns
+    (`check_owner`): on a shared server's exchange a student handed in as a classmate, after them, and
+    replaced their graded notebook, or got them flagged (a red team). Where the claimed student is a unix
+    user, a hand-in another user owns is refused, said in one line, and that student's own newest is
+    collected. Students who are no unix users of their own (one account for a class) keep nbgrader's warning:
+    ownership says nothing there."""
+
+    def _path_to_record(self, path):
+        record = super()._path_to_record(path)
+        owner = _forged_by(path, record["username"]) if self.check_owner else None
+        if owner is not None:
+            record["forged"] = owner
+            self.log.error(safe_text.terminal(f"refused: {path} claims to be handed in by {record['username']} but "
+                                              f"was handed in by {owner}: not collected"))
+        return record
+
+    def _sort_by_timestamp(self, records):
+        """The student's own hand-ins first, newest first: the one collected is the newest of them."""
+        return sorted(super()._sort_by_timestamp(records), key=lambda record: "forged" in record)
+
+    def copy_files(self):
+        self.src_records = [record for record in self.src_records if "forged" not in record]
+        super().copy_files()
+
+
+def _forged_by(path: str, student: str) -> str | None:
+    """Who handed `path` in as `student` when that is another unix user than the student (None otherwise)."""
+    import pwd
+
+    try:
+        claimed = pwd.getpwnam(student).pw_uid
+    except KeyError:
+        return None
+    owner = os.stat(path).st_uid
+    if owner == claimed:
+        return None
+    try:
+        return pwd.getpwuid(owner).pw_name
+    except KeyError:
+        return f"uid {owner}"
 
 
 class ReleaseFeedback(ExchangeReleaseFeedback):
