@@ -65,35 +65,45 @@ def discover(paths: list[Path]) -> list[tuple[str, Path]]:
     the instructor's own and is followed. Ids are safe_text.name()s: two paths that escape to the same
     id (a name holding a literal backslash escape), or whose results would be one file where case or
     Unicode normalisation is ignored (`Alice.ipynb`, `alice.ipynb`), are told apart as duplicates are,
-    by a ~2 suffix.
+    by a ~2 suffix. Of names that differ only so, none keeps its plain id: an LMS matches logins without
+    case, and a student who handed in `Bob.ipynb` beside bob's `bob.ipynb` took bob's grade (a red team).
     """
     found: dict[str, Path] = {}
     taken: set[str] = set()  # the results' file names, as a file system that ignores case sees them
     suffixes: dict[str, int] = {}  # the next ~k to try for an id: a thousand duplicates cost no million tries
-    for root in paths:
-        root = Path(root)
-        if not root.is_dir():
-            candidates = [(safe_text.name(root.stem), root)]
-        else:
-            candidates = []
-            for dirpath, dirnames, filenames in os.walk(root):
-                here = Path(dirpath)
-                linked = {d for d in dirnames if (here / d).is_symlink()}
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in linked)
-                names = [n for n in filenames if n.endswith(".ipynb")] + [d for d in linked if not d.startswith(".")]
-                for name in sorted(names):
-                    path = here / name
-                    relative = path.relative_to(root)
-                    candidates.append((safe_text.name(relative.with_suffix("") if name in filenames else relative),
-                                       path))
+    listed = [_candidates(Path(root)) for root in paths]
+    spelled: dict[str, set[str]] = {}  # each file name as a case-blind file system sees it, as it is spelled
+    for candidates in listed:
+        for sid, _ in candidates:
+            spelled.setdefault(safe_text.same_file(safe_text.output_stem(sid)), set()).add(sid)
+    for candidates in listed:
         for sid, path in candidates:
             unique, k = sid, suffixes.get(sid, 2)
+            if len(spelled[safe_text.same_file(safe_text.output_stem(sid))]) > 1:  # spelled two ways: none plain
+                unique, k = f"{sid}~{k}", k + 1
             while safe_text.same_file(safe_text.output_stem(unique)) in taken:
                 unique, k = f"{sid}~{k}", k + 1
             suffixes[sid] = k
             taken.add(safe_text.same_file(safe_text.output_stem(unique)))
             found[unique] = path
     return sorted(found.items())
+
+
+def _candidates(root: Path) -> list[tuple[str, Path]]:
+    """(id, path) of each notebook `discover` finds under `root`, before ids are told apart."""
+    if not root.is_dir():
+        return [(safe_text.name(root.stem), root)]
+    candidates = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        linked = {d for d in dirnames if (here / d).is_symlink()}
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in linked)
+        names = [n for n in filenames if n.endswith(".ipynb")] + [d for d in linked if not d.startswith(".")]
+        for name in sorted(names):
+            path = here / name
+            relative = path.relative_to(root)
+            candidates.append((safe_text.name(relative.with_suffix("") if name in filenames else relative), path))
+    return candidates
 
 
 class Refused(OSError):

@@ -103,14 +103,15 @@ def test_fuzzed_names_are_safe_and_never_share_a_file(one, other):
 
 
 def test_discover_tells_apart_names_one_file_system_would_merge(tmp_path):
-    """`Alice.ipynb` and `alice.ipynb` are two files here and one on a laptop's file system: the second is
-    graded as alice~2, as a duplicate is."""
+    """`Alice.ipynb` and `alice.ipynb` are two files here and one on a laptop's file system: each is graded
+    with a suffix, as a duplicate is, and neither as the plain name, which an LMS would take for the login
+    of either (a red team: `Bob.ipynb` beside bob's `bob.ipynb` took bob's Canvas grade)."""
     for name in ["Alice.ipynb", "alice.ipynb", "a_b.ipynb", "report.ipynb", ".ipynb", "\u00e9.ipynb",
                  "e\u0301.ipynb"]:
         write(tmp_path / name, submission())
     write(tmp_path / "a" / "b.ipynb", submission())
     ids = [sid for sid, _ in extract.discover([tmp_path])]
-    assert set(ids) == {"Alice", "alice~2", "a_b", "a/b", "report", ".ipynb", "e\u0301", "\u00e9~2"}
+    assert set(ids) == {"Alice~2", "alice~3", "a_b", "a/b", "report", ".ipynb", "e\u0301~2", "\u00e9~3"}
     assert len({same_file(output_stem(sid)) for sid in ids}) == len(ids)
 
 
