@@ -1071,8 +1071,10 @@ def trial5_a_stopped_cell_names_what_it_read_and_what_to_do(kernel):
         kernel.run("dlogprobs")
         # A parameter rebound in an answer cell (H): the check raised on the kernel's transposed W2.
         kernel.run("dh", "W2 = W2.T\ndh = dlogits @ W2\n")
-        assert kernel.check("dh").startswith("dh             | not checked: your W2 is not the parameter the forward "
-                                             "pass read any more: a cell assigned W2 = ..."), kernel.check("dh")
+        # the student trial's typo: the cell that assigned it is named (it was "a cell assigned W2")
+        line = kernel.check("dh")
+        assert re.match(r"dh +\| not checked: your W2 is not the parameter the forward pass read any more: dh's "
+                        r"cell \(In\[\d+\]\) assigned W2 = \.\.\.", line), line
         setup(kernel)
         # The thirteenth trial's R15: `bngain = bngain * 1.0` changes no gradient: no verdict is withheld for it
         for cell in EX1:

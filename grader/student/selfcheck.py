@@ -234,6 +234,20 @@ def _exec_code(node: ast.AST) -> list[ast.Module]:
         return []
 
 
+def _assigned_in(namespace: dict, exercise, name: str) -> tuple[int | None, str]:
+    """The kernel's last cell that assigned `name` (its execution count, None if none is known) and how a line
+    names it: an answer cell by its answer, another by its In[n] (a student trial: "a cell assigned W2" of
+    the cell right above the check)."""
+    history = namespace.get("In") or []
+    count = next((i for i in range(len(history) - 1, 0, -1)
+                  if isinstance(history[i], str) and _assigns(history[i], frozenset({name}))), None)
+    if count is None:
+        return None, "a cell"
+    if _IDS.get(count) in {a.cell_id for a in exercise.answers}:
+        return count, f"{_IDS[count]}'s cell (In[{count}])"
+    return count, f"the cell you ran as In[{count}]"
+
+
 @functools.lru_cache(maxsize=1024)
 def _assigns(source: str, names: frozenset[str]) -> bool:
     """Whether the cell binds one of `names`; a cell that does not parse (a student's syntax error, which
@@ -2837,11 +2851,8 @@ class NotebookCheck:
                 continue
             if isinstance(expected, int) and expected != value:
                 history = namespace.get("In") or []
-                count = next((i for i in range(len(history) - 1, 0, -1) if isinstance(history[i], str)
-                              and _assigns(history[i], frozenset({size}))), None)
+                count, cell = _assigned_in(namespace, exercise, size)
                 answer_cells = {a.cell_id for a in exercise.answers}
-                cell = "a cell" if count is None else f"{_IDS[count]}'s cell (In[{count}])" \
-                    if _IDS.get(count) in answer_cells else f"the cell you ran as In[{count}]"
                 # An answer cell runs again with the answers: the line comes out first (the fourteenth trial's
                 # `n = 3` in an answer cell, set back and set again by the re-run the line asked for)
                 answer = count is not None and (_IDS.get(count) in answer_cells or count not in _IDS and bool(
@@ -2882,7 +2893,8 @@ class NotebookCheck:
                       for v in _assigned_values(code, name)), None)
         fix = f"write `{value}` where that cell reads {name}, not `{name} = {value}`" if value is not None and \
             name in _reads(value) else "take that line out"
-        return (f"your {name} is not the parameter the forward pass read any more: a cell assigned {name} = ... (an "
+        return (f"your {name} is not the parameter the forward pass read any more: "
+                f"{_assigned_in(namespace, found.exercise, name)[1]} assigned {name} = ... (an "
                 f"answer cell may read a parameter, never assign it): {fix}, re-run the setup cells from the "
                 "parameters' down, then the answer cells and this check")
 
