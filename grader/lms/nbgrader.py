@@ -347,6 +347,13 @@ class OneGraderAtATime(NotebookExporter):
         def convert_then_release():
             try:
                 return convert()
+            except KeyboardInterrupt:  # nbgrader removed the notebook it was grading and said "Canceled"
+                from nbgrader.converters.base import NbGraderException
+
+                said = (f"interrupted: run nbgrader autograde {converter.coursedir.assignment_id} again: it grades "
+                        "the notebook it was grading and those not graded yet")
+                self.log.error(said)  # one line, where nbgrader's own ended in a traceback (a TA trial)
+                raise NbGraderException(said) from None
             finally:
                 lock.release()
 
