@@ -9,6 +9,7 @@ the real notebook in a kernel and grades the same notebook, for the disagreement
 """
 from __future__ import annotations
 
+import collections
 import os
 import shutil
 import warnings
@@ -170,6 +171,36 @@ def test_a_right_cell_below_a_wrong_upstream_answer_says_which(state, capfd):
     line = nb.run_to("dcounts_sum_inv", {"dprobs": "dprobs = probs * dlogprobs"}, capfd)
     assert line.startswith("dcounts_sum_inv|") and not failed(line), line
     assert "dprobs above is wrong; with the true dprobs this cell is right" in line
+
+
+def test_the_cells_above_a_check_run_once_for_every_check_below_until_one_changes(state, capfd, monkeypatch):
+    """A student trial: one answer cell of 4 s made every check below it take 40-60 s, silent, each running that
+    cell again for every case and check. Now each earlier cell runs once per case and check for all the checks
+    below it; a cell changed since runs again, and what it assigns reaches the cells below (names carry over)."""
+    from grader.student import selfcheck
+
+    runs: collections.Counter = collections.Counter()
+    run_cell = selfcheck.SelfCheck._run_cell
+
+    def counted(self, answer, *args):
+        runs[answer.grade_id] += 1
+        return run_cell(self, answer, *args)
+
+    monkeypatch.setattr(selfcheck.SelfCheck, "_run_cell", counted)
+    nb = Notebook(state)
+    first, *below = EXERCISE.atomic[:8]
+    nb.execute(CELLS[first] + "half = 0.5\n")  # a name of its own, which the cells below may read
+    assert not failed(nb.check(first, capfd))
+    ran = []  # how often the first cell had run, after each check below it
+    for grade_id in below:
+        nb.execute(CELLS[grade_id].replace("dprobs = 1 /", "dprobs = 2 * half /"))
+        line = nb.check(grade_id, capfd)
+        assert not failed(line), line
+        ran.append(runs[first])
+    assert len(set(ran)) == 1, ran  # by the first check below it, once per case and check; never again
+    nb.execute(CELLS[first] + "half = 1.0\n")  # changed: run again, and dprobs's check sees its new `half`
+    line = nb.check("dprobs", capfd)
+    assert runs[first] > ran[-1] and failed(line), (runs[first], ran, line)
 
 
 def test_a_wrong_cell_below_a_wrong_upstream_answer_is_still_wrong(state, capfd):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import copy
 import difflib
 import functools
 import importlib.util
@@ -194,6 +195,16 @@ def _globals_read(function) -> str:
 def _step(params: dict, grads: dict, lr: float) -> dict:
     """One SGD step with the student's gradients, in the parameters' dtype."""
     return {k: params[k] - lr * grads[k].detach().to(params[k].dtype) for k in params}
+
+
+def _copied(carry: dict) -> dict | None:
+    """`carry` with its tensors copied, views of one tensor still views of one copy (one deepcopy memo); the other
+    values as they are. None where a tensor will not copy (a non-leaf of autograd's): such a carry is not kept."""
+    memo: dict = {}
+    try:
+        return {k: copy.deepcopy(v, memo) if isinstance(v, torch.Tensor) else v for k, v in carry.items()}
+    except (RuntimeError, TypeError):
+        return None
 
 
 def _result(value, like) -> _Ran:
@@ -1125,6 +1136,10 @@ class SelfCheck:
     `exercise=4`, which still works. `n`, the batch size every notebook passes, is accepted and not
     needed: the sizes are read from the tensors."""
 
+    # What the earlier answer cells left, kept for the checks that follow (_carried): a few points in the chain
+    # for each of the newest cases and checks (a few kilobytes each at the notebook's sizes).
+    KEPT_CARRIES, KEPT_CASES = 4, 16
+
     def __init__(self, n: int | None = None, exercise: str | int | None = None, namespace: dict | None = None,
                  course: dict | None = None, *, part: int | None = None, by_grade_id: bool = False):
         course = course or {}
@@ -1147,6 +1162,7 @@ class SelfCheck:
         self.solutions = course.get("solutions", "gated")
         self.cell_timeout = float(course.get("cell_timeout", Limits.cell_timeout))  # the grader's, for one run
         self._slow: set[tuple[str, str]] = set()  # (cell, code) that ran past it
+        self._kept_carries: dict[tuple[int, str], list] = {}  # (case, check) -> newest first (cells run, carry left)
         self._function_ran: tuple | None = None  # a function's checks (one per key it returns) share one run
         self._changes_given: set[str] = set()  # what the trained function changed of the arguments it was given
         self._case: tuple | None = None  # the notebook's forward pass as a case, and the tensors it was built from
@@ -1424,14 +1440,30 @@ class SelfCheck:
         return ran
 
     def _outcomes(self, answer: Answer, source: str, cases, check: str) -> dict:
-        outcomes = {}
-        earlier = self._sources_before(answer)
-        for case in cases:
-            carry: dict = {}  # as in the sandbox: what the earlier cells that ran assigned
-            for grade_id, code in earlier:
-                self._run_cell(self.exercise.by_grade_id[grade_id], code, case, check, carry)
-            outcomes[case.config.name] = self._run_cell(answer, source, case, check, carry)
-        return outcomes
+        earlier = tuple(self._sources_before(answer))
+        return {case.config.name: self._run_cell(answer, source, case, check, self._carried(earlier, case, check))
+                for case in cases}
+
+    def _carried(self, earlier: tuple[tuple[str, str], ...], case, check: str) -> dict:
+        """What the earlier atomic cells that ran assigned, on `case`: the names that carry over to the next cell,
+        as in the sandbox. Kept for the checks below, which run the same cells first: a student trial's answer
+        cell of 4 s made every later check run it once per case and check, a silent minute each."""
+        key = (id(case), check)
+        kept = self._kept_carries.pop(key, [])
+        self._kept_carries[key] = kept  # the newest last: a forward pass run again makes a new notebook case
+        while len(self._kept_carries) > self.KEPT_CASES:
+            del self._kept_carries[next(iter(self._kept_carries))]
+        start, carry = 0, {}
+        for ran, its_case, left in kept:
+            if its_case is case and start < len(ran) <= len(earlier) and earlier[:len(ran)] == ran:
+                start, carry = len(ran), _copied(left)
+        for grade_id, code in earlier[start:]:
+            self._run_cell(self.exercise.by_grade_id[grade_id], code, case, check, carry)
+        left = _copied(carry)  # the cell checked next changes `carry`, and may change its tensors in place
+        if left is not None:
+            kept.insert(0, (earlier, case, left))  # the case itself kept: its id names no other case meanwhile
+            del kept[self.KEPT_CARRIES:]
+        return carry
 
     def _function_outcomes(self, answer: Answer, source: str | None) -> dict:
         """The answer's function's returned values on each of the self-check's cases, run as the grader
