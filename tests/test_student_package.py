@@ -127,16 +127,18 @@ def test_the_install_cell_never_fetches_a_cuda_build_of_torch(monkeypatch, torch
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "torch" and not torch_missing
                         else None)
     monkeypatch.setattr(real, "run", lambda args, check=False: ran.append(args[5:]) or real.CompletedProcess(args, 0))
-    exec(material.install_cell("off"), {})  # noqa: S102 - the cell as the notebook runs it
+    exec(material.install_cell("off", "/srv/wheels"), {})  # noqa: S102 - the cell as the notebook runs it
     package = f"backprop-ninja-student=={__version__}"
     wanted = [[material.TORCH, "--index-url", "https://download.pytorch.org/whl/cpu"]] if torch_missing else []
-    assert ran == [*wanted, [package, "matplotlib"]]
+    own = ["--no-deps", "--no-index", "--find-links", "/srv/wheels", package]  # the course's own wheel, alone
+    assert ran == [*wanted, own, [package, "matplotlib"]]
 
 
 def test_the_readmes_hub_recipe_gives_each_image_what_the_hub_starts_and_the_cpu_torch():
     """Each image of the README's hub recipe is what JupyterHub starts a user's server from: without the
     jupyterhub package there is no jupyterhub-singleuser to start. Each installs torch from the CPU index
-    before the package that requires it."""
+    before the package that requires it, and the package from the wheels alone, never from an index (where
+    neither name is this project's), before its requirements."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     recipe = text[text.index("## The hub image recipe"):text.index("## A course on a shared server")]
     images = re.findall(r"```bash\n(.*?)```", recipe, re.S)
@@ -145,9 +147,10 @@ def test_the_readmes_hub_recipe_gives_each_image_what_the_hub_starts_and_the_cpu
         installs = [line for line in lines.splitlines() if " install " in line]
         torch, package = [line for line in installs if "torch numpy" in line], [line for line in installs
                                                                                  if "backprop-ninja" in line]
-        assert len(torch) == len(package) == 1 and lines.index(torch[0]) < lines.index(package[0]), lines
+        assert len(torch) == 1 and len(package) == 2 and lines.index(torch[0]) < lines.index(package[0]), lines
         assert "--index-url https://download.pytorch.org/whl/cpu" in torch[0]
-        assert "jupyterhub" in package[0].split()
+        assert "--no-index --no-deps --find-links wheels/" in package[0] and "--find-links" not in package[1]
+        assert "jupyterhub" in package[1].split()
 
 
 def test_the_students_image_leaves_formgrader_off(tmp_path):
@@ -205,9 +208,8 @@ def test_the_install_cell_installs_the_pinned_student_package_and_nothing_heavy(
     venv = fresh_venv(tmp_path / "fresh")
     nb = nbformat.read(STUB, as_version=4)
     (install,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == INSTALL_CELL]
-    source = material.install_cell("off")
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheel.parent),
-           "PIP_CONFIG_FILE": "/dev/null"}
+    source = material.install_cell("off", str(wheel.parent))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_INDEX": "1", "PIP_CONFIG_FILE": "/dev/null"}
     done = subprocess.run([venv / "bin" / "python", "-c", source], cwd=tmp_path, capture_output=True, text=True,
                           timeout=600, env=env)
     assert done.returncode == 0, done.stderr
@@ -220,16 +222,21 @@ def test_the_install_cell_installs_the_pinned_student_package_and_nothing_heavy(
     other = source.replace(f"=={__version__}'", "==0.0.1'").replace(f", '{__version__}'", ", '0.0.1'")
     assert other.count("0.0.1") == 2
     assert _last_line(venv, other, tmp_path, env) == (
-        "could not install backprop-ninja-student==0.0.1: run  pip install --find-links FOLDER-OF-YOUR-COURSES-WHEELS "
+        "could not install backprop-ninja-student==0.0.1, which comes only from the course's wheels or a clone of "
+        "backprop-ninja (one of that name on a package index is not this course's): run  pip install --no-index "
+        f"--no-deps --find-links {wheel.parent} backprop-ninja-student==0.0.1 && pip install "
         "backprop-ninja-student==0.0.1  in a terminal, then restart the kernel (Kernel > Restart)")
     # In a clone of backprop-ninja (a self-learner's), it names the clone's own student package.
     clone = tmp_path / "clone"
     (clone / "grader" / "course").mkdir(parents=True)
     (clone / "grader" / "course" / "material.py").touch()
     (clone / "assignments").mkdir()
-    assert _last_line(venv, other, clone / "assignments", env) == (
-        f"could not install backprop-ninja-student==0.0.1: run  pip install {clone}/student  in a terminal, "
-        "then restart the kernel (Kernel > Restart)")
+    mine = material.install_cell("off").replace(f"=={__version__}'", "==0.0.1'").replace(f", '{__version__}'",
+                                                                                          ", '0.0.1'")
+    assert _last_line(venv, mine, clone / "assignments", env) == (
+        "could not install backprop-ninja-student==0.0.1, which comes only from the course's wheels or a clone of "
+        f"backprop-ninja (one of that name on a package index is not this course's): run  pip install {clone}/student"
+        "  in a terminal, then restart the kernel (Kernel > Restart)")
 
 
 def _last_line(venv: Path, source: str, cwd: Path, env: dict) -> str:
@@ -255,9 +262,46 @@ def test_the_install_cell_takes_the_course_wheels_and_names_them_when_they_fail(
     empty = tmp_path / "no wheels"
     empty.mkdir()
     source = material.install_cell("off", str(empty))
+    package = f"backprop-ninja-student=={__version__}"
     assert _last_line(fresh_venv(tmp_path / "fresh2"), source, tmp_path, env) == (
-        f"could not install backprop-ninja-student=={__version__}: run  pip install --find-links '{empty}' "
-        f"backprop-ninja-student=={__version__}  in a terminal, then restart the kernel (Kernel > Restart)")
+        f"could not install {package}, which comes only from the course's wheels or a clone of backprop-ninja (one "
+        f"of that name on a package index is not this course's): run  pip install --no-index --no-deps --find-links "
+        f"'{empty}' {package} && pip install {package}  in a terminal, then restart the kernel (Kernel > Restart)")
+
+
+def test_the_install_cell_never_takes_the_package_from_an_index(student_env, tmp_path):
+    """A red team's finding: neither package name is this project's on PyPI, and the cell searched the index
+    beside the course's wheels, so whoever uploaded the name ran code in every student's kernel (pip took a
+    platform-tagged upload of the same version over the course's wheel). Here a local index holds such an
+    upload: the cell installs the course's wheel where course.yml names them, and nothing from the index where
+    it names none or they lack the package; the index still serves what the package requires."""
+    _, wheel = student_env
+    squat = tmp_path / "squat"
+    (squat / "grader").mkdir(parents=True)
+    (squat / "grader" / "__init__.py").write_text("import pathlib; pathlib.Path('SQUATTED').touch()\n")
+    (squat / "pyproject.toml").write_text(f'[project]\nname = "backprop-ninja-student"\nversion = "{__version__}"\n'
+                                          '[tool.setuptools]\npackages = ["grader"]\n')
+    index = tmp_path / "index" / "backprop-ninja-student"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(squat), "--no-deps", "--no-build-isolation", "--no-index",
+                    "-q", "-w", str(index)], check=True, capture_output=True, timeout=600)
+    (squatted,) = index.glob("*.whl")
+    (index / "index.html").write_text(f'<a href="{squatted.name}">{squatted.name}</a>\n')
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_CONFIG_FILE": "/dev/null",
+           "PIP_INDEX_URL": (tmp_path / "index").as_uri()}
+    package = f"backprop-ninja-student=={__version__}"
+    venv = fresh_venv(tmp_path / "with-wheels")
+    done = subprocess.run([venv / "bin" / "python", "-c", material.install_cell("off", str(wheel.parent))],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr
+    files = run(venv, "import importlib.metadata as m; print(m.distribution('backprop-ninja-student').files)",
+                tmp_path)
+    assert "selfcheck" in files.stdout and not (tmp_path / "SQUATTED").exists(), files.stdout
+    for wheels in (None, str(tmp_path / "index")):  # no wheels named, or a folder without the package
+        venv = fresh_venv(tmp_path / f"without-{bool(wheels)}")
+        line = _last_line(venv, material.install_cell("off", wheels), tmp_path, env)
+        assert line.startswith(f"could not install {package}, which comes only from the course's wheels"), line
+        found = run(venv, "import importlib.util; print(importlib.util.find_spec('grader'))", tmp_path)
+        assert found.stdout.strip() == "None" and not (tmp_path / "SQUATTED").exists(), found.stdout
 
 
 @pytest.mark.parametrize("wheels", ["", "a\nb", " /srv/wheels", 3])

@@ -93,8 +93,8 @@ class Course:
     points: dict[str, float]
     data: str | None = None
     solutions: str = "gated"
-    # Where the notebook's first cell has pip look for the course's wheels besides the package index (a
-    # folder on a shared server, or a web page of links: pip's --find-links); None: the index alone.
+    # Where the notebook's first cell installs the course's package from, never from a package index (a folder on
+    # a shared server, or a web page of links: pip's --find-links); None: only from a clone it sits in.
     wheels: str | None = None
     configurations: int = 4
     autotests: str = "autotests"

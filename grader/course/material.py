@@ -39,26 +39,30 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # The notebook's first code cell; @NAME@ marks what install_cell fills in.
 INSTALL_CELL = """\
 # Installs the course's self-check, @PACKAGE@ (the grader's version), where it is missing or
-# another version (Colab, a JupyterHub image, an earlier course's install)
+# another version (Colab, a JupyterHub image, an earlier course's install): from the course's wheels or the
+# clone of backprop-ninja the notebook sits in, never from a package index, where anyone may take that name
 import importlib.metadata, importlib.util, pathlib, subprocess, sys
 pip = [sys.executable, '-m', 'pip', 'install', '-q']
 if importlib.util.find_spec('torch') is None:  # the CPU build: PyPI's is a CUDA build of several GB
     subprocess.run([*pip, @TORCH@, '--index-url', @CPU_INDEX@], check=True)
-pinned, version = '@PACKAGE@', '@VERSION@'
-@WHEELS@providers = importlib.metadata.packages_distributions().get('grader', [])  # the packages holding `grader`
+pinned, version, wheels = '@PACKAGE@', '@VERSION@', @WHEELS@  # course.yml's `wheels`
+providers = importlib.metadata.packages_distributions().get('grader', [])  # the packages holding `grader`
 found = sorted({importlib.metadata.version(d) for d in providers if importlib.util.find_spec('grader')})
-needed = [] if found == [version] else [pinned]
-needed += ['matplotlib'] if importlib.util.find_spec('matplotlib') is None else []
+checkout = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]  # a clone of backprop-ninja
+                 if (p / 'grader' / 'course' / 'material.py').is_file()), None)
+needed = ['matplotlib'] if importlib.util.find_spec('matplotlib') is None else []
+if found != [version]:
+    own = (['--no-index', '--find-links', wheels, pinned] if wheels else
+           @FROM_CHECKOUT@ if checkout else None)
+    if own is None or subprocess.run([*pip, '--no-deps', *own]).returncode:
+        fix = ' '.join(['pip install', *own]) if checkout and not wheels else \\
+            @FROM_WHEELS@ + f'{pinned} && pip install {pinned}'
+        raise SystemExit(f"could not install {pinned}, which comes only from the course's wheels or a clone of "
+                         f"backprop-ninja (one of that name on a package index is not this course's): run  {fix}  in "
+                         "a terminal, then restart the kernel (Kernel > Restart)")
+    needed.insert(0, pinned)  # installed now: pip takes only its requirements from the index
 if needed and subprocess.run([*pip, *needed]).returncode:
-    checkout = next((p for p in [pathlib.Path.cwd(), *pathlib.Path.cwd().parents]  # a clone of backprop-ninja
-                     if (p / 'grader' / 'course' / 'material.py').is_file()), None)
-    if pinned not in needed:
-        fix = 'pip install ' + ' '.join(needed)
-    elif checkout:
-        fix = ' '.join(['pip install', @FROM_CHECKOUT@, *needed[1:]])
-    else:
-        fix = @FROM_WHEELS@ + ' '.join(needed)
-    raise SystemExit(f"could not install {' '.join(needed)}: run  {fix}  in a terminal, "
+    raise SystemExit(f"could not install {' '.join(needed)}: run  pip install {' '.join(needed)}  in a terminal, "
                      "then restart the kernel (Kernel > Restart)")
 if pinned in needed and 'grader' in sys.modules:
     print(f"installed {pinned} in place of version {', '.join(found)}: restart the kernel "
@@ -77,18 +81,19 @@ def install_cell(solutions: str, wheels: str | None = None) -> str:
     comes first, from PyTorch's CPU index: the package's own requirement would fetch PyPI's torch, a CUDA
     build of several GB on Linux.
 
-    A course that hands out its wheels (course.yml `wheels`, a folder or a web page of links) has pip
-    look there as well as on the index. Where pip cannot install, the cell stops with the one command
-    that can: from the checkout of backprop-ninja the notebook sits in (a self-learner's clone is on no
-    index), or from the course's wheels. Where it replaced a version this kernel already imported, it
-    says to restart the kernel."""
+    The package itself comes only from the course's wheels (course.yml `wheels`, a folder or a web page of
+    links) or from the clone of backprop-ninja the notebook sits in (a self-learner's), never from a package
+    index: neither name is this project's on PyPI, and whoever uploads one there would run code in every
+    student's kernel (a red team's finding: with `--find-links` beside the index, pip took a platform-tagged
+    upload of the same version over the course's own wheel). Its requirements come from the index once it is
+    installed. Where it cannot be installed, the cell stops with the one command that can. Where it replaced
+    a version this kernel already imported, it says to restart the kernel."""
     package = f"{STUDENT_PACKAGE[solutions]}=={__version__}"
-    from_checkout = "f'-e {checkout}'" if solutions == "gated" else "str(checkout / 'student')"
+    from_checkout = "['-e', str(checkout)]" if solutions == "gated" else "[str(checkout / 'student')]"
     folder = shlex.quote(wheels) if wheels else "FOLDER-OF-YOUR-COURSES-WHEELS"
-    from_wheels = repr(f"pip install --find-links {folder} ")
+    from_wheels = repr(f"pip install --no-index --no-deps --find-links {folder} ")
     filled = {"PACKAGE": package, "VERSION": __version__, "TORCH": repr(TORCH), "CPU_INDEX": repr(CPU_INDEX),
-              "WHEELS": f"pip += ['--find-links', {wheels!r}]  # the course's wheels (course.yml `wheels`)\n"
-              if wheels else "", "FROM_CHECKOUT": from_checkout, "FROM_WHEELS": from_wheels}
+              "WHEELS": repr(wheels), "FROM_CHECKOUT": from_checkout, "FROM_WHEELS": from_wheels}
     return re.sub(r"@([A-Z_]+)@", lambda m: filled[m[1]], INSTALL_CELL)
 
 
