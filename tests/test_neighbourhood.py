@@ -221,6 +221,15 @@ def test_a_name_the_code_reads_is_not_said_where_the_values_deny_it():
     assert "reads" not in (said("tanh-batchnorm", "dcounts_sum", code, read=True) or "")
 
 
+def test_a_branch_forgotten_whole_is_not_told_as_a_slip_inside_it_that_cancels_it():
+    """The instructor trial's VAE: the KL term's branch of dlogvar forgotten. Leaving out exp's derivative there
+    makes the branch's two terms cancel, so the rule table's slip "leaves out the derivative of exp" has the
+    same values, and was said on every route to a student who never wrote an exp. The code reads neither dkl
+    nor logvar, which that slip reads: the forgotten branch is said."""
+    line = said("tests/exercises/vae.py:EXERCISE", "dlogvar", "dlogvar = 0.5 * std * dstd", read=True)
+    assert line.startswith("your dlogvar misses the branch through kl") and "exp" not in line, line
+
+
 def test_a_slip_inside_a_fused_cell_is_named_at_the_step_it_enters():
     code = "dhprebn = bngain * bnvar_inv / n * (n * dhpreact - dhpreact.sum(0) - bnraw * (dhpreact * bnraw).sum(0))"
     assert said("relu-batchnorm", "ex3_dhprebn", code) == (

@@ -9,6 +9,7 @@ answers it judges are each slip's tensors, made here with the rule table.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,47 @@ def test_the_file_lists_no_sentence_and_a_slip_opens_only_its_own(tmp_path):
     assert prints.unseal(sealed, tensor) == sentence
     assert prints.unseal(sealed, tensor * (1 + 1e-13)) == sentence  # computed in another order
     assert prints.unseal(sealed, other) is None
+
+
+READ = """
+import json, sys, torch
+import torch.nn.functional as F
+sys.modules["grader.derive"] = None  # as in backprop-ninja-student
+from grader.judge.configs import generate
+from grader.judge.diagnose import name
+from grader.judge.exam import CHAIN, prepare
+from grader.student.selfcheck import choose_rule_table, own_cases
+choose_rule_table()
+spec, grade_id, code = sys.argv[1:4]
+cases = [*own_cases(spec), prepare(generate(spec, "the notebook's own batch", 1)[0])]
+answer = cases[0].exercise.by_grade_id[grade_id]
+tensors = []
+for case in cases:
+    namespace = {**case.values, **case.upstream(answer, CHAIN), **case.sizes, "torch": torch, "F": F}
+    exec(code, namespace)
+    tensors.append(namespace[answer.variable].detach().to(torch.float64))
+print(json.dumps(name(list(zip(cases, tensors)), answer, CHAIN, 1e-5, 1e-8, code=code)))
+"""
+
+
+def test_without_the_rule_table_a_slip_the_code_never_wrote_is_not_said_either(tmp_path):
+    """The instructor trial's VAE, in a student's environment: dlogvar's KL branch forgotten has the values of
+    the slip "leaves out the derivative of exp" (the branch's two terms cancel without it), which reads dkl and
+    logvar, names the code never reads. The grader reads that in the rule table; the self-check, in what each
+    slip's fingerprint seals beside its sentence, so it says the forgotten branch as the grader does, and the
+    file still spells none of the names."""
+    spec = str(ROOT / "tests" / "exercises" / "vae.py") + ":EXERCISE"
+    folder = tmp_path / "released"
+    folder.mkdir()
+    slip_prints.write(folder, spec, _notebook_spec(spec))
+    (folder / "vae.py").write_bytes((ROOT / "tests" / "exercises" / "vae.py").read_bytes())
+    sealed = [made["r"] for per_answer in json.loads((folder / prints.FILE).read_text())["cases"].values()
+              for per_check in per_answer.values() for made in per_check.values()
+              for made in made["prints"].values() if "r" in made]
+    assert sealed and all(re.fullmatch("[0-9a-f]+", r) for r in sealed)
+    code = "dlogvar = 0.5 * std * dstd"
+    done = subprocess.run([sys.executable, "-c", READ, _notebook_spec(spec), "dlogvar", code], cwd=folder,
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = json.loads(done.stdout)
+    assert line.startswith("your dlogvar misses the branch through kl") and "exp" not in line, line

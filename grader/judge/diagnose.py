@@ -229,7 +229,11 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
         keys = search(searches[family]) if family in searches else None
         if keys and family == "candidates" and "reads" in searches and tensors \
                 and neighbourhood.unwritten(tensors[0][0], answer, check, keys[0], code):
-            keys = search(searches["reads"]) or keys  # the code's own reading, where it fits, over a slip not written
+            # The code's own reading, where it fits, over a slip not written; else the next account that fits
+            # and reads nothing the code leaves out (a branch forgotten whole, where leaving out a factor of
+            # it cancels the branch too: the KL term's exp).
+            written = [k for k in keys if not neighbourhood.unwritten(tensors[0][0], answer, check, k, code)]
+            keys = search(searches["reads"]) or written or keys
         if keys:
             sentence, whole = sentences[keys[0]]
             other = _other_slip(keys, sentences)

@@ -57,6 +57,8 @@ class Candidate:
             if sentence is None:
                 return False
             self.opened.setdefault("sentence", sentence)
+            if "r" in self.fingerprint:  # the names its code reads, sealed alike
+                self.opened.setdefault("reads", prints.unseal(self.fingerprint["r"], got))
             return True
         return self.tensor.shape == got.shape and bool(torch.allclose(got, self.tensor, rtol=rtol, atol=atol))
 
@@ -634,16 +636,38 @@ def unwritten(case: Case, answer: Answer, check: str, key: str, code: str | None
     written = _names_read(code) if code and answer.kind == ATOMIC else None
     if not written:
         return False
-    if key.startswith(SLIP):
-        gradient = (_derived(case.exercise) or {}).get(answer.variable)
-        slip = next((slip for k, slip in _keyed(gradient) if k == key), None) if gradient is not None else None
-        reads = slip and _names_read(slip.code)
+    if key.startswith(SLIP) and _RULE_TABLE[0] is not None:
+        reads = slip_reads(case, answer).get(key, ())
+    elif key.startswith(SLIP):  # known by its fingerprint: what it reads, opened by an answer that is the slip
+        opened = next((c.opened.get("reads") for c in candidates(case, answer, check) if c.key == key), None)
+        reads = opened.split(",") if opened else ()
     elif key.startswith(RULE):
         reads = _rule_reads(case, answer, *key[len(RULE):].split(":", 1))
     else:
         return False
     readable = _readable(case, answer, check)
     return any(name in readable and name not in written for name in reads or ())
+
+
+def slip_reads(case: Case, answer: Answer) -> dict[str, tuple[str, ...]]:
+    """The names the code of each of the rule table's slips of this atomic answer reads, by key."""
+    gradient = (_derived(case.exercise) or {}).get(answer.variable)
+    return {key: _values_read(slip.code) for key, slip in _keyed(gradient)} if gradient is not None else {}
+
+
+def _values_read(code: str) -> tuple[str, ...]:
+    """The names whose values the code reads: not those it reads only for a shape (`torch.ones_like(x)`,
+    `h.shape[1]`), which a student who writes the same gradient by broadcasting never spells."""
+    try:
+        tree = syntax.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    shaped = {id(node.args[0]) for node in ast.walk(tree) if isinstance(node, ast.Call) and node.args
+              and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_like")}
+    shaped |= {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+               and node.attr in ("shape", "ndim", "dtype", "device")}
+    return tuple(dict.fromkeys(n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+                               and isinstance(n.ctx, ast.Load) and id(n) not in shaped))
 
 
 def _rule_reads(case: Case, answer: Answer, step: str, name: str) -> tuple[str, ...]:

@@ -38,13 +38,21 @@ def build(spec: str) -> tuple[dict, dict]:
                     continue
                 keys = named.setdefault(answer.grade_id, {}).setdefault(check, {})
                 keys.update(dict.fromkeys(key for key, _, _ in values))
+                reads = neighbourhood.slip_reads(case, answer) if answer.kind == ATOMIC else {}
                 per_answer.setdefault(answer.grade_id, {})[check] = {
                     "expected": prints.fingerprint(case.expected(answer, check)),
-                    "prints": {key: {**prints.fingerprint(t), "s": prints.seal(sentence, t)}
-                               for key, sentence, t in values}}
+                    "prints": {key: {**prints.fingerprint(t), "s": prints.seal(sentence, t),
+                                     **_sealed_reads(reads.get(key), t)} for key, sentence, t in values}}
         cases[case.config.name] = per_answer
     slips = {g: {check: list(keys) for check, keys in per.items()} for g, per in named.items()}
     return slips, cases
+
+
+def _sealed_reads(reads: tuple[str, ...] | None, tensor) -> dict:
+    """An atomic answer's slip's names read, sealed as its sentence is: the self-check, as the grader, tells a
+    slip whose code reads a name the student's never does as the account it is not (a branch forgotten whole
+    can equal a slip inside that branch)."""
+    return {"r": prints.seal(",".join(reads), tensor)} if reads else {}
 
 
 def write(folder: Path, spec: str, notebook_spec: str) -> Path:
