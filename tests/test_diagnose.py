@@ -537,3 +537,13 @@ def test_a_product_that_fails_on_the_lecture_s_sizes_too_is_told_its_shapes_do_n
     error = _error("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (8x4 and 8x3)")
     failure = _judged(error, error)
     assert "a transpose is probably missing or misplaced" in failure.feedback
+
+
+@pytest.mark.parametrize("shapes, elementwise", [("8x4 and 8x4", False), ("8x3 and 8x1", True)])
+def test_a_product_is_told_it_may_be_elementwise_only_where_that_gives_the_answer_s_shape(shapes, elementwise):
+    """The instructor trial's GRU: dlogits @ Wy with as many examples as hidden units (32x27 and 32x27) was told
+    to write * where @ is, though dlogits * Wy is not dh's shape; a forgotten transpose is all it can be."""
+    error = _error("RuntimeError", f"mat1 and mat2 shapes cannot be multiplied ({shapes})")
+    failure = _judged(error, error, grade_id="de")  # de: (n, dim), (8, 3) at the lecture's sizes
+    assert ("write * where @ is" in failure.feedback) == elementwise, failure.feedback
+    assert "transpose" in failure.feedback

@@ -210,14 +210,20 @@ def _allowed(exercise: Exercise, answer: Answer | None = None) -> str:
     return "answer cells may use only " + _and(names)
 
 
-def _broadcast(error: str) -> bool:
+def _broadcast(error: str, shape: torch.Size | None) -> bool:
     """Whether the two shapes torch's matrix-product error quotes ("(32x27 and 32x1)") would broadcast, as
-    for an elementwise product."""
+    for an elementwise product, to `shape` (the answer's, where the product is the cell's own): two sizes
+    that happen to be equal make a forgotten transpose's shapes broadcast too (an upstream gradient times a
+    weight, with as many examples as hidden units), and * is then no account of it."""
     found = re.search(r"\((\d+(?:x\d+)*) and (\d+(?:x\d+)*)\)", error)
     if found is None:
         return False
-    a, b = ([int(size) for size in shape.split("x")][::-1] for shape in found.groups())
-    return all(x == y or 1 in (x, y) for x, y in zip(a, b, strict=False))  # the shorter one broadcasts
+    a, b = (tuple(int(size) for size in shape.split("x")) for shape in found.groups())
+    try:
+        product = torch.broadcast_shapes(a, b)
+    except RuntimeError:
+        return False
+    return shape is None or product == shape
 
 
 def _function_hint(exercise: Exercise, answer: Answer, error_type: str) -> str | None:
@@ -277,7 +283,8 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
             # Said only where the lecture-sized run raised it too: a product that fits there and not on the
             # hidden sizes is a hard-coded size, which `judge` says instead.
             mistake = Transpose.PRODUCT_SHAPES
-            if hints != "none" and _broadcast(outcome.detail["error"]):
+            truth = probe.truth.get(f"d{answer.source}") if probe is not None and answer.kind != FUNCTION else None
+            if hints != "none" and _broadcast(outcome.detail["error"], None if truth is None else truth.shape):
                 text += f"; {Transpose.PRODUCT_OR_ELEMENTWISE}"
             elif hints != "none":
                 whose = ("the gradient that line computes" if answer.kind == FUNCTION  # not the parameter's
