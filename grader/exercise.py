@@ -281,6 +281,14 @@ class Network:
                 reached.add(step.name)
         return tuple(s.name for s in self.steps if s.name in reached and s.name not in names)
 
+    def outside_readers(self, source: str, sink: str) -> tuple[str, ...]:
+        """The steps outside the block from `sink` back to `source` that read `source` or a tensor between
+        them (a residual's `h1 = h0 + a` beside a normalization of h0 that ends at `sink`): the gradient
+        reaching `source` sums their uses too, so a cell of the block is given their gradients beside
+        `sink`'s."""
+        inner = {source, *(set(self.descendants(source)) & self.ancestors(sink))}
+        return tuple(s.name for s in self.steps if s.name != sink and s.name not in inner and inner & set(s.inputs))
+
     def ancestors(self, *names: str, held: Collection[str] = ()) -> frozenset[str]:
         """Everything `names` read, directly or through other steps (parameters, data, sizes and steps):
         what computing them needs. A name in `held` is read as given, not computed from its own inputs."""

@@ -1,6 +1,9 @@
-"""CS231n's two-layer net (tests/exercises/cs231n_net.py) as a course, graded as a class would answer it:
-the textbook answers get full credit, and no slip hides behind a gain initialised to ones. (The lecture-
-sized configuration keeps the exercise's own init: a notebook's self-check draws what the student sees.)"""
+"""Courses of networks as instructors write them, graded as a class would answer them. CS231n's two-layer net
+(tests/exercises/cs231n_net.py): the textbook answers get full credit, and no slip hides behind a gain
+initialised to ones (the lecture-sized configuration keeps the exercise's own init: a notebook's self-check
+draws what the student sees). A residual block around an RMSNorm fused into one cell
+(tests/exercises/rms_residual.py): the teacher's closed form, which reads the residual's gradient, gets full
+credit, as does the derived answer of the solved notebook."""
 from __future__ import annotations
 
 import json
@@ -18,10 +21,9 @@ from helpers.paths import ROOT
 pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
-EXERCISE = ROOT / "tests" / "exercises" / "cs231n_net.py"
 # Each submission: the solved notebook with these answer cells rewritten, and the score each grade id
 # must get (those not named: full).
-SUBMISSIONS = {
+CS231N = {
     # `loss = data_loss + reg_loss`: dreg_loss and ddata_loss are identically 1, and CS231n leaves them out.
     "textbook": ({"dW2": "dW2 = h1.T @ dscores + 0.1 * W2\n", "dW1": "dW1 = X.T @ da1 + 0.1 * W1\n",
                   "ex2_dscores": "dscores = F.softmax(scores, 1)\ndscores[range(scores.shape[0]), y] -= 1\n"
@@ -32,6 +34,15 @@ SUBMISSIONS = {
     # configurations give it noise).
     "no-gain": ({"dxhat": "dxhat = dln1\n"}, {"dxhat": 0.0}),
 }
+RMS_RESIDUAL = {
+    "solved": ({}, {}),
+    "teacher": ({"ex2_dh0": "dxhat = dhn * g\n"
+                            "dh0 = dh1 + rrms * (dxhat - h0 * rrms**2 * (dxhat * h0).mean(1, keepdim=True))\n"}, {}),
+    "no-residual": ({"ex2_dh0": "dxhat = dhn * g\n"
+                                "dh0 = rrms * (dxhat - h0 * rrms**2 * (dxhat * h0).mean(1, keepdim=True))\n"},
+                    {"ex2_dh0": 0.0}),
+}
+COURSES = {"cs231n": ("cs231n_net.py", CS231N), "rms-residual": ("rms_residual.py", RMS_RESIDUAL)}
 
 
 def _run(args: list[str], cwd) -> str:
@@ -40,14 +51,16 @@ def _run(args: list[str], cwd) -> str:
     return done.stdout
 
 
-def test_a_cs231n_class_is_graded_as_its_textbook_answers_deserve(tmp_path):
+@pytest.mark.parametrize("exercise", COURSES)
+def test_a_class_is_graded_as_its_teachers_answers_deserve(tmp_path, exercise):
+    file, submissions = COURSES[exercise]
     target = tmp_path / "course"
-    _run([*CLI, "course", "init", str(target), "--exercise", str(EXERCISE)], tmp_path)
+    _run([*CLI, "course", "init", str(target), "--exercise", str(ROOT / "tests" / "exercises" / file)], tmp_path)
     course = course_config.load(target / "course.yml")
     solved = nbformat.read(target / "source" / course.assignment / course.notebook, as_version=4)
     tries = tmp_path / "tries"
     tries.mkdir()
-    for stem, (cells, _) in SUBMISSIONS.items():
+    for stem, (cells, _) in submissions.items():
         nb = nbformat.from_dict(json.loads(json.dumps(solved)))
         for cell in nb.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -56,7 +69,7 @@ def test_a_cs231n_class_is_graded_as_its_textbook_answers_deserve(tmp_path):
         nbformat.write(notebooks.release(nb) if stem == "stub" else nb, tries / f"{stem}.ipynb")
     _run([*CLI, "grade", str(tries), "--out", str(tmp_path / "results"), "--course", str(target / "course.yml")],
          target)
-    for stem, (_, expected) in SUBMISSIONS.items():
+    for stem, (_, expected) in submissions.items():
         result = json.loads((tmp_path / "results" / f"{stem}.json").read_text())
         got = {t["name"]: (t["score"], t["output"]) for t in result["tests"]}
         for name, (score, output) in got.items():

@@ -183,6 +183,38 @@ def test_a_normalization_read_besides_gets_its_closed_form_plus_the_other_use(ca
     _check_against_autograd(network, configurations, "x", "out", closed.cell)
 
 
+_RMS = {
+    "named": ("ms = (x ** 2).mean(1, keepdim=True)\nr = (ms + 1e-6) ** -0.5\nxn = x * r\ny = xn * g\n", (1,)),
+    "in-the-gain's-line": ("ms = x.square().mean(1, keepdim=True)\nr = (ms + 1e-5).rsqrt()\ny = x * r * g\n", (1,)),
+    "divided-by-the-rms": ("rms = ((x * x).mean(1, keepdim=True) + 1e-6).sqrt()\ny = g * (x / rms)\n", (1,)),
+    "over-the-batch": ("ms = (x ** 2).sum(0, keepdim=True) / x.shape[0]\nxn = x * (ms + 0.1) ** -0.5\n"
+                       "y = xn * g\n", (0,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_RMS))
+def test_an_rms_norm_gets_its_closed_form_without_a_mean(case):
+    """An instructor trial's RMSNorm was "no closed form found" (no mean is subtracted), and its course's fused
+    cell kept the chain of five atomic steps, where a teacher writes rrms * (dxhat - xhat * mean(dxhat * xhat))."""
+    text, dims = _RMS[case]
+    network = Network.parse(text + "loss = (torch.tanh(y) * w).sum()\n", parameters=("x", "g"), data=("w",))
+    configurations = []
+    for k in range(2):
+        generator = torch.Generator().manual_seed(k)
+        shape = (6 + k, 4 + k)
+        inputs = {"x": torch.randn(shape, generator=generator, dtype=torch.float64) + 0.5,
+                  "w": torch.randn(shape, generator=generator, dtype=torch.float64),
+                  "g": torch.randn((1, shape[1]) if dims == (0,) else shape[1:], generator=generator,
+                                   dtype=torch.float64)}
+        configurations.append(derive.Configuration(inputs, {}))
+    closed = simplify.fuse(network, "x", "y", configurations, derive.derive(network, configurations))
+    assert isinstance(closed, simplify.Closed), (closed, text)
+    assert closed.what == f"a normalization over dim {dims[0]}" and "root mean square" in closed.cell, closed.cell
+    assert ".sum(" in closed.cell and len(_code(closed.cell)) <= 3, closed.cell
+    _check_against_autograd(network, configurations, "x", "y", closed.cell)
+    assert {slip.name for slip in closed.gradient.slips()} >= {"norm-no-projection", "norm-product-of-sums"}
+
+
 # ------------------------------------------------------------------------------------------ property
 
 _MEAN = ("{x}.mean({d}, keepdim=True)", "1 / {N} * {x}.sum({d}, keepdim=True)")

@@ -101,8 +101,13 @@ print(f"loss {{{net.loss}.item():.4f}}")""", locked="setup_forward")]
                 cells.append(_markdown(f"`{answer.variable}`: `{answer.source}` is read by\n\n{lines}"))
             elif answer.kind == FUSED:
                 start = f"`d{answer.sink}`" if answer.sink else f"the loss `{net.loss}`"
+                block = simplify.live(net, answer.source, answer.sink)
+                given = "".join(
+                    f" `{g[1:]}` reads {' and '.join(f'`{t}`' for t in steps[g[1:]].inputs if t in block)} outside "
+                    f"the block, and a gradient sums every use: `{g}` is given too."
+                    for g in answer.upstream if g != f"d{answer.sink}")
                 cells.append(_markdown(f"`{answer.variable}` in one cell, from {start} back to `{answer.source}`, "
-                                       "without the atomic steps in between."))
+                                       f"without the atomic steps in between.{given}"))
             cells.append(_code("", answer=answer.cell_id))
     return "\n".join(cells)
 

@@ -319,10 +319,21 @@ class Derivation:
             return call(x, "numel")
         node = None
         for d, size in zip(dims, named, strict=True):
-            part = size or (None if isinstance(x, ast.Name) else self._dimension([shape[d] for shape in shapes])) \
+            part = size or (None if isinstance(x, ast.Name) else self._within(x, d)
+                            or self._dimension([shape[d] for shape in shapes])) \
                 or ast.Subscript(ast.Attribute(x, "shape", ast.Load()), number(d), ast.Load())
             node = part if node is None else ast.BinOp(node, ast.Mult(), part)
         return node
+
+    def _within(self, x: ast.expr, d: int) -> ast.expr | None:
+        """`h.shape[d]` for an expression of h's own shape (`h.square()`, `h * h`): the tensor the count is of,
+        as a teacher writes it, before any other tensor that happens to be as long (a dropout mask)."""
+        shapes = self.shapes(x)
+        for node in ast.walk(x):
+            if isinstance(node, ast.Name) and node.id in (*self.inputs, *self.network.intermediates) \
+                    and self.shapes(node) == shapes:
+                return ast.Subscript(ast.Attribute(name(node.id), "shape", ast.Load()), number(d), ast.Load())
+        return None
 
     def _dimension(self, counts: list[int]) -> ast.expr | None:
         """A dimension of the data or a parameter as long as `counts` on every configuration (`X.shape[0]`), as a

@@ -105,6 +105,7 @@ def _proven(network: Network, d: Derivation, configurations, source: str, sink: 
     the block's true upstream gradient and (from an intermediate) a random one."""
     compiled = compile(cell, "<closed form>", "exec")
     generator = torch.Generator().manual_seed(1)
+    readers = [c for c in network.outside_readers(source, sink) if c != network.loss] if sink else []
     for configuration, namespace in zip(configurations, d.namespaces, strict=True):
         params = {k: v.detach().clone().requires_grad_(v.is_floating_point())
                   for k, v in configuration.inputs.items() if k in network.parameters}
@@ -112,13 +113,20 @@ def _proven(network: Network, d: Derivation, configurations, source: str, sink: 
         with torch.enable_grad():
             values = network.forward(params, data)
             end = values[sink or network.loss]
+            true = torch.autograd.grad(values[network.loss], [end, *(values[c] for c in readers)], retain_graph=True)
             upstreams = [torch.ones_like(end)] if sink is None else \
-                [torch.autograd.grad(values[network.loss], end, retain_graph=True)[0],
-                 torch.randn(end.shape, generator=generator, dtype=end.dtype)]
+                [true[0], torch.randn(end.shape, generator=generator, dtype=end.dtype)]
+            # The uses outside the block (a residual's sum) pass back their true gradients, given to the cell.
+            besides = 0
+            if readers:
+                (full,) = torch.autograd.grad(values[network.loss], values[source], retain_graph=True)
+                besides = full - torch.autograd.grad((end * true[0]).sum(), values[source], retain_graph=True)[0]
             for upstream in upstreams:
                 # (end * upstream).sum() rather than grad_outputs, which makes torch import sympy (seconds)
                 (expected,) = torch.autograd.grad((end * upstream).sum(), values[source], retain_graph=True)
-                ns = {**namespace, **({"d" + sink: upstream} if sink else {})}
+                expected = expected + besides
+                ns = {**namespace, **({"d" + sink: upstream} if sink else {}),
+                      **{"d" + c: t.detach() for c, t in zip(readers, true[1:], strict=True)}}
                 try:
                     exec(compiled, ns)  # noqa: S102 - derived code, run on the derivation's own tensors
                 except Exception:  # noqa: BLE001 - a closed form that does not run is not proven
@@ -288,8 +296,9 @@ def _normalization(network: Network, d: Derivation, source: str, sink: str | Non
     if not all(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in values):
         return None
     rank = values[0].ndim
-    for dims, correction in itertools.product(_dim_sets(rank), (1, 0)):
-        moments = [_moments(v, dims, correction) for v in values]
+    # Centred (batch or layer norm), then by the root mean square alone (RMSNorm: no mean subtracted).
+    for centred, dims, correction in itertools.product((True, False), _dim_sets(rank), (1, 0)):
+        moments = [_moments(v, dims, correction, centred) for v in values]
         if any(m is None for m in moments):
             continue
         found = _normalized(network, d, block, moments, dims)
@@ -302,7 +311,7 @@ def _normalization(network: Network, d: Derivation, source: str, sink: str | Non
         xhat, scale = found
         if sink is None:
             continue
-        return _closed_norm(network, d, x, xhat, scale, sink, dims, correction, chain)
+        return _closed_norm(network, d, x, xhat, scale, sink, dims, correction, chain, centred)
     return None
 
 
@@ -400,12 +409,14 @@ def _dim_sets(rank: int) -> Iterator[tuple[int, ...]]:
         yield from itertools.combinations(range(rank), size)
 
 
-def _moments(x: torch.Tensor, dims: tuple[int, ...], correction: int):
+def _moments(x: torch.Tensor, dims: tuple[int, ...], correction: int, centred: bool = True):
+    """x less its mean over `dims` (as is where not `centred`), and the mean of that squared (with Bessel's
+    correction where `correction`)."""
     count = math.prod(x.shape[k] for k in dims)
     if count - correction < 1:
         return None
-    centred = x - x.mean(dims, keepdim=True)
-    return centred, (centred**2).sum(dims, keepdim=True) / (count - correction)
+    shifted = x - x.mean(dims, keepdim=True) if centred else x
+    return shifted, (shifted**2).sum(dims, keepdim=True) / (count - correction)
 
 
 def _normalized(network: Network, d: Derivation, block: Sequence[str], moments, dims):
@@ -492,10 +503,13 @@ def _cells_between(network: Network, chain: Sequence[Gradient], starts: set[str]
 
 
 def _closed_norm(network: Network, d: Derivation, x: ast.Name, xhat: ast.Name, scale, sink: str,
-                 dims: tuple[int, ...], correction: int, chain: Sequence[Gradient]) -> Closed | None:
+                 dims: tuple[int, ...], correction: int, chain: Sequence[Gradient], centred: bool = True
+                 ) -> Closed | None:
     """`scale / N * (N * g - g.sum(dims) - N / (N - c) * xhat * (g * xhat).sum(dims))`, g's factors that
-    are constant along `dims` in front; where x is read besides (a residual), that use's term added, and
-    where the gradient reaching xhat adds up several uses, the chain's cells that compute it first."""
+    are constant along `dims` in front (without `- g.sum(dims)` where no mean was subtracted: an RMSNorm);
+    where x is read besides (a residual), that use's term added, and where the gradient reaching xhat adds
+    up several uses, the chain's cells that compute it first. A use outside the block (a residual's sum
+    beside a block that ends at the normalization) is added with the gradient the cell is given."""
     gradients = {g.name for g in chain}
     source = next((g for g in chain if g.tensor == x.id), None)
     normalizing = set(network.descendants(x.id)) & (set(network.ancestors(xhat.id)) | {xhat.id})
@@ -503,7 +517,7 @@ def _closed_norm(network: Network, d: Derivation, x: ast.Name, xhat: ast.Name, s
     if any(c.named for c in others):
         return None
     g = _upstream(network, chain, xhat, sink)
-    readers = {c.consumer for c in others} - {sink}
+    readers = {c.consumer for c in others} & set(network.ancestors(sink))
     before = _cells_between(network, chain, ({xhat.id} if g is None else set()) | readers, sink) \
         if g is None or readers else []
     if g is None:
@@ -535,18 +549,18 @@ def _closed_norm(network: Network, d: Derivation, x: ast.Name, xhat: ast.Name, s
     front = _product([*outside, node]) if scaled else ast.BinOp(_product(outside) if outside else number(1),
                                                                   ast.Div(), node)
     front = ast.BinOp(front, ast.Div(), count)
-    weight = ast.BinOp(ast.BinOp(count, ast.Div(), ast.BinOp(count, ast.Sub(), number(correction))), ast.Mult(),
-                       xhat) if correction else xhat
-    spread = ast.BinOp(weight, ast.Mult(), total(ast.BinOp(inner, ast.Mult(), xhat)))
-    bracket = ast.BinOp(ast.BinOp(ast.BinOp(count, ast.Mult(), inner), ast.Sub(), total(inner)), ast.Sub(), spread)
-    value = ast.BinOp(front, ast.Mult(), bracket)
+    pieces = _NormPieces(front, count, inner, xhat, correction, total, centred)
+    value = pieces.value()
     over = f"dim {dims[0]}" if len(dims) == 1 else "dims " + ", ".join(map(str, dims))
     variance = f"the unbiased variance (Bessel's correction, {code(count)} - 1)" if correction else \
         "the biased variance"
     front_words = f"; {', '.join(code(f) for f in outside)}, constant along {over}, in front" if outside else ""
     comment = (f"{xhat.id} is {x.id} normalized over {over}, with {variance} and {code(node)} its "
                f"{'inverse ' if not scaled else ''}scale: the paths through the mean and the variance collected "
-               f"into one expression, with {code(g)} the gradient reaching {xhat.id}{front_words}.")
+               f"into one expression, with {code(g)} the gradient reaching {xhat.id}{front_words}." if centred else
+               f"{xhat.id} is {x.id} divided by its root mean square over {over} (no mean subtracted), "
+               f"{code(node)} its {'inverse ' if not scaled else ''}scale: the path through the mean square "
+               f"collected into one expression, with {code(g)} the gradient reaching {xhat.id}{front_words}.")
     added = []
     for c in others:
         added += _comment(f"{c.line}: {c.why}; {x.id}'s other use, added.")
@@ -555,7 +569,6 @@ def _closed_norm(network: Network, d: Derivation, x: ast.Name, xhat: ast.Name, s
     def cell(node: ast.expr) -> str:
         return "\n".join([*before, *lines, f"d{x.id} = {code(node)}", *added]) + "\n"
 
-    pieces = _NormPieces(front, count, inner, xhat, correction, total)
     made = [*pieces.slips(over, dims), *((key, said, parse(text)) for key, said, text in regroupings(code(value)))]
     slips = tuple(Slip(f"d{x.id}", key, sentence, "", cell(node)) for key, sentence, node in made)
     return Closed("\n".join([*before, *_comment(comment), *lines, f"d{x.id} = {code(value)}", *added]) + "\n",
@@ -574,12 +587,13 @@ class _NormPieces:
     xhat: ast.Name
     correction: int
     total: Callable[[ast.expr], ast.expr]  # the sum over the normalized dims, as the closed form writes it
+    centred: bool = True  # the mean subtracted; an RMSNorm's has no path through a mean
 
     def value(self, *, scaled=True, mean=None, projection=None, weight=None, summed=None) -> ast.expr:
         """The expression with some pieces written otherwise (None: the right one; False: left out)."""
         count, g = self.count, self.inner
         first = ast.BinOp(count, ast.Mult(), g) if scaled else g
-        mean = self.total(g) if mean is None else mean
+        mean = (self.total(g) if self.centred else False) if mean is None else mean
         if weight is None:
             weight = ast.BinOp(ast.BinOp(count, ast.Div(), ast.BinOp(count, ast.Sub(), number(self.correction))),
                                ast.Mult(), self.xhat) if self.correction else self.xhat
@@ -592,10 +606,11 @@ class _NormPieces:
     def slips(self, over: str, dims: tuple[int, ...]) -> Iterator[tuple[str, str, ast.expr]]:
         count, g, h, c = code(self.count), self.inner, self.xhat, self.correction
         product = ast.BinOp(g, ast.Mult(), h)
-        yield "norm-no-mean", f"leaves out the path through the mean: the term - {code(self.total(g))}", \
-            self.value(mean=False)
-        yield "norm-no-projection", f"leaves out the path through the variance: the term with " \
-                                    f"{code(self.total(product))}", self.value(projection=False)
+        if self.centred:
+            yield "norm-no-mean", f"leaves out the path through the mean: the term - {code(self.total(g))}", \
+                self.value(mean=False)
+        yield "norm-no-projection", f"leaves out the path through the {'variance' if self.centred else 'mean square'}"\
+                                    f": the term with {code(self.total(product))}", self.value(projection=False)
         if c:
             inverted = ast.BinOp(ast.BinOp(ast.BinOp(self.count, ast.Sub(), number(c)), ast.Div(), self.count),
                                  ast.Mult(), h)
@@ -605,7 +620,7 @@ class _NormPieces:
         yield "norm-product-of-sums", f"multiplies the sums of {code(g)} and {h.id} where the sum of their product " \
                                       f"belongs, {code(self.total(product))}", \
             self.value(summed=ast.BinOp(self.total(g), ast.Mult(), self.total(h)))
-        for piece, node in (("mean", g), ("summed", product)):
+        for piece, node in (("mean", g), ("summed", product))[0 if self.centred else 1:]:
             yield "norm-sum-all", f"sums {code(node)} over every dimension, where the sum runs over {over} only", \
                 self.value(**{piece: call(node, "sum")})
             if dims == (0,) and piece == "mean":  # the loop a student writes for the first sum

@@ -15,7 +15,7 @@ import torch
 
 from grader.exercise import ATOMIC, CHAIN, FUSED, LOCAL, Answer, Exercise, load
 from grader.judge.configs import Config
-from grader.judge.oracle import block_vjp, chain_gradients, local_vjp
+from grader.judge.oracle import chain_gradients, fused_vjp, local_vjp
 
 
 def checks(answer: Answer) -> tuple[str, ...]:
@@ -86,8 +86,9 @@ def case_of(config: Config, params: dict[str, torch.Tensor], data: dict[str, tor
             upstream.update({name[1:]: random_upstream[name] for name in answer.local_upstream})
             local[answer.grade_id] = local_vjp(network, values, answer.source, upstream)
         elif answer.kind == FUSED and answer.sink is not None:
-            local[answer.grade_id] = block_vjp(network, values, answer.source, answer.sink,
-                                               random_upstream["d" + answer.sink])
+            upstream = {name: random_upstream.get(f"d{name}", torch.ones_like(values[name]))  # the loss: 1
+                        for name in (answer.sink, *network.outside_readers(answer.source, answer.sink))}
+            local[answer.grade_id] = fused_vjp(network, values, answer.source, answer.sink, upstream)
     values = {k: v.detach() for k, v in values.items()}
     return Case(config, values, truth, random_upstream, local, exercise)
 

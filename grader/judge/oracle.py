@@ -85,6 +85,24 @@ def block_vjp(network: Network, values: Mapping, source: str, sink: str, upstrea
     return grad.detach()
 
 
+def fused_vjp(network: Network, values: Mapping, source: str, sink: str, upstream: Mapping[str, torch.Tensor]
+              ) -> torch.Tensor:
+    """The gradient a fused cell of the block from `sink` back to `source` computes when `sink` and each step
+    outside the block that reads into it (Network.outside_readers) receive `upstream[step]`: every path
+    through the block to `sink`, and the one step of each outside reader, its other inputs held."""
+    held = _held(network, values)
+    inner = set(network.descendants(source)) & network.ancestors(sink)
+    with torch.enable_grad():
+        leaf = held[source].clone().requires_grad_(True)
+        live = {**held, source: leaf}
+        for step in network.steps:
+            if step.name in inner:
+                live[step.name] = step.fn(*(live[i] for i in step.inputs))
+        outputs = [network.step[name].fn(*(live[i] for i in network.step[name].inputs)) for name in upstream]
+        (grad,) = torch.autograd.grad(outputs, leaf, list(upstream.values()))
+    return grad.detach()
+
+
 def block_jvp(network: Network, values: Mapping, source: str, sink: str, direction: torch.Tensor) -> torch.Tensor:
     """How `sink` moves when `source` moves along `direction`: with it, <e, J d> = <J^T e, d> tests many
     gradients e of `sink` against one of `source` for the price of a single forward pass."""
