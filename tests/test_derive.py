@@ -222,6 +222,19 @@ def test_a_count_no_forward_line_names_is_read_from_the_data_and_a_double_minus_
                     "dh += 0.5 * h.exp() * dkl / X.shape[0]"), code
 
 
+def test_a_power_rules_factor_and_the_forwards_constant_fold_where_they_make_a_whole_number():
+    """The same trial's KL term: `-0.5 * (... - mu ** 2 ...)` derived as `-2 * -0.5 * mu`, where a teacher
+    writes `mu`; a constant that does not fold with it (0.3 * 2) is still quoted as the forward writes it."""
+    network = Network.parse("kl = (-0.5 * (1 - mu ** 2)).sum()\nq = (0.3 * mu ** 2).sum()\nloss = kl + q\n",
+                            parameters=("mu",), data=(), sizes={})
+    configurations = [derive.Configuration({"mu": torch.randn(4, 3, dtype=torch.float64,
+                                                               generator=torch.Generator().manual_seed(k))}, Sizes())
+                      for k in (1, 2)]
+    [dmu] = [g for g in derive.derive(network, configurations) if g.name == "dmu"]
+    code = [line for line in dmu.source.splitlines() if not line.startswith("#")]
+    assert code == ["dmu = 2 * 0.3 * mu * dq", "dmu += mu * dkl"], code
+
+
 def test_an_operation_without_a_rule_names_its_line():
     network = _network("h = X @ W\nc = torch.cos(h)\nloss = c.sum()\n")
     inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}

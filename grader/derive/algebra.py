@@ -151,6 +151,9 @@ class Product:
     def node(self) -> ast.expr:
         parts = [clone(f) for f in self.factors]
         coef = self.coef
+        literal = parts and isinstance(parts[0], ast.Constant) and isinstance(parts[0].value, Literal)
+        if literal and coef not in (1, -1) and float(coef * parts[0].value).is_integer():
+            coef = int(coef * parts.pop(0).value)  # -2 * -0.5 * mu as mu (an instructor trial's VAE)
         if parts and coef == -1 and isinstance(parts[0], ast.Constant) and isinstance(parts[0].value, Literal) \
                 and parts[0].value < 0:  # -(-0.5) as 0.5, not `--0.5` (an instructor trial's VAE)
             text = parts[0].value.text
