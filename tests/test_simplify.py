@@ -215,6 +215,37 @@ def test_an_rms_norm_gets_its_closed_form_without_a_mean(case):
     assert {slip.name for slip in closed.gradient.slips()} >= {"norm-no-projection", "norm-product-of-sums"}
 
 
+_BCE = {
+    "named-mean-over-examples": ("p = torch.sigmoid(z)\n"
+                                 "loss = -(t * p.log() + (1 - t) * (1 - p).log()).sum(1).mean()\n", "z.shape[0]"),
+    "inline-mean-over-entries": ("loss = -(t * torch.sigmoid(z).log() + (1 - t) * "
+                                 "(1 - torch.sigmoid(z)).log()).mean()\n", "z.numel()"),
+    "summed-in-steps": ("p = torch.sigmoid(z)\nll = t * torch.log(p) + (1 - t) * torch.log(1 - p)\nloss = -ll.sum()\n",
+                        ""),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BCE))
+def test_a_binary_cross_entropy_of_a_sigmoid_gets_p_minus_the_target(case):
+    """An instructor trial's VAE: its fused reconstruction loss (a sigmoid, then the binary cross-entropy written
+    out) kept the chain of its steps, where a teacher writes (p - X) / N, and exercise check said nothing."""
+    text, count = _BCE[case]
+    network = Network.parse("z = x @ W\n" + text, parameters=("W",), data=("x", "t"))
+    configurations = []
+    for k in range(2):
+        generator = torch.Generator().manual_seed(k)
+        inputs = {"x": torch.randn(6 + k, 3, generator=generator, dtype=torch.float64),
+                  "W": torch.randn(3, 4 + k, generator=generator, dtype=torch.float64),
+                  "t": torch.rand(6 + k, 4 + k, generator=generator, dtype=torch.float64)}
+        configurations.append(derive.Configuration(inputs, {}))
+    closed = simplify.fuse(network, "z", None, configurations, derive.derive(network, configurations))
+    assert isinstance(closed, simplify.Closed) and closed.what.startswith("a binary cross-entropy"), closed
+    assert _code(closed.cell) == [f"dz = ({'p' if 'p =' in text else 'torch.sigmoid(z)'} - t)"
+                                  + (f" / {count}" if count else "")], closed.cell
+    _check_against_autograd(network, configurations, "z", None, closed.cell)
+    assert {slip.name for slip in closed.gradient.slips()} >= {"bce-sign", "bce-logits", "bce-sigmoid-twice"}
+
+
 # ------------------------------------------------------------------------------------------ property
 
 _MEAN = ("{x}.mean({d}, keepdim=True)", "1 / {N} * {x}.sum({d}, keepdim=True)")
@@ -384,8 +415,8 @@ def test_exercise_check_says_which_fused_blocks_are_closed_forms_and_which_keep_
     path = tmp_path / "mse.py"
     path.write_text(MSE, encoding="utf-8")
     said = _report(f"{path}:EXERCISE")
-    assert "note: ex2_dpred: no closed form found (neither a cross-entropy nor a normalization written out), so " \
-           "the chain of atomic steps stays" in said, said
+    assert "note: ex2_dpred: no closed form found (neither a cross-entropy, a binary one of a sigmoid, nor a " \
+           "normalization written out), so the chain of atomic steps stays" in said, said
     said = _report(f"{ROOT / 'tests' / 'exercises' / 'regularised_softmax.py'}:EXERCISE")
     assert "closed form: ex2_dscores is a cross-entropy (proven against autograd): its answer is that formula" in said
     assert not any(line.startswith("note: ex2_") for line in said), said

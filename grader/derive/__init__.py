@@ -66,7 +66,7 @@ def closed_forms(exercise: Exercise, found: tuple[Configuration, ...] | None = N
     net = exercise.network
     return {answer.cell_id: simplify.fuse(net, answer.source, answer.sink, found, gradients)
             for answer in exercise.answers
-            if answer.kind == FUSED and len(simplify.live(net, answer.source, answer.sink)) > 2}
+            if answer.kind == FUSED and len(simplify.block_lines(net, answer.source, answer.sink)) > 1}
 
 
 def corpus(gradients: tuple[Gradient, ...]) -> Iterator[tuple[Slip, dict[str, str]]]:

@@ -70,9 +70,10 @@ def fuse(network: Network, source: str, sink: str | None, configurations: Sequen
     """The closed form of the block from `sink`'s gradient (the loss's when None) back to `source`'s, or
     why there is none (one sentence). `chain` is the network's derived gradients, in order."""
     d = Derivation(network, configurations)
-    block = _block(network, source, sink)
+    block = block_lines(network, source, sink)
     tried = []
     for found in (_cross_entropy(network, d, source, sink, block, configurations),
+                  _binary_cross_entropy(network, d, source, sink, block, configurations),
                   _normalization(network, d, source, sink, block, chain, configurations)):
         if found is None:
             continue
@@ -81,8 +82,8 @@ def fuse(network: Network, source: str, sink: str | None, configurations: Sequen
         tried.append(found.what)
     if tried:
         return f"its closed form as {tried[0]} differs from autograd's, so the chain of atomic steps stays"
-    return "no closed form found (neither a cross-entropy nor a normalization written out), so the chain of " \
-           "atomic steps stays"
+    return "no closed form found (neither a cross-entropy, a binary one of a sigmoid, nor a normalization " \
+           "written out), so the chain of atomic steps stays"
 
 
 def live(network: Network, source: str, sink: str | None) -> frozenset[str]:
@@ -94,7 +95,8 @@ def live(network: Network, source: str, sink: str | None) -> frozenset[str]:
     return frozenset({source, *(between - {sink})})
 
 
-def _block(network: Network, source: str, sink: str | None) -> list[str]:
+def block_lines(network: Network, source: str, sink: str | None) -> list[str]:
+    """The block's lines, in order: those between `source` and `sink`, and the sink's own (the loss's)."""
     return [s for s in network.intermediates if s in live(network, source, sink) - {source} or s == sink]
 
 
@@ -198,6 +200,54 @@ def _cross_entropy(network: Network, d: Derivation, source: str, sink: str | Non
                 except DeriveError:
                     continue
                 return _folded(rewritten, gradients, source, sink, what)
+    return None
+
+
+def _binary_cross_entropy(network: Network, d: Derivation, source: str, sink: str | None, block: Sequence[str],
+                          configurations) -> Closed | None:
+    """`(torch.sigmoid(z) - t) / N`: a binary cross-entropy of the sigmoid of `source` written out (its logs and
+    their weights on a line or several), against a data tensor or parameter of z's shape, averaged over the
+    examples, over every entry or summed. Each target and count is tried as a cell and kept only where it
+    equals autograd's gradient on every configuration (the proof decides, not the spelling)."""
+    z = name(source)
+    shapes = d.shapes(z)
+    values = d.values(z)
+    if not all(isinstance(v, torch.Tensor) and v.dtype.is_floating_point for v in values):
+        return None
+    sigmoid = [torch.sigmoid(v) for v in values]
+    p = next((name(line) for line in block if line != sink and _same(d, name(line), sigmoid)),
+             ast.Call(ast.Attribute(name("torch"), "sigmoid", ast.Load()), [z], []))
+    targets = [t for t in (*network.data, *network.parameters)
+               if all(isinstance(v, torch.Tensor) and v.dtype.is_floating_point and v.shape == s
+                      for v, s in zip(d.values(name(t)), shapes, strict=True))]
+    upstream = f" * d{sink}" if sink is not None else ""
+    counts = [(d.count(z, (0,)), "averaged over the examples"), (call(z, "numel"), "averaged over every entry"),
+              (None, "summed")]
+    for t in targets:
+        for count, how in counts:
+            over = f" / {code(count)}" if count is not None else ""
+
+            def cell(value: str, over=over) -> str:
+                return f"d{source} = {value}{upstream}{over}\n"
+            right = cell(f"({code(p)} - {t})")
+            if not _proven(network, d, configurations, source, sink, right):
+                continue
+            what = f"a binary cross-entropy of {code(p)} = sigmoid({source}) against {t}"
+            comment = _comment(f"{sink or network.loss} is {what}, {how}: the sigmoid's derivative p * (1 - p) "
+                               f"cancels the cross-entropy's 1 / (p * (1 - p)), leaving p - {t} at the logits.")
+            slips = [("bce-sign", f"has its sign flipped: the gradient at the logits is {code(p)} - {t}",
+                      cell(f"({t} - {code(p)})")),
+                     ("bce-logits", f"uses the logits {source} where the probabilities {code(p)} belong",
+                      cell(f"({source} - {t})")),
+                     ("bce-sigmoid-twice", f"multiplies by the sigmoid's derivative {code(p)} * (1 - {code(p)}), "
+                                           "which the cross-entropy's own derivative already cancels",
+                      cell(f"({code(p)} - {t}) * {code(p)} * (1 - {code(p)})"))]
+            if count is not None:
+                slips.append(("bce-mean", f"leaves out the 1/{code(count)} of the mean",
+                              f"d{source} = ({code(p)} - {t}){upstream}\n"))
+            gradient = Gradient(f"d{source}", source, (), (),
+                                tuple(Slip(f"d{source}", key, sentence, "", text) for key, sentence, text in slips))
+            return Closed("\n".join(comment) + "\n" + right, what, gradient)
     return None
 
 
@@ -339,7 +389,7 @@ def _name_xhat(network: Network, d: Derivation, source: str, sink: str, block: S
         except (ValueError, DeriveError):
             continue
         found = _normalization(rewritten, Derivation(rewritten, configurations), source, sink,
-                               _block(rewritten, source, sink), chain)
+                               block_lines(rewritten, source, sink), chain)
         if found is not None:
             said = _comment(f"{label}: the normalized value, a part of `{line} = {network.step[line].code}`, on a line "
                             "of its own.")
