@@ -570,18 +570,23 @@ def report(results_dir, out, as_json, submitted, gradebook):
                    "included (default: the one beside RESULTS_DIR, if any; else the results themselves).")
 def export(results_dir, fmt, out, roster, column, course_file, gradebook):
     """Export a results folder for a spreadsheet or an LMS."""
+    from grader.course import CourseError
+    from grader.course import assignment as assignment_of
     from grader.outputs.exports import ExportError
     from grader.outputs.exports import export as run
     from grader.outputs.report import ReportError
 
-    course = _load_course(course_file) if course_file is not None else None
+    try:
+        assignment = assignment_of(course_file) if course_file is not None else None
+    except CourseError as exc:
+        raise click.ClickException(str(exc)) from None
     if column is None:
-        column = course.assignment if course is not None else "backprop-ninja"
+        column = assignment or "backprop-ninja"
     gradebook = _gradebook(results_dir, gradebook)
     try:
         written = run(results_dir, fmt, out, roster, column,
                       warn=lambda line: click.echo(safe_text.terminal(line), err=True),
-                      gradebook=gradebook, assignment=course.assignment if course is not None else None)
+                      gradebook=gradebook, assignment=assignment)
     except (ExportError, ReportError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {written}")

@@ -207,3 +207,24 @@ def test_every_format_the_command_offers_is_written_under_its_default_name(grade
     assert done.output.strip().endswith(str(graded / exports.DEFAULT_NAMES[fmt]))
     refused = CliRunner().invoke(main, ["export", str(graded), "--format", "moodle"])
     assert refused.exit_code == 2 and "'moodle' is not one of 'grade-ids', 'canvas'" in refused.output
+
+
+def test_export_and_report_load_neither_the_exercise_nor_torch(graded, tmp_path):
+    """Run after every grading, and by the red team, the TA scripts and the LMS routes: export with --course
+    read only its assignment, report read the results, and neither imported torch (two seconds each,
+    the course's exercise loaded for its name)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from helpers.paths import ROOT
+
+    script = ("import json, sys\nfrom grader.cli import main\n"
+              "try:\n    main(sys.argv[1:])\nexcept SystemExit as exit:\n    code = exit.code\n"
+              "print(json.dumps([code, 'torch' in sys.modules]))\n")
+    for args in (["export", str(graded), "--format", "canvas", "--out", str(tmp_path / "c.csv"), "--course",
+                  str(COURSE_FILE)], ["report", str(graded), "--json"]):
+        done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300, check=False)
+        assert json.loads(done.stdout.splitlines()[-1]) == [0, False], (args, done.stdout[-500:], done.stderr[-1000:])

@@ -41,7 +41,7 @@ from grader.judge import scoring
 from grader.judge.configs import generate
 from grader.judge.exam import prepare
 from grader.judge.scoring import Result
-from grader.outputs import feedback_page
+from grader.outputs import feedback_page, pictures
 from grader.vocabulary import Verdict
 from helpers.browser import PHONE_WIDTH, assert_readable
 from helpers.nbgrader_course import Course, set_answers
@@ -271,7 +271,7 @@ def test_a_wrong_shape_shows_only_yours_and_says_both_shapes(ben):
     assert any("Your tensor has shape (64,), the gradient (1, 64)" in note for note in row.notes), row.notes
     assert any("drawn as one row" in note for note in row.notes)
     height, width = pixels(row.images[0]).shape[:2]
-    assert width % 64 == 0 and height >= feedback_page.MIN_SIDE  # a row, thick enough to see
+    assert width % 64 == 0 and height >= pictures.MIN_SIDE  # a row, thick enough to see
 
 
 def test_right_at_the_lectures_sizes_draws_nothing_and_says_so(ben):
@@ -301,7 +301,7 @@ def test_three_and_one_dimensional_tensors_are_laid_out_flat_and_said_so(ben):
 def test_nan_is_drawn_grey(ben):
     row = ben.row("dprobs")
     assert row.figures == FIGURES
-    grey = tuple(int(feedback_page.NOT_FINITE[i:i + 2], 16) for i in (1, 3, 5))
+    grey = tuple(int(pictures.NOT_FINITE[i:i + 2], 16) for i in (1, 3, 5))
     assert (pixels(row.images[0]) == grey).all()
 
 
@@ -393,7 +393,7 @@ def _result(**evidence) -> Result:
     (torch.zeros(1, 5000), "1 × 5000 entries are too many to draw", 0),
 ])
 def test_odd_tensors_are_drawn_or_said_why_not(yours, note, drawn):
-    evidence = feedback_page.Evidence(feedback_page.DRAWN, "chain", yours, PROBE.truth["dcounts"])
+    evidence = pictures.Evidence(pictures.DRAWN, "chain", yours, PROBE.truth["dcounts"])
     page = Page(feedback_page.page(_result(dcounts=evidence)))
     row = page.row("dcounts")
     assert any(note in n for n in row.notes), row.notes
@@ -403,7 +403,7 @@ def test_odd_tensors_are_drawn_or_said_why_not(yours, note, drawn):
 
 def test_integer_answers_of_the_right_shape_are_drawn_beside_the_expected_gradient():
     expected = PROBE.truth["db2"]
-    evidence = feedback_page.Evidence(feedback_page.DRAWN, "chain", torch.ones(expected.shape, dtype=torch.int64),
+    evidence = pictures.Evidence(pictures.DRAWN, "chain", torch.ones(expected.shape, dtype=torch.int64),
                                       expected)
     row = Page(feedback_page.page(_result(db2=evidence))).row("db2")
     assert row.figures == FIGURES

@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -300,7 +301,7 @@ def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores(cours
     page = nb.cells[0].outputs[0]
     page.data["text/html"] = page.data["text/html"].replace(
         "</tbody>", f'<tr class="bpn-pictures" data-grade-id="dcounts"><td colspan="4">{picture}</td></tr></tbody>')
-    assert feedback_page.drawn_on(page.data["text/html"]) == {"dcounts": picture}
+    assert feedback_page.drawn_on(page.data["text/html"]).pictures == {"dcounts": picture}
     for cell in nb.cells[1:]:  # as GetGrades sets them: the TA gave dcounts half its point
         name = cell.metadata.nbgrader["grade_id"].removeprefix("check_")
         cell.metadata.nbgrader["score"] = 0.5 if name == "dcounts" else GRADED["bob"][name]
@@ -314,6 +315,44 @@ def test_generate_feedback_makes_the_page_again_with_the_gradebooks_scores(cours
     dcounts = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "check_dcounts")
     assert dcounts.outputs[0].text.startswith("dcounts: 0.5 / 1 (partial). your instructor set this score")
     assert dcounts.outputs[1].data["text/plain"] == "0.5"
+
+
+def test_generate_feedback_makes_the_page_again_without_the_exercise_or_torch(tmp_path):
+    """generate_feedback runs after every grading, over the whole class: the page made again from its result
+    and from the page made while grading (its pictures, part titles, how to read them) loads neither the
+    exercise nor torch, two seconds of every run. It says what the page made while grading said, but the
+    scores."""
+    import subprocess
+    import sys
+
+    import nbformat
+
+    from grader.exercise import load
+    from grader.judge.scoring import outline
+    from grader.lms.nbgrader import add_feedback_page
+    from helpers.paths import ROOT
+
+    result = _result("ann")
+    result.outline = outline(load())
+    nb = nbformat.v4.new_notebook()
+    add_feedback_page(nb, result, "a/b")
+    made = nb.cells[0].outputs[0].data["text/html"]
+    nbformat.write(nb, tmp_path / "autograded.ipynb")
+    again = ("import json, sys, nbformat\n"
+             "from grader.lms.nbgrader import remake_page\n"
+             "nb = nbformat.read(sys.argv[1], as_version=4)\n"
+             "remake_page(nb, {'check_dcounts': 1.0, 'check_dprobs': 2.0}, 0.0, 'a/b')\n"
+             "print(json.dumps(['torch' in sys.modules, nb.cells[0].outputs[0].data['text/html']]))\n")
+    done = subprocess.run([sys.executable, "-c", again, str(tmp_path / "autograded.ipynb")], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    torch, page = json.loads(done.stdout)
+    assert not torch
+    assert "Total: 2 / 3" in made and "Total: 3 / 3" in page
+
+    def laid_out(html: str) -> list[str]:  # the part headings and the rows, in order
+        return re.findall(r'<tr class="bpn-exercise"><th colspan="4">[^<]*</th></tr>|<tr id="bpn-[^"]*"', html)
+    assert laid_out(page) == laid_out(made) and "bpn-exercise" in page
 
 
 def test_a_recording_that_fails_half_way_leaves_no_score_on_record(tmp_path):

@@ -302,10 +302,9 @@ def _loader():
     return Loader
 
 
-def load(path: str | Path) -> Course:
+def _read(path: Path):
     import yaml
 
-    path = Path(path).resolve()
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -313,7 +312,23 @@ def load(path: str | Path) -> Course:
     except (OSError, UnicodeDecodeError) as exc:
         raise CourseError(f"{path}: cannot read: {exc}") from None
     try:
-        raw = read_yaml(text)
+        return read_yaml(text)
     except yaml.YAMLError as exc:
         raise CourseError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
-    return parse(raw, path)
+
+
+def load(path: str | Path) -> Course:
+    path = Path(path).resolve()
+    return parse(_read(path), path)
+
+
+def assignment(path: str | Path) -> str:
+    """The course's assignment name alone, for what needs no more of it (an export's column): loading the
+    whole course loads its exercise, whose definition imports torch and, for a file of its own, runs it."""
+    path = Path(path).resolve()
+    raw = _read(path)
+    if not isinstance(raw, dict):
+        raise CourseError(f"{path}: expected a mapping of settings at the top level")
+    if "assignment" not in raw:
+        raise CourseError(f"{path}: assignment: missing")
+    return _text(f"{path}: assignment", raw["assignment"])

@@ -84,7 +84,7 @@ class Result:
     # groups by without loading the exercise, whose definition imports torch (seconds a command) and whose file,
     # for a course's own exercise, may not be where the report runs. Empty: read from a file written before.
     outline: dict[str, int | None] = field(default_factory=dict)
-    # What the feedback page draws (grader.outputs.feedback_page.gather), taken from the answers while they are
+    # What the feedback page draws (grader.outputs.pictures.gather), taken from the answers while they are
     # in memory; never written to a results file. None: not gathered (not asked for, or a kept result).
     evidence: dict | None = field(default=None, repr=False, compare=False)
     # Taken off the total, as nbgrader's gradebook holds it for a late submission (grader.outputs.final);

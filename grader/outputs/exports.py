@@ -11,8 +11,9 @@ user id its file name carried (the ID column), anyone else by their student id a
 Totals come from nbgrader's gradebook when the course has one (a TA's manual scores and late penalties
 count, grader.outputs.final), else from results/.
 
-Importing this module is light, since the command line lists FORMATS in its help: reading results (which
-loads the exercise, and torch with it) is imported where it is done.
+Importing this module is light, since the command line lists FORMATS in its help: reading results (which,
+for results written before they carried their outline, loads the exercise and torch with it) is imported where
+it is done.
 """
 from __future__ import annotations
 

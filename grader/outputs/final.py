@@ -219,7 +219,7 @@ def written(folder: Path, results: list[Result]) -> list[str]:
                 continue
         except OSError:  # a result read from a copy elsewhere in the folder: its own file is not there
             continue
-        from grader.outputs import feedback_page  # only here: it imports torch, which report and export need not
+        from grader.outputs import feedback_page
 
         page = feedback_page.page_path(Path(folder), result.submission)
         try:

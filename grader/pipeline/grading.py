@@ -21,7 +21,7 @@ from grader.judge import scoring, suite
 from grader.judge.configs import generate, training_config
 from grader.judge.exam import prepare, prepare_training
 from grader.limits import Budget, OverBudget
-from grader.outputs import feedback_page, results
+from grader.outputs import pictures, results
 from grader.sandbox import parent as sandbox
 from grader.sandbox import static_check, zygote
 from grader.vocabulary import Flag
@@ -149,7 +149,7 @@ class Grader:
                 result.error = done.error
                 result.flags.append({"kind": Flag.SANDBOX, "evidence": done.error})
             if self.evidence:
-                result.evidence = feedback_page.gather(result, done, self.cases, self.course.tolerance)
+                result.evidence = pictures.gather(result, done, self.cases, self.course.tolerance)
             scored.append(results.valid(result))
         return scored
 
