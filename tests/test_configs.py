@@ -291,3 +291,22 @@ def test_the_training_run_draws_every_size_above_its_lecture_value(spec):
             assert config.sizes[key] > exercise.lecture[key], (spec, salt, key, config.sizes)
         values = list(config.sizes.values())
         assert len(set(values)) == len(values)
+
+
+def test_preparing_a_configuration_imports_no_symbolic_shapes():
+    """Every grading, self-check and derivation prepares configurations: a vector-Jacobian product written with
+    autograd's grad_outputs made torch import its symbolic shapes and sympy, half a second of every such
+    process. The configuration's local answers, and a fused block's, are the same without."""
+    import subprocess
+    import sys
+
+    from helpers.paths import ROOT
+
+    code = ("import sys\nfrom grader.judge.configs import generate\nfrom grader.judge.exam import prepare\n"
+            "for spec in ('makemore-mlp', 'makemore-mlp/relu-layernorm-residual'):\n"
+            "    [prepare(config) for config in generate(spec, 'sympy', 2)]\n"
+            "print('sympy' in sys.modules, 'torch.fx.experimental.symbolic_shapes' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "False"]

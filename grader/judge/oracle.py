@@ -31,6 +31,19 @@ def chain_gradients(network: Network, params, data) -> dict[str, torch.Tensor]:
     return {"d" + k: g.detach() for k, g in zip(names, grads, strict=True)}
 
 
+def against(outputs, upstream) -> torch.Tensor:
+    """The sum of each output's inner product with its upstream gradient: its gradient is the vector-Jacobian
+    product autograd's `grad_outputs` gives, without the check of shapes that makes torch import its symbolic
+    shapes and sympy (half a second of every process that grades, checks or derives)."""
+    total = 0
+    for output, gradient in zip(outputs, upstream, strict=True):
+        if output.shape != gradient.shape:
+            raise ValueError(f"an upstream gradient of shape {tuple(gradient.shape)} for a value of shape "
+                             f"{tuple(output.shape)}")
+        total = total + (output * gradient).sum()
+    return total
+
+
 def local_vjp(network: Network, values: Mapping, source: str, upstream: Mapping[str, torch.Tensor],
               fns: Mapping | None = None) -> torch.Tensor:
     """One backward step: the sum, over the steps named in `upstream` that read `source` directly, of
@@ -52,7 +65,7 @@ def local_vjp(network: Network, values: Mapping, source: str, upstream: Mapping[
                 raise ValueError(f"{name} does not read {source} directly")
             fn = (fns or {}).get(name, step.fn)
             outputs.append(fn(*(leaf if i == source else held[i] for i in step.inputs)))
-        (grad,) = torch.autograd.grad(outputs, leaf, list(upstream.values()))
+        (grad,) = torch.autograd.grad(against(outputs, upstream.values()), leaf)
     return grad.detach()
 
 
@@ -81,7 +94,8 @@ def block_vjp(network: Network, values: Mapping, source: str, sink: str, upstrea
     run, value = _block(network, values, source, sink)
     with torch.enable_grad():
         leaf = value.clone().requires_grad_(True)
-        (grad,) = torch.autograd.grad(run(leaf), leaf, upstream, is_grads_batched=batched)
+        (grad,) = torch.autograd.grad(run(leaf), leaf, upstream, is_grads_batched=True) if batched else \
+            torch.autograd.grad(against([run(leaf)], [upstream]), leaf)
     return grad.detach()
 
 
@@ -99,7 +113,7 @@ def fused_vjp(network: Network, values: Mapping, source: str, sink: str, upstrea
             if step.name in inner:
                 live[step.name] = step.fn(*(live[i] for i in step.inputs))
         outputs = [network.step[name].fn(*(live[i] for i in network.step[name].inputs)) for name in upstream]
-        (grad,) = torch.autograd.grad(outputs, leaf, list(upstream.values()))
+        (grad,) = torch.autograd.grad(against(outputs, upstream.values()), leaf)
     return grad.detach()
 
 
@@ -114,6 +128,6 @@ def block_jvp(network: Network, values: Mapping, source: str, sink: str, directi
         leaf = value.clone().requires_grad_(True)
         out = run(leaf)
         probe = torch.zeros_like(out, requires_grad=True)
-        (back,) = torch.autograd.grad(out, leaf, probe, create_graph=True)
-        (moved,) = torch.autograd.grad(back, probe, direction, allow_unused=True)
+        (back,) = torch.autograd.grad(against([out], [probe]), leaf, create_graph=True)
+        (moved,) = torch.autograd.grad(against([back], [direction]), probe, allow_unused=True)
     return (torch.zeros_like(out) if moved is None else moved).detach()

@@ -16,6 +16,7 @@ from grader.judge.compare import compare, outcome_text
 from grader.judge.compare import judge as judge_answer
 from grader.judge.diagnose import counterpart
 from grader.judge.exam import CHAIN, Case, trajectory_atol
+from grader.judge.oracle import against
 from grader.judge.suite import Note, Wrong
 
 
@@ -80,7 +81,7 @@ def _propagated(known: Catalogue, case: Case, fused_id: str, index: int) -> dict
         wrong = ns[fused.variable]
         params = {p: case.values[p].detach().clone().requires_grad_() for p in network.parameters}
         at = network.forward(params, {k: case.values[k] for k in network.data})[fused.source]
-        grads = torch.autograd.grad(at, [params[p] for p in reached], grad_outputs=wrong.to(at.dtype))
+        grads = torch.autograd.grad(against([at], [wrong.to(at.dtype)]), [params[p] for p in reached])
     except Exception:  # a catalogue formula that does not fit this configuration names nothing
         return None
     return dict(zip(reached, grads, strict=True))
