@@ -1669,6 +1669,18 @@ def trial14_without_cell_ids_which_notebook_is_the_students(kernel):
             nbformat.write(notebook({"dlogprobs": CELLS["dlogprobs"], "dprobs": "dprobs = 1.0 / probs\n"}),
                            Path(folder) / "backprop_ninja (1).ipynb")
             assert right(kernel.check("dprobs", send_id=False))
+            # A student trial's File > Make a Copy: exercise 2's answer run and saved in the copy alone was judged
+            # against the notebook it copies, "save the notebook" after every save. The copy holds every answer
+            # this kernel ran as the original holds them, and one more: it is the kernel's notebook
+            kept = {c: CELLS[c] for c in ("dlogprobs", "dprobs", "ex4_backward")}
+            kernel.run("ex2_dlogits", written("ex2_dlogits"), send_id=False)
+            time.sleep(0.05)
+            nbformat.write(notebook({**kept, "ex2_dlogits": written("ex2_dlogits")}),
+                           Path(folder) / "backprop_ninja-Copy1.ipynb")
+            line = kernel.check("ex2_dlogits", send_id=False)
+            assert "WRONG as saved in the notebook the course collects: this notebook is backprop_ninja-Copy1.ipynb, " \
+                   "a copy" in line and "save the notebook" not in line, line
+            Path(folder, "backprop_ninja-Copy1.ipynb").unlink()
             # work in a copy, the course's notebook blank
             path.unlink()
             nbformat.write(notebook({}), path)

@@ -725,22 +725,26 @@ def _inferred(spec: str, paths: list[Path], history: list) -> Path | None:
         scored = []
         for path in paths:
             saved = _saved_cells(str(path), path.stat().st_mtime)
-            matched = sum(cell in wanted and not _blank(code) and code.strip() in ran for cell, code in saved)
+            matched = frozenset(cell for cell, code in saved
+                                if cell in wanted and not _blank(code) and code.strip() in ran)
             # or saved since the self-check was imported (the setup ran): saved from this session, though none
             # of its answer cells has run as saved (the fourteenth trial's only answer edited and saved, unrun).
             # A copy of a notebook beside it (an older download, ` (1)`) not saved this session tells nothing by
             # its cells: the nineteenth trial's right answer in it, run in the never-saved notebook, made that
             # download the kernel's ("rename this one to that name", over the student's own notebook).
             session = path.stat().st_mtime > _IMPORTED
-            scored.append(((matched and (session or _original_of(path) is None)) or session,
-                           path.stat().st_mtime, path))
+            scored.append((bool(matched and (session or _original_of(path) is None)) or session,
+                           path.stat().st_mtime, path, matched))
     except (OSError, ValueError, AttributeError, TypeError, KeyError):
         return None
-    # A copy (`-Copy1`, ` (1)`: a downloaded older version) only where the notebook it copies holds none of it:
-    # saved last, a download beside the notebook was taken for it (the fourteenth trial's right cell WRONG)
-    ran_in = [found for found in scored if found[0]]
-    originals = [found for found in ran_in if _original_of(found[2]) not in {other[2] for other in ran_in}]
-    best = max(originals or ran_in, default=None, key=lambda found: found[1])
+    # A copy (`-Copy1`, ` (1)`: a downloaded older version) only where the notebook it copies holds none of it
+    # (saved last, a download beside the notebook was taken for it: the fourteenth trial's right cell WRONG), or
+    # holds only some of what the copy holds of this kernel's runs: File > Make a Copy, then an answer run and
+    # saved in the copy, was judged against the original, "save the notebook" after every save (a student trial)
+    ran_in = {found[2]: found for found in scored if found[0]}
+    originals = [found for found in ran_in.values()
+                 if (original := ran_in.get(_original_of(found[2]))) is None or found[3] > original[3]]
+    best = max(originals or ran_in.values(), default=None, key=lambda found: found[1])
     return best[2] if best is not None else None
 
 
