@@ -377,6 +377,23 @@ def test_the_self_check_must_say_what_the_grader_gives_each_answer(tmp_path, mon
     assert table == "agrees with grade --html --gradebook on 2 of 5 answers in 4 notebooks"
 
 
+def test_the_kernels_say_how_far_they_are(tmp_path, monkeypatch):
+    """An instructor trial's GRU sat a quarter of an hour on "running 52 notebooks in kernels" with no other line:
+    each notebook done is said, at most once a PROGRESS, and the last is the table's."""
+    course = SimpleNamespace(exercise=ex.load(f"{TINY}:EXERCISE"), assignment="a")
+    made = {stem: tmp_path / f"{stem}.ipynb" for stem in ("solved", "stub", "slips-1")}
+    monkeypatch.setattr(dry_run, "_ran", _run_all({stem: [] for stem in made}))
+    monkeypatch.setattr(dry_run, "PROGRESS", 0)
+    said = []
+    dry_run._self_check(tmp_path, course, made, dry_run.Scores({}), {}, said.append)
+    assert [line.split(",")[0] for line in said] == ["  1 of 3 notebooks run in kernels",
+                                                     "  2 of 3 notebooks run in kernels"], said
+    monkeypatch.setattr(dry_run, "PROGRESS", 3600)
+    said.clear()
+    dry_run._self_check(tmp_path, course, made, dry_run.Scores({}), {}, said.append)
+    assert said == []
+
+
 @pytest.mark.parametrize("text, share", [
     ("exact: False | approximate: True  | maxdiff: 1e-08 | shape (3,) ok", 1.0),
     ("dh above is wrong; with the true dh this cell is right", 1.0),

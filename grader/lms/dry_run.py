@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable
@@ -45,6 +46,7 @@ from grader.vocabulary import grade_cell_id
 CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
 GRADE, NBGRADER, GRADESCOPE = "grade --html --gradebook", "nbgrader autograde", "Gradescope"
 SELF_CHECK = "the self-check"
+PROGRESS = 60  # seconds between the lines that say how far the kernels are
 SOLVED, STUB = "solved", "stub"
 
 
@@ -303,19 +305,30 @@ def _check_lines(nb: nbformat.NotebookNode) -> dict[str, str]:
     return said
 
 
-def _self_check(target: Path, course, made: dict[str, Path], graded: Scores,
-                slipped: dict[str, Submission]) -> tuple[list[str], str]:
+def _self_check(target: Path, course, made: dict[str, Path], graded: Scores, slipped: dict[str, Submission],
+                log: Callable[[str], None] = lambda line: None) -> tuple[list[str], str]:
     """Each notebook Run All in a kernel, as a student runs it before handing it in: its check lines must
     give each answer the share of its points `grade` gave (a line that says WRONG, and how much credit
     the grader still gives, where the grader takes points), and check every answer the grader grades.
     A slip the two grade apart is one whose effect is near the tolerance (a dropped 1e-5 under a square
     root): found on one set of batches and not on another, its grade depends on the configuration, so
-    the problem names it with the exercise's fix. Kernels side by side, as many as the cores."""
+    the problem names it with the exercise's fix. Kernels side by side, as many as the cores, each one done
+    said through `log` at most every PROGRESS seconds: a larger network's kernels take many minutes (an instructor
+    trial's GRU sat a quarter of an hour on one line)."""
     folder = target / "release" / course.assignment
     training = course.exercise.training.grade_id if course.exercise.training else None
 
+    started, done, said, lock = time.monotonic(), [0], [0.0], threading.Lock()
+
     def run(stem: str) -> nbformat.NotebookNode | str:
-        return ran_or_why(made[stem], folder)
+        ran = ran_or_why(made[stem], folder)
+        with lock:
+            done[0] += 1
+            now = time.monotonic() - started
+            if now - said[0] >= PROGRESS and done[0] < len(made):
+                said[0] = now
+                log(f"  {done[0]} of {len(made)} notebooks run in kernels, {now:.0f} s")
+        return ran
 
     with ThreadPoolExecutor(max_workers=default_jobs()) as pool:
         ran = dict(zip(made, pool.map(run, made), strict=True))
@@ -494,7 +507,7 @@ def dry_run(spec: str, quick: bool = False,
         agreement = "not run: grade gave no scores to compare with"
         if graded and graded[0][0] == GRADE:
             log(f"running {len(made)} notebooks in kernels for {SELF_CHECK}")
-            found, agreement = _self_check(target, course, paths, graded[0][1], {s.stem: s for s in made})
+            found, agreement = _self_check(target, course, paths, graded[0][1], {s.stem: s for s in made}, log)
             problems += found
     slips = sum(len(s.mutants) for s in made)
     table = [f"{'answers':<10} {len(course.exercise.answers)} ({len(course.exercise.answer_cells)} cells)",
