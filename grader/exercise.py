@@ -500,13 +500,19 @@ class Mistakes:
     size is ({"n": "the batch size"}) or what one entry of a data tensor is ({"Xb": "a character"}), in
     feedback's words. `hardcoded`: the sizes whose lecture values feedback warns against writing as
     numbers (None: every lecture size). `unusual`: what sets apart the hidden configurations drawn with
-    init options (`Exercise.hidden`), for feedback on an answer wrong on those alone.
+    init options (`Exercise.hidden`), for feedback on an answer wrong on those alone. `shown`: how the
+    notebook's tensors say a size it binds no name for ({"N": "X.shape[0]"}), so feedback never names a size
+    the student cannot find.
     """
 
     rules: Mapping[str, Rule] = field(default_factory=dict)
     words: Mapping[str, str] = field(default_factory=dict)
     hardcoded: tuple[str, ...] | None = None
     unusual: str = ""
+    shown: Mapping[str, str] = field(default_factory=dict)
+
+    def show(self, size: str) -> str:
+        return self.shown.get(size, size)
 
 
 class Sizes(Mapping):

@@ -488,32 +488,36 @@ class Precedence:
                 f"commute, so each factor must be applied where the chain rule puts it")
 
 
-def factors(sizes, words) -> tuple[tuple[str, float, str], ...]:
+def factors(sizes, words, shown=None) -> tuple[tuple[str, float, str], ...]:
     """The scale-factor family: (key, factor, what an answer that many times the right one does), for the
-    network's sizes (`words` says what each is)."""
+    network's sizes (`words` says what each is; `shown`, how the notebook says one it binds no name for)."""
     def per_size(make):
         return [entry for name, value in sizes.items() if value > 1 for entry in make(name, value)]
 
+    def say(size: str) -> str:
+        return (shown or {}).get(size, size)
+
     def scaled(s, v):
-        what = f" ({s} is {words[s]})" if s in words else ""
+        what, d = (f" ({s} is {words[s]})" if s in words else ""), say(s)
         return (
-            (s, v, f"is {s} times too large{what}"),
-            (f"1/{s}", 1 / v, f"is {s} times too small{what}"),
-            (f"{s}-1", v - 1, f"is {s}-1 times too large{what}"),
-            (f"1/({s}-1)", 1 / (v - 1), f"is {s}-1 times too small{what}"),
-            (f"{s}/({s}-1)", v / (v - 1), f"is {s}/({s}-1) times the right value: it divides by {s}-1 where the "
-                                         f"forward divides by {s}"),
-            (f"({s}-1)/{s}", (v - 1) / v, f"is ({s}-1)/{s} times the right value: it divides by {s} where the "
-                                         f"forward divides by {s}-1 (the unbiased variance, Bessel's correction)"),
+            (s, v, f"is {d} times too large{what}"),
+            (f"1/{s}", 1 / v, f"is {d} times too small{what}"),
+            (f"{s}-1", v - 1, f"is {d}-1 times too large{what}"),
+            (f"1/({s}-1)", 1 / (v - 1), f"is {d}-1 times too small{what}"),
+            (f"{s}/({s}-1)", v / (v - 1), f"is {d}/({d}-1) times the right value: it divides by {d}-1 where the "
+                                         f"forward divides by {d}"),
+            (f"({s}-1)/{s}", (v - 1) / v, f"is ({d}-1)/{d} times the right value: it divides by {d} where the "
+                                         f"forward divides by {d}-1 (the unbiased variance, Bessel's correction)"),
         )
 
     def ratio(s, v):
-        return tuple((f"{s}/{t}", v / w, f"is {s}/{t} times the right value, as when it divides by {t} where "
-                                         f"{s} belongs") for t, w in sizes.items() if w > 1 and t != s)
+        return tuple((f"{s}/{t}", v / w, f"is {say(s)}/{say(t)} times the right value, as when it divides by "
+                                         f"{say(t)} where {say(s)} belongs")
+                     for t, w in sizes.items() if w > 1 and t != s)
 
     def flipped(s, v):
-        return ((f"-{s}", -v, Sign.and_(f"is {s} times too large")),
-                (f"-1/{s}", -1 / v, Sign.and_(f"is {s} times too small")))
+        return ((f"-{s}", -v, Sign.and_(f"is {say(s)} times too large")),
+                (f"-1/{s}", -1 / v, Sign.and_(f"is {say(s)} times too small")))
 
     return (
         ("sign", -1.0, Sign.FLIPPED),

@@ -311,3 +311,17 @@ def test_a_hyperparameter_is_said_to_be_written_in_the_function():
     assert "(`reg = 0.01`) is the same on every network and is no argument: write its value in the function" in \
         skeleton.prose(value)
     assert "is no argument" not in skeleton.prose(tiny(backward=True))
+
+
+def test_a_size_no_forward_line_reads_is_shown_as_a_shape_the_notebook_has():
+    """The notebook binds only the sizes its forward lines read: the others are said as a tensor's shape, in its
+    prose and in feedback, and an exercise's own mistakes may name them otherwise (the lecture's setup binds
+    `vocab_size`)."""
+    from grader.authoring import skeleton
+    from grader.exercises.makemore_mlp.mistakes import SHOWN
+
+    value = tiny()
+    assert value.mistakes.shown == {"vocab": "E.shape[0]", "dim": "E.shape[1]", "hidden": "Y.shape[1]"}
+    assert "Drawn at the lecture's sizes (n = 8, E.shape[0] = 5, E.shape[1] = 3, Y.shape[1] = 4)" in \
+        " ".join(skeleton.prose(value).split())
+    assert tiny(mistakes=ex.Mistakes(shown=SHOWN)).mistakes.show("vocab") == "vocab_size"

@@ -232,7 +232,7 @@ def exercise_4_checks_never_raise(kernel):
         kernel.run("ex4_backward", CELLS["ex4_backward"].replace(written, said))
         kernel.run("setup_ex4_check")
         line = kernel.check("ex4_dC")
-        assert "WRONG" in line and ("your cell writes 27 (vocab) as a number" if "27" in said else
+        assert "WRONG" in line and ("your cell writes 27 (vocab_size) as a number" if "27" in said else
                                     "your cell writes 3 (block_size) and 10 (n_embd) as numbers") in line, line
     # The mistake is said of the gradient, dC, as exercise 1's check says it (not of C, the key it is returned under).
     overwrite = CELLS["ex4_backward"].replace(

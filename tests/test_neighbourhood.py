@@ -230,6 +230,18 @@ def test_a_branch_forgotten_whole_is_not_told_as_a_slip_inside_it_that_cancels_i
     assert line.startswith("your dlogvar misses the branch through kl") and "exp" not in line, line
 
 
+@pytest.mark.parametrize("code, sentence", [
+    ("dWd = z.T @ (xhat * (1 - xhat) * dxhat) * X.shape[0]", "your dWd is X.shape[0] times too large"),
+    ("dWd = z.T @ (xhat * (1 - xhat) * dxhat) * X.shape[0] / X.shape[1]",
+     "your dWd is X.shape[0]/X.shape[1] times the right value, as when it divides by X.shape[1] where X.shape[0] "
+     "belongs"),
+])
+def test_a_size_the_notebook_binds_no_name_for_is_said_as_a_shape_it_has(code, sentence):
+    """The instructor trial's VAE: its forward pass averages with .mean(), so the notebook binds no B or D, and
+    "your dxlogits is N times too large" named a size the student could not find."""
+    assert said("tests/exercises/vae.py:EXERCISE", "dWd", code, read=True) == sentence
+
+
 def test_a_slip_inside_a_fused_cell_is_named_at_the_step_it_enters():
     code = "dhprebn = bngain * bnvar_inv / n * (n * dhpreact - dhpreact.sum(0) - bnraw * (dhpreact * bnraw).sum(0))"
     assert said("relu-batchnorm", "ex3_dhprebn", code) == (

@@ -144,7 +144,7 @@ CUT_SHORT = [("db2", "db2 = dlogits[:32].sum(0)", "32 (n)"),
              ("dembcat", "dembcat = (dhprebn @ W1.T)[:32]", "32 (n)"),
              ("dlogit_maxes", "dlogit_maxes = (-dnorm_logits[:32]).sum(1, keepdim=True)", "32 (n)"),
              ("db1", "db1 = dhprebn[:, :64].sum(0)", "64 (n_hidden)"),
-             ("db2", "db2 = dlogits.sum(0)[:27]", "27 (vocab)"),
+             ("db2", "db2 = dlogits.sum(0)[:27]", "27 (vocab_size)"),
              ("dbnbias", "dbnbias = dhpreact.sum(0, keepdim=True)[:, :64]", "64 (n_hidden)"),
              # inside a product: the larger batch's error is no missing transpose (the twenty-third trial's)
              ("dW2", "dW2 = h.T @ dlogits[:32]", "32 (n)")]

@@ -51,6 +51,7 @@ on every hidden configuration).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 from collections.abc import Mapping
 
@@ -247,6 +248,14 @@ def _size_code(given: Mapping[str, object], dims: Mapping[str, tuple[str, int]],
         if key in needed:
             needed |= set(_names(code[key]))
     return {k: code[k] for k in order if k in needed}
+
+
+def _shown(mistakes: ex.Mistakes, dims: Mapping[str, tuple[str, int]], drawn: Mapping[str, int],
+           network: ex.Network) -> ex.Mistakes:
+    """The drawn sizes no forward line reads are bound by no name in the notebook: feedback says them as a
+    tensor's shape (`X.shape[0]` times too large, not `N`), unless the exercise's own mistakes say otherwise."""
+    shown = {k: f"{dims[k][0]}.shape[{dims[k][1]}]" for k in drawn if k in dims and k not in network.sizes}
+    return dataclasses.replace(mistakes, shown={**shown, **mistakes.shown})
 
 
 def _fixed(sizes: Mapping[str, object], drawn: Mapping[str, int]) -> dict[str, int | float]:
@@ -453,7 +462,7 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         hidden=configuration, assignment=assignment or name.replace("-", "_"), demo=demo or "",
         notebook=f"{assignment or name.replace('-', '_')}.ipynb",
         settings={"points": {g: (points or {}).get(g, 1) for g in grade_ids}},
-        mistakes=mistakes or ex.Mistakes(),
+        mistakes=_shown(mistakes or ex.Mistakes(), dims, lecture, network),
         parts={p: f"Exercise {p}: {t}" for p, t in {**titles, **(parts or {})}.items()},
         accepted=accepted,
     )

@@ -42,6 +42,7 @@ def prose(exercise: Exercise) -> str:
     """The percent-format source of the exercise's notebook."""
     net = exercise.network
     comma = "," if len(net.data) == 1 else ""  # a tuple of one
+    lecture = ", ".join(f"{exercise.mistakes.show(k)} = {v}" for k, v in exercise.lecture.items())
     cells = [_markdown(f"""# {exercise.title}
 
 Write the backward pass of this network by hand, one gradient at a time, and check each against
@@ -69,7 +70,7 @@ COURSE = ...
 EXERCISE = load(COURSE["exercise"])""", locked="setup_imports"),
              _markdown(f"""## The parameters and a batch
 
-Drawn at the lecture's sizes ({", ".join(f"{k} = {v}" for k, v in exercise.lecture.items())}) from one
+Drawn at the lecture's sizes ({lecture}) from one
 seeded generator, in double precision, so that rounding can never be mistaken for a mistake."""),
              _code(f"""generator = torch.Generator().manual_seed({SEED})
 params = {{k: p.requires_grad_() for k, p in EXERCISE.init(EXERCISE.lecture, generator, torch.float64).items()}}

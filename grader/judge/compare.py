@@ -352,7 +352,8 @@ def _quoted(case, text: str) -> list[str]:
 
 
 def _sizes(case, names) -> str:
-    return ", ".join(f"{k}={v}" for k, v in case.config.sizes.items() if k in names)
+    show = case.exercise.mistakes.show
+    return ", ".join(f"{show(k)}={v}" for k, v in case.config.sizes.items() if k in names)
 
 
 def _on_public(probe, answer: Answer, text: str) -> str:
@@ -421,7 +422,8 @@ def _lecture_only(probe, answer: Answer, zero: bool, code: str | None = None) ->
     written = _written(code) or set()
     sizes = exercise.network.size_values(probe.values)  # what a cell may read
     quoted = {k: v for k, v in probe.config.sizes.items() if v in written and v > 2} or sizes
-    shown = f" ({', '.join(f'{k}={v}' for k, v in quoted.items())})" if quoted else ""
+    show = exercise.mistakes.show
+    shown = f" ({', '.join(f'{show(k)}={v}' for k, v in quoted.items())})" if quoted else ""
     whose = _whose(answer)
     where = (f"; it matches only at {whose} sizes{shown}, where this gradient is all zeros, which says nothing "
              "of its values" if zero else f"; right for {whose} sizes{shown} but wrong for every other size")
@@ -447,7 +449,7 @@ def _cut_short(cases, wrong_on, probe, answer: Answer, code: str | None) -> str:
     for key, value in probe.config.sizes.items():
         larger = {c.config.name for c in scored if c.config.sizes[key] > value}
         if value in written and value > 2 and larger == failing and len(larger) < len(scored):
-            sizes = probe.exercise.network.size_values(probe.values)
+            sizes, key = probe.exercise.network.size_values(probe.values), probe.exercise.mistakes.show(key)
             return (f"; right where {key} is at most {_whose(answer)} {key}={value} and wrong where it is larger: "
                     f"your cell writes {value} ({key}) as a number, which cuts a larger one short; "
                     f"{_use_sizes(probe.exercise, sizes)}")

@@ -111,7 +111,7 @@ def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[
     out = []
     for step, part in branches.items():
         out.append(Candidate(f"drop:{step}", missed_branch(answer.source, list(branches), step), want - part))
-        for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words):
+        for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words, case.exercise.mistakes.shown):
             if key == "2":  # a branch's part twice over is a branch counted twice, not a square's derivative
                 does = f"is counted twice: {answer.source} reaches {step} once"
             out.append(Candidate(f"branch:{step}:{key}", f"the part flowing back through {step} {does}",
@@ -419,7 +419,7 @@ def tensor_factors(case: Case, answer: Answer, check: str):
 
 def _generic(case: Case, want: torch.Tensor) -> list[Candidate]:
     out = [Candidate(f"factor:{key}", does, factor * want)
-           for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words)]
+           for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words, case.exercise.mistakes.shown)]
     out.extend(_transposes(want))
     out.extend(_orders(want))
     return out

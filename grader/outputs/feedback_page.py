@@ -85,7 +85,7 @@ CSS = """
 """
 
 def _howto(exercise: Exercise) -> str:
-    sizes = ", ".join(f"{k}={v}" for k, v in exercise.lecture.items())
+    sizes = ", ".join(f"{exercise.mistakes.show(k)}={v}" for k, v in exercise.lecture.items())
     return ("How to read the pictures: each one is a tensor seen from above, one square per entry (rows top to "
             f"bottom, columns left to right). They come from one batch at the notebook's sizes ({sizes}) drawn "
             "from a fixed public seed: the shapes of your notebook, other numbers. Red is positive, blue negative, "

@@ -2283,7 +2283,8 @@ class SelfCheck:
         except SyntaxError:
             return ""
         written = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int}
-        sizes = {k: v for k, v in self.exercise.lecture.items() if type(v) is int}
+        show = self.exercise.mistakes.show
+        sizes = {show(k): v for k, v in self.exercise.lecture.items() if type(v) is int}
         # A size, or one off it (n - 1 as 31: the twenty-third trial's `1.0 / 31`), or two multiplied
         # (block_size * n_embd as 30), as compare's `_may_write_sizes` counts them; 0, 1 and 2 are any formula's
         forms: dict[int, list[str]] = {}
@@ -2644,7 +2645,8 @@ class SelfCheck:
             self._differs(ran[0], ran[1], training.losses, training.final, lr)
         if not failed:
             return None
-        sizes = ", ".join(f"{k}={v}" for k, v in training.config.sizes.items())
+        show = self.exercise.mistakes.show
+        sizes = ", ".join(f"{show(k)}={v}" for k, v in training.config.sizes.items())
         return (f"run on its own ({function.name}'s cell with only torch and F) on a batch of other sizes "
                 f"({sizes}), as the grader runs it: {failed} (a size or a name read from the notebook?)")
 

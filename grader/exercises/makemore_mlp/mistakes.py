@@ -50,6 +50,8 @@ CROSS_ENTROPY = {
 }
 RULES = {**CROSS_ENTROPY, "bnvar_inv": _inverse_sqrt("bnvar"), "bndiff2": _square("bndiff"), "h": TANH}
 WORDS = {"n": "the batch size", "Xb": "a character"}
+# The lecture's setup cells bind its sizes under the lecture's names, though the forward pass reads only n.
+SHOWN = {"vocab": "vocab_size", "block_size": "block_size", "n_embd": "n_embd", "n_hidden": "n_hidden"}
 # The sizes the course's feedback has always named: the batch, the vocabulary and the hidden layer.
 HARDCODED = ("n", "vocab", "n_hidden")
 
@@ -69,7 +71,7 @@ def for_variant(activation: str, norm: str, outputs: tuple[str, ...]) -> Mistake
             rules[y] = {"tanh": TANH, "sigmoid": SIGMOID, "relu": RELU}[activation]
     unusual = {"batchnorm": "whose hidden activations have a tiny variance (comparable to batch norm's eps)",
                "layernorm": "whose examples' features have a tiny variance (comparable to layer norm's eps)"}
-    return Mistakes(rules=rules, words=WORDS, hardcoded=HARDCODED, unusual=unusual.get(norm, ""))
+    return Mistakes(rules=rules, words=WORDS, hardcoded=HARDCODED, unusual=unusual.get(norm, ""), shown=SHOWN)
 
 
 MISTAKES = for_variant("tanh", "batchnorm", ("h",))
