@@ -242,6 +242,19 @@ def test_a_size_the_notebook_binds_no_name_for_is_said_as_a_shape_it_has(code, s
     assert said("tests/exercises/vae.py:EXERCISE", "dWd", code, read=True) == sentence
 
 
+@pytest.mark.parametrize("spec, grade_id, code, sentence", [
+    ("tests/exercises/vae.py:EXERCISE", "dWd", "dWd = z.T @ (torch.sigmoid(xhat) * (1 - torch.sigmoid(xhat)) * dxhat)",
+     "your dWd applies the sigmoid again to its output xhat: the derivative of the sigmoid is xhat * (1 - xhat), "
+     "with no sigmoid left in it"),
+    ("tanh-batchnorm", "dhpreact", "dhpreact = (1.0 - torch.tanh(h)**2) * dh",
+     "your dhpreact applies tanh again to its output h: the derivative of tanh is 1 - h**2, with no tanh left in it"),
+])
+def test_an_activation_applied_again_to_its_own_output_is_named(spec, grade_id, code, sentence):
+    """A blind set's sigmoid(xhat) * (1 - sigmoid(xhat)) with xhat already the sigmoid's output, and the unseen
+    corpus's 1 - tanh(h)**2: each was "wrong values" alone."""
+    assert said(spec, grade_id, code, read=True) == sentence
+
+
 def test_a_slip_inside_a_fused_cell_is_named_at_the_step_it_enters():
     code = "dhprebn = bngain * bnvar_inv / n * (n * dhpreact - dhpreact.sum(0) - bnraw * (dhpreact * bnraw).sum(0))"
     assert said("relu-batchnorm", "ex3_dhprebn", code) == (
