@@ -255,6 +255,13 @@ def test_an_activation_applied_again_to_its_own_output_is_named(spec, grade_id, 
     assert said(spec, grade_id, code, read=True) == sentence
 
 
+@pytest.mark.parametrize("code, left_out", [("dg = (dhn * h0).sum(0)", "rrms"), ("dg = (rrms * dhn).sum(0)", "h0")])
+def test_one_factor_of_a_products_local_derivative_left_out_is_named(code, left_out):
+    """A blind set's dg for hn = h0 * rrms * g without the normalizing rrms: "wrong values" alone."""
+    assert said("tests/exercises/rms_residual.py:EXERCISE", "dg", code, read=True) == \
+        f"your dg leaves out {left_out} of the product's local derivative h0 * rrms"
+
+
 def test_a_slip_inside_a_fused_cell_is_named_at_the_step_it_enters():
     code = "dhprebn = bngain * bnvar_inv / n * (n * dhpreact - dhpreact.sum(0) - bnraw * (dhpreact * bnraw).sum(0))"
     assert said("relu-batchnorm", "ex3_dhprebn", code) == (

@@ -381,6 +381,8 @@ def mul(site: Site, op: Op) -> list[Edge]:
     edges = []
     for x, other in (op.operands, op.operands[::-1]):
         slips = [("mul-local", f"leaves out the local derivative {_words(other)} of the product", g)]
+        slips += [("mul-part", f"leaves out {_words(left_out)} of the product's local derivative {_words(other)}",
+                   _local(rest, ctx) * g) for left_out, rest in _one_left_out(other, ctx)]
         if not ctx.is_scalar(x) and ctx.same_shape(x, other):
             slips.append(("mul-operand", f"multiplies by {_words(x)} where the product's derivative is the other "
                                          f"factor, {_words(other)}", _local(x, ctx) * g))
@@ -390,6 +392,32 @@ def mul(site: Site, op: Op) -> list[Edge]:
                                     f"{code(bessel[1])} - 1 (Bessel's correction)", _local(bessel[0], ctx) * g))
         edges.append(Edge(x, _local(other, ctx) * g, LOCAL + _words(other), tuple(slips)))
     return edges
+
+
+def _one_left_out(product: ast.expr, ctx) -> list[tuple[ast.expr, ast.expr]]:
+    """(a tensor factor, the product without it) for each tensor factor of a product of two or more
+    (`h0 * rrms` as the other side of `h0 * rrms * g`): a factor of the local derivative forgotten, as a
+    blind set's `(dhn * h0).sum(0)` for `dg` forgot the normalizing `rrms`."""
+    factors: list[ast.expr] = []
+
+    def flatten(node: ast.expr) -> None:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            flatten(node.left)
+            flatten(node.right)
+        else:
+            factors.append(node)
+    flatten(product)
+    tensors = [f for f in factors if not ctx.is_scalar(f)]
+    if len(tensors) < 2:
+        return []
+    out = []
+    for left_out in tensors:
+        rest = [f for f in factors if f is not left_out]
+        node = rest[0]
+        for f in rest[1:]:
+            node = ast.BinOp(node, ast.Mult(), f)
+        out.append((left_out, node))
+    return out
 
 
 def _bessel(factor: ast.expr, ctx) -> tuple[ast.expr, ast.Name] | None:
