@@ -535,13 +535,8 @@ def carried_slips(case: Case, answer: Answer) -> list[tuple[str, str, torch.Tens
 
 
 def _carried(case: Case, source: str, tensor: str, errors: torch.Tensor) -> torch.Tensor:
-    """Each error of `tensor`'s gradient carried back to `source`: one batched backward pass, else one
-    pass per error where an operation has no batched backward."""
-    net = case.exercise.network
-    try:
-        return block_vjp(net, case.values, source, tensor, errors, batched=True)
-    except RuntimeError:
-        return torch.stack([block_vjp(net, case.values, source, tensor, e) for e in errors])
+    """Each error of `tensor`'s gradient carried back to `source`."""
+    return block_vjp(case.exercise.network, case.values, source, tensor, errors, batched=True)
 
 
 # The rule table this process names slips with (the grader.derive module), chosen once by what starts the

@@ -90,13 +90,16 @@ def block_vjp(network: Network, values: Mapping, source: str, sink: str, upstrea
               batched: bool = False) -> torch.Tensor:
     """The gradient reaching `source` through every path to `sink` when `sink` receives `upstream`:
     the expected answer of a fused cell that starts from an intermediate's gradient rather than the loss.
-    `batched`: `upstream` stacks several along a first dimension, and so does the result."""
+    `batched`: `upstream` stacks several along a first dimension, and so does the result: one forward pass
+    and a backward pass each (autograd's own batching, `is_grads_batched`, makes torch import vmap's
+    machinery and sympy, half a second of a process, for what a few backward passes do in milliseconds)."""
     run, value = _block(network, values, source, sink)
     with torch.enable_grad():
         leaf = value.clone().requires_grad_(True)
-        (grad,) = torch.autograd.grad(run(leaf), leaf, upstream, is_grads_batched=True) if batched else \
-            torch.autograd.grad(against([run(leaf)], [upstream]), leaf)
-    return grad.detach()
+        out = run(leaf)
+        grads = [torch.autograd.grad(against([out], [one]), leaf, retain_graph=True)[0]
+                 for one in (upstream if batched else [upstream])]
+    return (torch.stack(grads) if batched else grads[0]).detach()
 
 
 def fused_vjp(network: Network, values: Mapping, source: str, sink: str, upstream: Mapping[str, torch.Tensor]
