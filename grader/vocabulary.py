@@ -445,9 +445,13 @@ class Chain:
         return f"leaves out {what} on the way back through {output}: the chain rule multiplies by it there"
 
     @staticmethod
-    def every_use(sentence: str, tensor: str) -> str:
-        """A slip of one use of a tensor made in each of its uses."""
-        return f"{sentence} (the same slip in every use of {tensor})"
+    def every_use(sentence: str, tensor: str, *, consumers: list[str] | None = None) -> str:
+        """A slip of one use of a tensor made in each of its uses (`consumers`: in each of those alone, where
+        the others have no such step: a GRU's candidates, not its gates)."""
+        listed = ", ".join(consumers[:-1]) + " and " + consumers[-1] if consumers and len(consumers) > 1 else \
+            "".join(consumers or ())
+        where = f"every use of {tensor}" if consumers is None else f"{tensor}'s uses in {listed}"
+        return f"{sentence} (the same slip in {where})"
 
     @staticmethod
     def read_at(other: str, what: str, role: str) -> str:

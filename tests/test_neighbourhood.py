@@ -262,6 +262,27 @@ def test_one_factor_of_a_products_local_derivative_left_out_is_named(code, left_
         f"your dg leaves out {left_out} of the product's local derivative h0 * rrms"
 
 
+GRU_EMB = """t1 = torch.tanh(emb[:, 0] @ Wh)
+t2 = torch.tanh(emb[:, 1] @ Wh)
+demb = torch.zeros_like(emb)
+demb[:, 0] = (dz1 * z1 * (1 - z1)) @ Wz.T + (dh1 * z1 * (1 - t1**2)) @ Wh.T
+demb[:, 1] = (dz2 * z2 * (1 - z2)) @ Wz.T + (dh2 * z2 * (1 - t2**2)) @ Wh.T
+"""
+
+
+@pytest.mark.parametrize("right, slipped, sentence", [
+    ("(1 - t1**2)", "(1 - t1)", "uses torch.tanh(emb[:, 1] @ Wh) where the derivative of tanh needs its square"),
+    ("z1 * (1 - t1**2)", "(1 - t1**2)", "leaves out the local derivative z2 of the product"),
+])
+def test_the_same_slip_in_each_use_that_has_its_step_is_named(right, slipped, sentence):
+    """A blind set's GRU: emb is read by both gates and both candidates, and the same slip in both candidates
+    (not the gates, which have no tanh) was "wrong values" alone: only a slip in every use was tried."""
+    code = GRU_EMB.replace(right, slipped).replace(right.replace("t1", "t2").replace("z1", "z2"),
+                                                   slipped.replace("t1", "t2").replace("z1", "z2"))
+    assert said("tests/exercises/gru_gate.py:EXERCISE", "demb", code, read=True) == \
+        f"your demb {sentence} (the same slip in emb's uses in h1 and h2)"
+
+
 def test_a_slip_inside_a_fused_cell_is_named_at_the_step_it_enters():
     code = "dhprebn = bngain * bnvar_inv / n * (n * dhpreact - dhpreact.sum(0) - bnraw * (dhpreact * bnraw).sum(0))"
     assert said("relu-batchnorm", "ex3_dhprebn", code) == (

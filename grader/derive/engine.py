@@ -616,10 +616,15 @@ def _gradient(d: Derivation, tensor: str, found: list[tuple[_Found, Contribution
             slips.append((key, sentence, c.consumer,
                           render(gradient_name, tensor, (*contributions[:i], changed, *contributions[i + 1:]),
                                  comments=False)))
+    forward = {step.name: i for i, step in enumerate(d.network.steps)}
     for key, per in every.items():
-        if 1 < len(per) == len(contributions):
-            slips.append((key, Chain.every_use(per[0][0], tensor), "",
-                          render(gradient_name, tensor, tuple(changed for _, changed in per.values()),
+        if len(per) > 1:
+            uses = sorted(per, key=lambda i: forward.get(contributions[i].consumer, len(forward)))
+            consumers = None if len(per) == len(contributions) else \
+                list(dict.fromkeys(contributions[i].consumer for i in uses))
+            slips.append((key, Chain.every_use(next(iter(per.values()))[0], tensor, consumers=consumers), "",
+                          render(gradient_name, tensor, tuple(per[i][1] if i in per else c
+                                                              for i, c in enumerate(contributions)),
                                  comments=False)))
     uses = len(contributions)
     if uses > 1:
