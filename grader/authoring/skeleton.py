@@ -167,9 +167,8 @@ class Derived:
 
 
 def derived(exercise: Exercise) -> Derived:
-    configurations = derive.configurations(exercise)
-    gradients = derive.derive(exercise.network, configurations)
-    forms = derive.closed_forms(exercise, configurations, gradients)
+    gradients = derive.for_exercise(exercise)
+    forms = derive.closed_forms(exercise)
     closed = {cell: form for cell, form in forms.items() if not isinstance(form, str)}
     fused = {cell: form.gradient for cell, form in closed.items() if form.gradient is not None}
     chained = {cell: form for cell, form in forms.items() if isinstance(form, str)}

@@ -52,21 +52,34 @@ def configurations(exercise: Exercise, count: int = 2) -> tuple[Configuration, .
     return tuple(found)
 
 
+# What is derived of each exercise a process holds, once: `course init` writes the notebooks and the slips'
+# fingerprints from the same derivation, and the closed forms' proofs cost more than the gradients.
+_DERIVED: dict[int, tuple[Exercise, tuple[Configuration, ...], tuple[Gradient, ...]]] = {}
+_CLOSED: dict[int, tuple[Exercise, dict[str, simplify.Closed | str]]] = {}
+
+
+def _derived(exercise: Exercise) -> tuple[tuple[Configuration, ...], tuple[Gradient, ...]]:
+    if id(exercise) not in _DERIVED:
+        found = configurations(exercise)
+        _DERIVED[id(exercise)] = (exercise, found, derive(exercise.network, found))
+    return _DERIVED[id(exercise)][1:]
+
+
 def for_exercise(exercise: Exercise) -> tuple[Gradient, ...]:
-    return derive(exercise.network, configurations(exercise))
+    return _derived(exercise)[1]
 
 
-def closed_forms(exercise: Exercise, found: tuple[Configuration, ...] | None = None,
-                 gradients: tuple[Gradient, ...] | None = None) -> dict[str, simplify.Closed | str]:
+def closed_forms(exercise: Exercise) -> dict[str, simplify.Closed | str]:
     """Each fused cell's closed form (proven against autograd), or why its chain of atomic steps stays, by
-    cell id; a block of one line has neither, its gradient being one statement already. `found` and
-    `gradients`: the exercise's configurations and derived gradients, where the caller has them."""
-    found = configurations(exercise) if found is None else found
-    gradients = derive(exercise.network, found) if gradients is None else gradients
-    net = exercise.network
-    return {answer.cell_id: simplify.fuse(net, answer.source, answer.sink, found, gradients)
+    cell id; a block of one line has neither, its gradient being one statement already."""
+    if id(exercise) not in _CLOSED:
+        found, gradients = _derived(exercise)
+        net = exercise.network
+        _CLOSED[id(exercise)] = (exercise, {
+            answer.cell_id: simplify.fuse(net, answer.source, answer.sink, found, gradients)
             for answer in exercise.answers
-            if answer.kind == FUSED and len(simplify.block_lines(net, answer.source, answer.sink)) > 1}
+            if answer.kind == FUSED and len(simplify.block_lines(net, answer.source, answer.sink)) > 1})
+    return dict(_CLOSED[id(exercise)][1])
 
 
 def corpus(gradients: tuple[Gradient, ...]) -> Iterator[tuple[Slip, dict[str, str]]]:
