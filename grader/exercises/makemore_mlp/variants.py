@@ -295,8 +295,10 @@ def exercise_file(name: str) -> str:
 
 
 @functools.cache
+@functools.cache
 def variant(name: str) -> Exercise:
-    """The exercise `makemore-mlp/<name>` loads: the lecture's own for its network, built otherwise."""
+    """The exercise `makemore-mlp/<name>` loads: the lecture's own for its network, built otherwise; one
+    object per name in a process, so that what is derived of it once (grader.derive) serves every caller."""
     return EXERCISE if name == LECTURE_VARIANT else build(name)
 
 
