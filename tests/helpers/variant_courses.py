@@ -1,8 +1,12 @@
-"""Every variant of the network as a course, end to end: `course init --variant`, one `backprop-ninja grade`
-batch of its solved notebook, its stub and the mutants of its reference answers (the rule table's slips,
-grader.authoring.skeleton.mutants) that no earlier variant's course grades, and Run All on its solved
-notebook where the variant is in the suite's covering set, and on its stub where it is in a smaller set.
-tests/test_variant_courses.py checks what each run gave.
+"""The covering set of the network's variants as courses, end to end: `course init --variant`, one
+`backprop-ninja grade` batch of its solved notebook, its stub and the mutants of its reference answers (the rule
+table's slips, grader.authoring.skeleton.mutants) that no earlier variant's course grades, and Run All on its
+solved notebook, and on its stub where it is in a smaller set. tests/test_variant_courses.py checks what each
+run gave. The covering set (`runs_all`) meets every normalization with and without the residual block and every
+activation, the lecture's network among them; the other 18 variants' courses, every route and the self-check of
+every slip included, are the nightly tier's (`.ci/nightly`'s `exercise check` of every variant): here their
+derivations, notebooks and every slip's verdict are tested in-process (tests/test_variants.py), and their
+courses cost 80 of these courses' 230 CPU s on a quiet machine, nearer 150 in a full run.
 
 Each slip is graded once, in the first course (the lecture's network first) whose cell has the same
 formula (an atomic or fused answer going back through the same forward lines; a function's slipped line,
@@ -57,7 +61,6 @@ TESTS = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
 TEST = "test_every_variant_course"  # the test (by its name) each course is for, parametrized by variant name
 LECTURE = variants.LECTURE_VARIANT  # the lecture's network: its course grades every mutant
-ORDER = (LECTURE, *(name for name in variants.NAMES if name != LECTURE))  # the order slips are graded in
 RUN_ALL_TIMEOUT = 600  # for a cell, and for a kernel to start on a machine the other tests keep busy
 # Run All reads every eighth word of the course's data: the notebook's code is the same for any list of
 # words, and evaluating and calibrating on the whole of names.txt would be most of each variant's run.
@@ -128,8 +131,8 @@ def _run_all(notebooks: dict[str, nbformat.NotebookNode], course, folder: Path, 
 def variant_course(name: str, workdir: Path, graded: Path) -> None:
     """course init --variant (the package's own, which derives the reference answers); one
     `backprop-ninja grade` batch of the course's solved notebook, the stub nbgrader would release from it,
-    and the mutants `graded` (a `plan`) gives the variant, packed; then, for a variant of the covering set, Run All
-    on the solved notebook, and on the stub where `runs_stub`. Run in a worker process: see `_Courses`."""
+    and the mutants `graded` (a `plan`) gives the variant, packed; then Run All on the solved notebook, and on the
+    stub where `runs_stub`. Run in a worker process: see `_Courses`."""
     env = dict(os.environ)
     target = workdir / "course"
     _cli(["course", "init", str(target), "--variant", name], "course init", ROOT)
@@ -149,8 +152,7 @@ def variant_course(name: str, workdir: Path, graded: Path) -> None:
         "slips": [f"{m.cell}: {m.slip.name}" for m in one.mutants]} for one in slips}))
     _cli(["grade", str(submissions), "--out", str(workdir / "results"), "--course", str(target / "course.yml"),
           "--jobs", "1"], "backprop-ninja grade", target)
-    if runs_all(name):
-        _run_all({"solved": solved, **({"stub": student} if runs_stub(name) else {})}, course, folder, workdir, env)
+    _run_all({"solved": solved, **({"stub": student} if runs_stub(name) else {})}, course, folder, workdir, env)
 
 
 def outcome_of(workdir: Path) -> Outcome:
@@ -163,7 +165,8 @@ def outcome_of(workdir: Path) -> Outcome:
 
 
 def runs_all(name: str) -> bool:
-    """Whether Run All runs the variant's solved notebook: each normalization with and without the residual
+    """Whether the variant is in the covering set, whose courses are made here and whose solved notebooks Run
+    All runs: each normalization with and without the residual
     block, six of the 24, the activation at place 2i + r of its list (i the normalization's place, r 1 with
     the residual block), so every activation runs too and the lecture's network first. The nightly tier's
     `exercise check` runs the notebooks of every variant."""
@@ -171,6 +174,10 @@ def runs_all(name: str) -> bool:
     activation, norm = list(variants.ACTIVATIONS), list(variants.NORMALIZATIONS)
     return activation.index(variant.activation.name) == (2 * norm.index(variant.norm.name) + variant.residual) \
         % len(activation)
+
+
+# The variants made into courses (see the module's docstring), in the order slips are graded in.
+COURSES = (LECTURE, *(name for name in variants.NAMES if name != LECTURE and runs_all(name)))
 
 
 def runs_stub(name: str) -> bool:
@@ -192,11 +199,11 @@ def _key(exercise, mutant: skeleton.Mutant) -> str:
 
 def plan(path: Path) -> None:
     """Which slips each variant's course grades (the mutants, by variant name), pickled to `path`: each in
-    the first course of ORDER that has it. The courses read them from there: deriving a variant's mutants
+    the first course of COURSES that has it. The courses read them from there: deriving a variant's mutants
     takes seconds, and a second derivation in each course was a sixth of the courses' time."""
     seen: set[str] = set()
     graded = {}
-    for name in ORDER:
+    for name in COURSES:
         exercise = load(f"makemore-mlp/{name}")
         keyed = [(_key(exercise, mutant), mutant) for mutant in skeleton.mutants(exercise)]
         graded[name] = [mutant for key, mutant in keyed if key not in seen]
