@@ -72,8 +72,6 @@
 # %% locked="setup_install" generated="install"
 
 # %% locked="setup_imports"
-# %matplotlib inline
-import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 
@@ -311,6 +309,8 @@ print(f"loss {loss.item():.4f}")
 if not isinstance(globals().get("dlogits"), torch.Tensor) or dlogits.shape != logits.shape:
     print("dlogits not attempted yet: its picture appears here once it has the shape of logits")
 else:
+    import matplotlib.pyplot as plt  # here, not in the setup: it adds a second to every restart's setup
+
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 5))
     left.imshow(logits.detach().numpy(), cmap="gray")
     left.set_title("logits")
@@ -607,6 +607,8 @@ lossi = train(params, max_steps, g)
 if lossi is None:
     print("exercise 4 has not trained: no loss curve")
 else:
+    import matplotlib.pyplot as plt
+
     window = max_steps // 100  # average the noisy per-batch losses over windows of steps
     plt.plot(range(0, max_steps, window), torch.tensor(lossi).view(-1, window).mean(1))
     plt.xlabel("step")
