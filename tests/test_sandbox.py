@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from grader.authoring import skeleton
+from grader.exercise import load
 from grader.exercises.makemore_mlp import EXERCISE
 from grader.judge.compare import compare
 from grader.judge.configs import generate
@@ -354,6 +356,23 @@ def stopped_alone(attempt, cell_id: str, case, status: str, **detail) -> None:
             assert outcome.status == status and outcome.detail == detail, (check, outcome.status, outcome.detail)
         else:
             assert right(attempt, case, grade_id, check), (grade_id, check, outcome.status, outcome.detail)
+
+
+def test_a_right_answers_idioms_are_never_reported():
+    """Karpathy's exercise 2, `dlogits[range(n), Yb] -= 1`, made torch's argument parser import torch.storage
+    through the cell's own __import__ the first time a child ran it, where no forward pass before it had
+    indexed with a range (the attention gallery's, whose loss is F.cross_entropy): the right answer was
+    reported as a forbidden call on the lecture-sized run, and a wrong one told its mistake without that
+    run's numbers. The fork server runs such idioms once before any child."""
+    exercise = load("attention")
+    cells = {**skeleton.references(exercise),
+             "ex2_dlogits": "dlogits = F.softmax(logits, 1)\ndlogits[range(Yb.shape[0]), Yb] -= 1\n"
+                            "dlogits /= Yb.shape[0]\nprint(dlogits[[0, 1]], f'{dlogits.sum():.3f}')\n"}
+    cases = [prepare(c) for c in generate("attention", "idioms", 2)]
+    attempt = sandbox.run(cells, cases, sandbox.Limits(timeout=60, cell_timeout=10))
+    reported = {key: outcome.detail for key, outcome in attempt.outcomes.items() if outcome.status != "tensor"}
+    assert not reported, reported
+    assert {key[2] for key in attempt.outcomes if key[0] == "ex2_dlogits"} == {c.config.name for c in cases}
 
 
 @pytest.mark.parametrize("code", [0, 3])
