@@ -217,6 +217,9 @@ SLIPS = {
     "precedence": PRECEDENCE, "regrouped": PRECEDENCE, "power-fraction": PRECEDENCE,
     "norm-bessel-inverted": FACTOR,
     "norm-product-of-sums": TRANSPOSE, "norm-sum-all": DIMENSION, "norm-last-example": BRANCH,
+    "norm-dims": DIMENSION, "softmax-sum-dim": DIMENSION, "transpose-one-factor": TRANSPOSE,
+    "ce-minus-one": LOCAL_RULE, "ce-unnormalized": LOCAL_RULE, "ce-target-undivided": FACTOR,
+    "index-everywhere": BRANCH,
 }
 
 
@@ -246,6 +249,8 @@ class Transpose:
     # the sentence says what both give, and both ways to it.
     ORDER = "is the transpose of the gradient, as from multiplying in the wrong order (or one transpose too many)"
     MISSING = "leaves the gradient in the output's layout: transpose it back"
+    ONE_FACTOR = ("transposes a product back by swapping its factors but transposes only one of them: (a @ b) "
+                  "transposed is b transposed @ a transposed")
     PERMUTE_SAME = "permutes the gradient with the forward's order instead of its inverse"
     PRODUCT_SHAPES = "the shapes of a matrix product do not fit (a transpose is probably missing or misplaced)"
 

@@ -466,3 +466,40 @@ def test_every_row_at_the_labels_columns_is_named_where_no_catalogue_names_it(co
     wrong = judge({c.config.name: SimpleNamespace(status="tensor", tensor=_run(other, c, answer, CHAIN), detail={})
                    for c in cases}, cases, answer, CHAIN, tol, code=other, public=True)
     assert "every row at each of Yb's columns" not in wrong.mistake
+
+
+ATTENTION = "grader/exercises/gallery/attention.py:EXERCISE"
+
+
+@pytest.mark.parametrize("spec, grade_id, code, sentence", [
+    # A blind set's attention answers (2026-12-06): 1 taken from every entry, the exps never normalized, the -1
+    # subtracted after the 1/n, a position's gradient given to all of them, a softmax's sum over the other
+    # dimension, a product transposed back with one factor left as it was
+    (ATTENTION, "dlogits", "dlogits = (F.softmax(logits, dim=1) - 1) / logits.shape[0]",
+     "your dlogits takes 1 from every entry, where only one_hot(target) is taken from the softmax"),
+    (ATTENTION, "ex2_dlogits", "dlogits = (logits.exp() - F.one_hot(Yb, logits.shape[-1])) / Yb.shape[0]",
+     "your dlogits uses exp(logits) without dividing each row by its sum"),
+    (ATTENTION, "ex2_dlogits", "dlogits = F.softmax(logits, -1) / Yb.shape[0]\ndlogits[range(Yb.shape[0]), Yb] -= 1",
+     "your dlogits divides the softmax by logits.shape[0] but not the one_hot(target) taken from it"),
+    (ATTENTION, "dout", "dout = torch.zeros_like(out) + dlast.unsqueeze(1)",
+     "your dout gives every entry of out the gradient of the entries out[:, -1] it read"),
+    (ATTENTION, "dmasked", "dmasked = att * (datt - (att * datt).sum(1, keepdim=True))",
+     "your dmasked sums att * datt over dimension 1, where softmax normalizes over dimension 2"),
+    (ATTENTION, "dk", "dk = dscores @ q * head ** -0.5", "your dk transposes a product back by swapping its factors "
+                                                         "but transposes only one of them"),
+    # The blind set before it (held out then): C's rows by Xb flattened in the other order, a loop over the
+    # examples whose indexed += loses a character repeated within a context, a layer norm's sums over the batch
+    ("sigmoid-layernorm-residual", "dC", "dC = torch.zeros_like(C)\ndC.index_add_(0, Xb.T.reshape(-1), "
+                                         "demb.view(-1, C.shape[1]))",
+     "your dC adds each use's gradient into the row of another entry of Xb: Xb flattened in one order"),
+    ("sigmoid-layernorm-residual", "dC", "dC = torch.zeros_like(C)\nfor i in range(Xb.shape[0]):\n    "
+                                         "dC[Xb[i]] += demb[i]\n",
+     "a character that occurs twice in one row of Xb keeps the gradient of only one of those uses"),
+    ("sigmoid-layernorm-residual", "ex3_dhpreln",
+     "dlnraw = lngain * dhpreact\ndhpreln = lnvar_inv / hpreln.shape[1] * (hpreln.shape[1] * dlnraw - "
+     "dlnraw.sum(0, keepdim=True) - lnraw * (dlnraw * lnraw).sum(0, keepdim=True))",
+     "your dhpreln sums over dim 0 where the normalization's statistics run over dim 1"),
+])
+def test_blind_sets_answers_are_named(spec, grade_id, code, sentence):
+    told = said(spec, grade_id, code)
+    assert told is not None and told.startswith(sentence), told

@@ -814,10 +814,17 @@ def normalization(site: Site, op: Op) -> list[Edge]:
     xhat = template("(_x - _x.mean(_d, keepdim=True)) * _r", x=x, d=dims, r=rstd)
     dxhat = g if weight is None else Product.of(weight) * g
 
-    def closed(mean_term: bool, projection: bool) -> Product:
+    def closed(mean_term: bool, projection: bool, over: ast.expr = dims) -> Product:
         text = "_r * (_g" + (" - _g.mean(_d, keepdim=True)" if mean_term else "") + \
             (" - _h * (_g * _h).mean(_d, keepdim=True)" if projection else "") + ")"
-        return Product.of(template(text, r=rstd, g=dxhat.node(), d=dims, h=xhat))
+        return Product.of(template(text, r=rstd, g=dxhat.node(), d=over, h=xhat))
+
+    # Two blind answer sets' fused norms took both means over the other dimension (a layer norm's over the batch)
+    rank = len(ctx.shapes(x)[0])
+    other = tuple(d for d in range(rank) if d not in dim_list)
+    wrong_dims = (("norm-dims", f"takes the closed form's means over {_dims_words(other)}, where the "
+                                f"normalization's statistics run over {_dims_words(dim_list)}",
+                   closed(True, True, _dims_code(other))),) if rank == 2 and other else ()
 
     named = _norm_names(ctx, x, rstd, xhat)
     (r, _), (h, _) = named
@@ -828,7 +835,7 @@ def normalization(site: Site, op: Op) -> list[Edge]:
                   (("norm-no-mean", "leaves out the path through the mean: the term - mean(dxhat)",
                     closed(False, True)),
                    ("norm-no-projection", "leaves out the path through the variance: the term - xhat * mean(dxhat "
-                                          "* xhat)", closed(True, False))), named=named)]
+                                          "* xhat)", closed(True, False)), *wrong_dims), named=named)]
     summed = (lambda p: Product.of(call(p.node(), "sum", dims))) if op.kind == "batch_norm" else (lambda p: p)
     for operand in op.operands[1:]:
         if operand is op.kwargs.get("weight"):
@@ -870,7 +877,21 @@ def softmax(site: Site, op: Op) -> list[Edge]:
                  (("softmax-no-sum", "leaves out softmax's sum term: every output of a row depends on every input",
                    Product.of(y) * g),
                   ("softmax-elementwise", "treats softmax as elementwise, y * (1 - y)",
-                   Product.of(template("_y * (1 - _y)", y=y)) * g)))]
+                   Product.of(template("_y * (1 - _y)", y=y)) * g),
+                  *_other_dims("softmax-sum-dim", y, dim, lambda d: Product.of(template(
+                      "_y * (_g - (_y * _g).sum(_d, keepdim=True))", y=y, g=g, d=number(d))), ctx,
+                      f"sums {code(y)} * {code(g.node())} over dimension {{other}}, where softmax normalizes over "
+                      "dimension {dim}")))]
+
+
+def _other_dims(key: str, x: ast.expr, dim: ast.expr, slip: Callable[[int], Product], ctx: Derivation,
+                sentence: str) -> tuple:
+    """A reduction over each other dimension of more than one entry (a blind answer set's `.sum(1)` over a
+    softmax taken over the last dimension), each a slip with the dimensions in `sentence`."""
+    rank = len(ctx.shapes(x)[0])
+    own = ctx.constant(dim) % rank
+    return tuple((key, sentence.format(other=d, dim=own), slip(d)) for d in range(rank)
+                 if d != own and all(s[d] > 1 for s in ctx.shapes(x)))
 
 
 @operation("log_softmax", SOFTMAX, "F.log_softmax(x, dim)", calls=("log_softmax",))
@@ -1012,7 +1033,11 @@ def transpose(site: Site, op: Op) -> list[Edge]:
         right = g.func.value if same else call(g, "transpose", *op.args)
         why = f"swapping dims {code(op.args[0])} and {code(op.args[1])} back gives the gradient {_words(x)}'s layout"
     missing = ("transpose-missing", Transpose.MISSING, Product.of(g))
-    return [Edge(x, Product.of(right), why, (missing,))]
+    # A blind answer set's dk = dscores @ q: the product's factors swapped back, one of them left untransposed
+    partial = tuple(("transpose-one-factor", Transpose.ONE_FACTOR, Product.of(ast.BinOp(left, ast.MatMult(), right)))
+                    for left, right in ((g.right, _t(ctx, g.left)), (_t(ctx, g.right), g.left))) \
+        if swaps_last and isinstance(g, ast.BinOp) and isinstance(g.op, ast.MatMult) else ()
+    return [Edge(x, Product.of(right), why, (missing, *partial))]
 
 
 @operation("permute", SHAPES, ".permute", calls=("permute",))
@@ -1141,6 +1166,9 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
     # Two slips blind answer sets wrote: log-probabilities for probabilities, the target's entry set to -1
     logs = Product.of(ast.BinOp(template("F.log_softmax(_x, 1)", x=logits), ast.Sub(), smoothed))
     set_to = Product.of(template("_p * (1 - _o) - _o", p=probs, o=one_hot))
+    # And three more: 1 taken from every entry, the exps not normalized, and (below) the -1 not averaged
+    everywhere = Product.of(ast.BinOp(probs, ast.Sub(), number(1)))
+    unnormalized = Product.of(ast.BinOp(call(logits, "exp"), ast.Sub(), smoothed))
     # And with label smoothing: the plain one-hot's gradient, or the spread part not divided among the classes
     smoothing_slips = () if not smoothing else (
         ("ce-smoothing-dropped", f"leaves out the label smoothing: the target is {round(1 - smoothing, 12)!r} on each "
@@ -1158,6 +1186,10 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
         count = ("ce-mean", f"leaves out the 1/{code(rows)} of the mean over the examples", difference * site.g)
         probs_only, wrong_dim = Product.of(probs).divided(rows), wrong_dim.divided(rows)
         logs, set_to = logs.divided(rows), set_to.divided(rows)
+        everywhere, unnormalized = everywhere.divided(rows), unnormalized.divided(rows)
+        averaged = (("ce-target-undivided", f"divides the softmax by {code(rows)} but not the {target_words} taken "
+                                            f"from it: the 1/{code(rows)} of the mean divides the whole difference",
+                     Product.of(ast.BinOp(Product.of(probs).divided(rows).node(), ast.Sub(), smoothed)) * site.g),)
         smoothing_slips = tuple((key, words, slip.divided(rows)) for key, words, slip in smoothing_slips)
     else:
         right = difference * site.g
@@ -1165,6 +1197,7 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
         count = ("ce-mean", f"divides by {code(rows)} as for the mean: a summed cross-entropy averages nothing",
                  difference.divided(rows) * site.g)
         probs_only = Product.of(probs)
+        averaged = ()
     target_set = () if smoothing else (
         ("ce-target-set", "sets each row's target entry to -1 where 1 is subtracted from its probability",
          set_to * site.g),)
@@ -1178,6 +1211,12 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
                   ("ce-log-softmax", "uses the log-probabilities (log_softmax) where the probabilities (softmax) "
                                      "belong", logs * site.g),
                   *target_set,
+                  ("ce-minus-one", f"takes 1 from every entry, where only {target_words} is taken from the softmax "
+                                   "(1 at each row's target class)" if not smoothing else
+                   f"takes 1 from every entry, where {target_words} is taken from the softmax", everywhere * site.g),
+                  ("ce-unnormalized", "uses exp(logits) without dividing each row by its sum: the softmax's "
+                                      "probabilities belong there", unnormalized * site.g),
+                  *averaged,
                   *((key, words, slip * site.g) for key, words, slip in smoothing_slips)))]
 
 
@@ -1212,11 +1251,31 @@ def index(site: Site, op: Op) -> list[Edge]:
         len(tensors) == 1 and any(_is_range(p) for p in parts))
     if unique:
         return [Edge(x, site.g, f"only the entries {code(x)}[{subscript(selector)}] were read: they get the "
-                                "gradient, every other entry nothing", index=selector)]
+                                "gradient, every other entry nothing", index=selector,
+                     index_slips=_everywhere(site, x, parts, selector))]
     right = template("torch.zeros_like(_x).index_put(_i, _g, accumulate=True)", x=x,
                      i=ast.Tuple(list(parts), ast.Load()), g=ctx.full(site.g, site))
     return [Edge(x, Product.of(right), f"the entries {code(x)}[{subscript(selector)}] were read, a repeated one "
                                        "once per use: index_put with accumulate=True adds them up")]
+
+
+def _everywhere(site: Site, x: ast.expr, parts: list[ast.expr], selector: ast.expr) -> tuple:
+    """A blind answer set's `dout = torch.zeros_like(out) + dlast.unsqueeze(1)` for `last = out[:, -1]`: the
+    gradient of the entries read given to every entry along the dimensions the index took away (x[:, t], x[t],
+    x[range(n), y]), where only the entries read get it."""
+    ctx = site.ctx
+    if all(isinstance(p, ast.Slice) or isinstance(ctx.constant(p), int) for p in parts):
+        dropped = [d for d, p in enumerate(parts) if not isinstance(p, ast.Slice)]
+    elif len(parts) == 2 and _is_range(parts[0]) and len(ctx.shapes(x)[0]) == 2:
+        dropped = [1]
+    else:
+        return ()
+    g = ctx.full(site.g, site).node()
+    for d in dropped:
+        g = call(g, "unsqueeze", number(d))
+    return (("index-everywhere", f"gives every entry of {_words(x)} the gradient of the entries {code(x)}["
+                                 f"{subscript(selector)}] it read: only those get it, every other entry 0 (start "
+                                 f"from zeros and assign at [{subscript(selector)}])", Product.of(g), None),)
 
 
 def _is_range(node: ast.expr) -> bool:

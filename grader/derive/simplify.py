@@ -599,7 +599,7 @@ def _closed_norm(network: Network, d: Derivation, x: ast.Name, xhat: ast.Name, s
     front = _product([*outside, node]) if scaled else ast.BinOp(_product(outside) if outside else number(1),
                                                                   ast.Div(), node)
     front = ast.BinOp(front, ast.Div(), count)
-    pieces = _NormPieces(front, count, inner, xhat, correction, total, centred)
+    pieces = _NormPieces(front, count, inner, xhat, correction, total, centred, rank)
     value = pieces.value()
     over = f"dim {dims[0]}" if len(dims) == 1 else "dims " + ", ".join(map(str, dims))
     variance = f"the unbiased variance (Bessel's correction, {code(count)} - 1)" if correction else \
@@ -638,6 +638,7 @@ class _NormPieces:
     correction: int
     total: Callable[[ast.expr], ast.expr]  # the sum over the normalized dims, as the closed form writes it
     centred: bool = True  # the mean subtracted; an RMSNorm's has no path through a mean
+    rank: int = 2  # of the normalized tensor
 
     def value(self, *, scaled=True, mean=None, projection=None, weight=None, summed=None) -> ast.expr:
         """The expression with some pieces written otherwise (None: the right one; False: left out)."""
@@ -670,6 +671,12 @@ class _NormPieces:
         yield "norm-product-of-sums", f"multiplies the sums of {code(g)} and {h.id} where the sum of their product " \
                                       f"belongs, {code(self.total(product))}", \
             self.value(summed=ast.BinOp(self.total(g), ast.Mult(), self.total(h)))
+        other = tuple(k for k in range(self.rank) if k not in dims)
+        if self.rank == 2 and len(other) == 1:  # two blind sets' fused norms: every sum over the other dimension
+            def across(node: ast.expr) -> ast.expr:
+                return call(node, "sum", number(other[0]), keepdim=ast.Constant(True))
+            yield "norm-dims", f"sums over dim {other[0]} where the normalization's statistics run over {over}", \
+                self.value(mean=across(g) if self.centred else None, summed=across(product))
         for piece, node in (("mean", g), ("summed", product))[0 if self.centred else 1:]:
             yield "norm-sum-all", f"sums {code(node)} over every dimension, where the sum runs over {over} only", \
                 self.value(**{piece: call(node, "sum")})

@@ -273,6 +273,24 @@ def _indexing(case: Case, answer: Answer, want, up) -> list[Candidate]:
         out.append(Candidate("overwrite", f"{entry} that occurs several times in {index} keeps the gradient of "
                                           f"only one of its uses (an assignment overwrites; the uses must add up)",
                              kept, whole=True))
+        if rows.dim() == 2 and min(rows.shape) > 1:
+            # Two blind answer sets' embedding gradients: the index flattened column by column against the gradient
+            # flattened row by row; and a loop over the examples, `dW[idx[i]] += dout[i]`, whose indexed += keeps one
+            # use of an entry repeated within a row
+            crossed = torch.zeros_like(table).index_add(0, rows.transpose(0, 1).reshape(-1),
+                                                        grad.reshape(-1, *table.shape[1:]))
+            out.append(Candidate("index-order", f"adds each use's gradient into the row of another entry of {index}: "
+                                                f"{index} flattened in one order ({index}.T, column by column) and "
+                                                f"the gradient in the other; flatten both the same way "
+                                                f"({index}.view(-1) with the gradient's .view(-1, ...))", crossed))
+            looped = torch.zeros_like(table)
+            for example, gradient in zip(rows, grad.reshape(*rows.shape, *table.shape[1:]), strict=True):
+                looped[example] += gradient
+            out.append(Candidate("row-overwrite", f"{entry} that occurs twice in one row of {index} keeps the "
+                                                  f"gradient of only one of those uses: an indexed += with a row of "
+                                                  f"indices ({answer.variable}[{index}[i]] += ...) overwrites a "
+                                                  f"repeated one; add one index at a time, or use index_add",
+                                 looped, whole=True))
         # An index off by one (`{index} - 1`): every use's gradient lands one row before or after its own
         for shift, where in ((-1, "before"), (1, "after")):
             moved = torch.zeros_like(table).index_add(0, (rows.reshape(-1) + shift) % table.shape[0],

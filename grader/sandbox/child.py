@@ -209,8 +209,8 @@ def warm_up() -> None:
     for value in (values, values.float(), values[0], values.sum(), values > 0, values.long()):
         str(value), repr(value), f"{value.sum():.3f}", value.tolist()
     str(values.shape), repr(values.dtype)
-    # Indexing with a Python range or list, read and written in place (`dlogits[range(n), Yb] -= 1`): torch's
-    # argument parser imports torch.storage through the cell's own __import__ the first time
+    # Indexing with a Python range or list, read and written in place (a cross-entropy's `dx[range(n), y] -= 1`):
+    # torch's argument parser imports torch.storage through the cell's own __import__ the first time
     rows, columns = range(2), torch.tensor([0, 2])
     for index in ((rows, columns), ([0, 1], columns), (list(rows),)):
         copy = values.clone()
