@@ -14,6 +14,7 @@ import nbformat
 import pytest
 from click.testing import CliRunner
 
+from grader import course as course_config
 from grader import exercise as ex
 from grader.authoring import skeleton
 from grader.cli import main
@@ -495,3 +496,24 @@ def test_a_kernel_that_fails_is_tried_again_and_then_said_to_be_jupyters(monkeyp
     said = dry_run.ran_or_why(tmp_path / "solved.ipynb", tmp_path)
     assert said.endswith("Run All of solved could not run, twice: the Jupyter kernel failed (RuntimeError: no "
                          "kernel), a fault of this machine's Jupyter, not of the exercise: run exercise check again")
+
+
+@pytest.mark.parametrize("spec", [*ex.BUILTIN, "makemore-mlp/relu-none",
+                                  str(ROOT / "grader" / "exercises" / "gallery" / "rnn.py:EXERCISE")])
+def test_the_dry_run_builds_the_course_of_the_exercise_it_was_given(spec):
+    """`exercise check attention` built and graded the lecture's course (a gallery exercise by name was given to
+    `course init` as no exercise at all), and proved that one."""
+    args = dry_run._course_args(spec)
+    if "--exercise" in args:
+        file, _, attribute = args[args.index("--exercise") + 1].rpartition(":")
+        built = ex.load(f"{file}:{attribute}")
+    else:
+        built = ex.load("makemore-mlp" + (f"/{args[1]}" if args else ""))
+    assert built.name == ex.load(spec).name
+
+
+@pytest.mark.slow
+def test_a_gallery_exercise_by_name_makes_its_own_course(tmp_path):
+    result = CliRunner().invoke(main, ["course", "init", str(tmp_path / "course"), *dry_run._course_args("attention")])
+    assert result.exit_code == 0, result.output
+    assert course_config.load(tmp_path / "course" / "course.yml").exercise.name == "attention"

@@ -70,17 +70,19 @@ class Submission:
 
 
 def _course_args(spec: str) -> list[str]:
-    """`course init`'s arguments for the exercise SPEC names: a file of one's own, or a built-in variant."""
+    """`course init`'s arguments for the exercise SPEC names: the lecture or one of its variants, or a file (a
+    gallery exercise by name is its module's file: `course init` alone makes the lecture's course)."""
+    family, _, variant = spec.partition("/")
+    if family == ex.DEFAULT:
+        return ["--variant", variant] if variant else []
+    spec = ex.BUILTIN.get(spec, spec)
     module, _, attribute = spec.rpartition(":") if ":" in spec else (spec, "", "")
     if attribute and not module.endswith(".py"):  # module:ATTRIBUTE: course init takes the module's file
         found = importlib.util.find_spec(module)
         module = found.origin if found is not None and found.origin else module
     if module.endswith(".py"):
         return ["--exercise", f"{Path(module).resolve()}:{attribute or 'EXERCISE'}"]
-    family, _, variant = spec.partition("/")
-    if not variant and family != ex.load(spec).name:
-        raise RouteError(f"{spec}: give the exercise's file (path/to/file.py:ATTRIBUTE) to build a course of it")
-    return ["--variant", variant] if variant else []
+    raise RouteError(f"{spec}: give the exercise's file (path/to/file.py:ATTRIBUTE) to build a course of it")
 
 
 def _run(command: list[str], cwd: Path, what: str, env: dict[str, str] | None = None) -> str:
