@@ -487,6 +487,10 @@ ATTENTION = "grader/exercises/gallery/attention.py:EXERCISE"
      "your dmasked sums att * datt over dimension 1, where softmax normalizes over dimension 2"),
     (ATTENTION, "dk", "dk = dscores @ q * head ** -0.5", "your dk transposes a product back by swapping its factors "
                                                          "but transposes only one of them"),
+    (ATTENTION, "dC", "dC = torch.zeros_like(C)\ndC.index_add_(0, Xb[:, -1], demb[:, -1])",
+     "your dC adds back the gradients of the last position of each row of Xb alone (Xb[:, -1])"),
+    ("relu-none", "dC", "dC = torch.zeros_like(C)\nfor i in range(Xb.shape[0]):\n    dC[Xb[i, 0]] += demb[i, 0]\n",
+     "your dC adds back the gradients of the first position of each row of Xb alone (Xb[:, 0])"),
     # The blind set before it (held out then): C's rows by Xb flattened in the other order, a loop over the
     # examples whose indexed += loses a character repeated within a context, a layer norm's sums over the batch
     ("sigmoid-layernorm-residual", "dC", "dC = torch.zeros_like(C)\ndC.index_add_(0, Xb.T.reshape(-1), "

@@ -283,14 +283,23 @@ def _indexing(case: Case, answer: Answer, want, up) -> list[Candidate]:
                                                 f"{index} flattened in one order ({index}.T, column by column) and "
                                                 f"the gradient in the other; flatten both the same way "
                                                 f"({index}.view(-1) with the gradient's .view(-1, ...))", crossed))
+            shaped = grad.reshape(*rows.shape, *table.shape[1:])
             looped = torch.zeros_like(table)
-            for example, gradient in zip(rows, grad.reshape(*rows.shape, *table.shape[1:]), strict=True):
+            for example, gradient in zip(rows, shaped, strict=True):
                 looped[example] += gradient
             out.append(Candidate("row-overwrite", f"{entry} that occurs twice in one row of {index} keeps the "
                                                   f"gradient of only one of those uses: an indexed += with a row of "
                                                   f"indices ({answer.variable}[{index}[i]] += ...) overwrites a "
                                                   f"repeated one; add one index at a time, or use index_add",
                                  looped, whole=True))
+            # Two more sets' (one each): the gradient scattered back from the first position of each row alone, or
+            # from the last (the one a loss reads): every position was looked up, so each adds its own back
+            for position, which in ((0, "first"), (-1, "last")):
+                alone = torch.zeros_like(table).index_add(0, rows[:, position], shaped[:, position])
+                out.append(Candidate(f"one-position:{which}", f"adds back the gradients of the {which} position of "
+                                                              f"each row of {index} alone ({index}[:, {position}]): "
+                                                              f"every position of {index} was looked up, so each "
+                                                              "adds its own back", alone))
         # An index off by one (`{index} - 1`): every use's gradient lands one row before or after its own
         for shift, where in ((-1, "before"), (1, "after")):
             moved = torch.zeros_like(table).index_add(0, (rows.reshape(-1) + shift) % table.shape[0],
