@@ -7,13 +7,14 @@ inputs of each configuration, the suite sees what the sandbox returned, scoring 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader import extract
+from grader import extract, safe_text
 from grader.course import Course
 from grader.judge import scoring
 from grader.outputs import feedback_page, final, results
@@ -99,6 +100,23 @@ class Tally:
         return f"{self.done}/{self.total} graded, {self.rate:.2f} per second, about {self.left:.0f} s left"
 
 
+def _refuse_another_notebooks_result(found: list[tuple[str, Path]], out: Path) -> None:
+    """A submission's id is its path below the folder named, so `grade submitted/alice` and then `grade
+    submitted/bob` into one --out gave both the id `backprop_ninja/backprop_ninja`, and bob's result replaced
+    alice's without a word (an outside trial). Before anything runs: a result in `out` under one of this
+    batch's ids must be the same notebook's (regraded), never another's."""
+    for sid, path in found:
+        previous = results.load_result(results.result_path(out, sid))
+        recorded = safe_text.visible(str(path))  # as a result records it (grader.outputs.results.valid)
+        if previous is not None and previous.path != recorded \
+                and os.path.abspath(previous.path) != safe_text.visible(os.path.abspath(path)):
+            raise RuntimeError(f"{safe_text.visible(str(results.result_path(out, sid)))} holds the result of "
+                               f"{previous.path}, not of {recorded}: "
+                               "a result is named by the notebook's path below the folder given, so one student's "
+                               "folder does not name the student; grade the folder that holds every student's (as "
+                               "submitted), or into another --out")
+
+
 def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1, resume: bool = False,
           part: tuple[int, int] | None = None, scheduler: str | None = None, html: bool = False,
           record: Callable[..., None] | None = None,
@@ -119,6 +137,7 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     found = extract.discover(paths)
     if part is not None:
         found = shard(found, *part)
+    _refuse_another_notebooks_result(found, out)
     course_part = course_digest(course)
     digests = {sid: input_digest(path, course_part) for sid, path in found}
     kept: dict[str, scoring.Result] = {}
