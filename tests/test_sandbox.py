@@ -22,6 +22,7 @@ from grader.judge.compare import compare
 from grader.judge.configs import generate
 from grader.judge.exam import CHAIN, LOCAL, checks, prepare
 from grader.sandbox import parent as sandbox
+from grader.sandbox import static_check
 from helpers.children import group_members
 from helpers.notebooks import reference_sources
 from helpers.paths import COURSE
@@ -373,6 +374,30 @@ def test_a_right_answers_idioms_are_never_reported():
     reported = {key: outcome.detail for key, outcome in attempt.outcomes.items() if outcome.status != "tensor"}
     assert not reported, reported
     assert {key[2] for key in attempt.outcomes if key[0] == "ex2_dlogits"} == {c.config.name for c in cases}
+
+
+def test_tensor_math_an_outside_trial_wrote_is_accepted_and_right(cases):
+    """Right answers an outside trial wrote, each refused by the static check (0 and an integrity flag) though its
+    twin was allowed: .addmm_ beside torch.addmm, torch.addcdiv beside addcmul, .broadcast_to beside
+    torch.broadcast_to, .swapdims beside .swapaxes, torch.inner, torch.bincount."""
+    written = {
+        "dW2": "dW2 = torch.zeros_like(W2)\nfor i in range(n):\n    dW2.addr_(h[i], dlogits[i])\n",
+        "dW1": "dW1 = torch.zeros_like(W1)\ndW1.addmm_(embcat.T, dhprebn)\n",
+        "dcounts_sum_inv": "dcounts_sum_inv = torch.diagonal(torch.inner(counts, dprobs)).unsqueeze(1)\n",
+        "dcounts_sum": "dcounts_sum = torch.addcdiv(torch.zeros_like(counts_sum), dcounts_sum_inv, "
+                       "counts_sum.square(), value=-1)\n",
+        "dcounts": "dcounts = dprobs * counts_sum_inv + dcounts_sum.broadcast_to(counts.shape)\n",
+        "dh": "dh = dlogits @ W2.swapdims(0, 1)\n",
+        "dC": "dC = torch.stack([torch.bincount(Xb.view(-1), weights=demb.reshape(-1, C.shape[1])[:, j], "
+              "minlength=C.shape[0]) for j in range(C.shape[1])], 1)\n",
+    }
+    assert {cell: static_check.check(code) for cell, code in written.items()} == dict.fromkeys(written)
+    case = cases[0]
+    attempt = sandbox.run({**REFERENCE, **written}, [case], sandbox.Limits(timeout=60, cell_timeout=10))
+    for grade_id in written:
+        for check in checks(EXERCISE.by_grade_id[grade_id]):
+            assert right(attempt, case, grade_id, check), (grade_id, check, attempt.outcomes[(grade_id, check,
+                                                                                              case.config.name)])
 
 
 @pytest.mark.parametrize("code", [0, 3])

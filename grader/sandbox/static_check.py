@@ -62,17 +62,17 @@ from grader import syntax
 from grader.limits import Budget
 
 TORCH = frozenset("""
-    abs absolute add addcmul addmm all allclose amax amin any arange argmax argmin argsort
-    baddbmm bmm bool broadcast_tensors broadcast_to cat chunk clamp clamp_max clamp_min clip clone
+    abs absolute add addbmm addcdiv addcmul addmm addmv addr all allclose amax amin any arange argmax argmin argsort
+    baddbmm bincount bmm bool broadcast_tensors broadcast_to cat chunk clamp clamp_max clamp_min clip clone
     concat concatenate cos cosh cumprod cumsum diag diag_embed diagonal diff div divide dot dsplit
     einsum empty empty_like eq equal erf exp expand_copy eye flatten flip float16 float32 float64 full
-    full_like gather ge ger greater gt heaviside hsplit hstack index_add index_copy index_put index_select int16 int32
-    int64 int8 isclose isfinite isinf isnan kron le linspace log log10 log1p log2 log_softmax
+    full_like gather ge ger greater gt heaviside hsplit hstack index_add index_copy index_put index_select inner int16
+    int32 int64 int8 isclose isfinite isinf isnan kron le linspace log log10 log1p log2 log_softmax
     logical_and logical_not logical_or logsumexp long lt masked_fill masked_select matmul max maximum
     mean min minimum mm movedim mul multiply mv narrow ne neg negative nonzero norm numel ones
     ones_like outer permute pi pow prod rand rand_like randn randn_like reciprocal repeat_interleave
     relu reshape rsqrt scatter scatter_add scatter_reduce select sigmoid sign sin sinh softmax split sqrt
-    square squeeze stack std sub subtract sum swapaxes t take take_along_dim tanh tensor tensordot
+    square squeeze stack std sub subtract sum swapaxes swapdims t take take_along_dim tanh tensor tensordot
     tile topk transpose tril triu true_divide unbind unique unsqueeze var vsplit vstack where
     zeros zeros_like Tensor Size float double int half dtype no_grad
 """.split())
@@ -97,13 +97,14 @@ BUILTINS = frozenset("""
 ATTRIBUTES = frozenset("""
     T mT shape dtype device ndim values indices
     size dim numel nelement item tolist float double long int bool half to type type_as
-    view view_as reshape reshape_as expand expand_as repeat repeat_interleave tile contiguous clone
-    detach squeeze unsqueeze flatten unflatten permute transpose t movedim swapaxes narrow select
+    view view_as reshape reshape_as expand expand_as broadcast_to repeat repeat_interleave tile contiguous clone
+    detach squeeze unsqueeze flatten unflatten permute transpose t movedim swapaxes swapdims narrow select
     chunk split unbind flip roll tril triu diag diagonal diag_embed
     sum mean max min amax amin argmax argmin std var prod cumsum cumprod logsumexp norm
     exp log log1p log2 log10 sqrt rsqrt pow abs neg negative reciprocal square sign tanh sigmoid
     softmax log_softmax relu clamp clip clamp_min clamp_max
-    add sub mul div true_divide floor_divide remainder matmul mm bmm mv dot outer ger addcmul addmm
+    add sub mul div true_divide floor_divide remainder matmul mm bmm mv dot outer inner ger addcmul addcdiv addmm
+    addmv addr addbmm baddbmm bincount
     masked_fill masked_select gather scatter scatter_add scatter_reduce index_add index_select
     index_copy index_fill index_put where eq ne lt le gt ge all any allclose isclose equal
     isnan isinf isfinite topk sort argsort unique nonzero count_nonzero heaviside
@@ -111,7 +112,8 @@ ATTRIBUTES = frozenset("""
     zero_ fill_ copy_ add_ sub_ mul_ div_ pow_ exp_ log_ neg_ clamp_ masked_fill_ index_add_
     index_copy_ index_fill_ index_put_ scatter_ scatter_add_ unsqueeze_ squeeze_ t_ transpose_
     reciprocal_ square_ sqrt_ rsqrt_ abs_ sign_ tanh_ sigmoid_ relu_ clamp_min_ clamp_max_ clip_ log1p_
-    log2_ log10_ negative_ true_divide_ floor_divide_ remainder_ addcmul_ ceil_ floor_
+    log2_ log10_ negative_ true_divide_ floor_divide_ remainder_ addcmul_ addcdiv_ addmm_ addmv_ addr_ addbmm_
+    baddbmm_ scatter_reduce_ ceil_ floor_
     is_floating_point itemsize
     keys items get append extend copy update count index
     ceil floor
@@ -124,7 +126,7 @@ KEYWORDS = frozenset("""
     descending stable sorted largest k diagonal dims dim0 dim1 start_dim end_dim size fill_value
     start end step steps pad mode p eps rtol atol equal_nan unbiased correction mask source
     return_inverse return_counts sizes shifts chunks split_size_or_sections sections indices_or_sections
-    bins sep flush key reverse default strict ndigits approximate
+    bins weights minlength sep flush key reverse default strict ndigits approximate
     training normalized_shape running_mean running_var momentum
 """.split())
 
