@@ -225,14 +225,14 @@ def test_a_cell_right_only_on_the_true_chain_below_a_wrong_upstream_says_the_gra
 
 
 def test_the_course_allowlist_reaches_the_self_check(state, capfd):
-    """torch.inner is refused by default, as the grader refuses it; a course that allows it passes it."""
-    code = "dh = torch.inner(dlogits, W2)"
+    """torch.chain_matmul is refused by default, as the grader refuses it; a course that allows it passes it."""
+    code = "dh = torch.chain_matmul(dlogits, W2.T)"
     line = Notebook(state).run_to("dh", {"dh": code}, capfd)
-    assert "WRONG" in line and "torch.inner is not tensor math this exercise allows" in line, line
+    assert "WRONG" in line and "torch.chain_matmul is not tensor math this exercise allows" in line, line
     nb = Notebook(state)
     settings = notebooks.public_settings(COURSE)
     nb.ns["check"] = SelfCheck(n=state["n"], namespace=nb.ns,
-                               course={**settings, "allow": {**settings["allow"], "torch": ["inner"]}})
+                               course={**settings, "allow": {**settings["allow"], "torch": ["chain_matmul"]}})
     line = nb.run_to("dh", {"dh": code}, capfd)
     assert not failed(line), line
 
@@ -383,7 +383,13 @@ def _with_answers(nb, replace: dict[str, str]):
 NOTEBOOKS = {"cells": {**DISAGREEMENTS, "dbnmeani": "dbnmeani = (-dbndiff).sum(0)"},
              # `n = 32` is a size the cell writes as db2's `[:32]` is, which the grader once trained past: that one
              # runs here (a Run All and a grade each), `n = 32` in the kernel sessions' exercise 4
-             **{f"ex4-{slip}": {EX4.cell: _ex4(slip)} for slip in EX4_SLIPS if slip != "n-hard-coded"}}
+             **{f"ex4-{slip}": {EX4.cell: _ex4(slip)} for slip in EX4_SLIPS if slip != "n-hard-coded"},
+             # An outside trial's right cells in a block, each reading its answer after binding it: the check took
+             # dlogprobs's for the cell of the step that reads dlogprobs, "not run yet" where the grader gave full
+             "blocks": {"dlogprobs": "with torch.no_grad():\n    dlogprobs = torch.zeros_like(logprobs)\n"
+                                     "    dlogprobs[range(n), Yb] = -1 / n\n",
+                        "dC": "if True:\n    dC = torch.zeros_like(C)\n    for k in range(Xb.shape[0]):\n"
+                              "        for j in range(Xb.shape[1]):\n            dC[Xb[k, j]] += demb[k, j]\n"}}
 
 
 @pytest.mark.slow
@@ -422,6 +428,10 @@ def test_every_check_line_says_wrong_exactly_where_the_grader_takes_a_point(tmp_
         for grade_id in HARD_CODED_SLICES:  # named as what they are, by both
             assert "cuts a larger one short" in scores[grade_id].output, scores[grade_id].output
             assert "cuts a larger one short" in lines[grade_id], lines[grade_id]
+    elif which == "blocks":
+        assert not docked, {g: scores[g].output for g in docked}
+        for grade_id in NOTEBOOKS[which]:  # right, and said so: "not run yet" has no WRONG in it
+            assert "approximate: True" in lines[grade_id] and "not run" not in lines[grade_id], lines[grade_id]
     else:
         assert "ex4_training" in docked, scores["ex4_training"].output
     assert set(lines) >= set(scores), set(scores) - set(lines)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections.abc
 import contextlib
 import copy
 import difflib
@@ -364,14 +365,36 @@ def _first_uses(source: str, augmented: bool = True) -> tuple[frozenset[str], fr
         return None
     bound: set[str] = set()
     early: set[str] = set()
-    for statement in body:
-        nodes = list(_executed(statement))
+    for unit in (part for statement in body for part in _in_order(statement)):
+        nodes = list(_executed(unit))
         targets = [n.target for n in nodes if isinstance(n, ast.AugAssign)] if augmented else []
         early |= {n.id for n in [*nodes, *targets] if isinstance(n, ast.Name)
                   and (isinstance(n.ctx, ast.Load) or n in targets)} - bound
         bound |= {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         bound |= {n.name for n in nodes if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
     return frozenset(bound), frozenset(early)
+
+
+_BODIES = ("body", "handlers", "orelse", "finalbody")
+
+
+def _in_order(statement: ast.AST) -> collections.abc.Iterator[ast.AST]:
+    """A statement's parts in the order they run: a compound statement's own expressions (a with's context,
+    a loop's iterable and target, an if's test), then each statement of its bodies, each in turn. Taken whole,
+    `with torch.no_grad():` around `dx = torch.zeros_like(x)` and `dx[i] = ...` read dx before binding it, and
+    the answer cell was taken for the cell of the step that reads dx (an outside trial)."""
+    if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda) or \
+            not any(isinstance(getattr(statement, field, None), list) for field in _BODIES):
+        yield statement
+        return
+    for field, value in ast.iter_fields(statement):
+        if field not in _BODIES:
+            yield from (v for v in (value if isinstance(value, list) else [value]) if isinstance(v, ast.AST))
+    if isinstance(statement, ast.ExceptHandler) and statement.name:  # `except E as e:` binds e
+        yield ast.Name(statement.name, ast.Store())
+    for field in _BODIES:
+        for child in getattr(statement, field, None) or ():
+            yield from _in_order(child)
 
 
 @functools.lru_cache(maxsize=4096)
