@@ -368,12 +368,20 @@ def test_a_right_answers_idioms_are_never_reported():
     exercise = load("attention")
     cells = {**skeleton.references(exercise),
              "ex2_dlogits": "dlogits = F.softmax(logits, 1)\ndlogits[range(Yb.shape[0]), Yb] -= 1\n"
-                            "dlogits /= Yb.shape[0]\nprint(dlogits[[0, 1]], f'{dlogits.sum():.3f}')\n"}
+                            "dlogits /= Yb.shape[0]\nprint(dlogits[[0, 1]], f'{dlogits.sum():.3f}')\n",
+             # an instructor trial's: the import the static check accepts, reported by the child as forbidden
+             "dout": "import math\n" + skeleton.references(exercise)["dout"] + "dout = dout * math.sqrt(1.0)\n"}
+    assert static_check.check(cells["dout"]) is None
     cases = [prepare(c) for c in generate("attention", "idioms", 2)]
     attempt = sandbox.run(cells, cases, sandbox.Limits(timeout=60, cell_timeout=10))
     reported = {key: outcome.detail for key, outcome in attempt.outcomes.items() if outcome.status != "tensor"}
     assert not reported, reported
     assert {key[2] for key in attempt.outcomes if key[0] == "ex2_dlogits"} == {c.config.name for c in cases}
+    for case in cases:
+        for grade_id in ("ex2_dlogits", "dout"):
+            answer = exercise.by_grade_id[grade_id]
+            got = attempt.outcomes[(grade_id, CHAIN, case.config.name)].tensor
+            assert compare(got, case.expected(answer, CHAIN), rtol=TOL.rtol, atol=TOL.atol).passed, grade_id
 
 
 def test_tensor_math_an_outside_trial_wrote_is_accepted_and_right(cases):

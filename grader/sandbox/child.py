@@ -184,9 +184,11 @@ def _audit(wfd: int):
 
 
 # What a cell may import without a report: the torch and F it is given anyway (`import torch` is common in
-# correct answers), as (module, names imported from it).
+# correct answers), and math, whose import the static check accepts too (an instructor trial's exact GELU wrote
+# `import math` for math.sqrt(2) and math.pi: the self-check said ok, the grader 0 and two integrity flags), as
+# (module, names imported from it).
 HARMLESS_IMPORTS = {("torch", ()), ("torch", ("nn",)), ("torch.nn", ()), ("torch.nn", ("functional",)),
-                    ("torch.nn.functional", ())}
+                    ("torch.nn.functional", ()), ("math", ())}
 
 
 def _importer(original):
