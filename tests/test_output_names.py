@@ -192,20 +192,25 @@ def test_a_class_of_clashing_names_keeps_every_output(tmp_path):
 
 @pytest.mark.slow
 def test_one_students_folder_graded_after_anothers_never_replaces_their_result(tmp_path):
-    """An outside trial graded `submitted/alice`, then `submitted/bob`, into one --out: both are
-    `backprop_ninja/backprop_ninja` below the folder named, and bob's result replaced alice's without a word."""
-    submitted = tmp_path / "submitted"
-    for student, drop in (("alice", list(COURSE.exercise.answer_cells)), ("bob", [])):
-        write(submitted / student / COURSE.assignment / COURSE.notebook, submission(drop=drop))
+    """An outside trial graded `submitted/alice`, then `submitted/bob`, into one --out: both were
+    `backprop_ninja/backprop_ninja` below the folder named, and bob's result replaced alice's without a word. Each
+    is now named from its student's folder, as `grade submitted` names it; and a result under an id must stay that
+    notebook's: another alice's, elsewhere, is refused before anything runs."""
+    for folder, student, drop in (("submitted", "alice", list(COURSE.exercise.answer_cells)), ("submitted", "bob", []),
+                                  ("elsewhere", "alice", [])):
+        write(tmp_path / folder / student / COURSE.assignment / COURSE.notebook, submission(drop=drop))
     out, course = tmp_path / "results", ["--course", str(COURSE_FILE)]
-    cli("grade", str(submitted / "alice"), "--out", str(out), *course, cwd=tmp_path)
-    (graded,) = out.rglob("*.json")
-    before = graded.read_text(encoding="utf-8")
-    done = subprocess.run([shutil.which("backprop-ninja"), "grade", str(submitted / "bob"), "--out", str(out), *course],
-                          capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    for student in ("alice", "bob"):
+        cli("grade", str(tmp_path / "submitted" / student), "--out", str(out), *course, cwd=tmp_path)
+    stem = Path(COURSE.notebook).stem
+    alice, bob = (out / student / COURSE.assignment / f"{stem}.json" for student in ("alice", "bob"))
+    assert sorted(out.rglob("*.json")) == [alice, bob]
+    assert results.load_result(alice).score == 0 and results.load_result(bob).score > 0
+    before = alice.read_text(encoding="utf-8")
+    done = subprocess.run([shutil.which("backprop-ninja"), "grade", str(tmp_path / "elsewhere" / "alice"), "--out",
+                           str(out), *course], capture_output=True, text=True, timeout=900, cwd=tmp_path)
     said = done.stderr.strip()
     assert done.returncode == 1 and len(said.splitlines()) == 1 and "Traceback" not in said, said
-    assert f"holds the result of {submitted / 'alice'}" in said, said
-    assert "grade the folder that holds every student's" in said, said
-    assert graded.read_text(encoding="utf-8") == before and list(out.rglob("*.json")) == [graded]
-    cli("grade", str(submitted / "alice"), "--out", str(out), *course, cwd=tmp_path)  # regraded: the same notebook
+    assert f"holds the result of {tmp_path / 'submitted' / 'alice'}" in said, said
+    assert alice.read_text(encoding="utf-8") == before
+    cli("grade", str(tmp_path / "submitted" / "alice"), "--out", str(out), *course, cwd=tmp_path)  # regraded

@@ -100,21 +100,35 @@ class Tally:
         return f"{self.done}/{self.total} graded, {self.rate:.2f} per second, about {self.left:.0f} s left"
 
 
+def _named_by_student(found: list[tuple[str, Path]], course: Course) -> list[tuple[str, Path]]:
+    """A notebook in nbgrader's layout, submitted/<student>/<assignment>/<notebook>.ipynb, named from its
+    student's folder down whatever folder was given (`grade submitted/alice`, with a gradebook, one student at a
+    time): the id `grade submitted` gives it, never `backprop_ninja/backprop_ninja` for every student alike."""
+    taken = {sid for sid, _ in found}
+    named = []
+    for sid, path in found:
+        layout = Path(path)
+        full = safe_text.name(Path(*layout.parts[-3:]).with_suffix("")) if len(layout.parts) >= 3 else sid
+        if sid.count("/") < 2 and layout.parent.name == course.assignment and layout.suffix == ".ipynb" \
+                and full not in taken:
+            taken.add(full)
+            sid = full
+        named.append((sid, path))
+    return sorted(named)
+
+
 def _refuse_another_notebooks_result(found: list[tuple[str, Path]], out: Path) -> None:
-    """A submission's id is its path below the folder named, so `grade submitted/alice` and then `grade
-    submitted/bob` into one --out gave both the id `backprop_ninja/backprop_ninja`, and bob's result replaced
-    alice's without a word (an outside trial). Before anything runs: a result in `out` under one of this
-    batch's ids must be the same notebook's (regraded), never another's."""
+    """Before anything runs: a result in `out` under one of this batch's ids must be the same notebook's
+    (regraded), never another's, which its result would replace without a word (two students' folders of one
+    name, or one file name in two folders, graded into one --out at two times)."""
     for sid, path in found:
         previous = results.load_result(results.result_path(out, sid))
         recorded = safe_text.visible(str(path))  # as a result records it (grader.outputs.results.valid)
         if previous is not None and previous.path != recorded \
                 and os.path.abspath(previous.path) != safe_text.visible(os.path.abspath(path)):
             raise RuntimeError(f"{safe_text.visible(str(results.result_path(out, sid)))} holds the result of "
-                               f"{previous.path}, not of {recorded}: "
-                               "a result is named by the notebook's path below the folder given, so one student's "
-                               "folder does not name the student; grade the folder that holds every student's (as "
-                               "submitted), or into another --out")
+                               f"{previous.path}, not of {recorded}, which has the same name: grade it into another "
+                               "--out, or name the folders that tell them apart")
 
 
 def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1, resume: bool = False,
@@ -134,7 +148,7 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
     mid-way left finished students' files at the grader's scores) and the whole batch's at the end, which
     grades.csv and the returned results carry. `progress`
     gets notes as lines, `tally` where the batch stands after each chunk (without it, a line to `progress`)."""
-    found = extract.discover(paths)
+    found = _named_by_student(extract.discover(paths), course)
     if part is not None:
         found = shard(found, *part)
     _refuse_another_notebooks_result(found, out)
