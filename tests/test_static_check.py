@@ -59,6 +59,9 @@ def test_every_correct_alternative_passes(source):
 @pytest.mark.parametrize("source", [
     "with torch.no_grad():\n    dprobs = dlogprobs / probs\n",
     "import torch\nimport torch.nn.functional as F\nimport math\ndprobs = dlogprobs / probs\n",
+    # an instructor trial's exact GELU, and its kin: elementwise math whose twin (erf, tanh, exp) was allowed
+    "phi = 0.5 * torch.erfc(-probs / 2 ** 0.5)\ndprobs = dlogprobs / probs + 0 * (phi + probs.erf() + probs.erfc() "
+    "+ torch.expm1(probs).atanh().asinh() + torch.atanh(probs) * torch.asinh(probs))\n",
     "from torch.nn import functional as F\ndprobs = dlogprobs / probs\n",
     "def helper(x):\n    return x * 2\ndprobs = helper(dlogprobs) / 2 / probs\n",
     "dprobs = sum([dlogprobs / probs]) * math.pi / math.pi\n",

@@ -63,9 +63,9 @@ from grader.limits import Budget
 
 TORCH = frozenset("""
     abs absolute add addbmm addcdiv addcmul addmm addmv addr all allclose amax amin any arange argmax argmin argsort
-    baddbmm bincount bmm bool broadcast_tensors broadcast_to cat chunk clamp clamp_max clamp_min clip clone
+    asinh atanh baddbmm bincount bmm bool broadcast_tensors broadcast_to cat chunk clamp clamp_max clamp_min clip clone
     concat concatenate cos cosh cumprod cumsum diag diag_embed diagonal diff div divide dot dsplit
-    einsum empty empty_like eq equal erf exp expand_copy eye flatten flip float16 float32 float64 full
+    einsum empty empty_like eq equal erf erfc exp expand_copy expm1 eye flatten flip float16 float32 float64 full
     full_like gather ge ger greater gt heaviside hsplit hstack index_add index_copy index_put index_select inner int16
     int32 int64 int8 isclose isfinite isinf isnan kron le linspace log log10 log1p log2 log_softmax
     logical_and logical_not logical_or logsumexp long lt masked_fill masked_select matmul max maximum
@@ -101,7 +101,8 @@ ATTRIBUTES = frozenset("""
     detach squeeze unsqueeze flatten unflatten permute transpose t movedim swapaxes swapdims narrow select
     chunk split unbind flip roll tril triu diag diagonal diag_embed
     sum mean max min amax amin argmax argmin std var prod cumsum cumprod logsumexp norm
-    exp log log1p log2 log10 sqrt rsqrt pow abs neg negative reciprocal square sign tanh sigmoid
+    exp expm1 log log1p log2 log10 sqrt rsqrt pow abs neg negative reciprocal square sign tanh sigmoid erf erfc
+    asinh atanh
     softmax log_softmax relu clamp clip clamp_min clamp_max
     add sub mul div true_divide floor_divide remainder matmul mm bmm mv dot outer inner ger addcmul addcdiv addmm
     addmv addr addbmm baddbmm bincount
