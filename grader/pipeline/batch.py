@@ -101,15 +101,16 @@ class Tally:
 
 
 def _named_by_student(found: list[tuple[str, Path]], course: Course) -> list[tuple[str, Path]]:
-    """A notebook in nbgrader's layout, submitted/<student>/<assignment>/<notebook>.ipynb, named from its
-    student's folder down whatever folder was given (`grade submitted/alice`, with a gradebook, one student at a
-    time): the id `grade submitted` gives it, never `backprop_ninja/backprop_ninja` for every student alike."""
+    """A notebook in nbgrader's layout, submitted/<student>/<assignment>/<notebook>.ipynb, found in a student's
+    folder given alone (`grade submitted/alice`, with a gradebook, one student at a time), named from that folder
+    down: the id `grade submitted` gives it, never `backprop_ninja/backprop_ninja` for every student alike. (A
+    notebook given by its own path keeps its name; one of another notebook's is refused below.)"""
     taken = {sid for sid, _ in found}
     named = []
     for sid, path in found:
         layout = Path(path)
         full = safe_text.name(Path(*layout.parts[-3:]).with_suffix("")) if len(layout.parts) >= 3 else sid
-        if sid.count("/") < 2 and layout.parent.name == course.assignment and layout.suffix == ".ipynb" \
+        if sid.count("/") == 1 and layout.parent.name == course.assignment and layout.suffix == ".ipynb" \
                 and full not in taken:
             taken.add(full)
             sid = full
