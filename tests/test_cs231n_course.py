@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from grader import course as course_config
-from grader.lms import notebooks
+from grader.lms import dry_run, notebooks
 from helpers.paths import ROOT
 
 pytestmark = pytest.mark.slow
@@ -74,3 +74,27 @@ def test_a_class_is_graded_as_its_teachers_answers_deserve(tmp_path, exercise):
         got = {t["name"]: (t["score"], t["output"]) for t in result["tests"]}
         for name, (score, output) in got.items():
             assert score == expected.get(name, course.points[name]), (stem, name, output)
+
+
+def test_a_block_fused_from_an_intermediate_is_given_its_upstream_in_the_notebook(tmp_path):
+    """The block starts at dhn and h0's other use (the residual) gives dh1: the notebook sets both from autograd
+    in a read-only cell above the answer, as its text and the self-check say. An instructor trial's notebook
+    said "dh1 is given too" with no cell giving it: Run All stopped on a name exercise 1 never bound (this
+    exercise has no exercise 1), though the grader gave the cell full marks."""
+    target = tmp_path / "course"
+    _run([*CLI, "course", "init", str(target), "--exercise", str(ROOT / "tests" / "exercises" / "rms_residual.py")],
+         tmp_path)
+    course = course_config.load(target / "course.yml")
+    folder = target / "source" / course.assignment
+    stub = notebooks.release(nbformat.read(folder / course.notebook, as_version=4))
+    (answer,) = [c for c in stub.cells if c.id == "ex2_dh0"]
+    answer.source = RMS_RESIDUAL["teacher"][0]["ex2_dh0"]
+    path = tmp_path / course.notebook
+    nbformat.write(stub, path)
+    ran = dry_run.ran_or_why(path, folder)
+    assert not isinstance(ran, str), ran
+    errors = [(c.id, o.get("evalue")) for c in ran.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors
+    (check,) = [c for c in ran.cells if c.id == "check_ex2_dh0"]
+    (line,) = "".join(o.get("text", "") for o in check.outputs).splitlines()
+    assert line.startswith("ex2_dh0") and "approximate: True" in line and "WRONG" not in line, line

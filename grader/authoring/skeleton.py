@@ -38,10 +38,17 @@ def _names(names) -> str:
     return ", ".join(f"`{n}`" for n in names)
 
 
+def _listed(names) -> str:
+    quoted = [f"`{n}`" for n in names]
+    return " and ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
+
+
 def prose(exercise: Exercise) -> str:
     """The percent-format source of the exercise's notebook."""
     net = exercise.network
     comma = "," if len(net.data) == 1 else ""  # a tuple of one
+    # autograd's gradient of every atomic answer's tensor, and of each fused block's given upstream
+    retained = set(exercise.atomic) | {g for a in exercise.answers if a.kind == FUSED for g in a.upstream}
     lecture = ", ".join(f"{exercise.mistakes.show(k)} = {v}" for k, v in exercise.lecture.items())
     cells = [_markdown(f"""# {exercise.title}
 
@@ -85,7 +92,7 @@ autograd's gradient of every intermediate, so that the self-check can compare yo
              _code("\n".join(f"{s.name} = ..." for s in net.steps) + f"""
 
 # Autograd's gradients, to check yours against
-{"".join(f"{s.name}.retain_grad(){chr(10)}" for s in net.steps if "d" + s.name in exercise.atomic)}{net.loss}.backward()
+{"".join(f"{s.name}.retain_grad(){chr(10)}" for s in net.steps if "d" + s.name in retained)}{net.loss}.backward()
 print(f"loss {{{net.loss}.item():.4f}}")""", locked="setup_forward")]
     steps = net.step
     for part, title in sorted(exercise.parts.items()):
@@ -107,8 +114,14 @@ print(f"loss {{{net.loss}.item():.4f}}")""", locked="setup_forward")]
                     f" `{g[1:]}` reads {' and '.join(f'`{t}`' for t in steps[g[1:]].inputs if t in block)} outside "
                     f"the block, and a gradient sums every use: `{g}` is given too."
                     for g in answer.upstream if g != f"d{answer.sink}")
+                if answer.upstream:
+                    given += (f" The read-only cell below sets {_listed(answer.upstream)} to autograd's values, so "
+                              "that an earlier exercise cannot spoil this one.")
                 cells.append(_markdown(f"`{answer.variable}` in one cell, from {start} back to `{answer.source}`, "
                                        f"without the atomic steps in between.{given}"))
+                if answer.upstream:
+                    cells.append(_code("".join(f"{g} = {g[1:]}.grad.clone()  # autograd's\n" for g in answer.upstream),
+                                       locked=f"setup_{answer.cell_id}"))
             cells.append(_code("", answer=answer.cell_id))
     return "\n".join(cells)
 
