@@ -424,13 +424,15 @@ def test_quick_leaves_out_nbgrader_autograde_alone():
 
 def test_a_slip_equal_to_the_right_answer_everywhere_is_said_not_dropped(tmp_path):
     """A mask of zeros on every configuration: leaving its branch out of dh is the right answer, so no
-    notebook can show it; the rule table used to drop it silently, the check now lists it."""
+    notebook can show it; the rule table used to drop it silently, the check now lists it, with why and what
+    to change (an instructor trial's GRU started from `h0 = zeros(N, H)`: 60 slips listed without a word)."""
     path = tmp_path / "zero.py"
     path.write_text(HIDING.replace("ACCEPT", "").replace("* (n == 8)", "* 0"), encoding="utf-8")
     code, out = check(path)
     assert code == 0, out
-    assert ("note: 3 slips equal the right answer on every derivation configuration and are not graded: "
-            "dh forward-value, dh missed-factor, dh overwrite") in out, out
+    assert ("note: 3 slips equal the right answer on every derivation configuration and are not graded; all of "
+            "them change a term that reads M, which is zeros in every configuration (the term vanishes, the slip "
+            "with it): draw M at random to grade them: dh forward-value, dh missed-factor, dh overwrite") in out, out
 
 
 CS231N = ROOT / "tests" / "exercises" / "cs231n_net.py"

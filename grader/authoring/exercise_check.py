@@ -77,6 +77,39 @@ def _hidden_slips(exercise: ex.Exercise, gradients, scored: list[configs.Config]
                 break
 
 
+def _hidden_by_zeros(exercise: ex.Exercise, gradients) -> dict[str, int]:
+    """For each input the exercise draws as zeros in every derivation configuration (a GRU's `h0 = zeros(N, H)`),
+    how many of the slips equal to the right answer there differ from it once that input alone is drawn at
+    random: what the instructor can change to grade them."""
+    net = exercise.network
+    drawn = derive.configurations(exercise)
+    zeros = [k for k, v in drawn[0].inputs.items()
+             if v.is_floating_point() and all(not c.inputs[k].any() for c in drawn)]
+    hidden = {}
+    for name in zeros:
+        inputs = {**drawn[0].inputs, name: torch.randn(drawn[0].inputs[name].shape, dtype=torch.float64,
+                                                       generator=torch.Generator().manual_seed(0))}
+        right = {**net.forward({k: inputs[k] for k in net.parameters}, {k: inputs[k] for k in net.data}),
+                 **ex.NAMESPACE}
+        for gradient in gradients:
+            exec(compile(gradient.code, f"<derived {gradient.name}>", "exec"), right)  # noqa: S102 - the rule table's
+        count = len({f"{gradient.name} {slip.name}" for gradient in gradients for slip in gradient.right_anyway
+                     if _differs(slip.code, gradient.name, right)})  # each named once, as the note names them
+        if count:
+            hidden[name] = count
+    return hidden
+
+
+def _differs(code: str, name: str, right: dict) -> bool:
+    trial = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in right.items()}
+    try:
+        exec(compile(code, f"<slip of {name}>", "exec"), trial)  # noqa: S102 - the rule table's code
+        got, want = trial[name], right[name]
+        return got.shape != want.shape or not torch.allclose(got, want, **derive.TOLERANCE)
+    except Exception:  # noqa: BLE001 - a slip that fails to run differs
+        return True
+
+
 def _passes(source: str, answer: ex.Answer, case, check: str, tolerance: Tolerance) -> bool:
     namespace = {**case.student_view(), **case.sizes, **case.upstream(answer, check), **ex.NAMESPACE}
     try:
@@ -147,8 +180,12 @@ def check(spec: str) -> Iterator[str]:
     # Each slip name once per gradient: `W * W` makes the same slip in both factors.
     right = list(dict.fromkeys(f"{g.name} {s.name}" for g in found.gradients for s in g.right_anyway))
     if right:  # the rule table made them, but no notebook could tell them from the answer: said, not graded
+        why = "".join(f"; {'all' if count == len(right) else count} of them change a term that reads {name}, which "
+                      f"is zeros in every configuration (the term vanishes, the slip with it): draw {name} at random "
+                      "to grade them"
+                      for name, count in _hidden_by_zeros(exercise, found.gradients).items())
         yield (f"note: {len(right)} slips equal the right answer on every derivation configuration and are not "
-               f"graded: {', '.join(right)}")
+               f"graded{why}: {', '.join(right)}")
     for gradient in found.gradients:
         yield ""
         yield from gradient.source.rstrip("\n").splitlines()
