@@ -333,8 +333,8 @@ def test_a_slip_the_feedback_does_not_name_is_a_warning_under_the_table():
 
 
 def _run_all(lines: dict[str, list[str]]):
-    """A fake Run All: each notebook's check cell prints its lines, as a kernel's stream output."""
-    def ran(path, folder):
+    """A fake Run All in a kernel: each notebook's check cell prints its lines, as a kernel's stream output."""
+    def ran(kernel, path):
         cell = {"cell_type": "code", "source": "check('dz')",
                 "outputs": [{"output_type": "stream", "name": "stdout", "text": "\n".join(lines[path.stem]) + "\n"}]}
         return nbformat.from_dict({"cells": [cell]})
@@ -348,11 +348,12 @@ def test_the_self_check_must_say_what_the_grader_gives_each_answer(tmp_path, mon
     exercise = ex.load(f"{TINY}:EXERCISE")
     course = SimpleNamespace(exercise=exercise, assignment="a")
     made = {stem: tmp_path / f"{stem}.ipynb" for stem in ("solved", "stub", "slips-1", "slips-2")}
+    (tmp_path / "release" / "a").mkdir(parents=True)
     graded = dry_run.Scores({"solved": {"dz": (1.0, 1.0, ""), "fit_training": (2.0, 2.0, "")},
                              "stub": {"dz": (0.0, 1.0, "")},
                              "slips-1": {"dz": (0.5, 1.0, "")},
                              "slips-2": {"dz": (0.0, 1.0, ""), "db": (1.0, 1.0, "")}})
-    monkeypatch.setattr(dry_run, "_ran", _run_all({
+    monkeypatch.setattr(dry_run._Kernel, "_run_all", _run_all({
         "solved": ["dz             | exact: True  | approximate: True  | maxdiff: 0 | shape (8, 1) ok",
                    "training       | trains as autograd does"],
         "stub": ["dz             | not attempted yet"],
@@ -383,7 +384,8 @@ def test_the_kernels_say_how_far_they_are(tmp_path, monkeypatch):
     each notebook done is said, at most once a PROGRESS, and the last is the table's."""
     course = SimpleNamespace(exercise=ex.load(f"{TINY}:EXERCISE"), assignment="a")
     made = {stem: tmp_path / f"{stem}.ipynb" for stem in ("solved", "stub", "slips-1")}
-    monkeypatch.setattr(dry_run, "_ran", _run_all({stem: [] for stem in made}))
+    (tmp_path / "release" / "a").mkdir(parents=True)
+    monkeypatch.setattr(dry_run._Kernel, "_run_all", _run_all({stem: [] for stem in made}))
     monkeypatch.setattr(dry_run, "PROGRESS", 0)
     said = []
     dry_run._self_check(tmp_path, course, made, dry_run.Scores({}), {}, said.append)
@@ -486,15 +488,16 @@ def test_a_kernel_that_fails_is_tried_again_and_then_said_to_be_jupyters(monkeyp
     the exercise; the next run passed. Once is tried again; twice is the machine's fault, said as such."""
     failures = iter([RuntimeError("Kernel died before replying to kernel_info")])
 
-    def ran(path, folder):
+    def ran(kernel, path):
         failure = next(failures, None)
         if failure is not None:
             raise failure
         return nbformat.v4.new_notebook()
 
-    monkeypatch.setattr(dry_run, "_ran", ran)
+    monkeypatch.setattr(dry_run._Kernel, "_run_all", ran)
     assert isinstance(dry_run.ran_or_why(tmp_path / "solved.ipynb", tmp_path), nbformat.NotebookNode)
-    monkeypatch.setattr(dry_run, "_ran", lambda path, folder: (_ for _ in ()).throw(RuntimeError("no kernel")))
+    monkeypatch.setattr(dry_run._Kernel, "_run_all",
+                        lambda kernel, path: (_ for _ in ()).throw(RuntimeError("no kernel")))
     said = dry_run.ran_or_why(tmp_path / "solved.ipynb", tmp_path)
     assert said.endswith("Run All of solved could not run, twice: the Jupyter kernel failed (RuntimeError: no "
                          "kernel), a fault of this machine's Jupyter, not of the exercise: run exercise check again")

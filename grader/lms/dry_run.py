@@ -3,7 +3,7 @@ temporary folder with `course init` and grades the solved notebook, its stub and
 through every route that records a grade, each the product's own command run as a course runs it
 (`backprop-ninja grade --html --gradebook`, `nbgrader autograde` and `generate_feedback`, the Gradescope
 zip's run_autograder, for real on two notebooks: see `_gradescope_route`), then runs each notebook in a
-kernel as a student does before handing it in, whose check lines must say what `grade` gave. A route that
+kernel as a student does before handing it in (`_Kernel`), whose check lines must say what `grade` gave. A route that
 dies, a right answer that loses credit, a slip that keeps it or takes it from another tensor, two routes
 that disagree, or a self-check that tells a student another grade are what a class would otherwise find
 at grading time.
@@ -17,6 +17,7 @@ leaves of its body, so each parameter's gradient carries one of its own slips be
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -267,32 +268,68 @@ def _differ(ran: dict, same: dict) -> str | None:
     return None
 
 
-def _ran(path: Path, folder: Path) -> nbformat.NotebookNode:
-    """The notebook after Run All in a kernel of its own, in a copy of the released folder (its data
-    beside it), saved there in the released notebook's place, as a student runs their own (the self-check
-    reads the saved notebook in the kernel's folder: the released blank left there would be taken for it);
-    a cell's error stays in its outputs, as in Jupyter. The kernel's own log (its warning about TCP without
-    encryption, on a local kernel) would only clutter the instructor's terminal."""
-    nb = nbformat.read(path, as_version=4)
-    with tempfile.TemporaryDirectory(prefix="backprop-ninja-run-") as there:
-        shutil.copytree(folder, there, dirs_exist_ok=True)
-        nbformat.write(nb, Path(there) / path.name)
-        NotebookClient(nb, timeout=1800, kernel_name="python3", allow_errors=True,
-                       resources={"metadata": {"path": there}}).execute(stderr=subprocess.DEVNULL)
-    return nb
+class _Kernel:
+    """One kernel in a copy of the released folder, for notebook after notebook: each saved there in the
+    released notebook's place, then Run All in the same kernel, as a student who edits, saves and runs the
+    notebook again without a restart (the self-check must tell the truth in whatever state a kernel is left;
+    each kernel's first notebook is a fresh kernel's Run All). A kernel costs seconds to start (torch, the
+    self-check's imports), most of a small network's notebook. A kernel that dies or will not start is
+    started again once for the notebook it failed on; failing twice, the notebook's problem says it is this
+    machine's Jupyter, not the exercise."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.there, self.manager = folder, None, None
+
+    def __enter__(self) -> _Kernel:
+        self.there = tempfile.TemporaryDirectory(prefix="backprop-ninja-run-")
+        shutil.copytree(self.folder, self.there.name, dirs_exist_ok=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop()
+        self.there.cleanup()
+
+    def _stop(self) -> None:
+        if self.manager is not None:
+            with contextlib.suppress(Exception):  # a dead kernel's shutdown may raise: it is gone either way
+                self.manager.shutdown_kernel(now=True)
+        self.manager = None
+
+    def _run_all(self, path: Path) -> nbformat.NotebookNode:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.write(nb, Path(self.there.name) / path.name)
+        if self.manager is None:
+            from jupyter_client import KernelManager
+
+            self.manager = KernelManager(kernel_name="python3")
+            # The kernel's own log (its warning about TCP without encryption) would clutter the terminal
+            self.manager.start_kernel(cwd=self.there.name, stderr=subprocess.DEVNULL)
+        client = NotebookClient(nb, km=self.manager, timeout=1800, allow_errors=True,
+                                resources={"metadata": {"path": self.there.name}})
+        try:
+            client.execute()
+        finally:
+            if client.kc is not None:
+                client.kc.stop_channels()
+        return nb
+
+    def run_all(self, path: Path, name: str) -> nbformat.NotebookNode | str:
+        """The notebook after Run All, a cell's error left in its outputs as in Jupyter, or the problem to
+        report (a notebook's own errors never raise: what raises is Jupyter's)."""
+        for _ in range(2):
+            try:
+                return self._run_all(path)
+            except Exception as exc:  # noqa: BLE001 - said for this notebook; the others go on
+                failed = f"{type(exc).__name__}: {str(exc)[:200]}"
+                self._stop()
+        return (f"{SELF_CHECK}: Run All of {name} could not run, twice: the Jupyter kernel failed "
+                f"({failed}), a fault of this machine's Jupyter, not of the exercise: run exercise check again")
 
 
 def ran_or_why(path: Path, folder: Path) -> nbformat.NotebookNode | str:
-    """`_ran`, or the problem to report. A kernel that did not start or died (on a loaded machine, now and
-    then) is tried once more: a notebook's own errors never raise there (its cells run on past them), so
-    what raises is Jupyter's, a fault of the machine the instructor is to hear as such, not as the exercise's."""
-    for _ in range(2):
-        try:
-            return _ran(path, folder)
-        except Exception as exc:  # noqa: BLE001 - said for this notebook; the others go on
-            failed = f"{type(exc).__name__}: {str(exc)[:200]}"
-    return (f"{SELF_CHECK}: Run All of {path.stem} could not run, twice: the Jupyter kernel failed ({failed}), a "
-            "fault of this machine's Jupyter, not of the exercise: run exercise check again")
+    """The notebook at `path` after Run All in a fresh kernel beside `folder`'s files, or the problem to report."""
+    with _Kernel(folder) as kernel:
+        return kernel.run_all(path, path.stem)
 
 
 def _check_lines(nb: nbformat.NotebookNode) -> dict[str, str]:
@@ -322,18 +359,24 @@ def _self_check(target: Path, course, made: dict[str, Path], graded: Scores, sli
 
     started, done, said, lock = time.monotonic(), [0], [0.0], threading.Lock()
 
-    def run(stem: str) -> nbformat.NotebookNode | str:
-        ran = ran_or_why(made[stem], folder)
-        with lock:
-            done[0] += 1
-            now = time.monotonic() - started
-            if now - said[0] >= PROGRESS and done[0] < len(made):
-                said[0] = now
-                log(f"  {done[0]} of {len(made)} notebooks run in kernels, {now:.0f} s")
+    def run(stems: list[str]) -> dict[str, nbformat.NotebookNode | str]:
+        ran = {}
+        with _Kernel(folder) as kernel:
+            for stem in stems:
+                ran[stem] = kernel.run_all(made[stem], stem)
+                with lock:
+                    done[0] += 1
+                    now = time.monotonic() - started
+                    if now - said[0] >= PROGRESS and done[0] < len(made):
+                        said[0] = now
+                        log(f"  {done[0]} of {len(made)} notebooks run in kernels, {now:.0f} s")
         return ran
 
-    with ThreadPoolExecutor(max_workers=default_jobs()) as pool:
-        ran = dict(zip(made, pool.map(run, made), strict=True))
+    jobs = min(default_jobs(), len(made))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # a kernel per core, each taking every jobs-th notebook
+        chains = pool.map(run, [list(made)[index::jobs] for index in range(jobs)])
+        found = {stem: nb for chain in chains for stem, nb in chain.items()}
+    ran = {stem: found[stem] for stem in made}
     problems, verdicts, agreed = [nb for nb in ran.values() if isinstance(nb, str)], 0, 0
     for stem, nb in ((stem, nb) for stem, nb in ran.items() if not isinstance(nb, str)):
         said = {(training if label == "training" else label): text for label, text in _check_lines(nb).items()}
