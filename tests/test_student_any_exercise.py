@@ -3,6 +3,8 @@ tiny exercise (tests/exercises/tiny_relu.py: a lookup, a linear layer and a ReLU
 would name it, whose network, function and parts are not the makemore MLP's."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from exercises.tiny_relu import EXERCISE as TINY
@@ -67,6 +69,11 @@ def test_training_runs_the_exercises_network_with_the_students_function(capsys):
     check = SelfCheck(exercise=SPEC)
     check.training(fit(RIGHT_FIT), params, batches, lr=0.1)
     assert capsys.readouterr().out.startswith("training       | 5 steps match autograd: loss ")
+    # An instructor trial read "loss 3.2204 -> 3.3218" as a failure: a rise is said to be no failure
+    check.training(fit(RIGHT_FIT), params, batches, lr=-5.0)
+    rose = capsys.readouterr().out
+    first, last = map(float, re.search(r"loss (\S+) -> (\S+)", rose).groups())
+    assert last > first and rose.rstrip().endswith("over so few the loss may rise; the steps are right)"), rose
     check.training(fit(RIGHT_FIT.replace("'b': dh.sum(0)", "'b': 3 * dh.sum(0)")), params, batches, lr=0.1)
     assert "WRONG: diverges from autograd at step 2" in capsys.readouterr().out
     blank = "def backward(params, cache, X, Y):\n    return {'E': None, 'W': None, 'b': None}\n"

@@ -2546,6 +2546,8 @@ class SelfCheck:
         first, last = losses[0].item(), losses[-1].item()
         # No timing: one run's ratio to autograd's varied 0.3x-3.1x between identical runs of a notebook.
         line = f"{len(steps)} steps match autograd: loss {first:.4f} -> {last:.4f}"
+        if last >= first:  # instructor trials read a rise as failure: what is checked is each step's update
+            line += " (each step a fresh batch at a fixed rate: over so few the loss may rise; the steps are right)"
         if changes:  # the check hands it copies; the notebook's own training loop hands it its parameters
             stepped = [c for c in changes if c in network.parameters]
             then = ("a training loop then also steps them by that change" if stepped == changes else
