@@ -243,6 +243,11 @@ class Network:
                 values[step.name] = step.fn(*(values[i] for i in step.inputs))
             except Exception as exc:  # noqa: BLE001 - the instructor's code, named
                 fix = next((f for call, f in _FIXES.items() if call in step.code and "Tensor" in str(exc)), "")
+                single = [k for k in (*params, *data) if str(getattr(values[k], "dtype", "")) == "torch.float32"]
+                if not fix and single and "Float" in str(exc) and "Double" in str(exc):
+                    # `randint(2, (n, 1)) * 1.0` takes torch's default float32 beside the float64 parameters
+                    fix = (f"{', '.join(single)} {'is' if len(single) == 1 else 'are'} float32 where the rest is "
+                           f"float64: write .double() on {'its' if len(single) == 1 else 'their'} line")
                 return f"line `{step.name} = {step.code}` fails: {type(exc).__name__}: {exc}" + \
                     (f"; {fix}" if fix else "")
         return ""

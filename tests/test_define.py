@@ -274,6 +274,19 @@ def test_a_forward_line_torch_refuses_is_named_with_its_fix():
     assert said.endswith("; torch.maximum takes two tensors: write x.clamp(min=0) for a ReLU")
 
 
+def test_a_forward_line_failing_on_float32_data_names_the_data_line_to_change():
+    """An instructor trial's targets `randint(2, (n, 1)) * 1.0` (torch's default float32) met float64 in
+    F.binary_cross_entropy: the error named neither the data nor the fix."""
+    value = tiny(data=DATA.replace("Y = randn(n, hidden)", "Y = randint(2, (n, hidden)) * 1.0"),
+                 forward=FORWARD.replace("loss = ((z - Y) ** 2).sum() / n",
+                                         "p = torch.sigmoid(z)\nloss = F.binary_cross_entropy(p, Y)"))
+    generator = torch.Generator().manual_seed(0)
+    params = value.init(value.lecture, generator, torch.float64)
+    said = value.network.failing_line(params, value.batch(value.lecture, generator))
+    assert said.startswith("line `loss = F.binary_cross_entropy(p, Y)` fails: RuntimeError: "), said
+    assert said.endswith("; Y is float32 where the rest is float64: write .double() on its line"), said
+
+
 def test_a_data_line_may_compare_a_tensor_with_a_number():
     """`M = rand(n, m) < 0.5` failed with KeyError: '__import__' (torch imports a module of its own there)."""
     value = tiny(data=DATA + "M = rand(n, hidden) < 0.5\n", forward=FORWARD.replace("z = a + h", "z = a + h * M"))
