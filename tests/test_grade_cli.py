@@ -455,3 +455,20 @@ def test_a_regrade_without_html_makes_an_earlier_page_again(tmp_path):
     page = feedback_page.page_path(out, sid).read_text(encoding="utf-8")
     assert json.loads((out / f"{sid}.json").read_text())["score"] == COURSE.max_score
     assert f'class="bpn-total">Total: {COURSE.max_score:g} / {COURSE.max_score:g}<' in page
+
+
+def test_grading_one_student_at_a_time_keeps_every_student_in_grades_csv(submissions, tmp_path):
+    """A TA grading late hand-ins one at a time into the class's folder: grades.csv, the file a TA opens first,
+    held the student graded last and no one else, where every result and the report held the whole class."""
+    submitted, out = tmp_path / "submitted", tmp_path / "results"
+    for student in ("ada", "ben"):  # nbgrader's layout, which names a student's notebook graded alone
+        (submitted / student / "backprop_ninja").mkdir(parents=True)
+        shutil.copy(submissions / student / "backprop_ninja.ipynb", submitted / student / "backprop_ninja")
+        done = CliRunner().invoke(main, ["grade", str(submitted / student), "--out", str(out),
+                                         "--course", str(COURSE_FILE), "--jobs", "1"])
+        assert done.exit_code == 0, done.output
+    rows = {row["submission"]: row for row in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+    ada, ben = "ada/backprop_ninja/backprop_ninja", "ben/backprop_ninja/backprop_ninja"
+    assert sorted(rows) == [ada, ben]
+    assert float(rows[ada]["score"]) == COURSE.max_score
+    assert float(rows[ben]["score"]) == json.loads((out / f"{ben}.json").read_text())["score"] < COURSE.max_score

@@ -23,7 +23,7 @@ from grader.exercise import load as load_exercise
 from grader.judge.scoring import Result, outline
 from grader.outputs import final
 from grader.outputs.files import atomic_write, csv_text
-from grader.outputs.results import grade_ids_of, grades_csv_rows, load_result, result_path, submissions_file
+from grader.outputs.results import grade_ids_of, grades_csv_rows, in_folder, submissions_file
 from grader.vocabulary import Verdict
 
 REPORT = "report.html"
@@ -38,23 +38,11 @@ class ReportError(Exception):
 
 
 def load(folder: Path, skip=()) -> list[Result]:
-    """Every result under `folder`, one per submission, sorted by submission id.
-
-    Submission ids are paths, so results sit in subfolders; any other JSON there (a report written
-    with --json, a tool's own file) is not a result and is left out, as are the files in `skip`.
-    """
+    """Every result under `folder` (results.in_folder), sorted by submission id; none is an error here."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ReportError(f"{folder}: no such folder")
-    skipped = {Path(p).resolve() for p in skip}
-    found: dict[str, Result] = {}
-    for path in sorted(folder.rglob("*.json")):
-        if path.resolve() in skipped or any(part.startswith(".") for part in path.relative_to(folder).parts):
-            continue
-        result = load_result(path)
-        # A copy of a result elsewhere in the folder must not stand in for the one grade wrote.
-        if result is not None and (result.submission not in found or path == result_path(folder, result.submission)):
-            found[result.submission] = result
+    found = in_folder(folder, skip)
     if not found:
         raise ReportError(f"{folder}: no results in it (the <submission>.json files that backprop-ninja grade "
                           "--out writes)")

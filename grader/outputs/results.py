@@ -146,6 +146,22 @@ def write_result(out: Path, result: Result) -> Path:
     return path
 
 
+def in_folder(folder: Path, skip=()) -> dict[str, Result]:
+    """Every result under `folder`, one per submission. Submission ids are paths, so results sit in subfolders;
+    any other JSON there (a report written with --json, a tool's own file) is not a result and is left out, as
+    are the files in `skip`."""
+    skipped = {Path(p).resolve() for p in skip}
+    found: dict[str, Result] = {}
+    for path in sorted(folder.rglob("*.json")):
+        if path.resolve() in skipped or any(part.startswith(".") for part in path.relative_to(folder).parts):
+            continue
+        result = load_result(path)
+        # A copy of a result elsewhere in the folder must not stand in for the one grade wrote.
+        if result is not None and (result.submission not in found or path == result_path(folder, result.submission)):
+            found[result.submission] = result
+    return found
+
+
 def write_grades_csv(out: Path, results: list[Result], grade_ids: list[str], name: str = "grades.csv",
                      left_out: dict[str, str] | None = None) -> Path:
     path = out / name

@@ -213,6 +213,10 @@ def grade(paths: list[Path], course: Course, out: Path, *, jobs: int | None = 1,
                 record(submission, result, kept=True)
     if settle is not None:
         scored = settle(scored)
-    name = "grades.csv" if part is None else f"grades.shard-{part[0]}-of-{part[1]}.csv"
-    results.write_grades_csv(out, scored, list(course.points), name)
+    if part is None:  # the class's file: the students graded into `out` before this batch keep their rows
+        now = {s.id for s in submissions}
+        earlier = [r for sid, r in results.in_folder(out).items() if sid not in now]
+        results.write_grades_csv(out, [*scored, *earlier], list(course.points))
+    else:
+        results.write_grades_csv(out, scored, list(course.points), f"grades.shard-{part[0]}-of-{part[1]}.csv")
     return list(zip(submissions, scored, strict=True))
