@@ -89,6 +89,18 @@ class _Namespace(Mapping):
 # What a step's code may call besides its inputs; the same names every answer cell is given.
 NAMESPACE = _Namespace()
 
+def _display(*objs, **options) -> None:
+    print(*objs)
+
+
+def cell_builtins() -> dict:
+    """The builtins an answer cell runs with, in the grader's sandbox and in the self-check's runs alike: Python's,
+    and Jupyter's `display`, with which students show a shape as with print. It prints (its options only shape a
+    front end's output), so it is silenced where print is: IPython's own, under the self-check, showed every one of
+    the check's batches' shapes, and the grader, without one, ran the cell into a NameError."""
+    return {**vars(builtins), "display": _display}
+
+
 # The names a notebook built from an exercise binds for itself (grader/lms/skeleton.py) besides the
 # exercise's functions and each one's `check_ex<part>`: a tensor of one of these names would be
 # overwritten there, so none may be an exercise's. `math` and the builtins are the static check's.

@@ -1861,6 +1861,11 @@ def trial15_a_given_name_rebound_and_a_fused_cell_run_before_the_atomic_check(ke
     # line of output)
     kernel.run("dlogprobs", written("dlogprobs") + "print('debug', dlogprobs.shape)\n")
     assert right(kernel.check("dprobs"))
+    # and its display(), Jupyter's print: IPython showed the shape of each of the check's batches under the line, and
+    # the grader ran it into a NameError (0) where the check said the grader refuses a builtin
+    kernel.run("dlogprobs", written("dlogprobs") + "display(dlogprobs.shape)\n")
+    assert kernel.shown == ["torch.Size([32, 27])"], kernel.shown
+    assert right(kernel.check("dlogprobs")) and right(kernel.check("dprobs"))
     kernel.run("dlogprobs")
     # F6: `W2 = W2.T` in dh's cell (which the grader grades right): "take that line out" left a shape error
     kernel.run("dh", "W2 = W2.T\ndh = dlogits @ W2\n")

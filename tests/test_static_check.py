@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -67,6 +69,7 @@ def test_every_correct_alternative_passes(source):
     "dprobs = sum([dlogprobs / probs]) * math.pi / math.pi\n",
     "scale = lambda t: t\ndprobs = scale(dlogprobs / probs)\n",
     "print(dlogprobs.shape, len(probs))\ndprobs = dlogprobs / probs\n",
+    "display(dlogprobs.shape)\ndprobs = dlogprobs / probs\n",  # Jupyter's print, a builtin in a student's kernel
     # f-strings for printing
     "print(f'{dlogprobs.shape} {probs.sum().item():.4f} {n!r}')\n",
     # the shapes of Python a gradient is written in
@@ -408,6 +411,32 @@ def test_no_name_that_leaves_inference_mode_or_reaches_autograd_is_allowed():
         assert name not in everything, name
     for name in ("getattr", "type", "vars", "dir", "globals", "locals", "eval", "exec", "compile", "open", "iter"):
         assert name not in static_check.BUILTINS, name
+
+
+def test_the_check_is_the_same_in_a_jupyter_kernel_and_in_the_grader():
+    """A student trial: a kernel's builtins hold IPython's `display` and `get_ipython` while a cell runs, the
+    grader's do not, so the self-check (imported in the kernel) refused `display(dW2.shape)` as a builtin where
+    the grader let it through to a NameError."""
+    script = ("import builtins, sys\n"
+              "if sys.argv[1] == 'kernel':\n"
+              "    builtins.display, builtins.get_ipython = print, lambda: None\n"
+              "from grader.sandbox.static_check import check\n"
+              "for cell in ('display(dW2.shape)\\ndW2 = h.T @ dlogits\\n', 'get_ipython()\\n'):\n"
+              "    print(check(cell))\n")
+    said = {where: subprocess.run([sys.executable, "-c", script, where], capture_output=True, text=True,
+                                  check=True, cwd=ROOT).stdout for where in ("kernel", "grader")}
+    assert said["kernel"] == said["grader"]
+    display, magic = said["grader"].splitlines()
+    assert display == "None"
+    assert "builtin name get_ipython is not allowed" in magic
+
+
+def test_display_in_an_answer_cell_prints_as_in_the_students_kernel():
+    case = first_scored("static-check-test")
+    cells = {**REFERENCE, "dW2": REFERENCE["dW2"] + "display(dW2.shape, dW2[0, :2])\n"}
+    attempt = sandbox.run(cells, [case], sandbox.Limits(timeout=60, cell_timeout=10))
+    assert attempt.error is None, attempt.error
+    assert attempt.outcomes[("dW2", CHAIN, case.config.name)].status == "tensor"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import torch
 
-from grader.exercise import ATOMIC, FUNCTION, NAMESPACE, load
+from grader.exercise import ATOMIC, FUNCTION, NAMESPACE, cell_builtins, load
 from grader.sandbox import autograd_watch, protocol
 
 
@@ -245,7 +245,7 @@ class Session:
         self.wfd = wfd
         self.reader = protocol.Reader(rfd)
         self.at, self.quiet, self.report = _audit(wfd)
-        self.builtins = {**vars(builtins), "__import__": _importer(builtins.__import__)}
+        self.builtins = {**cell_builtins(), "__import__": _importer(builtins.__import__)}
         self.exercise = None  # the "cells" message names it
         self.answers: dict = {}
         self.reserved: set[str] = set()

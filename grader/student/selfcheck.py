@@ -45,7 +45,7 @@ from typing import NamedTuple
 import torch
 
 from grader.course import LECTURE_NOTEBOOK, Policy, Tolerance
-from grader.exercise import ATOMIC, DEFAULT, FUNCTION, FUSED, NAMESPACE, Answer, Exercise
+from grader.exercise import ATOMIC, DEFAULT, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, cell_builtins
 from grader.exercise import load as load_exercise
 from grader.judge import neighbourhood
 from grader.judge.compare import NOTEBOOK, compare, judge
@@ -1435,7 +1435,7 @@ class SelfCheck:
 
     def _run_cell(self, answer: Answer, source: str, case, check: str, carry: dict) -> _Ran:
         filename = f"<answer cell {answer.grade_id}>"
-        ns = {"__builtins__": builtins, **NAMESPACE, **self.exercise.network.size_values(case.values)}
+        ns = {"__builtins__": cell_builtins(), **NAMESPACE, **self.exercise.network.size_values(case.values)}
         if answer.kind == ATOMIC:
             ns.update(carry)
         originals = {**case.student_view(), **case.upstream(answer, check)}
@@ -1500,7 +1500,7 @@ class SelfCheck:
             return self._function_ran[1]
         filename = f"<answer cell {function.cell}>"
         outcomes: dict = {}
-        ns = {"__builtins__": builtins, **NAMESPACE}
+        ns = {"__builtins__": cell_builtins(), **NAMESPACE}
         defined = (self.namespace or {}).get(function.name)
         for case in (*own_cases(self.spec), own_probe(self.spec)):
             try:
@@ -2654,7 +2654,7 @@ class SelfCheck:
         answer = next(a for a in self.exercise.answers if self.exercise.function_of(a) is function)
         source = self.source(answer)
         defined = (self.namespace or {}).get(function.name)
-        ns = {"__builtins__": builtins, **NAMESPACE}
+        ns = {"__builtins__": cell_builtins(), **NAMESPACE}
         if source is not None:
             exec(compile(source, f"<answer cell {function.cell}>", "exec"), ns)
         elif callable(defined):  # no history: the same code, cut off from the notebook's globals
@@ -3079,7 +3079,7 @@ class NotebookCheck:
         """The error the cell's code raises when run now on copies of what it reads (strides kept), or None:
         right values can still stop it (`.view` of a transpose's view), and "run it again" would stop again (the
         fourteenth trial's F7)."""
-        ns = {"__builtins__": builtins, **NAMESPACE}
+        ns = {"__builtins__": cell_builtins(), **NAMESPACE}
         ns.update({k: v.clone() if isinstance(v, torch.Tensor) else v
                    for k, v in namespace.items() if k in _reads(source) and k not in NAMESPACE})
         try:

@@ -53,6 +53,7 @@ class Kernel:
             time.sleep(interrupt_after)
             self.manager.interrupt_kernel()
         out, err, error = [], [], None
+        self.shown = []  # what the cell displayed beside its streams (IPython's display_data)
         while True:
             try:
                 reply = client.get_iopub_msg(timeout=300)
@@ -63,6 +64,8 @@ class Kernel:
             kind, content = reply["msg_type"], reply["content"]
             if kind == "stream":
                 (out if content["name"] == "stdout" else err).append(content["text"])
+            elif kind == "display_data":
+                self.shown.append(content["data"].get("text/plain", ""))
             elif kind == "error":
                 error = content["ename"]
             elif kind == "status" and content["execution_state"] == "idle":
@@ -71,7 +74,7 @@ class Kernel:
     def check(self, grade_id: str, *, send_id: bool = True) -> str:
         """The check cell of `grade_id`: it never raises, never writes to stderr, prints one line."""
         out, err, error = self.run(f"check_{grade_id}", send_id=send_id)
-        assert error is None and err == "", (out, err, error)
+        assert error is None and err == "" and not self.shown, (out, err, error, self.shown)
         assert out.count("\n") == 1 and out.startswith(f"{grade_id:<15s}|"), out
         return out[:-1]
 
