@@ -442,9 +442,15 @@ def forward_passes(draw):
                                        "torch.tanh({}).exp()", "-{}", "{}.sqrt()" if pos else "{}.clone()",
                                        "{}.square()", "{}.abs()", "F.silu({})", "{}.clamp(min=0)",
                                        "torch.clamp({}, -0.5, 0.5)", "{}.rsqrt()" if pos else "{}.square()"]))
-            code = fn.format(name)
+            # Of a line's own sum or difference too (an SVM's hinge, `(scores - correct + 1).clamp(min=0)`, met a
+            # minus put on the clamp's 0/1 mask), where the function takes any number.
+            operand = name
+            if fn not in ("{}.log()", "{}.sqrt()", "{}.rsqrt()"):
+                operand = draw(st.sampled_from([name, f"({name} + 0.5)", *(f"({name} - {o})" for o in two[:2]
+                                                                             if o != name)]))
+            code = fn.format(operand)
             new_pos = fn in ("torch.sigmoid({})", "torch.tanh({}).exp()", "{}.exp()", "{}.sqrt()", "{}.rsqrt()") or (
-                pos and fn in ("{}.clone()", "{}.square()", "{}.abs()"))
+                pos and "-" not in operand and fn in ("{}.clone()", "{}.square()", "{}.abs()"))
             if fn in ("torch.relu({})", "{}.clamp(min=0)", "torch.clamp({}, -0.5, 0.5)"):
                 sparse.add(out)  # a row of ReLUs all off has a standard deviation of 0: no std over it
             new_shape = shape

@@ -109,6 +109,16 @@ def subscript(node: ast.expr) -> str:
     return code(node)
 
 
+def _boolean(node: ast.expr) -> bool:
+    """A 0/1 mask (a comparison, or masks joined by & | ^ ~): torch refuses `-` of one, so a minus goes on another
+    factor (a clamp of `W - V` sends `-(W - V >= 0) * da` to V: no rule derived an SVM's hinge)."""
+    if isinstance(node, ast.Compare):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+        return _boolean(node.left) and _boolean(node.right)
+    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert) and _boolean(node.operand)
+
+
 @dataclass(frozen=True)
 class Product:
     """coef * factors[0] * factors[1] * ... / divisors[0] / ...; `scalars` marks the factors that are
@@ -159,8 +169,9 @@ class Product:
             text = parts[0].value.text
             flipped = text[1:] if text.startswith("-") else repr(-parts[0].value)
             parts[0] = ast.Constant(Literal(-parts[0].value, flipped))
-        elif parts and coef == -1:
-            parts[0] = ast.UnaryOp(ast.USub(), parts[0])
+        elif parts and coef == -1 and not all(map(_boolean, parts)):
+            first = next(i for i, part in enumerate(parts) if not _boolean(part))
+            parts[first] = ast.UnaryOp(ast.USub(), parts[first])
         elif not parts or coef != 1:
             parts.insert(0, number(coef))
         expr = parts[0]
