@@ -82,6 +82,8 @@ class Flag(_Worded):
                      True)
     AUTOGRAD = "autograd", "autograd was used at run time", True
     FORBIDDEN_CALL = "forbidden-call", "an answer cell did what no answer needs and the grader forbids", True
+    NOT_ALLOWED = ("not-allowed", "an answer cell was not run: it uses math or Python answer cells may not (rewrite it "
+                   "with what the notebook lists)", False)
     SYNTAX_ERROR = "syntax-error", "an answer cell could not be run: Python cannot read it (fix it and run it)", False
     TIMEOUT = "timeout", "a cell ran past its time limit", False
     MEMORY = "memory", "a cell ran into the sandbox's memory limit", False

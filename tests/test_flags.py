@@ -48,6 +48,33 @@ def test_a_refused_construct_is_still_an_integrity_flag():
     assert [f["kind"] for f in result.integrity_flags] == [Flag.STATIC_CHECK]
 
 
+@pytest.mark.parametrize("source", [
+    "dprobs = torch.linalg.multi_dot([dlogprobs, torch.linalg.pinv(probs)])\n",  # blind answer sets' inverses
+    "import numpy as np\ndprobs = dlogprobs / probs\n",
+    "class Helper:\n    pass\ndprobs = dlogprobs / probs\n",
+    "try:\n    dprobs = dlogprobs / probs\nexcept ValueError:\n    raise ValueError('shapes')\n",
+    "dprobs = F.softplus(dlogprobs) / F.softplus(dlogprobs) * dlogprobs / probs\n",
+])
+def test_math_or_python_an_honest_student_writes_is_an_error_to_fix_not_an_integrity_flag(source):
+    """Blind answer sets and an instructor trial: `torch.linalg.pinv`, `import numpy as np` left in a cell, a helper
+    class marked their students for a cheating review."""
+    result = _scored({"dprobs": source})
+    assert [f["kind"] for f in result.flags] == [Flag.NOT_ALLOWED]
+    assert result.integrity_flags == [] and not Flag.NOT_ALLOWED.integrity
+
+
+@pytest.mark.parametrize("source", [
+    "import numpy as np\ng = probs.grad\n",  # one honest refusal beside one that is not: the cell is flagged
+    "class Liar(torch.Tensor):\n    pass\n",
+    "try:\n    dprobs = dlogprobs / probs\nexcept BaseException:\n    pass\n",
+    "raise SystemExit(0)\n",
+    "f = torch.nn.functional\n",
+    "dprobs = torch.linalg.torch.autograd.grad(probs.sum(), probs)[0]\n",
+])
+def test_what_reaches_past_the_math_stays_an_integrity_flag(source):
+    assert [f["kind"] for f in _scored({"dprobs": source}).integrity_flags] == [Flag.STATIC_CHECK]
+
+
 def test_the_class_report_reviews_integrity_flags_and_lists_errors_apart():
     syntax = _scored({"dprobs": "dprobs = (\n"})
     cheat = _scored({"dprobs": "open('/etc/passwd')\n"})

@@ -69,7 +69,9 @@ def test_every_correct_alternative_passes(source):
     "dprobs = sum([dlogprobs / probs]) * math.pi / math.pi\n",
     "scale = lambda t: t\ndprobs = scale(dlogprobs / probs)\n",
     "print(dlogprobs.shape, len(probs))\ndprobs = dlogprobs / probs\n",
-    "display(dlogprobs.shape)\ndprobs = dlogprobs / probs\n",  # Jupyter's print, a builtin in a student's kernel
+    "display(dlogprobs.shape)\ndprobs = dlogprobs / probs\n",
+    # keys by keyword, as dict(...) names them: an instructor trial's right function ended so
+    "grads = {}\ngrads.update(Wx=probs, bias=probs)\n",  # Jupyter's print, a builtin in a student's kernel
     # f-strings for printing
     "print(f'{dlogprobs.shape} {probs.sum().item():.4f} {n!r}')\n",
     # the shapes of Python a gradient is written in
@@ -292,6 +294,17 @@ def test_refused_with_a_reason_and_the_offending_line(source, line, word):
     assert word.lower() in refusal.reason.lower() or word in refusal.code, str(refusal)
     text = str(refusal)
     assert text.startswith(f"line {refusal.line}: ") and refusal.reason in text and refusal.code.strip() in text
+
+
+# What of REFUSED an honest student writes: an error to fix, not an integrity flag (tests/test_flags.py); every
+# other refusal here, and every bypass, is flagged.
+HONEST = {"import-numpy", "try-finally", "global", "kwargs-own-function", "annassign", "iter-next", "nn-module",
+          "math-alias", "star-import", "nonlocal", "del-item", "raise"}
+
+
+def test_only_what_an_honest_student_writes_is_refused_as_honest():
+    assert {name for name, (source, _, _) in REFUSED.items() if check(source).honest} == HONEST
+    assert [name for name, source in BYPASSES.items() if check(source).honest] == []
 
 
 def test_the_check_never_runs_the_cell(tmp_path):

@@ -159,7 +159,7 @@ def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Res
     result = Result(submission.id, str(submission.path), error=submission.error, exercise=course.exercise_spec,
                     notebook_sha256=submission.sha256, outline=outline(course.exercise))
     for cell, refusal in submission.refused.items():
-        kind = Flag.SYNTAX_ERROR if refusal.unreadable else Flag.STATIC_CHECK
+        kind = Flag.SYNTAX_ERROR if refusal.unreadable else Flag.NOT_ALLOWED if refusal.honest else Flag.STATIC_CHECK
         result.flags.append({"kind": kind, "cell": cell, "evidence": str(refusal)})
     for cell, found in submission.forged.items():
         result.flags.append({"kind": Flag.FORGED_OUTPUT, "cell": cell, "evidence": str(found)})

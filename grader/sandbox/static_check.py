@@ -194,6 +194,7 @@ class Refusal:
     code: str
     reason: str
     unreadable: bool = False
+    honest: bool = False  # every construct refused is one an honest student writes (_honest): no integrity flag
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.reason}: {self.code.strip()}"
@@ -307,7 +308,10 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
     elif isinstance(node, ast.Call):
         if isinstance(node.func, ast.Attribute) and _problem(node.func, allow, context):
             return None  # the function itself is refused: that is the reason, not how it is called
-        call_of_dict = isinstance(node.func, ast.Name) and node.func.id == "dict"
+        # dict(a=...) and d.update(a=...) name keys, not options: an instructor trial's right backward function ended
+        # with `grads.update(Wx=dWx, ...)`, told to "pass it by position"
+        call_of_dict = (isinstance(node.func, ast.Name) and node.func.id == "dict"
+                        or isinstance(node.func, ast.Attribute) and node.func.attr == "update")
         for keyword in node.keywords:
             if keyword.arg is None:
                 return "**keyword unpacking is not allowed in a call: name each keyword argument"
@@ -328,6 +332,67 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
         if spec is not None and not all(isinstance(v, ast.Constant) for v in spec.values):
             return "an f-string's format spec may not hold a field of its own"
     return None
+
+
+# What an honest student writes and the check refuses (math from outside the allowlist, a math library imported,
+# Python the check refuses for what it could hide) is an error to fix, not an integrity flag: a right gradient written
+# `torch.linalg.matmul(x.T, dout)`, or `import numpy as np` left at the top of a cell, marked its student for a
+# cheating review. Only what _honest lists, and only where no name in it reaches what a cheat reaches for.
+_HONEST_STATEMENTS = (ast.Global, ast.Nonlocal, ast.AnnAssign)
+_HONEST_MODULES = frozenset({"numpy", "scipy", "scipy.special", "math", "torch", "torch.nn", "torch.nn.functional",
+                             "torch.linalg", "torch.special", "einops"})
+_HONEST_BUILTINS = frozenset({"iter", "next", "repr", "hash", "ord", "chr", "frozenset", "callable", "bin", "hex"})
+_HONEST_RAISES = frozenset({"ValueError", "AssertionError", "RuntimeError", "TypeError", "Exception",
+                            "NotImplementedError", "IndexError", "KeyError"})
+# Autograd and its tools, memory and storage, files, code, processes, the interpreter's internals, torch's settings,
+# and a module reached again through another (torch.linalg.torch).
+_SUSPECT = re.compile(r"grad|backward|jvp|vjp|jacobian|hessian|hook|storage|ptr|numpy|save|load|pickle|file|open|"
+                      r"frame|code|compile|jit|script|fx|librar|util|hub|inference|register|overrid|apply|subclass|"
+                      r"cuda|share|pin_|buffer|format|module|import|exec|eval|attr|global|local|vars|set_|requires|"
+                      r"enable|builtin|system|popen|spawn|fork|signal|thread|process|serializ|"
+                      r"^data$|^func$|^os$|^sys$|^ops$|^torch$", re.IGNORECASE)
+
+
+def _clean(name: str | None) -> bool:
+    return name is not None and not name.startswith("_") and not _SUSPECT.search(name)
+
+
+def _named(node: ast.expr | None) -> str | None:
+    """The name an exception or a base is written with: `ValueError`, `ValueError('x')`, `torch.Tensor`."""
+    node = node.func if isinstance(node, ast.Call) else node
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _honest(node: ast.AST, called: set[int], context: dict[int, str]) -> bool:
+    """Whether a refused node is one an honest student writes; `called` holds the ids of the nodes a call calls
+    (math called is math; a module named alone, `f = torch.nn.functional`, is an alias), `context` _problem's."""
+    if context.get(id(node)) == "decorator":  # it runs on the function it decorates
+        return False
+    if isinstance(node, _HONEST_STATEMENTS):
+        return True
+    if isinstance(node, ast.ClassDef):  # a helper class; one of torch's, subclassed, could lie about its values
+        return not (node.bases or node.keywords or node.decorator_list)
+    if isinstance(node, (ast.Try, ast.TryStar)):  # its handlers are judged on their own
+        return True
+    if isinstance(node, ast.ExceptHandler):  # except BaseException, or a bare except, swallows the time limit
+        return node.type is not None and _named(node.type) not in ("BaseException", None)
+    if isinstance(node, ast.Raise):
+        return _named(node.exc) in _HONEST_RAISES
+    if isinstance(node, ast.Delete):
+        return all(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) for t in node.targets)
+    if isinstance(node, ast.Import):
+        return all(a.name in _HONEST_MODULES and (a.asname is None or a.name != "torch") for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return not node.level and node.module in _HONEST_MODULES and all(_clean(a.name) for a in node.names)
+    if isinstance(node, ast.Attribute):
+        root, attrs = _chain(node)
+        return (id(node) in called and isinstance(node.ctx, ast.Load) and all(map(_clean, attrs))
+                and (root is None or root in PROTECTED or _clean(root)))
+    if isinstance(node, ast.Name):
+        return node.id in _HONEST_BUILTINS or node.id in _HONEST_RAISES
+    if isinstance(node, ast.Call):
+        return all(_clean(k.arg) for k in node.keywords)
+    return False
 
 
 def _context(tree: ast.AST) -> dict[int, str]:
@@ -371,14 +436,16 @@ def check(source: str, allow: Allow = Allow()) -> Refusal | None:
     lines = source.splitlines()
     try:
         context = _context(tree)
-        problems = [(line, getattr(node, "col_offset", 0), reason) for node, line in _nodes(tree)
+        problems = [(line, getattr(node, "col_offset", 0), reason, node) for node, line in _nodes(tree)
                     if (reason := _problem(node, allow, context))]
     except RecursionError:
         return Refusal(0, "", "the cell is nested too deeply to be checked")
     if not problems:
         return None
-    lineno, _, reason = min(problems)
-    return Refusal(lineno, lines[lineno - 1] if 0 < lineno <= len(lines) else "", reason)
+    lineno, _, reason, _ = min(problems, key=lambda problem: problem[:3])
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    return Refusal(lineno, lines[lineno - 1] if 0 < lineno <= len(lines) else "", reason,
+                   honest=all(_honest(problem[3], called, context) for problem in problems))
 
 
 # Words a grader prints: "score: 47/47", "max_score", "10 points", "All tests passed", "Grade: A".
