@@ -510,6 +510,12 @@ ELEMENTWISE = {f.name: f for f in (
                 "x = {x}",
                 (("silu-one-term", "keeps only sigmoid(x), the first term of the product rule of x * sigmoid(x)",
                   "torch.sigmoid(_x)"),)),
+    Elementwise("softplus", "F.softplus", "softplus", "torch.sigmoid(_x)",
+                "softplus is log(1 + exp(x)): its derivative is exp(x) / (1 + exp(x)), the sigmoid of x = {x}",
+                (("softplus-exp", "uses exp({x}) where the derivative of softplus is exp(x) / (1 + exp(x)), the "
+                                  "sigmoid of {x}", "torch.exp(_x)"),
+                 ("softplus-output", "takes the sigmoid of the output {y} where the derivative of softplus is the "
+                                     "sigmoid of its input {x}", "torch.sigmoid(_y)"))),
 )}
 
 

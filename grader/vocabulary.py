@@ -207,12 +207,13 @@ SLIPS = {
     "log-multiplies": LOCAL_RULE, "gelu-one-term": LOCAL_RULE, "softmax-no-sum": LOCAL_RULE,
     "softmax-elementwise": LOCAL_RULE, "log-softmax-no-sum": LOCAL_RULE, "max-everywhere": LOCAL_RULE,
     "ce-one-hot": LOCAL_RULE, "square-factor": FACTOR, "square-output": INPUT, "abs-sign": SIGN,
-    "rsqrt-sign": SIGN, "rsqrt-power": LOCAL_RULE, "silu-one-term": LOCAL_RULE, "clamp-output": LOCAL_RULE,
+    "rsqrt-sign": SIGN, "rsqrt-power": LOCAL_RULE, "silu-one-term": LOCAL_RULE, "softplus-exp": LOCAL_RULE,
+    "softplus-output": INPUT, "clamp-output": LOCAL_RULE,
     "clamp-inverted": LOCAL_RULE, "maximum-both": LOCAL_RULE, "mse-factor": FACTOR, "mse-mean": FACTOR,
     "logsumexp-no-softmax": LOCAL_RULE, "norm-no-mean": LOCAL_RULE, "norm-no-projection": LOCAL_RULE,
     "einsum-operand": TRANSPOSE, "matmul-view": TRANSPOSE,
     **{f"{function}-{slip}": LOCAL_RULE for function in ("tanh", "sigmoid", "relu", "exp", "log", "sqrt", "square",
-                                                         "abs", "rsqrt", "silu")
+                                                         "abs", "rsqrt", "silu", "softplus")
        for slip in ("dropped", "neighbour", "applied")},
     "ce-softmax-dim": DIMENSION, "ce-log-softmax": LOCAL_RULE, "ce-target-set": LOCAL_RULE,
     "ce-smoothing-dropped": LOCAL_RULE, "ce-smoothing-spread": FACTOR,

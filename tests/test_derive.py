@@ -243,7 +243,7 @@ def test_an_operation_without_a_rule_names_its_line():
 
 
 @pytest.mark.parametrize("line, instead", [("c = h.unfold(1, 2, 1)", "its windows stacked, torch.stack("),
-                                           ("c = F.softplus(h)", "(1 + x.exp()).log()"),
+                                           ("c = F.leaky_relu(h)", "torch.where(x > 0, x, 0.01 * x)"),
                                            ("c = h.mm(h.T)", "a @ b")])
 def test_a_common_call_outside_the_grammar_says_how_to_write_it(line, instead):
     network = _network(f"h = X @ W\n{line}\nloss = c.sum()\n")
@@ -251,6 +251,15 @@ def test_a_common_call_outside_the_grammar_says_how_to_write_it(line, instead):
     with pytest.raises(derive.DeriveError) as raised:
         derive.derive(network, [derive.Configuration(inputs, Sizes(n=5))])
     assert f"; write it as {instead}" in str(raised.value) and "; the grammar is a + b" in str(raised.value)
+
+
+def test_an_elementwise_function_with_an_option_is_refused_naming_it():
+    """`F.softplus(z, beta=2)` was derived as F.softplus(z): exercise check said a rule was wrong, to be reported."""
+    network = _network("h = X @ W\nc = F.softplus(h, beta=2)\nloss = c.sum()\n")
+    inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}
+    with pytest.raises(derive.DeriveError, match=r"\(F.softplus is in the grammar with its input alone, not with "
+                                                 r"beta=\)"):
+        derive.derive(network, [derive.Configuration(inputs, Sizes(n=5))])
 
 
 def test_functional_spelt_out_is_functional_and_another_torch_module_is_no_tensor():
@@ -276,7 +285,7 @@ x1 = x0 - x0.mean(1, keepdim=True)
 x2 = -x1 * x0 + (+x1)
 x3 = torch.sigmoid(x2)
 x4 = x0 / x3 + x3 ** 2 + x3.sqrt() + x3.log()
-x5 = torch.tanh(x4) + torch.relu(x4) + x4.exp() + x4.clone()
+x5 = torch.tanh(x4) + torch.relu(x4) + x4.exp() + x4.clone() + F.softplus(x4)
 x6 = F.gelu(x5) + F.gelu(x5, approximate='tanh')
 x7 = F.softmax(x6, 1) + F.log_softmax(x6, 1)
 x8 = x7 * x7.var(0, keepdim=True) * x7.std(1, keepdim=True) + x7.max(1, keepdim=True).values + x7.sum(0)
@@ -440,7 +449,7 @@ def forward_passes(draw):
             fn = draw(st.sampled_from(["torch.tanh({})", "torch.sigmoid({})", "torch.relu({})", "F.gelu({})",
                                        "F.gelu({}, approximate='tanh')", "{}.exp()" if not pos else "{}.log()",
                                        "torch.tanh({}).exp()", "-{}", "{}.sqrt()" if pos else "{}.clone()",
-                                       "{}.square()", "{}.abs()", "F.silu({})", "{}.clamp(min=0)",
+                                       "{}.square()", "{}.abs()", "F.silu({})", "F.softplus({})", "{}.clamp(min=0)",
                                        "torch.clamp({}, -0.5, 0.5)", "{}.rsqrt()" if pos else "{}.square()"]))
             # Of a line's own sum or difference too (an SVM's hinge, `(scores - correct + 1).clamp(min=0)`, met a
             # minus put on the clamp's 0/1 mask), where the function takes any number.

@@ -53,7 +53,7 @@ def test_a_refused_construct_is_still_an_integrity_flag():
     "import numpy as np\ndprobs = dlogprobs / probs\n",
     "class Helper:\n    pass\ndprobs = dlogprobs / probs\n",
     "try:\n    dprobs = dlogprobs / probs\nexcept ValueError:\n    raise ValueError('shapes')\n",
-    "dprobs = F.softplus(dlogprobs) / F.softplus(dlogprobs) * dlogprobs / probs\n",
+    "dprobs = F.elu(dlogprobs) / F.elu(dlogprobs) * dlogprobs / probs\n",
 ])
 def test_math_or_python_an_honest_student_writes_is_an_error_to_fix_not_an_integrity_flag(source):
     """Blind answer sets and an instructor trial: `torch.linalg.pinv`, `import numpy as np` left in a cell, a helper

@@ -616,6 +616,10 @@ def _elementwise(function: Elementwise) -> None:
     def rule(site: Site, op: Op) -> list[Edge]:
         x = op.operands[0]
         ctx = site.ctx
+        options = [*map(code, op.args), *(f"{key}=" for key in op.kwargs if key != "inplace")]
+        if options:  # F.softplus(x, beta=2) is another function: its derivative was sigmoid(x)'s, autograd's not
+            raise ctx.no_rule(site.node, f"{function.grammar} is in the grammar with its input alone, not with "
+                                         f"{', '.join(options)}")
 
         def times_g(text: str) -> Product:
             return _local(template(text, x=x, y=site.out), ctx) * site.g
@@ -1149,6 +1153,9 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
     target = op.args[0] if op.args else op.kwargs["target"]
     reduction = ctx.constant(op.kwargs["reduction"]) if "reduction" in op.kwargs else "mean"
     smoothing = ctx.constant(op.kwargs["label_smoothing"]) if "label_smoothing" in op.kwargs else 0
+    # a size named for it (eps) is written by its name, as the forward pass writes it
+    spelt = op.kwargs["label_smoothing"].id if isinstance(op.kwargs.get("label_smoothing"), ast.Name) else None
+    kept, spread = (f"(1 - {spelt})", spelt) if spelt else (repr(round(1 - smoothing, 12)), repr(smoothing))
     if any(len(s) != 2 for s in ctx.shapes(logits)) or reduction not in ("mean", "sum") or len(op.args) > 1 \
             or set(op.kwargs) - {"target", "reduction", "label_smoothing"} \
             or not isinstance(smoothing, (int, float)) or not 0 <= smoothing <= 1:
@@ -1159,8 +1166,7 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
     one_hot = template("F.one_hot(_t, num_classes=_x.shape[1])", t=target, x=logits)
     # A one-hot times a fraction would be float32 whatever the logits are: it takes their dtype first
     typed = template("_o.to(_x.dtype)", o=one_hot, x=logits)
-    smoothed = template(f"{round(1 - smoothing, 12)!r} * _o + {smoothing!r} / _x.shape[1]", o=typed, x=logits) \
-        if smoothing else one_hot
+    smoothed = template(f"{kept} * _o + {spread} / _x.shape[1]", o=typed, x=logits) if smoothing else one_hot
     difference = Product.of(ast.BinOp(probs, ast.Sub(), smoothed))
     wrong_dim = Product.of(ast.BinOp(template("F.softmax(_x, 0)", x=logits), ast.Sub(), smoothed))
     # Two slips blind answer sets wrote: log-probabilities for probabilities, the target's entry set to -1
@@ -1171,13 +1177,12 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
     unnormalized = Product.of(ast.BinOp(call(logits, "exp"), ast.Sub(), smoothed))
     # And with label smoothing: the plain one-hot's gradient, or the spread part not divided among the classes
     smoothing_slips = () if not smoothing else (
-        ("ce-smoothing-dropped", f"leaves out the label smoothing: the target is {round(1 - smoothing, 12)!r} on each "
-                                 f"row's class plus {smoothing!r} spread over the classes, not the one-hot",
+        ("ce-smoothing-dropped", f"leaves out the label smoothing: the target is {kept} on each row's class plus "
+                                 f"{spread} spread over the classes, not the one-hot",
          Product.of(ast.BinOp(probs, ast.Sub(), one_hot))),
-        ("ce-smoothing-spread", f"adds all of the smoothing's {smoothing!r} to every class, where it is spread "
-                                f"over them ({smoothing!r} / the number of classes each)",
-         Product.of(ast.BinOp(probs, ast.Sub(), template(f"{round(1 - smoothing, 12)!r} * _o + {smoothing!r}",
-                                                           o=typed)))))
+        ("ce-smoothing-spread", f"adds all of the smoothing's {spread} to every class, where it is spread over them "
+                                f"({spread} / the number of classes each)",
+         Product.of(ast.BinOp(probs, ast.Sub(), template(f"{kept} * _o + {spread}", o=typed)))))
     target_words = "the smoothed target" if smoothing else "one_hot(target)"
     if reduction == "mean":
         right = difference.divided(rows) * site.g
@@ -1295,7 +1300,6 @@ WRITE_INSTEAD = {
     "mm": "a @ b",
     "bmm": "a @ b",
     "embedding": "W[idx]",
-    "softplus": "(1 + x.exp()).log()",
     "leaky_relu": "torch.where(x > 0, x, 0.01 * x)",
     "elu": "torch.where(x > 0, x, x.exp() - 1)",
     "normalize": "x / (x ** 2).sum(1, keepdim=True).sqrt()",

@@ -79,7 +79,7 @@ TORCH = frozenset("""
 
 FUNCTIONAL = frozenset("""
     one_hot softmax log_softmax tanh pad normalize relu sigmoid gelu cross_entropy linear embedding nll_loss
-    mse_loss silu layer_norm batch_norm
+    mse_loss silu softplus layer_norm batch_norm
 """.split())
 
 MATH = frozenset("pi e inf nan sqrt exp log log2 log10 log1p tanh isclose prod fsum ceil floor".split())
