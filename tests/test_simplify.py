@@ -388,6 +388,32 @@ def test_a_cross_entropy_with_label_smoothing_is_softmax_minus_the_smoothed_targ
     assert "spread" in slips["ce-smoothing-spread"]
 
 
+def test_a_label_smoothing_named_as_a_hyperparameter_is_written_by_its_name():
+    """An instructor trial: `(1 - eps) * nll + eps * smooth` with `eps` a size got the log-softmax's chain, which
+    read F.log_softmax(logits, 1) three times and quoted a line the notebook does not have, under the note
+    "closed form: a log-softmax"; the same loss with 0.9 and 0.1 written got its one line."""
+    text = ("s = x @ W\nlp = F.log_softmax(s, dim=1)\nnll = -lp[range(n), y_t]\nu = -lp.mean(dim=1)\n"
+            "per = (1 - eps) * nll + eps * u\nloss = per.mean()\n")
+    network = Network.parse(text, parameters=("W",), data=("x", "y_t"), sizes={"n": "x.shape[0]", "eps": "0.1"})
+    configurations = _configurations({"x": (7, 3), "W": (3, 5), "y_t": (7,)}, classes=5)
+    chain = derive.derive(network, configurations)
+    closed = simplify.fuse(network, "s", None, configurations, chain)
+    assert isinstance(closed, simplify.Closed) and closed.what == "a cross-entropy with label smoothing", closed
+    assert _code(closed.cell) == [SMOOTHED.replace("0.9", "(1 - eps)").replace("0.1", "eps")]
+    _check_against_autograd(network, configurations, "s", None, closed.cell)
+    slips = {slip.name: slip.sentence for slip in closed.gradient.slips()}
+    assert "the target is (1 - eps) on each row's class plus eps spread" in slips["ce-smoothing-dropped"]
+
+
+def test_a_line_already_a_log_softmax_is_never_written_out_where_another_line_reads_it():
+    text = "s = x @ W\nlp = F.log_softmax(s, dim=1)\nu = (lp * lp).mean()\nloss = u + lp[range(n), y_t].sum()\n"
+    network = Network.parse(text, parameters=("W",), data=("x", "y_t"), sizes={"n": "x.shape[0]"})
+    configurations = _configurations({"x": (7, 3), "W": (3, 5), "y_t": (7,)}, classes=5)
+    closed = simplify.fuse(network, "s", None, configurations, derive.derive(network, configurations))
+    cell = closed.cell if isinstance(closed, simplify.Closed) else ""
+    assert "F.log_softmax(s, 1) *" not in cell and "(F.log_softmax" not in cell, cell
+
+
 MSE = '''from grader.authoring.define import exercise
 
 EXERCISE = exercise(

@@ -175,11 +175,11 @@ def _cross_entropy(network: Network, d: Derivation, source: str, sink: str | Non
         # Label smoothing first (its loss holds a plain cross-entropy term), by the fractions the block's lines
         # write (0.1 and 0.9 for a smoothing of 0.1); then the mean: a mean's line holds the sum it divides
         # (`-lp[range(n), y].sum() / n`)
-        for smoothing in _fractions(network, block):
-            candidates += [(call(name("F"), "cross_entropy", x, name(t), label_smoothing=number(smoothing)),
+        for smoothing in _fractions(network, d, block):
+            candidates += [(call(name("F"), "cross_entropy", x, name(t), label_smoothing=smoothing),
                             "a cross-entropy with label smoothing") for t in targets]
             candidates += [(call(name("F"), "cross_entropy", x, name(t), reduction=ast.Constant("sum"),
-                                 label_smoothing=number(smoothing)), "a summed cross-entropy with label smoothing")
+                                 label_smoothing=smoothing), "a summed cross-entropy with label smoothing")
                            for t in targets]
         candidates += [(call(name("F"), "cross_entropy", x, name(t)), "a cross-entropy") for t in targets]
         candidates += [(call(name("F"), "cross_entropy", x, name(t), reduction=ast.Constant("sum")),
@@ -191,7 +191,10 @@ def _cross_entropy(network: Network, d: Derivation, source: str, sink: str | Non
         except (RuntimeError, IndexError):  # a target out of the classes' range: no class index of this source
             continue
         for line, tree, node in _subexpressions(network, block):
-            if node is not x and _same(d, node, expected):
+            # a line read by others besides: written out in one of them, it would be computed again there
+            # (`smooth = -F.log_softmax(logits, 1).mean(1)` in the answer, where the forward reads logp twice)
+            shared = isinstance(node, ast.Name) and len(network.consumers(node.id)) > 1
+            if not shared and node is not x and _same(d, node, expected):
                 rewritten = _rewrite(network, line, tree, node, candidate)
                 if rewritten is None:
                     continue
@@ -251,12 +254,17 @@ def _binary_cross_entropy(network: Network, d: Derivation, source: str, sink: st
     return None
 
 
-def _fractions(network: Network, block: Sequence[str]) -> list[float]:
-    """The constants strictly between 0 and 1 the block's lines write, and one minus each: a label
-    smoothing's weights (the rest of its loss's value decides which, if any, it is)."""
-    found = {node.value for line in block for node in ast.walk(parse(network.step[line].code))
+def _fractions(network: Network, d: Derivation, block: Sequence[str]) -> list[ast.expr]:
+    """The constants strictly between 0 and 1 the block's lines write, and one minus each, and the sizes they read
+    whose value is one (`eps` of `(1 - eps) * nll + eps * smooth`, kept as its name): a label smoothing's weights
+    (the rest of its loss's value decides which, if any, it is)."""
+    read = [node for line in block for node in ast.walk(parse(network.step[line].code))]
+    found = {node.value for node in read
              if isinstance(node, ast.Constant) and isinstance(node.value, float) and 0 < node.value < 1}
-    return sorted({round(v, 12) for f in found for v in (f, 1 - f)})
+    sizes = sorted({node.id for node in read if isinstance(node, ast.Name) and node.id in network.sizes})
+    named = [name(size) for size in sizes
+             if len({*(values := d.values(name(size)))}) == 1 and isinstance(values[0], float) and 0 < values[0] < 1]
+    return named + [number(v) for v in sorted({round(v, 12) for f in found for v in (f, 1 - f)})]
 
 
 def _rewrite(network: Network, line: str, tree: ast.expr, node: ast.expr, replacement: ast.expr) -> Network | None:
