@@ -347,6 +347,12 @@ class Broadcast:
         return f"missing keepdim=True: a gradient has its tensor's shape, {shape}"
 
     @staticmethod
+    def no_dimension(shape: str) -> str:
+        return (f"a number with no dimension, where the gradient has shape {shape}: a sum over every dimension drops "
+                f"them all; sum only over the dimensions its tensor was broadcast along (`.sum(0)` of an (n, 1) "
+                f"gradient is (1,)), or reshape the result to {shape}")
+
+    @staticmethod
     def extra_dim(shape: str) -> str:
         return f"an extra dimension of size 1: a gradient has its tensor's shape, {shape}"
 

@@ -69,6 +69,15 @@ def test_missing_keepdim(want_shape, got_shape):
     assert str(want_shape) in hint
 
 
+@pytest.mark.parametrize("want_shape", [(1,), (1, 1)])
+def test_a_number_with_no_dimension_is_told_to_sum_over_the_broadcast_dimensions_not_keepdim(want_shape):
+    """An instructor trial: `dblv = dlogvar.sum()` for a (1,) bias was told "missing keepdim=True", which .sum() of
+    everything cannot take; the fix is .sum(0)."""
+    want = randn(*want_shape)
+    hint = one(want.reshape(()), want)
+    assert hint.startswith("a number with no dimension") and "keepdim" not in hint and str(want_shape) in hint
+
+
 @pytest.mark.parametrize("want_shape, got_shape", [((4,), (1, 4)), ((4,), (4, 1)), ((1, 4), (1, 1, 4))])
 def test_extra_size_one_dimension(want_shape, got_shape):
     want = randn(*want_shape)

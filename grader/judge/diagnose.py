@@ -61,7 +61,9 @@ def shape_hints(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float)
         # Only where the values confirm it: a view in the wrong order has these shapes too.
         hints.append(Transpose.swapped_shape(*swapped))
     if squeezed_got == squeezed_want and len(gs) != len(ws):
-        if len(gs) < len(ws):
+        if not gs:  # `.sum()` of everything: no keepdim=True gives it a dimension (an instructor trial's (1,) bias)
+            hints.append(Broadcast.no_dimension(_shape(ws)))
+        elif len(gs) < len(ws):
             hints.append(Broadcast.missing_keepdim(_shape(ws)))
         else:
             hints.append(Broadcast.extra_dim(_shape(ws)))
