@@ -399,8 +399,9 @@ def an_answer_changed_in_place_by_a_later_cell_is_named_there(kernel):
         kernel.run("dhprebn", "dhprebn = dbndiff\ndhprebn += 1.0 / n * torch.ones_like(hprebn) * dbnmeani\n")
     line = kernel.check("dhprebn")
     assert line == ("dhprebn        | dbndiff above was changed in place by this cell when it last ran (after `x = "
-                    "dbndiff`, `x += ...` changes dbndiff too: write `x = dbndiff.clone()`): fix this cell, then "
-                    "re-run the cells from dbndiff's down to this one"), line
+                    "dbndiff`, `x += ...` changes dbndiff too: write `x = dbndiff.clone()`): this cell itself is right "
+                    "as the grader runs it, but while it changes dbndiff the cells above cannot mend it: fix this "
+                    "cell, then re-run the cells from dbndiff's down to this one"), line
     kernel.run("dhprebn")
     kernel.run("dbndiff")
     assert right(kernel.check("dbndiff"))
@@ -602,7 +603,8 @@ def trial3_a_blank_answer_above_and_a_forward_name_reassigned_are_named(kernel):
     kernel.run("dh", "h = dlogits @ W2.T\n")
     kernel.run("dh")
     line = kernel.check("dh")
-    assert re.match(r"dh             \| no autograd gradient on h: dh's cell assigned h when it ran as In\[\d+\], so "
+    assert re.match(r"dh             \| not checked: no autograd gradient on h: dh's cell assigned h when it ran as "
+                    r"In\[\d+\], so "
                     r"it is not the forward pass's tensor any more: re-run the forward pass's cell", line), line
     answered(kernel, EX1[:18])
 
@@ -2130,8 +2132,15 @@ def trial17_an_answer_cell_that_stops_and_a_forward_value_reassigned(kernel):
             kernel.run(cell, written(cell), send_id=False)
         if scratch.startswith("probs = "):  # the answer's own line names the scratch cell (was "a cell assigned it")
             line = kernel.check("dprobs", send_id=False)
-            assert re.search(r"the cell you ran as In\[\d+\] assigned probs, so it is not the forward pass's tensor "
-                             r"any more: take that line out", line), line
+            assert re.search(r"\| not checked: no autograd gradient on probs: the cell you ran as In\[\d+\] assigned "
+                             r"probs, so it is not the forward pass's tensor any more: take that line out", line), line
+            # and a wrong answer there is WRONG, as the grader grades it: a student trial's `h = h.T` in a scratch
+            # cell left a wrong dh (shaped as the kernel's h) the same words as a right one, read as accepted
+            kernel.run("dprobs", "dprobs = dlogprobs * probs\n", send_id=False)
+            line = kernel.check("dprobs", send_id=False)
+            assert line.startswith("dprobs         | WRONG") and "; besides, no autograd gradient on probs: the cell " \
+                "you ran as In[" in line, line
+            kernel.run("dprobs", written("dprobs"), send_id=False)
         line = kernel.check("dcounts_sum", send_id=False)
         assert re.search(r"dprobs above read probs, which is not your forward pass's value any more \(the cell you ran "
                          r"as In\[\d+\] (assigned|changed) it( in place)?\)", line) and "is wrong" not in line, line
@@ -2577,6 +2586,12 @@ def trial23_torchs_global_state_changed_by_a_scratch_cell(kernel):
     kernel.run("dC", "dC = torch.zeros(C.shape)\ndC.index_add_(0, Xb.view(-1), demb.view(-1, C.shape[1]))\n")
     line = kernel.check("dC")
     assert "WRONG" in line and "torch's default dtype is float64 in this kernel" in line, line
+    # and only there: a slip that makes no tensor of the default dtype is not its doing (a student trial: the note on
+    # every WRONG line, a keepdim slip's too)
+    kernel.run("demb", "demb = dembcat.view(-1)\n")
+    line = kernel.check("demb")
+    assert "WRONG" in line and "default dtype" not in line, line
+    kernel.run("demb")
     assert kernel.run("scratch", "print(torch.get_default_dtype())\n")[0] == "torch.float64\n"  # as it was
     kernel.run("scratch", "torch.set_default_dtype(torch.float32)\ntorch.set_grad_enabled(False)\n")
     assert kernel.run("setup_forward")[2] is not None  # the setup's own forward pass cannot run so

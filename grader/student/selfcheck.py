@@ -315,11 +315,18 @@ GRAD_OFF = ("torch's grad mode is off in this kernel (a cell called torch.set_gr
             "restart the kernel, then the setup and your cells again")
 
 
-def _kernel_note(said: str, kernel: dict) -> str:
-    """The kernel's own state, where it may be why a line is not ok: the check then says what the grader does."""
+# A call that makes a tensor of torch's default dtype (the `*_like` ones take their input's)
+_DEFAULT_DTYPE = re.compile(r"\btorch\.(zeros|ones|empty|full|tensor|as_tensor|arange|linspace|logspace|eye|rand|randn|"
+                            r"randint)\(|\.new_tensor\(")
+
+
+def _kernel_note(said: str, kernel: dict, code: str | None = None) -> str:
+    """The kernel's own state, where it may be why a line is not ok: the check then says what the grader does. The
+    default dtype only where the answer's cell (`code`, when known) makes a tensor of it: a student trial's
+    set_default_dtype(torch.float64) in a scratch cell was named on every WRONG line, a keepdim slip's too."""
     if "WRONG" not in said and "not checked" not in said and "no autograd" not in said:
         return said
-    if kernel["dtype"] is not None:
+    if kernel["dtype"] is not None and (code is None or _DEFAULT_DTYPE.search(code)):
         said += (f" (torch's default dtype is {str(kernel['dtype']).removeprefix('torch.')} in this kernel, which a "
                  "cell set with torch.set_default_dtype: the grader, and this check, run your cells with torch's "
                  "own, float32; take that call out and restart the kernel)")
@@ -1538,43 +1545,9 @@ class SelfCheck:
         # Reading .grad of a non-leaf that never called retain_grad() makes torch warn on stderr.
         expected = tensor.grad if tensor.is_leaf or tensor.retains_grad else None
         if expected is None:
-            source = answer.source if answer is not None else name
-            code = self.source(answer) if answer is not None and answer.kind != FUNCTION else None
-            uses = _first_uses(code) if code else None
-            if uses is not None and source in uses[0]:
-                # The answer's own cell reassigns the forward value (the twelfth trial's `x = x.detach()` in
-                # dx's cell): re-running the forward pass and then this cell repeats it
-                return (f"{label} no autograd gradient on {source}: {answer.cell_id}'s own cell assigns {source}, so "
-                        f"it is not the forward pass's tensor any more: take that line out of the cell, re-run the "
-                        f"forward pass's cell (the one that calls backward()) and the answer cells from there, then "
-                        f"this check")
-            history = (self.namespace or {}).get("In") or []
-            # Told by no cell id: the last cell that bound it, not the forward pass's (the fourteenth trial's typo
-            # `x = ...` for `dx = ...`, run in the classic Notebook, which the line left in the cell to be saved)
-            at = next((count for count in range(len(history) - 1, 0, -1) if isinstance(history[count], str)
-                       and "backward(" not in history[count] and "check(" not in history[count]
-                       and source in ((_first_uses(history[count]) or ((),))[0])), None)
-            judged = self.located(answer) if at is not None and answer is not None else None
-            since = max([judged[1] if judged is not None and judged[1] is not None else 0,
-                         *(count for count, cell in _IDS.items() if answer is not None and cell == answer.cell_id)])
-            if at is not None and since < at:  # the answer's own cell not run since (with its id, or by its code)
-                variable = answer.variable if answer is not None else name
-                return (f"{label} no autograd gradient on {source}: the cell you ran as In[{at}] assigns {source}, so "
-                        f"it is not the forward pass's tensor any more: if that is {name}'s answer cell, write "
-                        f"`{variable} = ...` there; then re-run the forward pass's cell (the one that calls "
-                        "backward()) and the answer cells from there, then this check")
-            if at is not None and answer is not None and _IDS.get(at) == answer.cell_id:  # an earlier version's
-                return (f"{label} no autograd gradient on {source}: {answer.cell_id}'s cell assigned {source} when it "
-                        f"ran as In[{at}], so it is not the forward pass's tensor any more: re-run the forward pass's "
-                        "cell (the one that calls backward()) and the answer cells from there, then this check")
-            if at is not None:  # a scratch cell's, run again by every Run All (the seventeenth trial's R28)
-                return (f"{label} no autograd gradient on {source}: the cell you ran as In[{at}] assigned {source}, so "
-                        f"it is not the forward pass's tensor any more: take that line out (a cell may read {source}, "
-                        "never assign it), re-run the forward pass's cell (the one that calls backward()) and the "
-                        "answer cells from there, then this check")
-            return (f"{label} no autograd gradient on {source}: {source} is not the forward pass's tensor (a cell "
-                    "assigned it since, or the forward and loss.backward() cells have not run): run them, then this "
-                    "check")
+            said = f"no autograd gradient on {self._gradient_lost(name, answer)}"
+            # an answer not assigned is told by the caller, which says why (a typo binding the forward value)
+            return self._without_gradient(label, answer, said) if manual is not None else f"{label} not checked: {said}"
         rtol, atol = (self.tolerance.rtol, self.tolerance.atol) if expected.dtype == torch.float64 else \
             TOLERANCES.get(expected.dtype, TOLERANCES[torch.float32])
         comparison = compare(manual, expected, rtol=rtol, atol=atol)
@@ -2068,6 +2041,49 @@ class SelfCheck:
             (f" — but this cell changes {' and '.join(changed)} in place, so your {changed[0]} is no longer what "
              f"its cell computed: compute {answer.variable} into a new tensor instead")
 
+    def _gradient_lost(self, name: str, answer: Answer | None) -> str:
+        """Why the forward tensor an answer's check compares with has no autograd gradient, and what to do."""
+        source = answer.source if answer is not None else name
+        code = self.source(answer) if answer is not None and answer.kind != FUNCTION else None
+        uses = _first_uses(code) if code else None
+        again = ("re-run the forward pass's cell (the one that calls backward()) and the answer cells from there, "
+                 "then this check")
+        if uses is not None and source in uses[0]:
+            # The answer's own cell reassigns the forward value (the twelfth trial's `x = x.detach()` in
+            # dx's cell): re-running the forward pass and then this cell repeats it
+            return (f"{source}: {answer.cell_id}'s own cell assigns {source}, so it is not the forward pass's tensor "
+                    f"any more: take that line out of the cell, {again}")
+        history = (self.namespace or {}).get("In") or []
+        # Told by no cell id: the last cell that bound it, not the forward pass's (the fourteenth trial's typo
+        # `x = ...` for `dx = ...`, run in the classic Notebook, which the line left in the cell to be saved)
+        at = next((count for count in range(len(history) - 1, 0, -1) if isinstance(history[count], str)
+                   and "backward(" not in history[count] and "check(" not in history[count]
+                   and source in ((_first_uses(history[count]) or ((),))[0])), None)
+        judged = self.located(answer) if at is not None and answer is not None else None
+        since = max([judged[1] if judged is not None and judged[1] is not None else 0,
+                     *(count for count, cell in _IDS.items() if answer is not None and cell == answer.cell_id)])
+        if at is not None and since < at:  # the answer's own cell not run since (with its id, or by its code)
+            variable = answer.variable if answer is not None else name
+            return (f"{source}: the cell you ran as In[{at}] assigns {source}, so it is not the forward pass's tensor "
+                    f"any more: if that is {name}'s answer cell, write `{variable} = ...` there; then {again}")
+        if at is not None and answer is not None and _IDS.get(at) == answer.cell_id:  # an earlier version's
+            return (f"{source}: {answer.cell_id}'s cell assigned {source} when it ran as In[{at}], so it is not the "
+                    f"forward pass's tensor any more: {again}")
+        if at is not None:  # a scratch cell's, run again by every Run All (the seventeenth trial's R28)
+            return (f"{source}: the cell you ran as In[{at}] assigned {source}, so it is not the forward pass's "
+                    f"tensor any more: take that line out (a cell may read {source}, never assign it), {again}")
+        return (f"{source}: {source} is not the forward pass's tensor (a cell assigned it since, or the forward and "
+                "loss.backward() cells have not run): run them, then this check")
+
+    def _without_gradient(self, label: str, answer: Answer | None, said: str) -> str:
+        """A line with no autograd gradient to compare against, `said` why, still gives the grader's verdict on the
+        cell's code: a student trial's scratch cell transposing a forward tensor left the line of the gradient read
+        through it saying only that it was reassigned, the same words for a right and a wrong answer, and a line
+        without WRONG reads as accepted (the grader gave 0)."""
+        source = self.source(answer) if answer is not None and answer.kind != FUNCTION else None
+        verdict = self._code_verdict(answer, source) if source is not None and not _blank(source) else None
+        return f"{label} {verdict}; besides, {said}" if verdict else f"{label} not checked: {said}"
+
     def _as_graded(self, answer: Answer, comparison) -> str | None:
         """The grader's verdict on the cell's code, or None when it agrees with the value check alone
         (no code found, or the code is right on every batch and check). For a cell that is right with
@@ -2094,11 +2110,14 @@ class SelfCheck:
                 upstream, first = drifted[0], drifted[-1]
                 state = (self._not_assigned(first) if first not in self.namespace else
                          "is not attempted yet" if self.namespace[first] is None else "is wrong")
-                reaches = f"its error, within the tolerance in your {first}, is larger here" if len(drifted) == 1 \
-                    else (f"its error reaches this cell through {upstream}, within the tolerance in every answer "
-                          "between (so their lines are right), larger here")
-                return self._blocked(first, answer) or \
-                    f"{first} above {state}: {reaches}; with the true {upstream} this cell is right"
+                reaches = (f"its error reaches this cell through {upstream}, within the tolerance in every answer "
+                           "between (so their lines are right), larger here")
+                if len(drifted) == 1:
+                    reaches = f"its error, within the tolerance in your {first}, is larger here"
+                said = f"{first} above {state}: {reaches}"
+                if len(drifted) == 1 and state == "is wrong":  # not "wrong" (a student trial), where its line is right
+                    said = f"{first} above carries an error within the tolerance there (its line is right), larger here"
+                return self._blocked(first, answer) or f"{said}; with the true {upstream} this cell is right"
             if chain and answer.kind == FUSED:  # its upstream is the read-only cell's, never an earlier exercise's
                 state = "is not assigned" if chain[0] not in self.namespace else "is not autograd's"
                 return (f"{chain[0]} {state}: the read-only cell just above this answer sets it (autograd's value, so "
@@ -2268,9 +2287,11 @@ class SelfCheck:
             if changed.fixed:
                 return (f"{first} above was changed in place by an earlier run of this cell, which no longer does: "
                         f"re-run the cells from {first}'s down to this one")
+            # its own verdict first (a student trial read "fix this cell" as a lost point; the grader gave it full)
             return (f"{first} above was changed in place by this cell when it last ran "
-                    f"({_in_place_fix(first, changed.how)}): fix this cell, then re-run the cells from {first}'s down "
-                    "to this one")
+                    f"({_in_place_fix(first, changed.how)}): this cell itself is right as the grader runs it, but "
+                    f"while it changes {first} the cells above cannot mend it: fix this cell, then re-run the cells "
+                    f"from {first}'s down to this one")
         other = self._reassigned(answer)
         if other is not None:
             return (f"{first} above is not its cell's value: {other} assigned {first} after it ran; re-run "
@@ -2696,7 +2717,7 @@ class NotebookCheck:
              gradients_of: str | None = None) -> str:
         with _quiet(), _as_the_grader() as kernel:
             said = _kernel_note(self._as_saved(self._line(grade_id, namespace, answers, gradients_of), grade_id,
-                                               namespace), kernel)
+                                               namespace), kernel, _answer_code(namespace, grade_id))
         # The fifteenth trial's check cell of one answer edited to check the answer above it: that one's line, and
         # nothing said of the answer left unchecked
         running = _RUNNING["cell"] or ""
@@ -3355,6 +3376,16 @@ def cleared(namespace: dict) -> str:
         return ""
     return (f"the cell you ran as In[{count}] cleared the kernel's names (%reset): delete it (every Run All runs it "
             f"again), then {SETUP}")
+
+
+def _answer_code(namespace: dict, grade_id: str) -> str | None:
+    """The code of the cell that answers `grade_id`, as the kernel ran it, or None where it is not known."""
+    found = _notebook_check(namespace)
+    answer = None if isinstance(found, str) else found.exercise.by_grade_id.get(grade_id)
+    try:
+        return None if answer is None else found.source(answer)
+    except Exception:  # noqa: BLE001 - a note left on, never a check cell that raises
+        return None
 
 
 def _notebook_check(namespace: dict) -> SelfCheck | str:
