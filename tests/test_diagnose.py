@@ -294,6 +294,19 @@ def test_an_elementwise_slip_is_named_by_the_exercise_s_rule_else_by_the_rule_ta
         "your dh multiplies by ReLU's output a where its derivative is a 0/1 mask"
 
 
+def test_a_size_the_notebook_binds_no_name_for_is_told_as_its_tensors_say_it():
+    """An instructor trial: `dpred = 2 * (pred - target) / N` beside F.mse_loss (no line reads N, so the notebook
+    binds none) was told N is not among the names answer cells may use, a list that named N."""
+    exercise = tiny(Mistakes(shown={"n": "X.shape[0]"}))
+    outcome = SimpleNamespace(status="error", detail={"error_type": "NameError", "error": "name 'n' is not defined",
+                                                      "line": 1})
+    failure = outcome_text(outcome, exercise.answers[0], exercise=exercise)
+    assert failure.feedback == ("NameError on line 1: name 'n' is not defined (the notebook binds no name n: write "
+                                "X.shape[0] for it)")
+    outcome.detail["error"] = "name 'V' is not defined"
+    assert ", n," not in outcome_text(outcome, exercise.answers[0], exercise=exercise).feedback
+
+
 def test_what_an_answer_cell_may_read_comes_from_the_network():
     outcome = SimpleNamespace(status="error", detail={"error_type": "NameError", "error": "name 'V' is not defined",
                                                       "line": 1})

@@ -194,12 +194,22 @@ def _and(words, last: str = "and") -> str:
     return ", ".join(words[:-1]) + f" {last} " + words[-1] if len(words) > 1 else "".join(words)
 
 
+def _unbound_size(exercise: Exercise, error: str) -> str:
+    """For a size the notebook binds no name for (no forward line reads it), how its tensors say it: an instructor
+    trial's `2 * (pred - target) / N` beside `F.mse_loss` was told N is not among the names, which listed N."""
+    found = re.fullmatch(r"name '(\w+)' is not defined", error)
+    size = found.group(1) if found else None
+    shown = exercise.mistakes.show(size) if size in exercise.network.sizes else size
+    return "" if shown == size else f"the notebook binds no name {size}: write {shown} for it"
+
+
 def _allowed(exercise: Exercise, answer: Answer | None = None) -> str:
     """What an answer cell may read, for a cell that read something else: a fused cell runs on its own, so
     the names the atomic cells assign are not among them (a fused cell reading an atomic cell's gradient was
     told that the variables earlier answer cells of the atomic exercise assign are allowed)."""
     net = exercise.network
-    names = ["the parameters", *net.data, *net.sizes, "the forward intermediates by their lecture names", *NAMESPACE]
+    sizes = [size for size in net.sizes if exercise.mistakes.show(size) == size]  # the names the notebook binds
+    names = ["the parameters", *net.data, *sizes, "the forward intermediates by their lecture names", *NAMESPACE]
     parts = sorted({str(a.part) for a in exercise.answers if a.kind == ATOMIC})
     if answer is not None and answer.kind == FUSED:
         names.extend(answer.upstream)
@@ -277,6 +287,8 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
             text += f"; {named}"
         elif reads:
             text += f" ({reads})"
+        elif error_type == "NameError" and (unbound := _unbound_size(exercise, outcome.detail["error"])):
+            text += f" ({unbound})"
         elif error_type == "NameError":
             text += f" (uses a variable the answer cells do not have: {_allowed(exercise, answer)})"
         elif "cannot be multiplied" in outcome.detail["error"] and public and not sized:
