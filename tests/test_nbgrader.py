@@ -764,7 +764,10 @@ def test_an_autograde_killed_while_grading_hands_out_no_feedback_of_it(course):
     student = "ada"
     stamp = again.submitted(student).parent / "timestamp.txt"
     stamp.write_text((parse_utc(stamp.read_text()) + timedelta(hours=1)).strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
-    wrong = {"dlogprobs": "dlogprobs = torch.zeros_like(logprobs)\n"}
+    # A right cell slow enough that each grading takes seconds: graded in 0.2 s, the notebook was done (its process
+    # a zombie, which a signal no longer reaches) between the test's seeing it unfinished and its Ctrl-C
+    slow = "for _ in range(3_000_000):\n    pass\ndprobs = dlogprobs / probs\n"
+    wrong = {"dlogprobs": "dlogprobs = torch.zeros_like(logprobs)\n", "dprobs": slow}
     edit(again.submitted(student), lambda nb: set_answers(nb, wrong))
     autograde = subprocess.Popen([shutil.which("nbgrader"), "autograde", ASSIGNMENT], cwd=again.dir, env=again.env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
