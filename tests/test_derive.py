@@ -763,6 +763,21 @@ loss = F.mse_loss(torch.tanh(flat), T)
     assert ").T" not in "".join(gradients.values()) and ").transpose" not in "".join(gradients.values())
 
 
+def test_the_mean_of_an_expression_counts_the_tensor_it_has_the_shape_of():
+    """`((out - T) ** 2).mean()` was answered `2 * (out - T) / ((out - T) ** 2).numel()`, where a teacher divides by
+    out.numel() (an instructor trial's softplus network)."""
+    network = Network.parse("out = X @ W\nloss = ((out - T) ** 2).mean()\n", parameters=("W",), data=("X", "T"))
+
+    def inputs(n, a, b, seed):
+        generator = torch.Generator().manual_seed(seed)
+        return {key: torch.randn(*shape, generator=generator, dtype=torch.float64)
+                for key, shape in {"W": (a, b), "X": (n, a), "T": (n, b)}.items()}
+    gradients = {g.name: g.code for g in derive.derive(
+        network, [derive.Configuration(inputs(5, 3, 4, 0), Sizes()),
+                  derive.Configuration(inputs(7, 2, 6, 1), Sizes())])}
+    assert gradients["dout"] == "dout = 2 * (out - T) / out.numel()\n", gradients["dout"]
+
+
 def test_a_normalization_line_is_answered_as_a_teacher_writes_it():
     """F.layer_norm's answer was one line of 300 characters that spelled the normalized value out three times;
     a teacher computes rstd and xhat first, then writes the one expression with them (a name the network has

@@ -316,7 +316,7 @@ class Derivation:
             return whole
         named = [self._size([shape[d] for shape in shapes]) for d in dims]
         if len(dims) == len(shapes[0]) and len(dims) > 1 and None in named:
-            return call(x, "numel")
+            return call(self._of_its_shape(x), "numel")
         node = None
         for d, size in zip(dims, named, strict=True):
             part = size or (None if isinstance(x, ast.Name) else self._within(x, d)
@@ -325,15 +325,20 @@ class Derivation:
             node = part if node is None else ast.BinOp(node, ast.Mult(), part)
         return node
 
-    def _within(self, x: ast.expr, d: int) -> ast.expr | None:
-        """`h.shape[d]` for an expression of h's own shape (`h.square()`, `h * h`): the tensor the count is of,
-        as a teacher writes it, before any other tensor that happens to be as long (a dropout mask)."""
+    def _of_its_shape(self, x: ast.expr) -> ast.expr:
+        """The tensor an expression has the shape of (h for `h.square()`, `(h - t) ** 2`), else the expression: the
+        count is of it, as a teacher writes it (`h.numel()`, `h.shape[1]`, not `((h - t) ** 2).numel()`), before any
+        other tensor that happens to be as long (a dropout mask)."""
         shapes = self.shapes(x)
         for node in ast.walk(x):
             if isinstance(node, ast.Name) and node.id in (*self.inputs, *self.network.intermediates) \
                     and self.shapes(node) == shapes:
-                return ast.Subscript(ast.Attribute(name(node.id), "shape", ast.Load()), number(d), ast.Load())
-        return None
+                return name(node.id)
+        return x
+
+    def _within(self, x: ast.expr, d: int) -> ast.expr | None:
+        of = self._of_its_shape(x)
+        return None if of is x else ast.Subscript(ast.Attribute(of, "shape", ast.Load()), number(d), ast.Load())
 
     def _dimension(self, counts: list[int]) -> ast.expr | None:
         """A dimension of the data or a parameter as long as `counts` on every configuration (`X.shape[0]`), as a
