@@ -237,6 +237,17 @@ def test_a_failed_check_points_to_the_solution_command(nb64, run, name, manual):
     assert line.endswith(" — stuck? " + POINTER.format(name)), line
 
 
+def test_the_pointer_names_the_kernels_notebook_where_the_front_end_names_it(nb64, run, tmp_path, monkeypatch):
+    """A student trial: every WRONG line said `--notebook YOUR_NOTEBOOK.ipynb`, where the kernel knew the file."""
+    from grader.student import selfcheck
+
+    path = tmp_path / "my copy.ipynb"
+    monkeypatch.setattr(selfcheck, "_kernel_notebook", lambda namespace: path if namespace is nb64.check.namespace
+                        else None)
+    line = run(nb64.check, "dhpreact", -nb64.a["dhpreact"], nb64.t["hpreact"])
+    assert line.endswith(" — stuck? backprop-ninja solution dhpreact --notebook 'my copy.ipynb'"), line
+
+
 def test_a_passing_or_blank_check_points_nowhere(nb64, run):
     for manual in (nb64.a["dh"], None):
         assert "backprop-ninja solution" not in run(nb64.check, "dh", manual, nb64.t["h"])

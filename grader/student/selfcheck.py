@@ -35,6 +35,7 @@ import importlib.util
 import io
 import json
 import re
+import shlex
 import signal
 import sys
 import time
@@ -1229,7 +1230,10 @@ class SelfCheck:
             return ""  # a graded course, or backprop-ninja-student: no references, and no command to show them
         answers = self.exercise.by_grade_id
         others = "".join(f" (exercise {answers[g].part}: {g})" for g in ids[1:])
-        return f" — stuck? backprop-ninja solution {ids[0]} --notebook YOUR_NOTEBOOK.ipynb{others}"
+        # the kernel's own notebook where it is known (a student trial: a placeholder on every WRONG line)
+        path = _kernel_notebook(self.namespace) if self.namespace is not None else None
+        notebook = shlex.quote(path.name) if path is not None else "YOUR_NOTEBOOK.ipynb"
+        return f" — stuck? backprop-ninja solution {ids[0]} --notebook {notebook}{others}"
 
     # --- where the cell's code and the notebook's values come from ---------------------------------
 
