@@ -1103,6 +1103,20 @@ def _blank(code: str) -> bool:
                               for s in body)
 
 
+def _blank_function(code: str) -> bool:
+    """Whether a function's cell is its released blank: one def whose statements are `dx = None` lines and a return."""
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return False
+    if len(body) != 1 or not isinstance(body[0], ast.FunctionDef):
+        return False
+    statements = [s for s in body[0].body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    return any(isinstance(s, ast.Assign) for s in statements) and all(
+        isinstance(s, ast.Return) or isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
+        and s.value.value is None for s in statements)
+
+
 def _same_code(a: str, b: str) -> bool:
     """Whether two versions of a cell are the same code (its comments and layout aside)."""
     return _code_of(a) == _code_of(b)
@@ -3347,6 +3361,9 @@ class NotebookCheck:
             refused = NotebookCheck._refused(found, function)
             if refused:
                 return refused
+            saved = _saved_code(namespace, function.cell)
+            if saved is not None and _blank_function(saved[0]):  # as the grader says of it (a student trial)
+                return "not attempted yet"
             return (f"not checked: {function.name} is not defined since the kernel started: run its cell above, then "
                     "the cell after it, which calls it")
         undefined = _undefined_in(namespace, rf"(?m)^\s*{re.escape(name)}\s*=")
