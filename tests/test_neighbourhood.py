@@ -158,6 +158,10 @@ CONV, SOFTMAX_L2 = (f"tests/corpus/blind/issue35/networks/{n}.py:EXERCISE" for n
     (SOFTMAX_L2, "dW1", "gh = (Xb @ W1 + b1 > 0) * dh\nfor i in range(Xb.shape[0]):\n"
                         "    dW1 = torch.outer(Xb[i], gh[i]) + 2 * W1 * dreg\n",
      "your dW1 is the last example's part alone"),
+    # a batch size the exercise names N (CS231n's): the loop's last example is found by the data's first dimension
+    ("tests/exercises/cs231n_net.py:EXERCISE", "dW2",
+     "for i in range(X.shape[0]):\n    dW2 = torch.outer(h1[i], dscores[i]) + 0.1 * W2\n",
+     "your dW2 is the last example's part alone"),
     (RNN, "dWh", "dWh = h2.T.sum(1, keepdim=True) @ ((1 - h3 ** 2) * dh3).sum(0, keepdim=True)\n"
                  "dWh += h1.T.sum(1, keepdim=True) @ ((1 - h2 ** 2) * dh2).sum(0, keepdim=True)\n",
      "your dWh multiplies the sum of h2 over the examples by the sum of the gradient: a product of sums is not the "

@@ -309,11 +309,18 @@ def _indexing(case: Case, answer: Answer, want, up) -> list[Candidate]:
     return out
 
 
+def _batch_size(case: Case) -> int | None:
+    """The batch's size, by the data tensors' shared first dimension, whatever the exercise names it (CS231n
+    writes N; an exercise may name no size at all)."""
+    firsts = {case.values[name].shape[0] for name in case.exercise.network.data if case.values[name].dim()}
+    return firsts.pop() if len(firsts) == 1 else None
+
+
 def _last_example(case: Case, answer: Answer, up) -> list[Candidate]:
     """A gradient summed over the batch (a weight's, a bias's) kept for the last example alone: what a loop
     over the examples that assigns with = leaves. Only where an upstream gradient runs over the batch and
     the answer's tensor does not; a use that does not run over it (a penalty on the weight) is kept whole."""
-    n = _sizes(case).get("n")
+    n = _batch_size(case)
     value = case.values[answer.source]
     batched = [step for step, grad in up.items() if grad.dim() and grad.shape[0] == n]
     if not batched or n is None or n < 2 or (value.dim() and value.shape[0] == n):
