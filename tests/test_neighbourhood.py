@@ -94,7 +94,8 @@ CONV, SOFTMAX_L2 = (f"tests/corpus/blind/issue35/networks/{n}.py:EXERCISE" for n
      "your dh multiplies the parts flowing back through rpreact and hres, where the gradients of the uses of h "
      "add up"),
     ("tanh-batchnorm-residual", "dh", "dh = 2 * dhres + drpreact @ W3.T",
-     "the part flowing back through hres is counted twice: h reaches hres once"),
+     "the part flowing back through hres is twice its value: counted twice (h reaches hres once), or a factor 1/2 "
+     "left out"),
     # a factor that is a tensor the cell reads or a simple function of one, per element or per row
     ("sigmoid-batchnorm", "dbnraw", "dbnraw = bngain * dhpreact * bnraw",
      "your dbnraw is multiplied by bnraw, a factor the right gradient does not have"),
@@ -162,6 +163,16 @@ CONV, SOFTMAX_L2 = (f"tests/corpus/blind/issue35/networks/{n}.py:EXERCISE" for n
     ("tests/exercises/cs231n_net.py:EXERCISE", "dW2",
      "for i in range(X.shape[0]):\n    dW2 = torch.outer(h1[i], dscores[i]) + 0.1 * W2\n",
      "your dW2 is the last example's part alone"),
+    # = where += is due at the entries another use picks (an instructor trial's SVM; the lecture's max): it was
+    # told only "wrong in 16 of 80 entries"
+    ("tests/exercises/svm_hinge.py:EXERCISE", "dscores",
+     "dscores = (margins > 0) * dmargins\ndscores[range(N), y] = dcorrect\n",
+     "your dscores assigns the part flowing back through correct to the entries of scores that correct picks (=), "
+     "which replaces what the other uses of scores put there: add it (+=)"),
+    ("tanh-batchnorm", "dlogits",
+     "dlogits = dnorm_logits.clone()\ndlogits[range(n), logits.max(1).indices] = dlogit_maxes.view(-1)\n",
+     "your dlogits assigns the part flowing back through logit_maxes to the entries of logits that logit_maxes "
+     "picks (=)"),
     (RNN, "dWh", "dWh = h2.T.sum(1, keepdim=True) @ ((1 - h3 ** 2) * dh3).sum(0, keepdim=True)\n"
                  "dWh += h1.T.sum(1, keepdim=True) @ ((1 - h2 ** 2) * dh2).sum(0, keepdim=True)\n",
      "your dWh multiplies the sum of h2 over the examples by the sum of the gradient: a product of sums is not the "

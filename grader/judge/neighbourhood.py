@@ -112,10 +112,18 @@ def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[
     for step, part in branches.items():
         out.append(Candidate(f"drop:{step}", missed_branch(answer.source, list(branches), step), want - part))
         for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words, case.exercise.mistakes.shown):
-            if key == "2":  # a branch's part twice over is a branch counted twice, not a square's derivative
-                does = f"is counted twice: {answer.source} reaches {step} once"
+            if key == "2":  # twice a branch's part: counted twice, or its 1/2 left out (an instructor trial's
+                # manual_backward, told only the first, had no second use of the branch; its values cannot say which)
+                does = (f"is twice its value: counted twice ({answer.source} reaches {step} once), or a factor 1/2 "
+                        "left out")
             out.append(Candidate(f"branch:{step}:{key}", f"the part flowing back through {step} {does}",
                                  want + (factor - 1) * part, whole=True))
+        picked = _picked(case, answer, step)
+        if picked is not None:
+            out.append(Candidate(f"assigned:{step}", f"assigns the part flowing back through {step} to the entries of "
+                                                     f"{answer.source} that {step} picks (=), which replaces what the "
+                                                     f"other uses of {answer.source} put there: add it (+=)",
+                                 torch.where(picked, part, want - part)))
     if len(branches) > 2:
         out += [Candidate(f"only:{step}", only_branch(answer.source, list(branches), step), part)
                 for step, part in branches.items()]
@@ -247,6 +255,17 @@ def _chain_rule(case: Case, answer: Answer, want, branches, up) -> list[Candidat
             out.append(Candidate(f"upstream-only:{step}", Chain.upstream_only(step, len(branches) == 1),
                                  want - part + up[step]))
     return out
+
+
+def _picked(case: Case, answer: Answer, step: str) -> torch.Tensor | None:
+    """Where `step` reads the answer's tensor, when it picks some of its entries (`scores[range(N), y]`, a row's
+    max, the last time step): what `dx[picked] = dstep` writes over, where the other uses' gradient is to be
+    added to. None for a step that reads every entry."""
+    if case.values[step].numel() >= case.values[answer.source].numel():
+        return None
+    ones = torch.ones_like(case.values[step])
+    reached = local_vjp(case.exercise.network, case.values, answer.source, {step: ones}).ne(0)
+    return reached if not bool(reached.all()) else None
 
 
 def _index_of(case: Case, answer: Answer, step: str) -> str | None:
