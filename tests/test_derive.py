@@ -244,13 +244,19 @@ def test_an_operation_without_a_rule_names_its_line():
 
 @pytest.mark.parametrize("line, instead", [("c = h.unfold(1, 2, 1)", "its windows stacked, torch.stack("),
                                            ("c = F.leaky_relu(h)", "torch.where(x > 0, x, 0.01 * x)"),
-                                           ("c = h.mm(h.T)", "a @ b")])
+                                           ("c = h.mm(h.T)", "a @ b"),
+                                           # an instructor trial's gate halves: the call under an index too, whose
+                                           # "name it on a line of its own" would not help
+                                           ("c = h.chunk(2, 1)[0]", "slices, a part on each line"),
+                                           ("c = h.split(2, 1)[1]", "slices, a part on each line"),
+                                           ("c = h.unbind(1)[0]", "an index on each line")])
 def test_a_common_call_outside_the_grammar_says_how_to_write_it(line, instead):
     network = _network(f"h = X @ W\n{line}\nloss = c.sum()\n")
     inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}
     with pytest.raises(derive.DeriveError) as raised:
         derive.derive(network, [derive.Configuration(inputs, Sizes(n=5))])
     assert f"; write it as {instead}" in str(raised.value) and "; the grammar is a + b" in str(raised.value)
+    assert "line of its own" not in str(raised.value)
 
 
 def test_an_elementwise_function_with_an_option_is_refused_naming_it():

@@ -398,9 +398,13 @@ class Derivation:
 
     def no_rule(self, node: ast.expr, what: str = "") -> DeriveError:
         detail = f" ({what})" if what else ""
-        called = node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else \
-            node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else ""
+        # `x.chunk(2, 1)[0]`: the call under the index is what needs writing otherwise
+        call = node.value if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) else node
+        called = call.func.attr if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) else \
+            call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else ""
         instead = f"; write it as {rules.WRITE_INSTEAD[called]}" if called in rules.WRITE_INSTEAD else ""
+        if instead and call is not node:  # naming the call on a line of its own would not help
+            detail = ""
         return DeriveError(f"line `{self.line}`: no backward rule for `{code(node)}`{detail}{instead}; the grammar "
                            "is " + "; ".join(rules.GRAMMAR))
 

@@ -1296,6 +1296,11 @@ GRAMMAR = tuple(", ".join(e.grammar for e in OPERATIONS.values() if e.family == 
 WRITE_INSTEAD = {
     "unfold": "its windows stacked, torch.stack([x[:, 0:K], x[:, 1:K + 1], ...], dim=1)",
     "conv1d": "a matmul over stacked windows (torch.stack([x[:, 0:K], x[:, 1:K + 1], ...], dim=1), reshaped, @ W)",
+    "chunk": "slices, a part on each line: a = x[:, :H] and b = x[:, H:]",
+    "split": "slices, a part on each line: a = x[:, :H] and b = x[:, H:]",
+    "tensor_split": "slices, a part on each line: a = x[:, :H] and b = x[:, H:]",
+    "unbind": "an index on each line: x0 = x[:, 0], x1 = x[:, 1], ...",
+    "narrow": "a slice, x[:, start:start + length]",
     "linear": "x @ W.T + b",
     "mm": "a @ b",
     "bmm": "a @ b",
