@@ -109,6 +109,8 @@ def test_every_derived_answer_equals_autograd():
     ({"backward": True, "training": "X = randint(vocab, (steps, n))\n"}, "training: draw exactly the data (X, Y)"),
     ({"backward": True, "training": "X = randint(vocab, (steps, n))\nY = randn(steps, m)\n"},
      "training: `Y = randn(steps, m)` fails"),
+    ({"learning_rate": 0.01}, "learning_rate: only a `backward` function trains"),
+    ({"backward": True, "learning_rate": 0}, "learning_rate: 0 is no learning rate (a number from 1e-6 to 10)"),
     ({"parts": {5: "five"}}, "parts: 5 is no exercise of this one"),
     ({"backward_part": 4}, "backward_part: 4 numbers a manual_backward there is none of"),
     ({"mistakes": ex.Mistakes(rules={"hh": ex.Rule("the derivative of relu", "x", lambda x, y: (x > 0) * 1.0)})},

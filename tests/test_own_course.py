@@ -240,3 +240,33 @@ def test_an_exercise_without_a_training_check_has_no_training_settings():
                                         load_exercise(f"{exercise_file}:EXERCISE"))
     assert "training" not in text and "\ndata:" not in text and "names.txt" not in text, text
     assert yaml.safe_load(text)["exercise"] == "gru_gate.py:EXERCISE"
+
+
+def _training_cell(course, folder) -> str:
+    notebook = nbformat.read(folder / course.notebook, as_version=4)
+    cell_id = grade_cell_id(course.exercise.training.grade_id)
+    return next(cell.source for cell in notebook.cells if cell.metadata.get("nbgrader", {}).get("grade_id") == cell_id)
+
+
+def test_the_training_check_trains_at_the_course_s_learning_rate_in_the_notebook_too(tmp_path):
+    """An instructor trial's network diverged at the default 0.1 and its file could not say otherwise; and the
+    notebook's check cell trained at a written 0.1 whatever course.yml said, so the self-check and the grader
+    could differ. The exercise's `learning_rate` goes into course.yml; course.yml's goes into the notebook."""
+    slow = tmp_path / "slow_rnn.py"
+    text = EXERCISE.read_text(encoding="utf-8")
+    slow.write_text(text.replace("backward=True,", "backward=True, learning_rate=0.02,"), encoding="utf-8")
+    target = tmp_path / "course"
+    done = CliRunner().invoke(main, ["course", "init", str(target), "--exercise", str(slow)])
+    assert done.exit_code == 0, (done.output, done.exception)
+    course, folder = _source(target)
+    assert course.training.learning_rate == 0.02
+    assert yaml.safe_load((target / "course.yml").read_text())["training"]["learning_rate"] == 0.02
+    assert "lr=0.02)" in _training_cell(course, folder)
+    text = (target / "course.yml").read_text().replace("learning_rate: 0.02", "learning_rate: 0.005")
+    (target / "course.yml").write_text(text)
+    done = CliRunner().invoke(main, ["course", "init", "--update", str(target)])
+    assert done.exit_code == 0, (done.output, done.exception)
+    course, folder = _source(target)
+    assert course.training.learning_rate == 0.005 and "lr=0.005)" in _training_cell(course, folder)
+    (target / "course.yml").write_text(text.replace("  learning_rate: 0.005\n", ""))
+    assert load(target / "course.yml").training.learning_rate == 0.02, "a rate course.yml leaves out is the file's"

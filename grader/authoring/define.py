@@ -310,7 +310,7 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
              order: str | None = None, hidden: Mapping[str, object] | None = None,
              points: Mapping[str, float] | None = None, parts: Mapping[int, str] | None = None,
              mistakes: ex.Mistakes | None = None, assignment: str | None = None, demo: str | None = None,
-             accept: Mapping[str, str] | None = None) -> ex.Exercise:
+             accept: Mapping[str, str] | None = None, learning_rate: float | None = None) -> ex.Exercise:
     _check_sizes(sizes)
     given = sizes
     lecture = {k: v[0] if isinstance(v, tuple) else v for k, v in sizes.items() if isinstance(v, tuple | int)}
@@ -436,8 +436,12 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
                             _batches(training, data_names, lecture, lambda drawn: _fixed(given, drawn))
                             if training else None)
         answers += ex.function_answers(function)
-    elif training:
-        raise DefinitionError("training: only a `backward` function trains; add backward=True or drop it")
+    elif training or learning_rate is not None:
+        raise DefinitionError(f"{'training' if training else 'learning_rate'}: only a `backward` function trains; "
+                              "add backward=True or drop it")
+    if learning_rate is not None and (isinstance(learning_rate, bool) or not isinstance(learning_rate, int | float)
+                                      or not 1e-6 <= learning_rate <= 10):
+        raise DefinitionError(f"learning_rate: {learning_rate!r} is no learning rate (a number from 1e-6 to 10)")
     titles = {1: "one step at a time", **{p: f"{g} in one step" for p, g in enumerate(fused or {}, 2)}}
     if backward:
         titles[part] = "manual_backward and training"
@@ -461,7 +465,8 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         lecture=ex.Sizes(**lecture), ranges=ranges, init=init, batch=batch, sizes_of=sizes_of,
         hidden=configuration, assignment=assignment or name.replace("-", "_"), demo=demo or "",
         notebook=f"{assignment or name.replace('-', '_')}.ipynb",
-        settings={"points": {g: (points or {}).get(g, 1) for g in grade_ids}},
+        settings={"points": {g: (points or {}).get(g, 1) for g in grade_ids},
+                  **({"learning_rate": float(learning_rate)} if learning_rate is not None else {})},
         mistakes=_shown(mistakes or ex.Mistakes(), dims, lecture, network),
         parts={p: f"Exercise {p}: {t}" for p, t in {**titles, **(parts or {})}.items()},
         accepted=accepted,

@@ -161,6 +161,14 @@ def _section(where: str, raw, cls, bounds: dict[str, tuple[float, float | None]]
     return cls(**values)
 
 
+def _training(where: str, raw, exercise) -> TrainingCheck:
+    """The training check's settings; a learning rate course.yml leaves out is the exercise's own, where its
+    file sets one (a network that diverges at the default), as its course's notebook trains with it."""
+    training = _section(where, raw, TrainingCheck, {"trajectory_steps": (1, 1000), "learning_rate": (1e-6, 10.0)})
+    own = exercise.settings.get("learning_rate")
+    return replace(training, learning_rate=own) if own is not None and "learning_rate" not in (raw or {}) else training
+
+
 def _allow(where: str, raw) -> Extra:
     if raw is None:
         return Extra()
@@ -271,8 +279,7 @@ def parse(raw, path: Path) -> Course:
         limits=replace(_section(f"{where}: limits", raw.get("limits"), Limits, LIMITS, LIMIT_FIELDS),
                        require=_walls(f"{where}: sandbox", raw.get("sandbox"))),
         allow=_allow(f"{where}: allow", raw.get("allow")),
-        training=_section(f"{where}: {training_key}", raw.get(training_key), TrainingCheck,
-                          {"trajectory_steps": (1, 1000), "learning_rate": (1e-6, 10.0)}),
+        training=_training(f"{where}: {training_key}", raw.get(training_key), exercise),
         feedback=_feedback(f"{where}: feedback", raw.get("feedback")),
         exercise=exercise,
         exercise_spec=spec,

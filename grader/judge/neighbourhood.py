@@ -113,7 +113,7 @@ def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[
         out.append(Candidate(f"drop:{step}", missed_branch(answer.source, list(branches), step), want - part))
         for key, factor, does in factors(_sizes(case), case.exercise.mistakes.words, case.exercise.mistakes.shown):
             if key == "2":  # twice a branch's part: counted twice, or its 1/2 left out (an instructor trial's
-                # manual_backward, told only the first, had no second use of the branch; its values cannot say which)
+                # whole-backward function, told the first, had no second use; the values cannot say which)
                 does = (f"is twice its value: counted twice ({answer.source} reaches {step} once), or a factor 1/2 "
                         "left out")
             out.append(Candidate(f"branch:{step}:{key}", f"the part flowing back through {step} {does}",

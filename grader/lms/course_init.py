@@ -292,6 +292,9 @@ def _own_course_text(text: str, exercise_file: Path, attribute: str, exercise: E
     text = _without_setting(text, "training") if training is None else re.sub(
         r"(?m)^(?:#.*\n)*(?=training:)", f"# The training check of {training.grade_id}: this many SGD steps with the "
         "student's gradients,\n# from one seeded init, against the same steps driven by autograd.\n", text, count=1)
+    if training is not None and "learning_rate" in exercise.settings:  # a network that needs its own
+        text = re.sub(r"(?m)^(\s+learning_rate:).*$", lambda m: f"{m[1]} {exercise.settings['learning_rate']:g}",
+                      text, count=1)
     text = text.replace("e.g. db1 = torch.zeros_like(b1)", "e.g. zeros where this loss makes a gradient zero")
     text = re.sub(r"(?m)^exercise:.*\n(?:[ \t]+.*\n)*", "", text)
     block = "points:\n" + "".join(f"  {g}: {v:g}\n" for g, v in points.items())

@@ -100,6 +100,7 @@ ROLES = ("locked", "answer", "graded")
 # is a mistake (a misspelt role would otherwise turn a read-only cell into an editable one).
 JUPYTEXT_KEYS = {"lines_to_next_cell", "lines_to_end_of_cell_marker"}
 # A line the build fills in: `name = ...`, indented or commented as the prose likes.
+TRAINING_RATE = re.compile(r"\blr=[^,)]*")
 FILLED = re.compile(r"^(?P<indent>\s*)(?P<name>[A-Za-z_]\w*) = \.\.\.(?P<rest>\s*(?:#.*)?)$")
 
 
@@ -312,7 +313,12 @@ class _Builder:
         if not cell.source.startswith("check"):
             raise self.error(grade_id, "a graded cell is written as its check call alone: its import comes with it")
         self.checks.append(grade_id)
-        return [graded(grade_id, check_cell(cell.source), self.course.points)]
+        source = cell.source
+        if self.exercise.training is not None and grade_id == self.exercise.training.grade_id:
+            # The course's learning rate, which the grader trains with: a network that needs a smaller one than
+            # the prose's (course.yml, or its exercise's `learning_rate`) diverged in the self-check alone.
+            source = TRAINING_RATE.sub(f"lr={self.course.training.learning_rate!r}", source)
+        return [graded(grade_id, check_cell(source), self.course.points)]
 
     def verify(self) -> None:
         """The prose holds the whole exercise, in its order: what it leaves out students never see."""
