@@ -971,6 +971,14 @@ def test_every_kind_of_line_says_what_the_saved_notebook_gets(tmp_path):
         assert line.startswith("dcounts_sum_inv| dprobs above is wrong; with the true dprobs this cell is right — "
                                "but WRONG as saved: dcounts_sum_inv's cell in your saved notebook is still blank"), line
         kernel.run("dprobs")
+        # A right cell that changes an answer above in place, blank in the file: one dash, then "; and" (a student
+        # trial read two "— but" in a row)
+        kernel.run("dcounts_sum_inv", "x = dprobs\nx *= 1.0\n"
+                                      "dcounts_sum_inv = (counts * dprobs).sum(1, keepdim=True)\n")
+        line = kernel.check("dcounts_sum_inv")
+        assert line.count(" — but ") == 1 and " — but this cell changes dprobs in place" in line \
+            and "; and WRONG as saved: dcounts_sum_inv's cell in your saved notebook is still blank" in line, line
+        kernel.run("dprobs")
         # The eleventh trial's F3: a scratch cell setting a right answer to None was "not attempted yet"
         kernel.run("scratch", "dprobs = None\n")
         line = kernel.check("dprobs")

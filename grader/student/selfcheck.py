@@ -991,9 +991,9 @@ def _in_second(found: SelfCheck, answer: Answer, label: str, text: str, share: f
     if collected is None:
         settings = found.namespace.get("COURSE") if found.namespace is not None else None
         wanted = settings.get("notebook", LECTURE_NOTEBOOK) if isinstance(settings, dict) else LECTURE_NOTEBOOK
-        return (f"{label}| {text} — but WRONG as saved in the notebook the course collects: this notebook is {name}, "
-                f"not one of the exercise's, and the course collects and grades {wanted}, which this folder does not "
-                "hold")
+        return (f"{label}| {text}{_but(text)} WRONG as saved in the notebook the course collects: this notebook is "
+                f"{name}, not one of the exercise's, and the course collects and grades {wanted}, which this folder "
+                "does not hold")
     held = _collected_share(found, answer, collected, whole)
     got = max(held, 0.0)  # blank: nothing, as a line's "not attempted yet"
     ran = re.search(r"%run\s+(?:-\S+\s+)*['\"]?([^'\"\n]+?\.ipynb)", text) if "the grader refuses" in text else None
@@ -1007,7 +1007,7 @@ def _in_second(found: SelfCheck, answer: Answer, label: str, text: str, share: f
     where = (f"this notebook is {name}, not one of the exercise's: the course collects and grades {collected.name} "
              "beside it")
     if got < share:
-        return (f"{label}| {text} — but WRONG as saved in the notebook the course collects: {where}, which holds "
+        return (f"{label}| {text}{_but(text)} WRONG as saved in the notebook the course collects: {where}, which holds "
                 f"{answer.cell_id}'s cell {_held_as(held)}: put your answer there and save it")
     if got > share:
         gets = "finds right" if got >= 1 else f"gives {got:g} of its points"
@@ -2791,17 +2791,17 @@ class NotebookCheck:
             # The kernel's verdict first (a mistake in this cell, or right work), the file's after it: the two
             # student trials read "WRONG as saved" first, over a right answer, as noise until autosave, and found a
             # real mistake buried behind "save it"
-            return f"{label}| {text} — but WRONG as saved: {unsaved}"
+            return f"{label}| {text}{_but(text)} WRONG as saved: {unsaved}"
         if answer is None:
             return said
         blank = _unconfirmed_saved(namespace, found, answer, whole, share)
         if blank:  # a line without WRONG is one the grader accepts, and this file's cell gets nothing
-            return f"{label}| {text} — but WRONG as saved, {blank}"
+            return f"{label}| {text}{_but(text)} WRONG as saved, {blank}"
         note, collected = _not_collected(namespace)
         if not note:
             return said
         if _collected_share(found, answer, collected, whole) < share:  # what the course grades gets less
-            return f"{label}| {text} — but WRONG as saved in the notebook the course collects: {note}"
+            return f"{label}| {text}{_but(text)} WRONG as saved in the notebook the course collects: {note}"
         return f"{said}; but {note}"
 
     def _line(self, grade_id: str, namespace: dict, answers: str | None = None,
@@ -3407,6 +3407,12 @@ def _answer_code(namespace: dict, grade_id: str) -> str | None:
         return None if answer is None else found.source(answer)
     except Exception:  # noqa: BLE001 - a note left on, never a check cell that raises
         return None
+
+
+def _but(text: str) -> str:
+    """The joint before the saved file's verdict: a line that has its own " — but" already (a change in place)
+    goes on with "; and", not a second dash (a student trial read two in a row)."""
+    return "; and" if " — but " in text else " — but"
 
 
 def _notebook_check(namespace: dict) -> SelfCheck | str:
