@@ -806,8 +806,11 @@ def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code
 
     typo = "dbnvar_inv = -0.5 * (bnvar + 1e-5) ** -1.5 * dbnvar_inv\n"
     fused = "dlogits = F.softmax(logits, 1)\ndlogits[range(n), Yb] -= 1\n"  # forgot / n
+    # dC's right cell run before demb's: it binds dC to zeros, then stops
+    stopped = "dC = torch.zeros_like(C)\ndC.index_add_(0, Xb.view(-1), demb.view(-1, emb.shape[2]))\n"
     script = [*SETUP, *EX1[:16], ("dbnvar", typo), "check_dbnvar", "check_dbnvar_inv", "dbnvar_inv", "dbnvar",
-              *EX1[17:], "dembcat", "dW1", "db1", "demb", "dC", ("ex2_dlogits", fused), "check_ex2_dlogits",
+              *EX1[17:], "dembcat", "dW1", "db1", "demb", "dC", ("del", "del demb\n"), ("dC", stopped), "demb",
+              "check_dC", "dC", ("ex2_dlogits", fused), "check_ex2_dlogits",
               "check_dlogits", "dW2", "check_dW2", "dlogits", "check_dlogits", "dW2", "check_dW2",
               ("ex2_dlogits", fused), "check_dlogits", "dlogits", "dh",
               ("dhpreact", "dhpreact = dh\ndhpreact *= 1.0 - h**2\n"), "setup_ex3_dhpreact", "check_dh"]
@@ -823,7 +826,11 @@ def test_without_cell_ids_a_cell_reassigning_an_answers_name_is_told_by_its_code
         if label.startswith("check_"):
             assert {(o.output_type, o.get("name")) for o in cell.outputs} == {("stream", "stdout")}, cell.outputs
             lines.append("".join(o.text for o in cell.outputs).rstrip("\n"))
-    dbnvar, dbnvar_inv, ex2, dlogits, dW2, dlogits_fixed, dW2_fixed, dlogits_after, dh_changed = lines
+    dbnvar, dbnvar_inv, dC, ex2, dlogits, dW2, dlogits_fixed, dW2_fixed, dlogits_after, dh_changed = lines
+    # The thirty-sixth student trial's: "WRONG ... your dC is all zeros", where the grader gives the cell full marks
+    assert dC == ("dC             | not checked: this cell is right as the grader runs it, but it stopped with an "
+                  "error when it last ran (NameError: name 'demb' is not defined), after it assigned dC: your dC is "
+                  "what it left half made; run it again, then this check"), dC
     assert "WRONG" in dbnvar, dbnvar
     assert "WRONG" not in dbnvar_inv and "dbnvar's cell (a typo for dbnvar?) assigned dbnvar_inv after it ran; " \
            "re-run this cell" in dbnvar_inv, dbnvar_inv
@@ -2649,6 +2656,23 @@ def trial23_an_answer_in_a_new_cell_below_its_blank_cell(kernel):
     assert right(kernel.check("dh"))
 
 
+def trial36_a_cell_that_stopped_after_binding_its_answer_is_not_called_wrong(kernel):
+    """The thirty-sixth student trial: dC's right cell run before demb's binds dC to zeros on its first line and
+    stops on the second; with demb run, its check said "WRONG ... your dC is all zeros", where the grader gives the
+    cell full marks (without cell ids: the nbclient test above)."""
+    answered(kernel, EX1[:24])
+    kernel.run("scratch", "del demb\n")
+    code = "dC = torch.zeros_like(C)\ndC.index_add_(0, Xb.view(-1), demb.view(-1, emb.shape[2]))\n"
+    assert kernel.run("dC", code)[2] == "NameError"
+    kernel.run("demb")
+    line = kernel.check("dC")
+    assert line == ("dC             | not checked: this cell is right as the grader runs it, but it stopped with an "
+                    "error when it last ran (NameError: name 'demb' is not defined), after it assigned dC: your dC is "
+                    "what it left half made; run it again, then this check"), line
+    kernel.run("dC", code)
+    assert right(kernel.check("dC"))
+
+
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
@@ -2691,7 +2715,8 @@ def test_scripted_student_sessions(tmp_path):
                         trial22_a_second_notebook_on_the_kernel_and_a_deletion_beside_a_none,
                         trial23_torchs_global_state_changed_by_a_scratch_cell,
                         trial23_a_cd_in_a_scratch_cell_keeps_the_notebooks_folder,
-                        trial23_an_answer_in_a_new_cell_below_its_blank_cell):
+                        trial23_an_answer_in_a_new_cell_below_its_blank_cell,
+                        trial36_a_cell_that_stopped_after_binding_its_answer_is_not_called_wrong):
             session(kernel)
     finally:
         kernel.close()

@@ -523,6 +523,9 @@ _BATCH: dict[str, tuple[torch.Tensor, int]] = {}
 
 # The execution counts of the cells stopped by Kernel > Interrupt: a cell that slow fails the grader's time limit.
 _INTERRUPTED: set[int] = set()
+# A cell's id (or else its execution count) -> the error its last run stopped with: a cell that binds its answer
+# on its first line and stops on a later one leaves a value half made, which its code as the grader runs it is not.
+_RAISED: dict[str | int, str] = {}
 
 
 def _remember_batch(namespace: dict, source: str) -> None:
@@ -1154,6 +1157,11 @@ def _after(result) -> None:
         _RAN_AT[cell_id or result.execution_count] = time.time()
         if isinstance(result.error_in_exec, KeyboardInterrupt) and isinstance(result.execution_count, int):
             _INTERRUPTED.add(result.execution_count)
+        error = result.error_in_exec
+        if error is None:
+            _RAISED.pop(cell_id or result.execution_count, None)
+        elif not isinstance(error, KeyboardInterrupt):
+            _RAISED[cell_id or result.execution_count] = f"{type(error).__name__}: {str(error)[:120]}"
         _bound(get_ipython().user_ns, result.info.raw_cell, result.execution_count, cell_id)
         _remember(get_ipython().user_ns, result.info.raw_cell, result.execution_count, cell_id)
         _remember_batch(get_ipython().user_ns, result.info.raw_cell)
@@ -1690,6 +1698,9 @@ class SelfCheck:
             self._forward_changed(answer) if answer is not None else None
         if stale:
             return f"{label} {stale}"
+        stopped = self._stopped_half_way(answer) if answer is not None and answer.kind != FUNCTION else None
+        if stopped:
+            return f"{label} {stopped}"
         status = self._shape_slip() if comparison.status == Match.SQUEEZABLE else "WRONG"
         named = None
         case = self.notebook_case() if answer is not None and answer.kind != FUNCTION else None
@@ -1726,6 +1737,21 @@ class SelfCheck:
                     f"cell alone: write it there (not in {other.grade_id}'s cell), run it, then this check")
         return (f"not run yet: this cell has not run since the kernel started; your {answer.variable} is the "
                 f"value {other.grade_id}'s cell (exercise {other.part}) assigned: run this cell, then this check")
+
+    def _stopped_half_way(self, answer: Answer) -> str | None:
+        """A cell right as the grader runs it whose last run stopped with an error after binding the answer
+        (`dC = torch.zeros_like(C)`, then a line reading demb before its cell ran): the value is what it left half
+        made (a student trial's "WRONG ... your dC is all zeros" over a cell the grader gives full marks)."""
+        if self.source(answer) is None:
+            return None
+        located = self.located(answer)
+        key = answer.cell_id if answer.cell_id in _CELLS else located[1] if located is not None else None
+        error = _RAISED.get(key) if key is not None else None
+        if error is None:
+            return None
+        return (f"not checked: this cell is right as the grader runs it, but it stopped with an error when it last ran "
+                f"({error}), after it assigned {answer.variable}: your {answer.variable} is what it left half made; "
+                "run it again, then this check")
 
     def _stale_returned(self, answer: Answer) -> str | None:
         """A function right as the grader runs it whose gradients here are not right: they were returned by
