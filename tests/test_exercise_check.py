@@ -522,3 +522,25 @@ def test_a_gallery_exercise_by_name_makes_its_own_course(tmp_path):
     result = CliRunner().invoke(main, ["course", "init", str(tmp_path / "course"), *dry_run._course_args("attention")])
     assert result.exit_code == 0, result.output
     assert course_config.load(tmp_path / "course" / "course.yml").exercise.name == "attention"
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    # an instructor trial's padding mask filled with -inf: a row masked whole is NaN in autograd's own run
+    (("fused={},", "fused={}, backward=True, learning_rate=10,"),
+     "the training check's own run, with autograd's gradients at learning rate 10, is not finite"),
+    (("Y = randn(n, hidden)", "Y = randn(n, hidden).log()"), "the loss 'loss' is nan at Sizes("),
+])
+def test_a_loss_or_training_run_that_is_not_finite_is_one_line(tmp_path, change, says):
+    """The trial's course was built without a word, its solved notebook lost the training check, the self-check
+    told a right function "nan times autograd's", and `exercise check` crashed with a KeyError saying so."""
+    path = tmp_path / "short.py"
+    path.write_text(SHORT.replace("FUSED", "{}").replace(*change), encoding="utf-8")
+    code, out = check(path)
+    assert code == 1 and out.count("\n") == 1 and says in out, out
+
+
+def test_a_problem_on_the_training_check_names_the_lines_it_trains_not_a_key_error():
+    """The trial's `exercise check` crashed (KeyError: 'ex2_training') while saying the solved notebook lost it."""
+    exercise = ex.load(f"{TINY}:EXERCISE")
+    assert dry_run._line(exercise, exercise.training.grade_id) == \
+        "`loss = ((z - Y) ** 2).sum() / n` and the lines before it"

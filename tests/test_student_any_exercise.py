@@ -76,6 +76,13 @@ def test_training_runs_the_exercises_network_with_the_students_function(capsys):
     assert last > first and rose.rstrip().endswith("over so few the loss may rise; the steps are right)"), rose
     check.training(fit(RIGHT_FIT.replace("'b': dh.sum(0)", "'b': 3 * dh.sum(0)")), params, batches, lr=0.1)
     assert "WRONG: diverges from autograd at step 2" in capsys.readouterr().out
+    # An instructor trial's batches made autograd's own run NaN: a right function was "nan times autograd's"
+    nan = [(X, Y * float("nan")) for X, Y in batches]
+    check.training(fit(RIGHT_FIT), params, nan, lr=0.1)
+    said = capsys.readouterr().out.strip()
+    assert said.startswith("training       | not checked: the training check's own run, with autograd's gradients at "
+                           "learning rate 0.1, is not finite (its loss is nan at step 1)") and \
+        said.endswith("; tell your instructor"), said
     blank = "def backward(params, cache, X, Y):\n    return {'E': None, 'W': None, 'b': None}\n"
     check.training(fit(blank), params, batches, lr=0.1)
     assert capsys.readouterr().out.strip() == "training       | not attempted yet"

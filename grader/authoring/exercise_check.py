@@ -21,7 +21,7 @@ import torch
 from grader import derive
 from grader import exercise as ex
 from grader.authoring import skeleton
-from grader.course import Tolerance
+from grader.course import Tolerance, TrainingCheck
 from grader.judge import configs, exam
 from grader.judge.compare import compare
 from grader.sandbox import static_check
@@ -156,6 +156,16 @@ def check(spec: str) -> Iterator[str]:
                              + (where or f"{type(exc).__name__}: {exc}")) from None
         if values[net.loss].dim() != 0:
             raise CheckError(f"the loss {net.loss!r} has shape {tuple(values[net.loss].shape)}: it must be a scalar")
+        if not bool(torch.isfinite(values[net.loss])):  # no gradient to grade against
+            raise CheckError(f"the loss {net.loss!r} is {values[net.loss].item()} at {config.sizes}: make it finite "
+                             "for every batch the data lines draw (a row masked whole with -inf gives NaN, a log of 0 "
+                             "gives inf)")
+    if exercise.training is not None:  # a run autograd itself cannot make finite fails every student's check
+        lr = exercise.settings.get("learning_rate", TrainingCheck.learning_rate)
+        try:
+            exam.prepare_training(configs.training_config(spec, "exercise check"), TrainingCheck.trajectory_steps, lr)
+        except exam.TrainingNotFinite as exc:
+            raise CheckError(str(exc)) from None
     yield "hidden configurations (from a trial salt): " + "; ".join(str(c.sizes) for c in drawn[:-1])
     try:
         found = skeleton.derived(exercise)

@@ -127,8 +127,28 @@ def _training_data(exercise: Exercise, sizes, g: torch.Generator, steps: int) ->
     return {k: torch.stack([batch[k] for batch in drawn]) for k in exercise.network.data}
 
 
+class TrainingNotFinite(RuntimeError):
+    """The training check's own run, with autograd's gradients, is not finite: no student's run can match it, so
+    the exercise is at fault (a batch whose loss is NaN, a rate that diverges), never a student."""
+
+
+def not_finite(losses: torch.Tensor, final: dict[str, torch.Tensor], lr: float) -> str | None:
+    """Why autograd's own training run cannot be a reference, in words for the instructor; None when it can."""
+    bad = (~torch.isfinite(losses)).nonzero().flatten().tolist()
+    stuck = [name for name, value in final.items() if not bool(torch.isfinite(value).all())]
+    if not bad and not stuck:
+        return None
+    where = f"its loss is {losses[bad[0]].item()} at step {bad[0] + 1}" if bad else \
+        f"the final {', '.join(stuck)} holds NaN or inf"
+    return (f"the training check's own run, with autograd's gradients at learning rate {lr:g}, is not finite "
+            f"({where}): make every training batch's loss finite (a row masked whole with -inf gives NaN, a log of 0 "
+            "gives inf), or lower the learning rate (the exercise's learning_rate=, course.yml's "
+            "training.learning_rate)")
+
+
 def prepare_training(config: Config, steps: int, lr: float) -> Training | None:
-    """None for an exercise with no whole-run check."""
+    """None for an exercise with no whole-run check; TrainingNotFinite where autograd's own run is no reference
+    (every student would lose the check, the self-check would call right gradients "nan times autograd's")."""
     exercise = load(config.exercise)
     if exercise.training is None:
         return None
@@ -137,6 +157,9 @@ def prepare_training(config: Config, steps: int, lr: float) -> Training | None:
     params = exercise.init(config.sizes, g, torch.float64, **config.init_options)
     data = _training_data(exercise, config.sizes, g, steps)
     losses, current, seconds = autograd_steps(network, params, steps_of(data), lr)
+    why = not_finite(losses, current, lr)
+    if why is not None:
+        raise TrainingNotFinite(f"{why} (on the configuration {config.sizes})")
     return Training(config, params, data, lr, losses, current, seconds)
 
 

@@ -55,9 +55,11 @@ from grader.judge.diagnose import name as name_mistake
 from grader.judge.exam import (
     CHAIN,
     LOCAL,
+    TrainingNotFinite,
     autograd_steps,
     case_of,
     checks,
+    not_finite,
     prepare,
     prepare_training,
     steps_of,
@@ -2602,6 +2604,9 @@ class SelfCheck:
         mine, final = ran
         changes = sorted(self._changes_given)
         losses, expected, _ = autograd_steps(network, start, steps, lr)
+        broken = not_finite(losses, expected, lr)
+        if broken:  # no run can match it: the exercise's fault, not the student's (an instructor trial's -inf mask)
+            return f"not checked: {broken}; tell your instructor"
         differs = self._differs(mine, final, losses, expected, lr)
         if differs:
             return f"WRONG: {differs}{self._first_wrong_gradient(function, start, steps, lr)}"
@@ -2729,7 +2734,10 @@ class SelfCheck:
             return None
         # Trained on a configuration drawn as the grader draws its own (every size above the lecture's), so that the
         # two agree on a size hard-coded in the function
-        training = prepare_training(training_config(self.spec, SALT), steps, lr)
+        try:
+            training = prepare_training(training_config(self.spec, SALT), steps, lr)
+        except TrainingNotFinite:  # the grader stops on it, as the instructor's to mend: no student's verdict
+            return None
         ran = self._steps(ns[function.name], dict(training.params), steps_of(training.data), lr)
         failed = ran.removeprefix("WRONG: ") if isinstance(ran, str) else \
             self._differs(ran[0], ran[1], training.losses, training.final, lr)
