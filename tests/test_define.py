@@ -276,23 +276,34 @@ def test_a_forward_line_torch_refuses_is_named_with_its_fix():
     assert said.endswith("; torch.maximum takes two tensors: write x.clamp(min=0) for a ReLU")
 
 
-def test_a_forward_line_failing_on_float32_data_names_the_data_line_to_change():
+def test_float32_data_is_drawn_in_float64_so_no_forward_line_meets_both():
     """An instructor trial's targets `randint(2, (n, 1)) * 1.0` (torch's default float32) met float64 in
-    F.binary_cross_entropy: the error named neither the data nor the fix."""
+    F.binary_cross_entropy, and the error named neither the data nor the fix: they are now float64, as every
+    float the exercise draws is."""
     value = tiny(data=DATA.replace("Y = randn(n, hidden)", "Y = randint(2, (n, hidden)) * 1.0"),
                  forward=FORWARD.replace("loss = ((z - Y) ** 2).sum() / n",
                                          "p = torch.sigmoid(z)\nloss = F.binary_cross_entropy(p, Y)"))
     generator = torch.Generator().manual_seed(0)
     params = value.init(value.lecture, generator, torch.float64)
-    said = value.network.failing_line(params, value.batch(value.lecture, generator))
-    assert said.startswith("line `loss = F.binary_cross_entropy(p, Y)` fails: RuntimeError: "), said
-    assert said.endswith("; Y is float32 where the rest is float64: write .double() on its line"), said
+    batch = value.batch(value.lecture, generator)
+    assert batch["Y"].dtype == torch.float64 and value.network.failing_line(params, batch) == ""
 
 
 def test_a_data_line_may_compare_a_tensor_with_a_number():
     """`M = rand(n, m) < 0.5` failed with KeyError: '__import__' (torch imports a module of its own there)."""
     value = tiny(data=DATA + "M = rand(n, hidden) < 0.5\n", forward=FORWARD.replace("z = a + h", "z = a + h * M"))
     assert value.batch(value.lecture, torch.Generator().manual_seed(0))["M"].dtype == torch.bool
+
+
+def test_a_float32_data_line_is_drawn_in_float64_and_its_fused_block_derives():
+    """An instructor trial's labels, `(rand(n, 1) < 0.5) * 1.0`, are torch's default float32: a fused block over
+    them stopped exercise check and course init with "Float did not match Double"."""
+    bce = "p = torch.sigmoid(z)\nloss = -(Y * p.log() + (1 - Y) * (1 - p).log()).mean()"
+    value = tiny(data="X = randint(vocab, (n,))\nY = (rand(n, hidden) < 0.5) * 1.0\n",
+                 forward=FORWARD.replace("loss = ((z - Y) ** 2).sum() / n", bce), fused={"dz": "loss"})
+    assert value.batch(value.lecture, torch.Generator().manual_seed(0))["Y"].dtype == torch.float64
+    closed = derive.closed_forms(value)["ex2_dz"]
+    assert not isinstance(closed, str) and "binary cross-entropy" in closed.what, closed
 
 
 def test_the_notebooks_call_of_a_whole_backward_gives_what_its_signature_takes():

@@ -118,6 +118,10 @@ def _evaluate(pairs, sizes, generator, dtype, what: str, scale: Mapping[str, flo
             raise DefinitionError(f"{what}: `{name} = {code}` is a {type(values[name]).__name__}, not a tensor: a "
                                   f"number the forward lines read is a size (sizes={{\"{name}\": ...}}, a float for "
                                   "a hyperparameter such as reg)")
+        if values[name].is_floating_point() and values[name].dtype != dtype:
+            # `(rand(n, 1) < 0.5) * 1.0` is torch's default float32, whatever the draws' dtype: a float32 tensor
+            # beside float64 ones stopped the derivation's checks with "Float did not match Double" (a trial's labels)
+            values[name] = values[name].to(dtype)
         if scale and name in scale:
             values[name] = values[name] * scale[name]
     return values
