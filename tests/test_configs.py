@@ -254,6 +254,33 @@ EXERCISE = exercise(
         assert len({tuple(s.items()) for s in drawn}) == 4, (salt, drawn)
 
 
+NARROW_CLASSES = '''from grader.authoring.define import exercise
+
+EXERCISE = exercise(
+    name="pool", title="attention pooling", sizes={"B": (8, (4, 14)), "T": (6, (3, 10)), "D": (5, (3, 9)),
+                                                 "C": (4, (2, 7))},
+    parameters="q = randn(D, 1)\\nW = randn(D, C)",
+    data="X = randn(B, T, D)\\nY = randint(C, (B,))",
+    forward="""
+        s = F.softmax((X @ q).squeeze(2), 1)
+        pooled = (s.unsqueeze(2) * X).sum(1)
+        loss = F.cross_entropy(pooled @ W, Y)
+    """,
+)
+'''
+
+
+def test_a_side_held_only_by_other_sizes_lecture_values_is_drawn_too(tmp_path):
+    """An instructor trial's classes, 4 in 2..6 beside sizes of 5, 6 and 8 in the notebook: every value above 4 was
+    another size's lecture value, so C was 2 or 3 in every configuration and `dlogits[:, :4]` scored full."""
+    path = tmp_path / "pool.py"
+    path.write_text(NARROW_CLASSES)
+    for salt in (*SALTS, "exercise check", *(f"salt {i}" for i in range(20))):
+        drawn = [c.sizes for c in generate(f"{path}:EXERCISE", salt, 4) if c.scored]
+        for key, lecture in (("B", 8), ("T", 6), ("D", 5), ("C", 4)):
+            assert {getattr(s, key) > lecture for s in drawn} == {True, False}, (salt, key, drawn)
+
+
 @pytest.mark.parametrize("spec", ["makemore-mlp", "wavenet", "attention", "rnn", "makemore-mlp/gelu-layernorm"])
 def test_every_size_is_drawn_above_and_below_its_lecture_value_somewhere(spec):
     """A size hard-coded to the lecture's fails only on a draw on the right side of it (a slice `[:32]` of a

@@ -45,20 +45,26 @@ def _rng(salt: str, label: str) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def _sides(exercise: Exercise) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+def _sides(exercise: Exercise, spare: bool = True) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
     """Each ranged size's drawable values below its lecture value and above it, where its range has both.
 
     A size hard-coded to the lecture's fails only where the drawn size is on the right side of it: a slice
     `[:32]` of a batch of 21 takes every row and is right, of a batch of 35 drops three. Drawn independently,
     four configurations (or the self-check's three) could all fall below, and the grader and the self-check
     disagree on that answer; so the last configuration takes whichever side the others missed.
+
+    With `spare`, a side holds no other size's lecture value unless those are all it has (an instructor trial's
+    classes, 4 in 2..6 beside sizes of 5 and 6 in the notebook, were 2 or 3 in every configuration, so `[:, :4]`
+    scored full); without, every value but the size's own lecture value.
     """
     lecture = set(exercise.lecture.values())
     found = {}
     for key, (low, high) in exercise.ranges.items():
-        drawable = [v for v in range(low, high) if v not in lecture]
-        below = tuple(v for v in drawable if v < exercise.lecture[key])
-        above = tuple(v for v in drawable if v > exercise.lecture[key])
+        own = exercise.lecture[key]
+        values = [v for v in range(low, high) if v != own]
+        kept = [v for v in values if v not in lecture] if spare else values
+        below = tuple(v for v in kept if v < own) or tuple(v for v in values if v < own)
+        above = tuple(v for v in kept if v > own) or tuple(v for v in values if v > own)
         if below and above:
             found[key] = (below, above)
     return found
@@ -76,18 +82,25 @@ def _drawn(exercise: Exercise, rng: random.Random, index: int, count: int,
     `above`, every size above it where its range holds one."""
     lecture = set(exercise.lecture.values())
     constants = {k: v for k, v in exercise.lecture.items() if k not in exercise.ranges}
-    forced = {key: higher for key, (_, higher) in _sides(exercise).items()} if above else {}
+    sides = {True: _sides(exercise), False: _sides(exercise, spare=False)}
+    side = dict.fromkeys(sides[True], 1) if above else {}  # size -> 0 below its lecture value, 1 above
     if index == count - 1 and earlier:
-        for key, (below, above) in _sides(exercise).items():
+        for key in sides[True]:
             taken = {getattr(s, key) > exercise.lecture[key] for s in earlier}
             if len(taken) == 1:
-                forced[key] = below if taken == {True} else above
+                side[key] = 0 if taken == {True} else 1
+    third = MAX_DRAWS // 3
     for attempt in range(MAX_DRAWS):
-        keep = attempt < MAX_DRAWS // 2
-        picked = {k: rng.choice(forced[k]) if keep and k in forced else rng.randrange(*bounds)
+        keep = attempt < 2 * third  # the sides forced: first as drawn, then (narrow ranges whose forced sides
+        # leave another size only lecture values: an instructor trial's) with any size's lecture value but its own
+        loose = third <= attempt < 2 * third
+        forced = {k: sides[not loose][k][at] for k, at in side.items()} if keep else {}
+        picked = {k: rng.choice(forced[k]) if k in forced else rng.randrange(*bounds)
                   for k, bounds in exercise.ranges.items()}
         values = list(picked.values())
-        if len(set(values)) < len(values) or lecture.intersection(values):
+        if len(set(values)) < len(values) or any(
+                v in lecture and not (keep and v in forced.get(k, ())) and not (loose and v != exercise.lecture[k])
+                for k, v in picked.items()):
             continue
         if keep and Sizes(**picked, **constants) in earlier:
             continue
