@@ -544,3 +544,14 @@ def test_a_problem_on_the_training_check_names_the_lines_it_trains_not_a_key_err
     exercise = ex.load(f"{TINY}:EXERCISE")
     assert dry_run._line(exercise, exercise.training.grade_id) == \
         "`loss = ((z - Y) ** 2).sum() / n` and the lines before it"
+
+
+def test_a_size_drawn_on_one_side_of_its_notebook_value_only_is_noted(tmp_path):
+    """A range that ends at the notebook's value draws the size below it only: a slice to it is never caught."""
+    path = tmp_path / "short.py"
+    path.write_text(SHORT.replace("FUSED", "{}").replace('"hidden": (4, (2, 10))', '"hidden": (4, (2, 5))'),
+                    encoding="utf-8")
+    code, out = check(path)
+    assert code == 0 and "note: hidden is never drawn above its notebook value 4 (its range is 2..4): an answer " \
+        "that slices to 4 ([:4]) takes every entry everywhere and is never caught: widen the range past 4" in out, out
+    assert "never drawn above" not in check(TINY)[1]

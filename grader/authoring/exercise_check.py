@@ -138,6 +138,11 @@ def check(spec: str) -> Iterator[str]:
     training = f", training check {exercise.training.grade_id}" if exercise.training else ""
     yield (f"answers: {kinds.count(ex.ATOMIC)} atomic, {kinds.count(ex.FUSED)} fused, "
            f"{kinds.count(ex.FUNCTION)} from functions{training}")
+    for key in configs.never_above(exercise):
+        low, high, value = *exercise.ranges[key], exercise.lecture[key]
+        yield (f"note: {key} is never drawn above its notebook value {value} (its range is {low}..{high - 1}): an "
+               f"answer that slices to {value} ([:{value}]) takes every entry everywhere and is never caught: widen "
+               f"the range past {value}")
     yield from _single_line_blocks(exercise)
     try:
         drawn = configs.generate(spec, "exercise check", TRIAL_CONFIGURATIONS)

@@ -70,6 +70,12 @@ def _sides(exercise: Exercise, spare: bool = True) -> dict[str, tuple[tuple[int,
     return found
 
 
+def never_above(exercise: Exercise) -> list[str]:
+    """The ranged sizes never drawn above their lecture value (the range ends there): a slice to the lecture
+    value takes every entry of every configuration, and is never caught."""
+    return [key for key, (_, high) in exercise.ranges.items() if high <= exercise.lecture[key] + 1]
+
+
 def _drawn(exercise: Exercise, rng: random.Random, index: int, count: int,
            earlier: list[Sizes], above: bool = False) -> tuple[Sizes, dict]:
     """Sizes all different from one another and from every lecture size, that the exercise accepts for
