@@ -231,6 +231,12 @@ def test_a_fused_cells_own_slips_are_named(grade_id, code, sentence):
     assert said("tanh-batchnorm", grade_id, code) == sentence
 
 
+def test_a_bias_gradient_never_summed_is_not_told_as_a_sum_over_a_dimension_of_one():
+    """An instructor trial's `db_out = dpred` of a (N, 1) prediction: "sums over the wrong dimension (1)", which the
+    student never wrote; a sum over a dimension of one is the gradient itself. The shape hints say what it is."""
+    assert said("tests/exercises/linear_regression.py:EXERCISE", "db", "db = dpred\n") is None
+
+
 def test_a_name_the_code_reads_is_not_said_where_the_values_deny_it():
     code = "dcounts_sum = (-counts_sum**-2) * dprobs.sum(1, keepdim=True)"
     assert "reads" not in (said("tanh-batchnorm", "dcounts_sum", code, read=True) or "")

@@ -368,6 +368,8 @@ def _reductions(case: Case, answer: Answer, want, up) -> list[Candidate]:
         averaged = spread.mean(dims, keepdim=True).reshape(want.shape)
         out.append(Candidate(f"mean:{step}", Broadcast.averaged(answer.source), averaged))
         for dim in range(spread.dim()):
+            if spread.shape[dim] == 1:  # a sum over a dimension of one is no sum: the gradient itself, unsummed
+                continue  # (an instructor trial's `db = dpred` of a (N, 1) output was "sums over dimension 1")
             for keep in (True, False):
                 summed = spread.sum(dim, keepdim=keep)
                 if summed.shape == want.shape or summed.numel() == want.numel():
