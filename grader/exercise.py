@@ -278,16 +278,24 @@ class Network:
     @property
     def unit_gradients(self) -> frozenset[str]:
         """The steps whose gradient is identically 1: the loss, and each term of a sum a step with that
-        gradient is (`loss = data_loss + reg_loss`) when nothing else reads the term. An upstream gradient
-        of 1 is never randomised: a textbook answer leaves it out (`dW2 = h1.T @ dscores + reg * W2`)."""
-        unit = {self.loss}
+        gradient is (`loss = data_loss + reg_loss`) when nothing else reads the term."""
+        return frozenset(k for k, v in self.constant_gradients.items() if v == 1)
+
+    @property
+    def constant_gradients(self) -> dict[str, float]:
+        """The steps whose gradient is a number fixed by the forward lines alone: the loss (1), and each term of
+        a weighted sum a step with such a gradient is, when nothing else reads the term (`loss = 0.5 * (ab +
+        ba)` gives each 0.5). Never randomised: a textbook answer writes the number, or leaves a 1 out
+        (`dW2 = h1.T @ dscores + reg * W2`; an instructor trial's `0.5 * (softmax - one_hot) / n`)."""
+        constant = {self.loss: 1.0}
         for step in reversed(self.steps):
-            if step.name not in unit:
+            if step.name not in constant:
                 continue
-            terms = _sum_terms(syntax.parse(step.code, mode="eval").body)
-            if terms is not None and len(set(terms)) == len(terms):
-                unit |= {t for t in terms if t in self.step and self.consumers(t) == (step.name,)}
-        return frozenset(unit)
+            terms = _linear_terms(syntax.parse(step.code, mode="eval").body)
+            for term, weight in (terms or {}).items():
+                if term in self.step and self.consumers(term) == (step.name,):
+                    constant[term] = constant[step.name] * weight
+        return constant
 
     def descendants(self, *names: str) -> tuple[str, ...]:
         """The steps that read any of `names`, directly or through other steps, in the forward's order:
@@ -676,21 +684,48 @@ class Exercise:
         return [a.grade_id for a in self.answers if a.kind == ATOMIC or a.local_upstream]
 
 
-def _sum_terms(node: ast.expr) -> list[str] | None:
-    """The names `a + b + c` adds, or None when the expression is not a sum of plain names."""
+def _linear_terms(node: ast.expr) -> dict[str, float] | None:
+    """The names a weighted sum of plain names adds, each with its number (`0.5 * (a + b) - c / 4`), or None
+    when the expression is not one, or names one twice."""
     if isinstance(node, ast.Name):
-        return [node.id]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _sum_terms(node.left), _sum_terms(node.right)
-        return None if left is None or right is None else left + right
+        return {node.id: 1.0}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _linear_terms(node.operand)
+        return None if inner is None else {k: -v for k, v in inner.items()}
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        left, right = _linear_terms(node.left), _linear_terms(node.right)
+        if left is None or right is None or set(left) & set(right):
+            return None
+        sign = 1.0 if isinstance(node.op, ast.Add) else -1.0
+        return {**left, **{k: sign * v for k, v in right.items()}}
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div):
+        number = _number(node.right)
+        if number is not None and number != 0:
+            inner = _linear_terms(node.left)
+            factor = number if isinstance(node.op, ast.Mult) else 1 / number
+        elif isinstance(node.op, ast.Mult) and (number := _number(node.left)) is not None:
+            inner, factor = _linear_terms(node.right), number
+        else:
+            return None
+        return None if inner is None else {k: factor * v for k, v in inner.items()}
+    return None
+
+
+def _number(node: ast.expr) -> float | None:
+    """A literal number (`0.5`, `-2`), else None: a size or a name is no fixed weight."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _number(node.operand)
+        return None if value is None else -value
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        return float(node.value)
     return None
 
 
 def atomic_answers(network: Network, order: tuple[str, ...], part: int) -> tuple[Answer, ...]:
     """Atomic answers in notebook order: each reads every gradient before it, and its LOCAL check
-    randomises the gradients of the steps that read its tensor directly, but for those identically 1."""
+    randomises the gradients of the steps that read its tensor directly, but for those a fixed number."""
     answers = []
-    unit = network.unit_gradients
+    unit = network.constant_gradients
     for index, grade_id in enumerate(order):
         source = grade_id[1:]
         local = tuple("d" + c for c in network.consumers(source) if c not in unit)

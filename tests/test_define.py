@@ -351,3 +351,15 @@ def test_a_size_no_forward_line_reads_is_shown_as_a_shape_the_notebook_has():
     assert "Drawn at the lecture's sizes (n = 8, E.shape[0] = 5, E.shape[1] = 3, Y.shape[1] = 4)" in \
         " ".join(skeleton.prose(value).split())
     assert tiny(mistakes=ex.Mistakes(shown=SHOWN)).mistakes.show("vocab") == "vocab_size"
+
+
+def test_a_loss_terms_fixed_weight_is_never_randomised():
+    """An instructor trial's symmetric InfoNCE, `loss = 0.5 * (loss_ab + loss_ba)`: `dsim_t = 0.5 * (softmax -
+    one_hot) / n`, as textbooks write it, got half credit, its 0.5 checked as a random upstream gradient."""
+    value = tiny(forward=FORWARD.replace("loss = ((z - Y) ** 2).sum() / n",
+                                         "fit = ((z - Y) ** 2).sum() / n\nsize = (z * z).mean()\n"
+                                         "loss = 0.5 * (fit - size / 4)"))
+    assert value.network.constant_gradients == {"loss": 1.0, "fit": 0.5, "size": -0.125}
+    assert value.network.unit_gradients == {"loss"}
+    assert value.by_grade_id["dz"].local_upstream == (), "both of z's readers have fixed gradients"
+    assert value.by_grade_id["da"].local_upstream == ("dz",)

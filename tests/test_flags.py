@@ -102,7 +102,7 @@ def test_a_named_slip_right_on_the_chain_is_said_before_any_guess():
     chain = ItemResult(PASSED, Match.APPROXIMATE)
     local = ItemResult(WRONG, Match.WRONG, "with random upstream gradients (a check of this one backward step): "
                        "dlogit_maxes: wrong values; your dlogit_maxes has its sign flipped",
-                       mistake="your dlogit_maxes has its sign flipped")
+                       mistake="your dlogit_maxes has its sign flipped", named=True)
     test = scoring._one("dlogit_maxes", 1.0, chain, local, COURSE.policy)
     assert test.score == COURSE.policy.chain_only_credit
     assert test.output.index("your dlogit_maxes has its sign flipped") < test.output.index("Partial credit")
@@ -110,6 +110,14 @@ def test_a_named_slip_right_on_the_chain_is_said_before_any_guess():
     unnamed = scoring._one("db1", 1.0, chain, ItemResult(WRONG, Match.WRONG, "wrong values"), COURSE.policy,
                            ("dbnraw",))
     assert "it skips dbnraw" in unnamed.output and "autograd" not in unnamed.output, unnamed.output
+    # Hints are no name: an instructor trial's chain-only answer was told "right in 11 of 256 entries, wrong in
+    # 245 ... where the slip does not show", and not what it skips
+    hinted = scoring._one("dsim_t", 1.0, chain, ItemResult(WRONG, Match.WRONG, "dsim_t: wrong values; right in 11 of "
+                                                           "256 entries, wrong in 245",
+                                                           mistake="right in 11 of 256 entries, wrong in 245"),
+                          COURSE.policy, ("dloss_ba",))
+    assert hinted.output.startswith("right value for this loss, but not this step of the chain rule: it skips "
+                                    "dloss_ba") and "does not show" not in hinted.output, hinted.output
 
 
 def test_a_notebook_none_of_whose_answers_ran_is_not_graded_in_the_table():

@@ -418,7 +418,7 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
             raise DefinitionError(f"fused: {gradient} is no gradient of the exercise (they are {', '.join(atomic)})")
         block = () if sink == network.loss else \
             (f"d{sink}", *(f"d{c}" for c in network.outside_readers(gradient[1:], sink) if c != network.loss))
-        local = tuple(g for g in block if g[1:] not in network.unit_gradients)  # a gradient of 1 is never randomised
+        local = tuple(g for g in block if g[1:] not in network.constant_gradients)  # a fixed number: never randomised
         answers.append(ex.Answer(f"ex{part}_{gradient}", gradient, gradient[1:], ex.FUSED, part, block, local,
                                  sink=None if sink == network.loss else sink, title=block_title))
     part = backward_part or len(fused or {}) + 2

@@ -165,12 +165,6 @@ def check(spec: str) -> Iterator[str]:
             raise CheckError(f"the loss {net.loss!r} is {values[net.loss].item()} at {config.sizes}: make it finite "
                              "for every batch the data lines draw (a row masked whole with -inf gives NaN, a log of 0 "
                              "gives inf)")
-    if exercise.training is not None:  # a run autograd itself cannot make finite fails every student's check
-        lr = exercise.settings.get("learning_rate", TrainingCheck.learning_rate)
-        try:
-            exam.prepare_training(configs.training_config(spec, "exercise check"), TrainingCheck.trajectory_steps, lr)
-        except exam.TrainingNotFinite as exc:
-            raise CheckError(str(exc)) from None
     yield "hidden configurations (from a trial salt): " + "; ".join(str(c.sizes) for c in drawn[:-1])
     try:
         found = skeleton.derived(exercise)
@@ -185,6 +179,12 @@ def check(spec: str) -> Iterator[str]:
                for cell_id, source in cells.items() if (r := static_check.check(source)) is not None]
     if refused:  # the rule table emits a call no answer cell may make: the solved notebook itself would lose it
         raise CheckError("\n".join(refused))
+    if exercise.training is not None:  # a run autograd itself cannot make finite fails every student's check
+        lr = exercise.settings.get("learning_rate", TrainingCheck.learning_rate)
+        try:
+            exam.prepare_training(configs.training_config(spec, "exercise check"), TrainingCheck.trajectory_steps, lr)
+        except exam.TrainingNotFinite as exc:
+            raise CheckError(str(exc)) from None
     others = [a for a in exercise.answers if a.kind != ex.ATOMIC and a.cell_id in cells]
     yield (f"derived: {len(found.gradients)} reference answers, {len(dict.fromkeys(a.cell_id for a in others))} "
            f"fused and function cells, {slips} mutants from the rule table's slips")

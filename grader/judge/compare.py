@@ -255,6 +255,7 @@ class Failure:
     kind: str  # the comparison's Match (wrong, squeezable, blank) or the outcome's Status (error, timeout, ...)
     feedback: str
     mistake: str = ""  # the named mistake, or the hints, for the class report
+    named: bool = False  # `mistake` names a mistake (not only hints: "right in 11 of 256 entries")
 
 
 def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", *, exercise: Exercise | None = None,
@@ -548,7 +549,7 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
         kind, feedback, mistake = first.kind, first.feedback, first.mistake
         written = _written_and_quoted(code, feedback) if kind == "error" else ""
         feedback += _batch(case, probe, feedback) if public and kind == "error" else ""
-        named = bool(mistake)
+        named = first.named or bool(mistake)
     else:
         kind, mistake, written = first.status, "", ""
         if first.status == Match.WRONG and hints != "none":
@@ -597,4 +598,4 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
         feedback += _configurations(cases, wrong_on, public)
     if check != "chain":
         feedback = "with random upstream gradients (a check of this one backward step): " + feedback
-    return Failure(kind, feedback, mistake)
+    return Failure(kind, feedback, mistake, named)

@@ -75,14 +75,15 @@ def case_of(config: Config, params: dict[str, torch.Tensor], data: dict[str, tor
         gradient: torch.randn(truth[gradient].shape, generator=g, dtype=torch.float64)
         for gradient in ("d" + a.source for a in exercise.answers if a.kind == ATOMIC)
     }
-    # A gradient identically 1 (a term of the loss's sum) stays 1: an answer may leave it out.
-    random_upstream.update({f"d{name}": truth[f"d{name}"] for name in network.unit_gradients
-                            if f"d{name}" in random_upstream})
+    # A gradient that is a fixed number (a term of the loss's weighted sum) stays that number: an answer may write
+    # it, or leave a 1 out.
+    constant = network.constant_gradients
+    random_upstream.update({f"d{name}": truth[f"d{name}"] for name in constant if f"d{name}" in random_upstream})
     local = {}
     for answer in exercise.answers:
         if answer.kind == ATOMIC and answer.local_upstream:
-            upstream = {c: torch.ones_like(values[c]) for c in network.consumers(answer.source)
-                        if c in network.unit_gradients}
+            upstream = {c: torch.full_like(values[c], constant[c]) for c in network.consumers(answer.source)
+                        if c in constant}
             upstream.update({name[1:]: random_upstream[name] for name in answer.local_upstream})
             local[answer.grade_id] = local_vjp(network, values, answer.source, upstream)
         elif answer.kind == FUSED and answer.sink is not None:

@@ -16,8 +16,9 @@ Policy (course.yml `policy`):
   the cell does not compute this step of the chain rule from its own upstream gradients: a hard-coded
   zero (`db1 = torch.zeros_like(b1)`, right only because batch norm removes b1's effect), a path that
   skips an intermediate gradient, or an answer recomputed with autograd. The feedback names the gradients
-  it skipped and guesses at no cause (most are honest slips). An upstream gradient identically 1 (the
-  loss's, a term of its final sum) is never randomised, so leaving it out loses nothing.
+  it skipped and guesses at no cause (most are honest slips). An upstream gradient that is a fixed number (the
+  loss's 1, a term's weight in its final sum) is never randomised, so writing it in or leaving a 1 out loses
+  nothing.
 - Right values in a shape that differs only by size-1 dimensions (the lecture's own batch-norm mean gradient of
   shape (H,) for a (1, H) tensor): `squeezable_shape_credit` of the points, since broadcasting would
   turn it into a wrong-shaped gradient one step later.
@@ -42,6 +43,7 @@ class ItemResult:
     feedback: str = ""
     extra: dict = field(default_factory=dict)  # measurements for the record, kept out of the feedback
     mistake: str = ""
+    named: bool = False  # `mistake` names a mistake, not only where the values are wrong
 
 
 # What a judged answer did that its result records as a flag, whatever it scored (Flag says which of
@@ -134,7 +136,7 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
     local_ok = local is None or local.status == PASSED
     if chain.status == PASSED and local_ok:
         return scored(1.0, Verdict.CORRECT, "; ".join(filter(None, ["correct on every configuration", chain.feedback])))
-    if chain.status == PASSED and local.mistake:  # what is known of the slip, with no guess in front of it
+    if chain.status == PASSED and local.named:  # what is known of the slip, with no guess in front of it
         return scored(policy.chain_only_credit, Verdict.PARTIAL,
                       f"{local.feedback}. Partial credit: right with this loss's own upstream gradients, where "
                       "the slip does not show")

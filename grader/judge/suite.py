@@ -37,11 +37,14 @@ class Wrong(Exception):
     to compare (its Status, "memory", "not-run"); `mistake` names the mistake when the suite recognised it
     (for the class report)."""
 
-    def __init__(self, feedback: str, kind: str = Match.WRONG, mistake: str = ""):
+    def __init__(self, feedback: str, kind: str = Match.WRONG, mistake: str = "", named: bool | None = None):
         super().__init__(feedback)
         self.feedback = feedback
         self.kind = kind
         self.mistake = mistake
+        # Whether `mistake` names one, or is only hints ("right in 11 of 256 entries"): a suite written for an
+        # earlier grader gives none, and its mistakes were names
+        self.named = bool(mistake) if named is None else named
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ class _Plugin:
                 try:
                     note = judge(graded) or Note()
                 except Wrong as wrong:
-                    result = ItemResult(WRONG, wrong.kind, wrong.feedback, mistake=wrong.mistake)
+                    result = ItemResult(WRONG, wrong.kind, wrong.feedback, mistake=wrong.mistake, named=wrong.named)
                 except Exception as exc:
                     result = ItemResult(ERROR, "", f"internal grader error in {request.node.nodeid}: "
                                                    f"{type(exc).__name__}: {exc}")

@@ -146,7 +146,7 @@ def judge(submission, cases: list[Case], course, answer: Answer, check: str, kno
                            not_run=submission.attempt.error or "the cell was not run",
                            code=submission.submission.cells.get(answer.cell_id))
     if failure:
-        raise Wrong(failure.feedback, failure.kind, failure.mistake)
+        raise Wrong(failure.feedback, failure.kind, failure.mistake, failure.named)
 
 
 def judge_training(submission, training, course) -> Note:

@@ -1742,8 +1742,8 @@ class SelfCheck:
 
     def _stopped_half_way(self, answer: Answer) -> str | None:
         """A cell right as the grader runs it whose last run stopped with an error after binding the answer
-        (`dC = torch.zeros_like(C)`, then a line reading demb before its cell ran): the value is what it left half
-        made (a student trial's "WRONG ... your dC is all zeros" over a cell the grader gives full marks)."""
+        (`dx = torch.zeros_like(x)`, then a line reading an answer whose cell has not run): the value is what it
+        left half made (a student trial's "WRONG ... all zeros" over a cell the grader gives full marks)."""
         if self.source(answer) is None:
             return None
         located = self.located(answer)
@@ -2195,7 +2195,7 @@ class SelfCheck:
         if local is not None and self.policy.chain_only_credit < 1:
             # what it skips, as the grader says it, where no mistake of the step is named (the seventeenth trial's
             # closed form pasted into an atomic cell: the grader named what it skips, the line did not)
-            why = local.feedback if local.mistake else \
+            why = local.feedback if local.named else \
                 f"{Chain.skips(' and '.join(answer.local_upstream) or 'its upstream gradients')} {local.feedback}"
             both = sorted(set(answer.local_upstream) & set((_first_uses(source) or ((),))[0]))
             if both:  # two answers in one cell (Merge Cells): the grader gives this one its own cell's, with the true
