@@ -416,6 +416,13 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
         sink, block_title = (block_spec, "") if isinstance(block_spec, str) else block_spec
         if gradient not in atomic:
             raise DefinitionError(f"fused: {gradient} is no gradient of the exercise (they are {', '.join(atomic)})")
+        after = network.descendants(gradient[1:])
+        if sink != network.loss and sink not in after:
+            # an instructor trial's block to `kl`, which x_logits never reaches: it shrank to one step unsaid, and
+            # exercise check failed on 27 self-check lines that never named the block
+            raise DefinitionError(f"fused: {gradient}'s block ends at {sink!r}, which no line from {gradient[1:]} "
+                                  f"reaches: end it at a line computed from {gradient[1:]} ({', '.join(after)}) or at "
+                                  f"the loss ({network.loss})")
         block = () if sink == network.loss else \
             (f"d{sink}", *(f"d{c}" for c in network.outside_readers(gradient[1:], sink) if c != network.loss))
         local = tuple(g for g in block if g[1:] not in network.constant_gradients)  # a fixed number: never randomised
