@@ -136,8 +136,7 @@ EXERCISE = exercise(
 """
 
 
-@pytest.mark.parametrize(("fused", "noted"), [('{"dz": "loss"}', True), ('{"dh": "loss"}', False),
-                                              ('{"da": "z"}', True)])
+@pytest.mark.parametrize(("fused", "noted"), [('{"dz": "loss"}', True), ('{"dh": "loss"}', False)])
 def test_a_fused_block_of_one_line_is_noted_and_a_longer_one_is_not(tmp_path, fused, noted):
     """A block that spans one forward line grades, but asks the atomic question again: the check says so."""
     path = tmp_path / "short.py"
@@ -555,3 +554,13 @@ def test_a_size_drawn_on_one_side_of_its_notebook_value_only_is_noted(tmp_path):
     assert code == 0 and "note: hidden is never drawn above its notebook value 4 (its range is 2..4): an answer " \
         "that slices to 4 ([:4]) takes every entry everywhere and is never caught: widen the range past 4" in out, out
     assert "never drawn above" not in check(TINY)[1]
+
+
+def test_a_fused_block_of_one_line_ending_at_an_intermediate_is_a_problem(tmp_path):
+    """Its cell is the atomic cell's code again: an instructor trial's check failed on 27 self-check lines (a
+    notebook run without cell ids cannot tell the two cells apart), none of which named the block."""
+    path = tmp_path / "short.py"
+    path.write_text(SHORT.replace("FUSED", '{"da": "z"}'), encoding="utf-8")
+    code, out = check(path)
+    assert code == 1 and out.count("\n") == 1 and "ex2_da spans one forward line (z = a + h), so its cell is da's " \
+        "atomic cell again" in out and "end the block at a later tensor or at the loss, or drop it" in out, out

@@ -37,7 +37,10 @@ class CheckError(ValueError):
 def _single_line_blocks(exercise: ex.Exercise) -> Iterator[str]:
     """A note for each fused block that spans one forward line: it is graded, but its answer is that
     line's atomic one, so the exercise asks the same thing twice (an instructor most likely meant a block
-    ending further down)."""
+    ending further down). One that ends at an intermediate whose gradient it reads (not a loss term's 1, which
+    its closed form leaves out) is a problem: its cell is the atomic cell's code again, reading the same name,
+    so a notebook run without cell ids cannot tell the two apart (an instructor trial's check failed on 27
+    self-check lines, none naming the block)."""
     net = exercise.network
     for answer in (a for a in exercise.answers if a.kind == ex.FUSED):
         sink = answer.sink or net.loss
@@ -53,6 +56,11 @@ def _single_line_blocks(exercise: ex.Exercise) -> Iterator[str]:
                 if name in net.step and name not in before:
                     before.add(name)
                     todo.append(name)
+        if reached & before == {sink} and answer.sink is not None and answer.sink not in net.unit_gradients:
+            raise CheckError(f"{answer.grade_id} spans one forward line ({sink} = {net.step[sink].code}), so its cell "
+                             f"is d{answer.source}'s atomic cell again, the same code reading d{sink}, and a notebook "
+                             "run without cell ids (the classic Notebook, nbgrader's own run) cannot tell the two "
+                             "apart: end the block at a later tensor or at the loss, or drop it")
         if reached & before == {sink}:
             yield (f"note: {answer.grade_id} spans one forward line ({sink} = {net.step[sink].code}), so its answer "
                    f"is d{answer.source}'s atomic one again: end the block at a later tensor, or drop it")

@@ -7,7 +7,7 @@ EXERCISE = exercise(
     name="rnn",
     title="A vanilla RNN unrolled over three steps",
     sizes={"n": (32, (8, 40)), "vocab": (27, (7, 40)), "block": 3, "n_embd": (10, (3, 16)),
-           "n_hidden": (64, (6, 48))},
+           "n_hidden": (64, (6, 80))},
     parameters="""
         C = randn(vocab, n_embd)
         Wx = randn(n_embd, n_hidden) / n_embd ** 0.5
