@@ -329,7 +329,11 @@ def test_force_without_a_notebook_is_refused_beside_a_graded_courses_notebook(tm
     graded_notebook(tmp_path / "backprop_ninja" / "backprop_ninja.ipynb")
     monkeypatch.chdir(tmp_path)
     result = run("dcounts", "--force")
-    one_line_error(result, "solutions: off", "backprop_ninja.ipynb")
+    line = one_line_error(result, "solutions: off", "backprop_ninja.ipynb")
+    # found by looking around, where the student (or an instructor with another course's notebooks there) did not
+    # name it: said where it looked, and what to do
+    assert "solution looks at the notebooks in this folder and one below it" in line and \
+        "run it from a folder of this course's alone" in line, line
 
 
 def test_a_graded_courses_course_yml_opens_no_reference(tmp_path, monkeypatch):

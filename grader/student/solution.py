@@ -425,8 +425,13 @@ def show(grade_id: str, notebook: Path | None, *, solved: Path | None = None, co
     `derived` from its forward lines, never the lecture's shown in their place."""
     closed = closed_by(course, notebook)
     if closed:
-        raise SolutionError(f"no reference: {closed} sets `solutions: off` (a graded course); ask the course's "
-                            "staff, who hold the solved notebook")
+        # A notebook found by looking here and one folder down, not named: an instructor trial's other course's
+        # notebook refused a gated course's --force with no word of where it was looked for
+        found = "" if notebook is not None or closed == str(getattr(course, "path", "")) else \
+            (" (solution looks at the notebooks in this folder and one below it, and a graded course's there "
+             "closes it: run it from a folder of this course's alone)")
+        raise SolutionError(f"no reference: {closed} sets `solutions: off` (a graded course){found}; ask the "
+                            "course's staff, who hold the solved notebook")
     if exercise is None and course is not None:
         exercise = course.exercise
     if exercise is None and notebook is not None:
