@@ -365,3 +365,14 @@ def test_a_loss_terms_fixed_weight_is_never_randomised():
     assert value.network.unit_gradients == {"loss"}
     assert value.by_grade_id["dz"].local_upstream == (), "both of z's readers have fixed gradients"
     assert value.by_grade_id["da"].local_upstream == ("dz",)
+
+
+def test_a_float_hyperparameter_equal_to_one_names_no_dimension():
+    """An instructor trial's Huber delta of 1.0: the derived comments read `b_out (delta,)` and `(N, delta)`."""
+    from grader.authoring import skeleton
+
+    value = tiny(sizes={**SIZES, "delta": 1.0}, parameters=PARAMETERS + "v = randn(hidden, 1)\nc = randn(1)\n",
+                 forward=FORWARD.replace("loss = ((z - Y) ** 2).sum() / n",
+                                         "out = z @ v + c\nloss = (delta * (out - Y[:, :1]) ** 2).sum() / n"))
+    comments = skeleton.references(value)["dc"]
+    assert "c (1,)" in comments and "delta," not in comments, comments

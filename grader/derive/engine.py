@@ -370,8 +370,10 @@ class Derivation:
         return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
     def _dim_words(self, values: list[int]) -> str:
-        for size in self.words[0]:
-            if all(words[size] == v for words, v in zip(self.words, values, strict=True)):
+        for size in self.words[0]:  # a size, never a float hyperparameter that equals one (an instructor trial's
+            # Huber delta of 1.0 named every dimension of one: "b_out (delta,)")
+            if isinstance(self.words[0][size], int) and \
+                    all(words[size] == v for words, v in zip(self.words, values, strict=True)):
                 return size
         whole = [k for k, v in self.words[0].items() if isinstance(v, int) and v > 1]
         for count in (2, 3):
