@@ -930,6 +930,27 @@ def test_a_fix_not_saved_and_exercise_2_reading_exercise_1_are_told_as_the_grade
         assert line == ("dcounts        | not checked: this cell is right as the grader runs it, but your dcounts is "
                         "not its value: dnorm_logits's cell (a typo for dnorm_logits?) assigned dcounts after it ran; "
                         "re-run this cell, then this check"), line
+        # The thirty-sixth trial's, without cell ids: dC started in a scratch cell, its saved cell the loop alone;
+        # the scratch cell was judged as dC's ("all zeros ... move that code into dC's cell", where it was)
+        loop = "for i in range(Xb.shape[0]):\n    for j in range(Xb.shape[1]):\n        dC[Xb[i, j]] += demb[i, j]\n"
+        nb = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
+        next(c for c in nb.cells if c.get("id") == "dC").source = loop
+        nbformat.write(nb, tmp_path / "mine.ipynb")
+        for cell in EX1[:25]:
+            kernel.run(cell, send_id=False)
+        kernel.run("scratch", "dC = torch.zeros_like(C)\n", send_id=False)
+        kernel.run("dC", loop, send_id=False)
+        line = kernel.check("dC", send_id=False)
+        assert line.startswith("dC             | WRONG: NameError on line 3: name 'dC' is not defined") and \
+            "move that code" not in line, line
+        # and its dcounts cell blanked after it ran as saved: re-running it, the line's only advice, set None again
+        kernel.run("dcounts", send_id=False)
+        kernel.run("dcounts", "dcounts = None  # TODO\n", send_id=False)
+        line = kernel.check("dcounts", send_id=False)
+        assert line.startswith("dcounts        | not checked: this cell is right as the grader runs it (you ran it as "
+                               "saved as In[") and "set it to None after that: if that was dcounts's cell, blanked, " \
+            "put its answer back before the notebook saves (the saved notebook still holds it) and run it; else " \
+            "re-run dcounts's cell; then this check" in line, line
     finally:
         kernel.close()
 

@@ -1304,12 +1304,22 @@ class SelfCheck:
             else {}
         computed_from_itself = scratch_run = continuation = None
         scratch = self._saved_scratch()
+        saved = _saved_code(self.namespace, answer.cell_id) if self.namespace is not None else None
+
+        def own_saved(code: str) -> bool:
+            """The answer's own cell as saved, binding no answer's name: `dC[...] += ...` there, its start in a
+            scratch cell not saved, is the cell the grader runs (a student trial's line judged the scratch cell and
+            said to move the loop where it was)."""
+            return saved is not None and not _assigns(code, names) and _same_code(saved[0], code)
+
         for count in range(len(history) - 2, 0, -1):
             code, name = seen.get(count, (history[count], None))
             if not isinstance(code, str) or "check(" in code or name is None and not _assigns(code, names) \
-                    or _given(code, sinks):
+                    and not own_saved(code) or _given(code, sinks):
                 continue
             cells, guess = self.cells_at(count, code, name)
+            if answer.cell_id not in cells and own_saved(code):  # binds no name (`dC[i] += ...` only): its code
+                cells, guess = (answer.cell_id,), False
             if answer.cell_id not in cells:
                 continue
             if count not in _IDS and self._saved_holder(answer, count) is not None:
@@ -1320,7 +1330,7 @@ class SelfCheck:
                 # below dx's cell judged as dx's, its NameError the reason given); the one run, if none other is
                 scratch_run = scratch_run or (code, count, guess)
                 continue
-            if count not in _IDS and answer.variable in _augmented_only(code) and any(
+            if count not in _IDS and answer.variable in _augmented_only(code) and not own_saved(code) and any(
                     isinstance(earlier, str) and "check(" not in earlier and answer.variable not in
                     _augmented_only(earlier) and set((_first_uses(earlier) or ((),))[0]) & names == {answer.variable}
                     for earlier in history[1:count]):
@@ -1635,6 +1645,9 @@ class SelfCheck:
                         f"if In[{other[1]}] was {cell}'s cell, edited and not saved yet, fix it before the notebook "
                         f"saves it; else re-run {cell}'s cell, then this check")
             change = _CHANGED.get(answer.variable) if answer.kind != FUNCTION else None
+            judged = self.located(answer) if change is not None else None
+            if judged is not None and change.where == f"the cell you ran as In[{judged[1]}]":
+                change = None  # the run judged made the change: the answer's own cell (`dC[i] += ...`, no ids)
             # Through another name (`dy = dx; dy *= ...` in the next answer's cell) the change is a slip of that
             # cell's, not the rest of this answer: moving it here would make this one worse (the twentieth trial's)
             move = f"the grader runs {answer.cell_id}'s cell alone: move that code into {answer.cell_id}'s cell" \
@@ -1895,9 +1908,13 @@ class SelfCheck:
                     and _same_code(history[at], saved[0])), None)
         if ran is None or self._saved_share(answer, saved[0]) < 1:
             return None
+        # Without ids the run that set None may be the answer's own cell, blanked since (a student trial moved the
+        # answer into another cell): re-running it, as the line said alone, sets None again, and the next save
+        # keeps the blank
         return (f"this cell is right as the grader runs it (you ran it as saved as In[{ran}]), but your "
-                f"{answer.variable} is None: the cell you ran as In[{found[1]}] set it to None after that; re-run "
-                f"{answer.cell_id}'s cell, then this check")
+                f"{answer.variable} is None: the cell you ran as In[{found[1]}] set it to None after that: if that "
+                f"was {answer.cell_id}'s cell, blanked, put its answer back before the notebook saves (the saved "
+                f"notebook still holds it) and run it; else re-run {answer.cell_id}'s cell; then this check")
 
     def _reset_unsaved(self, answer: Answer) -> str | None:
         """`_reset_after_saved` where no saved notebook is known (the classic Notebook before its first save): the
