@@ -951,6 +951,11 @@ def test_a_fix_not_saved_and_exercise_2_reading_exercise_1_are_told_as_the_grade
                                "saved as In[") and "set it to None after that: if that was dcounts's cell, blanked, " \
             "put its answer back before the notebook saves (the saved notebook still holds it) and run it; else " \
             "re-run dcounts's cell; then this check" in line, line
+        # an edit not saved that changes a forward value in place: one "but" a line (a student trial read two)
+        kernel.run("dbngain", "dbngain = (bnraw * dhpreact).sum(0, keepdim=True)\nbnraw.mul_(1.0)\n", send_id=False)
+        line = kernel.check("dbngain", send_id=False)
+        assert " — but this cell changes bnraw" in line and "; and your saved notebook's dbngain cell holds other " \
+            "code" in line and line.count("but") == 1, line
     finally:
         kernel.close()
 

@@ -1701,7 +1701,10 @@ class SelfCheck:
                 # the file's verdict was said, and the student could not tell whether the fix worked)
                 return (f"{label} {right} — but WRONG as saved{verdict.removeprefix('WRONG')}: {cell}'s cell as your "
                         f"saved notebook holds it, which is what the grader grades: {why}; {fix}")
-            return f"{label} {right}{self._changes_others(answer)}{self._guessed(answer, right=True)}"
+            changes, guessed = self._changes_others(answer), self._guessed(answer, right=True)
+            if changes and guessed.startswith("; but "):  # one "but" a line (a student trial read two in a row)
+                guessed = "; and " + guessed.removeprefix("; but ")
+            return f"{label} {right}{changes}{guessed}"
         other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
         if other:
             return (f"{label} not checked: this cell is right as the grader runs it, but your {answer.variable} is not "
