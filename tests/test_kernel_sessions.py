@@ -956,6 +956,18 @@ def test_a_fix_not_saved_and_exercise_2_reading_exercise_1_are_told_as_the_grade
         line = kernel.check("dbngain", send_id=False)
         assert " — but this cell changes bnraw" in line and "; and your saved notebook's dbngain cell holds other " \
             "code" in line and line.count("but") == 1, line
+        # exercise 2's cell changing probs in place, saved: exercise 1's dlogits line, right, was blamed for it
+        inplace = "dlogits = probs\ndlogits[range(n), Yb] -= 1\ndlogits /= n\n"
+        nb = nbformat.read(ROOT / "solutions" / "backprop_ninja_solved.ipynb", as_version=4)
+        next(c for c in nb.cells if c.get("id") == "ex2_dlogits").source = inplace
+        nbformat.write(nb, tmp_path / "mine.ipynb")
+        setup(kernel, send_id=False)
+        for cell in EX1[:8]:
+            kernel.run(cell, send_id=False)
+        kernel.run("ex2_dlogits", inplace, send_id=False)
+        assert "but this cell changes probs" in kernel.check("ex2_dlogits", send_id=False)
+        line = kernel.check("dlogits", send_id=False)
+        assert "changes probs" not in line and "WRONG" not in line, line
     finally:
         kernel.close()
 

@@ -505,6 +505,7 @@ class _Change(NamedTuple):
     cells: tuple[str, ...]
     tensor: torch.Tensor | None = None
     fixed: bool = False
+    count: int | None = None  # the execution count of the run that made the change
 
     def of(self, answer: Answer) -> bool:
         return answer.cell_id in self.cells if self.cells else self.by == answer.variable
@@ -656,7 +657,7 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
             if tensor._version != _VERSIONS.get(variable, version):
                 now.add(variable)
             if variable in now and (variable not in _CHANGED or _CHANGED[variable].fixed):
-                _CHANGED[variable] = _Change(where, by, how, tuple(cells))
+                _CHANGED[variable] = _Change(where, by, how, tuple(cells), count=count)
     for variable in assigned:
         tensor = namespace[variable]
         _RAN[variable] = ({g: namespace[g].detach().clone() for g in read - {variable}
@@ -665,7 +666,7 @@ def _remember(namespace: dict, source: str, count, cell_id: str | None = None) -
     for name, (tensor, version) in _FORWARD_BEFORE.items():
         if namespace.get(name) is tensor and tensor._version != version:
             now.add(f"forward {name}")
-            _FORWARD_CHANGED[name] = _Change(where, by, None, tuple(cells), tensor)
+            _FORWARD_CHANGED[name] = _Change(where, by, None, tuple(cells), tensor, count=count)
     for key, table in (("", _CHANGED), ("forward ", _FORWARD_CHANGED)):
         for name, change in table.items():
             if f"{key}{name}" not in now and set(change.cells) & set(cells):
@@ -2084,11 +2085,22 @@ class SelfCheck:
         return (f"not checked: autograd's gradient on {answer.source} is not your forward pass's any more ({who}): "
                 "re-run the forward and loss.backward() cell, then this check")
 
+    def _made_by(self, change: _Change, answer: Answer) -> bool:
+        """Whether the answer's own cell made the change: by its id, else by its code, which two cells of one
+        variable share by name (exercise 1's dlogits and exercise 2's), so the run judged as this answer's must be
+        the one that made it (a student trial's exercise 1 line, right, blamed for exercise 2's change of probs)."""
+        if not change.of(answer):
+            return False
+        if len(change.cells) <= 1 or change.count is None:
+            return True
+        judged = self.located(answer)
+        return judged is None or judged[1] is None or judged[1] == change.count
+
     def _changes_others(self, answer: Answer | None) -> str:
         """On a right line: the earlier answers this cell changed in place, which their checks will show."""
-        changed = [v for v, change in _CHANGED.items() if answer is not None and change.of(answer)]
+        changed = [v for v, change in _CHANGED.items() if answer is not None and self._made_by(change, answer)]
         forward = [v for v, change in _FORWARD_CHANGED.items() if answer is not None
-                   and change.of(answer) and (self.namespace or {}).get(v) is change.tensor]
+                   and self._made_by(change, answer) and (self.namespace or {}).get(v) is change.tensor]
         if forward and all(_FORWARD_CHANGED[v].fixed for v in forward):
             return (f" — but an earlier run of this cell changed {' and '.join(forward)}, a value of the forward "
                     f"pass, in place (it no longer does): re-run the forward pass's cell, then the answers after it "
