@@ -2709,6 +2709,15 @@ def trial36_a_cell_that_stopped_after_binding_its_answer_is_not_called_wrong(ker
                     "what it left half made; run it again, then this check"), line
     kernel.run("dC", code)
     assert right(kernel.check("dC"))
+    # A wrong cell finished by a scratch cell that rebinds it: WRONG, without the note the docs promise
+    kernel.run("dcounts_sum", "dcounts_sum = -counts_sum**-2\n")
+    kernel.run("scratch", "dcounts_sum = dcounts_sum * dcounts_sum_inv\n", send_id=False)
+    line = kernel.check("dcounts_sum")
+    assert line.startswith("dcounts_sum    | WRONG: ") and "— your dcounts_sum here is right only because the " \
+        "cell you ran as In[" in line and "] assigned it after dcounts_sum's cell ran; the grader runs dcounts_sum's " \
+        "cell alone: move that code into dcounts_sum's cell" in line, line
+    kernel.run("dcounts_sum")
+    assert right(kernel.check("dcounts_sum"))
 
 
 def test_scripted_student_sessions(tmp_path):

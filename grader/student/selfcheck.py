@@ -1667,6 +1667,15 @@ class SelfCheck:
             elsewhere = self._answered_elsewhere(answer, wrong)
             if elsewhere:
                 return f"{label} {elsewhere}"
+            bound = _BOUND.get(answer.variable) if comparison.passed and answer.kind != FUNCTION else None
+            ran = max((c for c, cell in _IDS.items() if cell == answer.cell_id), default=None)
+            if bound is not None and bound[2] != answer.cell_id and ran is not None and bound[0] > ran:
+                # finished by a cell that rebinds it (`dx = dx * dy` in a scratch cell below, its own run told by
+                # its id): right here, wrong as the grader runs the cell alone; the note the docs promise was
+                # missing (a student trial)
+                return (f"{label} {wrong} — your {answer.variable} here is right only because the cell you ran as "
+                        f"In[{bound[0]}] assigned it after {answer.cell_id}'s cell ran; the grader runs "
+                        f"{answer.cell_id}'s cell alone: move that code into {answer.cell_id}'s cell")
             function = self.exercise.function_of(answer)
             note = _dtype_note(wrong, function.name) if function is not None and "Error" in wrong else ""
             return f"{label} {wrong}{note}{self._guessed(answer)}{self.pointer(name)}"
