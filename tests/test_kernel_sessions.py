@@ -2718,6 +2718,17 @@ def trial36_a_cell_that_stopped_after_binding_its_answer_is_not_called_wrong(ker
         "cell alone: move that code into dcounts_sum's cell" in line, line
     kernel.run("dcounts_sum")
     assert right(kernel.check("dcounts_sum"))
+    # Half its points for a branch missed, with a wrong answer above: "this cell is right" inside a WRONG line
+    kernel.run("dlogprobs", "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[range(n), Yb] = -1.0\n")
+    for cell in EX1[1:7]:
+        kernel.run(cell)
+    kernel.run("dlogits", "dlogits = dnorm_logits.clone()\n")
+    line = kernel.check("dlogits")
+    assert line.startswith("dlogits        | WRONG (the grader gives half its points): dlogprobs above is wrong") and \
+        "with the true dnorm_logits its value is right, but with random upstream gradients" in line and \
+        "this cell is right" not in line, line
+    for cell in EX1[:8]:
+        kernel.run(cell)
 
 
 def test_scripted_student_sessions(tmp_path):

@@ -2231,6 +2231,8 @@ class SelfCheck:
                 local = failures.get(LOCAL)
                 if local is None or self.policy.chain_only_credit >= 1:
                     return note
+                # its value, not the cell, is right there: "this cell is right" inside a WRONG line (a student trial)
+                note = note.replace("this cell is right", "its value is right")
                 return f"WRONG ({_credit(self.policy.chain_only_credit)}): {note}, but {local.feedback}"
         local = failures.get(LOCAL)
         if local is not None and self.policy.chain_only_credit < 1:
