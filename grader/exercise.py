@@ -139,7 +139,10 @@ def _step(name: str, code: str, known: tuple[str, ...] | set[str]) -> Step:
     inputs = tuple(dict.fromkeys(n for n in read if n in known))
     unknown = sorted(n for n in set(read) - set(known) if not hasattr(builtins, n))
     if unknown:
-        raise ValueError(f"step {name} reads {', '.join(unknown)}, which nothing before it defines")
+        # `math.log(2 * math.pi)` in an instructor trial's Gaussian: parameter lines may use math, forward lines not
+        hint = ": write the number it gives (or a float size, `\"c\": 1.8379`), as answer cells read no math" \
+            if "math" in unknown else ""
+        raise ValueError(f"step {name} reads {', '.join(unknown)}, which nothing before it defines{hint}")
     return Step(name, inputs, code, _bind(name, code, inputs))
 
 

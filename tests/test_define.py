@@ -113,6 +113,8 @@ def test_every_derived_answer_equals_autograd():
     ({"backward": True, "learning_rate": 0}, "learning_rate: 0 is no learning rate (a number from 1e-6 to 10)"),
     ({"fused": {"dz": "h"}}, "fused: dz's block ends at 'h', which no line from z reaches: end it at a line computed "
                              "from z (loss) or at the loss (loss)"),
+    ({"forward": FORWARD.replace("/ n", "/ n + math.log(2 * math.pi)")},
+     "reads math, which nothing before it defines: write the number it gives (or a float size"),
     ({"parts": {5: "five"}}, "parts: 5 is no exercise of this one"),
     ({"backward_part": 4}, "backward_part: 4 numbers a manual_backward there is none of"),
     ({"mistakes": ex.Mistakes(rules={"hh": ex.Rule("the derivative of relu", "x", lambda x, y: (x > 0) * 1.0)})},
