@@ -220,7 +220,7 @@ def test_a_cell_right_only_on_the_true_chain_below_a_wrong_upstream_says_the_gra
     line = Notebook(state).run_to("dprobs", {
         "dlogprobs": "dlogprobs = torch.full_like(logprobs, -1.0 / n)",
         "dprobs": "dprobs = torch.where(dlogprobs != 0, -1.0 / n, 0.0) / probs"}, capfd)
-    assert "dlogprobs above is wrong; with the true dlogprobs this cell is right" in line, line
+    assert "dlogprobs above is wrong; with the true dlogprobs its value is right" in line, line
     assert said(line) == (Verdict.PARTIAL, None) and "the grader gives half its points" in line, line
 
 

@@ -2096,8 +2096,9 @@ class SelfCheck:
 
     def _made_by(self, change: _Change, answer: Answer) -> bool:
         """Whether the answer's own cell made the change: by its id, else by its code, which two cells of one
-        variable share by name (exercise 1's dlogits and exercise 2's), so the run judged as this answer's must be
-        the one that made it (a student trial's exercise 1 line, right, blamed for exercise 2's change of probs)."""
+        variable share by name (an atomic answer and a fused one of the same tensor), so the run judged as this
+        answer's must be the one that made it (a student trial's atomic line, right, blamed for the fused cell's
+        change of a forward value in place)."""
         if not change.of(answer):
             return False
         if len(change.cells) <= 1 or change.count is None:
