@@ -443,3 +443,25 @@ def test_a_ta_who_may_not_write_the_results_gets_the_report_elsewhere(course):
                 f"Error: {place / 'course' / 'gradebook.db'}: Permission denied"], done.stderr
     finally:
         shutil.rmtree(place, ignore_errors=True)
+
+
+def test_a_batch_reads_the_courses_nbgrader_settings_once_before_it_starts(tmp_path, monkeypatch):
+    """Reading them makes a traitlets application, which configures the process's logging: done as each result
+    was settled, while the judge's thread ended its pytest session, the two threads deadlocked on logging's locks
+    and `grade --gradebook` never exited (1 in 40 in a loop; tests/test_suite.py has the other half)."""
+    from nbgrader.api import Gradebook
+
+    from grader.lms.gradebook import Recorder
+
+    gradebook = tmp_path / "gradebook.db"
+    Gradebook(f"sqlite:///{gradebook}").close()
+    record = Recorder(gradebook, log=lambda line: None)
+    try:
+        def again(root):
+            raise AssertionError(f"the settings of {root} read again mid-batch")
+
+        monkeypatch.setattr(final, "course_settings", again)
+        settled = record.settle(tmp_path / "results", [Result(submission="ada/a1/nb", path="nb.ipynb")])
+        assert [r.submission for r in settled] == ["ada/a1/nb"]
+    finally:
+        record.close()

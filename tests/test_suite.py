@@ -95,6 +95,21 @@ def test_one_session_collects_once_and_judges_batch_after_batch(tmp_path):
     assert (autotests / "items.txt").read_text() == "3\n", "the suite was collected more than once"
 
 
+def test_the_session_puts_no_handler_on_the_process_loggers(tmp_path):
+    """The judge's thread runs pytest beside the grader's own thread, which records a batch through nbgrader and
+    configures logging as it does. pytest's logging plugin put its handlers on the root logger and closed them as
+    the session ended: that close and a logging.config.dictConfig in the other thread took logging's two locks
+    in opposite orders, and `grade --gradebook` hung for good (found by a full CI run, then 1 in 40 in a loop)."""
+    import logging
+
+    autotests = _toy(tmp_path)
+    before = list(logging.getLogger().handlers)
+    during = []
+    suite.run_batches(iter([_batch(["right"])]), [], None, None, autotests,
+                      lambda batch, results: during.append(list(logging.getLogger().handlers)))
+    assert during == [before], during
+
+
 SHARED_CONFTEST = '''
 import pytest
 

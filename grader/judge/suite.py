@@ -171,10 +171,13 @@ def run_batches(batches: Iterable[dict[str, Graded]], cases: list[Case], trainin
     results of every test for every submission: {submission id: {(grade_id, check): result}}."""
     neighbourhood.use_rule_table(derive)  # the grader names slips with the rule table itself
     plugin = _Plugin(batches, cases, training, course, on_results)
-    # No assertion rewriting (the suite reports through Wrong, not assert) and no unraisable-exception
-    # plugin, whose five gc.collect() calls over the grader's heap cost more than judging a class.
+    # No assertion rewriting (the suite reports through Wrong, not assert), no unraisable-exception plugin,
+    # whose five gc.collect() calls over the grader's heap cost more than judging a class, and no logging
+    # plugin: its handlers sit on the process's root logger, which the grader's own thread (nbgrader, while it
+    # records a batch) configures and logs to, and closing them as the session ends deadlocked with that.
     args = [str(autotests), "-c", str(autotests / "pytest.ini"), "--rootdir", str(autotests),
-            "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:unraisableexception", "--assert=plain",
+            "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:unraisableexception", "-p", "no:logging",
+            "--assert=plain",
             "--capture=no", "--import-mode=importlib"]
     # Nor bytecode, nor any plugin the graders' environment happens to hold (pytest-randomly reseeds the random
     # generators, pytest-benchmark makes .benchmarks/): the suite's folder is the course's, which its staff's

@@ -87,8 +87,12 @@ class Recorder:
         """`results` with the scores the gradebook now holds for them (a TA's score, a late penalty: what report
         and export say), their files in `out` written again where those differ, so that the table, grades.csv
         and each student's file and page say the final score the moment grading ends, not the grader's own.
-        A result the gradebook does not hold as graded stays as it is (report and export say why)."""
-        adjusted, _ = final.from_gradebook(results, self.gradebook)
+        A result the gradebook does not hold as graded stays as it is (report and export say why).
+
+        The settings are those read before the batch began: reading them again makes a traitlets application,
+        whose logging.config.dictConfig, run here while the judge's thread closed its pytest session's log
+        handlers, deadlocked the two threads on logging's locks (a `grade --gradebook` that never exited)."""
+        adjusted, _ = final.from_gradebook(results, self.gradebook, self.settings)
         for line in final.written(out, adjusted):
             self.log(f"warning: {line}")
         by_id = {result.submission: result for result in adjusted}

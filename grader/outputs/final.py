@@ -160,13 +160,15 @@ def _same(gradebook_score: float, graded: float) -> bool:
     return abs(gradebook_score - graded) <= 1e-5 * max(1.0, abs(graded))
 
 
-def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[Result], dict[str, str]]:
+def from_gradebook(results: list[Result], gradebook: Path | None, settings=None) -> tuple[list[Result], dict[str, str]]:
     """`results` as the gradebook scores them (see adjust), and the submissions left out with why: a
     submission the gradebook holds without a score, or with other scores than its result's, is not graded
     (never 0, and never a TA's decision). A result the gradebook has no submission for (one graded outside
     the course) stays as graded. A file no notebook reader takes is not graded with or without a gradebook:
     neither route records a score of it, and any on record are earlier ones. A submission id is
-    <student>/<assignment>/<notebook>, as both nbgrader routes name them."""
+    <student>/<assignment>/<notebook>, as both nbgrader routes name them. `settings`: course_settings of the
+    gradebook's folder, read once before a batch starts (reading them configures the process's logging: see
+    grader.lms.gradebook.Recorder.settle)."""
     left_out = {r.submission: r.error for r in results if unreadable(r.error)}
     results = [r for r in results if r.submission not in left_out]
     if gradebook is None:
@@ -174,7 +176,7 @@ def from_gradebook(results: list[Result], gradebook: Path | None) -> tuple[list[
     from nbgrader.api import Gradebook, MissingEntry
 
     kept = []
-    settings = course_settings(Path(gradebook).resolve().parent)
+    settings = settings or course_settings(Path(gradebook).resolve().parent)
     with Gradebook(f"sqlite:///{Path(gradebook).resolve()}") as gb:
         for result in results:
             parts = result.submission.split("/")
