@@ -235,6 +235,24 @@ def test_a_power_rules_factor_and_the_forwards_constant_fold_where_they_make_a_w
     assert code == ["dmu = 2 * 0.3 * mu * dq", "dmu += mu * dkl"], code
 
 
+def test_a_number_inside_a_local_derivative_folds_with_the_chains_others():
+    """An instructor trial: weight decay `0.5 * lam * (W ** 2).sum()` derived as `2 * (0.5 * lam) * W`, and an L2
+    length `.square().sum(1, keepdim=True).sqrt()` as `2 * x * (0.5 / x_len)`, where a teacher writes `lam * W` and
+    `x / x_len`. A reciprocal keeps the lecture's `1 / (n - 1) * ...` (test_the_lecture_answers_read_as...)."""
+    network = Network.parse("x_len = X.square().sum(1, keepdim=True).sqrt()\nu = X / x_len\n"
+                            "wd = 0.5 * lam * (X ** 2).sum()\nloss = (u * W).sum() + wd\n",
+                            parameters=("W", "X"), data=(), sizes={"lam": "0.01"})
+    configurations = [derive.Configuration({name: torch.randn(4, 3, dtype=torch.float64,
+                                                               generator=torch.Generator().manual_seed(k))
+                                            for name in ("W", "X")}, Sizes(lam=0.01)) for k in (1, 2)]
+    gradients = derive.derive(network, configurations)
+    [dX] = [g for g in gradients if g.name == "dX"]
+    code = [line for line in dX.source.splitlines() if not line.startswith("#")]
+    assert "dX = lam * X * dwd" in code and "dX += X * dx_len / x_len" in code, code
+    values, grads = _forward(network, configurations[1].inputs)
+    assert torch.allclose(_run_all(gradients, values)["dX"], grads["dX"])
+
+
 def test_an_operation_without_a_rule_names_its_line():
     network = _network("h = X @ W\nc = torch.cos(h)\nloss = c.sum()\n")
     inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}

@@ -119,6 +119,18 @@ def _boolean(node: ast.expr) -> bool:
     return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert) and _boolean(node.operand)
 
 
+def _numeric(node: ast.BinOp) -> bool:
+    """A product or quotient one of whose factors is a number; not a divisor (`x / 2` stays as written), nor a
+    reciprocal's 1 (`1 / (n - 1) * ...` is how the lecture writes it)."""
+    if isinstance(node.op, ast.Div) and isinstance(node.left, ast.Constant) and node.left.value == 1:
+        return False
+    sides = (node.left,) if isinstance(node.op, ast.Div) else (node.left, node.right)
+    return any(isinstance(side, ast.Constant) and isinstance(side.value, (int, float))
+               and not isinstance(side.value, bool)
+               or isinstance(side, ast.BinOp) and isinstance(side.op, (ast.Mult, ast.Div)) and _numeric(side)
+               for side in sides)
+
+
 @dataclass(frozen=True)
 class Product:
     """coef * factors[0] * factors[1] * ... / divisors[0] / ...; `scalars` marks the factors that are
@@ -138,6 +150,13 @@ class Product:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             inner = cls.of(node.operand, scalar)
             return cls(-inner.coef, inner.factors, inner.divisors, inner.scalars)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)) and _numeric(node):
+            # A local derivative with a number in it (`0.5 / y`, `0.5 * lam`) taken apart, so that its number
+            # meets the chain's others: `lam * W` where the forward's 0.5 met the square's 2, not 2 * (0.5 * lam).
+            left = cls.of(node.left, scalar)
+            if isinstance(node.op, ast.Div):
+                return left.divided(node.right)
+            return left * cls.of(node.right, scalar)
         return cls(1, (node,), (), (scalar,))
 
     @property
