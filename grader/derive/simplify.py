@@ -220,9 +220,10 @@ def _binary_cross_entropy(network: Network, d: Derivation, source: str, sink: st
     sigmoid = [torch.sigmoid(v) for v in values]
     p = next((name(line) for line in block if line != sink and _same(d, name(line), sigmoid)),
              ast.Call(ast.Attribute(name("torch"), "sigmoid", ast.Load()), [z], []))
+    # Integer labels too (`randint(2, (n, 1))`): p - y is a float, and the proof decides as for any target.
     targets = [t for t in (*network.data, *network.parameters)
-               if all(isinstance(v, torch.Tensor) and v.dtype.is_floating_point and v.shape == s
-                      for v, s in zip(d.values(name(t)), shapes, strict=True))]
+               if all(isinstance(v, torch.Tensor) and v.dtype != torch.bool and not v.dtype.is_complex
+                      and v.shape == s for v, s in zip(d.values(name(t)), shapes, strict=True))]
     upstream = f" * d{sink}" if sink is not None else ""
     counts = [(d.count(z, (0,)), "averaged over the examples"), (call(z, "numel"), "averaged over every entry"),
               (None, "summed")]
