@@ -253,6 +253,21 @@ def test_a_number_inside_a_local_derivative_folds_with_the_chains_others():
     assert torch.allclose(_run_all(gradients, values)["dX"], grads["dX"])
 
 
+def test_a_product_of_three_matrices_derives():
+    """An instructor trial's graph convolution, `Z = A @ h @ W`: the gradient `A.T @ dZ @ W.T` regrouped is the same
+    product, which the slips' regrouping took for a slip of two operators and crashed on (TypeError)."""
+    network = Network.parse("Z = A @ h @ W\nloss = Z.tanh().sum()\n", parameters=("h", "W"), data=("A",), sizes={})
+    configurations = [derive.Configuration({"A": torch.randn(5, 5, dtype=torch.float64),
+                                            "h": torch.randn(5, 3, dtype=torch.float64),
+                                            "W": torch.randn(3, 4, dtype=torch.float64)}, Sizes()) for _ in (0, 1)]
+    gradients = derive.derive(network, configurations)
+    values, grads = _forward(network, configurations[0].inputs)
+    found = _run_all(gradients, values)
+    assert all(torch.allclose(found[k], grads[k]) for k in ("dh", "dW"))
+    assert not any(slip.name == "regrouped" and "A.T @ dZ @ W.T" in slip.sentence
+                   for g in gradients for slip in g.slips())
+
+
 def test_an_operation_without_a_rule_names_its_line():
     network = _network("h = X @ W\nc = torch.cos(h)\nloss = c.sum()\n")
     inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}
@@ -261,7 +276,9 @@ def test_an_operation_without_a_rule_names_its_line():
 
 
 @pytest.mark.parametrize("line, instead", [("c = h.unfold(1, 2, 1)", "its windows stacked, torch.stack("),
-                                           ("c = F.leaky_relu(h)", "torch.where(x > 0, x, 0.01 * x)"),
+                                           # an instructor trial's slope of 0.1 was told to write 0.01
+                                           ("c = F.leaky_relu(h, 0.1)", "torch.where(x > 0, x, slope * x), with its "
+                                                                        "negative slope written"),
                                            ("c = h.mm(h.T)", "a @ b"),
                                            # an instructor trial's gate halves: the call under an index too, whose
                                            # "name it on a line of its own" would not help

@@ -676,7 +676,8 @@ def regroupings(value: str) -> Iterator[tuple[str, str, str]]:
             node = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp)][k]
             child = getattr(node, side)
             products = {type(node.op), type(getattr(child, "op", None))}
-            if not isinstance(child, ast.BinOp) or ast.MatMult not in products or \
+            # Two matrix products (`A.T @ dZ @ W.T`) regrouped are the same product: no slip.
+            if not isinstance(child, ast.BinOp) or ast.MatMult not in products or len(products) != 2 or \
                     not products < {ast.MatMult, ast.Mult, ast.Div}:
                 continue
             if side == "left":  # (a . b) , c  read as  a . (b , c)

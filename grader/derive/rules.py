@@ -1305,7 +1305,7 @@ WRITE_INSTEAD = {
     "mm": "a @ b",
     "bmm": "a @ b",
     "embedding": "W[idx]",
-    "leaky_relu": "torch.where(x > 0, x, 0.01 * x)",
+    "leaky_relu": "torch.where(x > 0, x, slope * x), with its negative slope written (F.leaky_relu's default: 0.01)",
     "elu": "torch.where(x > 0, x, x.exp() - 1)",
     "normalize": "x / (x ** 2).sum(1, keepdim=True).sqrt()",
     "norm": "(x ** 2).sum().sqrt()",
