@@ -530,6 +530,13 @@ def factors(sizes, words, shown=None) -> tuple[tuple[str, float, str], ...]:
                                          f"forward divides by {d}-1 (the unbiased variance, Bessel's correction)"),
         )
 
+    def fraction(s, v):  # a hyperparameter below one: a temperature's tau, a weight's lam
+        what, d = (f" ({s} is {words[s]})" if s in words else ""), say(s)
+        return ((s, v, f"is {d} times the right value: a division by {d} left out, or a multiplication too many"
+                       f"{what}"),
+                (f"1/{s}", 1 / v, f"is 1/{d} times the right value: a division by {d} too many, or a multiplication "
+                                  f"left out{what}"))
+
     def ratio(s, v):
         return tuple((f"{s}/{t}", v / w, f"is {say(s)}/{say(t)} times the right value, as when it divides by "
                                          f"{say(t)} where {say(s)} belongs")
@@ -544,6 +551,8 @@ def factors(sizes, words, shown=None) -> tuple[tuple[str, float, str], ...]:
         *per_size(scaled),
         ("2", 2.0, "is twice the right value (a factor 2 too many, as from a square's derivative)"),
         ("1/2", 0.5, "is half the right value (a factor 2 missing, as from a square's derivative)"),
+        *(entry for name, value in sizes.items() if isinstance(value, float) and 0 < value < 1
+          for entry in fraction(name, value)),
         *per_size(flipped),
         *per_size(ratio),
         ("-2", -2.0, Sign.and_("is twice too large")),

@@ -237,6 +237,18 @@ def test_a_bias_gradient_never_summed_is_not_told_as_a_sum_over_a_dimension_of_o
     assert said("tests/exercises/linear_regression.py:EXERCISE", "db", "db = dpred\n") is None
 
 
+@pytest.mark.parametrize("code, sentence", [
+    ("dz = (F.softmax(s, 1) - F.one_hot(Y, s.shape[1])) / s.shape[0]\n",
+     "your dz is tau times the right value: a division by tau left out, or a multiplication too many"),
+    ("dz = (F.softmax(s, 1) - F.one_hot(Y, s.shape[1])) / s.shape[0] / tau ** 2\n",
+     "your dz is 1/tau times the right value: a division by tau too many, or a multiplication left out"),
+])
+def test_a_factor_of_a_hyperparameter_below_one_is_named_by_it(code, sentence):
+    """An instructor trial's InfoNCE: a closed form without its 1/tau was "0.1 times the right value", naming no
+    cause; sizes above one were named, a temperature of 0.1 was not."""
+    assert said("tests/exercises/temperature.py:EXERCISE", "ex2_dz", code) == sentence
+
+
 def test_a_name_the_code_reads_is_not_said_where_the_values_deny_it():
     code = "dcounts_sum = (-counts_sum**-2) * dprobs.sum(1, keepdim=True)"
     assert "reads" not in (said("tanh-batchnorm", "dcounts_sum", code, read=True) or "")
