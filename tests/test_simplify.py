@@ -408,6 +408,23 @@ def test_a_label_smoothing_named_as_a_hyperparameter_is_written_by_its_name():
     assert "the target is (1 - eps) on each row's class plus eps spread" in slips["ce-smoothing-dropped"]
 
 
+def test_a_symmetric_loss_quotes_the_forward_lines_as_written():
+    """An instructor trial's symmetric InfoNCE: the closed form folds `loss_ab` into the loss's line, and its comments
+    quoted `loss = 0.5 * (F.cross_entropy(sim, labels) + loss_ba) (its lines written out)`, a line the notebook does
+    not have, and said a line the forward pass wrote as the call was "written out"."""
+    text = ("sim = x @ W\nloss_ab = F.cross_entropy(sim, y_t)\nsim_t = sim.T\nloss_ba = F.cross_entropy(sim_t, y_t)\n"
+            "loss = 0.5 * (loss_ab + loss_ba)\n")
+    network = Network.parse(text, parameters=("W",), data=("x", "y_t"))
+    configurations = _configurations({"x": (5, 3), "W": (3, 5), "y_t": (5,)}, classes=5)
+    closed = simplify.fuse(network, "sim", None, configurations, derive.derive(network, configurations))
+    assert isinstance(closed, simplify.Closed), closed
+    said = " ".join(line[2:] for line in closed.cell.splitlines() if line.startswith("# "))
+    assert "loss = 0.5 * (loss_ab + loss_ba), where loss_ab = F.cross_entropy(sim, y_t)" in said, closed.cell
+    assert "loss_ba = F.cross_entropy(sim_t, y_t):" in said, closed.cell
+    assert "written out" not in said and "(F.cross_entropy(sim, y_t) + loss_ba)" not in said, closed.cell
+    _check_against_autograd(network, configurations, "sim", None, closed.cell)
+
+
 def test_a_line_already_a_log_softmax_is_never_written_out_where_another_line_reads_it():
     text = "s = x @ W\nlp = F.log_softmax(s, dim=1)\nu = (lp * lp).mean()\nloss = u + lp[range(n), y_t].sum()\n"
     network = Network.parse(text, parameters=("W",), data=("x", "y_t"), sizes={"n": "x.shape[0]"})

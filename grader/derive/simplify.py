@@ -202,7 +202,7 @@ def _cross_entropy(network: Network, d: Derivation, source: str, sink: str | Non
                     gradients = derive(rewritten, configurations)
                 except DeriveError:
                     continue
-                return _folded(rewritten, gradients, source, sink, what)
+                return _folded(rewritten, gradients, source, sink, what, network)
     return None
 
 
@@ -302,10 +302,12 @@ def _names(text: str) -> set[str]:
     return {n.id for n in ast.walk(parse(text)) if isinstance(n, ast.Name)}
 
 
-def _folded(network: Network, gradients: Sequence[Gradient], source: str, sink: str | None, what: str) -> Closed:
+def _folded(network: Network, gradients: Sequence[Gradient], source: str, sink: str | None, what: str,
+            written: Network) -> Closed:
     """The gradients from the loss back to `source` (the live ones only), a loss term's gradient of 1 folded
     into the statements that read it: `dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, ...)) / n`, not a
-    line for `dnll = 1` and another that multiplies by it."""
+    line for `dnll = 1` and another that multiplies by it. `written`: the network as the forward pass wrote
+    it, whose lines `network` writes otherwise are said to be written out."""
     needed = live(network, source, sink)
     kept = [g for g in gradients if g.tensor in needed and g.tensor != network.loss]
     single = {g.name for g in kept if len(g.contributions) == 1 and g.contributions[0].index is None}
@@ -319,11 +321,46 @@ def _folded(network: Network, gradients: Sequence[Gradient], source: str, sink: 
         if g.name in single:
             c = g.contributions[0]
             value = _substitute(parse(c.value), units)
-            lines += _comment(f"{c.line} (its lines written out): {c.why}.") + [f"{g.name} = {code(value)}"]
+            lines += _comment(f"{_as_written(c.line, network, written)}: {c.why}.") + [f"{g.name} = {code(value)}"]
         else:
-            lines.append(g.source.rstrip("\n"))
+            lines += _requoted(g.source, network, written)
     one = kept[-1] if len(kept) == 1 and not units else None
     return Closed("\n".join(lines) + "\n", what, one)
+
+
+def _as_written(line: str, network: Network, written: Network) -> str:
+    """A line of the rewritten network as a comment quotes it: as the forward pass wrote it, with the lines of
+    it that the rewrite folded in (a symmetric InfoNCE's `loss = 0.5 * (loss_ab + loss_ba), where loss_ab =
+    F.cross_entropy(sim, labels)`), or the rewritten line, its call standing for the lines written out."""
+    step = line.split(" = ", 1)[0]
+    if step not in written.step:
+        return f"{line} (its lines written out)"
+    original = f"{step} = {written.step[step].code}"
+    folded = [s for s in written.steps if s.name not in network.step and s.name in _names(written.step[step].code)]
+    if original == line:
+        return line
+    if folded and all(s.code in line for s in folded):
+        return original + ", where " + " and ".join(f"{s.name} = {s.code}" for s in folded)
+    return f"{line} (its lines written out)"
+
+
+def _requoted(source: str, network: Network, written: Network) -> list[str]:
+    """A derived cell's lines, each comment quoting the rewritten network's lines as _as_written does."""
+    out, comment = [], []
+    for line in source.rstrip("\n").splitlines():
+        if line.startswith("# "):
+            comment.append(line[2:])
+            continue
+        if comment:
+            text = " ".join(comment)
+            for step in network.steps:
+                quoted = f"{step.name} = {step.code}"
+                if quoted in text:
+                    text = text.replace(quoted, _as_written(quoted, network, written))
+            out += _comment(text)
+            comment = []
+        out.append(line)
+    return out
 
 
 def _substitute(tree: ast.expr, folded: dict[str, ast.expr]) -> ast.expr:
