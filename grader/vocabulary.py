@@ -12,6 +12,7 @@ judge and the outputs all import it, and it imports nothing of theirs.
 """
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 
 
@@ -565,3 +566,14 @@ def constant_multiple(factor: float | None) -> str:
     configurations it was seen on are hidden)."""
     times = "a constant multiple of the right value" if factor is None else f"{factor:.6g} times the right value"
     return f"is {times} on every configuration"
+
+
+def dtype_note(error: str, function: str) -> str:
+    """Where a function fails on mixed dtypes (an error that names them): the self-check and the grader call it
+    with float64 tensors, which the notebook's own float32 run never showed. Said by the grader too, a hidden
+    configuration's message withheld: it names no size."""
+    if not re.search(r"\b(Double|Float|dtype|scalar type)\b", error):
+        return ""
+    return (f" ({function} is called with float64 tensors here and by the grader: a tensor it makes with a fixed "
+            "dtype (torch.zeros(shape) is float32; torch.zeros_like(x) follows x) or keeps from an earlier call "
+            "does not match them)")

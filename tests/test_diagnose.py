@@ -347,6 +347,18 @@ def test_what_a_function_may_read_comes_from_its_declared_arguments(error_type, 
     assert failure.feedback == f"{error_type} on line 2: {error} ({hint})"
 
 
+@pytest.mark.parametrize("public", [True, False])
+def test_a_function_that_mixes_dtypes_is_told_why_even_where_its_message_is_hidden(public):
+    """An instructor trial's `torch.zeros(v.shape)` accumulator (float32) in a float64 run: the self-check said why,
+    the grader gave a bare RuntimeError, its message withheld on a hidden configuration."""
+    error = "index_add_(): self (Float) and source (Double) must have the same scalar type"
+    outcome = SimpleNamespace(status="error", detail={"error_type": "RuntimeError", "error": error, "line": 3})
+    failure = outcome_text(outcome, tiny().by_grade_id["fit_dW"], exercise=tiny(), public=public)
+    assert "backward is called with float64 tensors here and by the grader" in failure.feedback, failure.feedback
+    assert "torch.zeros_like(x) follows x" in failure.feedback
+    assert (error in failure.feedback) is public
+
+
 # --- what of a hidden configuration feedback may show ----------------------------------------------
 
 TOL = SimpleNamespace(rtol=RTOL, atol=ATOL)

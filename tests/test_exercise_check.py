@@ -217,18 +217,44 @@ def test_one_notebook_carries_one_slip_of_every_answer_and_each_slip_is_graded_o
     a function's parameters, one each), every slip in exactly one of them, every other cell the reference."""
     exercise = ex.load(f"{TINY}:EXERCISE")
     made = dry_run.submissions(exercise)
-    assert [s.stem for s in made[:2]] == ["solved", "stub"] and not made[0].mutants and not made[1].mutants
+    assert [s.stem for s in made[:3]] == ["solved", "stub", "raising"] and not any(s.mutants for s in made[:3])
     mutants = skeleton.mutants(exercise)
-    carried = [m for s in made[2:] for m in s.mutants]
+    carried = [m for s in made[3:] for m in s.mutants]
     assert sorted(map(repr, carried)) == sorted(map(repr, mutants))
     per_answer = Counter((m.cell, m.slip.gradient) for m in mutants)
     per_fused = Counter(m.cell for m in mutants if m.cell == "fused_dh")
-    assert len(made) - 2 == max(*per_answer.values(), *per_fused.values()) < len(mutants)
+    assert len(made) - 3 == max(*per_answer.values(), *per_fused.values()) < len(mutants)
     reference = skeleton.references(exercise)
-    for submission in made[2:]:
+    for submission in made[3:]:
         slipped = {m.cell for m in submission.mutants}
         assert all(submission.cells[c] == reference[c] for c in reference if c not in slipped)
         assert all(submission.cells[c] != reference[c] for c in slipped)
+
+
+def test_a_notebook_whose_every_answer_raises_must_run_to_its_last_check_line():
+    """An instructor trial's manual_backward raised (a key its cache does not hold), and Run All stopped at the
+    generated locked cell that calls it: no check line below printed, and exercise check, whose slips never
+    raise, said nothing. Its notebook of raising answers (a function's, when called) finds any such cell."""
+    exercise = ex.load(f"{TINY}:EXERCISE")
+    cells = dry_run.raising(exercise)
+    assert set(cells) == set(exercise.answer_cells)
+    assert all(cells[a.cell_id] == dry_run.RAISED + "\n" for a in exercise.answers if a.kind != ex.FUNCTION)
+    namespace = {}
+    exec(cells["fit_backward"], namespace)  # noqa: S102 - the test's own cell: it defines, and raises when called
+    with pytest.raises(RuntimeError, match="stops with an error"):
+        namespace["backward"](None, None, None, None)
+
+    def cell(tags, grade_id):
+        made = nbformat.v4.new_code_cell(metadata={"tags": tags, "nbgrader": {"grade_id": grade_id}})
+        made.outputs = [nbformat.v4.new_output("error", ename="KeyError", evalue="'za'", traceback=[])]
+        return made
+
+    answered = nbformat.v4.new_notebook(cells=[cell(["raises-exception"], "fit_backward")])
+    assert dry_run._stops(answered, "raising") == []
+    locked = nbformat.v4.new_notebook(cells=[cell([], "setup_ex2_check")])
+    assert dry_run._stops(locked, "raising") == [
+        "the self-check: Run All of raising stops at the cell setup_ex2_check (KeyError: 'za'), and no check line "
+        "below it prints: the notebook's own cell must not raise where a student's answer does"]
 
 
 def _scores(tests: dict[str, dict[str, float]]) -> dry_run.Scores:
@@ -315,7 +341,7 @@ def test_a_slip_the_feedback_does_not_name_is_a_warning_under_the_table():
     """A slip told only "wrong values" is a warning naming it; one told by its own sentence, or by what is
     wrong with its shape, is not."""
     exercise = ex.load(f"{TINY}:EXERCISE")
-    slips = dry_run.submissions(exercise)[2]
+    slips = dry_run.submissions(exercise)[3]
     first, second, third, *_ = slips.mutants
     told = {first.grade_ids[0]: "wrong values (max abs diff 2), on a hidden configuration",
             second.grade_ids[0]: f"wrong values; {second.slip.sentence}",
@@ -358,7 +384,7 @@ def test_the_self_check_must_say_what_the_grader_gives_each_answer(tmp_path, mon
         "stub": ["dz             | not attempted yet"],
         "slips-1": ["dz             | WRONG: dh above is wrong; with the true dh this cell is right, but no"],
         "slips-2": ["dz             | WRONG (the grader gives half its points): right values, wrong shape"]}))
-    slips = dry_run.submissions(exercise)[2]
+    slips = dry_run.submissions(exercise)[3]
     slip = next(m for m in slips.mutants if m.grade_ids[0] == "dz")
     problems, table = dry_run._self_check(tmp_path, course, made, graded, {"slips-2": slips})
     forward = "(forward line `loss = ((z - Y) ** 2).sum() / n`)"

@@ -25,7 +25,8 @@ from helpers.wheels import TIMEOUT
 
 pytestmark = pytest.mark.slow
 
-# A two-layer network with a sigmoid and a log-softmax loss written out: no gallery has it.
+# A two-layer network with a sigmoid and a log-softmax loss written out: no gallery has it. Its manual_backward
+# is the generated notebook's part an instructor trial found Run All stopped in (the locked cell that calls it).
 MINE = textwrap.dedent('''\
     from grader.authoring.define import exercise
 
@@ -47,6 +48,7 @@ MINE = textwrap.dedent('''\
             logp = F.log_softmax(logits, dim=1)
             loss = -logp[range(n), Y].mean()
         """,
+        backward=True,
     )
 ''')
 
@@ -122,7 +124,7 @@ def test_exercise_check_and_course_init_from_the_wheel_outside_a_checkout(instal
     assert all(line.startswith("warning: the slip ") for line in table[5:]), table
     slips = re.fullmatch(r"slips      \d+ in (\d+) notebooks \(one slip per answer in each\)", table[1])
     assert slips, table
-    notebooks = int(slips.group(1)) + 2  # and the solved notebook and the stub
+    notebooks = int(slips.group(1)) + 3  # and the solved notebook, the stub and the one whose every answer raises
     assert table[2] == (f"routes     grade --html --gradebook, Gradescope (run_autograder on 2 of {notebooks} "
                         "notebooks, the others from grade's results), nbgrader autograde FAILED"), table
     # each notebook Run All in a kernel: every check line says what grade gave

@@ -155,7 +155,10 @@ values[EXERCISE.network.loss].backward()  # autograd's gradients, only to check 
 cache = {{k: values[k].detach() for k in {tuple(cache)!r}}}
 {training}grads = None  # until {function.name} returns: never an earlier run's
 with torch.no_grad():
-    grads = {function.name}({call}) or {{}}""",
+    try:
+        grads = {function.name}({call}) or {{}}
+    except Exception as error:  # Run All goes on: the checks below run it again and say what is wrong
+        print(f"{function.name} raised {{type(error).__name__}}: {{error}} (the checks below say more)")""",
                    locked=f"setup_ex{part}_check")]
     for name in function.returns:
         cells.append(_code(f'check("{function.prefix}{name}", answers="grads", gradients_of="leaves")',

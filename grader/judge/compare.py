@@ -21,7 +21,7 @@ from grader import syntax
 from grader.exercise import ATOMIC, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, load
 from grader.judge.diagnose import diagnose, every_row_picked, name
 from grader.sandbox.protocol import as_answer
-from grader.vocabulary import Match, Status, Transpose, in_place, shape_text
+from grader.vocabulary import Match, Status, Transpose, dtype_note, in_place, shape_text
 
 
 @dataclass(frozen=True)
@@ -236,12 +236,15 @@ def _broadcast(error: str, shape: torch.Size | None) -> bool:
     return shape is None or product == shape
 
 
-def _function_hint(exercise: Exercise, answer: Answer, error_type: str) -> str | None:
+def _function_hint(exercise: Exercise, answer: Answer, error_type: str, error: str) -> str | None:
     """What a function's cell may read, for one that read something else: its arguments, and exactly
-    what each dict argument holds beyond the parameters (which the notebook names everywhere)."""
+    what each dict argument holds beyond the parameters (which the notebook names everywhere); or, for one
+    that mixed dtypes, why (an instructor trial's float32 `torch.zeros(v.shape)` was a bare RuntimeError)."""
     function = exercise.function_of(answer)
     if function is None:
         return None
+    if error_type == "RuntimeError" and (mixed := dtype_note(error, function.name)):
+        return mixed.strip()[1:-1]
     if error_type == "NameError":
         return f"{function.name} may use only its arguments, {_and(NAMESPACE)}"
     dicts = [argument for argument in function.arguments if not isinstance(argument, str)]
@@ -283,7 +286,8 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
             text = f"{shown_type} {ON_HIDDEN} (its message is not shown, since it would show that configuration)"
         named = catalogue(error=(error_type, outcome.detail["error"])) if catalogue else None
         mistake = named or ""
-        reads = _function_hint(exercise, answer, error_type) if answer.kind == FUNCTION else None
+        reads = _function_hint(exercise, answer, error_type, outcome.detail["error"]) \
+            if answer.kind == FUNCTION else None
         if named and hints != "none":
             text += f"; {named}"
         elif reads:

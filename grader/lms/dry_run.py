@@ -48,7 +48,11 @@ CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
 GRADE, NBGRADER, GRADESCOPE = "grade --html --gradebook", "nbgrader autograde", "Gradescope"
 SELF_CHECK = "the self-check"
 PROGRESS = 60  # seconds between the lines that say how far the kernels are
-SOLVED, STUB = "solved", "stub"
+SOLVED, STUB, RAISING = "solved", "stub", "raising"
+# What each answer of the `raising` notebook raises: a student's cell that stops with an error, and a function
+# whose call does (an instructor trial's manual_backward read a key its cache does not hold).
+RAISED = 'raise RuntimeError("a student\'s answer that stops with an error")'
+
 
 
 class RouteError(RuntimeError):
@@ -102,7 +106,25 @@ def submissions(exercise: ex.Exercise) -> list[Submission]:
     out in as few notebooks as the module docstring says they can be."""
     slips = [m for m in skeleton.mutants(exercise)  # the exercise says an accepted slip may keep its credit
              if m.slip.name not in exercise.accepted.get(m.slip.gradient, ())]
-    return [Submission(SOLVED, {}), Submission(STUB, {}), *packed(exercise, slips)]
+    return [Submission(SOLVED, {}), Submission(STUB, {}), Submission(RAISING, raising(exercise)),
+            *packed(exercise, slips)]
+
+
+def raising(exercise: ex.Exercise) -> dict[str, str]:
+    """Every answer cell stopping with an error, a function's when it is called: Run All must go on past each
+    to every check line (the answer cells are tagged to; the locked cell that calls a function was not, in an
+    instructor trial's course, and Run All stopped there with every check below it unprinted)."""
+    import ast
+
+    cells = {a.cell_id: RAISED + "\n" for a in exercise.answers if a.kind != ex.FUNCTION}
+    reference = skeleton.references(exercise)
+    for function in exercise.functions:
+        tree = ast.parse(reference[function.cell])
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == function.name:
+                node.body = [ast.parse(RAISED).body[0]]
+        cells[function.cell] = ast.unparse(tree) + "\n"
+    return cells
 
 
 def packed(exercise: ex.Exercise, mutants) -> list[Submission]:
@@ -233,7 +255,7 @@ def _gradescope_route(target: Path, course, work: Path, made: dict[str, Path], g
         _run([str(root / "run_autograder")], root, GRADESCOPE, {**env, "AUTOGRADER_ROOT": str(root)})
         return json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
 
-    real = [SOLVED, *[stem for stem in made if stem not in (SOLVED, STUB)][:1]]
+    real = [SOLVED, *[stem for stem in made if stem not in (SOLVED, STUB, RAISING)][:1]]
     real += [stem for stem in made if stem not in graded and stem not in real]
     # Gradescope runs each submission in a machine of its own: side by side here, as many as the cores.
     with ThreadPoolExecutor(max_workers=default_jobs()) as pool:
@@ -332,6 +354,19 @@ def ran_or_why(path: Path, folder: Path) -> nbformat.NotebookNode | str:
         return kernel.run_all(path, path.stem)
 
 
+def _stops(nb: nbformat.NotebookNode, stem: str) -> list[str]:
+    """Where Jupyter's Run All would have stopped: a cell that raised without the `raises-exception` tag (the
+    kernels here run every cell whatever, as nbclient's allow_errors does, to read every check line)."""
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
+        if error is not None and "raises-exception" not in cell.metadata.get("tags", []):
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", cell.get("id", "?"))
+            return [f"{SELF_CHECK}: Run All of {stem} stops at the cell {grade_id} ({error.get('ename')}: "
+                    f"{str(error.get('evalue'))[:120]}), and no check line below it prints: the notebook's own "
+                    f"cell must not raise where a student's answer does"]
+    return []
+
+
 def _check_lines(nb: nbformat.NotebookNode) -> dict[str, str]:
     """What each check line says, by the label it opens with (a grade id, or `training`)."""
     said = {}
@@ -378,6 +413,7 @@ def _self_check(target: Path, course, made: dict[str, Path], graded: Scores, sli
         found = {stem: nb for chain in chains for stem, nb in chain.items()}
     ran = {stem: found[stem] for stem in made}
     problems, verdicts, agreed = [nb for nb in ran.values() if isinstance(nb, str)], 0, 0
+    problems += [line for stem, nb in ran.items() if not isinstance(nb, str) for line in _stops(nb, stem)]
     for stem, nb in ((stem, nb) for stem, nb in ran.items() if not isinstance(nb, str)):
         said = {(training if label == "training" else label): text for label, text in _check_lines(nb).items()}
         for grade_id, (score, top, _) in sorted(graded.by_stem.get(stem, {}).items()):
@@ -435,8 +471,9 @@ def _problems(course, route: str, scores: Scores, made: list[Submission]) -> lis
                          f"{_said(tests[g][2])}; the course's own grader refuses the answer derived from it: write "
                          f"that line another way"
                          for g in sorted(lost)]
-        elif submission.stem == STUB:
-            problems += [f"{route}: the stub gets credit on {g}, where it answers nothing: its check cannot fail "
+        elif submission.stem in (STUB, RAISING):
+            what = "the stub gets" if submission.stem == STUB else "a notebook whose every answer raises gets"
+            problems += [f"{route}: {what} credit on {g}, where it answers nothing: its check cannot fail "
                          f"(forward line {_line(exercise, g)})" for g, (s, _, _) in sorted(tests.items()) if s > 0]
         else:
             for mutant in submission.mutants:
@@ -558,7 +595,7 @@ def dry_run(spec: str, quick: bool = False,
             problems += found
     slips = sum(len(s.mutants) for s in made)
     table = [f"{'answers':<10} {len(course.exercise.answers)} ({len(course.exercise.answer_cells)} cells)",
-             f"{'slips':<10} {slips} in {len(made) - 2} notebooks (one slip per answer in each)",
+             f"{'slips':<10} {slips} in {len(made) - 3} notebooks (one slip per answer in each)",
              f"{'routes':<10} {', '.join(name + (f' ({s.how})' if s.how else '') for name, s in graded) or 'none'}"
              + "".join(f", {name} FAILED" for name in failed) + (" (--quick: not nbgrader autograde)" if quick else ""),
              f"{'self-check':<10} {agreement}",

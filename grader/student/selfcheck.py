@@ -68,7 +68,7 @@ from grader.judge.exam import (
 from grader.limits import Limits
 from grader.sandbox import protocol, static_check
 from grader.vocabulary import SETUP_FIRST as SETUP
-from grader.vocabulary import Chain, Match, Status, grade_cell_id
+from grader.vocabulary import Chain, Match, Status, dtype_note, grade_cell_id
 
 # A check asks for the exercise hundreds of times, and loading one validates it again each time (a fifth of
 # a check's time); within a kernel the exercise's module is imported once anyway.
@@ -175,16 +175,6 @@ def _time_limit(seconds: float):
 def _error(exc: BaseException, filename: str) -> _Ran:
     line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__)) if f.filename == filename), None)
     return _Ran("error", error_type=type(exc).__name__, error=str(exc)[:500], line=line)
-
-
-def _dtype_note(error: str, function: str) -> str:
-    """Where a function fails on mixed dtypes: the self-check and the grader call it with float64 tensors,
-    which the notebook's own float32 run never showed."""
-    if not re.search(r"\b(Double|Float|dtype|scalar type)\b", error):
-        return ""
-    return (f" ({function} is called with float64 tensors here and by the grader: a tensor it makes with a fixed "
-            "dtype (torch.zeros(shape) is float32; torch.zeros_like(x) follows x) or keeps from an earlier call "
-            "does not match them)")
 
 
 def _globals_read(function) -> str:
@@ -1677,7 +1667,7 @@ class SelfCheck:
                         f"In[{bound[0]}] assigned it after {answer.cell_id}'s cell ran; the grader runs "
                         f"{answer.cell_id}'s cell alone: move that code into {answer.cell_id}'s cell")
             function = self.exercise.function_of(answer)
-            note = _dtype_note(wrong, function.name) if function is not None and "Error" in wrong else ""
+            note = dtype_note(wrong, function.name) if function is not None and "Error" in wrong else ""
             return f"{label} {wrong}{note}{self._guessed(answer)}{self.pointer(name)}"
         changed = self._autograd_changed(answer, expected, rtol, atol) if answer is not None else None
         if changed:
@@ -2684,7 +2674,7 @@ class SelfCheck:
                     grads = function(*given)
                 except Exception as exc:
                     return (f"WRONG: {declared.name} raised {type(exc).__name__} at training step {step}: "
-                            f"{str(exc)[:300]}{_dtype_note(str(exc), declared.name)}{_globals_read(function)}")
+                            f"{str(exc)[:300]}{dtype_note(str(exc), declared.name)}{_globals_read(function)}")
                 self._changes_given |= {k for argument in given if isinstance(argument, dict)
                                         for k, v in argument.items() if not torch.equal(v, values[k])}
             if grads is None or (isinstance(grads, dict) and all(v is None for v in grads.values())
