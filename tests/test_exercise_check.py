@@ -457,9 +457,27 @@ def test_a_slip_equal_to_the_right_answer_everywhere_is_said_not_dropped(tmp_pat
     path.write_text(HIDING.replace("ACCEPT", "").replace("* (n == 8)", "* 0"), encoding="utf-8")
     code, out = check(path)
     assert code == 0, out
-    assert ("note: 3 slips equal the right answer on every derivation configuration and are not graded; all of "
+    assert ("note: 3 slips equal the right answer on every derivation configuration, so this check cannot grade "
+            "them (the course's grader still may, on its own draws); all of "
             "them change a term that reads M, which is zeros in every configuration (the term vanishes, the slip "
             "with it): draw M at random to grade them: dh forward-value, dh missed-factor, dh overwrite") in out, out
+
+
+def test_gradients_zero_on_every_derivation_configuration_are_named_as_the_cause(tmp_path):
+    """An instructor trial's triplet loss: no triplet of its data broke the margin, so the loss was 0 and every
+    gradient behind the hinge zero; the note listed 10 slips "not graded" with no cause (the GRU's zeros had
+    one), though the course's grader did grade them on its own draws."""
+    path = tmp_path / "hinge.py"
+    path.write_text(HIDING.replace("ACCEPT", "").replace("M = randn(n, hidden) * (n == 8)", "M = randn(n, hidden)")
+                    .replace("loss = (z ** 2).sum() / n", "loss = (z.sum(1) - 1000).clamp(min=0).mean()"),
+                    encoding="utf-8")
+    code, out = check(path)
+    assert code == 0, out
+    note = next(line for line in out.splitlines() if line.startswith("note: "))
+    assert "this check cannot grade them (the course's grader still may, on its own draws)" in note, note
+    assert "; dz, dh, db, dW are zero on every derivation configuration (the loss does not move with them there: " \
+           "a hinge, a clamp or a ReLU never active on the data drawn?)" in note, note
+    assert "draw data that makes them active" in note
 
 
 CS231N = ROOT / "tests" / "exercises" / "cs231n_net.py"

@@ -85,6 +85,24 @@ def _hidden_slips(exercise: ex.Exercise, gradients, scored: list[configs.Config]
                 break
 
 
+def _zero_gradients(exercise: ex.Exercise, gradients) -> list[str]:
+    """The gradients that are zero on every derivation configuration: the loss does not move with those tensors
+    there (an instructor trial's triplet loss, whose margin no triplet of its data violated, was 0 with every
+    gradient zero), so no slip of theirs or of what they reach can change anything, and a notebook run on such
+    data checks zeros against zeros."""
+    net = exercise.network
+    zero = {g.name: True for g in gradients}
+    for configuration in derive.configurations(exercise):
+        inputs = configuration.inputs
+        values = {**net.forward({k: inputs[k] for k in net.parameters}, {k: inputs[k] for k in net.data}),
+                  **ex.NAMESPACE}
+        for gradient in gradients:
+            exec(compile(gradient.code, f"<derived {gradient.name}>", "exec"), values)  # noqa: S102 - the rule table's
+            found = values.get(gradient.name)
+            zero[gradient.name] &= isinstance(found, torch.Tensor) and not bool(found.any())
+    return [name for name, is_zero in zero.items() if is_zero]
+
+
 def _hidden_by_zeros(exercise: ex.Exercise, gradients) -> dict[str, int]:
     """For each input the exercise draws as zeros in every derivation configuration (a GRU's `h0 = zeros(N, H)`),
     how many of the slips equal to the right answer there differ from it once that input alone is drawn at
@@ -207,8 +225,14 @@ def check(spec: str) -> Iterator[str]:
                       f"is zeros in every configuration (the term vanishes, the slip with it): draw {name} at random "
                       "to grade them"
                       for name, count in _hidden_by_zeros(exercise, found.gradients).items())
-        yield (f"note: {len(right)} slips equal the right answer on every derivation configuration and are not "
-               f"graded{why}: {', '.join(right)}")
+        zero = _zero_gradients(exercise, found.gradients)
+        if zero:
+            why += (f"; {', '.join(zero)} {'is' if len(zero) == 1 else 'are'} zero on every derivation configuration "
+                    "(the loss does not move with them there: a hinge, a clamp or a ReLU never active on the data "
+                    "drawn?), so no slip that reaches them changes anything, and a notebook run on such data checks "
+                    "zeros against zeros: draw data that makes them active")
+        yield (f"note: {len(right)} slips equal the right answer on every derivation configuration, so this check "
+               f"cannot grade them (the course's grader still may, on its own draws){why}: {', '.join(right)}")
     for gradient in found.gradients:
         yield ""
         yield from gradient.source.rstrip("\n").splitlines()
