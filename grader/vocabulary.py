@@ -444,6 +444,13 @@ class Chain:
         return f"passes d{step} back unchanged: the local derivative of the step that computes {step} is missing"
 
     @staticmethod
+    def upstream_negated(step: str) -> str:
+        """-d{step}: of a subtraction's derivative, its minus sign alone (an instructor trial's hinge,
+        `dneg_d = -dviol`, the mask left out)."""
+        return (f"passes -d{step} back: of the derivative of the step that computes {step}, only its minus sign is "
+                f"applied, the rest of it is left out")
+
+    @staticmethod
     def too_early(source: str, before: str) -> str:
         return (f"goes one step too far: it also applies the derivative of the step that computes {source} from "
                 f"{before}, which belongs in d{before}")

@@ -249,6 +249,18 @@ def test_a_factor_of_a_hyperparameter_below_one_is_named_by_it(code, sentence):
     assert said("tests/exercises/temperature.py:EXERCISE", "ex2_dz", code) == sentence
 
 
+@pytest.mark.parametrize("grade_id, code, sentence", [
+    ("dsp", "dsp = -dviol\n", "your dsp passes -dviol back: of the derivative of the step that computes viol, only "
+                              "its minus sign is applied, the rest of it is left out"),
+    ("dsn", "dsn = dviol\n", "your dsn equals dviol: the derivative of the step that computes viol is not applied to "
+                             "it (left out, or the formula of dviol copied)")])
+def test_a_hinges_mask_left_out_is_told_so_on_both_sides(grade_id, code, sentence):
+    """An instructor trial's triplet loss: `dneg_d = -dviol` was told it "uses neg_d where the derivative through viol
+    needs pos_d", since reading the one for the other in `(sn - sp + 1) > 0` makes a mask of ones, the same values;
+    `dpos_d = dviol`, its twin, was told the derivative was not applied."""
+    assert said("tests/exercises/margin_ranking.py:EXERCISE", grade_id, code) == sentence
+
+
 def test_a_name_the_code_reads_is_not_said_where_the_values_deny_it():
     code = "dcounts_sum = (-counts_sum**-2) * dprobs.sum(1, keepdim=True)"
     assert "reads" not in (said("tanh-batchnorm", "dcounts_sum", code, read=True) or "")
