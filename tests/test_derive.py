@@ -284,7 +284,12 @@ def test_an_operation_without_a_rule_names_its_line():
                                            # "name it on a line of its own" would not help
                                            ("c = h.chunk(2, 1)[0]", "slices, a part on each line"),
                                            ("c = h.split(2, 1)[1]", "slices, a part on each line"),
-                                           ("c = h.unbind(1)[0]", "an index on each line")])
+                                           ("c = h.unbind(1)[0]", "an index on each line"),
+                                           # an instructor trial's row norms were told to write a matrix's norm
+                                           ("c = h / h.norm(dim=1, keepdim=True)",
+                                            "(x ** 2).sum(dim=1, keepdim=True).sqrt()"),
+                                           ("c = h.norm()", "(x ** 2).sum().sqrt()"),
+                                           ("c = F.normalize(h, dim=0)", "x / (x ** 2).sum(0, keepdim=True).sqrt()")])
 def test_a_common_call_outside_the_grammar_says_how_to_write_it(line, instead):
     network = _network(f"h = X @ W\n{line}\nloss = c.sum()\n")
     inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}
@@ -292,6 +297,14 @@ def test_a_common_call_outside_the_grammar_says_how_to_write_it(line, instead):
         derive.derive(network, [derive.Configuration(inputs, Sizes(n=5))])
     assert f"; write it as {instead}" in str(raised.value) and "; the grammar is a + b" in str(raised.value)
     assert "line of its own" not in str(raised.value)
+
+
+def test_the_first_line_outside_the_grammar_is_the_one_named():
+    """An instructor trial's three `.norm(...)` lines: the walk back from the loss named the third."""
+    network = _network("a = (X @ W).norm(dim=1)\nb = (X @ W).norm(dim=0)\nloss = a.sum() + b.sum()\n")
+    inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}
+    with pytest.raises(derive.DeriveError, match=r"^line `a = \(X @ W\).norm\(dim=1\)`"):
+        derive.derive(network, [derive.Configuration(inputs, Sizes(n=5))])
 
 
 def test_an_elementwise_function_with_an_option_is_refused_naming_it():

@@ -404,7 +404,7 @@ class Derivation:
         call = node.value if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) else node
         called = call.func.attr if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) else \
             call.func.id if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) else ""
-        instead = f"; write it as {rules.WRITE_INSTEAD[called]}" if called in rules.WRITE_INSTEAD else ""
+        instead = f"; write it as {rules.write_instead(called, call)}" if called in rules.WRITE_INSTEAD else ""
         if instead and call is not node:  # naming the call on a line of its own would not help
             detail = ""
         return DeriveError(f"line `{self.line}`: no backward rule for `{code(node)}`{detail}{instead}; the grammar "
@@ -547,10 +547,24 @@ def _loose(text: str) -> bool:
     return isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub))
 
 
+def _refuse_outside_the_grammar(d: Derivation, network: Network) -> None:
+    """The first line, in the forward pass's order, that calls what the grammar spells otherwise (WRITE_INSTEAD):
+    the walk goes from the loss back and met an instructor trial's third `.norm(...)` line before its first."""
+    grammar = rules.grammar_calls()
+    for step in network.steps:
+        for node in ast.walk(parse(step.code)):
+            func = node.func if isinstance(node, ast.Call) else None
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if called in rules.WRITE_INSTEAD and called not in grammar:
+                d.line = f"{step.name} = {step.code}"
+                raise d.no_rule(node)
+
+
 def derive(network: Network, configurations: Sequence[Configuration]) -> tuple[Gradient, ...]:
     """Every parameter's and intermediate's gradient, in the order a student computes them: backwards
     from the loss, each as soon as every line that reads its tensor has been differentiated."""
     d = Derivation(network, configurations)
+    _refuse_outside_the_grammar(d, network)
     readers: dict[str, int] = {}
     for step in network.steps:
         for tensor in step.inputs:

@@ -1308,8 +1308,8 @@ WRITE_INSTEAD = {
     "leaky_relu": "torch.where(x > 0, x, slope * x), with its negative slope written (F.leaky_relu's default: 0.01)",
     "elu": "torch.where(x > 0, x, x.exp() - 1)",
     "normalize": "x / (x ** 2).sum(1, keepdim=True).sqrt()",
-    "norm": "(x ** 2).sum().sqrt()",
-    "vector_norm": "(x ** 2).sum().sqrt()",
+    "norm": "(x ** 2).sum({dims}).sqrt()",
+    "vector_norm": "(x ** 2).sum({dims}).sqrt()",
     "nll_loss": "-logp[range(n), y].mean()",
     "binary_cross_entropy": "-(y * p.log() + (1 - y) * (1 - p).log()).mean()",
     "binary_cross_entropy_with_logits": "-(y * p.log() + (1 - y) * (1 - p).log()).mean() of p = torch.sigmoid(z)",
@@ -1320,3 +1320,17 @@ WRITE_INSTEAD = {
     "div": "a / b",
     "neg": "-a",
 }
+
+
+def write_instead(called: str, call: ast.Call) -> str:
+    """WRITE_INSTEAD's spelling for `call`, with the dims it reduces over where it names them: an instructor
+    trial's `.norm(dim=1, keepdim=True)` was told to write a whole matrix's norm."""
+    named = {k.arg: k.value for k in call.keywords if k.arg in ("dim", "keepdim")}
+    if called == "normalize" and "dim" in named:
+        return f"x / (x ** 2).sum({code(named['dim'])}, keepdim=True).sqrt()"
+    return WRITE_INSTEAD[called].format(dims=", ".join(f"{k}={code(v)}" for k, v in named.items()))
+
+
+def grammar_calls() -> frozenset[str]:
+    """The calls some rule derives."""
+    return frozenset(_by_call())
