@@ -341,6 +341,11 @@ def test_a_hyperparameter_is_said_to_be_written_in_the_function():
     assert "(`reg = 0.01`) is the same on every network and is no argument: write its value in the function" in \
         skeleton.prose(value)
     assert "is no argument" not in skeleton.prose(tiny(backward=True))
+    # and called a hyperparameter, not a size (an instructor trial's notebook said "the sizes `reg`"), with the
+    # exercise's own first answer as the blank cell's example (its `dX = None` read as the data tensor X's)
+    prose = " ".join(skeleton.prose(value).replace("\n# ", "\n").split())
+    assert "the size `n`, the hyperparameter `reg`, the forward pass's intermediates" in prose, prose
+    assert f"Each answer cell starts as `{value.answers[0].variable} = None # TODO`" in prose
 
 
 def test_a_size_no_forward_line_reads_is_shown_as_a_shape_the_notebook_has():

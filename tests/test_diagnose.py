@@ -313,7 +313,7 @@ def test_what_an_answer_cell_may_read_comes_from_the_network():
     failure = outcome_text(outcome, tiny().answers[0], exercise=tiny())
     assert failure.feedback == (
         "NameError on line 1: name 'V' is not defined (uses a variable the answer cells do not have: answer cells "
-        "may use only the parameters, X, Y, n, the forward intermediates by their lecture names, torch, F and "
+        "may use only the parameters, X, Y, n, the forward pass's intermediates, torch, F and "
         "variables assigned by earlier answer cells of exercise 1)")
 
 

@@ -501,7 +501,7 @@ def trial_a_forward_value_changed_in_place_is_named_not_blamed_on_a_right_cell(k
     kernel.run("ex3_dhprebn", "dhprebn = dbndiff + 1.0 / n * torch.ones_like(hprebn) * dbnmeani\n")
     line = kernel.check("ex3_dhprebn")
     assert "WRONG: NameError" in line and "exercise 3's cell may use only the parameters, Xb, Yb, n, the forward " \
-           "intermediates by their lecture names, torch, F and dhpreact, not the answers of exercise 1)" in line, line
+           "pass's intermediates, torch, F and dhpreact, not the answers of exercise 1)" in line, line
 
 
 def trial_exercise_4_wrong_keys_and_stale_gradients(kernel):

@@ -212,8 +212,9 @@ def check(spec: str) -> Iterator[str]:
         except exam.TrainingNotFinite as exc:
             raise CheckError(str(exc)) from None
     others = [a for a in exercise.answers if a.kind != ex.ATOMIC and a.cell_id in cells]
-    yield (f"derived: {len(found.gradients)} reference answers, {len(dict.fromkeys(a.cell_id for a in others))} "
-           f"fused and function cells, {slips} mutants from the rule table's slips")
+    whole = len(dict.fromkeys(a.cell_id for a in others))
+    yield (f"derived: {len(found.gradients)} reference answers, {whole} fused or function "
+           f"cell{'' if whole == 1 else 's'}, {slips} mutants from the rule table's slips")
     for cell_id, closed in found.closed.items():
         yield f"closed form: {cell_id} is {closed.what} (proven against autograd): its answer is that formula"
     for cell_id, why in found.chained.items():

@@ -43,6 +43,16 @@ def _listed(names) -> str:
     return " and ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
 
 
+def _sizes(net) -> str:
+    """The sizes (read off a tensor's shape) and the hyperparameters (a number of the network's: `reg`,
+    `margin`), each called what it is: an instructor trial's notebook said "the sizes `reg`"."""
+    sizes = [k for k, v in net.sizes.items() if ".shape[" in v]
+    numbers = [k for k in net.sizes if k not in sizes]
+    said = [f"the size{'s' if len(sizes) > 1 else ''} {_names(sizes)}" if sizes else "",
+            f"the hyperparameter{'s' if len(numbers) > 1 else ''} {_names(numbers)}" if numbers else ""]
+    return ", ".join(filter(None, said)) or "no sizes"
+
+
 def prose(exercise: Exercise) -> str:
     """The percent-format source of the exercise's notebook."""
     net = exercise.network
@@ -53,15 +63,15 @@ def prose(exercise: Exercise) -> str:
     cells = [_markdown(f"""# {exercise.title}
 
 Write the backward pass of this network by hand, one gradient at a time, and check each against
-PyTorch's autograd. Each answer cell starts as `dX = None  # TODO`: replace `None` by your expression
-(as many lines as you like). The read-only cell after it prints one line: a match, or `WRONG` and
+PyTorch's autograd. Each answer cell starts as `{exercise.answers[0].variable} = None  # TODO`: replace `None` by
+your expression (as many lines as you like). The read-only cell after it prints one line: a match, or `WRONG` and
 what is wrong; an answer still `None` is "not attempted yet", so *Run All* works at any time.
 
 **Rules** (the grader enforces them: it runs your answer cells again, on networks of other sizes)
 
-- An answer cell may read the parameters and data ({_names((*net.parameters, *net.data))}), the sizes
-  {_names(net.sizes) or "(none)"}, the forward pass's intermediates by their names below, `torch` and
-  `F`, and the gradients assigned by earlier answer cells of the same exercise.
+- An answer cell may read the parameters and data ({_names((*net.parameters, *net.data))}), {_sizes(net)},
+  the forward pass's intermediates by their names below, `torch` and `F`, and the gradients assigned by
+  earlier answer cells of the same exercise.
 - No autograd in answer cells: no `.backward()`, `torch.autograd`, `requires_grad` or `.grad`.
 - No hard-coded sizes: take them from a size above or from a tensor's shape."""),
              _code("", locked="setup_install", generated="install"),

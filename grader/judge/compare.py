@@ -209,7 +209,7 @@ def _allowed(exercise: Exercise, answer: Answer | None = None) -> str:
     told that the variables earlier answer cells of the atomic exercise assign are allowed)."""
     net = exercise.network
     sizes = [size for size in net.sizes if exercise.mistakes.show(size) == size]  # the names the notebook binds
-    names = ["the parameters", *net.data, *sizes, "the forward intermediates by their lecture names", *NAMESPACE]
+    names = ["the parameters", *net.data, *sizes, "the forward pass's intermediates", *NAMESPACE]
     parts = sorted({str(a.part) for a in exercise.answers if a.kind == ATOMIC})
     if answer is not None and answer.kind == FUSED:
         names.extend(answer.upstream)

@@ -50,7 +50,7 @@ SELF_CHECK = "the self-check"
 PROGRESS = 60  # seconds between the lines that say how far the kernels are
 SOLVED, STUB, RAISING = "solved", "stub", "raising"
 # What each answer of the `raising` notebook raises: a student's cell that stops with an error, and a function
-# whose call does (an instructor trial's manual_backward read a key its cache does not hold).
+# whose call does (an instructor trial's backward function read a key its cache does not hold).
 RAISED = 'raise RuntimeError("a student\'s answer that stops with an error")'
 
 
