@@ -144,9 +144,7 @@ def _operands(case: Case, answer: Answer, want, branches, up) -> list[Candidate]
         for operand in steps[step].inputs:
             if operand == answer.source or operand not in tensors:
                 continue
-            # Not one the step reads besides: `(neg_d - neg_d + margin > 0)` is a mask of all ones, and an
-            # instructor trial's `dneg_d = -dviol` (the hinge's mask left out) was told it read neg_d for pos_d.
-            for other in (o for o in _same_shape(case, operand) if o not in steps[step].inputs):
+            for other in _same_shape(case, operand):
                 swapped = _branch(case, answer, up, step, values={**case.values, operand: case.values[other]})
                 out.append(Candidate(f"operand:{step}:{operand}:{other}",
                                      f"uses {other} where the derivative through {step} needs {operand}",
