@@ -61,3 +61,31 @@ def test_a_course_of_ones_own_exercise(name, tmp_path):
         checks = [line for text in lines for line in text.splitlines() if "|" in line]
         assert checks and all(("ok" in line or "match autograd" in line) if kind == "solved"
                               else "not attempted yet" in line for line in checks), (kind, checks)
+
+
+def test_a_right_cell_that_calls_one_hot_without_its_width_is_told_so_beside_full_marks(tmp_path):
+    """An instructor trial's fused cell wrote `F.one_hot(Y)` with no num_classes: full marks and no word from the
+    grader or the self-check, every hidden batch happening to hold the last class, though a batch without it
+    breaks the cell (the same call in a cell that fails somewhere was told so)."""
+    spec = ROOT / "tests" / "exercises" / "every_class.py"
+    target = tmp_path / "course"
+    _cli(["course", "init", str(target), "--exercise", str(spec)], "course init", tmp_path)
+    course = course_config.load(target / "course.yml")
+    folder = target / "source" / course.assignment
+    solved = nbformat.read(folder / course.notebook, as_version=4)
+    cell = next(c for c in solved.cells if c.get("id") == "dlogits")
+    cell.source = "dlogits = (F.softmax(logits, 1) - F.one_hot(Y)) / X.shape[0]\n"
+    submitted = tmp_path / "submitted"
+    submitted.mkdir()
+    nbformat.write(solved, submitted / "ada.ipynb")
+    _cli(["grade", str(submitted), "--out", str(tmp_path / "results"), "--course", str(target / "course.yml")],
+         "backprop-ninja grade", target)
+    result = json.loads((tmp_path / "results" / "ada.json").read_text())
+    test = next(t for t in result["tests"] if t["name"] == "dlogits")
+    assert test["score"] == test["max_score"], test
+    assert test["output"].startswith("correct on every configuration; but F.one_hot(...) given no number of "
+                                     "classes"), test["output"]
+    ran = _run_all({"ada": solved}, course, folder, tmp_path, dict(os.environ))["ada"]
+    line = next(line for c in ran.cells for o in c.get("outputs", []) for line in o.get("text", "").splitlines()
+                if line.startswith("dlogits "))
+    assert "WRONG" not in line and "; but F.one_hot(...) given no number of classes" in line, line

@@ -74,7 +74,7 @@ def _written(code: str | None) -> set[int] | None:
                                       if isinstance(n, ast.Constant) and type(n.value) is int}
 
 
-def _one_hot_unsized(code: str | None) -> bool:
+def one_hot_unsized(code: str | None) -> bool:
     """Whether the cell calls one_hot with its indices alone."""
     tree = _tree(code)
     return tree is not None and any(
@@ -592,7 +592,7 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
             (cut := _cut_short(cases, wrong_on, probe, answer, code)):
         mistake = "; ".join(filter(None, [mistake, "depends on the lecture's sizes"]))
         feedback += cut
-    elif kind != Match.BLANK and not named and _one_hot_unsized(code):
+    elif kind != Match.BLANK and not named and one_hot_unsized(code):
         mistake = ONE_HOT_WIDTH
         feedback += f"; {mistake}"
     elif kind != Match.BLANK and not named and written:

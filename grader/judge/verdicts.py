@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from grader.exercise import FUNCTION, FUSED, NAMESPACE, Answer, Exercise
-from grader.judge.compare import compare, outcome_text
+from grader.judge.compare import ONE_HOT_WIDTH, compare, one_hot_unsized, outcome_text
 from grader.judge.compare import judge as judge_answer
 from grader.judge.diagnose import counterpart
 from grader.judge.exam import CHAIN, Case, trajectory_atol
@@ -129,8 +129,10 @@ def _with_formula(mistake: dict | None, hints: str) -> str | None:
         else mistake["feedback"]
 
 
-def judge(submission, cases: list[Case], course, answer: Answer, check: str, known: Catalogue) -> None:
-    """Raise `Wrong` with the student's feedback unless the answer is right on every scored case."""
+def judge(submission, cases: list[Case], course, answer: Answer, check: str, known: Catalogue) -> Note | None:
+    """Raise `Wrong` with the student's feedback unless the answer is right on every scored case. A right cell
+    that calls F.one_hot without its number of classes is told so: right only because every batch drawn held
+    the last class (an instructor trial's fused cell, full marks and no word, where a smaller batch breaks it)."""
     if submission.submission.error:
         raise Wrong(submission.submission.error, "unreadable")
     if answer.cell_id in submission.submission.problems:
@@ -147,6 +149,9 @@ def judge(submission, cases: list[Case], course, answer: Answer, check: str, kno
                            code=submission.submission.cells.get(answer.cell_id))
     if failure:
         raise Wrong(failure.feedback, failure.kind, failure.mistake, failure.named)
+    if answer.kind != FUNCTION and one_hot_unsized(submission.submission.cells.get(answer.cell_id)):
+        return Note(f"but {ONE_HOT_WIDTH}")
+    return None
 
 
 def judge_training(submission, training, course) -> Note:

@@ -49,7 +49,7 @@ from grader.course import LECTURE_NOTEBOOK, Policy, Tolerance
 from grader.exercise import ATOMIC, DEFAULT, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, cell_builtins
 from grader.exercise import load as load_exercise
 from grader.judge import neighbourhood
-from grader.judge.compare import NOTEBOOK, compare, judge
+from grader.judge.compare import NOTEBOOK, ONE_HOT_WIDTH, compare, judge, one_hot_unsized
 from grader.judge.configs import Config, generate, training_config
 from grader.judge.diagnose import name as name_mistake
 from grader.judge.exam import (
@@ -1704,7 +1704,10 @@ class SelfCheck:
             changes, guessed = self._changes_others(answer), self._guessed(answer, right=True)
             if changes and guessed.startswith("; but "):  # one "but" a line (a student trial read two in a row)
                 guessed = "; and " + guessed.removeprefix("; but ")
-            return f"{label} {right}{changes}{guessed}"
+            line = f"{label} {right}{changes}{guessed}"
+            if answer is not None and answer.kind != FUNCTION and one_hot_unsized(self.source(answer)):
+                line += f"{'; and' if ' but ' in line else '; but'} {ONE_HOT_WIDTH} (the grader says so too)"
+            return line
         other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
         if other:
             return (f"{label} not checked: this cell is right as the grader runs it, but your {answer.variable} is not "
