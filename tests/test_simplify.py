@@ -408,6 +408,24 @@ def test_a_label_smoothing_named_as_a_hyperparameter_is_written_by_its_name():
     assert "the target is (1 - eps) on each row's class plus eps spread" in slips["ce-smoothing-dropped"]
 
 
+def test_a_masked_mean_of_a_cross_entropy_gets_softmax_minus_the_one_hot_times_the_mask():
+    """An instructor trial's graph convolution, `(nll * mask).sum() / mask.sum()` of a log-softmax's picked entries:
+    exercise check said its closed form was "a log-softmax" and its answer kept three steps, where a teacher
+    writes `(softmax - one_hot) * mask[:, None] / mask.sum()`: each example's cross-entropy is one call now."""
+    text = ("z = x @ W\nlogp = F.log_softmax(z, dim=1)\nnll = -logp[range(n), y_t]\n"
+            "loss = (nll * m).sum() / m.sum()\n")
+    network = Network.parse(text, parameters=("W",), data=("x", "y_t", "m"), sizes={"n": "x.shape[0]"})
+    configurations = _configurations({"x": (7, 3), "W": (3, 5), "y_t": (7,), "m": (7,)}, classes=5)
+    for configuration in configurations:
+        configuration.inputs["m"] = (configuration.inputs["m"] > 0).double()
+    closed = simplify.fuse(network, "z", None, configurations, derive.derive(network, configurations))
+    assert isinstance(closed, simplify.Closed) and closed.what == "a cross-entropy of each example", closed
+    assert _code(closed.cell) == ["dz = (F.softmax(z, 1) - F.one_hot(y_t, num_classes=z.shape[1])) * "
+                                  "(m / m.sum()).unsqueeze(1)"], closed.cell
+    _check_against_autograd(network, configurations, "z", None, closed.cell)
+    assert {slip.name for slip in closed.gradient.slips()} >= {"sum-mean", "ce-one-hot", "ce-softmax-dim"}
+
+
 def test_a_symmetric_loss_quotes_the_forward_lines_as_written():
     """An instructor trial's symmetric InfoNCE: the closed form folds `loss_ab` into the loss's line, and its comments
     quoted `loss = 0.5 * (F.cross_entropy(sim, labels) + loss_ba) (its lines written out)`, a line the notebook does

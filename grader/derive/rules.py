@@ -1142,12 +1142,14 @@ def where(site: Site, op: Op) -> list[Edge]:
                    Product.of(to_a)),))]
 
 
-@operation("cross_entropy", LOSSES, "F.cross_entropy(logits, targets) (mean or reduction='sum'; label_smoothing "
-           "a constant)", calls=("cross_entropy",), parse=_parse_cross_entropy)
+@operation("cross_entropy", LOSSES, "F.cross_entropy(logits, targets) (mean, reduction='sum' or "
+           "'none'; label_smoothing a constant)", calls=("cross_entropy",), parse=_parse_cross_entropy)
 def cross_entropy(site: Site, op: Op) -> list[Edge]:
-    """-log softmax(logits)[target], averaged over the examples (or summed): softmax - one_hot(target), over
-    the count of examples for the mean. With label smoothing e the target is a distribution, (1 - e) on the
-    target's class and e spread evenly over all the classes, and the gradient is softmax minus it."""
+    """-log softmax(logits)[target], averaged over the examples (or summed, or each example's own with
+    reduction='none'): softmax - one_hot(target), over the count of examples for the mean, times each example's
+    upstream gradient for 'none' (a masked mean, `(nll * mask).sum() / mask.sum()`, reads them so). With label
+    smoothing e the target is a distribution, (1 - e) on the target's class and e spread evenly over all the
+    classes, and the gradient is softmax minus it."""
     ctx = site.ctx
     logits = op.operands[0]
     target = op.args[0] if op.args else op.kwargs["target"]
@@ -1156,11 +1158,14 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
     # a size named for it (eps) is written by its name, as the forward pass writes it
     spelt = op.kwargs["label_smoothing"].id if isinstance(op.kwargs.get("label_smoothing"), ast.Name) else None
     kept, spread = (f"(1 - {spelt})", spelt) if spelt else (repr(round(1 - smoothing, 12)), repr(smoothing))
-    if any(len(s) != 2 for s in ctx.shapes(logits)) or reduction not in ("mean", "sum") or len(op.args) > 1 \
+    if any(len(s) != 2 for s in ctx.shapes(logits)) or reduction not in ("mean", "sum", "none") or len(op.args) > 1 \
             or set(op.kwargs) - {"target", "reduction", "label_smoothing"} \
             or not isinstance(smoothing, (int, float)) or not 0 <= smoothing <= 1:
-        raise ctx.no_rule(site.node, "cross_entropy other than the mean or sum over (n, classes) logits, with a "
-                                     "constant label_smoothing from 0 to 1")
+        raise ctx.no_rule(site.node, "cross_entropy other than the mean, sum or none over (n, classes) logits, "
+                                     "with a constant label_smoothing from 0 to 1")
+    # Each example's upstream gradient along its row: a scalar's for the mean and the sum
+    g = site.g if reduction != "none" or site.g.constant is not None else \
+        Product.of(call(site.g.node(), "unsqueeze", number(1)))
     rows = ctx.count(logits, (0,))
     probs = template("F.softmax(_x, 1)", x=logits)
     one_hot = template("F.one_hot(_t, num_classes=_x.shape[1])", t=target, x=logits)
@@ -1185,44 +1190,47 @@ def cross_entropy(site: Site, op: Op) -> list[Edge]:
          Product.of(ast.BinOp(probs, ast.Sub(), template(f"{kept} * _o + {spread}", o=typed)))))
     target_words = "the smoothed target" if smoothing else "one_hot(target)"
     if reduction == "mean":
-        right = difference.divided(rows) * site.g
+        right = difference.divided(rows) * g
         why = f"the mean of -log softmax(logits)[target]: (softmax - {target_words}) / {code(rows)}, the " \
               "examples averaged"
-        count = ("ce-mean", f"leaves out the 1/{code(rows)} of the mean over the examples", difference * site.g)
+        count = ("ce-mean", f"leaves out the 1/{code(rows)} of the mean over the examples", difference * g)
         probs_only, wrong_dim = Product.of(probs).divided(rows), wrong_dim.divided(rows)
         logs, set_to = logs.divided(rows), set_to.divided(rows)
         everywhere, unnormalized = everywhere.divided(rows), unnormalized.divided(rows)
         averaged = (("ce-target-undivided", f"divides the softmax by {code(rows)} but not the {target_words} taken "
                                             f"from it: the 1/{code(rows)} of the mean divides the whole difference",
-                     Product.of(ast.BinOp(Product.of(probs).divided(rows).node(), ast.Sub(), smoothed)) * site.g),)
+                     Product.of(ast.BinOp(Product.of(probs).divided(rows).node(), ast.Sub(), smoothed)) * g),)
         smoothing_slips = tuple((key, words, slip.divided(rows)) for key, words, slip in smoothing_slips)
     else:
-        right = difference * site.g
-        why = f"the sum of -log softmax(logits)[target]: softmax - {target_words}, each example's own"
-        count = ("ce-mean", f"divides by {code(rows)} as for the mean: a summed cross-entropy averages nothing",
-                 difference.divided(rows) * site.g)
+        right = difference * g
+        why = f"the sum of -log softmax(logits)[target]: softmax - {target_words}, each example's own" \
+            if reduction == "sum" else f"-log softmax(logits)[target] of each example: softmax - {target_words}, " \
+                                       "times that example's upstream gradient"
+        unaveraged = "a summed cross-entropy" if reduction == "sum" else "reduction='none'"
+        count = ("ce-mean", f"divides by {code(rows)} as for the mean: {unaveraged} averages nothing",
+                 difference.divided(rows) * g)
         probs_only = Product.of(probs)
         averaged = ()
     target_set = () if smoothing else (
         ("ce-target-set", "sets each row's target entry to -1 where 1 is subtracted from its probability",
-         set_to * site.g),)
+         set_to * g),)
     return [Edge(logits, right, why,
                  (count,
                   ("ce-one-hot", "leaves out the smoothed target's distribution" if smoothing
                    else "leaves out the -1 at each row's target",
-                   probs_only * site.g),
+                   probs_only * g),
                   ("ce-softmax-dim", "takes the softmax over dimension 0, the examples, where cross_entropy's runs "
-                                     "over each row's classes (dimension 1)", wrong_dim * site.g),
+                                     "over each row's classes (dimension 1)", wrong_dim * g),
                   ("ce-log-softmax", "uses the log-probabilities (log_softmax) where the probabilities (softmax) "
-                                     "belong", logs * site.g),
+                                     "belong", logs * g),
                   *target_set,
                   ("ce-minus-one", f"takes 1 from every entry, where only {target_words} is taken from the softmax "
                                    "(1 at each row's target class)" if not smoothing else
-                   f"takes 1 from every entry, where {target_words} is taken from the softmax", everywhere * site.g),
+                   f"takes 1 from every entry, where {target_words} is taken from the softmax", everywhere * g),
                   ("ce-unnormalized", "uses exp(logits) without dividing each row by its sum: the softmax's "
-                                      "probabilities belong there", unnormalized * site.g),
+                                      "probabilities belong there", unnormalized * g),
                   *averaged,
-                  *((key, words, slip * site.g) for key, words, slip in smoothing_slips)))]
+                  *((key, words, slip * g) for key, words, slip in smoothing_slips)))]
 
 
 @operation("index", INDEXING, "x[Xb] (an embedding lookup), x[range(n), Yb], x[:, t] and other indexing")

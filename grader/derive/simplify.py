@@ -184,6 +184,9 @@ def _cross_entropy(network: Network, d: Derivation, source: str, sink: str | Non
         candidates += [(call(name("F"), "cross_entropy", x, name(t)), "a cross-entropy") for t in targets]
         candidates += [(call(name("F"), "cross_entropy", x, name(t), reduction=ast.Constant("sum")),
                         "a summed cross-entropy") for t in targets]
+        # each example's own, which a weighted or masked mean reads (an instructor trial's graph convolution)
+        candidates += [(call(name("F"), "cross_entropy", x, name(t), reduction=ast.Constant("none")),
+                        "a cross-entropy of each example") for t in targets]
     candidates += [(call(name("F"), "log_softmax", x, number(dim)), "a log-softmax") for dim in range(len(shapes[0]))]
     for candidate, what in candidates:
         try:
