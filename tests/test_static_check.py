@@ -541,3 +541,19 @@ def test_a_matrix_inverse_is_refused_with_the_transpose_it_stands_for(source):
     assert refusal is not None and "no gradient here needs an inverse" in refusal.reason, refusal
     assert "dx = dout @ W.T" in refusal.reason
     assert "needs an inverse" not in str(check("n = torch.linalg.norm(W1)"))
+
+
+@pytest.mark.parametrize("code, instead", [("y = torch.special.expit(s)", "torch.sigmoid"),
+                                           ("y = torch.linalg.vector_norm(u, dim=1, keepdim=True)", "x.norm(dim=")])
+def test_a_refused_spelling_of_allowed_math_says_the_spelling_to_write(code, instead):
+    """An instructor trial's right answers scored 0 with "is not tensor math this exercise allows" alone."""
+    refused = static_check.check(code)
+    assert refused is not None and "is not tensor math this exercise allows: write " + instead in refused.reason, \
+        refused
+
+
+def test_every_spelling_a_refusal_suggests_is_allowed():
+    for allowed in static_check.SPELT_OTHERWISE.values():
+        call = allowed.replace("x.norm(dim=..., keepdim=...)", "x.norm(dim=1, keepdim=True)")
+        code = f"y = {call}" + ("" if call.endswith(")") else "(x, 1)")
+        assert static_check.check(code) is None, code

@@ -205,6 +205,23 @@ class Refusal:
 _INVERSES = frozenset({"inv", "pinv", "inverse", "pinverse", "solve", "lstsq", "tensorinv", "tensorsolve"})
 
 
+# Refused spellings of allowed math, with the spelling an answer cell may use (an instructor trial's right
+# `torch.special.expit(s)` and `torch.linalg.vector_norm(u, dim=1, keepdim=True)` were told only "not allowed").
+SPELT_OTHERWISE = {
+    ("special", "expit"): "torch.sigmoid",
+    ("special", "softmax"): "F.softmax",
+    ("special", "log_softmax"): "F.log_softmax",
+    ("special", "logsumexp"): "torch.logsumexp",
+    ("linalg", "vector_norm"): "x.norm(dim=..., keepdim=...)",
+    ("linalg", "norm"): "x.norm(dim=..., keepdim=...)",
+}
+
+
+def _spelt_otherwise(attrs) -> str:
+    allowed = SPELT_OTHERWISE.get(tuple(attrs[:2]))
+    return f": write {allowed}" if allowed else ""
+
+
 def _inverse(attrs) -> str:
     if not _INVERSES & set(attrs):
         return ""
@@ -298,7 +315,8 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
             members = _module_attrs(root, attrs, allow)
             rest = attrs[members:] if members else []
             if members is None or any(a not in ATTRIBUTES for a in rest):
-                return f"{root}.{'.'.join(attrs)} is not tensor math this exercise allows{_inverse(attrs)}"
+                return (f"{root}.{'.'.join(attrs)} is not tensor math this exercise allows{_spelt_otherwise(attrs)}"
+                        f"{_inverse(attrs)}")
             return None
         outside = [a for a in attrs if a not in ATTRIBUTES]
         if outside and outside[0] in ("format", "format_map"):
