@@ -325,3 +325,15 @@ def test_a_cell_runs_under_the_graders_time_limit_and_without_one_where_the_plat
         monkeypatch.delattr(signal, name)
     with selfcheck._time_limit(0.05):
         assert sum(range(10)) == 45
+
+
+def test_a_functions_note_on_what_it_reads_from_the_notebook_counts_globals_not_attributes():
+    """An instructor trial's manual_backward set `T = 4.0` itself and read `W2.T`: the self-check said it read T from
+    the notebook (co_names holds attribute names too). A global read in a comprehension is still one."""
+    from grader.student.selfcheck import _globals_read
+
+    namespace = {"T": 4.0, "W9": torch.ones(2), "torch": torch}
+    exec("def own(params):\n    T = 2.0\n    return params['W2'].T * T\n"  # noqa: S102 - the test's own cells
+         "def leaked(params):\n    return params['x'] * sum(W9 for _ in range(2))\n", namespace)
+    assert _globals_read(namespace["own"]) == ""
+    assert _globals_read(namespace["leaked"]) == " (it reads W9 from the notebook, not from its arguments)"

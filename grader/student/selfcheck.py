@@ -30,6 +30,7 @@ import collections.abc
 import contextlib
 import copy
 import difflib
+import dis
 import functools
 import importlib.util
 import io
@@ -181,9 +182,20 @@ def _globals_read(function) -> str:
     """The notebook's values a function reads besides its arguments (a parameter an earlier exercise left
     in the notebook, say): the check and the grader give it none, and the notebook's are of other sizes."""
     code, found = getattr(function, "__code__", None), getattr(function, "__globals__", {})
-    read = [n for n in (code.co_names if code else ()) if n not in NAMESPACE
-            and isinstance(found.get(n), torch.Tensor | int | float)]
+    # The names it loads as globals, not every name of co_names, which holds attributes too: `W2.T` is no read of
+    # a notebook's `T` (an instructor trial's function, which set its own T, was told it read the notebook's)
+    loaded = [] if code is None else list(dict.fromkeys(
+        i.argval for c in _codes(code) for i in dis.get_instructions(c) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")))
+    read = [n for n in loaded if n not in NAMESPACE and isinstance(found.get(n), torch.Tensor | int | float)]
     return "" if not read else f" (it reads {', '.join(read[:4])} from the notebook, not from its arguments)"
+
+
+def _codes(code) -> collections.abc.Iterator:
+    """A code object and those nested in it (a comprehension's, a lambda's), whose globals are the function's."""
+    yield code
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            yield from _codes(const)
 
 
 def _step(params: dict, grads: dict, lr: float) -> dict:
