@@ -458,9 +458,9 @@ def test_a_slip_equal_to_the_right_answer_everywhere_is_said_not_dropped(tmp_pat
     code, out = check(path)
     assert code == 0, out
     assert ("note: 3 slips equal the right answer on every derivation configuration, so this check cannot grade "
-            "them (the course's grader still may, on its own draws); all of "
-            "them change a term that reads M, which is zeros in every configuration (the term vanishes, the slip "
-            "with it): draw M at random to grade them: dh forward-value, dh missed-factor, dh overwrite") in out, out
+            "them; all of them change a term that reads M, which is zeros in every configuration, the course's hidden "
+            "ones too (the term vanishes, the slip with it): draw M at random to grade them: dh forward-value, dh "
+            "missed-factor, dh overwrite") in out, out
 
 
 def test_gradients_zero_on_every_derivation_configuration_are_named_as_the_cause(tmp_path):
@@ -474,7 +474,7 @@ def test_gradients_zero_on_every_derivation_configuration_are_named_as_the_cause
     code, out = check(path)
     assert code == 0, out
     note = next(line for line in out.splitlines() if line.startswith("note: "))
-    assert "this check cannot grade them (the course's grader still may, on its own draws)" in note, note
+    assert "this check cannot grade them (the course's grader may still, on its own draws)" in note, note
     assert "; dz, dh, db, dW are zero on every derivation configuration (the loss does not move with them there: " \
            "a hinge, a clamp or a ReLU never active on the data drawn?)" in note, note
     assert "draw data that makes them active" in note

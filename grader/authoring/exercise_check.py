@@ -222,18 +222,21 @@ def check(spec: str) -> Iterator[str]:
     # Each slip name once per gradient: `W * W` makes the same slip in both factors.
     right = list(dict.fromkeys(f"{g.name} {s.name}" for g in found.gradients for s in g.right_anyway))
     if right:  # the rule table made them, but no notebook could tell them from the answer: said, not graded
+        zeros = _hidden_by_zeros(exercise, found.gradients)
         why = "".join(f"; {'all' if count == len(right) else count} of them change a term that reads {name}, which "
-                      f"is zeros in every configuration (the term vanishes, the slip with it): draw {name} at random "
-                      "to grade them"
-                      for name, count in _hidden_by_zeros(exercise, found.gradients).items())
+                      f"is zeros in every configuration, the course's hidden ones too (the term vanishes, the slip "
+                      f"with it): draw {name} at random to grade them"
+                      for name, count in zeros.items())
         zero = _zero_gradients(exercise, found.gradients)
         if zero:
             why += (f"; {', '.join(zero)} {'is' if len(zero) == 1 else 'are'} zero on every derivation configuration "
                     "(the loss does not move with them there: a hinge, a clamp or a ReLU never active on the data "
                     "drawn?), so no slip that reaches them changes anything, and a notebook run on such data checks "
                     "zeros against zeros: draw data that makes them active")
+        # Inputs drawn as zeros are zeros on the grader's draws too; data that leaves a hinge idle may not be
+        maybe = "" if zeros else " (the course's grader may still, on its own draws)"
         yield (f"note: {len(right)} slips equal the right answer on every derivation configuration, so this check "
-               f"cannot grade them (the course's grader still may, on its own draws){why}: {', '.join(right)}")
+               f"cannot grade them{maybe}{why}: {', '.join(right)}")
     for gradient in found.gradients:
         yield ""
         yield from gradient.source.rstrip("\n").splitlines()
