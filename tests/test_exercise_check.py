@@ -463,6 +463,22 @@ def test_a_slip_equal_to_the_right_answer_everywhere_is_said_not_dropped(tmp_pat
             "missed-factor, dh overwrite") in out, out
 
 
+def test_two_sizes_of_one_notebook_value_are_noted(tmp_path):
+    """A second instructor trial's n and nh were both 32: `h @ W2` for `h.T @ W2` ran in the notebook and failed only
+    on hidden configurations, whose messages feedback withholds, so the student was told no fix."""
+    path = tmp_path / "same.py"
+    path.write_text(HIDING.replace("ACCEPT", "").replace('"hidden": (4, (2, 10))', '"hidden": (8, (2, 10))')
+                    .replace("* (n == 8)", ""), encoding="utf-8")
+    code, out = check(path)
+    assert code == 0, out
+    assert ("note: n and hidden are all 8 at the notebook's sizes, so a product or a sum that mixes them up runs "
+            "there and fails only on hidden configurations") in out, out
+    apart = tmp_path / "apart.py"
+    apart.write_text(HIDING.replace("ACCEPT", "").replace("* (n == 8)", ""), encoding="utf-8")
+    code, out = check(apart)
+    assert code == 0 and " are all " not in out, out
+
+
 def test_gradients_zero_on_every_derivation_configuration_are_named_as_the_cause(tmp_path):
     """An instructor trial's triplet loss: no triplet of its data broke the margin, so the loss was 0 and every
     gradient behind the hinge zero; the note listed 10 slips "not graded" with no cause (the GRU's zeros had

@@ -169,6 +169,14 @@ def check(spec: str) -> Iterator[str]:
         yield (f"note: {key} is never drawn above its notebook value {value} (its range is {low}..{high - 1}): an "
                f"answer that slices to {value} ([:{value}]) takes every entry everywhere and is never caught: widen "
                f"the range past {value}")
+    shared: dict[object, list[str]] = {}
+    for key in exercise.ranges:
+        shared.setdefault(exercise.lecture[key], []).append(key)
+    for value, keys in shared.items():
+        if len(keys) > 1:  # a second instructor trial's n and nh, both 32
+            yield (f"note: {' and '.join(keys)} are all {value} at the notebook's sizes, so a product or a sum that "
+                   f"mixes them up runs there and fails only on hidden configurations, whose error messages feedback "
+                   f"withholds: give them different notebook values")
     yield from _single_line_blocks(exercise)
     try:
         drawn = configs.generate(spec, "exercise check", TRIAL_CONFIGURATIONS)
