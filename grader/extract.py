@@ -267,6 +267,11 @@ def from_notebook(sid: str, path: Path, notebook, cells: tuple[str, ...]) -> Sub
         distinct = {_code_of(s): s for s in sources if _code_of(s)} or {_code_of(s): s for s in sources}
         if len(distinct) == 1:
             submission.cells[grade_id] = next(iter(distinct.values()))
+        elif not found:  # none of them: another exercise's notebook, or the wrong --course (a trial's 0, no word)
+            submission.problems[grade_id] = (f"no answer cell with grade id {grade_id!r}, nor any other of this "
+                                             "course's: the notebook is another exercise's, or was graded with "
+                                             "another course's course.yml; grade it with its own course, or restore "
+                                             "the answer cells from the released notebook")
         elif not sources:
             submission.problems[grade_id] = (f"no answer cell with grade id {grade_id!r}: it was deleted, or its "
                                              "metadata was edited; restore it from the released notebook")

@@ -92,6 +92,17 @@ def test_a_deleted_answer_cell_is_a_problem_naming_its_grade_id(tmp_path):
     assert s.cells == {g: src for g, src in REFERENCE.items() if g not in ("dC", "ex3_dhprebn")}
 
 
+def test_a_notebook_with_none_of_the_answer_cells_is_told_it_may_be_another_exercises(tmp_path):
+    """A second instructor trial graded a notebook with another course's course.yml: 0, and every cell told to be
+    restored from the released notebook, with no word that the notebook is another exercise's."""
+    s = read(write(tmp_path / "nb.ipynb", submission(drop=list(REFERENCE))))
+    assert set(s.problems) == set(REFERENCE) and not s.cells
+    assert all("nor any other of this course's: the notebook is another exercise's, or was graded with another "
+               "course's course.yml" in text for text in s.problems.values())
+    one = read(write(tmp_path / "one.ipynb", submission(drop=["dC"])))
+    assert "nor any other" not in one.problems["dC"]
+
+
 @pytest.mark.parametrize("copies", [2, 3])
 def test_a_duplicated_answer_cell_is_a_problem_naming_it_and_the_count(tmp_path, copies):
     # A copied cell keeps its grade id; the student changed the copy.
