@@ -348,6 +348,23 @@ def test_a_hyperparameter_is_said_to_be_written_in_the_function():
     assert f"Each answer cell starts as `{value.answers[0].variable} = None # TODO`" in prose
 
 
+def test_a_function_that_reads_a_hyperparameter_is_told_to_write_its_value():
+    """A second instructor trial's manual_backward read the notebook's T: the NameError said only what the function
+    may use, where the notebook's prose says to write the value in."""
+    from types import SimpleNamespace
+
+    from grader.judge.compare import outcome_text
+
+    value = tiny(sizes={**SIZES, "reg": 0.01}, forward=FORWARD.replace("/ n", "/ n + reg * (W * W).sum()"),
+                 backward=True)
+    answer = next(a for a in value.answers if a.kind == ex.FUNCTION)
+    for error, said in (("name 'reg' is not defined", True), ("name 'zz' is not defined", False)):
+        outcome = SimpleNamespace(status="error", detail={"error_type": "NameError", "error": error, "line": 2})
+        feedback = outcome_text(outcome, answer, exercise=value, public=False).feedback
+        assert ("reg is a number of the network, the same everywhere: write its value (0.01) in the function"
+                in feedback) is said, feedback
+
+
 def test_a_size_no_forward_line_reads_is_shown_as_a_shape_the_notebook_has():
     """The notebook binds only the sizes its forward lines read: the others are said as a tensor's shape, in its
     prose and in feedback, and an exercise's own mistakes may name them otherwise (the lecture's setup binds

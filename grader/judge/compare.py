@@ -246,7 +246,12 @@ def _function_hint(exercise: Exercise, answer: Answer, error_type: str, error: s
     if error_type == "RuntimeError" and (mixed := dtype_note(error, function.name)):
         return mixed.strip()[1:-1]
     if error_type == "NameError":
-        return f"{function.name} may use only its arguments, {_and(NAMESPACE)}"
+        named = re.fullmatch(r"name '(\w+)' is not defined", error)
+        code = exercise.network.sizes.get(named.group(1)) if named else None
+        # a hyperparameter (a number no tensor's shape says): the notebook's prose says to write its value in
+        written = f"; {named.group(1)} is a number of the network, the same everywhere: write its value ({code}) in " \
+            "the function" if code is not None and ".shape[" not in code else ""
+        return f"{function.name} may use only its arguments, {_and(NAMESPACE)}{written}"
     dicts = [argument for argument in function.arguments if not isinstance(argument, str)]
     held = [f"the {label} holds exactly: {', '.join(names)}" for label, names in dicts
             if tuple(names) != exercise.network.parameters]
