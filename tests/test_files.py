@@ -46,3 +46,19 @@ def test_an_explicit_mode_and_an_existing_folder_are_kept(tmp_path):
     atomic_write(shared / "course.yml", "x", mode=0o600)
     assert mode(shared) == 0o755 and mode(shared / "course.yml") == 0o600
     assert private_dir(shared) == shared and mode(shared) == 0o755
+
+
+def test_an_interrupt_straight_after_the_rename_keeps_the_file_and_stays_an_interrupt(tmp_path, monkeypatch):
+    """Ctrl-C on a threaded batch lands between any two steps of the main thread (a worker thread took the
+    signal the main thread held): the file is whole and in place, and the command still exits as interrupted,
+    not with "No such file" for a temporary file that had become the result."""
+    rename = os.replace
+
+    def replace_then_interrupt(src, dst):
+        rename(src, dst)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", replace_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(tmp_path / "a.json", "{}")
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"] and (tmp_path / "a.json").read_text() == "{}"

@@ -51,8 +51,10 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-# Held while a file is written: Ctrl-C (or a TERM) in the middle of one would leave its temporary file
-# behind, and arrives instead the moment the file is in place.
+# Held while a file is written, so Ctrl-C (or a TERM) arrives the moment the file is in place. That holds
+# in a single thread only: the kernel hands a process's signal to any thread that does not block it, and
+# Python raises it in the main thread at its next step, even straight after the rename. So the clean-up
+# below also meets a temporary file that is already the real one.
 HELD = {signal.SIGINT, signal.SIGTERM}
 
 
@@ -70,7 +72,7 @@ def atomic_write(path: Path, data: str | bytes, mode: int | None = None) -> None
                 f.write(data.encode("utf-8") if isinstance(data, str) else data)
             os.replace(tmp, path)
         except BaseException:
-            os.unlink(tmp)
+            Path(tmp).unlink(missing_ok=True)
             raise
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
