@@ -3,7 +3,8 @@
 initialised to ones (the lecture-sized configuration keeps the exercise's own init: a notebook's self-check
 draws what the student sees). A residual block around an RMSNorm fused into one cell
 (tests/exercises/rms_residual.py): the teacher's closed form, which reads the residual's gradient, gets full
-credit, as does the derived answer of the solved notebook."""
+credit, as does the derived answer of the solved notebook. A BPR loss (tests/exercises/bpr.py): the textbook's
+answers, which read the gradient a subtraction passes on unchanged, get full credit."""
 from __future__ import annotations
 
 import json
@@ -21,8 +22,8 @@ from helpers.paths import ROOT
 pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
-# Each submission: the solved notebook with these answer cells rewritten, and the score each grade id
-# must get (those not named: full).
+# Each submission: the solved notebook with these answer cells rewritten, and the share of its points each grade
+# id must get (those not named: full).
 CS231N = {
     # `loss = data_loss + reg_loss`: dreg_loss and ddata_loss are identically 1, and CS231n leaves them out.
     "textbook": ({"dW2": "dW2 = h1.T @ dscores + 0.1 * W2\n", "dW1": "dW1 = X.T @ da1 + 0.1 * W1\n",
@@ -42,7 +43,16 @@ RMS_RESIDUAL = {
                                 "dh0 = rrms * (dxhat - h0 * rrms**2 * (dxhat * h0).mean(1, keepdim=True))\n"},
                     {"ex2_dh0": 0.0}),
 }
-COURSES = {"cs231n": ("cs231n_net.py", CS231N), "rms-residual": ("rms_residual.py", RMS_RESIDUAL)}
+BPR = {
+    # The textbook's: x = s_pos - s_neg gives ds_pos = dx and ds_neg = -dx exactly, so these read dx. Graded as
+    # skipped steps, each lost half its points (an instructor trial's class would have).
+    "textbook": ({"dhu": "dhu = (hp - hn) * dx[:, None]\n", "dhp": "dhp = hu * dx.view(-1, 1)\n",
+                  "dhn": "dhn = -hu * dx[:, None]\n", "ds_neg": "ds_neg = -ds_pos\n"}, {}),
+    # softplus's step scales: a closed form from the loss skips it, and still gets the chain-only half.
+    "closed-form": ({"ds_pos": "ds_pos = -torch.sigmoid(-x) / x.shape[0]\n"}, {"ds_pos": 0.5}),
+}
+COURSES = {"cs231n": ("cs231n_net.py", CS231N), "rms-residual": ("rms_residual.py", RMS_RESIDUAL),
+           "bpr": ("bpr.py", BPR)}
 
 
 def _run(args: list[str], cwd) -> str:
@@ -73,7 +83,7 @@ def test_a_class_is_graded_as_its_teachers_answers_deserve(tmp_path, exercise):
         result = json.loads((tmp_path / "results" / f"{stem}.json").read_text())
         got = {t["name"]: (t["score"], t["output"]) for t in result["tests"]}
         for name, (score, output) in got.items():
-            assert score == expected.get(name, course.points[name]), (stem, name, output)
+            assert score == expected.get(name, 1.0) * course.points[name], (stem, name, output)
 
 
 def test_a_block_fused_from_an_intermediate_is_given_its_upstream_in_the_notebook(tmp_path):

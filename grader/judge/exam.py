@@ -79,6 +79,7 @@ def case_of(config: Config, params: dict[str, torch.Tensor], data: dict[str, tor
     # it, or leave a 1 out.
     constant = network.constant_gradients
     random_upstream.update({f"d{name}": truth[f"d{name}"] for name in constant if f"d{name}" in random_upstream})
+    _pass_on_copies(network, values, random_upstream)
     local = {}
     for answer in exercise.answers:
         if answer.kind == ATOMIC and answer.local_upstream:
@@ -92,6 +93,28 @@ def case_of(config: Config, params: dict[str, torch.Tensor], data: dict[str, tor
             local[answer.grade_id] = fused_vjp(network, values, answer.source, answer.sink, upstream)
     values = {k: v.detach() for k, v in values.items()}
     return Case(config, values, truth, random_upstream, local, exercise)
+
+
+def _pass_on_copies(network, values: dict[str, torch.Tensor], random_upstream: dict[str, torch.Tensor]) -> None:
+    """A tensor whose one reader only moves, negates or reshapes it (`x = s_pos - s_neg`, a view) gets the
+    gradient that step passes back from its reader's random one, not a draw of its own. Drawn apart, the textbook's
+    BPR `dhu = (hp - hn) * dx[:, None]` (with `ds_pos = dx` and `ds_neg = -dx` exact in every network) lost half
+    its points as a skipped step, and a triplet loss's `dneg_d = -dpos_d` too: a step that changes no value is no
+    step a student must write. A step that scales or mixes (a weight, a mask, a sum) is still drawn apart, so a
+    closed form that skips it still shows."""
+    constant = network.constant_gradients
+    for step in reversed(network.steps):  # a reader's gradient is settled before its inputs'
+        name = step.name
+        readers = network.consumers(name)
+        if name in constant or f"d{name}" not in random_upstream or len(readers) != 1:
+            continue
+        upstream = random_upstream.get(f"d{readers[0]}")
+        if upstream is None:
+            continue
+        passed = local_vjp(network, values, name, {readers[0]: upstream})
+        if passed.numel() == upstream.numel() and torch.equal(passed.abs().flatten().sort().values,
+                                                             upstream.abs().flatten().sort().values):
+            random_upstream[f"d{name}"] = passed
 
 
 @dataclass(eq=False)
