@@ -581,3 +581,16 @@ def test_a_product_is_told_it_may_be_elementwise_only_where_that_gives_the_answe
     failure = _judged(error, error, grade_id="de")  # de: (n, dim), (8, 3) at the lecture's sizes
     assert ("write * where @ is" in failure.feedback) == elementwise, failure.feedback
     assert "transpose" in failure.feedback
+
+
+def test_a_uniformly_tiny_difference_is_told_as_one_not_as_the_rows_it_crosses_the_tolerance_in():
+    """eps left out of batch norm is off by about eps / variance everywhere, crossing the tolerance in some rows:
+    "wrong only in rows 0, 1, 2, ..." sent an instructor trial's student looking for a row bug."""
+    g = torch.Generator().manual_seed(0)
+    want = torch.randn(32, 8, generator=g, dtype=torch.float64)
+    got = want * (1 + 2e-5 * torch.rand(32, 8, generator=g, dtype=torch.float64))
+    (hint,) = diagnose(got, want, rtol=1e-5, atol=1e-8)
+    assert hint.startswith("nowhere more than ") and "eps" in hint, hint
+    got = want.clone()
+    got[3] += 1.0
+    assert diagnose(got, want, rtol=1e-5, atol=1e-8) == ["wrong only in rows 3 (1 of 32), right in the others"]

@@ -261,6 +261,14 @@ def test_a_hinges_mask_left_out_is_told_so_on_both_sides(grade_id, code, sentenc
     assert said("tests/exercises/margin_ranking.py:EXERCISE", grade_id, code) == sentence
 
 
+def test_a_swap_a_normalization_cannot_see_is_never_named():
+    """An instructor trial's dgamma with eps left out of batch norm was told it "uses hbn where the derivative
+    through hbn needs hpre": batch norm of hbn is batch norm of hpre but for eps, so the swap fitted the slip."""
+    code = "dgamma = (dhbn * (hpre - hpre.mean(0)) / hpre.std(0, unbiased=False)).sum(0)"
+    for check in (CHAIN, LOCAL):
+        assert said("tests/exercises/bn_silu.py:EXERCISE", "dgamma", code, check, read=True) is None
+
+
 def test_a_name_the_code_reads_is_not_said_where_the_values_deny_it():
     code = "dcounts_sum = (-counts_sum**-2) * dprobs.sum(1, keepdim=True)"
     assert "reads" not in (said("tanh-batchnorm", "dcounts_sum", code, read=True) or "")
