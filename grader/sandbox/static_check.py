@@ -321,6 +321,9 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
         outside = [a for a in attrs if a not in ATTRIBUTES]
         if outside and outside[0] in ("format", "format_map"):
             return f".{outside[0]} reads the attributes its template names: print with an f-string instead"
+        if outside == ["numpy"] and attrs[-1] == "numpy":
+            return (".numpy() is not allowed in an answer cell: keep the gradient a torch tensor (torch has the same "
+                    "math: .T, @, .sum(0), torch.where)")
         if outside:
             return f".{outside[0]} is not an attribute an answer cell may use (tensor math only){_inverse(outside)}"
     elif isinstance(node, ast.Call):
@@ -404,6 +407,10 @@ def _honest(node: ast.AST, called: set[int], context: dict[int, str]) -> bool:
         return not node.level and node.module in _HONEST_MODULES and all(_clean(a.name) for a in node.names)
     if isinstance(node, ast.Attribute):
         root, attrs = _chain(node)
+        if attrs[-1:] == ["numpy"] and id(node) in called and _clean(root) and all(map(_clean, attrs[:-1])):
+            # `dW = dW.numpy()`, a student at home in numpy: refused all the same (a write through the array it
+            # shares memory with evades torch's version counter), but no cheat gains from a cell never run
+            return isinstance(node.ctx, ast.Load) and context.get(id(node)) != "written"
         return (id(node) in called and isinstance(node.ctx, ast.Load) and all(map(_clean, attrs))
                 and (root is None or root in PROTECTED or _clean(root)))
     if isinstance(node, ast.Name):
@@ -416,7 +423,10 @@ def _honest(node: ast.AST, called: set[int], context: dict[int, str]) -> bool:
 def _context(tree: ast.AST) -> dict[int, str]:
     """The role of each node that plays one in its parent (see _problem)."""
     context = {}
-    for node in ast.walk(tree):
+    for node in ast.walk(tree):  # a parent before its children: a role given below overrides "written"
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)) else []
+        context.update((id(inner), "written") for target in targets for inner in ast.walk(target))
         if isinstance(node, ast.Attribute):
             context[id(node.value)] = "chain"
         for decorator in getattr(node, "decorator_list", ()):
