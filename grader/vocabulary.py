@@ -316,6 +316,11 @@ class Broadcast:
 
     SQUEEZABLE = ("Partial credit: the values are right, but a gradient must have exactly its tensor's shape "
                   "(broadcasting would spread a wrong shape one step later)")
+    # torch's "The size of tensor a (8) must match the size of tensor b (32) at non-singleton dimension 1": an
+    # instructor trial's `dhp = hu * ds_pos` (ds_pos one entry per example) was told no more than that.
+    ELEMENTWISE_SHAPES = ("the shapes of an elementwise operation do not line up: a vector lines up with a matrix's "
+                          "last dimension, so one entry per row needs a column axis (v[:, None] or v.unsqueeze(1)); "
+                          "a sum meant to broadcast back needs keepdim=True")
 
     @staticmethod
     def not_summed(dims, summed: bool) -> str:

@@ -573,6 +573,14 @@ def test_a_product_that_fails_on_the_lecture_s_sizes_too_is_told_its_shapes_do_n
     assert "a transpose is probably missing or misplaced" in failure.feedback
 
 
+def test_an_elementwise_operation_whose_shapes_do_not_line_up_is_told_how_to_line_them_up():
+    """An instructor trial's `dhp = hu * ds_pos`, ds_pos one entry per example: torch's message alone, no fix."""
+    error = _error("RuntimeError", "The size of tensor a (3) must match the size of tensor b (8) at non-singleton "
+                                   "dimension 1")
+    failure = _judged(error, error)
+    assert "one entry per row needs a column axis (v[:, None] or v.unsqueeze(1))" in failure.feedback, failure.feedback
+
+
 @pytest.mark.parametrize("shapes, elementwise", [("8x4 and 8x4", False), ("8x3 and 8x1", True)])
 def test_a_product_is_told_it_may_be_elementwise_only_where_that_gives_the_answer_s_shape(shapes, elementwise):
     """The instructor trial's GRU: dlogits @ Wy with as many examples as hidden units (32x27 and 32x27) was told

@@ -21,7 +21,7 @@ from grader import syntax
 from grader.exercise import ATOMIC, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, load
 from grader.judge.diagnose import diagnose, every_row_picked, name
 from grader.sandbox.protocol import as_answer
-from grader.vocabulary import Match, Status, Transpose, dtype_note, in_place, shape_text
+from grader.vocabulary import Broadcast, Match, Status, Transpose, dtype_note, in_place, shape_text
 
 
 @dataclass(frozen=True)
@@ -312,6 +312,8 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
                 whose = ("the gradient that line computes" if answer.kind == FUNCTION  # not the parameter's
                          else f"{answer.variable}'s")
                 text += f"; {Transpose.product_shapes(whose)}"
+        elif "must match the size of tensor" in outcome.detail["error"] and public and not sized and hints != "none":
+            text += f"; {Broadcast.ELEMENTWISE_SHAPES}"
         if outcome.detail.get("limit") == "memory":
             return Failure("memory", text + "; the cell ran into the sandbox's memory limit (no gradient here "
                                             "needs more than a few megabytes)", mistake)
