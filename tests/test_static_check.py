@@ -169,6 +169,9 @@ REFUSED = {
     "untyped-storage": ("s = probs.untyped_storage()\n", 1, "untyped_storage"),
     "numpy": ("a = probs.numpy()\n", 1, "numpy"),
     "numpy-written": ("probs.numpy()[0] = 1\n", 1, "numpy"),
+    # an instructor trial's student, at home in numpy
+    "numpy-round-trip": ("dW2 = torch.from_numpy(ha.detach().numpy().T @ dza.numpy())\n", 1, "from_numpy"),
+    "from-numpy-written": ("torch.from_numpy(a)[0] = 1\n", 1, "from_numpy"),
     "data-ptr": ("p = probs.data_ptr()\n", 1, "data_ptr"),
     # aliasing or rebinding the modules
     "alias-torch": ("t = torch\n", 1, "torch"),
@@ -300,7 +303,7 @@ def test_refused_with_a_reason_and_the_offending_line(source, line, word):
 # What of REFUSED an honest student writes: an error to fix, not an integrity flag (tests/test_flags.py); every
 # other refusal here, and every bypass, is flagged.
 HONEST = {"import-numpy", "try-finally", "global", "kwargs-own-function", "annassign", "iter-next", "nn-module",
-          "math-alias", "star-import", "nonlocal", "del-item", "raise", "numpy"}
+          "math-alias", "star-import", "nonlocal", "del-item", "raise", "numpy", "numpy-round-trip"}
 
 
 def test_only_what_an_honest_student_writes_is_refused_as_honest():

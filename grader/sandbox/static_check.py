@@ -360,6 +360,7 @@ def _problem(node: ast.AST, allow: Allow, context: dict[int, str]) -> str | None
 # `torch.linalg.matmul(x.T, dout)`, or `import numpy as np` left at the top of a cell, marked its student for a
 # cheating review. Only what _honest lists, and only where no name in it reaches what a cheat reaches for.
 _HONEST_STATEMENTS = (ast.Global, ast.Nonlocal, ast.AnnAssign)
+NUMPY_BRIDGE = frozenset({"numpy", "from_numpy"})
 _HONEST_MODULES = frozenset({"numpy", "scipy", "scipy.special", "math", "torch", "torch.nn", "torch.nn.functional",
                              "torch.linalg", "torch.special", "einops"})
 _HONEST_BUILTINS = frozenset({"iter", "next", "repr", "hash", "ord", "chr", "frozenset", "callable", "bin", "hex"})
@@ -407,9 +408,10 @@ def _honest(node: ast.AST, called: set[int], context: dict[int, str]) -> bool:
         return not node.level and node.module in _HONEST_MODULES and all(_clean(a.name) for a in node.names)
     if isinstance(node, ast.Attribute):
         root, attrs = _chain(node)
-        if attrs[-1:] == ["numpy"] and id(node) in called and _clean(root) and all(map(_clean, attrs[:-1])):
-            # `dW = dW.numpy()`, a student at home in numpy: refused all the same (a write through the array it
-            # shares memory with evades torch's version counter), but no cheat gains from a cell never run
+        if attrs[-1] in NUMPY_BRIDGE and id(node) in called and (root is None or root in PROTECTED or _clean(root)) \
+                and all(map(_clean, attrs[:-1])):
+            # `dW = dW.numpy()`, `torch.from_numpy(a)`, a student at home in numpy: refused all the same (a write
+            # through the memory they share evades torch's version counter), but no cheat gains from a cell never run
             return isinstance(node.ctx, ast.Load) and context.get(id(node)) != "written"
         return (id(node) in called and isinstance(node.ctx, ast.Load) and all(map(_clean, attrs))
                 and (root is None or root in PROTECTED or _clean(root)))
