@@ -253,6 +253,24 @@ def test_a_number_inside_a_local_derivative_folds_with_the_chains_others():
     assert torch.allclose(_run_all(gradients, values)["dX"], grads["dX"])
 
 
+def test_an_unsqueeze_and_a_number_inside_a_sum_read_as_a_teacher_writes_them():
+    """A third instructor trial: `dquery = (...).sum(1, keepdim=True).view(query.shape)` where a teacher writes
+    `.sum(1)`, and `dz = 2 * z * (-0.5 * dlogpz).unsqueeze(1)` for `-z * dlogpz.unsqueeze(1)`."""
+    network = Network.parse("q = X @ W\ne = torch.tanh(P + q.unsqueeze(1))\nlogp = -0.5 * (e ** 2).sum(2)\n"
+                            "loss = -logp.sum()\n", parameters=("W", "P"), data=("X",), sizes={})
+    g = torch.Generator().manual_seed(0)
+    configurations = [derive.Configuration({"X": torch.randn(4, 3, dtype=torch.float64, generator=g),
+                                            "W": torch.randn(3, 2, dtype=torch.float64, generator=g),
+                                            "P": torch.randn(4, 5, 2, dtype=torch.float64, generator=g)}, Sizes())
+                      for _ in (0, 1)]
+    gradients = derive.derive(network, configurations)
+    code = {g.name: [line for line in g.source.splitlines() if not line.startswith("#")] for g in gradients}
+    assert code["dq"] == ["dq = ((1 - e ** 2) * de).sum(1)"], code["dq"]
+    assert code["de"] == ["de = -e * dlogp.unsqueeze(2)"], code["de"]
+    values, grads = _forward(network, configurations[1].inputs)
+    assert torch.allclose(_run_all(gradients, values)["dq"], grads["dq"])
+
+
 def test_a_product_of_three_matrices_derives():
     """An instructor trial's graph convolution, `Z = A @ h @ W`: the gradient `A.T @ dZ @ W.T` regrouped is the same
     product, which the slips' regrouping took for a slip of two operators and crashed on (TypeError)."""
@@ -292,7 +310,10 @@ def test_an_operation_without_a_rule_names_its_line():
                                            ("c = F.normalize(h, dim=0)", "x / (x ** 2).sum(0, keepdim=True).sqrt()"),
                                            # a second trial's BPR loss and distillation
                                            ("c = F.logsigmoid(h)", "-F.softplus(-x)"),
-                                           ("c = F.kl_div(h, h, reduction='batchmean')", "(p * (p.log() - logq))")])
+                                           ("c = F.kl_div(h, h, reduction='batchmean')", "(p * (p.log() - logq))"),
+                                           # a third trial's attention, its dims by position
+                                           ("c = h - h.amax(1, keepdim=True)", "x.max(1, keepdim=True).values"),
+                                           ("c = h - torch.amin(h, 0)", "x.min(0).values")])
 def test_a_common_call_outside_the_grammar_says_how_to_write_it(line, instead):
     network = _network(f"h = X @ W\n{line}\nloss = c.sum()\n")
     inputs = {"W": torch.randn(3, 4, dtype=torch.float64), "X": torch.randn(5, 3, dtype=torch.float64)}

@@ -325,19 +325,23 @@ class Derivation:
             node = part if node is None else ast.BinOp(node, ast.Mult(), part)
         return node
 
-    def _of_its_shape(self, x: ast.expr) -> ast.expr:
+    def _of_its_shape(self, x: ast.expr, single: bool = False) -> ast.expr:
         """The tensor an expression has the shape of (h for `h.square()`, `(h - t) ** 2`), else the expression: the
         count is of it, as a teacher writes it (`h.numel()`, `h.shape[1]`, not `((h - t) ** 2).numel()`), before any
-        other tensor that happens to be as long (a dropout mask)."""
+        other tensor that happens to be as long (a dropout mask). `single`: only a tensor that is the one such."""
         shapes = self.shapes(x)
-        for node in ast.walk(x):
-            if isinstance(node, ast.Name) and node.id in (*self.inputs, *self.network.intermediates) \
-                    and self.shapes(node) == shapes:
-                return name(node.id)
-        return x
+        tensors = (*self.inputs, *self.network.intermediates)
+        found = dict.fromkeys(node.id for node in ast.walk(x) if isinstance(node, ast.Name) and node.id in tensors
+                              and self.shapes(node) == shapes)
+        # Of several, the one tensor with a gradient (log_rate in `log_rate.exp() - y * log_rate`, not the data y); of
+        # two with gradients (`logpz + logdet`), neither: a dimension of the data says the count (X.shape[0]), not the
+        # other term's shape in the gradient of one (an instructor trial's dlogdet divided by logpz.shape[0])
+        learnt = [k for k in found if k not in self.network.data]
+        owner = learnt if learnt else list(found)
+        return name(owner[0]) if len(owner) == 1 or owner and not single else x
 
     def _within(self, x: ast.expr, d: int) -> ast.expr | None:
-        of = self._of_its_shape(x)
+        of = self._of_its_shape(x, single=True)
         return None if of is x else ast.Subscript(ast.Attribute(of, "shape", ast.Load()), number(d), ast.Load())
 
     def _dimension(self, counts: list[int]) -> ast.expr | None:

@@ -299,10 +299,18 @@ def _expand(ctx: Derivation, site: Site, dims: tuple[int, ...], keepdim: bool) -
     rank = len(ctx.shapes(site.node)[0])
     if len(ctx.shapes(g.node())[0]) < rank or dims == tuple(range(len(dims))):
         return g
-    node = g.node()
+    # Its numbers stay outside (`-z * dlogpz.unsqueeze(1)`, not `2 * z * (-0.5 * dlogpz).unsqueeze(1)`: an instructor
+    # trial's flow), so they meet the chain's others
+    tensors = [(f, s) for f, s in zip(g.factors, g.scalars, strict=True) if not s]
+    if not tensors:
+        tensors, numbers = list(zip(g.factors, g.scalars, strict=True)), Product(g.coef)
+    else:
+        kept = [f for f, s in zip(g.factors, g.scalars, strict=True) if s]
+        numbers = Product(g.coef, tuple(kept), (), (True,) * len(kept))
+    node = Product(1, tuple(f for f, _ in tensors), g.divisors, tuple(s for _, s in tensors)).node()
     for d in dims:
         node = call(node, "unsqueeze", number(d))
-    return Product.of(node)
+    return numbers * Product.of(node)
 
 
 def _reduction(site: Site, op: Op) -> tuple[ast.expr, tuple[int, ...], bool, Product]:
@@ -1002,11 +1010,30 @@ def reshape(site: Site, op: Op) -> list[Edge]:
     method = "reshape" if op.kind == "reshape" and _method(site.node) == "reshape" else "view"
     shape = ctx.shape_of_code(x)
     g = ctx.full(site.g, site).node()
+    dims = (*op.args, *(v for k, v in op.kwargs.items() if k == "dim"))
+    if _method(site.node) == "unsqueeze" and len(dims) == 1:
+        # as a teacher writes it: `dq = dpre.sum(1)` for q.unsqueeze(1), not .sum(1, keepdim=True).view(q.shape)
+        d = ctx.constant(dims[0])
+        summed = _summed_keeping(g, d, ctx)
+        right = summed if summed is not None else call(g, "squeeze", number(d))
+        return [Edge(x, Product.of(right), f"unsqueeze only adds a dimension of 1: squeeze the gradient's dim {d} "
+                                            "back out")]
     right = call(g, method, shape)
     if not ctx.runs(right):
         right = call(g, "reshape", shape)
     return [Edge(x, Product.of(right), f"{_method(site.node)} only relabels the same numbers: view the gradient "
                                         f"back to {_words(x)}'s shape")]
+
+
+def _summed_keeping(g: ast.expr, d: int, ctx) -> ast.expr | None:
+    """`x.sum(d)` for a `g` that is `x.sum(d, keepdim=True)`: squeezing d back out of it."""
+    if not (isinstance(g, ast.Call) and _method(g) == "sum" and len(g.args) == 1
+            and [k.arg for k in g.keywords] == ["keepdim"] and ctx.constant(g.keywords[0].value) is True):
+        return None
+    rank = len(ctx.shapes(g)[0])
+    if ctx.constant(g.args[0]) % rank != d % rank:
+        return None
+    return call(g.func.value, "sum", g.args[0])
 
 
 def _method(node: ast.expr) -> str:
@@ -1325,6 +1352,8 @@ WRITE_INSTEAD = {
     "logsigmoid": "-F.softplus(-x)",
     "kl_div": "(p * (p.log() - logq)).sum(1).mean() for kl_div(logq, p, reduction='batchmean')",
     "softmin": "F.softmax(-x, dim)",
+    "amax": "x.max({dims}).values",
+    "amin": "x.min({dims}).values",
     "add": "a + b",
     "sub": "a - b",
     "mul": "a * b",
@@ -1339,7 +1368,11 @@ def write_instead(called: str, call: ast.Call) -> str:
     named = {k.arg: k.value for k in call.keywords if k.arg in ("dim", "keepdim")}
     if called == "normalize" and "dim" in named:
         return f"x / (x ** 2).sum({code(named['dim'])}, keepdim=True).sqrt()"
-    return WRITE_INSTEAD[called].format(dims=", ".join(f"{k}={code(v)}" for k, v in named.items()))
+    # the dims given by position: a method's first arguments (`h.amax(1, keepdim=True)`), a function's after x
+    method = isinstance(call.func, ast.Attribute) and not (isinstance(call.func.value, ast.Name)
+                                                           and call.func.value.id in ("torch", "F"))
+    given = [code(a) for a in call.args[0 if method else 1:]][:2] if called in ("amax", "amin", "norm") else []
+    return WRITE_INSTEAD[called].format(dims=", ".join([*given, *(f"{k}={code(v)}" for k, v in named.items())]))
 
 
 def grammar_calls() -> frozenset[str]:
