@@ -316,6 +316,15 @@ class Broadcast:
 
     SQUEEZABLE = ("Partial credit: the values are right, but a gradient must have exactly its tensor's shape "
                   "(broadcasting would spread a wrong shape one step later)")
+    @staticmethod
+    def fitted_to(upstream: str, shapes: str = "") -> str:
+        """For a cell that raised where the upstream gradient it reads has its values right in a shape a size-1
+        dimension off: a third instructor trial's `dalpha.squeeze(2)` ran on the student's (n, T, 1) dalpha and
+        raised "Dimension out of range" on the right (n, T) one, told nothing more."""
+        return (f"; the grader runs this cell with the right {upstream}{shapes}, a dimension of 1 off from your "
+                f"{upstream} (its own check says so): a cell fitted to your {upstream} fails on it; fix {upstream}'s "
+                "shape, and this cell with it")
+
     # torch's "The size of tensor a (8) must match the size of tensor b (32) at non-singleton dimension 1": an
     # instructor trial's `dhp = hu * ds_pos` (ds_pos one entry per example) was told no more than that.
     ELEMENTWISE_SHAPES = ("the shapes of an elementwise operation do not line up: a vector lines up with a matrix's "

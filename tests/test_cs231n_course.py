@@ -4,7 +4,8 @@ initialised to ones (the lecture-sized configuration keeps the exercise's own in
 draws what the student sees). A residual block around an RMSNorm fused into one cell
 (tests/exercises/rms_residual.py): the teacher's closed form, which reads the residual's gradient, gets full
 credit, as does the derived answer of the solved notebook. A BPR loss (tests/exercises/bpr.py): the textbook's
-answers, which read the gradient a subtraction passes on unchanged, get full credit."""
+answers, which read the gradient a subtraction passes on unchanged, get full credit; and additive attention's
+(tests/exercises/additive_attention.py), which reads the gradient a sibling input of the same step got."""
 from __future__ import annotations
 
 import json
@@ -22,8 +23,8 @@ from helpers.paths import ROOT
 pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-c", "from grader.cli import main; main()"]
-# Each submission: the solved notebook with these answer cells rewritten, and the share of its points each grade
-# id must get (those not named: full).
+# Each submission: the solved notebook with these answer cells rewritten, the share of its points each grade id must
+# get (those not named: full), and words some grade ids' feedback must hold.
 CS231N = {
     # `loss = data_loss + reg_loss`: dreg_loss and ddata_loss are identically 1, and CS231n leaves them out.
     "textbook": ({"dW2": "dW2 = h1.T @ dscores + 0.1 * W2\n", "dW1": "dW1 = X.T @ da1 + 0.1 * W1\n",
@@ -51,8 +52,18 @@ BPR = {
     # softplus's step scales: a closed form from the loss skips it, and still gets the chain-only half.
     "closed-form": ({"ds_pos": "ds_pos = -torch.sigmoid(-x) / x.shape[0]\n"}, {"ds_pos": 0.5}),
 }
+ATTENTION = {
+    # proj and query are added before one tanh: they share its gradient, so the textbook reads dproj.
+    "textbook": ({"dquery": "dquery = dproj.sum(1)\n"}, {}),
+    # A cell further down that reads de where its step's upstream is dproj still skips tanh's derivative.
+    "skipped": ({"dWk": "dWk = (keys.transpose(1, 2) @ ((1 - e ** 2) * de)).sum(0)\n"}, {"dWk": 0.5}),
+    # dalpha kept a dimension of 1 and dscores squeezed it out: it raises on the right dalpha, told why.
+    "fitted": ({"dalpha": "dalpha = (dctx[:, None, :] * keys).sum(-1, keepdim=True)\n",
+                "dscores": "a = dalpha.squeeze(2)\ndscores = alpha * (a - (alpha * a).sum(1, keepdim=True))\n"},
+               {"dalpha": 0.5, "dscores": 0.0}, {"dscores": "a cell fitted to your dalpha fails on it"}),
+}
 COURSES = {"cs231n": ("cs231n_net.py", CS231N), "rms-residual": ("rms_residual.py", RMS_RESIDUAL),
-           "bpr": ("bpr.py", BPR)}
+           "bpr": ("bpr.py", BPR), "attention": ("additive_attention.py", ATTENTION)}
 
 
 def _run(args: list[str], cwd) -> str:
@@ -70,7 +81,7 @@ def test_a_class_is_graded_as_its_teachers_answers_deserve(tmp_path, exercise):
     solved = nbformat.read(target / "source" / course.assignment / course.notebook, as_version=4)
     tries = tmp_path / "tries"
     tries.mkdir()
-    for stem, (cells, _) in submissions.items():
+    for stem, (cells, *_) in submissions.items():
         nb = nbformat.from_dict(json.loads(json.dumps(solved)))
         for cell in nb.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -79,11 +90,13 @@ def test_a_class_is_graded_as_its_teachers_answers_deserve(tmp_path, exercise):
         nbformat.write(notebooks.release(nb) if stem == "stub" else nb, tries / f"{stem}.ipynb")
     _run([*CLI, "grade", str(tries), "--out", str(tmp_path / "results"), "--course", str(target / "course.yml")],
          target)
-    for stem, (_, expected) in submissions.items():
+    for stem, (_, expected, *said) in submissions.items():
         result = json.loads((tmp_path / "results" / f"{stem}.json").read_text())
         got = {t["name"]: (t["score"], t["output"]) for t in result["tests"]}
         for name, (score, output) in got.items():
             assert score == expected.get(name, 1.0) * course.points[name], (stem, name, output)
+        for name, words in (said[0] if said else {}).items():
+            assert words in got[name][1], (stem, name, got[name][1])
 
 
 def test_a_block_fused_from_an_intermediate_is_given_its_upstream_in_the_notebook(tmp_path):

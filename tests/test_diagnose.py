@@ -329,8 +329,8 @@ def test_an_answer_right_on_the_lecture_s_sizes_alone_is_told_the_lecture_s_numb
         "the sizes; use n and the tensors' shapes, never 8, 5, 3 or 4")
     # The sizes named are those the cell writes (a student trial's `.view(1, 64)` was told "(n=32)")
     failure = judge(outcomes, cases, answer, CHAIN, SimpleNamespace(rtol=RTOL, atol=ATOL), code="db = x.view(1, 4)\n")
-    assert "; right for the notebook's sizes (hidden=4) but wrong for every other size" in failure.feedback, \
-        failure.feedback
+    assert "; right for the notebook's sizes but wrong for every other size: something in the cell depends on the " \
+        "sizes: your cell writes 4 (hidden" in failure.feedback, failure.feedback
 
 
 def test_a_function_s_answer_is_named_with_its_tensor_s_one_step_cell():
@@ -564,7 +564,7 @@ def test_a_product_that_fits_on_the_lecture_s_sizes_alone_is_told_a_hard_coded_s
     failure = _judged(_error("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (9x4 and 8x3)"))
     assert "transpose" not in failure.feedback
     assert "right for the notebook's sizes (n=8) but wrong for every other size" in failure.feedback
-    assert failure.mistake == "depends on the lecture's sizes"
+    assert failure.mistake == "depends on the exercise's sizes"
 
 
 def test_a_product_that_fails_on_the_lecture_s_sizes_too_is_told_its_shapes_do_not_fit():
@@ -598,7 +598,25 @@ def test_a_uniformly_tiny_difference_is_told_as_one_not_as_the_rows_it_crosses_t
     want = torch.randn(32, 8, generator=g, dtype=torch.float64)
     got = want * (1 + 2e-5 * torch.rand(32, 8, generator=g, dtype=torch.float64))
     (hint,) = diagnose(got, want, rtol=1e-5, atol=1e-8)
-    assert hint.startswith("nowhere more than ") and "eps" in hint, hint
+    assert hint.startswith("off by no more than a few times the tolerance") and "eps" in hint, hint
     got = want.clone()
     got[3] += 1.0
     assert diagnose(got, want, rtol=1e-5, atol=1e-8) == ["wrong only in rows 3 (1 of 32), right in the others"]
+
+
+def test_a_hair_off_everywhere_is_an_account_of_the_values_not_a_skipped_step():
+    """An instructor trial's dd2 with eps left out, wrong with random upstream gradients alone, was told it skipped
+    the two gradients it read: a difference of a few tolerances everywhere is named as one, on a hidden
+    configuration too, so the chain-only half says the slip, not a guess."""
+    from grader.judge.diagnose import NEAR_SAID
+
+    def off(case):
+        want = case.truth["dz"]
+        g = torch.Generator().manual_seed(1)
+        return SimpleNamespace(status="tensor", detail={},
+                               tensor=want * (1 + 3 * TOL.rtol * torch.rand(want.shape, generator=g, dtype=want.dtype)))
+
+    failure = _judged(off, off)
+    assert failure.named and NEAR_SAID in failure.feedback, failure.feedback
+    failure = _judged(off)  # right on the notebook-sized configuration: the hidden one's hint has no number
+    assert failure.named and NEAR_SAID in failure.feedback, failure.feedback

@@ -19,7 +19,7 @@ import torch
 
 from grader import syntax
 from grader.exercise import ATOMIC, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, load
-from grader.judge.diagnose import diagnose, every_row_picked, name
+from grader.judge.diagnose import NEAR_SAID, diagnose, every_row_picked, name
 from grader.sandbox.protocol import as_answer
 from grader.vocabulary import Broadcast, Match, Status, Transpose, dtype_note, in_place, shape_text
 
@@ -414,11 +414,33 @@ def _may_write_sizes(code: str | None, exercise) -> bool:
     written = None if code is None else _written(code)
     if written is None:
         return True
-    sizes = [v for v in exercise.lecture.values() if type(v) is int]
-    # A size, one off it (n - 1 as 31) or two multiplied (block_size * n_embd as 30); not 0, 1 or 2, which
-    # any formula writes, unless a size is one.
-    near = {*(v + d for v in sizes for d in (-1, 1)), *(a * b for a in sizes for b in sizes)}
-    return bool(written & (set(sizes) | {v for v in near if v > 2}))
+    sizes = {v for v in exercise.lecture.values() if type(v) is int}
+    return bool(written & (sizes | {v for v in size_forms(exercise) if v > 2}))
+
+
+def size_forms(exercise) -> dict[int, list[str]]:
+    """Each number a cell may write for a lecture size, with the sizes it may stand for: a size, one off it (n - 1
+    as 31) or two multiplied (block_size * n_embd as 30). An instructor trial's `dkeys[:, 5]`, the last of T = 6
+    positions, was told it wrote the 5 classes."""
+    show = exercise.mistakes.show
+    sizes = {show(k): v for k, v in exercise.lecture.items() if type(v) is int}
+    forms: dict[int, list[str]] = {}
+    for k, v in sizes.items():
+        forms.setdefault(v, []).append(k)
+    for k, v in sizes.items():
+        for value, form in ((v - 1, f"{k} - 1"), (v + 1, f"{k} + 1")):
+            forms.setdefault(value, []).append(form)
+    for a, (ka, va) in enumerate(sizes.items()):
+        for kb, vb in list(sizes.items())[a + 1:]:
+            forms.setdefault(va * vb, []).append(f"{ka} * {kb}")
+    return forms
+
+
+def written_sizes(exercise, written: set[int]) -> list[str]:
+    """The numbers (above 2, which any formula writes) of `written` that may stand for a lecture size, each with the
+    sizes it may be: "5 (Wo.shape[1] or Xb.shape[1] - 1)"."""
+    forms = size_forms(exercise)
+    return [f"{value} ({' or '.join(forms[value])})" for value in sorted(written & set(forms)) if value > 2]
 
 
 def _written_and_quoted(code: str | None, message: str) -> str:
@@ -430,11 +452,15 @@ def _written_and_quoted(code: str | None, message: str) -> str:
     return "" if not both else " and ".join(map(str, both)) + (" as numbers" if len(both) > 1 else " as a number")
 
 
+# The class report's name for an answer right at the exercise's own sizes alone (a course of one's own has no lecture)
+SIZES_MISTAKE = "depends on the exercise's sizes"
+
+
 def _whose(answer: Answer) -> str:
     """Whose the probe's sizes are: the notebook's, except for a function's answer, which the notebook may
     call on a network of its own, wider than the lecture's (a trial's hidden width written as the lecture's fails
     there: "right for the notebook's sizes" sent the student to the wrong network)."""
-    return "the lecture's" if answer.kind == FUNCTION else "the notebook's"
+    return "the exercise's" if answer.kind == FUNCTION else "the notebook's"
 
 
 def _lecture_only(probe, answer: Answer, zero: bool, code: str | None = None) -> str:
@@ -443,18 +469,23 @@ def _lecture_only(probe, answer: Answer, zero: bool, code: str | None = None) ->
     `torch.zeros(64)` was told it was right for the lecture's sizes). The sizes named are those the cell
     writes, where it writes any (a student trial's `.view(1, 64)` was told "(n=32)")."""
     exercise = probe.exercise
-    written = _written(code) or set()
     sizes = exercise.network.size_values(probe.values)  # what a cell may read
-    quoted = {k: v for k, v in probe.config.sizes.items() if v in written and v > 2} or sizes
+    named = written_sizes(exercise, _written(code) or set())
     show = exercise.mistakes.show
-    shown = f" ({', '.join(f'{show(k)}={v}' for k, v in quoted.items())})" if quoted else ""
+    whole = {k: v for k, v in sizes.items() if type(v) is int}
+    shown = "" if named or not whole else f" ({', '.join(f'{show(k)}={v}' for k, v in whole.items())})"
+    cause = "something in the cell depends on the sizes" + (
+        f": your cell writes {' and '.join(named)} as {'numbers' if len(named) > 1 else 'a number'}" if named else "")
     whose = _whose(answer)
     where = (f"; it matches only at {whose} sizes{shown}, where this gradient is all zeros, which says nothing "
              "of its values" if zero else f"; right for {whose} sizes{shown} but wrong for every other size")
-    return f"{where}: something in the cell depends on the sizes; {_use_sizes(exercise, sizes)}"
+    return f"{where}: {cause}; {_use_sizes(exercise, sizes)}"
 
 
 def _use_sizes(exercise, sizes) -> str:
+    """The sizes to read instead of a number: the whole ones (an instructor trial's flow was told to use log2pi, a
+    constant of its loss, among them)."""
+    sizes = [k for k, v in sizes.items() if type(v) is int]
     named = exercise.mistakes.hardcoded
     numbers = dict.fromkeys(str(exercise.lecture[k]) for k in (exercise.ranges if named is None else named))
     return f"use {_and([*sizes, SHAPES])}, never {_and(numbers, 'or')}"
@@ -583,8 +614,10 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
                 mistake = catalogue(case, tensor=outcomes[case.config.name].tensor) or ""
             # After the catalogue, whose own sentence for it a course may hold: the self-check has none
             mistake = mistake or every_row_picked(tensors, answer, check, tol.rtol, tol.atol, _tree(code)) or ""
-        named = bool(mistake)
         shown = _shown(first, case, cases, outcomes, answer, check, tol, public)
+        # A difference within a few tolerances everywhere is an account of the values too: an instructor trial's
+        # dd2 with eps left out, wrong only with random upstream gradients, was told it skipped the two it read.
+        named = bool(mistake) or any(hint.startswith(NEAR_SAID) for hint in shown.hints)
         hinted = mistake or "; ".join(shown.hints)
         said = hinted if hints != "none" else ""
         batch = _batch(case, probe, f"{shown.message} {said}") if public else ""
@@ -592,12 +625,12 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
         mistake = hinted
     if kind != Match.BLANK and not named and probe_compared is not None and probe_compared.passed and \
             len(wrong_on) == len([c for c in cases if c.config.scored]) and _may_write_sizes(code, probe.exercise):
-        mistake = "; ".join(filter(None, [mistake, "depends on the lecture's sizes"]))
+        mistake = "; ".join(filter(None, [mistake, SIZES_MISTAKE]))
         zero = bool(probe.expected(answer, check).abs().max() <= tol.atol)
         feedback += _lecture_only(probe, answer, zero, code)
     elif kind != Match.BLANK and not named and probe_compared is not None and probe_compared.passed and \
             (cut := _cut_short(cases, wrong_on, probe, answer, code)):
-        mistake = "; ".join(filter(None, [mistake, "depends on the lecture's sizes"]))
+        mistake = "; ".join(filter(None, [mistake, SIZES_MISTAKE]))
         feedback += cut
     elif kind != Match.BLANK and not named and one_hot_unsized(code):
         mistake = ONE_HOT_WIDTH

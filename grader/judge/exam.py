@@ -31,6 +31,8 @@ class Case:
     random_upstream: dict[str, torch.Tensor]
     local: dict[str, torch.Tensor]
     exercise: Exercise = field(default_factory=load)
+    # grade id -> the gradients of its tensor's siblings as its LOCAL check gives them (see _siblings)
+    siblings: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -48,7 +50,7 @@ class Case:
         return {k: self.values[k] for k in self.exercise.given if k not in self.exercise.network.sizes}
 
     def upstream(self, answer: Answer, check: str) -> dict[str, torch.Tensor]:
-        source = self.truth if check == CHAIN else self.random_upstream
+        source = self.truth if check == CHAIN else {**self.random_upstream, **self.siblings.get(answer.grade_id, {})}
         return {g: source[g] for g in answer.upstream}
 
     def expected(self, answer: Answer, check: str) -> torch.Tensor:
@@ -92,7 +94,41 @@ def case_of(config: Config, params: dict[str, torch.Tensor], data: dict[str, tor
                         for name in (answer.sink, *network.outside_readers(answer.source, answer.sink))}
             local[answer.grade_id] = fused_vjp(network, values, answer.source, answer.sink, upstream)
     values = {k: v.detach() for k, v in values.items()}
-    return Case(config, values, truth, random_upstream, local, exercise)
+    return Case(config, values, truth, random_upstream, local, exercise, _siblings(exercise, values, random_upstream))
+
+
+def _siblings(exercise: Exercise, values: dict[str, torch.Tensor],
+              random_upstream: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """For each answer, the gradient of every other input of the steps its tensor feeds (an earlier answer it may
+    read) as that step passes it back from the answer's own random upstream. An instructor trial's
+    `e = torch.tanh(proj + query.unsqueeze(1))`: `dquery = dproj.sum(1)` is the textbook's (proj and query share
+    the step's gradient), and with dproj drawn apart from de it lost half its points as a skipped step. Only this
+    answer's cell sees these: a later cell that skips a step still meets values drawn apart."""
+    network = exercise.network
+    constant = network.constant_gradients
+    out = {}
+    for answer in exercise.answers:
+        if answer.kind != ATOMIC or not answer.local_upstream:
+            continue
+        steps = {name[1:] for name in answer.local_upstream}
+        found = {}
+        for step in steps:
+            for other in network.step[step].inputs:
+                gradient = f"d{other}"
+                # an input that is also one of the answer's upstream steps (xc's var, read by xhat = xc / var.sqrt())
+                # keeps its draw: the answer's expected value is computed from it
+                if other == answer.source or gradient not in answer.upstream or gradient in answer.local_upstream \
+                        or gradient not in random_upstream or gradient in found or other in constant:
+                    continue
+                readers = network.consumers(other)
+                upstream = {c: torch.full_like(values[c], constant[c]) if c in constant
+                            else random_upstream[f"d{c}"] for c in readers
+                            if c in constant or f"d{c}" in random_upstream}
+                if len(upstream) == len(readers):
+                    found[gradient] = local_vjp(network, values, other, upstream)
+        if found:
+            out[answer.grade_id] = found
+    return out
 
 
 def _pass_on_copies(network, values: dict[str, torch.Tensor], random_upstream: dict[str, torch.Tensor]) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grader.exercise import CHAIN, DEFAULT, LOCAL
+from grader.exercise import ATOMIC, CHAIN, DEFAULT, LOCAL
 from grader.vocabulary import Broadcast, Chain, Flag, Match, Status, Verdict
 
 # What the hidden suite (grader.judge.suite) found of one test of one submission, the first thing this module
@@ -152,6 +152,13 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
     return scored(0.0, Verdict.INCORRECT, chain.feedback)
 
 
+def _squeezable(gradient: str, results: dict, exercise) -> bool:
+    """Whether the answer cell of `gradient` gave its right values in a shape a size-1 dimension off."""
+    answer = next((a for a in exercise.answers if a.variable == gradient and a.kind == ATOMIC), None)
+    item = results.get((answer.grade_id, CHAIN)) if answer else None
+    return item is not None and item.kind == Match.SQUEEZABLE
+
+
 def outline(exercise) -> dict[str, int | None]:
     """Result.outline of a result of `exercise`."""
     return {grade_id: exercise.part_of(grade_id) for grade_id in exercise.grade_ids}
@@ -174,6 +181,8 @@ def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Res
             test.extra = dict(chain.extra)
         if any(item is not None and item.kind == Status.ERROR for item in (chain, local)):
             test.extra["raised"] = True  # the cell raised at run time: an error for the class report to list
+            fitted = [g for g in (answer.local_upstream if answer else ()) if _squeezable(g, results, course.exercise)]
+            test.output += Broadcast.fitted_to(fitted[0]) if fitted and test.score == 0 else ""
         if test.verdict != Verdict.CORRECT:
             test.mistake = next((item.mistake for item in (chain, local) if item is not None and item.mistake), "")
         for check, item in ((CHAIN, chain), (LOCAL, local)):

@@ -233,7 +233,8 @@ class Session:
 
         cells {exercise, cells, cell_timeout, announce_every}   the exercise's spec string and the cells
         case {case, sizes} + the forward pass's tensors          one configuration, as a cell sees it
-        upstream {case, check} + gradients                       random ones, or a true one revealed
+        upstream {case, check[, answer]} + gradients             random ones, or a true one revealed (with
+                                                                 `answer`: that cell's alone)
         run_many {check, requests: [[grade_id, case], ...]}  ->  answers {answers} + answer0, answer1, ...
         replay {requests: [[grade_id, case, check], ...]}    ->  replayed
         train {lr} + parameters and each data tensor per step  ->  trained {status, ...} + losses, parameters
@@ -255,7 +256,7 @@ class Session:
         self.last_announced = -float("inf")
         self.clock = time.monotonic  # the cells' `time` is this module: one may replace its monotonic, not ours
         self.cases: dict[str, dict] = {}
-        self.upstream: dict[tuple[str, str], dict] = {}
+        self.upstream: dict[tuple[str, ...], dict] = {}
         self.carry: dict[tuple[str, str], dict] = {}
         self.calls: dict[tuple[str, str], tuple[dict | None, object]] = {}
         # Answer cells that ran past their time limit: never run again in this submission (a function's
@@ -401,7 +402,7 @@ class Session:
         if answer.kind == ATOMIC:
             ns.update(self.carry.get((case, check), {}))
         ns.update({k: v.clone() if k in reads else v for k, v in self.cases[case]["values"].items()})
-        given = self.upstream.get((case, check), {})
+        given = {**self.upstream.get((case, check), {}), **self.upstream.get((case, check, grade_id), {})}
         ns.update({g: given[g].clone() if g in reads else given[g] for g in answer.upstream if g in given})
         originals = {**{k: v for k, v in self.cases[case]["values"].items() if k in reads},
                      **{g: given[g] for g in answer.upstream if g in given and g in reads}}
@@ -445,7 +446,8 @@ class Session:
         self.cases[header["case"]] = {"sizes": header["sizes"], "values": tensors}
 
     def on_upstream(self, header: dict, tensors: dict) -> None:
-        self.upstream.setdefault((header["case"], header["check"]), {}).update(tensors)
+        key = (header["case"], header["check"], *([header["answer"]] if "answer" in header else []))
+        self.upstream.setdefault(key, {}).update(tensors)
 
     def on_run_many(self, header: dict, tensors: dict) -> None:
         replies, payload, size = [], {}, 0

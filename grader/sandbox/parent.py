@@ -638,6 +638,10 @@ class _Submission:
         for case in phase:
             self.hold({"op": "case", "case": case.config.name, "sizes": case.sizes}, case.student_view(), case)
             self.hold({"op": "upstream", "case": case.config.name, "check": LOCAL}, case.random_upstream, case)
+            for grade_id, siblings in case.siblings.items():
+                if grade_id in schedule.local:
+                    self.hold({"op": "upstream", "case": case.config.name, "check": LOCAL, "answer": grade_id},
+                              siblings, case)
         self.ask(LOCAL, [(grade_id, case) for case in phase for grade_id in schedule.local],
                  "(one of those run with random upstream gradients)")
         self.ask(CHAIN, [(grade_id, case) for case in phase for grade_id in schedule.at_once],

@@ -50,8 +50,17 @@ from grader.course import LECTURE_NOTEBOOK, Policy, Tolerance
 from grader.exercise import ATOMIC, DEFAULT, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, cell_builtins
 from grader.exercise import load as load_exercise
 from grader.judge import neighbourhood
-from grader.judge.compare import NOTEBOOK, ONE_HOT_WIDTH, compare, judge, one_hot_unsized
+from grader.judge.compare import (
+    NOTEBOOK,
+    ONE_HOT_WIDTH,
+    SIZES_MISTAKE,
+    compare,
+    judge,
+    one_hot_unsized,
+    written_sizes,
+)
 from grader.judge.configs import Config, generate, training_config
+from grader.judge.diagnose import NEAR_SAID
 from grader.judge.diagnose import name as name_mistake
 from grader.judge.exam import (
     CHAIN,
@@ -69,7 +78,7 @@ from grader.judge.exam import (
 from grader.limits import Limits
 from grader.sandbox import protocol, static_check
 from grader.vocabulary import SETUP_FIRST as SETUP
-from grader.vocabulary import Chain, Match, Status, dtype_note, grade_cell_id
+from grader.vocabulary import Broadcast, Chain, Match, Status, dtype_note, grade_cell_id
 
 # A check asks for the exercise hundreds of times, and loading one validates it again each time (a fifth of
 # a check's time); within a kernel the exercise's module is imported once anyway.
@@ -2251,6 +2260,10 @@ class SelfCheck:
                 # gradient above (the eighteenth trial's "compute it from" the gradient the cell computes)
                 why = (f"the cell judged here assigns {', '.join(both)} too, which {answer.variable} reads: the grader "
                        f"runs {answer.cell_id}'s own cell, with the true {both[0]}; put each answer in its own cell")
+            if NEAR_SAID in why:  # a hair off, on this batch: the grader's batches may not show it (an instructor
+                # trial's dd2 with eps left out got full marks there, where this line had said half)
+                return (f"WRONG ({_credit(self.policy.chain_only_credit)} where its own batches show this too: right "
+                        f"with the upstream gradients given, a hair off with others): {why}")
             return (f"WRONG ({_credit(self.policy.chain_only_credit)}: right with the upstream gradients given, "
                     f"not as one backward step): {why}")
         return None
@@ -2296,7 +2309,19 @@ class SelfCheck:
         instead = NotebookCheck._assigns_instead(self, answer, source) if failure.kind == Status.UNASSIGNED else None
         if instead:
             return f"WRONG: {instead}"
-        return self._failed(failure, local) + self._written_sizes(failure, source)
+        return self._failed(failure, local) + self._written_sizes(failure, source) + self._fitted(answer, failure)
+
+    def _fitted(self, answer: Answer, failure) -> str:
+        """Where the cell raised on the right upstream gradient and the student's own is that gradient a size-1
+        dimension off: the cell was fitted to theirs (Broadcast.fitted_to)."""
+        if failure.kind != Status.ERROR or self.namespace is None:
+            return ""
+        for gradient in answer.local_upstream:
+            mine, forward = self.namespace.get(gradient), self.namespace.get(gradient[1:])
+            if isinstance(mine, torch.Tensor) and isinstance(forward, torch.Tensor) and mine.shape != forward.shape \
+                    and [d for d in mine.shape if d != 1] == [d for d in forward.shape if d != 1]:
+                return Broadcast.fitted_to(gradient, f", of shape {tuple(forward.shape)} (yours: {tuple(mine.shape)})")
+        return ""
 
     def _function_verdict(self, answer: Answer, source: str | None) -> str | None:
         """The grader's verdict on a function's gradient, the function defined by `source` (None: the
@@ -2414,7 +2439,7 @@ class SelfCheck:
     def _written_sizes(self, failure, source: str | None) -> str:
         """For an answer right at the lecture's sizes only: the numbers its cell writes that are a lecture
         size, by name (the grader's line lists the usual ones, 32, 27 and 64, whatever the cell wrote)."""
-        if ("depends on the lecture's sizes" not in (failure.mistake or "") or source is None
+        if (SIZES_MISTAKE not in (failure.mistake or "") or source is None
                 or "your cell writes" in failure.feedback):  # the grader's line names them (a slice cut at one)
             return ""
         try:
@@ -2422,20 +2447,7 @@ class SelfCheck:
         except SyntaxError:
             return ""
         written = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and type(n.value) is int}
-        show = self.exercise.mistakes.show
-        sizes = {show(k): v for k, v in self.exercise.lecture.items() if type(v) is int}
-        # A size, or one off it (n - 1 as 31: the twenty-third trial's `1.0 / 31`), or two multiplied
-        # (block_size * n_embd as 30), as compare's `_may_write_sizes` counts them; 0, 1 and 2 are any formula's
-        forms: dict[int, list[str]] = {}
-        for k, v in sizes.items():
-            forms.setdefault(v, []).append(k)
-        for k, v in sizes.items():
-            for value, form in ((v - 1, f"{k} - 1"), (v + 1, f"{k} + 1")):
-                forms.setdefault(value, []).append(form)
-        for a, (ka, va) in enumerate(sizes.items()):
-            for kb, vb in list(sizes.items())[a + 1:]:
-                forms.setdefault(va * vb, []).append(f"{ka} * {kb}")
-        named = [f"{value} ({' or '.join(forms[value])})" for value in sorted(written & set(forms)) if value > 2]
+        named = written_sizes(self.exercise, written)
         if not named:
             return ""
         return f" — your cell writes {' and '.join(named)} as {'numbers' if len(named) > 1 else 'a number'}"
