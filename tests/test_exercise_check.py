@@ -463,6 +463,35 @@ def test_a_slip_equal_to_the_right_answer_everywhere_is_said_not_dropped(tmp_pat
             "missed-factor, dh overwrite") in out, out
 
 
+SYMMETRIC = '''from grader.authoring.define import exercise
+
+EXERCISE = exercise(
+    name="symmetric", title="A product with a symmetric matrix of a fixed size",
+    sizes={"n": (8, (6, 30)), "k": 4},
+    parameters="W = randn(k, k)",
+    data="X = randn(n, k)\\nS0 = randn(k, k)",
+    forward="""
+        S = S0 + S0.T
+        h = X @ W
+        z = h @ S
+        loss = (z ** 2).mean()
+    """,
+)
+'''
+
+
+def test_a_transpose_slip_hidden_by_a_symmetric_matrix_of_a_fixed_size_says_what_to_change(tmp_path):
+    """A third instructor trial's im2col (9 positions by 9 kernel entries, at sizes fixed everywhere): its missing
+    transpose got full marks, and the note said neither why nor what to change, and that the grader might still
+    grade it on its own draws, which keep those sizes."""
+    path = tmp_path / "symmetric.py"
+    path.write_text(SYMMETRIC, encoding="utf-8")
+    code, out = check(path)
+    assert code == 0, out
+    assert "a transpose changes nothing on a square, symmetric matrix, and k is the same in every configuration" \
+        in out and "may still, on its own draws" not in out, out
+
+
 def test_two_sizes_of_one_notebook_value_are_noted(tmp_path):
     """A second instructor trial's n and nh were both 32: `h @ W2` for `h.T @ W2` ran in the notebook and failed only
     on hidden configurations, whose messages feedback withholds, so the student was told no fix."""

@@ -552,10 +552,11 @@ def trial_exercise_4_wrong_keys_and_stale_gradients(kernel):
          " (manual_backward is called with float64 tensors here and by the grader: a tensor it makes with a fixed "
          "dtype (torch.zeros(shape) is float32; torch.zeros_like(x) follows x) or keeps from an earlier call does not "
          "match them)"),
-        # t10: the notebook's bngain read: a size mismatch, with no word of where it came from
+        # t10: the notebook's bngain read: a size mismatch, with no word of where it came from; since a third
+        # instructor trial, the NameError the grader meets, running the function's cell on its own
         (ex4.replace('C, W1, W2, bngain = (params[k] for k in ("C", "W1", "W2", "bngain"))',
                      'C, W1, W2 = (params[k] for k in ("C", "W1", "W2"))'),
-         "WRONG: manual_backward raised RuntimeError at training step 1: ",
+         "WRONG: manual_backward raised NameError at training step 1: name 'bngain' is not defined",
          " (it reads bngain from the notebook, not from its arguments)"),
         # t11: a tuple returned: "no tensor of the right shape for C"
         (ex4.replace('return {"C": dC, "W1": dW1, "b1": db1, "W2": dW2, "b2": db2, "bngain": dbngain, "bnbias": '
@@ -1037,6 +1038,18 @@ def test_every_kind_of_line_says_what_the_saved_notebook_gets(tmp_path):
         assert kernel.run("dh", "dh = dlogits @ W2.T\n")[2] == "RuntimeError"
         line = kernel.check("dh")
         assert "dlogits above is torch.float32, where logits is torch.float64" in line, line
+        # A third instructor trial's: the float32 made a step earlier (dnorm_logits), carried down by a right
+        # dlogits (its clone): dh's line names where it was made, and that answer's own line says what it will stop
+        kernel.run("dnorm_logits", CELLS["dnorm_logits"].replace("### END SOLUTION",
+                                                                 "dnorm_logits = dnorm_logits.float()\n"))
+        kernel.run("dlogits")
+        line = kernel.check("dnorm_logits")
+        assert "ok; but it is torch.float32, where norm_logits is torch.float64: right to its precision, yet a cell " \
+               "below" in line and "WRONG" not in line, line
+        assert kernel.run("dh", "dh = dlogits @ W2.T\n")[2] == "RuntimeError"
+        line = kernel.check("dh")
+        assert "dnorm_logits above is torch.float32 (dlogits, computed from it, too)" in line, line
+        kernel.run("dnorm_logits")
         kernel.run("dlogits")
         line = kernel.check("dh")  # fixed above, dh's cell not run again
         assert "what it reads is right now: run it again" in line, line

@@ -269,6 +269,13 @@ def test_a_swap_a_normalization_cannot_see_is_never_named():
         assert said("tests/exercises/bn_silu.py:EXERCISE", "dgamma", code, check, read=True) is None
 
 
+def test_a_max_pool_s_mask_that_counts_ties_is_told_so():
+    """A third instructor trial's `(act == pooled.unsqueeze(1)) * dpooled.unsqueeze(1)`: right wherever no two
+    positions tie, wrong at a ReLU channel that is zero everywhere, and told only "right in 2296 of 2304 entries"."""
+    code = "dact = (act == pooled.unsqueeze(1)) * dpooled.unsqueeze(1)"
+    assert "ties for the max in pooled" in (said("tests/exercises/relu_maxpool.py:EXERCISE", "dact", code) or "")
+
+
 def test_a_name_the_code_reads_is_not_said_where_the_values_deny_it():
     code = "dcounts_sum = (-counts_sum**-2) * dprobs.sum(1, keepdim=True)"
     assert "reads" not in (said("tanh-batchnorm", "dcounts_sum", code, read=True) or "")

@@ -241,8 +241,18 @@ def check(spec: str) -> Iterator[str]:
                     "(the loss does not move with them there: a hinge, a clamp or a ReLU never active on the data "
                     "drawn?), so no slip that reaches them changes anything, and a notebook run on such data checks "
                     "zeros against zeros: draw data that makes them active")
+        fixed = [k for k, v in exercise.lecture.items() if type(v) is int and k not in exercise.ranges]
+        square = bool(fixed) and any("transpose" in slip for slip in right)
+        if square:
+            # an instructor trial's im2col: 9 positions by 9 kernel entries, a square, symmetric matrix on every draw
+            them = "it" if len(fixed) == 1 else "them"
+            why += (f"; a transpose changes nothing on a square, symmetric matrix, and {', '.join(fixed)} "
+                    f"{'is' if len(fixed) == 1 else 'are'} the same in every configuration, the course's hidden ones "
+                    f"too: where a matrix is square and symmetric only at {them}, give {them} a range of values "
+                    f"(sizes={{{fixed[0]!r}: ({exercise.lecture[fixed[0]]}, (low, high))}}); where it is symmetric by "
+                    "construction, accept the slip")
         # Inputs drawn as zeros are zeros on the grader's draws too; data that leaves a hinge idle may not be
-        maybe = "" if zeros else " (the course's grader may still, on its own draws)"
+        maybe = "" if zeros or square else " (the course's grader may still, on its own draws)"
         yield (f"note: {len(right)} slips equal the right answer on every derivation configuration, so this check "
                f"cannot grade them{maybe}{why}: {', '.join(right)}")
     for gradient in found.gradients:

@@ -212,6 +212,13 @@ def _neighbour_steps(case: Case, answer: Answer, want, branches, up) -> list[Can
                                      f"takes the derivative of {step} with respect to {other}, where the one with "
                                      f"respect to {source} is needed",
                                      want - part + local_vjp(net, case.values, other, {step: up[step]})))
+        ties = _max_ties(case.values[source], case.values[step], up[step])
+        if ties is not None:
+            out.append(Candidate(f"max-ties:{step}", f"hands the max's gradient to every entry that ties for the "
+                                                     f"max in {step} (a slice all zeros after a ReLU, say), where it "
+                                                     "goes to one of them, the first: a mask of the entries equal to "
+                                                     "the max counts each tie; give it to the argmax alone "
+                                                     "(.max(dim).indices)", want - part + ties))
         if [i for i in inputs if i in tensors] == [source] and up[step].shape == want.shape:
             held = {**case.values, **_sizes(case), source: up[step]}
             try:
@@ -222,6 +229,23 @@ def _neighbour_steps(case: Case, answer: Answer, want, branches, up) -> list[Can
                 out.append(Candidate(f"forward-applied:{step}", Chain.forward_applied(step),
                                      want - part + applied.detach()))
     return out
+
+
+def _max_ties(x: torch.Tensor, out: torch.Tensor, g: torch.Tensor) -> torch.Tensor | None:
+    """Where `out` is the max of `x` along a dimension and some slices tie for it: the gradient the textbook's mask
+    `(x == out) * g` gives, every tied entry the whole of it (a third instructor trial's global max-pool over a
+    ReLU channel that was zero at every position); None where `out` is no max of `x`."""
+    if not (x.is_floating_point() and out.is_floating_point()):
+        return None
+    for d in range(x.dim()):
+        kept = out if out.dim() == x.dim() else out.unsqueeze(d) if out.dim() == x.dim() - 1 else None
+        top = x.max(d, keepdim=True).values if x.shape[d] > 1 else None
+        if kept is None or top is None or kept.shape != top.shape or not torch.equal(kept, top):
+            continue
+        # Where nothing ties it is the right gradient: a candidate all the same, as the search holds an answer to
+        # one on every configuration, and the configurations without a tie are where the answer was right
+        return (x == kept) * (g if g.dim() == x.dim() else g.unsqueeze(d))
+    return None
 
 
 def _named_slips(case: Case, answer: Answer, want, branches, up) -> list[Candidate]:

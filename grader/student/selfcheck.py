@@ -1728,6 +1728,9 @@ class SelfCheck:
             line = f"{label} {right}{changes}{guessed}"
             if answer is not None and answer.kind != FUNCTION and one_hot_unsized(self.source(answer)):
                 line += f"{'; and' if ' but ' in line else '; but'} {ONE_HOT_WIDTH} (the grader says so too)"
+            typed = self._other_dtype(answer, manual)
+            if typed:
+                line += f"{'; and' if ' but ' in line else '; but'} {typed}"
             return line
         other = self._reassigned(answer) if answer is not None and answer.kind != FUNCTION else None
         if other:
@@ -2311,6 +2314,19 @@ class SelfCheck:
             return f"WRONG: {instead}"
         return self._failed(failure, local) + self._written_sizes(failure, source) + self._fitted(answer, failure)
 
+    def _other_dtype(self, answer: Answer | None, got) -> str:
+        """For a right answer in another dtype than its tensor's (`-F.one_hot(y, k) / n` is float32): the grader
+        accepts it, right to its precision, but a cell below that multiplies it with its float64 tensors stops (a
+        third instructor trial's dlogp said only "exact: True", and the cell that stopped blamed an answer computed
+        from it)."""
+        forward = (self.namespace or {}).get(answer.source) if answer is not None and answer.kind == ATOMIC else None
+        if not (isinstance(got, torch.Tensor) and isinstance(forward, torch.Tensor) and got.dtype != forward.dtype
+                and got.is_floating_point()):
+            return ""
+        return (f"it is {got.dtype}, where {answer.source} is {forward.dtype}: right to its precision, yet a cell "
+                f"below that multiplies it with a {forward.dtype} tensor stops; make it in {answer.source}'s dtype "
+                "(torch.zeros_like, or .to(" + answer.source + ".dtype) on a one_hot)")
+
     def _fitted(self, answer: Answer, failure) -> str:
         """Where the cell raised on the right upstream gradient and the student's own is that gradient a size-1
         dimension off: the cell was fitted to theirs (Broadcast.fitted_to)."""
@@ -2659,6 +2675,14 @@ class SelfCheck:
         start = {k: v.detach().clone() for k, v in params.items()}
         self._changes_given = set()
         steps = [dict(zip(network.data, batch, strict=True)) for batch in batches]
+        # As the grader runs it first: a function that reads the notebook's globals (its gradients, say) stops there
+        # on a NameError, whatever those globals held (a third instructor trial's line said "no tensor of the right
+        # shape", or "not autograd's at step 1", where the grader and the function's own lines said NameError)
+        alone = self._alone()
+        said = self._steps(alone, start, steps, lr) if alone is not None else None
+        if isinstance(said, str) and "NameError" in said:
+            return said + _globals_read(function)
+        self._changes_given = set()
         ran = self._steps(function, start, steps, lr)
         if isinstance(ran, str):
             return ran
@@ -2779,8 +2803,9 @@ class SelfCheck:
                         f"{comparison.message}")
         return None
 
-    def _training_alone(self, lr: float, steps: int) -> str | None:
-        """The run the grader makes: the function's cell on its own, on batches of other sizes."""
+    def _alone(self):
+        """The training function as the grader runs it: its cell on its own, with only torch and F (None where
+        neither the cell nor the function is known)."""
         function = self.exercise.training.function
         answer = next(a for a in self.exercise.answers if self.exercise.function_of(a) is function)
         source = self.source(answer)
@@ -2791,7 +2816,13 @@ class SelfCheck:
         elif callable(defined):  # no history: the same code, cut off from the notebook's globals
             ns[function.name] = type(defined)(defined.__code__, ns, defined.__name__, defined.__defaults__,
                                               defined.__closure__)
-        else:
+        return ns.get(function.name) if callable(ns.get(function.name)) else None
+
+    def _training_alone(self, lr: float, steps: int) -> str | None:
+        """The run the grader makes: the function's cell on its own, on batches of other sizes."""
+        function = self.exercise.training.function
+        alone = self._alone()
+        if alone is None:
             return None
         # Trained on a configuration drawn as the grader draws its own (every size above the lecture's), so that the
         # two agree on a size hard-coded in the function
@@ -2799,7 +2830,7 @@ class SelfCheck:
             training = prepare_training(training_config(self.spec, SALT), steps, lr)
         except TrainingNotFinite:  # the grader stops on it, as the instructor's to mend: no student's verdict
             return None
-        ran = self._steps(ns[function.name], dict(training.params), steps_of(training.data), lr)
+        ran = self._steps(alone, dict(training.params), steps_of(training.data), lr)
         failed = ran.removeprefix("WRONG: ") if isinstance(ran, str) else \
             self._differs(ran[0], ran[1], training.losses, training.final, lr)
         if not failed:
@@ -3156,14 +3187,23 @@ class NotebookCheck:
             namespace, case = found.namespace or {}, found.notebook_case()
             # An answer above in another dtype than its tensor's, right to its own precision (accepted), stops a
             # product with a float64 tensor here, and every line above it is right (the eleventh trial's circle)
-            other = next((g for g in reads if isinstance(namespace.get(g), torch.Tensor)
-                          and isinstance(namespace.get(g[1:]), torch.Tensor)
-                          and namespace[g].dtype != namespace[g[1:]].dtype), None)
+            def typed(g: str) -> bool:
+                return isinstance(namespace.get(g), torch.Tensor) and isinstance(namespace.get(g[1:]), torch.Tensor) \
+                    and namespace[g].dtype != namespace[g[1:]].dtype
+
+            other = next((g for g in reads if typed(g)), None)
             if other is not None:
-                return (f"{said}{other} above is {namespace[other].dtype}, where {other[1:]} is "
-                        f"{namespace[other[1:]].dtype}, and a product of the two stops (its line accepts it, right "
-                        f"to its precision): make {other} in {other[1:]}'s dtype (no .float(); torch.zeros_like), "
-                        f"then run the cells from {other}'s down to this one")
+                # back to the answer the dtype came from: dlse = dlogp.clone() is float32 because dlogp is
+                carried = [other]
+                while (up := next((g for a in found.exercise.answers if a.kind == ATOMIC and a.variable == carried[-1]
+                                   for g in a.local_upstream if typed(g)), None)) is not None and up not in carried:
+                    carried.append(up)
+                first, via = carried[-1], carried[:-1][::-1]
+                through = f" ({', '.join(via)}, computed from it, too)" if via else ""
+                return (f"{said}{first} above is {namespace[first].dtype}{through}, where {first[1:]} is "
+                        f"{namespace[first[1:]].dtype}, and a product of the two stops (its line accepts it, right "
+                        f"to its precision): make {first} in {first[1:]}'s dtype (no .float(); torch.zeros_like), "
+                        f"then run the cells from {first}'s down to this one")
             if case is not None and reads and all(
                     g in case.truth and compare(namespace.get(g), case.truth[g], rtol=found.tolerance.rtol,
                                                 atol=found.tolerance.atol).passed for g in reads):
