@@ -271,6 +271,19 @@ def test_an_unsqueeze_and_a_number_inside_a_sum_read_as_a_teacher_writes_them():
     assert torch.allclose(_run_all(gradients, values)["dq"], grads["dq"])
 
 
+def test_a_width_that_is_a_multiple_of_a_size_is_written_so():
+    """An instructor trial's LSTM: its gates, 4*nh wide with T = 2 steps on every configuration, were written T*T*nh
+    in the comments."""
+    network = Network.parse("z = X @ W + b\nloss = z.tanh().sum()\n", parameters=("W", "b"), data=("X",), sizes={})
+    g = torch.Generator().manual_seed(0)
+    configurations = [derive.Configuration({"X": torch.randn(3, 2, dtype=torch.float64, generator=g),
+                                            "W": torch.randn(2, 4 * nh, dtype=torch.float64, generator=g),
+                                            "b": torch.randn(4 * nh, dtype=torch.float64, generator=g)},
+                                           Sizes(T=2, nh=nh)) for nh in (3, 5)]
+    [db] = [g for g in derive.derive(network, configurations) if g.name == "db"]
+    assert "b (4*nh,)" in db.source and "T*T" not in db.source, db.source
+
+
 def test_a_product_of_three_matrices_derives():
     """An instructor trial's graph convolution, `Z = A @ h @ W`: the gradient `A.T @ dZ @ W.T` regrouped is the same
     product, which the slips' regrouping took for a slip of two operators and crashed on (TypeError)."""

@@ -380,19 +380,29 @@ class Derivation:
                     all(words[size] == v for words, v in zip(self.words, values, strict=True)):
                 return size
         whole = [k for k, v in self.words[0].items() if isinstance(v, int) and v > 1]
+        pairs = [(k, [w[k] for w in self.words]) for k in whole]
+
+        def product(names) -> bool:
+            return all(math.prod(w[k] for k in names) == v for w, v in zip(self.words, values, strict=True))
+
+        # Two different sizes multiplied (n*k), then a multiple of a size (4*n_embd, a feed-forward's width), before
+        # a size squared or three multiplied: an instructor trial's LSTM gates, 4*nh wide with T = 2 steps, were
+        # written T*T*nh
+        for names in itertools.combinations(whole, 2):
+            if product(names):
+                return "*".join(names)
+        for k, sizes in pairs:
+            ratios = {v / s for v, s in zip(values, sizes, strict=True)}
+            if len(set(sizes)) > 1 and len(ratios) == 1 and (ratio := ratios.pop()).is_integer() and ratio > 1:
+                return f"{int(ratio)}*{k}"
         for count in (2, 3):
             for names in itertools.combinations_with_replacement(whole, count):
-                if all(math.prod(w[k] for k in names) == v for w, v in zip(self.words, values, strict=True)):
+                if product(names):
                     return "*".join(names)
         if len(set(values)) == 1:
             return str(values[0])
-        # A multiple of a size (4*n_embd, a feed-forward's width), two sizes side by side (n_a+n_b, a
-        # concatenation), or a size off by a constant (L-K+1 windows with K fixed, n-1)
-        pairs = [(k, [w[k] for w in self.words]) for k in whole]
-        for k, sizes in pairs:
-            ratios = {v / s for v, s in zip(values, sizes, strict=True)}
-            if len(ratios) == 1 and (ratio := ratios.pop()).is_integer() and ratio > 1:
-                return f"{int(ratio)}*{k}"
+        # Two sizes side by side (n_a+n_b, a concatenation), or a size off by a constant (L-K+1 windows with K
+        # fixed, n-1)
         for (a, first), (b, second) in itertools.combinations_with_replacement(pairs, 2):
             if all(v == x + y for v, x, y in zip(values, first, second, strict=True)):
                 return f"{a}+{b}"
