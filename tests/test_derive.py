@@ -284,6 +284,24 @@ def test_a_width_that_is_a_multiple_of_a_size_is_written_so():
     assert "b (4*nh,)" in db.source and "T*T" not in db.source, db.source
 
 
+def test_a_piece_between_pads_of_fixed_width_is_sliced_as_a_teacher_writes_it():
+    """A second instructor trial's ordinal regression padded its cumulative probabilities with a column of zeros and
+    one of ones: `dcum_pad[:, lo.shape[1]:lo.shape[1] + cum.shape[1]]`, where a teacher writes `[:, 1:-1]`."""
+    network = Network.parse("h = X @ W\np = torch.cat([A, h, B], 1)\nloss = (p ** 2).sum()\n",
+                            parameters=("W",), data=("X", "A", "B"), sizes={})
+    g = torch.Generator().manual_seed(0)
+    configurations = [derive.Configuration({"X": torch.randn(3, 2, dtype=torch.float64, generator=g),
+                                            "W": torch.randn(2, k, dtype=torch.float64, generator=g),
+                                            "A": torch.randn(3, 1, dtype=torch.float64, generator=g),
+                                            "B": torch.randn(3, 1, dtype=torch.float64, generator=g)}, Sizes())
+                      for k in (3, 5)]
+    gradients = derive.derive(network, configurations)
+    [dh] = [g for g in gradients if g.name == "dh"]
+    assert [line for line in dh.source.splitlines() if not line.startswith("#")] == ["dh = dp[:, 1:-1]"], dh.source
+    values, grads = _forward(network, configurations[1].inputs)
+    assert torch.allclose(_run_all(gradients, values)["dh"], grads["dh"])
+
+
 def test_a_product_of_three_matrices_derives():
     """An instructor trial's graph convolution, `Z = A @ h @ W`: the gradient `A.T @ dZ @ W.T` regrouped is the same
     product, which the slips' regrouping took for a slip of two operators and crashed on (TypeError)."""

@@ -1096,10 +1096,16 @@ def cat(site: Site, op: Op) -> list[Edge]:
     rank = len(ctx.shapes(site.node)[0])
     d %= rank
     edges, widths = [], []
+    # A width the same on every configuration (a pad of one zero column) is written as its number, and a piece
+    # followed by only such pieces ends counted from the end: `[:, 1:-1]`, as a teacher writes it, not an
+    # instructor trial's `[:, lo.shape[1]:lo.shape[1] + cum.shape[1]]`
+    fixed = [len({shape[d] for shape in ctx.shapes(piece)}) == 1 for piece in op.operands]
     for k, piece in enumerate(op.operands):
-        widths.append(ctx.count(piece, (d,)))
+        widths.append(number(ctx.shapes(piece)[0][d]) if fixed[k] else ctx.count(piece, (d,)))
         start = _offset(widths[:-1])
-        part = ast.Slice(start, None if k == len(op.operands) - 1 else _offset(widths), None)
+        after = sum(ctx.shapes(later)[0][d] for later in op.operands[k + 1:])
+        end = None if k == len(op.operands) - 1 else number(-after) if all(fixed[k + 1:]) else _offset(widths)
+        part = ast.Slice(start, end, None)
         index = ast.Tuple([*(ast.Slice() for _ in range(d)), part], ast.Load()) if d else part
         edges.append(Edge(piece, Product.of(ast.Subscript(g, index, ast.Load())),
                           f"torch.cat put {_words(piece)} at positions {code(part)} of dim {d}: its gradient is that "
