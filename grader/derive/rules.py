@@ -1016,8 +1016,10 @@ def reshape(site: Site, op: Op) -> list[Edge]:
         d = ctx.constant(dims[0])
         summed = _summed_keeping(g, d, ctx)
         right = summed if summed is not None else call(g, "squeeze", number(d))
-        return [Edge(x, Product.of(right), f"unsqueeze only adds a dimension of 1: squeeze the gradient's dim {d} "
-                                            "back out")]
+        why = (f"unsqueeze only added that dimension of 1, so the sum over dim {d} needs no keepdim=True"
+               if summed is not None else f"unsqueeze only adds a dimension of 1: squeeze the gradient's dim {d} back "
+                                          "out")
+        return [Edge(x, Product.of(right), why)]
     right = call(g, method, shape)
     if not ctx.runs(right):
         right = call(g, "reshape", shape)
@@ -1280,7 +1282,9 @@ def index(site: Site, op: Op) -> list[Edge]:
         flat_index = idx if len(ctx.shapes(idx)[0]) == 1 else call(idx, "view", number(-1))
         g = ctx.full(site.g, site).node()
         trailing = [template("_x.shape[_d]", x=x, d=number(d)) for d in range(1, rank)]
-        rows = call(g, "view", number(-1), *trailing)
+        # a 1-D index already gives the gradient one row per index: no view (a second instructor trial's center
+        # loss read `dcy.view(-1, centers.shape[1])`, which changes nothing)
+        rows = g if len(ctx.shapes(idx)[0]) == 1 else call(g, "view", number(-1), *trailing)
         if not ctx.runs(rows):
             rows = call(g, "reshape", number(-1), *trailing)
         right = template("torch.zeros_like(_x).index_add(0, _i, _g)", x=x, i=flat_index, g=rows)
