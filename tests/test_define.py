@@ -90,6 +90,11 @@ def test_every_derived_answer_equals_autograd():
     ({"forward": FORWARD.replace("a + h", "a + q")}, "reads q, which nothing before it defines"),
     ({"parameters": PARAMETERS.replace("randn(hidden)", "randn(hiden)")}, "`b = randn(hiden) * 0.1` fails"),
     ({"sizes": {**SIZES, "extra": (7, (2, 9))}}, "extra is no dimension of any parameter or data tensor"),
+    # a second instructor trial's ordinal thresholds, one fewer than the classes: the way out said
+    ({"sizes": {**SIZES, "K": (5, (3, 9))}, "data": DATA + "T = randn(n, K - 1)\n",
+      "forward": FORWARD.replace("z = a + h", "z = a + h + T.sum()")},
+     'T\'s dimension 1 is K-1 on every draw: give it a size of its own and compute K from it ("n_T": (4, (2, 8)), '
+     '"K": "n_T + 1")'),
     ({"fused": {"dq": "z"}}, "fused: dq is no gradient of the exercise"),
     ({"points": {"dQ": 2}}, "points: dQ is no grade id"),
     ({"data": "X randint(vocab, (n,))"}, "data: not a step (name = expression)"),
