@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -26,10 +27,24 @@ from grader.exercises.makemore_mlp import EXERCISE
 from grader.lms import notebooks
 from grader.pipeline.batch import grade
 from grader.student.check import SelfCheck
-from grader.vocabulary import Verdict
+from grader.vocabulary import Flag, Verdict
 from helpers.paths import COURSE, ROOT, STUB
 from solutions import make_notebooks, reference
 from solutions.reference import forward
+
+
+def said(line: str) -> tuple[Verdict, str | None]:
+    """What a check line says the grader gives, as (verdict, flag): the README's rule (WRONG exactly where
+    a point is lost), the share a WRONG line names ("half its points", "0.25 of its points"; none named:
+    nothing), and the static check's refusal, which the grader flags."""
+    flag = Flag.STATIC_CHECK.value if "the grader refuses" in line else None
+    if "not attempted yet" in line:
+        return Verdict.NOT_ATTEMPTED, flag
+    if "WRONG" not in line:
+        return Verdict.CORRECT, flag
+    share = re.search(r"the grader gives (nothing|half its points|[0-9.]+ of its points)", line)
+    return (Verdict.PARTIAL if share and share.group(1) != "nothing" else Verdict.INCORRECT), flag
+
 
 LECTURE = EXERCISE.lecture
 
@@ -215,7 +230,6 @@ def test_a_cell_right_only_on_the_true_chain_below_a_wrong_upstream_says_the_gra
     """dprobs read from dlogprobs only where it is nonzero: right with the true dlogprobs, not as one backward
     step (the grader's half); below a wrong dlogprobs the line said WRONG with no share, a 0 where the
     grader gives half (exercise check's self-check route found it)."""
-    from test_self_check_verdicts import said
 
     line = Notebook(state).run_to("dprobs", {
         "dlogprobs": "dlogprobs = torch.full_like(logprobs, -1.0 / n)",
@@ -258,7 +272,6 @@ SHAPE_SLIPS = {"dlogit_maxes = (-dnorm_logits).sum(1)": Verdict.PARTIAL,
 
 @pytest.mark.parametrize("code", SHAPE_SLIPS)
 def test_a_shape_slip_gets_half_credit_only_where_the_backward_step_is_right(state, capfd, code):
-    from test_self_check_verdicts import said
 
     line = Notebook(state).run_to("dlogit_maxes", {"dlogit_maxes": code}, capfd)
     assert said(line) == (SHAPE_SLIPS[code], None), line
@@ -477,7 +490,6 @@ def test_on_every_refused_red_team_cell_the_self_check_gives_the_graders_verdict
     """The real grader, sandboxed, on the same cells (each submission holds at most one per answer cell, the
     others as released; nothing refused is run): the verdict and the static check's flag the self-check
     announces are the grader's, and so is the reason it gives."""
-    from test_self_check_verdicts import said
 
     from grader.student import selfcheck as check
     from grader.vocabulary import Flag

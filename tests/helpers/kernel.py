@@ -1,6 +1,6 @@
 """A notebook's kernel driven as JupyterLab drives it (jupyter_client, each cell sent with its id), for the
 tests that run the self-check where students run it, and a session in it that writes one answer cell
-at a time and runs its checks (tests/test_self_check_verdicts.py, benchmarks/self_check_speed.py)."""
+at a time and runs its checks (tests/test_kernel_sessions.py, benchmarks/self_check_speed.py)."""
 from __future__ import annotations
 
 import os

@@ -1,0 +1,57 @@
+"""Every exercise the package ships passes `backprop-ninja exercise check --quick`, run as an instructor runs
+it: its course built, its solved notebook, stub and every slip of the rule table graded by `grade` and the
+Gradescope zip, and every notebook's Run All in a kernel saying what `grade` gave.
+
+The whole family (the lecture, 23 variants, the gallery: 27 exercises of 60-90 CPU s each) is more than the
+25 minutes a change's CI may take, so each run checks the lecture and one other in turn: the commit's place
+in the history picks it, so consecutive changes walk the whole family (every exercise within 26 changes) and
+rerunning a commit checks the same one. `.ci/nightly` checks all 27 every night, nbgrader's route included."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.exercises.makemore_mlp import variants
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+LECTURE = "makemore-mlp"
+OTHERS = (*(f"{LECTURE}/{name}" for name in variants.NAMES if name != variants.LECTURE_VARIANT),
+          *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "grader/exercises/gallery").glob("[a-z]*.py")))
+PER_RUN = 1
+
+
+def _position() -> int:
+    """How many commits lead to this one (0 outside a git checkout, or in a shallow clone's one commit)."""
+    try:
+        run = subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=30)
+        return int(run.stdout.strip()) if run.returncode == 0 else 0
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return 0
+
+
+def in_turn(position: int) -> tuple[str, ...]:
+    start = position * PER_RUN % len(OTHERS)
+    return tuple(OTHERS[(start + i) % len(OTHERS)] for i in range(PER_RUN))
+
+
+def test_consecutive_changes_walk_the_whole_family():
+    assert len(OTHERS) == 26 and all(Path(ROOT, s).is_file() for s in OTHERS if s.endswith(".py"))
+    walked = {spec for position in range(100, 126) for spec in in_turn(position)}
+    assert walked == set(OTHERS)
+
+
+@pytest.mark.parametrize("spec", (LECTURE, *in_turn(_position())))
+def test_a_shipped_exercise_passes_exercise_check(spec, tmp_path):
+    run = subprocess.run([sys.executable, "-c", "from grader.cli import main; main()", "exercise", "check",
+                          "--quick", spec], cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+    problems = "\n".join(line for line in run.stderr.splitlines() if not line.startswith(("grading ", "running ")))
+    assert run.returncode == 0, problems[-4000:]
+    agreed = re.search(r"agrees with .* on (\d+) of (\d+) answers", run.stdout)
+    assert agreed and agreed[1] == agreed[2] != "0", run.stdout[-2000:]
