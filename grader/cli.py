@@ -324,7 +324,9 @@ def _name_formgrader_course(directory: Path) -> None:
     switch = f"backprop-ninja course formgrader {directory.absolute()}"
     named = formgrader_course()
     if named is not None and named.absolute() != directory.absolute():
-        click.echo(f"formgrader: your Jupyter configuration names {named}; to grade this course there: {switch}")
+        # said as what it means for this course (an instructor trial read it as a note about the old one)
+        click.echo(f"formgrader: your Jupyter configuration already names another course, {named}, so formgrader "
+                   f"shows that one, not this; to grade this course in formgrader instead: {switch}")
         return
     try:
         said = formgrader_config(directory)

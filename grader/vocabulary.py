@@ -253,8 +253,6 @@ class Transpose:
     # the sentence says what both give, and both ways to it.
     ORDER = "is the transpose of the gradient, as from multiplying in the wrong order (or one transpose too many)"
     MISSING = "leaves the gradient in the output's layout: transpose it back"
-    ONE_FACTOR = ("transposes a product back by swapping its factors but transposes only one of them: (a @ b) "
-                  "transposed is b transposed @ a transposed")
     PERMUTE_SAME = "permutes the gradient with the forward's order instead of its inverse"
     PRODUCT_SHAPES = "the shapes of a matrix product do not fit (a transpose is probably missing or misplaced)"
 
@@ -442,6 +440,15 @@ class Chain:
         """An answer right with the loss's own upstream gradients, wrong with others: it skips `named`."""
         return (f"right value for this loss, but not this step of the chain rule: it skips {named}, so with other "
                 f"values of {named} it gives a different result; compute it from {named} as the chain rule does.")
+
+    @staticmethod
+    def skips_some(skipped: str, read: str, steps: str) -> str:
+        """An answer that reads some of its upstream gradients (`read`) and puts the loss's own values in for the
+        others (`skipped`, flowing back through `steps`): a closed form for one use of its tensor, right for this
+        loss, wrong with other upstream gradients."""
+        return (f"reads {read} but not {skipped}: it computes the part flowing back through {steps} from this "
+                f"loss's own values, so with other values of {skipped} it gives a different result; compute that "
+                f"part from {skipped} as the chain rule does")
 
     @staticmethod
     def local_only(step: str) -> str:

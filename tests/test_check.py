@@ -3,11 +3,12 @@ specific hint for each classic mistake (including those the lecture's broadcasti
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from grader.exercise import Sizes
+from grader.exercise import ATOMIC, Sizes
 from grader.exercises.makemore_mlp import EXERCISE
 from grader.student.selfcheck import SelfCheck
 from solutions import reference
@@ -337,3 +338,14 @@ def test_a_functions_note_on_what_it_reads_from_the_notebook_counts_globals_not_
          "def leaked(params):\n    return params['x'] * sum(W9 for _ in range(2))\n", namespace)
     assert _globals_read(namespace["own"]) == ""
     assert _globals_read(namespace["leaked"]) == " (it reads W9 from the notebook, not from its arguments)"
+
+
+def test_a_float32_answer_is_told_what_it_stops_only_where_something_can():
+    """An instructor trial's `drec = torch.tensor(1.0)`: a float32 0-d answer meets no product and no write
+    into a float64 tensor below, whose elementwise arithmetic promotes it: it is only right, nothing said."""
+    forward = {"rec": torch.zeros((), dtype=torch.float64), "h": torch.zeros(3, 2, dtype=torch.float64)}
+    notebook = SimpleNamespace(namespace=forward)
+    assert SelfCheck._other_dtype(notebook, SimpleNamespace(kind=ATOMIC, source="rec"), torch.tensor(1.0)) == ""
+    said = SelfCheck._other_dtype(notebook, SimpleNamespace(kind=ATOMIC, source="h"), torch.zeros(3, 2))
+    assert "a product (@) of it and a torch.float64 tensor, or writes it into one" in said, said
+    assert (forward["h"] * torch.tensor(1.0)).dtype == torch.float64  # what a cell below does with the 0-d one

@@ -272,8 +272,9 @@ def test_course_init_solutions_sets_course_yml_and_the_notebooks_settings(tmp_pa
         added = subprocess.run([sys.executable, "-m", "nbgrader", "db", "student", "add", "bob"], cwd=target,
                                capture_output=True, text=True, timeout=300)
         assert added.returncode == 0 and not (other / "gradebook.db").exists(), added.stderr[-2000:]
-        assert str(target) not in named and f"to grade this course there: backprop-ninja course formgrader " \
-                                              f"{target}" in done.output
+        assert str(target) not in named and f"so formgrader shows that one, not this; to grade this course in " \
+                                              f"formgrader instead: backprop-ninja course formgrader {target}" \
+                                              in done.output
     assert f"solutions: {solutions} (" in done.output
     course = load(target / "course.yml")
     assert course.solutions == solutions

@@ -379,8 +379,13 @@ def test_a_size_no_forward_line_reads_is_shown_as_a_shape_the_notebook_has():
 
     value = tiny()
     assert value.mistakes.shown == {"vocab": "E.shape[0]", "dim": "E.shape[1]", "hidden": "Y.shape[1]"}
-    assert "Drawn at the lecture's sizes (n = 8, E.shape[0] = 5, E.shape[1] = 3, Y.shape[1] = 4)" in \
-        " ".join(skeleton.prose(value).split())
+    prose = " ".join(skeleton.prose(value).split())
+    assert "Drawn at the notebook's sizes (n = 8, E.shape[0] = 5, E.shape[1] = 3, Y.shape[1] = 4)" in prose
+    assert "take them from a size above or from a tensor's shape" in prose
+    # A loss that is a mean binds no size: the rule says where one is (an instructor trial's word2vec)
+    unbound = tiny(forward=FORWARD.replace("loss = ((z - Y) ** 2).sum() / n", "loss = ((z - Y) ** 2).mean()"))
+    assert not unbound.network.sizes
+    assert "take them from a tensor's shape (`" in " ".join(skeleton.prose(unbound).split())
     assert tiny(mistakes=ex.Mistakes(shown=SHOWN)).mistakes.show("vocab") == "vocab_size"
 
 

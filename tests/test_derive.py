@@ -960,3 +960,16 @@ def test_a_tensor_times_itself_is_its_square_in_one_line():
     source = gradients["dW"].source
     assert "used twice" in source and source.count("dW +=") == 1 and "2 * W" in source, source
     assert "missed-factor" in {s.name for s in gradients["dW"].slips()}
+
+
+def test_a_divisor_that_is_a_product_is_written_in_parentheses():
+    """An instructor trial's attention: `scores = q @ kT / (tau * C ** 0.5)` was explained as "local derivative
+    1/tau * C ** 0.5", which reads as the square root of C over tau."""
+    network = Network.parse("s = X @ W / (2.0 * C ** 0.5)\nloss = (s ** 2).sum()\n", parameters=("W",), data=("X",),
+                            sizes={"C": "W.shape[1]"})
+    g = torch.Generator().manual_seed(0)
+    configurations = [derive.Configuration({"X": torch.randn(3, 2, dtype=torch.float64, generator=g),
+                                            "W": torch.randn(2, c, dtype=torch.float64, generator=g)},
+                                           Sizes()) for c in (3, 5)]
+    [dw] = [g for g in derive.derive(network, configurations) if g.name == "dW"]
+    assert "local derivative 1/(2.0 * C ** 0.5)" in dw.source.replace("\n# ", " "), dw.source

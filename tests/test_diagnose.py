@@ -11,7 +11,7 @@ import pytest
 import torch
 from exercises.tiny_relu import EXERCISE
 
-from grader.exercise import Exercise, Mistakes, Rule, Sizes
+from grader.exercise import Exercise, Mistakes, Rule, Sizes, load
 from grader.judge import compare
 from grader.judge.compare import judge, outcome_text
 from grader.judge.diagnose import diagnose, name
@@ -305,6 +305,13 @@ def test_a_size_the_notebook_binds_no_name_for_is_told_as_its_tensors_say_it():
                                 "X.shape[0] for it)")
     outcome.detail["error"] = "name 'V' is not defined"
     assert ", n," not in outcome_text(outcome, exercise.answers[0], exercise=exercise).feedback
+    # A loss that is a .mean() (an instructor trial's word2vec): no line reads any size, and the size was told
+    # only as a name the cell may not use
+    regression = load("tests/exercises/linear_regression.py:EXERCISE")
+    assert not regression.network.sizes
+    outcome.detail["error"] = "name 'N' is not defined"
+    assert "(the notebook binds no name N: write X.shape[0] for it)" in \
+        outcome_text(outcome, regression.answers[0], exercise=regression).feedback
 
 
 def test_what_an_answer_cell_may_read_comes_from_the_network():

@@ -545,8 +545,9 @@ ATTENTION = "grader/exercises/gallery/attention.py:EXERCISE"
      "your dout gives every entry of out the gradient of the entries out[:, -1] it read"),
     (ATTENTION, "dmasked", "dmasked = att * (datt - (att * datt).sum(1, keepdim=True))",
      "your dmasked sums att * datt over dimension 1, where softmax normalizes over dimension 2"),
-    (ATTENTION, "dk", "dk = dscores @ q * head ** -0.5", "your dk transposes a product back by swapping its factors "
-                                                         "but transposes only one of them"),
+    # told by the factor the student wrote untransposed (an instructor trial's was told of a transpose never written)
+    (ATTENTION, "dk", "dk = dscores @ q * head ** -0.5", "your dk multiplies by dscores where the shape rule needs its "
+                                                         "transpose"),
     (ATTENTION, "dC", "dC = torch.zeros_like(C)\ndC.index_add_(0, Xb[:, -1], demb[:, -1])",
      "your dC adds back the gradients of the last position of each row of Xb alone (Xb[:, -1])"),
     ("relu-none", "dC", "dC = torch.zeros_like(C)\nfor i in range(Xb.shape[0]):\n    dC[Xb[i, 0]] += demb[i, 0]\n",
@@ -567,3 +568,16 @@ ATTENTION = "grader/exercises/gallery/attention.py:EXERCISE"
 def test_blind_sets_answers_are_named(spec, grade_id, code, sentence):
     told = said(spec, grade_id, code)
     assert told is not None and told.startswith(sentence), told
+
+
+@pytest.mark.parametrize("grade_id, code, read, skipped", [
+    ("dmu", "dmu = dz + mu / X.shape[0]", "dz", "dkl_terms"),
+    ("dlogvar", "dlogvar = 0.5 * (logvar.exp() - 1) / X.shape[0] + 0.5 * std * dstd", "dstd", "dkl_terms")])
+def test_a_closed_form_for_one_use_names_the_gradient_it_skips_and_not_the_one_it_reads(grade_id, code, read,
+                                                                                      skipped):
+    """A second instructor trial's VAE: the KL's textbook gradient `mu / B` beside `dz`, right on the loss's own chain,
+    was told it skipped dz and dkl_terms: the student looked for a slip in dz that was not there."""
+    assert said("tests/exercises/vae.py:EXERCISE", grade_id, code, LOCAL) == (
+        f"your {grade_id} reads {read} but not {skipped}: it computes the part flowing back through {skipped[1:]} "
+        f"from this loss's own values, so with other values of {skipped} it gives a different result; compute that "
+        f"part from {skipped} as the chain rule does")

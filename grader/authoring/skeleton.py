@@ -43,6 +43,14 @@ def _listed(names) -> str:
     return " and ".join([", ".join(quoted[:-1]), quoted[-1]] if len(quoted) > 1 else quoted)
 
 
+def _sized(exercise) -> str:
+    """Where a cell takes a size from: a name above if the notebook binds one, else a tensor's shape, an example of
+    one said (an instructor trial's word2vec, whose loss is a mean, was told "a size above" where none is)."""
+    bound = [k for k, v in exercise.network.sizes.items() if ".shape[" in v]
+    shape = next((v for v in exercise.mistakes.shown.values() if ".shape[" in v), "X.shape[0]")
+    return "a size above or from a tensor's shape" if bound else f"a tensor's shape (`{shape}`)"
+
+
 def _sizes(net) -> str:
     """The sizes (read off a tensor's shape) and the hyperparameters (a number of the network's: `reg`,
     `margin`), each called what it is: an instructor trial's notebook said "the sizes `reg`"."""
@@ -73,7 +81,7 @@ what is wrong; an answer still `None` is "not attempted yet", so *Run All* works
   the forward pass's intermediates by their names below, `torch` and `F`, and the gradients assigned by
   earlier answer cells of the same exercise.
 - No autograd in answer cells: no `.backward()`, `torch.autograd`, `requires_grad` or `.grad`.
-- No hard-coded sizes: take them from a size above or from a tensor's shape."""),
+- No hard-coded sizes: take them from {_sized(exercise)}."""),
              _code("", locked="setup_install", generated="install"),
              _code("""import torch
 import torch.nn.functional as F
@@ -87,7 +95,7 @@ COURSE = ...
 EXERCISE = load(COURSE["exercise"])""", locked="setup_imports"),
              _markdown(f"""## The parameters and a batch
 
-Drawn at the lecture's sizes ({lecture}) from one
+Drawn at the notebook's sizes ({lecture}) from one
 seeded generator, in double precision, so that rounding can never be mistaken for a mistake."""),
              _code(f"""generator = torch.Generator().manual_seed({SEED})
 params = {{k: p.requires_grad_() for k, p in EXERCISE.init(EXERCISE.lecture, generator, torch.float64).items()}}

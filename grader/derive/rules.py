@@ -268,6 +268,13 @@ def _words(node: ast.expr) -> str:
     return code(node)
 
 
+def _factor_words(node: ast.expr) -> str:
+    """An operand written after `1/` or `*`: in parentheses where it is itself an operation (an instructor trial's
+    `1/tau * C ** 0.5` read as the square root of C over tau)."""
+    return f"({code(node)})" if isinstance(node, ast.BinOp | ast.UnaryOp | ast.BoolOp | ast.Compare | ast.IfExp) \
+        else code(node)
+
+
 def _dim_arg(op: Op, position: int = 0, keyword: str = "dim"):
     if len(op.args) > position:
         return op.args[position]
@@ -454,7 +461,7 @@ def div(site: Site, op: Op) -> list[Edge]:
     squared = ast.BinOp(b, ast.Pow(), number(2))
     to_b = -(numerator * g).divided(squared)
     return [
-        Edge(a, to_a, f"local derivative 1/{_words(b)}",
+        Edge(a, to_a, f"local derivative 1/{_factor_words(b)}",
              (("div-multiplies", f"multiplies by {_words(b)} where the quotient's derivative divides by it",
                _local(b, ctx) * g),)),
         Edge(b, to_b, f"d (a/x)/dx = -a/x**2 with x = {_words(b)}",
@@ -1042,6 +1049,20 @@ def _method(node: ast.expr) -> str:
     return node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else ""
 
 
+def _tensor_factor(ctx: Derivation, node: ast.expr) -> ast.expr:
+    """The tensor a product's factor is, without the numbers that scale it (`dscores`, not
+    `dscores / (tau * C ** 0.5)`): what a student's sentence names."""
+    while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div):
+        scalar = [not any(shape) for shape in (ctx.shapes(node.left)[0], ctx.shapes(node.right)[0])]
+        if scalar == [False, True]:
+            node = node.left
+        elif scalar == [True, False] and isinstance(node.op, ast.Mult):
+            node = node.right
+        else:
+            break
+    return node
+
+
 @operation("transpose", SHAPES, ".transpose", calls=("transpose",))
 @operation("mT", SHAPES, attribute="mT")
 @operation("T", SHAPES, ".T", attribute="T")
@@ -1066,9 +1087,12 @@ def transpose(site: Site, op: Op) -> list[Edge]:
         right = g.func.value if same else call(g, "transpose", *op.args)
         why = f"swapping dims {code(op.args[0])} and {code(op.args[1])} back gives the gradient {_words(x)}'s layout"
     missing = ("transpose-missing", Transpose.MISSING, Product.of(g))
-    # A blind answer set's dk = dscores @ q: the product's factors swapped back, one of them left untransposed
-    partial = tuple(("transpose-one-factor", Transpose.ONE_FACTOR, Product.of(ast.BinOp(left, ast.MatMult(), right)))
-                    for left, right in ((g.right, _t(ctx, g.left)), (_t(ctx, g.right), g.left))) \
+    # A blind answer set's dk = dscores @ q: the product's factors swapped back, one of them left untransposed,
+    # told by the factor a student writes it with (an instructor trial's was told of a transpose it never wrote)
+    partial = tuple(("transpose-one-factor", Transpose.needs(_words(_tensor_factor(ctx, plain))),
+                     Product.of(ast.BinOp(left, ast.MatMult(), right)))
+                    for left, right, plain in ((g.right, _t(ctx, g.left), g.right),
+                                               (_t(ctx, g.right), g.left, g.left))) \
         if swaps_last and isinstance(g, ast.BinOp) and isinstance(g.op, ast.MatMult) else ()
     return [Edge(x, Product.of(right), why, (missing, *partial))]
 

@@ -196,10 +196,11 @@ def _and(words, last: str = "and") -> str:
 
 def _unbound_size(exercise: Exercise, error: str) -> str:
     """For a size the notebook binds no name for (no forward line reads it), how its tensors say it: an instructor
-    trial's `2 * (pred - target) / N` beside `F.mse_loss` was told N is not among the names, which listed N."""
+    trial's `2 * (pred - target) / N` beside `F.mse_loss` was told N is not among the names, which listed N; another's
+    `n` of a loss that is a `.mean()`, where no line reads any size, was told only the names it may use."""
     found = re.fullmatch(r"name '(\w+)' is not defined", error)
     size = found.group(1) if found else None
-    shown = exercise.mistakes.show(size) if size in exercise.network.sizes else size
+    shown = exercise.mistakes.show(size) if size else size
     return "" if shown == size else f"the notebook binds no name {size}: write {shown} for it"
 
 

@@ -280,8 +280,17 @@ def _elementwise(case: Case, answer: Answer, want, branches, up) -> list[Candida
     return out
 
 
-def _chain_rule(case: Case, answer: Answer, want, branches, up) -> list[Candidate]:
+def _chain_rule(case: Case, answer: Answer, check: str, want, branches, up) -> list[Candidate]:
     out = []
+    if check != CHAIN:  # some of its upstream gradients read, the others' parts the loss's own values (a closed
+        # form for one use: an instructor trial's VAE `dmu = dz + mu / n`, which reads dz, was told it skipped dz)
+        for count in range(1, len(branches)):
+            for skipped in itertools.combinations(branches, count):
+                fixed = sum(_branch(case, answer, {step: case.truth[f"d{step}"]}, step) - branches[step]
+                            for step in skipped)
+                read = " and ".join(f"d{step}" for step in branches if step not in skipped)
+                said = Chain.skips_some(" and ".join(f"d{s}" for s in skipped), read, " and ".join(skipped))
+                out.append(Candidate(f"skips:{'+'.join(skipped)}", said, want + fixed))
     for step, part in branches.items():
         alone = _branch(case, answer, {step: torch.ones_like(up[step])}, step)
         out.append(Candidate(f"local-only:{step}", Chain.local_only(step), want - part + alone, whole=True))
@@ -958,7 +967,7 @@ def candidates(case: Case, answer: Answer, check: str) -> tuple[Candidate, ...]:
                          indexing=[*_indexing(case, answer, want, up), *_last_example(case, answer, up)],
                          reductions=_reductions(case, answer, want, up),
                          twice=_twice_used(case, answer, check, want, branches),
-                         chain=_chain_rule(case, answer, want, branches, up),
+                         chain=_chain_rule(case, answer, check, want, branches, up),
                          elementwise=_elementwise(case, answer, want, branches, up),
                          operands=_operands(case, answer, want, branches, up),
                          substitutions=_substitutions(case, answer, check, want, branches, up),

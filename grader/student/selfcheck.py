@@ -2318,14 +2318,16 @@ class SelfCheck:
         """For a right answer in another dtype than its tensor's (`-F.one_hot(y, k) / n` is float32): the grader
         accepts it, right to its precision, but a cell below that multiplies it with its float64 tensors stops (a
         third instructor trial's dlogp said only "exact: True", and the cell that stopped blamed an answer computed
-        from it)."""
+        from it). Only a product (@) or a write into a float64 tensor stops, elementwise arithmetic promotes; a 0-d
+        answer meets neither (an instructor trial's `drec = torch.tensor(1.0)` was told a cell below stops)."""
         forward = (self.namespace or {}).get(answer.source) if answer is not None and answer.kind == ATOMIC else None
         if not (isinstance(got, torch.Tensor) and isinstance(forward, torch.Tensor) and got.dtype != forward.dtype
-                and got.is_floating_point()):
+                and got.is_floating_point() and got.dim() > 0):
             return ""
         return (f"it is {got.dtype}, where {answer.source} is {forward.dtype}: right to its precision, yet a cell "
-                f"below that multiplies it with a {forward.dtype} tensor stops; make it in {answer.source}'s dtype "
-                "(torch.zeros_like, or .to(" + answer.source + ".dtype) on a one_hot)")
+                f"below that takes a product (@) of it and a {forward.dtype} tensor, or writes it into one "
+                f"(index_add_, [...] =), stops; make it in {answer.source}'s dtype (torch.zeros_like, or "
+                ".to(" + answer.source + ".dtype) on a one_hot)")
 
     def _fitted(self, answer: Answer, failure) -> str:
         """Where the cell raised on the right upstream gradient and the student's own is that gradient a size-1

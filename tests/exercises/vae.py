@@ -1,6 +1,7 @@
 """A small variational autoencoder: mu and log-variance from a tanh encoder, z = mu + exp(logvar / 2) * noise
 with the noise a fixed input, a sigmoid decoder, the reconstruction's cross-entropy and the Gaussian KL term
-written out. The KL's log-variance branch is what a student forgets, and its value is that of a slip of exp."""
+written out as a course writes it (kl_terms, then kl). The KL's log-variance branch is what a student forgets,
+and its value is that of a slip of exp; its textbook gradient (mu / B) reads one of mu's two upstream gradients."""
 from grader.authoring.define import exercise
 
 EXERCISE = exercise(
@@ -25,7 +26,8 @@ EXERCISE = exercise(
         z = mu + std * noise
         xhat = torch.sigmoid(z @ Wd)
         rec = -(X * xhat.log() + (1 - X) * (1 - xhat).log()).sum(1).mean()
-        kl = (-0.5 * (1 + logvar - mu ** 2 - logvar.exp()).sum(1)).mean()
+        kl_terms = 1 + logvar - mu ** 2 - logvar.exp()
+        kl = (-0.5 * kl_terms.sum(1)).mean()
         loss = rec + kl
     """,
 )
