@@ -497,6 +497,12 @@ class Chain:
         return f"{sentence} (the same slip in {where})"
 
     @staticmethod
+    def inner_sign(called: str, inner: str) -> str:
+        """A function of a negated input differentiated as the function of the input itself."""
+        return (f"takes the derivative of {called} at {inner}, where the step applies {called} to -{inner}: take it "
+                f"at -{inner}, and the minus inside multiplies it by -1 (chain rule)")
+
+    @staticmethod
     def read_at(other: str, what: str, role: str) -> str:
         """A derivative read at another tensor of the same shape (a time step's or a gate's neighbour)."""
         return f"uses {other} where {what} needs {role}"

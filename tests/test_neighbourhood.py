@@ -173,6 +173,9 @@ CONV, SOFTMAX_L2 = (f"tests/corpus/blind/issue35/networks/{n}.py:EXERCISE" for n
      "dlogits = dnorm_logits.clone()\ndlogits[range(n), logits.max(1).indices] = dlogit_maxes.view(-1)\n",
      "your dlogits assigns the part flowing back through logit_maxes to the entries of logits that logit_maxes "
      "picks (=)"),
+    # softplus(-x) differentiated as softplus(x) (an instructor trial's word2vec: told only "wrong values")
+    ("tests/exercises/bpr.py:EXERCISE", "dx", "dx = torch.sigmoid(x) / x.shape[0] * dbpr",
+     "your dx takes the derivative of softplus at x, where the step applies softplus to -x"),
     (RNN, "dWh", "dWh = h2.T.sum(1, keepdim=True) @ ((1 - h3 ** 2) * dh3).sum(0, keepdim=True)\n"
                  "dWh += h1.T.sum(1, keepdim=True) @ ((1 - h2 ** 2) * dh2).sum(0, keepdim=True)\n",
      "your dWh multiplies the sum of h2 over the examples by the sum of the gradient: a product of sums is not the "
@@ -581,3 +584,16 @@ def test_a_closed_form_for_one_use_names_the_gradient_it_skips_and_not_the_one_i
         f"your {grade_id} reads {read} but not {skipped}: it computes the part flowing back through {skipped[1:]} "
         f"from this loss's own values, so with other values of {skipped} it gives a different result; compute that "
         f"part from {skipped} as the chain rule does")
+
+
+@pytest.mark.parametrize("first, last", [("1:", ":-1"), (":-1", "1:")])
+def test_slices_that_overlap_written_with_assignment_are_told_so(first, last):
+    """A second instructor trial's ordinal regression: `dcum_pad[:, 1:] = dprobs` then `dcum_pad[:, :-1] = -dprobs`
+    for `probs = cum_pad[:, 1:] - cum_pad[:, :-1]` was told only the rows it is wrong in."""
+    sign = {"1:": "", ":-1": "-"}
+    code = (f"dcum_pad = torch.zeros_like(cum_pad)\ndcum_pad[:, {first}] = {sign[first]}dprobs\n"
+            f"dcum_pad[:, {last}] = {sign[last]}dprobs\n")
+    assert said("tests/exercises/ordinal.py:EXERCISE", "dcum_pad", code) == (
+        "your dcum_pad writes the parts flowing back through cum_pad[:, 1:] and cum_pad[:, :-1] with = where those "
+        f"slices of cum_pad overlap, so the one written last (cum_pad[:, {last}]) replaces the other there: add "
+        "them (+=)")

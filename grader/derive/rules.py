@@ -649,6 +649,11 @@ def _elementwise(function: Elementwise) -> None:
             if function.name in _EVERYWHERE:
                 slips.append((f"{function.name}-applied", Chain.forward_applied(site.y),
                               Product.of(call(ast.Name("torch", ast.Load()), function.name, site.g.node()))))
+        if isinstance(x, ast.UnaryOp) and isinstance(x.op, ast.USub) and "_y" not in function.local:
+            # softplus(-s) differentiated as softplus(s) (an instructor trial's word2vec: sigmoid(s) * dloss)
+            inner = x.operand
+            slips.append((f"{function.name}-inner-sign", Chain.inner_sign(function.called, _words(inner)),
+                          -(_local(template(function.local, x=inner, y=site.out), ctx) * site.g)))
         slips += [(f"{function.name}-neighbour", Chain.read_at(other, f"the derivative of {function.called}",
                                                                f"{site.y}, its output"),
                    _local(template(function.local, x=x, y=ast.Name(other, ast.Load())), ctx) * site.g)

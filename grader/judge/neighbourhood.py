@@ -136,6 +136,65 @@ def _twice_used(case: Case, answer: Answer, check: str, want, branches) -> list[
     return out
 
 
+def _reads(code: str, source: str) -> list[ast.Subscript]:
+    """The slices of `source` a step's code reads (`cum_pad[:, 1:] - cum_pad[:, :-1]`: two)."""
+    return _reads_in(syntax.parse(code, mode="eval"), source)
+
+
+def _overlapping_reads(case: Case, answer: Answer, want, up) -> list[Candidate]:
+    """A step that reads its input through slices that overlap, each slice's part written with = (a second
+    instructor trial's `dcum_pad[:, 1:] = dq` then `dcum_pad[:, :-1] = -dq` for `q = cum_pad[:, 1:] -
+    cum_pad[:, :-1]`): the part written last replaces the others where they overlap. One candidate for each order
+    the parts may be written in."""
+    net, source = case.exercise.network, answer.source
+    out = []
+    for step in up:
+        reads = _reads(net.step[step].code, source)
+        if not 2 <= len(reads) <= 3:
+            continue
+        parts, touched = [], []
+        for index in range(len(reads)):
+            tree = syntax.parse(net.step[step].code, mode="eval")
+            for other, node in enumerate(_reads_in(tree, source)):
+                if other != index:  # every other read held at its forward value: this read's part alone
+                    node.value = ast.Call(ast.Attribute(ast.Name(source, ast.Load()), "detach", ast.Load()), [], [])
+            fn = net.step[step].with_code(ast.unparse(tree)).fn
+            parts.append(local_vjp(net, case.values, source, {step: up[step]}, fns={step: fn}))
+            touched.append(_touched(case, step, source, reads[index]))
+        if not any(bool((a & b).any()) for a, b in itertools.combinations(touched, 2)):
+            continue
+        said = " and ".join(ast.unparse(read) for read in reads)
+        for order in itertools.permutations(range(len(reads))):
+            written = torch.zeros_like(want)
+            for index in order:
+                written = torch.where(touched[index], parts[index], written)
+            last = ast.unparse(reads[order[-1]])
+            out.append(Candidate(f"overwritten:{step}:{''.join(map(str, order))}",
+                                 f"writes the parts flowing back through {said} with = where those slices of {source} "
+                                 f"overlap, so the one written last ({last}) replaces "
+                                 f"{'the other' if len(reads) == 2 else 'the others'} there: add them (+=)",
+                                 written))
+    return out
+
+
+def _reads_in(tree: ast.AST, source: str) -> list[ast.Subscript]:
+    return [node for node in ast.walk(tree)
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == source]
+
+
+def _touched(case: Case, step: str, source: str, read: ast.Subscript) -> torch.Tensor:
+    """Which entries of `source` the slice `read` reads: the slice of the entries' own positions."""
+    net = case.exercise.network
+    positions = torch.arange(case.values[source].numel()).view(case.values[source].shape)
+    held = {**{k: v.detach() for k, v in case.values.items() if isinstance(v, torch.Tensor)},
+            **net.size_values(case.values), source: positions}
+    fn = net.step[step].with_code(ast.unparse(read)).fn
+    picked = fn(*(held[i] for i in net.step[step].inputs))
+    mask = torch.zeros(positions.numel(), dtype=torch.bool)
+    mask[picked.flatten()] = True
+    return mask.view(positions.shape)
+
+
 def _operands(case: Case, answer: Answer, want, branches, up) -> list[Candidate]:
     """Another forward tensor of the same shape in place of an operand the derivative reads."""
     out = []
@@ -966,7 +1025,8 @@ def candidates(case: Case, answer: Answer, check: str) -> tuple[Candidate, ...]:
             found.update(named=_named_slips(case, answer, want, branches, up),
                          indexing=[*_indexing(case, answer, want, up), *_last_example(case, answer, up)],
                          reductions=_reductions(case, answer, want, up),
-                         twice=_twice_used(case, answer, check, want, branches),
+                         twice=[*_twice_used(case, answer, check, want, branches),
+                                *_overlapping_reads(case, answer, want, up)],
                          chain=_chain_rule(case, answer, check, want, branches, up),
                          elementwise=_elementwise(case, answer, want, branches, up),
                          operands=_operands(case, answer, want, branches, up),
