@@ -161,6 +161,7 @@ def test_the_lecture_options_order_hidden_configurations_training_data_and_a_cac
                  data="X = randint(vocab, (n,))\nY = randn(n, hidden) + randperm(n)[:, None]\n")
     assert value.atomic == ("dz", "da", "dh", "de", "db", "dW", "dE")
     assert value.by_grade_id["ex2_dh"].title == "the skip step"
+    assert value.parts[2] == "Exercise 2: dh through the skip step in one step"  # its heading, not feedback's alone
     (function,) = value.functions
     assert function.cell == "ex4_backward" and function.arguments[1:] == (("cache", ("X", "e", "h")), "Y")
     assert value.training.grade_id == "ex4_training" and set(value.parts) == {1, 2, 4}

@@ -469,7 +469,9 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
     if learning_rate is not None and (isinstance(learning_rate, bool) or not isinstance(learning_rate, int | float)
                                       or not 1e-6 <= learning_rate <= 10):
         raise DefinitionError(f"learning_rate: {learning_rate!r} is no learning rate (a number from 1e-6 to 10)")
-    titles = {1: "one step at a time", **{p: f"{g} in one step" for p, g in enumerate(fused or {}, 2)}}
+    # a block's own title (a (sink, title) pair) heads its exercise too, not only its feedback (an instructor trial)
+    titles = {1: "one step at a time", **{a.part: f"{a.variable} through {a.title} in one step" if a.title else
+                                          f"{a.variable} in one step" for a in answers if a.kind == ex.FUSED}}
     if backward:
         titles[part] = "manual_backward and training"
     grade_ids = [a.grade_id for a in answers] + ([check.grade_id] if check else [])
