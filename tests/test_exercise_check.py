@@ -187,6 +187,23 @@ def test_a_slip_that_scores_full_on_every_hidden_configuration_is_refused_unless
     assert code == 0, output
 
 
+GATED = HIDING.replace('M = randn(n, hidden) * (n == 8)', 'H0 = zeros(n, hidden)').replace(
+    'b = randn(hidden) * 0.1', 'b = randn(hidden) * 0.1\n        U = randn(hidden, hidden) * 0.5').replace(
+    'z = h * M + h', 'r = torch.sigmoid(h)\n        z = h + r * (H0 @ U)')
+
+
+def test_slips_that_a_state_drawn_as_zeros_hides_everywhere_are_refused(tmp_path):
+    """An instructor trial's GRU, whose first hidden state was zeros: its reset gate's gradient is zero on every
+    configuration, the hidden ones too, so `dr1 = torch.zeros_like(r1)` scored full on every route, and exercise
+    check had said so only in a note and exited 0."""
+    path = tmp_path / "gated.py"
+    path.write_text(GATED.replace("ACCEPT", ""), encoding="utf-8")
+    code, output = check(path)
+    assert code == 1, output
+    assert "score full on every configuration, the course's hidden ones too: each changes a term that reads H0" in \
+        output and "and dr, dU are zero there, so an answer of zeros scores full: draw H0 at random" in output, output
+
+
 @pytest.mark.parametrize("accept, says", [('{"dq": "sign"}', "accept: dq: no gradient of the exercise"),
                                           ('{"dh": "sign slipped"}', "accept: dh: slipped is no slip of the rule")])
 def test_an_accepted_slip_the_exercise_cannot_have_is_one_line_at_load(tmp_path, accept, says):
@@ -449,18 +466,24 @@ def test_quick_leaves_out_nbgrader_autograde_alone():
     assert routes(True) == [dry_run.GRADE, dry_run.GRADESCOPE]
 
 
-def test_a_slip_equal_to_the_right_answer_everywhere_is_said_not_dropped(tmp_path):
-    """A mask of zeros on every configuration: leaving its branch out of dh is the right answer, so no
-    notebook can show it; the rule table used to drop it silently, the check now lists it, with why and what
-    to change (an instructor trial's GRU started from `h0 = zeros(N, H)`: 60 slips listed without a word)."""
+def test_a_slip_equal_to_the_right_answer_everywhere_is_refused_unless_accepted(tmp_path):
+    """A mask of zeros on every configuration, the hidden ones too: leaving its branch out of dh is the right
+    answer there, so every route grades it full; the rule table used to drop it silently, a note then listed it
+    (an instructor trial's GRU started from `h0 = zeros(N, H)`: 60 slips listed without a word), and a second GRU
+    trial's `dr1 = torch.zeros_like(r1)` scored full past that note: it is refused, with what to change."""
     path = tmp_path / "zero.py"
     path.write_text(HIDING.replace("ACCEPT", "").replace("* (n == 8)", "* 0"), encoding="utf-8")
     code, out = check(path)
-    assert code == 0, out
-    assert ("note: 3 slips equal the right answer on every derivation configuration, so this check cannot grade "
-            "them; all of them change a term that reads M, which is zeros in every configuration, the course's hidden "
-            "ones too (the term vanishes, the slip with it): draw M at random to grade them: dh forward-value, dh "
-            "missed-factor, dh overwrite") in out, out
+    assert code == 1, out
+    assert ("3 slips of the rule table score full on every configuration, the course's hidden ones too: each changes "
+            "a term that reads M, which is zeros in every configuration (the term vanishes, the slip with it): draw M "
+            "at random (M = randn(...) * 0.1) to grade them, or accept each in the file") in out, out
+    assert out.rstrip().endswith("dh forward-value, dh missed-factor, dh overwrite"), out
+    path = tmp_path / "accepted_zero.py"  # a file of another name: this process keeps the first one loaded
+    path.write_text(HIDING.replace("ACCEPT", 'accept={"dh": "forward-value missed-factor overwrite"},')
+                    .replace("* (n == 8)", "* 0"), encoding="utf-8")
+    code, out = check(path)
+    assert code == 0 and "slips equal the right answer" not in out, out
 
 
 SYMMETRIC = '''from grader.authoring.define import exercise

@@ -228,14 +228,22 @@ def check(spec: str) -> Iterator[str]:
     for cell_id, why in found.chained.items():
         yield f"note: {cell_id}: {why}"
     # Each slip name once per gradient: `W * W` makes the same slip in both factors.
-    right = list(dict.fromkeys(f"{g.name} {s.name}" for g in found.gradients for s in g.right_anyway))
+    right = list(dict.fromkeys(f"{g.name} {s.name}" for g in found.gradients for s in g.right_anyway
+                               if s.name not in exercise.accepted.get(g.name, ())))
     if right:  # the rule table made them, but no notebook could tell them from the answer: said, not graded
         zeros = _hidden_by_zeros(exercise, found.gradients)
-        why = "".join(f"; {'all' if count == len(right) else count} of them change a term that reads {name}, which "
-                      f"is zeros in every configuration, the course's hidden ones too (the term vanishes, the slip "
-                      f"with it): draw {name} at random to grade them"
-                      for name, count in zeros.items())
         zero = _zero_gradients(exercise, found.gradients)
+        if zeros:  # zeros on the hidden configurations too: each of them scores full there (item 4's refusal; an
+            # instructor trial's GRU, whose h0 = zeros left dr1 zero, graded `dr1 = torch.zeros_like(r1)` full)
+            raise CheckError("\n".join(
+                f"{count} slips of the rule table score full on every configuration, the course's hidden ones too: "
+                f"each changes a term that reads {name}, which is zeros in every configuration (the term vanishes, "
+                "the slip with it)"
+                + (f", and {', '.join(zero)} {'is' if len(zero) == 1 else 'are'} zero there, so an answer of zeros "
+                   "scores full" if zero else "")
+                + f": draw {name} at random ({name} = randn(...) * 0.1) to grade them, or accept each in the file "
+                  f"(accept={{\"gradient\": \"slip ...\"}}): {', '.join(right)}" for name, count in zeros.items()))
+        why = ""
         if zero:
             why += (f"; {', '.join(zero)} {'is' if len(zero) == 1 else 'are'} zero on every derivation configuration "
                     "(the loss does not move with them there: a hinge, a clamp or a ReLU never active on the data "
@@ -251,8 +259,8 @@ def check(spec: str) -> Iterator[str]:
                     f"too: where a matrix is square and symmetric only at {them}, give {them} a range of values "
                     f"(sizes={{{fixed[0]!r}: ({exercise.lecture[fixed[0]]}, (low, high))}}); where it is symmetric by "
                     "construction, accept the slip")
-        # Inputs drawn as zeros are zeros on the grader's draws too; data that leaves a hinge idle may not be
-        maybe = "" if zeros or square else " (the course's grader may still, on its own draws)"
+        # A square matrix at fixed sizes is one on the grader's draws too; data that leaves a hinge idle may not be
+        maybe = "" if square else " (the course's grader may still, on its own draws)"
         yield (f"note: {len(right)} slips equal the right answer on every derivation configuration, so this check "
                f"cannot grade them{maybe}{why}: {', '.join(right)}")
     for gradient in found.gradients:
