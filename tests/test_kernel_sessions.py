@@ -454,6 +454,18 @@ def a_typo_assigning_an_earlier_answers_name_is_named(kernel):
     assert "WRONG" not in line and "dbnvar's cell (a typo for dbnvar?) assigned dbnvar_inv after it ran" in line, line
     kernel.run("dbnvar_inv")
     assert right(kernel.check("dbnvar_inv"))
+    # A student trial's stray line in a later answer's cell, checked below both: re-running the cells from the
+    # answer it reassigns down runs that cell again, so its line comes out first
+    for cell in (*EX1[EX1.index("dbnvar"):], "dembcat", "dW1"):
+        kernel.run(cell)
+    kernel.run("db1", CELLS["db1"].replace("### END SOLUTION", "dembcat = dembcat * 2\n"))
+    kernel.run("demb")
+    line = kernel.check("demb")
+    assert "WRONG" not in line and "db1's cell (a typo for db1?) assigned dembcat after it ran; take the line that " \
+           "assigns dembcat out of it, then re-run dembcat's cell" in line, line
+    for cell in ("db1", "dembcat", "dW1", "db1", "demb"):
+        kernel.run(cell)
+    assert right(kernel.check("demb"))
 
 
 def a_refused_backward_call_is_named_not_blamed_on_right_answers(kernel):

@@ -2432,7 +2432,10 @@ class SelfCheck:
                     f"from {first}'s down to this one")
         other = self._reassigned(answer)
         if other is not None:
-            return (f"{first} above is not its cell's value: {other} assigned {first} after it ran; re-run "
+            # another answer's cell between them runs again in the re-run, and assigns it again (a student trial's
+            # stray line doubling one answer in a later answer's cell, told to re-run round and round): out first
+            out = f"take the line that assigns {first} out of it, then " if "(a typo for" in other else ""
+            return (f"{first} above is not its cell's value: {other} assigned {first} after it ran; {out}re-run "
                     f"{first}'s cell, then the cells from it down to this one; this cell itself is right")
         binder = self._bound_by_other(answer)
         if binder is not None:  # its own cell never ran (the twentieth trial's "... above is wrong", of a right cell)
