@@ -35,7 +35,10 @@ def _load_course(path: Path):
     try:
         return load(path)
     except CourseError as exc:
-        raise click.ClickException(str(exc)) from None
+        # the default, ./course.yml, missing: where a course.yml is looked for (a student trial's grade of a notebook)
+        hint = "; run this in the course's folder, or give its course.yml with --course" \
+            if path == Path("course.yml") and not path.exists() else ""
+        raise click.ClickException(f"{exc}{hint}") from None
 
 
 def _shard(ctx, param, value):

@@ -472,3 +472,15 @@ def test_grading_one_student_at_a_time_keeps_every_student_in_grades_csv(submiss
     assert sorted(rows) == [ada, ben]
     assert float(rows[ada]["score"]) == COURSE.max_score
     assert float(rows[ben]["score"]) == json.loads((out / f"{ben}.json").read_text())["score"] < COURSE.max_score
+
+
+def test_grade_outside_a_course_folder_says_where_a_course_yml_is_looked_for(tmp_path, monkeypatch):
+    """A student trial ran `backprop-ninja grade notebook.ipynb` in its own folder: "course.yml: no such file", with
+    no word of --course."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(STUB, tmp_path / "mine.ipynb")
+    result = CliRunner().invoke(main, ["grade", "mine.ipynb", "--out", "out"])
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {tmp_path / 'course.yml'}: no such file; run this in the course's folder, or give its course.yml "
+        "with --course")
