@@ -27,11 +27,16 @@ SHIPPED = (LECTURE, *(f"{LECTURE}/{name}" for name in variants.NAMES if name != 
 
 
 def _position() -> int:
-    """How many commits lead to this one (0 outside a git checkout, or in a shallow clone's one commit)."""
+    """How many commits lead to this one; in a shallow clone, which knows one commit, its hash read as a number
+    (still the same on a rerun, and each exercise's turn comes round, if not within 27); 0 outside a checkout."""
+    def git(*args: str) -> str:
+        run = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30)
+        return run.stdout.strip() if run.returncode == 0 else ""
+
     try:
-        run = subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=30)
-        return int(run.stdout.strip()) if run.returncode == 0 else 0
+        if git("rev-parse", "--is-shallow-repository") == "true":
+            return int(git("rev-parse", "HEAD") or "0", 16)
+        return int(git("rev-list", "--count", "HEAD") or "0")
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return 0
 
