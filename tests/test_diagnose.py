@@ -260,8 +260,12 @@ def named(exercise: Exercise, grade_id: str, wrong) -> str | None:
 
 
 def test_a_branch_left_out_is_named_in_any_network():
+    # Without the cell's code, the first use's branch left out and each use assigned with = (the last one kept)
+    # are the same values: both are said. The code tells them apart (test_exercise_check's L2 term).
     assert named(tiny(), "dh", lambda v, t, n: (v["h"] > 0) * t["da"]) == (
-        "your dh misses the branch through z: h is used twice (in a and in z), so its gradient is the sum of both")
+        "your dh misses the branch through z: h is used twice (in a and in z), so its gradient is the sum of both, or "
+        "assigns each use's gradient with = where they must add up (+=): only the last one is left: either gives these "
+        "values")
 
 
 def test_a_factor_of_a_size_is_named_with_the_exercise_s_words_for_it():

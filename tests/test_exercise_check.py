@@ -575,7 +575,7 @@ def test_a_forgotten_or_halved_l2_term_is_named_as_what_it_is(code, sentence):
             namespace = {**case.values, **case.upstream(answer, CHAIN), **case.sizes, **ex.NAMESPACE}
             exec(code, namespace)  # noqa: S102 - the test's own cell
             tensors.append((case, namespace["dW1"]))
-        assert name(tensors, answer, CHAIN, 1e-5, 1e-8) == sentence
+        assert name(tensors, answer, CHAIN, 1e-5, 1e-8, code=code) == sentence
     finally:
         neighbourhood.use_rule_table(before)
 

@@ -415,7 +415,8 @@ def _own(slip, variable: str) -> str:
 def test_every_rule_table_slip_is_named_by_its_own_sentence(spec):
     """Each slip of every gradient, on the true chain and with random upstream gradients, is told by its
     own sentence: the one edit of the derived answer that makes it, in this exercise's names. Two accounts
-    the values cannot tell apart are both its own: another slip of the same gradient equal to it on every
+    the values cannot tell apart are both its own: another slip of the same gradient (one the rule table
+    keeps beside it for its values, `alike`, too) equal to it on every
     configuration of that check, and "all zeros" where the slip's values are zero everywhere (a fact, where
     any cause would be one of many)."""
     cases = _cases(spec)
@@ -426,7 +427,7 @@ def test_every_rule_table_slip_is_named_by_its_own_sentence(spec):
         if answer is None:
             continue
         for check in checks(answer):
-            made = {slip: _slip_tensors(cases, answer, slip, check) for slip in gradient.slips()}
+            made = {slip: _slip_tensors(cases, answer, slip, check) for slip in (*gradient.slips(), *gradient.alike)}
             made = {slip: tensors for slip, tensors in made.items() if tensors is not None}
             for slip, tensors in made.items():
                 said_ = name(tensors, answer, check, RTOL, ATOL)
@@ -597,3 +598,18 @@ def test_slices_that_overlap_written_with_assignment_are_told_so(first, last):
         "your dcum_pad writes the parts flowing back through cum_pad[:, 1:] and cum_pad[:, :-1] with = where those "
         f"slices of cum_pad overlap, so the one written last (cum_pad[:, {last}]) replaces the other there: add "
         "them (+=)")
+
+
+def test_two_slips_of_the_same_values_are_both_said_unless_the_code_says_which():
+    # p read twice in one step, one read's part left out: the values equal the first read's local derivative
+    # left out too (Y + (1 - Y) = 1), and the code, which multiplies by Y, cannot tell which: both are said.
+    assert said("tests/exercises/multilabel_pt.py:EXERCISE", "dp", "dp = Y * dp_t", read=True) == (
+        "your dp leaves out the local derivative Y of the product, or counts p once in p_t, which reads it twice: "
+        "each read sends back its own term, and they add up: either gives these values")
+    # Each use's gradient assigned with = equals the first use's branch left out: the code's two assignments say
+    # which, and its one assignment the other.
+    overwritten = "dhprebn = dbndiff.clone()\ndhprebn = 1.0 / n * torch.ones_like(hprebn) * dbnmeani"
+    assert said("tanh-batchnorm", "dhprebn", overwritten, read=True) == (
+        "your dhprebn assigns each use's gradient with = where they must add up (+=): only the last one is left")
+    assert said("tanh-batchnorm", "dhprebn", "dhprebn = dbndiff.clone()", read=True).startswith(
+        "your dhprebn misses the branch through bnmeani")

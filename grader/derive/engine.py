@@ -93,6 +93,11 @@ class Gradient:
     # Slips whose values are the right answer's on every derivation configuration: no mistake to grade
     # there, said by `exercise check` so that an instructor sees what the rule table could not tell apart.
     right_anyway: tuple[Slip, ...] = ()
+    # Slips whose values are an earlier slip's on every derivation configuration, saying another mistake: not
+    # graded apart (a notebook of each would hold the same values), but searched beside it, so that feedback
+    # says either (`dp = Y * dp_t` for `p_t = Y * p + (1 - Y) * (1 - p)` leaves out the first read's local
+    # derivative, or the second read).
+    alike: tuple[Slip, ...] = ()
 
     @property
     def source(self) -> str:
@@ -772,12 +777,13 @@ def _run(namespaces: Sequence[dict], source: str, gradient_name: str) -> list[to
     return out
 
 
-def _kept(d: Derivation, gradient_name: str, plain: str, slips) -> tuple[tuple[Slip, ...], tuple[Slip, ...]]:
+def _kept(d: Derivation, gradient_name: str, plain: str, slips) -> tuple[tuple[Slip, ...], ...]:
     """The slips that change the gradient (its values beyond the grader's tolerance, or its shape) on
-    some configuration, each value once; and those equal to the right answer on every one."""
+    some configuration, each value once; those equal to the right answer on every one; and those equal to
+    a kept one on every one."""
     namespaces = [*d.namespaces, *({**ns, **noise} for ns, noise in zip(d.namespaces, d.noise, strict=True))]
     reference = _run(namespaces, plain, gradient_name)
-    kept, seen, right = [], [], []
+    kept, seen, right, alike = [], [], [], []
     for key, sentence, consumer, source in slips:
         try:
             values = _run(namespaces, source, gradient_name)
@@ -789,10 +795,13 @@ def _kept(d: Derivation, gradient_name: str, plain: str, slips) -> tuple[tuple[S
             right.append(Slip(gradient_name, key, sentence, consumer, source))
             continue
         if any(all(_same(v, s) for v, s in zip(values, other, strict=True)) for other in seen):
+            # A whole sign flipped, equal to a step's own sign slip, says that slip less exactly.
+            if key != "sign":
+                alike.append(Slip(gradient_name, key, sentence, consumer, source))
             continue
         seen.append(values)
         kept.append(Slip(gradient_name, key, sentence, consumer, source))
-    return tuple(kept), tuple(right)
+    return tuple(kept), tuple(right), tuple(alike)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -443,8 +443,9 @@ def _name_xhat(network: Network, d: Derivation, source: str, sink: str, block: S
             said = _comment(f"{label}: the normalized value, a part of `{line} = {network.step[line].code}`, on a line "
                             "of its own.")
             first = "\n".join([*said, f"{label} = {code(node)}"]) + "\n"
-            gradient = found.gradient and replace(found.gradient, _slips=tuple(
-                replace(slip, code=first + slip.code) for slip in found.gradient.slips()))
+            gradient = found.gradient and replace(
+                found.gradient, _slips=tuple(replace(slip, code=first + slip.code) for slip in found.gradient.slips()),
+                alike=tuple(replace(slip, code=first + slip.code) for slip in found.gradient.alike))
             return Closed(first + found.cell, found.what, gradient)
     return None
 

@@ -253,7 +253,9 @@ def name(tensors: list[tuple[Case, torch.Tensor]], answer: Answer, check: str, r
             keys = search(searches["reads"]) or written or keys
         if keys:
             sentence, whole = sentences[keys[0]]
-            other = _other_slip(keys, sentences)
+            # A second slip the code says the student did not write is not offered beside the first.
+            other = _other_slip([k for i, k in enumerate(keys) if not i or not tensors or not neighbourhood.unwritten(
+                tensors[0][0], answer, check, k, code)], sentences)
             if other:  # two of the step's slips give these values: both said, neither chosen
                 return f"your {variable} {sentence}, or {other}: either gives these values"
             return sentence if whole else f"your {variable} {sentence}"

@@ -773,9 +773,9 @@ def slip_values(case: Case, answer: Answer, check: str) -> list[tuple[str, str, 
 def _keyed(gradient) -> Iterator[tuple[str, object]]:
     """Each slip of the gradient by its key. A slip's name recurs across a step's uses (missed-branch in
     each) and a product's factors (mul-local): its key names the use, and counts the rest, the same on every
-    case."""
+    case. Those that give a graded slip's values and say another mistake come last, searched as any other."""
     seen: collections.Counter = collections.Counter()
-    for slip in gradient.slips():
+    for slip in (*gradient.slips(), *gradient.alike):
         key = f"{SLIP}{slip.name}:{slip.consumer}" if slip.consumer else f"{SLIP}{slip.name}"
         seen[key] += 1
         yield key + (f"#{seen[key]}" if seen[key] > 1 else ""), slip
@@ -789,6 +789,12 @@ def unwritten(case: Case, answer: Answer, check: str, key: str, code: str | None
     written = _names_read(code) if code and answer.kind == ATOMIC else None
     if not written:
         return False
+    # Each use's gradient assigned with = is a slip of two assignments or more anew, a branch left out one: the
+    # same values where the first use is the one left out, told apart by the code.
+    slip = key[len(SLIP):].split(":")[0].split("#")[0] if key.startswith(SLIP) else ""
+    anew = _assigned_anew(code, answer.variable)
+    if (slip == "overwrite" and anew < 2) or (slip == "missed-branch" and anew > 1):
+        return True
     if key.startswith(SLIP) and _RULE_TABLE[0] is not None:
         reads = slip_reads(case, answer).get(key, ())
     elif key.startswith(SLIP):  # known by its fingerprint: what it reads, opened by an answer that is the slip
@@ -966,6 +972,15 @@ def _names_read(code: str) -> tuple[str, ...] | None:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     return tuple(dict.fromkeys(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)))
+
+
+def _assigned_anew(code: str, variable: str) -> int:
+    """How many of the cell's statements assign `variable` a value that does not read it (`dx = ...`, not
+    `dx = dx + ...` nor `dx += ...`)."""
+    tree = syntax.parse(code)
+    return sum(isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == variable for t in node.targets)
+               and not any(isinstance(n, ast.Name) and n.id == variable for n in ast.walk(node.value))
+               for node in ast.walk(tree))
 
 
 def _renamed(code: str, names: dict[str, str], at: int | None = None) -> str:
