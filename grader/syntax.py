@@ -26,3 +26,12 @@ def parse(source, filename="<unknown>", mode="exec", **kwargs) -> ast.AST:
 def everywhere() -> None:
     """`ast.parse` is `parse` for the rest of the process, whoever calls it (pytest, inspect, a library)."""
     ast.parse = parse
+
+
+def names_read(code: str) -> tuple[str, ...] | None:
+    """The names a cell's code loads, in order, each once; None when it does not parse."""
+    try:
+        tree = parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return tuple(dict.fromkeys(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)))

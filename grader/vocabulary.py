@@ -371,8 +371,10 @@ class Broadcast:
 
     @staticmethod
     def moved_one(got: str, want: str, same: bool) -> str:
+        # Wrong values said too: a trial's sum over the wrong dimension, told only the shape, was then transposed.
         return (f"has its size-1 dimension in the wrong place: shape {got} where the gradient has {want}"
-                + ("; reshaped, its values are right" if same else ""))
+                + ("; reshaped, its values are right" if same else
+                   "; reshaped, its values are still wrong, so moving the dimension alone will not put it right"))
 
     @staticmethod
     def summed_unbroadcast(dim: int, shape: str) -> str:
@@ -436,8 +438,15 @@ class Chain:
     """A step of the chain rule left out, or applied where it does not belong."""
 
     @staticmethod
-    def skips(named: str) -> str:
-        """An answer right with the loss's own upstream gradients, wrong with others: it skips `named`."""
+    def skips(named: str, read: bool = False) -> str:
+        """An answer right with the loss's own upstream gradients, wrong with others: it skips `named`, or, where
+        its code does `read` them, uses them in a way only the loss's own values make right (a trial's sum over
+        the wrong dimension, then transposed, of an upstream gradient symmetric by the data's construction)."""
+        if read:
+            return (f"right value for this loss, but not this step of the chain rule: it reads {named}, but its "
+                    f"result is right only with this loss's own values of {named}, whose pattern (zeros, ones, a "
+                    f"symmetry) hides a mistake in how it uses them; with other values of {named} it gives a "
+                    f"different result.")
         return (f"right value for this loss, but not this step of the chain rule: it skips {named}, so with other "
                 f"values of {named} it gives a different result; compute it from {named} as the chain rule does.")
 
@@ -584,10 +593,11 @@ def factors(sizes, words, shown=None) -> tuple[tuple[str, float, str], ...]:
     return (
         ("sign", -1.0, Sign.FLIPPED),
         *per_size(scaled),
-        ("2", 2.0, "is twice the right value (a factor 2 too many, as from a square's derivative)"),
-        ("1/2", 0.5, "is half the right value (a factor 2 missing, as from a square's derivative)"),
+        # A hyperparameter of 0.5 is named before a square's factor 2: the exercise's own word for the factor.
         *(entry for name, value in sizes.items() if isinstance(value, float) and 0 < value < 1
           for entry in fraction(name, value)),
+        ("2", 2.0, "is twice the right value (a factor 2 too many, as from a square's derivative)"),
+        ("1/2", 0.5, "is half the right value (a factor 2 missing, as from a square's derivative)"),
         *per_size(flipped),
         *per_size(ratio),
         ("-2", -2.0, Sign.and_("is twice too large")),

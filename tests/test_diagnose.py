@@ -185,6 +185,7 @@ def test_size_one_dimension_moved_is_not_called_transposed_or_a_wrong_sum():
         assert hint.startswith("has its size-1 dimension in the wrong place: shape (1, 6)"
                                " where the gradient has (6, 1)")
         assert ("reshaped, its values are right" in hint) == right
+        assert ("its values are still wrong, so moving the dimension alone will not put it right" in hint) != right
         assert "transpose" not in hint and "wrong dimension" not in hint
 
 

@@ -27,7 +27,8 @@ CHEATS = {Flag.STATIC_CHECK, Flag.FORGED_OUTPUT, Flag.AUTOGRAD, Flag.FORBIDDEN_C
 
 def _scored(refused: dict[str, str], results: dict | None = None, error: str | None = None) -> scoring.Result:
     refusals = static_check.screen(refused, static_check.Allow()).refused
-    submission = SimpleNamespace(id="s", path="s.ipynb", error=error, refused=refusals, forged={}, sha256="")
+    submission = SimpleNamespace(id="s", path="s.ipynb", error=error, refused=refusals, forged={}, sha256="",
+                                 cells={})
     return scoring.score(submission, results or {}, COURSE)
 
 
@@ -110,6 +111,12 @@ def test_a_named_slip_right_on_the_chain_is_said_before_any_guess():
     unnamed = scoring._one("db1", 1.0, chain, ItemResult(WRONG, Match.WRONG, "wrong values"), COURSE.policy,
                            ("dbnraw",))
     assert "it skips dbnraw" in unnamed.output and "autograd" not in unnamed.output, unnamed.output
+    # An instructor trial's `dlse = -dlogp.sum(0, keepdim=True).T`, right only because its dlogp is symmetric by
+    # the data's construction, was told "it skips dlogp": its code reads it.
+    summed = scoring._one("dlse", 1.0, chain, ItemResult(WRONG, Match.WRONG, "wrong values"), COURSE.policy,
+                          ("dlogp",), "dlse = -dlogp.sum(0, keepdim=True).T\n")
+    assert "it reads dlogp, but its result is right only with this loss's own values of dlogp" in summed.output
+    assert "skips" not in summed.output, summed.output
     # Hints are no name: an instructor trial's chain-only answer was told "right in 11 of 256 entries, wrong in
     # 245 ... where the slip does not show", and not what it skips
     hinted = scoring._one("dsim_t", 1.0, chain, ItemResult(WRONG, Match.WRONG, "dsim_t: wrong values; right in 11 of "

@@ -246,10 +246,12 @@ def test_a_bias_gradient_never_summed_is_not_told_as_a_sum_over_a_dimension_of_o
     ("dz = (F.softmax(s, 1) - F.one_hot(Y, s.shape[1])) / s.shape[0] / tau ** 2\n",
      "your dz is 1/tau times the right value: a division by tau too many, or a multiplication left out"),
 ])
-def test_a_factor_of_a_hyperparameter_below_one_is_named_by_it(code, sentence):
+@pytest.mark.parametrize("spec", ["EXERCISE", "HALF"])
+def test_a_factor_of_a_hyperparameter_below_one_is_named_by_it(code, sentence, spec):
     """An instructor trial's InfoNCE: a closed form without its 1/tau was "0.1 times the right value", naming no
-    cause; sizes above one were named, a temperature of 0.1 was not."""
-    assert said("tests/exercises/temperature.py:EXERCISE", "ex2_dz", code) == sentence
+    cause; sizes above one were named, a temperature of 0.1 was not. Another's, at a temperature of 0.5, was told
+    "half the right value (a factor 2 missing, as from a square's derivative)": the hyperparameter goes first."""
+    assert said(f"tests/exercises/temperature.py:{spec}", "ex2_dz", code) == sentence
 
 
 @pytest.mark.parametrize("grade_id, code, sentence", [

@@ -786,7 +786,7 @@ def unwritten(case: Case, answer: Answer, check: str, key: str, code: str | None
     the answer's, but the code says the student wrote something else (`-y**-2` for y = x**-1, the derivative
     taken at the output, equals the slip `-x**2`, a positive exponent), which a reading of the code
     (`read_swaps`) tells better where it fits."""
-    written = _names_read(code) if code and answer.kind == ATOMIC else None
+    written = syntax.names_read(code) if code and answer.kind == ATOMIC else None
     if not written:
         return False
     # Each use's gradient assigned with = is a slip of two assignments or more anew, a branch left out one: the
@@ -880,7 +880,7 @@ def read_swaps(case: Case, answer: Answer, check: str, code: str | None, got: to
     if derived is None or not code:
         return []
     derived_code, derived_reads = derived
-    written = _names_read(code)
+    written = syntax.names_read(code)
     if written is None:
         return []
     readable = _readable(case, answer, check)
@@ -960,20 +960,11 @@ def _derived_cell(case: Case, answer: Answer) -> tuple[str, tuple[str, ...]] | N
         gradient = (_derived(case.exercise) or {}).get(answer.variable)
         return None if gradient is None else (gradient.code, tuple(gradient.reads))
     form = _closed(case.exercise).get(answer.cell_id) if answer.kind == FUSED else None
-    reads = None if form is None else _names_read(form.cell)
+    reads = None if form is None else syntax.names_read(form.cell)
     return None if reads is None else (form.cell, tuple(r for r in reads if r != answer.variable))
 
 
 @functools.lru_cache(maxsize=1024)
-def _names_read(code: str) -> tuple[str, ...] | None:
-    """The names a cell's code loads, in order, each once; None when it does not parse."""
-    try:
-        tree = syntax.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    return tuple(dict.fromkeys(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)))
-
-
 def _assigned_anew(code: str, variable: str) -> int:
     """How many of the cell's statements assign `variable` a value that does not read it (`dx = ...`, not
     `dx = dx + ...` nor `dx += ...`)."""

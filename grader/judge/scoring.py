@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grader import syntax
 from grader.exercise import ATOMIC, CHAIN, DEFAULT, LOCAL
 from grader.vocabulary import Broadcast, Chain, Flag, Match, Status, Verdict
 
@@ -123,8 +124,9 @@ class Result:
 
 
 def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResult | None, policy,
-         upstream: tuple[str, ...] = ()) -> TestScore:
-    """`upstream`: the gradients the answer's LOCAL check randomised, which a chain-only answer skips."""
+         upstream: tuple[str, ...] = (), code: str | None = None) -> TestScore:
+    """`upstream`: the gradients the answer's LOCAL check randomised, which a chain-only answer skips, unless
+    its `code` (the cell's source, read, never run) reads them all."""
     def scored(fraction: float, verdict: Verdict, output: str) -> TestScore:
         return TestScore(grade_id, round(points * fraction, 6), points, verdict, output)
 
@@ -142,8 +144,8 @@ def _one(grade_id: str, points: float, chain: ItemResult | None, local: ItemResu
                       "the slip does not show")
     if chain.status == PASSED:
         named = " and ".join(upstream) or "its upstream gradients"
-        return scored(policy.chain_only_credit, Verdict.PARTIAL,
-                      f"{Chain.skips(named)} {local.feedback}")
+        read = bool(upstream) and set(upstream) <= set(syntax.names_read(code or "") or ())
+        return scored(policy.chain_only_credit, Verdict.PARTIAL, f"{Chain.skips(named, read)} {local.feedback}")
     if chain.kind == Match.SQUEEZABLE and (local_ok or local.kind == Match.SQUEEZABLE):
         return scored(policy.squeezable_shape_credit, Verdict.PARTIAL,
                       f"{chain.feedback}. {Broadcast.SQUEEZABLE}")
@@ -175,7 +177,8 @@ def score(submission, results: dict[tuple[str, str], ItemResult], course) -> Res
     for grade_id, points in course.points.items():
         chain, local = results.get((grade_id, CHAIN)), results.get((grade_id, LOCAL))
         answer = course.exercise.by_grade_id.get(grade_id)
-        test = _one(grade_id, points, chain, local, course.policy, answer.local_upstream if answer else ())
+        test = _one(grade_id, points, chain, local, course.policy, answer.local_upstream if answer else (),
+                    submission.cells.get(answer.cell_id) if answer else None)
         result.tests.append(test)
         if chain is not None and chain.extra:
             test.extra = dict(chain.extra)

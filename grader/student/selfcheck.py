@@ -46,6 +46,7 @@ from typing import NamedTuple
 
 import torch
 
+from grader import syntax
 from grader.course import LECTURE_NOTEBOOK, Policy, Tolerance
 from grader.exercise import ATOMIC, DEFAULT, FUNCTION, FUSED, NAMESPACE, Answer, Exercise, cell_builtins
 from grader.exercise import load as load_exercise
@@ -2256,8 +2257,9 @@ class SelfCheck:
         if local is not None and self.policy.chain_only_credit < 1:
             # what it skips, as the grader says it, where no mistake of the step is named (the seventeenth trial's
             # closed form pasted into an atomic cell: the grader named what it skips, the line did not)
+            read = bool(answer.local_upstream) and set(answer.local_upstream) <= set(syntax.names_read(source) or ())
             why = local.feedback if local.named else \
-                f"{Chain.skips(' and '.join(answer.local_upstream) or 'its upstream gradients')} {local.feedback}"
+                f"{Chain.skips(' and '.join(answer.local_upstream) or 'its upstream gradients', read)} {local.feedback}"
             both = sorted(set(answer.local_upstream) & set((_first_uses(source) or ((),))[0]))
             if both:  # two answers in one cell (Merge Cells): the grader gives this one its own cell's, with the true
                 # gradient above (the eighteenth trial's "compute it from" the gradient the cell computes)
