@@ -587,8 +587,8 @@ def test_a_slip_is_named_once_in_the_note_and_its_sentence_names_each_use_once()
     code, out = check(CS231N)
     assert code == 0, out
     note = next(line for line in out.splitlines() if line.startswith("note: ") and "equal the right answer" in line)
-    listed = note.split(": ")[-1].split(", ")
-    assert len(listed) == len(set(listed)) and not [s for s in listed if s.startswith("dW1 ")], note
+    listed = re.findall(r"(\w+ [\w-]+) \(your \w+ ", note)  # each slip with its sentence
+    assert listed and len(listed) == len(set(listed)) and not [s for s in listed if s.startswith("dW1 ")], note
     from grader import derive
     sentences = [s.sentence for g in derive.for_exercise(ex.load(f"{CS231N}:EXERCISE")) for s in g.slips()]
     assert not [s for s in sentences if re.search(r"in (\w+) and in \1\b|in (\w+), in \2\b", s)], sentences
@@ -676,3 +676,16 @@ def test_a_fused_block_of_one_line_ending_at_an_intermediate_is_a_problem(tmp_pa
     code, out = check(path)
     assert code == 1 and out.count("\n") == 1 and "ex2_da spans one forward line (z = a + h), so its cell is da's " \
         "atomic cell again" in out and "end the block at a later tensor or at the loss, or drop it" in out, out
+
+
+def test_a_matrix_symmetric_on_every_draw_is_said(_no_course):
+    """An instructor trial's `dlse = -dlogp.sum(0, keepdim=True).T` got half its points unwarned: its positives at
+    torch.arange(N) make dlogp symmetric on every draw. The check says which matrices are, and what that hides."""
+    code, out = check(ROOT / "tests" / "exercises" / "paired_views.py")
+    assert code == 0, out
+    note = next((line for line in out.splitlines() if "symmetric on every derivation configuration" in line), "")
+    assert note.startswith("note: dlogp is symmetric"), out
+    assert "a transpose of it, or a sum over its other dimension, changes nothing there" in note
+    assert "draw the data so that it is not symmetric" in note
+    code, out = check("makemore-mlp")
+    assert code == 0 and "symmetric on every" not in out, out

@@ -85,22 +85,41 @@ def _hidden_slips(exercise: ex.Exercise, gradients, scored: list[configs.Config]
                 break
 
 
-def _zero_gradients(exercise: ex.Exercise, gradients) -> list[str]:
-    """The gradients that are zero on every derivation configuration: the loss does not move with those tensors
-    there (an instructor trial's triplet loss, whose margin no triplet of its data violated, was 0 with every
-    gradient zero), so no slip of theirs or of what they reach can change anything, and a notebook run on such
-    data checks zeros against zeros."""
+def _derived_values(exercise: ex.Exercise, gradients) -> list[dict]:
+    """Each derivation configuration's data, forward values and the rule table's gradients on them."""
     net = exercise.network
-    zero = {g.name: True for g in gradients}
+    found = []
     for configuration in derive.configurations(exercise):
         inputs = configuration.inputs
         values = {**net.forward({k: inputs[k] for k in net.parameters}, {k: inputs[k] for k in net.data}),
                   **ex.NAMESPACE}
         for gradient in gradients:
             exec(compile(gradient.code, f"<derived {gradient.name}>", "exec"), values)  # noqa: S102 - the rule table's
-            found = values.get(gradient.name)
-            zero[gradient.name] &= isinstance(found, torch.Tensor) and not bool(found.any())
-    return [name for name, is_zero in zero.items() if is_zero]
+        found.append(values)
+    return found
+
+
+def _zero_gradients(gradients, drawn: list[dict]) -> list[str]:
+    """The gradients that are zero on every derivation configuration: the loss does not move with those tensors
+    there (an instructor trial's triplet loss, whose margin no triplet of its data violated, was 0 with every
+    gradient zero), so no slip of theirs or of what they reach can change anything, and a notebook run on such
+    data checks zeros against zeros."""
+    return [g.name for g in gradients
+            if all(isinstance(v.get(g.name), torch.Tensor) and not bool(v[g.name].any()) for v in drawn)]
+
+
+def _symmetric(exercise: ex.Exercise, drawn: list[dict]) -> list[str]:
+    """The square matrices (data, forward values, gradients) symmetric on every derivation configuration, whose
+    sizes differ: symmetric by the data's construction (a trial's InfoNCE with its positives at torch.arange(N)
+    made dlogp symmetric, so a sum over the wrong dimension, transposed, got the chain-only share; another's
+    normalized adjacency), where a transpose or the other dimension's sum is no mistake any check sees."""
+    def symmetric(value) -> bool:
+        return isinstance(value, torch.Tensor) and value.is_floating_point() and value.dim() == 2 \
+            and value.shape[0] == value.shape[1] > 1 and bool(value.any()) and \
+            bool(torch.allclose(value, value.T, **derive.TOLERANCE))
+
+    names = [k for k in drawn[0] if k not in ex.NAMESPACE and k not in exercise.network.parameters]
+    return [k for k in names if all(symmetric(v.get(k)) for v in drawn)]
 
 
 def _hidden_by_zeros(exercise: ex.Exercise, gradients) -> dict[str, int]:
@@ -227,12 +246,22 @@ def check(spec: str) -> Iterator[str]:
         yield f"closed form: {cell_id} is {closed.what} (proven against autograd): its answer is that formula"
     for cell_id, why in found.chained.items():
         yield f"note: {cell_id}: {why}"
+    drawn_values = _derived_values(exercise, found.gradients)
+    symmetric = _symmetric(exercise, drawn_values)
+    if symmetric:
+        many = len(symmetric) > 1
+        yield (f"note: {', '.join(symmetric[:6])}{' and more' if len(symmetric) > 6 else ''} "
+               f"{'are' if many else 'is'} symmetric on every derivation configuration (by the data's construction?): "
+               f"a transpose of {'one' if many else 'it'}, or a sum over its other dimension, "
+               "changes nothing there, so an answer with that mistake gets this loss's values (where it reads an "
+               "upstream gradient, the chain-only share of its points) and no check tells it: draw the data so that "
+               f"{'they are' if many else 'it is'} not symmetric, where such a mistake is to be graded")
     # Each slip name once per gradient: `W * W` makes the same slip in both factors.
     right = list(dict.fromkeys(f"{g.name} {s.name}" for g in found.gradients for s in g.right_anyway
                                if s.name not in exercise.accepted.get(g.name, ())))
     if right:  # the rule table made them, but no notebook could tell them from the answer: said, not graded
         zeros = _hidden_by_zeros(exercise, found.gradients)
-        zero = _zero_gradients(exercise, found.gradients)
+        zero = _zero_gradients(found.gradients, drawn_values)
         if zeros:  # zeros on the hidden configurations too: each of them scores full there (item 4's refusal; an
             # instructor trial's GRU, whose h0 = zeros left dr1 zero, graded `dr1 = torch.zeros_like(r1)` full)
             raise CheckError("\n".join(
@@ -261,8 +290,10 @@ def check(spec: str) -> Iterator[str]:
                     "construction, accept the slip")
         # A square matrix at fixed sizes is one on the grader's draws too; data that leaves a hinge idle may not be
         maybe = "" if square else " (the course's grader may still, on its own draws)"
+        # Each with its sentence: an instructor trial could not tell which of a gradient's slips a bare name meant.
+        said = {f"{g.name} {s.name}": f"your {g.name} {s.sentence}" for g in found.gradients for s in g.right_anyway}
         yield (f"note: {len(right)} slips equal the right answer on every derivation configuration, so this check "
-               f"cannot grade them{maybe}{why}: {', '.join(right)}")
+               f"cannot grade them{maybe}{why}: {'; '.join(f'{r} ({said[r]})' for r in right)}")
     for gradient in found.gradients:
         yield ""
         yield from gradient.source.rstrip("\n").splitlines()
