@@ -184,7 +184,8 @@ def test_a_number_is_a_gradient_only_where_the_gradient_has_no_dimensions():
     assert compare(1, torch.tensor(1.0, dtype=torch.float64), rtol=1e-5, atol=1e-8).passed
     assert not compare(True, torch.tensor(1.0, dtype=torch.float64), rtol=1e-5, atol=1e-8).passed
     wrong = compare(0, torch.zeros(3, 2, dtype=torch.float64), rtol=1e-5, atol=1e-8)
-    assert not wrong.passed and wrong.message == "is a int, not a torch.Tensor"
+    assert not wrong.passed and wrong.message == \
+        "is a int, not a torch.Tensor: the gradient is a tensor of shape (3, 2)"
 
 
 class Liar(torch.Tensor):

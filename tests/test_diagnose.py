@@ -632,3 +632,15 @@ def test_a_hair_off_everywhere_is_an_account_of_the_values_not_a_skipped_step():
     assert failure.named and NEAR_SAID in failure.feedback, failure.feedback
     failure = _judged(off)  # right on the notebook-sized configuration: the hidden one's hint has no number
     assert failure.named and NEAR_SAID in failure.feedback, failure.feedback
+
+
+def test_an_answer_that_is_no_tensor_is_told_the_gradients_shape_where_it_is_shown():
+    """An instructor trial's `dnll = 1.0 / n` was told "dnll is a float, not a torch.Tensor", and nothing of the
+    shape it should have; on the hidden configurations alone, nothing of theirs is shown."""
+    number = lambda c: SimpleNamespace(status="not-tensor", detail={"type": "float"})  # noqa: E731
+    failure = _judged(number, number)
+    expected = next(tuple(c.truth["dz"].shape) for c in tiny_cases(tiny()) if not c.config.scored)
+    assert failure.feedback == f"dz is a float, not a torch.Tensor: the gradient is a tensor of shape {expected}", \
+        failure.feedback
+    hidden = _judged(number)
+    assert "tensor of shape" not in hidden.feedback and "hidden configuration" in hidden.feedback, hidden.feedback

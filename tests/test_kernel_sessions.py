@@ -2757,6 +2757,27 @@ def trial36_a_cell_that_stopped_after_binding_its_answer_is_not_called_wrong(ker
         kernel.run(cell)
 
 
+def trial41_a_magic_cell_that_stopped_is_told_as_the_grader_refuses_it(kernel):
+    """An instructor trial's fused cell `%time dsim = ...` stopped with a NameError before it assigned, run by nbconvert
+    (no cell ids): the check said "not run yet ... run its answer cell above", where the grader refuses the cell for
+    its magic; run without the error, the check named the magic. The saved cell's refusal is said either way."""
+    kernel.restart()  # no earlier run of the cell, as in a Run All
+    setup(kernel, full=True, send_id=False)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "backprop_ninja.ipynb"
+        kernel.run("scratch", f"__session__ = {str(path)!r}\n", send_id=False)
+        code = "%time dlogits = logits_typo * 0\n"
+        nb = nbformat.from_dict(SOLVED)
+        next(c for c in nb.cells if c.get("id") == "ex2_dlogits").source = code
+        nbformat.write(nb, path)
+        assert kernel.run("ex2_dlogits", code, send_id=False)[2] == "NameError"
+        line = kernel.check("ex2_dlogits", send_id=False)
+        refused = "| WRONG: the grader refuses this cell as your saved notebook holds it, line 1: an IPython magic"
+        assert line.startswith("ex2_dlogits") and refused in line, line
+        kernel.run("scratch", "del __session__\n", send_id=False)
+    kernel.run("ex2_dlogits")
+    assert right(kernel.check("ex2_dlogits"))
+
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each
     session starts from what the ones before it left, as a student's notebook does. Its folder holds the
@@ -2800,7 +2821,8 @@ def test_scripted_student_sessions(tmp_path):
                         trial23_torchs_global_state_changed_by_a_scratch_cell,
                         trial23_a_cd_in_a_scratch_cell_keeps_the_notebooks_folder,
                         trial23_an_answer_in_a_new_cell_below_its_blank_cell,
-                        trial36_a_cell_that_stopped_after_binding_its_answer_is_not_called_wrong):
+                        trial36_a_cell_that_stopped_after_binding_its_answer_is_not_called_wrong,
+                        trial41_a_magic_cell_that_stopped_is_told_as_the_grader_refuses_it):
             session(kernel)
     finally:
         kernel.close()

@@ -94,7 +94,8 @@ def compare(answer, expected: torch.Tensor, *, rtol: float, atol: float, n: int 
             return Comparison(Match.WRONG,
                               f"is a {type(answer).__name__}, a subclass of torch.Tensor: give a plain tensor",
                               aspect="type")
-        return Comparison(Match.WRONG, f"is a {type(answer).__name__}, not a torch.Tensor", aspect="type")
+        return Comparison(Match.WRONG, f"is a {type(answer).__name__}, not a torch.Tensor: the gradient is a tensor of "
+                                       f"shape {shape_text(expected.shape)}", aspect="type")
     if not answer.dtype.is_floating_point:
         return Comparison(Match.WRONG, f"has dtype {answer.dtype}: a gradient is a floating-point tensor",
                           aspect="dtype")
@@ -268,14 +269,16 @@ class Failure:
 
 
 def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", *, exercise: Exercise | None = None,
-                 public: bool = True, hidden: frozenset[int] = frozenset(), probe=None, sized: bool = False) -> Failure:
+                 public: bool = True, hidden: frozenset[int] = frozenset(), probe=None, sized: bool = False,
+                 shape: tuple[int, ...] | None = None) -> Failure:
     """The failure of an outcome that is not a tensor. `catalogue(error=...)` may name the mistake that
     raises this very error. `public`: the outcome comes from a configuration whose every value a student
     may see; otherwise (and whenever `hidden`, grader 0.1's way of saying so, is given) nothing its code
     wrote is shown, only the kind of failure in fixed words. `probe`: the lecture-sized case, where the
     outcome is its own, shown for a hidden one's. `exercise`: the answer's; the hidden
     suites of grader 0.1 give none, and graded the default one. `sized`: the cell is right at the probe's
-    sizes, so a product that does not fit elsewhere is a size it writes, not a missing transpose."""
+    sizes, so a product that does not fit elsewhere is a size it writes, not a missing transpose. `shape`: the
+    gradient's on the configuration shown, said to an answer that is no tensor (a trial's `dnll = 1.0 / n`)."""
     exercise = exercise or load()
     public = public and not hidden
     function = exercise.function_of(answer)
@@ -328,7 +331,10 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
         return Failure(outcome.status, template.format(**{**said, **fields}))
     template = STATUS_TEXT.get(outcome.status, "unexpected result ({status})")
     detail = {k: "; ".join(v) if isinstance(v, list) else v for k, v in outcome.detail.items()}
-    return Failure(outcome.status, template.format(**{**detail, **fields}))
+    text = template.format(**{**detail, **fields})
+    if outcome.status == Status.NOT_TENSOR and shape is not None:
+        text += f": the gradient is a tensor of shape {shape_text(shape)}"
+    return Failure(outcome.status, text)
 
 
 def _compared(outcome, case, answer, check, tol) -> Comparison | None:
@@ -576,9 +582,11 @@ def judge(outcomes: dict, cases, answer, check: str, tol, *, hints: str = "named
             # The catalogue compares an error with the one its mistake raises on the configuration shown.
             on = case if seen is None or seen is outcome else probe
             named = (lambda on=on, **kw: catalogue(on, **kw)) if catalogue else None
+            shape = tuple(on.expected(answer, check).shape) if seen is not None and \
+                seen.status == Status.NOT_TENSOR and answer.kind != FUNCTION else None
             failures.append((case, outcome_text(seen or outcome, answer, named, hints, exercise=case.exercise,
                                                 public=seen is not None, probe=probe if on is probe else None,
-                                                sized=sized)))
+                                                sized=sized, shape=shape)))
             continue
         comparison = _compared(outcome, case, answer, check, tol)
         if not comparison.passed:

@@ -2993,6 +2993,10 @@ class NotebookCheck:
             if answer.variable in namespace:
                 return found.line(grade_id, namespace[answer.variable], tensor)
             if found.source(answer) is None:
+                refused = found._saved_refusal(answer, None)
+                if refused:  # its run stopped before it assigned (an instructor trial's `%time dsim = ...` that raised
+                    # was told to run its cell again): what the grader says of the cell the file holds
+                    return f"{label} {refused}"
                 misnamed = self._misnamed(found.exercise, answer, namespace)
                 saved = _saved_code(namespace, answer.cell_id)
                 instead = self._assigns_instead(found, answer, saved[0]) if saved is not None else None
