@@ -594,6 +594,8 @@ def trial_exercise_4_wrong_keys_and_stale_gradients(kernel):
     line = kernel.check("ex4_dW2")
     assert line.startswith("ex4_dW2        | WRONG: ") and "RuntimeError" in line and "is called with float64 " \
         "tensors here and by the grader" in line, line
+    # once (a student trial's line said it twice, the judge's words and the self-check's)
+    assert line.count("is called with float64 tensors") == 1, line
     kernel.run("ex4_backward")
     kernel.run("setup_ex4_check")
 
@@ -2777,6 +2779,16 @@ def trial41_a_magic_cell_that_stopped_is_told_as_the_grader_refuses_it(kernel):
         kernel.run("scratch", "del __session__\n", send_id=False)
     kernel.run("ex2_dlogits")
     assert right(kernel.check("ex2_dlogits"))
+    # A student trial's dC looping `for n in ...`: its own value is the grader's (the grader's run binds n the same
+    # way), and was left unjudged; the answers reading n are not checked, as before, with what to do.
+    answered(kernel, (*EX1, "dembcat", "dW1", "db1", "demb"))
+    kernel.run("dC", "dC = torch.zeros_like(C)\nfor n in range(Xb.shape[0]):\n    for j in range(Xb.shape[1]):\n"
+                     "        dC[Xb[n, j]] += demb[n, j]\n")
+    assert right(kernel.check("dC"))
+    line = kernel.check("dlogprobs")
+    assert "not checked: your n is 31" in line and "take the line that assigns n out of that answer cell" in line, line
+    kernel.run("scratch", "n = Xb.shape[0]\n", send_id=False)
+    kernel.run("dC")
 
 def test_scripted_student_sessions(tmp_path):
     """One kernel for every session (a kernel and torch take seconds to start), in this order: each

@@ -1690,6 +1690,8 @@ class SelfCheck:
                         f"{answer.cell_id}'s cell alone: move that code into {answer.cell_id}'s cell")
             function = self.exercise.function_of(answer)
             note = dtype_note(wrong, function.name) if function is not None and "Error" in wrong else ""
+            # once: the judge's line for a function's error holds it already (a student trial's, printed twice)
+            note = "" if note and note.strip()[1:-1] in wrong else note
             return f"{label} {wrong}{note}{self._guessed(answer)}{self.pointer(name)}"
         changed = self._autograd_changed(answer, expected, rtol, atol) if answer is not None else None
         if changed:
@@ -2965,7 +2967,7 @@ class NotebookCheck:
             # A blank answer is not attempted, whatever else a cell changed (the fifteenth trial's "your n is 3" on
             # every blank cell below the slip)
             rebound = "" if answer.variable in namespace and namespace[answer.variable] is None else \
-                self._rebound_given(found, namespace) or self._rebound_size(found, namespace) or \
+                self._rebound_given(found, namespace) or self._rebound_size(found, namespace, answer) or \
                 self._rebound_parameter(found, answer, namespace)
             if rebound:
                 return f"{label} not checked: {rebound}"
@@ -3075,10 +3077,12 @@ class NotebookCheck:
         return ""
 
     @staticmethod
-    def _rebound_size(found: SelfCheck, namespace: dict) -> str:
+    def _rebound_size(found: SelfCheck, namespace: dict, answer: Answer | None = None) -> str:
         """A size the notebook's forward pass defines from a tensor's shape (a batch size) that a cell has since
         assigned another value: every answer reading it is then computed at the wrong size, however right its
-        code, and the grader, which sets the sizes itself, grades that code right."""
+        code, and the grader, which sets the sizes itself, grades that code right. Not `answer`'s own cell where
+        it binds the size before it reads it (a student trial's dC looping `for n in range(...)`, left unjudged):
+        the grader's run binds it the same way, so its value here is the grader's."""
         exercise = found.exercise
         for size, code in exercise.network.sizes.items():
             value = namespace.get(size)
@@ -3091,6 +3095,11 @@ class NotebookCheck:
             if isinstance(expected, int) and expected != value:
                 history = namespace.get("In") or []
                 count, cell = _assigned_in(namespace, exercise, size)
+                own = found.located(answer) if answer is not None and count is not None else None
+                if own is not None and count in (own[1], max((c for c, i in _IDS.items() if i == answer.cell_id),
+                                                             default=None)) \
+                        and size not in ((_first_uses(own[0]) or ((), (size,)))[1]):
+                    continue
                 answer_cells = {a.cell_id for a in exercise.answers}
                 # An answer cell runs again with the answers: the line comes out first (the fourteenth trial's
                 # `n = 3` in an answer cell, set back and set again by the re-run the line asked for)
