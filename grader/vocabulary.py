@@ -286,6 +286,13 @@ class Transpose:
     def needs(operand: str) -> str:
         return f"multiplies by {operand} where the shape rule needs its transpose"
 
+    SIZE_ONE_FACTOR = "a factor of a matrix product has a dimension of size 1 where the product needs more"
+
+    @staticmethod
+    def size_one_factor(needed: int) -> str:
+        return (f"one factor of a matrix product has a dimension of size 1 where the other has {needed}: a sum or a "
+                "mean over that dimension taken where it does not belong? (no transpose makes these shapes fit)")
+
     @staticmethod
     def product_shapes(whose: str) -> str:
         return (f"the shapes of a matrix product do not fit: write the product whose shape is {whose} (a transpose "

@@ -585,6 +585,19 @@ def test_a_product_that_fails_on_the_lecture_s_sizes_too_is_told_its_shapes_do_n
     assert "a transpose is probably missing or misplaced" in failure.feedback
 
 
+def test_a_product_with_a_factor_summed_too_early_is_not_told_a_transpose():
+    """A student trial's `dW1 = embcat.T @ dhprebn.sum(0, keepdim=True)`, (30x32 and 1x64), was told "a transpose is
+    probably missing or misplaced": no transpose fits a size-1 dimension against 32."""
+    error = _error("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (5x8 and 1x4)")
+    failure = _judged(error, error)
+    assert "transpose is probably" not in failure.feedback, failure.feedback
+    assert "one factor of a matrix product has a dimension of size 1 where the other has 8: a sum or a mean over " \
+        "that dimension taken where it does not belong?" in failure.feedback, failure.feedback
+    # a column vector times a row vector's transpose is a transpose's business
+    column = _error("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (8x1 and 8x1)")
+    assert "a transpose is probably missing or misplaced" in _judged(column, column).feedback
+
+
 def test_an_elementwise_operation_whose_shapes_do_not_line_up_is_told_how_to_line_them_up():
     """An instructor trial's `dhp = hu * ds_pos`, ds_pos one entry per example: torch's message alone, no fix."""
     error = _error("RuntimeError", "The size of tensor a (3) must match the size of tensor b (8) at non-singleton "

@@ -222,6 +222,18 @@ def _allowed(exercise: Exercise, answer: Answer | None = None) -> str:
     return "answer cells may use only " + _and(names)
 
 
+def _size_one_inner(error: str) -> int | None:
+    """The size a matrix product needs where one factor torch's error quotes ("(30x32 and 1x64)") has a dimension of
+    size 1 and the other does not, between them: a sum or a mean taken too early, which no transpose fits."""
+    found = re.search(r"\((\d+)x(\d+) and (\d+)x(\d+)\)", error)
+    if found is None:
+        return None
+    rows_a, inner_a, inner_b, columns_b = map(int, found.groups())
+    if (inner_a == 1) == (inner_b == 1) or 1 in (rows_a, columns_b):
+        return None
+    return max(inner_a, inner_b)
+
+
 def _broadcast(error: str, shape: torch.Size | None) -> bool:
     """Whether the two shapes torch's matrix-product error quotes ("(32x27 and 32x1)") would broadcast, as
     for an elementwise product, to `shape` (the answer's, where the product is the cell's own): two sizes
@@ -310,8 +322,12 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
             # hidden sizes is a hard-coded size, which `judge` says instead.
             mistake = Transpose.PRODUCT_SHAPES
             truth = probe.truth.get(f"d{answer.source}") if probe is not None and answer.kind != FUNCTION else None
+            needed = _size_one_inner(outcome.detail["error"])
             if hints != "none" and _broadcast(outcome.detail["error"], None if truth is None else truth.shape):
                 text += f"; {Transpose.PRODUCT_OR_ELEMENTWISE}"
+            elif needed is not None:  # no transpose fits (a student trial's sum, keepdim=True, as a factor)
+                mistake = Transpose.SIZE_ONE_FACTOR
+                text += f"; {Transpose.size_one_factor(needed)}" if hints != "none" else ""
             elif hints != "none":
                 whose = ("the gradient that line computes" if answer.kind == FUNCTION  # not the parameter's
                          else f"{answer.variable}'s")
