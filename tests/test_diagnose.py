@@ -343,6 +343,10 @@ def test_an_answer_right_on_the_lecture_s_sizes_alone_is_told_the_lecture_s_numb
     failure = judge(outcomes, cases, answer, CHAIN, SimpleNamespace(rtol=RTOL, atol=ATOL), code="db = x.view(1, 4)\n")
     assert "; right for the notebook's sizes but wrong for every other size: something in the cell depends on the " \
         "sizes: your cell writes 4 (hidden" in failure.feedback, failure.feedback
+    # what to write is the size the number stands for, not any size the notebook names (an instructor trial's 8,
+    # said to be E.shape[1], was told "use H")
+    assert failure.feedback.endswith("as a number; write it as the size it stands for, from n and the tensors' "
+                                     "shapes, never 8, 5, 3 or 4"), failure.feedback
 
 
 def test_a_function_s_answer_is_named_with_its_tensor_s_one_step_cell():

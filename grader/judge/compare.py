@@ -502,16 +502,19 @@ def _lecture_only(probe, answer: Answer, zero: bool, code: str | None = None) ->
     whose = _whose(answer)
     where = (f"; it matches only at {whose} sizes{shown}, where this gradient is all zeros, which says nothing "
              "of its values" if zero else f"; right for {whose} sizes{shown} but wrong for every other size")
-    return f"{where}: {cause}; {_use_sizes(exercise, sizes)}"
+    return f"{where}: {cause}; {_use_sizes(exercise, sizes, len(named))}"
 
 
-def _use_sizes(exercise, sizes) -> str:
+def _use_sizes(exercise, sizes, written: int = 0) -> str:
     """The sizes to read instead of a number: the whole ones (an instructor trial's flow was told to use log2pi, a
-    constant of its loss, among them)."""
+    constant of its loss, among them). Where the cell `written` numbers said with what they stand for, those are
+    what to write (an instructor trial's 8, said to be E.shape[1], was told "use H", a size it is not)."""
     sizes = [k for k, v in sizes.items() if type(v) is int]
     named = exercise.mistakes.hardcoded
     numbers = dict.fromkeys(str(exercise.lecture[k]) for k in (exercise.ranges if named is None else named))
-    return f"use {_and([*sizes, SHAPES])}, never {_and(numbers, 'or')}"
+    use = f"use {_and([*sizes, SHAPES])}" if not written else \
+        f"write {'each' if written > 1 else 'it'} as the size it stands for, from {_and([*sizes, SHAPES])}"
+    return f"{use}, never {_and(numbers, 'or')}"
 
 
 def _cut_short(cases, wrong_on, probe, answer: Answer, code: str | None) -> str:
@@ -530,7 +533,7 @@ def _cut_short(cases, wrong_on, probe, answer: Answer, code: str | None) -> str:
             sizes, key = probe.exercise.network.size_values(probe.values), probe.exercise.mistakes.show(key)
             return (f"; right where {key} is at most {_whose(answer)} {key}={value} and wrong where it is larger: "
                     f"your cell writes {value} ({key}) as a number, which cuts a larger one short; "
-                    f"{_use_sizes(probe.exercise, sizes)}")
+                    f"{_use_sizes(probe.exercise, sizes, 1)}")
     return ""
 
 
