@@ -295,7 +295,7 @@ class Network:
             if step.name not in constant:
                 continue
             terms = _linear_terms(syntax.parse(step.code, mode="eval").body)
-            for term, weight in (terms or {}).items():
+            for term, weight in terms.items():
                 if term in self.step and self.consumers(term) == (step.name,):
                     constant[term] = constant[step.name] * weight
         return constant
@@ -687,31 +687,34 @@ class Exercise:
         return [a.grade_id for a in self.answers if a.kind == ATOMIC or a.local_upstream]
 
 
-def _linear_terms(node: ast.expr) -> dict[str, float] | None:
-    """The names a weighted sum of plain names adds, each with its number (`0.5 * (a + b) - c / 4`), or None
-    when the expression is not one, or names one twice."""
-    if isinstance(node, ast.Name):
-        return {node.id: 1.0}
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _linear_terms(node.operand)
-        return None if inner is None else {k: -v for k, v in inner.items()}
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
-        left, right = _linear_terms(node.left), _linear_terms(node.right)
-        if left is None or right is None or set(left) & set(right):
-            return None
-        sign = 1.0 if isinstance(node.op, ast.Add) else -1.0
-        return {**left, **{k: sign * v for k, v in right.items()}}
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div):
-        number = _number(node.right)
-        if number is not None and number != 0:
-            inner = _linear_terms(node.left)
-            factor = number if isinstance(node.op, ast.Mult) else 1 / number
-        elif isinstance(node.op, ast.Mult) and (number := _number(node.left)) is not None:
-            inner, factor = _linear_terms(node.right), number
+def _linear_terms(node: ast.expr) -> dict[str, float]:
+    """The names a weighted sum adds as plain names, each with its number (`0.5 * (a + b) - c / 4`); a term that is
+    any other expression (CS231n's `data_loss + reg * (W * W).sum()`) adds none, and a name it reads, or one the sum
+    names twice, has no fixed weight (`a + a ** 2`)."""
+    weights: dict[str, float] = {}
+    loose: set[str] = set()
+
+    def walk(node: ast.expr, factor: float) -> None:
+        if isinstance(node, ast.Name):
+            if node.id in weights:
+                loose.add(node.id)
+            weights[node.id] = factor
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            walk(node.operand, -factor)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+            walk(node.left, factor)
+            walk(node.right, factor if isinstance(node.op, ast.Add) else -factor)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div) and \
+                (number := _number(node.right)) is not None and number != 0:
+            walk(node.left, factor * number if isinstance(node.op, ast.Mult) else factor / number)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and \
+                (number := _number(node.left)) is not None:
+            walk(node.right, factor * number)
         else:
-            return None
-        return None if inner is None else {k: factor * v for k, v in inner.items()}
-    return None
+            loose.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+
+    walk(node, 1.0)
+    return {k: v for k, v in weights.items() if k not in loose}
 
 
 def _number(node: ast.expr) -> float | None:

@@ -400,6 +400,15 @@ def test_a_loss_terms_fixed_weight_is_never_randomised():
     assert value.network.unit_gradients == {"loss"}
     assert value.by_grade_id["dz"].local_upstream == (), "both of z's readers have fixed gradients"
     assert value.by_grade_id["da"].local_upstream == ("dz",)
+    # Another's CS231n SVM, the L2 penalty written in the loss's line (`loss = data_loss + reg * (W * W).sum()`):
+    # data_loss's gradient is 1 all the same, and `dmargins = full_like(margins, 1 / N)` got half credit.
+    inline = tiny(forward=FORWARD.replace("loss = ((z - Y) ** 2).sum() / n",
+                                          "fit = ((z - Y) ** 2).sum() / n\nloss = fit + 0.01 * (W * W).sum()"))
+    assert inline.network.constant_gradients == {"loss": 1.0, "fit": 1.0}
+    # a term the other terms read too has no fixed weight
+    reread = tiny(forward=FORWARD.replace("loss = ((z - Y) ** 2).sum() / n",
+                                          "fit = ((z - Y) ** 2).sum() / n\nloss = fit + fit ** 2"))
+    assert reread.network.constant_gradients == {"loss": 1.0}
 
 
 def test_a_float_hyperparameter_equal_to_one_names_no_dimension():
