@@ -271,6 +271,23 @@ def test_an_unsqueeze_and_a_number_inside_a_sum_read_as_a_teacher_writes_them():
     assert torch.allclose(_run_all(gradients, values)["dq"], grads["dq"])
 
 
+def test_a_dimension_inserted_by_none_indexing_is_an_unsqueeze():
+    """A fourth instructor trial's SVM, `margins = (scores - correct[:, None] + 1.0).clamp(min=0)`: the derivation
+    assigned into `dcorrect[:, None]` and stopped as a wrong rule; its gradient is the sum a teacher writes."""
+    network = Network.parse("q = X @ W\nm = (P - q[:, None] + 1.0).clamp(min=0)\nloss = m.sum()\n",
+                            parameters=("W", "P"), data=("X",), sizes={})
+    g = torch.Generator().manual_seed(0)
+    configurations = [derive.Configuration({"X": torch.randn(4, 3, dtype=torch.float64, generator=g),
+                                            "W": torch.randn(3, 5, dtype=torch.float64, generator=g),
+                                            "P": torch.randn(4, 4, 5, dtype=torch.float64, generator=g)}, Sizes())
+                      for _ in (0, 1)]
+    gradients = derive.derive(network, configurations)
+    code = {g.name: [line for line in g.source.splitlines() if not line.startswith("#")] for g in gradients}
+    assert code["dq"] == ["dq = ((P - q[:, None] + 1.0 >= 0) * -dm).sum(1)"], code["dq"]
+    values, grads = _forward(network, configurations[1].inputs)
+    assert torch.allclose(_run_all(gradients, values)["dq"], grads["dq"])
+
+
 def test_a_width_that_is_a_multiple_of_a_size_is_written_so():
     """An instructor trial's LSTM: its gates, 4*nh wide with T = 2 steps on every configuration, were written T*T*nh
     in the comments."""

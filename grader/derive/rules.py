@@ -1024,19 +1024,22 @@ def reshape(site: Site, op: Op) -> list[Edge]:
     g = ctx.full(site.g, site).node()
     dims = (*op.args, *(v for k, v in op.kwargs.items() if k == "dim"))
     if _method(site.node) == "unsqueeze" and len(dims) == 1:
-        # as a teacher writes it: `dq = dpre.sum(1)` for q.unsqueeze(1), not .sum(1, keepdim=True).view(q.shape)
-        d = ctx.constant(dims[0])
-        summed = _summed_keeping(g, d, ctx)
-        right = summed if summed is not None else call(g, "squeeze", number(d))
-        why = (f"unsqueeze only added that dimension of 1, so the sum over dim {d} needs no keepdim=True"
-               if summed is not None else f"unsqueeze only adds a dimension of 1: squeeze the gradient's dim {d} back "
-                                          "out")
-        return [Edge(x, Product.of(right), why)]
+        return [_unsqueezed(ctx, x, g, ctx.constant(dims[0]), "unsqueeze")]
     right = call(g, method, shape)
     if not ctx.runs(right):
         right = call(g, "reshape", shape)
     return [Edge(x, Product.of(right), f"{_method(site.node)} only relabels the same numbers: view the gradient "
                                         f"back to {_words(x)}'s shape")]
+
+
+def _unsqueezed(ctx, x: ast.expr, g: ast.expr, d: int, how: str) -> Edge:
+    """The edge back through a dimension of 1 inserted at `d` (`how`: x.unsqueeze(d), x[:, None]): as a teacher
+    writes it, `dq = dpre.sum(1)` for q.unsqueeze(1), not .sum(1, keepdim=True).view(q.shape)."""
+    summed = _summed_keeping(g, d, ctx)
+    right = summed if summed is not None else call(g, "squeeze", number(d))
+    why = (f"{how} only added that dimension of 1, so the sum over dim {d} needs no keepdim=True"
+           if summed is not None else f"{how} only adds a dimension of 1: squeeze the gradient's dim {d} back out")
+    return Edge(x, Product.of(right), why)
 
 
 def _summed_keeping(g: ast.expr, d: int, ctx) -> ast.expr | None:
@@ -1324,6 +1327,12 @@ def index(site: Site, op: Op) -> list[Edge]:
                                                       "indexed assignment (=, or += with a whole tensor of indices) "
                                                       "overwrites where all its uses must add up (+= one index at a "
                                                       "time, or index_add)", site.g, selector),))]
+    whole = [isinstance(p, ast.Slice) and p.lower is None and p.upper is None and p.step is None for p in parts]
+    inserted = [d for d, p in enumerate(parts) if isinstance(p, ast.Constant) and p.value is None]
+    if len(inserted) == 1 and all(whole[d] or d in inserted for d in range(len(parts))):
+        # x[:, None] is x.unsqueeze(1): nothing is picked (an instructor trial's SVM, `correct[:, None]`, derived
+        # an assignment into dcorrect[:, None] that no tensor takes)
+        return [_unsqueezed(ctx, x, ctx.full(site.g, site).node(), inserted[0], f"[{subscript(selector)}]")]
     if not isinstance(x, ast.Name):
         raise ctx.no_rule(site.node, "indexing an expression (name it on a line of its own)")
     unique = not tensors or (
