@@ -370,6 +370,34 @@ def test_the_gradebook_records_a_linked_submission_under_its_linker_and_a_fifo_s
     assert scores == {"ada": COURSE.max_score, "eve": 0}
 
 
+def test_a_timestamp_nbgrader_cannot_read_is_said_and_stops_no_one_else(tmp_path, generated_course):
+    """An instructor trial's timestamp.txt, "2026-12-07 20:38:11.%f UTC" (a date format gone wrong): `grade
+    --gradebook` said "could not record ...: AttributeError: 'CourseDirectory' object has no attribute 'fail'"
+    (nbgrader's own refusal, broken). The file is named, with its fix; the others are on record; exit 1."""
+    import nbformat
+    from nbgrader.api import Gradebook
+
+    from helpers.nbgrader_course import Course, set_answers
+    from solutions import reference
+
+    course = Course(tmp_path, COURSE.course_id, COURSE.assignment).copied(generated_course)
+    nb = nbformat.read(course.dir / "source" / COURSE.assignment / NOTEBOOK, as_version=4)
+    set_answers(nb, reference.cells())
+    for student, stamp in (("ada", "2026-12-07 20:38:11.000000 UTC"), ("cy", "2026-12-07 20:38:11.%f UTC")):
+        folder = course.dir / "submitted" / student / COURSE.assignment
+        write(folder / NOTEBOOK, nb)
+        (folder / "timestamp.txt").write_text(stamp, encoding="utf-8")
+    done = course.run(["backprop-ninja", "grade", "submitted", "--out", "results", "--course", "course.yml",
+                       "--gradebook", "gradebook.db"], course.dir)
+    assert done.returncode == 1, str(done)
+    assert f"skipped cy/{COURSE.assignment}/{STEM}: its timestamp.txt holds no time nbgrader reads ('2026-12-07 " \
+           "20:38:11.%f UTC'; nbgrader's collect writes one such as" in done.stderr, str(done)
+    assert "AttributeError" not in done.stderr + done.stdout and "Traceback" not in done.stderr, str(done)
+    with Gradebook(f"sqlite:///{course.dir / 'gradebook.db'}") as gb:
+        assert [s.id for s in gb.students] == ["ada"]
+        assert gb.find_submission(COURSE.assignment, "ada").score == COURSE.max_score
+
+
 @pytest.mark.slow
 def test_the_gradebook_route_takes_the_courses_late_penalty_as_autograde_does(tmp_path, generated_course):
     """The TA trial: `grade --gradebook` read no nbgrader_config.py, so a late submission got no penalty and

@@ -14,7 +14,7 @@ import stat
 import warnings
 from pathlib import Path
 
-from grader import extract
+from grader import extract, safe_text
 from grader.extract import Submission
 from grader.judge.scoring import Result
 from grader.outputs import final
@@ -137,7 +137,15 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log,
             return False
     # nbgrader opens timestamp.txt as it finds it: a FIFO there would stop the batch, a link read another file.
     stamp = path.parent / "timestamp.txt"
-    timestamp = coursedir.get_existing_timestamp(str(path.parent)) if extract.plain_file(stamp) else None
+    try:
+        timestamp = coursedir.get_existing_timestamp(str(path.parent)) if extract.plain_file(stamp) else None
+    except (ValueError, AttributeError):  # nbgrader's own refusal is an AttributeError (its CourseDirectory has no
+        # fail()): said as what it is, the student not recorded, as nbgrader's autograde does not grade them either
+        log(f"skipped {submission.id}: its timestamp.txt holds no time nbgrader reads "
+            f"({safe_text.terminal(_head(stamp))!r}; nbgrader's collect "
+            "writes one such as 2026-01-31 23:59:00.000000 UTC): write the submission's time there (or delete the "
+            "file, where the time is unknown), then grade again")
+        return False
     autograded = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
     if submission.unreadable:
         # As nbgrader's autograde leaves a notebook it cannot read (a truncated upload): the submission's row
@@ -182,6 +190,12 @@ def _record(submission: Submission, result: Result, db_url: str, coursedir, log,
 # What nbgrader's autograde copies from a submission's folder that its later steps read: the time autograde
 # compares to tell a newer submission (else it skips it as graded), and the secret release_feedback hashes
 # the feedback's name with (else the student is taken for one collected from an LMS download).
+def _head(path: Path) -> str:
+    """A file's first line, at most 60 characters: what a student's file says, quoted, never read whole."""
+    with path.open("rb") as file:
+        return file.read(240).decode("utf-8", errors="replace").strip().split("\n")[0][:60]
+
+
 STAMPS = ("timestamp.txt", "submission_secret.txt")
 
 
