@@ -253,39 +253,35 @@ def test_a_number_inside_a_local_derivative_folds_with_the_chains_others():
     assert torch.allclose(_run_all(gradients, values)["dX"], grads["dX"])
 
 
+def _derived_lines(forward: str, w: tuple[int, ...], p: tuple[int, ...]) -> dict[str, list[str]]:
+    """The derived cells' lines (without comments) of `forward` on X (4, 3) and parameters W and P of shapes `w`
+    and `p`, its dq checked against autograd's."""
+    network = Network.parse(forward, parameters=("W", "P"), data=("X",), sizes={})
+    g = torch.Generator().manual_seed(0)
+    configurations = [derive.Configuration({"X": torch.randn(4, 3, dtype=torch.float64, generator=g),
+                                            "W": torch.randn(*w, dtype=torch.float64, generator=g),
+                                            "P": torch.randn(*p, dtype=torch.float64, generator=g)}, Sizes())
+                      for _ in (0, 1)]
+    gradients = derive.derive(network, configurations)
+    values, grads = _forward(network, configurations[1].inputs)
+    assert torch.allclose(_run_all(gradients, values)["dq"], grads["dq"])
+    return {g.name: [line for line in g.source.splitlines() if not line.startswith("#")] for g in gradients}
+
+
 def test_an_unsqueeze_and_a_number_inside_a_sum_read_as_a_teacher_writes_them():
     """A third instructor trial: `dquery = (...).sum(1, keepdim=True).view(query.shape)` where a teacher writes
     `.sum(1)`, and `dz = 2 * z * (-0.5 * dlogpz).unsqueeze(1)` for `-z * dlogpz.unsqueeze(1)`."""
-    network = Network.parse("q = X @ W\ne = torch.tanh(P + q.unsqueeze(1))\nlogp = -0.5 * (e ** 2).sum(2)\n"
-                            "loss = -logp.sum()\n", parameters=("W", "P"), data=("X",), sizes={})
-    g = torch.Generator().manual_seed(0)
-    configurations = [derive.Configuration({"X": torch.randn(4, 3, dtype=torch.float64, generator=g),
-                                            "W": torch.randn(3, 2, dtype=torch.float64, generator=g),
-                                            "P": torch.randn(4, 5, 2, dtype=torch.float64, generator=g)}, Sizes())
-                      for _ in (0, 1)]
-    gradients = derive.derive(network, configurations)
-    code = {g.name: [line for line in g.source.splitlines() if not line.startswith("#")] for g in gradients}
+    code = _derived_lines("q = X @ W\ne = torch.tanh(P + q.unsqueeze(1))\nlogp = -0.5 * (e ** 2).sum(2)\n"
+                          "loss = -logp.sum()\n", (3, 2), (4, 5, 2))
     assert code["dq"] == ["dq = ((1 - e ** 2) * de).sum(1)"], code["dq"]
     assert code["de"] == ["de = -e * dlogp.unsqueeze(2)"], code["de"]
-    values, grads = _forward(network, configurations[1].inputs)
-    assert torch.allclose(_run_all(gradients, values)["dq"], grads["dq"])
 
 
 def test_a_dimension_inserted_by_none_indexing_is_an_unsqueeze():
     """A fourth instructor trial's SVM, `margins = (scores - correct[:, None] + 1.0).clamp(min=0)`: the derivation
     assigned into `dcorrect[:, None]` and stopped as a wrong rule; its gradient is the sum a teacher writes."""
-    network = Network.parse("q = X @ W\nm = (P - q[:, None] + 1.0).clamp(min=0)\nloss = m.sum()\n",
-                            parameters=("W", "P"), data=("X",), sizes={})
-    g = torch.Generator().manual_seed(0)
-    configurations = [derive.Configuration({"X": torch.randn(4, 3, dtype=torch.float64, generator=g),
-                                            "W": torch.randn(3, 5, dtype=torch.float64, generator=g),
-                                            "P": torch.randn(4, 4, 5, dtype=torch.float64, generator=g)}, Sizes())
-                      for _ in (0, 1)]
-    gradients = derive.derive(network, configurations)
-    code = {g.name: [line for line in g.source.splitlines() if not line.startswith("#")] for g in gradients}
+    code = _derived_lines("q = X @ W\nm = (P - q[:, None] + 1.0).clamp(min=0)\nloss = m.sum()\n", (3, 5), (4, 4, 5))
     assert code["dq"] == ["dq = ((P - q[:, None] + 1.0 >= 0) * -dm).sum(1)"], code["dq"]
-    values, grads = _forward(network, configurations[1].inputs)
-    assert torch.allclose(_run_all(gradients, values)["dq"], grads["dq"])
 
 
 def test_a_width_that_is_a_multiple_of_a_size_is_written_so():
