@@ -515,7 +515,8 @@ class Derivation:
             return node
         x = name(tensor)
         values, targets = self.values(node), self.values(x)
-        if all(isinstance(v, torch.Tensor) and v.is_floating_point()
+        # of the tensor's dtype too: a 0/1 mask over a number (a mean's hinge, `(x >= 0) / n`) is float32
+        if all(isinstance(v, torch.Tensor) and v.is_floating_point() and v.dtype == t.dtype
                and (v.shape == t.shape or (slip and v.numel() >= t.numel()))
                for v, t in zip(values, targets, strict=True)):
             return node
