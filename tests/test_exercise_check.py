@@ -689,3 +689,40 @@ def test_a_matrix_symmetric_on_every_draw_is_said(_no_course):
     assert "draw the data so that it is not symmetric" in note
     code, out = check("makemore-mlp")
     assert code == 0 and "symmetric on every" not in out, out
+
+
+CANCELLING = '''from grader.authoring.define import exercise
+
+EXERCISE = exercise(
+    name="cancel", title="A triplet loss whose bias cancels",
+    sizes={"n": (8, (6, 20)), "dim": (4, (2, 8)), "out": (3, (2, 6))},
+    parameters="""
+        W = randn(dim, out) * 0.5
+        b = randn(out) * 0.1
+    """,
+    data="""
+        xa = randn(n, dim)
+        xp = xa + 0.1 * randn(n, dim)
+        xn = randn(n, dim)
+    """,
+    forward="""
+        ea = xa @ W + b
+        ep = xp @ W + b
+        en = xn @ W + b
+        dap = ((ea - ep) ** 2).sum(1)
+        dan = ((ea - en) ** 2).sum(1)
+        loss = (dap - dan + 1.0).clamp(min=0).mean()
+    """,
+)
+'''
+
+
+def test_a_gradient_zero_on_every_draw_is_said_though_no_slip_hides_there(tmp_path, _no_course):
+    """An instructor trial's triplet loss: its bias cancels, so db is zero (to round-off) on every draw, and
+    `db = torch.zeros_like(b)` got the chain-only share unwarned."""
+    path = tmp_path / "cancel.py"
+    path.write_text(CANCELLING, encoding="utf-8")
+    code, out = check(path)
+    assert code == 0, out
+    assert "note: db is zero on every derivation configuration (the loss does not move with it: a term that cancels" \
+        in out, out

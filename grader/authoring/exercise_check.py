@@ -104,8 +104,9 @@ def _zero_gradients(gradients, drawn: list[dict]) -> list[str]:
     there (an instructor trial's triplet loss, whose margin no triplet of its data violated, was 0 with every
     gradient zero), so no slip of theirs or of what they reach can change anything, and a notebook run on such
     data checks zeros against zeros."""
+    # zero to round-off: a term that cancels (a bias added to both sides of a difference) leaves 1e-17s
     return [g.name for g in gradients
-            if all(isinstance(v.get(g.name), torch.Tensor) and not bool(v[g.name].any()) for v in drawn)]
+            if all(isinstance(v.get(g.name), torch.Tensor) and bool((v[g.name].abs() <= 1e-12).all()) for v in drawn)]
 
 
 def _symmetric(exercise: ex.Exercise, drawn: list[dict]) -> list[str]:
@@ -259,9 +260,16 @@ def check(spec: str) -> Iterator[str]:
     # Each slip name once per gradient: `W * W` makes the same slip in both factors.
     right = list(dict.fromkeys(f"{g.name} {s.name}" for g in found.gradients for s in g.right_anyway
                                if s.name not in exercise.accepted.get(g.name, ())))
+    zero = _zero_gradients(found.gradients, drawn_values)
+    if zero and not right:  # no slip hides there, but zeros are this loss's values (a trial's triplet loss, whose
+        # bias cancels: `db = torch.zeros_like(b)` got the chain-only share unwarned)
+        one = len(zero) == 1
+        yield (f"note: {', '.join(zero)} {'is' if one else 'are'} zero on every derivation configuration (the loss "
+               f"does not move with {'it' if one else 'them'}: a term that cancels, a hinge never active on the data "
+               f"drawn?): an answer of zeros is this loss's value, right on the chain and wrong as one backward step "
+               f"with other upstream gradients, so it gets the chain-only share of its points")
     if right:  # the rule table made them, but no notebook could tell them from the answer: said, not graded
         zeros = _hidden_by_zeros(exercise, found.gradients)
-        zero = _zero_gradients(found.gradients, drawn_values)
         if zeros:  # zeros on the hidden configurations too: each of them scores full there (item 4's refusal; an
             # instructor trial's GRU, whose h0 = zeros left dr1 zero, graded `dr1 = torch.zeros_like(r1)` full)
             raise CheckError("\n".join(
