@@ -289,6 +289,12 @@ class Transpose:
     SIZE_ONE_FACTOR = "a factor of a matrix product has a dimension of size 1 where the product needs more"
 
     @staticmethod
+    def swapped_operand(dim: int, got: int, want: int) -> str:
+        return (f"one operand has {got} entries along dimension {dim}, the gradient {want} (and {got} along the "
+                "other): it is the gradient's shape reversed (a matrix product with its factors swapped, or a "
+                "transpose missing or misplaced)")
+
+    @staticmethod
     def size_one_factor(needed: int) -> str:
         return (f"one factor of a matrix product has a dimension of size 1 where the other has {needed}: a sum or a "
                 "mean over that dimension taken where it does not belong? (no transpose makes these shapes fit)")

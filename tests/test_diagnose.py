@@ -610,6 +610,17 @@ def test_an_elementwise_operation_whose_shapes_do_not_line_up_is_told_how_to_lin
     assert "one entry per row needs a column axis (v[:, None] or v.unsqueeze(1))" in failure.feedback, failure.feedback
 
 
+def test_an_elementwise_operand_of_the_gradients_shape_reversed_is_told_so():
+    """An instructor trial's `dW2 = dscores.T @ a1 + reg * W2`: the product, (C, H) where dW2 is (H, C), was told to
+    give a vector a column axis and keepdim=True."""
+    error = _error("RuntimeError", "The size of tensor a (4) must match the size of tensor b (8) at non-singleton "
+                                   "dimension 0")
+    failure = _judged(error, error)
+    assert "one operand has 4 entries along dimension 0, the gradient 8 (and 4 along the other): it is the " \
+        "gradient's shape reversed" in failure.feedback, failure.feedback
+    assert "keepdim" not in failure.feedback, failure.feedback
+
+
 @pytest.mark.parametrize("shapes, elementwise", [("8x4 and 8x4", False), ("8x3 and 8x1", True)])
 def test_a_product_is_told_it_may_be_elementwise_only_where_that_gives_the_answer_s_shape(shapes, elementwise):
     """The instructor trial's GRU: dlogits @ Wy with as many examples as hidden units (32x27 and 32x27) was told

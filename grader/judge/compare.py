@@ -222,6 +222,20 @@ def _allowed(exercise: Exercise, answer: Answer | None = None) -> str:
     return "answer cells may use only " + _and(names)
 
 
+def _swapped_operand(error: str, shape: tuple[int, ...] | None) -> tuple[int, int, int] | None:
+    """(the dimension, the size one operand has there, the gradient's) where torch's elementwise error ("The size of
+    tensor a (16) must match the size of tensor b (5) at non-singleton dimension 1") quotes the two sizes of a 2-D
+    gradient's shape across the dimension: an operand with the gradient's shape reversed."""
+    found = re.search(r"tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)",
+                      error)
+    if found is None or shape is None or len(shape) != 2 or shape[0] == shape[1]:
+        return None
+    a, b, d = map(int, found.groups())
+    if d not in (0, 1) or {a, b} != set(shape):
+        return None
+    return d, (a if a != shape[d] else b), shape[d]
+
+
 def _size_one_inner(error: str) -> int | None:
     """The size a matrix product needs where one factor torch's error quotes ("(30x32 and 1x64)") has a dimension of
     size 1 and the other does not, between them: a sum or a mean taken too early, which no transpose fits."""
@@ -333,7 +347,11 @@ def outcome_text(outcome, answer: Answer, catalogue=None, hints: str = "named", 
                          else f"{answer.variable}'s")
                 text += f"; {Transpose.product_shapes(whose)}"
         elif "must match the size of tensor" in outcome.detail["error"] and public and not sized and hints != "none":
-            text += f"; {Broadcast.ELEMENTWISE_SHAPES}"
+            truth = probe.truth.get(f"d{answer.source}") if probe is not None and answer.kind != FUNCTION else None
+            swapped = _swapped_operand(outcome.detail["error"], None if truth is None else tuple(truth.shape))
+            # two matrices of the gradient's shape, one of them the transpose of it (a trial's `dscores.T @ a1 + reg
+            # * W2`, told to give a vector a column axis)
+            text += f"; {Transpose.swapped_operand(*swapped)}" if swapped else f"; {Broadcast.ELEMENTWISE_SHAPES}"
         if outcome.detail.get("limit") == "memory":
             return Failure("memory", text + "; the cell ran into the sandbox's memory limit (no gradient here "
                                             "needs more than a few megabytes)", mistake)
