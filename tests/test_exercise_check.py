@@ -726,3 +726,14 @@ def test_a_gradient_zero_on_every_draw_is_said_though_no_slip_hides_there(tmp_pa
     assert code == 0, out
     assert "note: db is zero on every derivation configuration (the loss does not move with it: a term that cancels" \
         in out, out
+
+
+def test_a_product_regrouped_around_a_number_is_no_slip_listed(tmp_path, _no_course):
+    """An instructor trial's attention head, `(q @ k.T) * hs ** -0.5`: the note listed "dq regrouped ... an elementwise
+    product and a matrix product do not commute"; a number's factor commutes, so the regrouping is the answer."""
+    path = tmp_path / "scaled.py"
+    path.write_text(CANCELLING.replace('name="cancel"', 'name="scaled"').replace(
+        "ea = xa @ W + b", "ea = 0.5 * xa @ W + b"), encoding="utf-8")
+    code, out = check(path)
+    assert code == 0, out
+    assert "regrouped" not in out, out

@@ -793,7 +793,10 @@ def _kept(d: Derivation, gradient_name: str, plain: str, slips) -> tuple[tuple[S
         if not all(isinstance(v, torch.Tensor) for v in values):
             continue
         if all(_same(v, r) for v, r in zip(values, reference, strict=True)):
-            right.append(Slip(gradient_name, key, sentence, consumer, source))
+            # A product regrouped that gives the same values is an identity (a scalar factor commutes with a matrix
+            # product: an instructor trial's note said it "does not commute"), no mistake the data hides.
+            if key != "regrouped":
+                right.append(Slip(gradient_name, key, sentence, consumer, source))
             continue
         if any(all(_same(v, s) for v, s in zip(values, other, strict=True)) for other in seen):
             # A whole sign flipped, equal to a step's own sign slip, says that slip less exactly.
