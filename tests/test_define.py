@@ -420,3 +420,12 @@ def test_a_float_hyperparameter_equal_to_one_names_no_dimension():
                                          "out = z @ v + c\nloss = (delta * (out - Y[:, :1]) ** 2).sum() / n"))
     comments = skeleton.references(value)["dc"]
     assert "c (1,)" in comments and "delta," not in comments, comments
+
+
+def test_a_hyperparameter_only_the_data_lines_read_is_still_bound_for_the_answers():
+    """An instructor trial's label smoothing, `T = Y * (1 - eps) + eps / K` in the data lines: the textbook answer's
+    eps was a NameError and 0 on every route, where the docs say answer cells read a float by its name."""
+    value = tiny(sizes={**SIZES, "eps": 0.1},
+                 data=DATA.replace("Y = randn(n, hidden)", "Y = randn(n, hidden) * (1 - eps)"))
+    assert value.network.sizes.get("eps") == "0.1"
+    assert "eps" not in tiny().network.sizes

@@ -242,12 +242,14 @@ def _size_code(given: Mapping[str, object], dims: Mapping[str, tuple[str, int]],
                read: set[str]) -> dict[str, str]:
     """What each size the forward lines read is, as the notebook writes it, each after those it reads: a tensor's
     shape, a constant's or a hyperparameter's value, a formula in other sizes, or a size read back from a product
-    (`hs = C // nh`)."""
+    (`hs = C // nh`). A hyperparameter (a float) is bound even where only the data lines read it: the docs promise
+    answer cells read it by name (an instructor trial's label smoothing `eps`, read by the textbook answer, was a
+    NameError and 0 on every route)."""
     code = {k: f"{dims[k][0]}.shape[{dims[k][1]}]" for k in given if k in dims}
     code |= {k: repr(v) for k, v in given.items() if k not in dims and not isinstance(v, str | tuple)}
     code |= {k: f"{whole} // " + " // ".join(others) for k, (whole, others) in solved.items()}
     code |= {k: v for k, v in given.items() if k not in code and isinstance(v, str)}
-    needed, order = set(read), list(code)
+    needed, order = set(read) | {k for k, v in given.items() if isinstance(v, float)}, list(code)
     for key in reversed(order):
         if key in needed:
             needed |= set(_names(code[key]))
