@@ -546,6 +546,9 @@ def test_gradients_zero_on_every_derivation_configuration_are_named_as_the_cause
     assert "; dz, dh, db, dW are zero on every derivation configuration (the loss does not move with them there: " \
            "a hinge, a clamp or a ReLU never active on the data drawn?)" in note, note
     assert "draw data that makes them active" in note
+    # a blind instructor trial's max branch and bias before batch norm are zero for any data: said too
+    assert "where they are zero for any data (a term that cancels, a bias before a normalization), those slips are " \
+        "no mistakes to grade" in note, note
 
 
 CS231N = ROOT / "tests" / "exercises" / "cs231n_net.py"

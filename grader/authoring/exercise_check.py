@@ -285,7 +285,8 @@ def check(spec: str) -> Iterator[str]:
             why += (f"; {', '.join(zero)} {'is' if len(zero) == 1 else 'are'} zero on every derivation configuration "
                     "(the loss does not move with them there: a hinge, a clamp or a ReLU never active on the data "
                     "drawn?), so no slip that reaches them changes anything, and a notebook run on such data checks "
-                    "zeros against zeros: draw data that makes them active")
+                    "zeros against zeros: draw data that makes them active; where they are zero for any data (a term "
+                    "that cancels, a bias before a normalization), those slips are no mistakes to grade")
         fixed = [k for k, v in exercise.lecture.items() if type(v) is int and k not in exercise.ranges]
         square = bool(fixed) and any("transpose" in slip for slip in right)
         if square:
