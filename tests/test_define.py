@@ -429,3 +429,12 @@ def test_a_hyperparameter_only_the_data_lines_read_is_still_bound_for_the_answer
                  data=DATA.replace("Y = randn(n, hidden)", "Y = randn(n, hidden) * (1 - eps)"))
     assert value.network.sizes.get("eps") == "0.1"
     assert "eps" not in tiny().network.sizes
+
+
+def test_fused_blocks_come_in_the_order_a_student_backpropagates():
+    """A blind instructor trial's {"dh": ("o", ...), "do": ("loss", ...)}: dh's block was exercise 2, given do by a
+    read-only cell, and do's blank answer, exercise 3, set it to None again below; exercise check failed on the stub."""
+    value = tiny(fused={"dh": "z", "dz": "loss"})
+    assert [a.grade_id for a in value.answers if a.kind == ex.FUSED] == ["ex2_dz", "ex3_dh"]
+    assert [a.grade_id for a in tiny(fused={"dz": "loss", "dh": "z"}).answers if a.kind == ex.FUSED] == \
+        ["ex2_dz", "ex3_dh"]

@@ -430,7 +430,12 @@ def exercise(*, name: str, title: str, sizes: Mapping[str, int | tuple[int, tupl
               f"last forward line, {network.loss})")
     answers = list(ex.atomic_answers(network, atomic, 1))
     functions, check = (), None
-    for part, (gradient, block_spec) in enumerate((fused or {}).items(), 2):
+    # In the order a student backpropagates, whatever the dict's: a block a later one reads the gradient of is given
+    # that gradient by a read-only cell, which the later block's blank answer would set to None again (a blind
+    # instructor trial's {"dh": ("o", ...), "do": ("loss", ...)} failed exercise check on the stub's self-check)
+    position = {step.name: i for i, step in enumerate(network.steps)}
+    blocks = sorted((fused or {}).items(), key=lambda item: -position.get(item[0][1:], -1))
+    for part, (gradient, block_spec) in enumerate(blocks, 2):
         sink, block_title = (block_spec, "") if isinstance(block_spec, str) else block_spec
         if gradient not in atomic:
             raise DefinitionError(f"fused: {gradient} is no gradient of the exercise (they are {', '.join(atomic)})")
